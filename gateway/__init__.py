@@ -1,0 +1,1 @@
+"""A real-time gateway that streams the state of compute jobs from PostgreSQL to websocket subscribers."""

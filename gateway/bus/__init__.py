@@ -1,0 +1,1 @@
+"""Redis adapters: the relay's atomic publish and a node's subscriptions."""

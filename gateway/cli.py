@@ -1,0 +1,161 @@
+"""`gateway demo | serve | relay | migrate | token | cluster-key`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from .config import Settings
+
+log = logging.getLogger("gateway")
+
+
+def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        ws="websockets-sansio",
+        ws_max_size=settings.max_message_bytes,
+        ws_per_message_deflate=False,  # it would defeat frames shared by every subscriber
+        lifespan="on",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def _require(settings: Settings, *names: str) -> None:
+    missing = [n for n in names if not getattr(settings, n)]
+    if missing:
+        env = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL", "secret": "GATEWAY_SECRET"}
+        sys.exit(f"gateway: set {', '.join(env[m] for m in missing)} (or use `gateway demo`)")
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
+    from .web.app import create_app
+
+    _require(settings, "database_url", "redis_url", "secret")
+    uvicorn.Server(uvicorn_config(create_app(settings), settings, args.host, args.port)).run()
+
+
+def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
+    from .relay.runner import Relay
+
+    _require(settings, "database_url", "redis_url")
+    _run(Relay(settings.database_url, settings.redis_url).run())
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
+    from .store.migrate import migrate
+
+    _require(settings, "database_url")
+    applied = asyncio.run(migrate(settings.database_url))
+    print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
+
+
+def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
+    from .web.auth import issue_token
+
+    _require(settings, "secret")
+    print(issue_token(settings.secret, args.user, args.ttl or settings.token_ttl))
+
+
+def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
+    import asyncpg
+
+    from .web.auth import new_cluster_key
+
+    _require(settings, "database_url")
+
+    async def rotate() -> str:
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            key, key_hash = new_cluster_key(args.cluster)
+            if await conn.execute("update clusters set key_hash = $2 where id = $1", args.cluster, key_hash) == "UPDATE 0":
+                sys.exit(f"gateway: no cluster {args.cluster}")
+            return key
+        finally:
+            await conn.close()
+
+    print(asyncio.run(rotate()))
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
+    from .demo import run_demo
+
+    _run(run_demo(settings, args.host, args.port, Path(args.data)))
+
+
+def _run(main: object) -> None:
+    """Run until done or interrupted; Ctrl-C and SIGTERM cancel the main task so cleanups run."""
+
+    async def runner() -> None:
+        task = asyncio.ensure_future(main)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    try:
+        import uvloop
+
+        uvloop.run(runner())
+    except ImportError:  # pragma: no cover
+        asyncio.run(runner())
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=os.environ.get("GATEWAY_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .web.logs import install_redaction
+
+    install_redaction()
+    parser = argparse.ArgumentParser(prog="gateway", description="Real-time jobs gateway")
+    parser.add_argument("--database-url", help="PostgreSQL URL (env DATABASE_URL)")
+    parser.add_argument("--redis-url", help="Redis URL (env REDIS_URL)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="run everything: embedded PostgreSQL/Valkey when no URLs, relay, web, producer")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--data", default=os.environ.get("GATEWAY_DATA", ".gateway-data"), help="folder for embedded servers")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("serve", help="run a gateway node (web and websockets)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(func=cmd_serve)
+
+    sub.add_parser("relay", help="run the relay (one active, others stand by)").set_defaults(func=cmd_relay)
+    sub.add_parser("migrate", help="apply the SQL migrations").set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("token", help="print a signed token for a user")
+    p.add_argument("--user", type=int, required=True)
+    p.add_argument("--ttl", type=int, default=0, help="seconds (default GATEWAY_TOKEN_TTL)")
+    p.set_defaults(func=cmd_token)
+
+    p = sub.add_parser("cluster-key", help="issue a new ingest key for a cluster (the old one stops working)")
+    p.add_argument("--cluster", type=int, required=True)
+    p.set_defaults(func=cmd_cluster_key)
+
+    args = parser.parse_args(argv)
+    settings = Settings()
+    if args.database_url:
+        settings.database_url = args.database_url
+    if args.redis_url:
+        settings.redis_url = args.redis_url
+    args.func(args, settings)
+
+
+if __name__ == "__main__":
+    main()

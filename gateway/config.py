@@ -1,0 +1,28 @@
+"""Settings from the environment; command-line flags override them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _origins() -> tuple[str, ...]:
+    raw = os.environ.get("GATEWAY_ORIGINS", "")
+    return tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+
+
+@dataclass
+class Settings:
+    database_url: str = field(default_factory=lambda: os.environ.get("DATABASE_URL", ""))
+    redis_url: str = field(default_factory=lambda: os.environ.get("REDIS_URL", ""))
+    # Signs user tokens. Without one, `serve` refuses to start (the demo makes one up).
+    secret: str = field(default_factory=lambda: os.environ.get("GATEWAY_SECRET", ""))
+    # Allowed browser origins for the websocket; empty means same origin only.
+    origins: tuple[str, ...] = field(default_factory=_origins)
+    token_ttl: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_TOKEN_TTL", str(12 * 3600))))
+    # Per-connection pending output before a resync, in bytes.
+    max_pending_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_PENDING_BYTES", str(4 << 20))))
+    max_subscriptions: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_SUBSCRIPTIONS", "100")))
+    max_message_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_MESSAGE_BYTES", str(64 << 10))))
+    max_body_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(8 << 20))))
+    demo: bool = field(default_factory=lambda: os.environ.get("GATEWAY_DEMO", "") == "1")

@@ -1,0 +1,103 @@
+"""Per-trajectory and per-team aggregates kept exact from the captured old and new statuses.
+
+No counter row that every writer must lock: the relay folds each captured change into these counts, and a
+relay that starts rebuilds them from one consistent snapshot of the database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from .model import Counts, Job, TrajectorySummary
+from .status import group_status
+
+
+class Change(msgspec.Struct, kw_only=True):
+    """One captured change of one job, as the outbox holds it: the statuses before and after, and the job."""
+
+    old_status: str | None  # None: not listed before the change
+    new_status: str | None  # None: not listed after it (removed)
+    job: Job
+
+
+class TrajectoryAggregate(msgspec.Struct, kw_only=True):
+    id: int
+    team_id: int
+    name: str
+    counts: Counts = msgspec.field(default_factory=Counts)
+    updated_at: datetime | None = None
+
+    def summary(self) -> TrajectorySummary:
+        return TrajectorySummary(
+            id=self.id,
+            name=self.name,
+            completed=self.counts.completed,
+            total=self.counts.total(),
+            status=group_status(self.counts.as_dict()),
+            counts=Counts(**self.counts.as_dict()),
+            updated_at=self.updated_at,
+        )
+
+
+class TeamAggregate:
+    """A team's counts and its trajectories' aggregates; remembers which summaries changed."""
+
+    __slots__ = ("id", "counts", "trajectories", "dirty")
+
+    def __init__(self, team_id: int) -> None:
+        self.id = team_id
+        self.counts = Counts()
+        self.trajectories: dict[int, TrajectoryAggregate] = {}
+        self.dirty: set[int] = set()
+
+    def listed_trajectories(self) -> int:
+        return sum(1 for t in self.trajectories.values() if t.counts.total())
+
+
+class Aggregates:
+    """Every team's aggregates. Applying a change is pure arithmetic on absolute counts."""
+
+    def __init__(self) -> None:
+        self.teams: dict[int, TeamAggregate] = {}
+        self._trajectories: dict[int, TrajectoryAggregate] = {}
+
+    def team(self, team_id: int) -> TeamAggregate:
+        team = self.teams.get(team_id)
+        if team is None:
+            team = self.teams[team_id] = TeamAggregate(team_id)
+        return team
+
+    def known(self, trajectory_id: int) -> bool:
+        return trajectory_id in self._trajectories
+
+    def add_trajectory(self, agg: TrajectoryAggregate) -> None:
+        """Register a trajectory (from the startup snapshot or a name looked up later)."""
+        team = self.team(agg.team_id)
+        team.trajectories[agg.id] = agg
+        self._trajectories[agg.id] = agg
+        for status, n in agg.counts.as_dict().items():
+            if n:
+                team.counts.add(status, n)
+
+    def apply(self, change: Change) -> None:
+        job = change.job
+        traj = self._trajectories.get(job.trajectory_id)
+        if traj is None:  # the adapter registers names first; a stray id still counts
+            traj = TrajectoryAggregate(id=job.trajectory_id, team_id=job.team_id, name=f"#{job.trajectory_id}")
+            self.add_trajectory(traj)
+        team = self.team(traj.team_id)
+        if change.old_status == change.new_status and change.old_status is not None:
+            pass  # same status: counts unchanged, only the last change moves
+        else:
+            if change.old_status is not None:
+                traj.counts.add(change.old_status, -1)
+                team.counts.add(change.old_status, -1)
+            if change.new_status is not None:
+                traj.counts.add(change.new_status, 1)
+                team.counts.add(change.new_status, 1)
+        changed_at = job.removed_at or job.updated_at
+        if changed_at is not None and (traj.updated_at is None or changed_at > traj.updated_at):
+            traj.updated_at = changed_at
+        team.dirty.add(traj.id)

@@ -1,0 +1,70 @@
+"""Job reports from clusters: their schema, and the rules that decide whether a report still applies.
+
+The same rules hold in SQL (gateway.store.ingest); here they fold several reports about one job in one
+batch into the one that wins, in order.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from .status import Kind, Status, TERMINAL
+
+MAX_REPORTS = 10_000
+
+
+class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Create a job (no `id`) or report on one (`id`), about attempt `attempt`."""
+
+    status: Status
+    id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+    error: Annotated[str, msgspec.Meta(max_length=4000)] | None = None
+    # Only when creating:
+    trajectory_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    kind: Kind | None = None
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    frame: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] | None = None
+    timestep: float | None = None
+    analysis_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class IngestBatch(msgspec.Struct, forbid_unknown_fields=True):
+    jobs: Annotated[list[JobReport], msgspec.Meta(min_length=1, max_length=MAX_REPORTS)]
+
+
+class IngestResult(msgspec.Struct):
+    id: int
+    result: str  # created | updated | ignored
+
+
+class IngestResponse(msgspec.Struct):
+    created: int
+    updated: int
+    ignored: int
+    jobs: list[IngestResult]
+
+
+class InvalidReport(ValueError):
+    """A batch that cannot be applied; the text names the bad field and is safe to return."""
+
+
+def check_new_job(index: int, report: JobReport) -> None:
+    missing = [f for f in ("trajectory_id", "kind", "name") if getattr(report, f) is None]
+    if missing:
+        raise InvalidReport(f"jobs[{index}]: a new job needs {', '.join(missing)}")
+
+
+def report_applies(attempts: int, status: str, removed: bool, attempt: int, new_status: str) -> bool:
+    """Whether a report about `attempt` moves a job that is at `attempts` in `status`."""
+    if removed or attempt < attempts:
+        return False  # a removed job stays removed; a stale attempt's report is ignored
+    if attempt > attempts:
+        return True  # a retry starts a new attempt
+    if status in TERMINAL:
+        return False  # a terminal status sticks unless the job is retried
+    if status == "running" and new_status in ("queued", "retrying"):
+        return False  # a late `queued` never undoes `running`
+    return True

@@ -1,0 +1,65 @@
+"""The records that travel: a job as PostgreSQL holds it, a trajectory's summary, a team's counts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+
+class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A job's whole current state. Deltas are absolute: a client keeps the highest `version` per `id`.
+
+    A job with `removed_at` set has left the list (removed by a person, or past retention).
+    Unknown fields are ignored on decode, so a column added to `jobs` later does not break the relay.
+    """
+
+    id: int
+    team_id: int
+    trajectory_id: int
+    cluster_id: int
+    kind: str
+    name: str
+    status: str
+    version: int
+    attempts: int = 1
+    analysis_id: int | None = None
+    frame: int | None = None
+    timestep: float | None = None
+    error: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    removed_at: datetime | None = None
+
+
+class Counts(msgspec.Struct, omit_defaults=False):
+    """Absolute counts per status of the listed jobs."""
+
+    queued: int = 0
+    retrying: int = 0
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+
+    def add(self, status: str, n: int) -> None:
+        setattr(self, status, getattr(self, status) + n)
+
+    def total(self) -> int:
+        return self.queued + self.retrying + self.running + self.completed + self.failed
+
+    def as_dict(self) -> dict[str, int]:
+        return msgspec.structs.asdict(self)
+
+
+class TrajectorySummary(msgspec.Struct, kw_only=True):
+    """One line of the team's Jobs popover: `name`, `completed/total`, group status, last change."""
+
+    id: int
+    name: str
+    completed: int
+    total: int
+    status: str
+    counts: Counts
+    updated_at: datetime | None = None

@@ -1,0 +1,50 @@
+"""A connection's pending output: references to shared frames, bounded in bytes.
+
+A broadcast never waits for the slowest subscriber. When a connection's pending bytes pass the bound, its
+pending frames are dropped and it is told to `resync`; if it passes the bound again before it has drained
+once, it cannot keep up and is closed.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+
+
+class Verdict(enum.Enum):
+    QUEUED = "queued"
+    RESYNC = "resync"  # pending output dropped: the adapter sends resync and unsubscribes
+    CLOSE = "close"  # still cannot drain: the adapter closes with CLOSE_SLOW
+
+
+class Outbound:
+    __slots__ = ("limit", "frames", "size", "resyncing")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.frames: deque[bytes | str] = deque()
+        self.size = 0
+        self.resyncing = False  # dropped once and not drained since
+
+    def push(self, frame: bytes | str, force: bool = False) -> Verdict:
+        if not force and self.size + len(frame) > self.limit:
+            if self.resyncing:
+                return Verdict.CLOSE
+            self.frames.clear()
+            self.size = 0
+            self.resyncing = True
+            return Verdict.RESYNC
+        self.frames.append(frame)
+        self.size += len(frame)
+        return Verdict.QUEUED
+
+    def pop(self) -> bytes | str | None:
+        if not self.frames:
+            self.resyncing = False
+            return None
+        frame = self.frames.popleft()
+        self.size -= len(frame)
+        return frame
+
+    def __len__(self) -> int:
+        return len(self.frames)

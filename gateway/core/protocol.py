@@ -1,0 +1,151 @@
+"""The websocket wire protocol: one msgspec Struct per message, tagged by `type`.
+
+Every server message about a channel names its `channel` and carries the channel's contiguous `seq`
+and an opaque `cursor` (today `<epoch>-<seq>`); a client that reconnects hands back the last cursor it
+applied. The same Structs travel as JSON text frames or, with the `msgpack` subprotocol, as binary frames.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from .model import Counts, Job, TrajectorySummary
+
+Format = Literal["json", "msgpack"]
+FORMATS: tuple[Format, ...] = ("json", "msgpack")
+MSGPACK_SUBPROTOCOL = "msgpack"
+JSON_SUBPROTOCOL = "json"
+
+
+class ClientMessage(msgspec.Struct, tag_field="type", tag=str.lower, forbid_unknown_fields=True):
+    pass
+
+
+class Subscribe(ClientMessage):
+    channel: str
+    cursor: str | None = None
+
+
+class Unsubscribe(ClientMessage):
+    channel: str
+
+
+class Ping(ClientMessage):
+    id: int | str | None = None
+
+
+ClientMessages = Subscribe | Unsubscribe | Ping
+
+
+class ServerMessage(msgspec.Struct, tag_field="type", tag=str.lower, kw_only=True, omit_defaults=True):
+    pass
+
+
+class Snapshot(ServerMessage):
+    """A channel's state, in pages; `final` marks the last page. Apply batches only after it."""
+
+    channel: str
+    seq: int
+    cursor: str
+    time: int  # server clock, milliseconds since the Unix epoch
+    page: int = 0
+    final: bool = True
+    jobs: list[Job] | None = None  # trajectory and team-jobs channels
+    counts: Counts | None = None  # team channel
+    trajectories: list[TrajectorySummary] | None = None  # team channel: the most recent ones
+    total_trajectories: int | None = None
+
+
+class Batch(ServerMessage):
+    """Job deltas of one channel: each is the job's whole current state, latest version per job."""
+
+    channel: str
+    seq: int
+    cursor: str
+    jobs: list[Job]
+
+
+class Summary(ServerMessage):
+    """The team channel's absolute values: the team's counts and the summaries that changed."""
+
+    channel: str
+    seq: int
+    cursor: str
+    counts: Counts
+    trajectories: list[TrajectorySummary]
+    total_trajectories: int
+
+
+class Resync(ServerMessage):
+    """The server could not deliver everything: drop the channel's state and subscribe again without a cursor."""
+
+    channel: str
+    reason: str
+
+
+class Error(ServerMessage):
+    code: str
+    message: str
+    channel: str | None = None
+
+
+class Pong(ServerMessage):
+    time: int
+    id: int | str | None = None
+
+
+ServerMessages = Snapshot | Batch | Summary | Resync | Error | Pong
+
+json_encoder = msgspec.json.Encoder()
+msgpack_encoder = msgspec.msgpack.Encoder()
+_json_decoder = msgspec.json.Decoder(ClientMessages)
+_msgpack_decoder = msgspec.msgpack.Decoder(ClientMessages)
+_server_json_decoder = msgspec.json.Decoder(ServerMessages)
+_server_msgpack_decoder = msgspec.msgpack.Decoder(ServerMessages)
+
+
+class BadMessage(ValueError):
+    """A client message that cannot be decoded; the text is safe to send back."""
+
+
+def decode_client(data: bytes | str, fmt: Format) -> ClientMessages:
+    try:
+        if fmt == "json":
+            return _json_decoder.decode(data)
+        if isinstance(data, str):
+            raise BadMessage("expected a binary MessagePack frame")
+        return _msgpack_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise BadMessage(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise BadMessage(f"malformed {fmt}: {exc}") from None
+
+
+def encode(message: ServerMessage, fmt: Format) -> bytes:
+    return json_encoder.encode(message) if fmt == "json" else msgpack_encoder.encode(message)
+
+
+def encode_both(message: ServerMessage) -> tuple[bytes, bytes]:
+    """Encode once per wire format; the same bytes then go to every subscriber."""
+    return json_encoder.encode(message), msgpack_encoder.encode(message)
+
+
+def decode_server(data: bytes | str, fmt: Format) -> ServerMessages:
+    """For clients and tests: the server's messages back into Structs."""
+    if fmt == "json":
+        return _server_json_decoder.decode(data)
+    return _server_msgpack_decoder.decode(data)  # type: ignore[arg-type]
+
+
+def make_cursor(epoch: int, seq: int) -> str:
+    return f"{epoch}-{seq}"
+
+
+def parse_cursor(cursor: str) -> tuple[int, int] | None:
+    """The (epoch, seq) inside a cursor, or None when it is not one of ours."""
+    epoch, sep, seq = cursor.partition("-")
+    if not sep or not epoch.isdigit() or not seq.isdigit() or len(cursor) > 40:
+        return None
+    return int(epoch), int(seq)

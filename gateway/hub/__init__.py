@@ -1,0 +1,1 @@
+"""Per-node fan-out: local connections, their subscriptions, and the slow-consumer policy."""

@@ -1,0 +1,1 @@
+"""The relay process: outbox -> aggregates -> channel batches -> bus."""

@@ -1,0 +1,116 @@
+"""Apply a batch of cluster reports in one transaction: all or nothing, the rules enforced in SQL."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from ..core.ingest import IngestBatch, IngestResponse, IngestResult, InvalidReport, check_new_job, report_applies
+
+# The same rules as core.ingest.report_applies, so that they hold whoever calls this path.
+_UPDATE = """
+update jobs j set status = r.status, attempts = r.attempt, error = r.error
+from unnest($1::bigint[], $2::int[], $3::text[], $4::text[]) as r(id, attempt, status, error)
+where j.id = r.id and j.cluster_id = $5 and j.removed_at is null
+  and (r.attempt > j.attempts
+       or (r.attempt = j.attempts and j.status not in ('completed', 'failed')
+           and not (j.status = 'running' and r.status in ('queued', 'retrying'))))
+returning j.id
+"""
+
+_INSERT = """
+insert into jobs (team_id, cluster_id, trajectory_id, kind, name, frame, timestep, analysis_id, status, attempts, error)
+select $1, $2, r.trajectory_id, r.kind, r.name, r.frame, r.timestep, r.analysis_id, r.status, r.attempt, r.error
+from unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::bigint[], $9::text[], $10::int[], $11::text[])
+     with ordinality as r(trajectory_id, kind, name, frame, timestep, analysis_id, status, attempt, error, ord)
+order by r.ord
+returning id
+"""
+
+
+async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch: IngestBatch) -> IngestResponse:
+    new = [(i, r) for i, r in enumerate(batch.jobs) if r.id is None]
+    known = [(i, r) for i, r in enumerate(batch.jobs) if r.id is not None]
+    for i, r in new:
+        check_new_job(i, r)
+    results: list[IngestResult | None] = [None] * len(batch.jobs)
+    async with pool.acquire() as conn, conn.transaction():
+        created = await _insert(conn, cluster_id, team_id, new)
+        for (i, _), job_id in zip(new, created):
+            results[i] = IngestResult(job_id, "created")
+        updated = await _update(conn, cluster_id, known)
+        for i, r in known:
+            assert r.id is not None
+            results[i] = IngestResult(r.id, "updated" if r.id in updated else "ignored")
+    jobs = [r for r in results if r is not None]
+    return IngestResponse(
+        created=len(created),
+        updated=sum(1 for r in jobs if r.result == "updated"),
+        ignored=sum(1 for r in jobs if r.result == "ignored"),
+        jobs=jobs,
+    )
+
+
+async def _insert(conn: asyncpg.Connection, cluster_id: int, team_id: int, new: list) -> list[int]:
+    if not new:
+        return []
+    reports = [r for _, r in new]
+    wanted = sorted({r.trajectory_id for r in reports})
+    ours = {
+        row["id"]
+        for row in await conn.fetch(
+            "select id from trajectories where id = any($1::bigint[]) and team_id = $2", wanted, team_id
+        )
+    }
+    for i, r in new:
+        if r.trajectory_id not in ours:
+            raise InvalidReport(f"jobs[{i}].trajectory_id: no trajectory {r.trajectory_id} in this cluster's team")
+    rows = await conn.fetch(
+        _INSERT,
+        team_id,
+        cluster_id,
+        [r.trajectory_id for r in reports],
+        [r.kind for r in reports],
+        [r.name for r in reports],
+        [r.frame for r in reports],
+        [r.timestep for r in reports],
+        [r.analysis_id for r in reports],
+        [r.status for r in reports],
+        [r.attempt for r in reports],
+        [r.error for r in reports],
+    )
+    return [row["id"] for row in rows]
+
+
+async def _update(conn: asyncpg.Connection, cluster_id: int, known: list) -> set[int]:
+    if not known:
+        return set()
+    ids = sorted({r.id for _, r in known})
+    rows = await conn.fetch(
+        "select id, attempts, status, removed_at is not null as removed from jobs"
+        " where id = any($1::bigint[]) and cluster_id = $2 order by id for update",
+        ids,
+        cluster_id,
+    )
+    current = {row["id"]: (row["attempts"], row["status"], row["removed"]) for row in rows}
+    for i, r in known:
+        if r.id not in current:
+            raise InvalidReport(f"jobs[{i}].id: no job {r.id} on this cluster")
+    # Fold several reports about one job in order; only the survivor goes to SQL.
+    final: dict[int, tuple[int, str, str | None]] = {}
+    for _, r in known:
+        attempts, status, removed = current[r.id]
+        if report_applies(attempts, status, removed, r.attempt, r.status):
+            current[r.id] = (r.attempt, r.status, removed)
+            final[r.id] = (r.attempt, r.status, r.error)
+    if not final:
+        return set()
+    items = list(final.items())
+    rows = await conn.fetch(
+        _UPDATE,
+        [job_id for job_id, _ in items],
+        [v[0] for _, v in items],
+        [v[1] for _, v in items],
+        [v[2] for _, v in items],
+        cluster_id,
+    )
+    return {row["id"] for row in rows}

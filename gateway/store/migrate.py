@@ -1,0 +1,41 @@
+"""Apply the numbered migrations in sql/ once each, in order, recorded in `schema_migrations`."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+_LOCK_KEY = 0x6A6F6273  # serialises concurrent `gateway migrate` runs
+
+
+def migration_files(directory: Path = SQL_DIR) -> list[Path]:
+    return sorted(p for p in directory.glob("[0-9][0-9][0-9]_*.sql"))
+
+
+async def migrate(dsn: str, directory: Path = SQL_DIR) -> list[str]:
+    """Apply what is missing; returns the names applied. Safe to run again and from several processes."""
+    conn = await asyncpg.connect(dsn)
+    applied: list[str] = []
+    try:
+        await conn.execute("select pg_advisory_lock($1)", _LOCK_KEY)
+        await conn.execute(
+            "create table if not exists schema_migrations ("
+            " name text primary key, applied_at timestamptz not null default now())"
+        )
+        done = {r["name"] for r in await conn.fetch("select name from schema_migrations")}
+        for path in migration_files(directory):
+            if path.name in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(path.read_text())
+                await conn.execute("insert into schema_migrations (name) values ($1)", path.name)
+            log.info("applied migration %s", path.name)
+            applied.append(path.name)
+    finally:
+        await conn.close()  # closing the session releases the advisory lock
+    return applied

@@ -1,0 +1,118 @@
+"""Tail the outbox in commit-safe order.
+
+Concurrent transactions commit out of sequence order, so reading `seq > last` would skip a transaction that
+commits late. Each outbox row records its transaction id; the reader only takes rows whose transaction is
+older than the oldest one still running (`pg_snapshot_xmin(pg_current_snapshot())`): all of those have
+ended, so nothing below that horizon can appear any more. Rows are read in (xid, seq) order past a cursor.
+A forgotten open transaction holds the horizon back: `held_back` says so and `blocker()` names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+import msgspec
+
+from ..core.aggregate import Change, TrajectoryAggregate
+from ..core.model import Counts, Job
+
+_job_decoder = msgspec.json.Decoder(Job)
+
+_READ = """
+with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)
+select h.horizon, c.xid, c.seq, c.old_status, c.new_status, c.job::text as job,
+       (c.seq is null and exists (select 1 from job_changes b where b.xid >= h.horizon)) as held_back
+from h left join lateral (
+    select xid, seq, old_status, new_status, job from job_changes
+    where (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon
+      and ($3::text is null or not pg_visible_in_snapshot(xid::text::xid8, $3::text::pg_snapshot))
+    order by xid, seq
+    limit $4
+) c on true
+"""
+
+_AGGREGATES = """
+select t.id, t.team_id, t.name,
+       count(*) filter (where j.status = 'queued') as queued,
+       count(*) filter (where j.status = 'retrying') as retrying,
+       count(*) filter (where j.status = 'running') as running,
+       count(*) filter (where j.status = 'completed') as completed,
+       count(*) filter (where j.status = 'failed') as failed,
+       max(j.updated_at) as updated_at
+from trajectories t
+left join jobs j on j.trajectory_id = t.id and j.removed_at is null
+group by t.id
+"""
+
+
+@dataclass
+class ReadResult:
+    changes: list[Change]
+    horizon: int
+    held_back: bool  # committed changes wait behind an open transaction
+    full: bool  # the limit was reached: read again at once
+
+
+@dataclass
+class Blocker:
+    pid: int
+    xid: int
+    age_seconds: float
+    state: str
+    query: str
+
+
+class OutboxReader:
+    """Reads captured changes past a cursor; `load()` rebuilds aggregates from one consistent snapshot."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+        self.xid = 0
+        self.seq = 0
+        self._base_snapshot: str | None = None
+        self._base_xmax = 0
+
+    async def load(self) -> list[TrajectoryAggregate]:
+        """Every trajectory's counts as of one snapshot; later reads skip what that snapshot already saw."""
+        async with self.conn.transaction(isolation="repeatable_read", readonly=True):
+            snapshot: str = await self.conn.fetchval("select pg_current_snapshot()::text")
+            rows = await self.conn.fetch(_AGGREGATES)
+        xmin, xmax, _ = snapshot.split(":")
+        self._base_snapshot, self._base_xmax = snapshot, int(xmax)
+        self.xid, self.seq = int(xmin) - 1, 2**62  # everything from xmin on, minus what the snapshot saw
+        return [
+            TrajectoryAggregate(
+                id=r["id"],
+                team_id=r["team_id"],
+                name=r["name"],
+                counts=Counts(r["queued"], r["retrying"], r["running"], r["completed"], r["failed"]),
+                updated_at=r["updated_at"],
+            )
+            for r in rows
+        ]
+
+    async def read(self, limit: int = 5000) -> ReadResult:
+        rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit)
+        horizon: int = rows[0]["horizon"]
+        changes: list[Change] = []
+        for r in rows:
+            if r["seq"] is None:
+                break
+            changes.append(Change(old_status=r["old_status"], new_status=r["new_status"], job=_job_decoder.decode(r["job"])))
+            self.xid, self.seq = r["xid"], r["seq"]
+        if self._base_snapshot is not None and horizon >= self._base_xmax and len(changes) < limit:
+            self._base_snapshot = None  # every transaction the snapshot could have seen is behind us
+        return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit)
+
+    async def blocker(self, horizon: int) -> Blocker | None:
+        """The open transaction holding the horizon back, for the logs and metrics."""
+        row = await self.conn.fetchrow(
+            "select pid, backend_xid::text::bigint as xid, state, left(query, 200) as query,"
+            " extract(epoch from clock_timestamp() - xact_start)::float8 as age"
+            " from pg_stat_activity where backend_xid is not null"
+            " order by age(backend_xid) desc limit 1"
+        )
+        if row is None:
+            return None
+        return Blocker(row["pid"], row["xid"], row["age"] or 0.0, row["state"] or "", row["query"] or "")

@@ -1,0 +1,45 @@
+"""The gateway's reads: who may see what, trajectory names, and paged snapshots of job channels."""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+
+from ..core.channels import Channel
+from ..core.model import Job
+
+_jobs_decoder = msgspec.json.Decoder(list[Job])
+
+
+async def team_of_channel(pool: asyncpg.Pool, channel: Channel) -> int | None:
+    """The team whose members may subscribe to a channel, or None when it does not exist."""
+    if channel.kind == "trajectory":
+        return await pool.fetchval("select team_id from trajectories where id = $1", channel.id)
+    return await pool.fetchval("select id from teams where id = $1", channel.id)
+
+
+async def is_member(pool: asyncpg.Pool, user_id: int, team_id: int) -> bool:
+    return bool(
+        await pool.fetchval("select 1 from memberships where user_id = $1 and team_id = $2", user_id, team_id)
+    )
+
+
+async def user_exists(pool: asyncpg.Pool, user_id: int) -> bool:
+    return bool(await pool.fetchval("select 1 from users where id = $1", user_id))
+
+
+async def trajectory_names(pool: asyncpg.Pool, ids: list[int]) -> list[asyncpg.Record]:
+    return await pool.fetch("select id, team_id, name from trajectories where id = any($1::bigint[])", ids)
+
+
+async def jobs_page(pool: asyncpg.Pool, channel: Channel, after_id: int, limit: int) -> list[Job]:
+    """One page of a job channel's listed jobs, by id, decoded straight from PostgreSQL's JSON."""
+    column = "trajectory_id" if channel.kind == "trajectory" else "team_id"
+    text = await pool.fetchval(
+        f"select coalesce(json_agg(j order by j.id), '[]')::text from ("
+        f" select * from jobs where {column} = $1 and removed_at is null and id > $2 order by id limit $3) j",
+        channel.id,
+        after_id,
+        limit,
+    )
+    return _jobs_decoder.decode(text)

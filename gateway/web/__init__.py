@@ -1,0 +1,1 @@
+"""The Starlette application: /ws, the HTTP API, health, the static frontend."""

@@ -1,0 +1,58 @@
+"""The Starlette application of a gateway node."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+from redis.asyncio import Redis
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from ..config import Settings
+from ..hub.node import Node
+from .ingest import ingest_jobs
+from .logs import install_redaction
+from .runtime import Runtime
+from .ws import websocket_endpoint
+
+FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
+
+
+async def healthz(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    return JSONResponse({"ok": True, "connections": runtime.connections, "channels": len(runtime.node.hub.subscribers)})
+
+
+def create_app(settings: Settings) -> Starlette:
+    if not settings.secret:
+        raise ValueError("GATEWAY_SECRET is required to sign and check tokens")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        install_redaction()
+        pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
+        redis = Redis.from_url(settings.redis_url)
+        node = Node(pool, redis, settings.redis_url, settings.max_subscriptions)
+        await node.start()
+        app.state.runtime = Runtime(settings=settings, pool=pool, redis=redis, node=node)
+        try:
+            yield
+        finally:
+            await node.stop()
+            await redis.aclose()
+            await pool.close()
+
+    routes = [
+        WebSocketRoute("/ws", websocket_endpoint),
+        Route("/api/ingest/jobs", ingest_jobs, methods=["POST"]),
+        Route("/healthz", healthz),
+    ]
+    if FRONTEND.is_dir():
+        routes.append(Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend"))
+    return Starlette(routes=routes, lifespan=lifespan)

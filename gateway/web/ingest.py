@@ -1,0 +1,54 @@
+"""`POST /api/ingest/jobs`: a cluster's batch of job reports, authenticated by its own key."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..core.ingest import IngestBatch, InvalidReport
+from ..store.ingest import apply_reports
+from .auth import cluster_of_key, key_matches
+from .body import BodyTooLarge, read_body
+from .runtime import Runtime
+
+_batch_decoder = msgspec.json.Decoder(IngestBatch)
+_encoder = msgspec.json.Encoder()
+
+
+def error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status)
+
+
+async def authenticate_cluster(request: Request, runtime: Runtime) -> tuple[int, int] | JSONResponse:
+    """(cluster id, team id) for a valid `Authorization: Bearer <cluster key>`, else the 401 to return."""
+    auth = request.headers.get("authorization", "")
+    key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    cluster_id = cluster_of_key(key)
+    row = None
+    if cluster_id is not None:
+        row = await runtime.pool.fetchrow("select team_id, key_hash from clusters where id = $1", cluster_id)
+    if cluster_id is None or row is None or not key_matches(key, row["key_hash"]):
+        return error(401, "unauthorized", "a valid cluster key is required")
+    return cluster_id, row["team_id"]
+
+
+async def ingest_jobs(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    who = await authenticate_cluster(request, runtime)
+    if isinstance(who, JSONResponse):
+        return who
+    cluster_id, team_id = who
+    try:
+        body = await read_body(request, runtime.settings.max_body_bytes)
+        batch = _batch_decoder.decode(body)
+        result = await apply_reports(runtime.pool, cluster_id, team_id, batch)
+    except BodyTooLarge as exc:
+        return error(413, "too_large", str(exc))
+    except msgspec.ValidationError as exc:
+        return error(422, "invalid", str(exc))
+    except msgspec.DecodeError as exc:
+        return error(400, "malformed", f"malformed JSON: {exc}")
+    except InvalidReport as exc:
+        return error(422, "invalid", str(exc))
+    return Response(_encoder.encode(result), media_type="application/json")

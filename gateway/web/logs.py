@@ -1,0 +1,36 @@
+"""Keep tokens out of the logs: uvicorn logs websocket and HTTP paths with their query strings."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+_SECRET_QUERY = re.compile(r"((?:token|access_token|key)=)[^&\s\"']+", re.IGNORECASE)
+_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    return _BEARER.sub(r"\1[redacted]", _SECRET_QUERY.sub(r"\1[redacted]", text))
+
+
+class RedactSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args) if isinstance(
+                record.args, tuple
+            ) else record.args
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        return True
+
+
+def install_redaction() -> None:
+    """Attach the filter to every logger that may print a request line, and to their handlers."""
+    flt = RedactSecrets()
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "gateway", ""):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactSecrets) for f in logger.filters):
+            logger.addFilter(flt)
+        for handler in logger.handlers:
+            if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+                handler.addFilter(flt)

@@ -1,0 +1,119 @@
+"""`/ws`: authenticate the handshake, then read client messages while the connection's writer drains."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from urllib.parse import urlsplit
+
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ..core.protocol import (
+    MSGPACK_SUBPROTOCOL,
+    BadMessage,
+    Error,
+    Ping,
+    Pong,
+    Subscribe,
+    Unsubscribe,
+    decode_client,
+)
+from ..hub.connection import Connection
+from ..hub.node import Node, now_ms
+from .auth import TOKEN_COOKIE, InvalidToken, verify_token
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT = 2.0
+
+
+def origin_allowed(websocket: WebSocket, allowed: tuple[str, ...]) -> bool:
+    """Browsers always send Origin; tools usually do not. Same origin unless GATEWAY_ORIGINS says more."""
+    origin = websocket.headers.get("origin")
+    if origin is None:
+        return True
+    origin = origin.rstrip("/")
+    if origin in allowed or "*" in allowed:
+        return True
+    host = websocket.headers.get("host", "")
+    return urlsplit(origin).netloc == host and bool(host)
+
+
+def token_of(websocket: WebSocket) -> str | None:
+    auth = websocket.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return websocket.query_params.get("token") or websocket.cookies.get(TOKEN_COOKIE)
+
+
+async def websocket_endpoint(websocket: WebSocket) -> None:
+    runtime: Runtime = websocket.app.state.runtime
+    if not origin_allowed(websocket, runtime.settings.origins):
+        await websocket.send_denial_response(
+            JSONResponse({"error": "origin_not_allowed", "message": "this origin may not open the socket"}, 403)
+        )
+        return
+    token = token_of(websocket)
+    try:
+        if not token:
+            raise InvalidToken("missing token")
+        user_id = verify_token(runtime.settings.secret, token)
+    except InvalidToken as exc:
+        await websocket.send_denial_response(JSONResponse({"error": "unauthorized", "message": str(exc)}, 401))
+        return
+    fmt = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
+    await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
+
+    async def send(frame: bytes | str) -> None:
+        if isinstance(frame, str):
+            await websocket.send({"type": "websocket.send", "text": frame})
+        else:
+            await websocket.send({"type": "websocket.send", "bytes": frame})
+
+    conn = Connection(user_id, fmt, send, runtime.settings.max_pending_bytes)
+    node = runtime.node
+    node.attach(conn)
+    runtime.connections += 1
+    writer = asyncio.create_task(conn.run_writer(), name="ws-writer")
+    reader = asyncio.create_task(_read(websocket, conn, node), name="ws-reader")
+    closed = asyncio.create_task(conn.closed.wait(), name="ws-closed")
+    try:
+        await asyncio.wait({writer, reader, closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (writer, reader, closed):
+            task.cancel()
+        await asyncio.gather(writer, reader, closed, return_exceptions=True)
+        node.detach(conn)
+        runtime.connections -= 1
+    if conn.close_code is not None:
+        try:
+            await asyncio.wait_for(websocket.close(conn.close_code, "slow consumer: could not drain"), CLOSE_TIMEOUT)
+        except (asyncio.TimeoutError, RuntimeError, OSError):
+            pass
+
+
+async def _read(websocket: WebSocket, conn: Connection, node: Node) -> None:
+    while True:
+        try:
+            message = await websocket.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("text")
+        if data is None:
+            data = message.get("bytes") or b""
+        try:
+            request = decode_client(data, conn.format)
+        except BadMessage as exc:
+            conn.send_message(Error(code="bad_message", message=str(exc)))
+            continue
+        match request:
+            case Subscribe(channel=channel):
+                await node.subscribe(conn, channel)
+            case Unsubscribe(channel=channel):
+                node.unsubscribe(conn, channel)
+            case Ping(id=ident):
+                conn.send_message(Pong(time=now_ms(), id=ident))
