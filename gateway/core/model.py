@@ -7,7 +7,7 @@ from datetime import datetime
 import msgspec
 
 
-class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Job(msgspec.Struct, kw_only=True):
     """A job's whole current state. Deltas are absolute: a client keeps the highest `version` per `id`.
 
     A job with `removed_at` set has left the list (removed by a person, or past retention).

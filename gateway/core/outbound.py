@@ -27,7 +27,8 @@ class Outbound:
         self.resyncing = False  # dropped once and not drained since
 
     def push(self, frame: bytes | str, force: bool = False) -> Verdict:
-        if not force and self.size + len(frame) > self.limit:
+        # An empty queue takes any one frame, so a frame larger than the bound cannot loop on resyncs.
+        if not force and self.size and self.size + len(frame) > self.limit:
             if self.resyncing:
                 return Verdict.CLOSE
             self.frames.clear()

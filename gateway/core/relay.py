@@ -15,7 +15,8 @@ from .aggregate import Aggregates, Change, TeamAggregate, TrajectoryAggregate
 from .model import Job, TrajectorySummary
 from .protocol import Batch, Summary, encode_both, make_cursor
 
-MAX_JOBS_PER_BATCH = 500  # keeps every frame well under a client's 1 MiB message limit
+MAX_JOBS_PER_BATCH = 500
+MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
 TEAM_INTERVAL = 0.25  # the light team channel: at most 4 messages a second per team
 MAX_TICK = 0.05  # under load batches grow up to this
 SUMMARY_STATE_PREFIX = "t:"
@@ -107,15 +108,21 @@ class RelayCore:
         for channel, batch in by_channel.items():
             batch.sort(key=_job_order)
             for start in range(0, len(batch), MAX_JOBS_PER_BATCH):
-                seq = self._next_seq(channel)
-                message = Batch(
-                    channel=channel,
-                    seq=seq,
-                    cursor=make_cursor(self.epoch, seq),
-                    jobs=batch[start : start + MAX_JOBS_PER_BATCH],
-                )
-                out.append(self._publication(channel, seq, message))
+                self._publish_batch(channel, batch[start : start + MAX_JOBS_PER_BATCH], out)
         return out
+
+    def _publish_batch(self, channel: str, jobs: list[Job], out: list[Publication]) -> None:
+        """One batch message, halved until it fits the byte bound (jobs with long errors are big)."""
+        seq = self._seqs.get(channel, 0) + 1
+        message = Batch(channel=channel, seq=seq, cursor=make_cursor(self.epoch, seq), jobs=jobs)
+        publication = self._publication(channel, seq, message)
+        if len(publication.json) > MAX_BATCH_BYTES and len(jobs) > 1:
+            half = len(jobs) // 2
+            self._publish_batch(channel, jobs[:half], out)
+            self._publish_batch(channel, jobs[half:], out)
+            return
+        self._seqs[channel] = seq
+        out.append(publication)
 
     def next_team_due(self) -> float | None:
         """When the earliest team with unsent changes may publish (on the adapter's monotonic clock)."""

@@ -30,8 +30,8 @@ async def healthz(request: Request) -> Response:
 
 
 def create_app(settings: Settings) -> Starlette:
-    if not settings.secret:
-        raise ValueError("GATEWAY_SECRET is required to sign and check tokens")
+    if len(settings.secret) < 32:
+        raise ValueError("GATEWAY_SECRET must be at least 32 characters: it signs every user token")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

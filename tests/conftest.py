@@ -1,0 +1,184 @@
+"""Real services for the tests: PostgreSQL and Redis, and gateway processes started from the CLI.
+
+PostgreSQL: TEST_DATABASE_URL, else the machine's server on 127.0.0.1:5432, else an embedded one from PyPI;
+each run gets a fresh database. Redis: TEST_REDIS_URL, else a private valkey-server on a free port (its
+pub/sub is then ours alone, and tests may restart it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port
+from gateway.store.migrate import migrate
+
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def _with_database(url: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+async def _reachable(url: str) -> bool:
+    try:
+        conn = await asyncpg.connect(url, timeout=3)
+    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+        return False
+    await conn.close()
+    return True
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    embedded = None
+    admin = os.environ.get("TEST_DATABASE_URL") or LOCAL_POSTGRES
+    if not asyncio.run(_reachable(admin)):
+        embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+        admin = embedded.start()
+    name = f"gwtest_{os.getpid()}_{secrets.token_hex(3)}"
+
+    async def create() -> None:
+        conn = await asyncpg.connect(admin)
+        await conn.execute(f'create database "{name}"')
+        await conn.close()
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(admin)
+        await conn.execute(f'drop database if exists "{name}" with (force)')
+        await conn.close()
+
+    asyncio.run(create())
+    url = _with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
+    asyncio.run(migrate(url))
+    try:
+        yield url
+    finally:
+        asyncio.run(drop())
+        if embedded is not None:
+            embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey | None]:
+    if os.environ.get("TEST_REDIS_URL"):
+        yield None
+        return
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(valkey: EmbeddedValkey | None) -> str:
+    if valkey is None:
+        return os.environ["TEST_REDIS_URL"]
+    return f"redis://127.0.0.1:{valkey.port}/0"
+
+
+@dataclass
+class Process:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    port: int = 0
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class Stack:
+    secret: str
+    database_url: str
+    redis_url: str
+    relay: Process
+    nodes: list[Process]
+
+
+def _spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
+    log = logdir / f"{name}.log"
+    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
+    return Process(name, proc, log, port)
+
+
+def _wait_http(process: Process, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.proc.poll() is not None:
+            raise RuntimeError(f"{process.name} exited:\n{process.output()}")
+        try:
+            with urllib.request.urlopen(f"{process.http}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{process.name} did not become healthy:\n{process.output()}")
+
+
+@pytest.fixture(scope="session")
+def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One relay and two gateway nodes, real processes started from the CLI."""
+    logdir = tmp_path_factory.mktemp("logs")
+    secret = secrets.token_urlsafe(32)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "GATEWAY_SECRET": secret,
+        "GATEWAY_MAX_PENDING_BYTES": str(1 << 20),
+        "GATEWAY_LOG_LEVEL": "INFO",
+    }
+    relay = _spawn("relay", ["relay"], env, logdir)
+    nodes = []
+    for i in range(2):
+        port = free_port()
+        nodes.append(_spawn(f"node{i}", ["serve", "--port", str(port)], env, logdir, port))
+    try:
+        for node in nodes:
+            _wait_http(node)
+        yield Stack(secret, database_url, redis_url, relay, nodes)
+    finally:
+        for p in (*nodes, relay):
+            p.stop()
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -1,0 +1,64 @@
+"""Per-test data: a fresh team with a member, a cluster with its key, and a trajectory."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+import pytest
+
+from gateway.web.auth import issue_token, new_cluster_key
+from tests.conftest import Stack
+
+
+@dataclass
+class Team:
+    id: int
+    user_id: int
+    token: str
+    cluster_id: int
+    cluster_key: str
+    trajectory_id: int
+
+
+@pytest.fixture(scope="session")
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=12)
+    yield pool
+    await pool.close()
+
+
+async def make_team(pool: asyncpg.Pool, secret: str) -> Team:
+    tag = secrets.token_hex(3)
+    async with pool.acquire() as conn, conn.transaction():
+        team_id = await conn.fetchval("insert into teams (name) values ($1) returning id", f"team {tag}")
+        user_id = await conn.fetchval("insert into users (name) values ($1) returning id", f"user {tag}")
+        await conn.execute("insert into memberships values ($1, $2)", team_id, user_id)
+        cluster_id = await conn.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-1') returning id", team_id)
+        key, key_hash = new_cluster_key(cluster_id)
+        await conn.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
+        trajectory_id = await conn.fetchval(
+            "insert into trajectories (team_id, name) values ($1, $2) returning id", team_id, f"trajectory {tag}"
+        )
+    return Team(team_id, user_id, issue_token(secret, user_id, 3600), cluster_id, key, trajectory_id)
+
+
+@pytest.fixture
+async def team(pool: asyncpg.Pool, stack: Stack) -> Team:
+    return await make_team(pool, stack.secret)
+
+
+async def insert_jobs(pool: asyncpg.Pool, team: Team, n: int, trajectory_id: int | None = None) -> list[int]:
+    """Plain SQL, naming only the spine's columns, as the platform's own writers do."""
+    rows = await pool.fetch(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
+        " select $1, $2, $3, 'preprocess', 'Preprocess trajectory frame', f from generate_series(0, $4 - 1) f"
+        " returning id",
+        team.id,
+        trajectory_id or team.trajectory_id,
+        team.cluster_id,
+        n,
+    )
+    return [r["id"] for r in rows]

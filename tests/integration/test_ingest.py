@@ -1,0 +1,129 @@
+"""`POST /api/ingest/jobs`: clusters create and report jobs; the rules hold whatever order reports come in."""
+
+from __future__ import annotations
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.conftest import Stack
+from tests.follower import Follower
+from tests.integration.conftest import Team, insert_jobs, make_team
+
+
+async def post(stack: Stack, key: str | None, body: object, raw: bytes | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        if raw is not None:
+            return await client.post("/api/ingest/jobs", content=raw, headers={**headers, "content-type": "application/json"})
+        return await client.post("/api/ingest/jobs", json=body, headers=headers)
+
+
+async def job_row(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:
+    return await pool.fetchrow("select status, attempts, error, version from jobs where id = $1", job_id)
+
+
+async def test_create_and_report_reach_subscribers(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    async with Follower(stack.nodes[1].ws, team.token) as f:
+        channel = f"trajectory:{team.trajectory_id}"
+        await f.subscribe(channel)
+        response = await post(stack, team.cluster_key, {"jobs": [
+            {"status": "queued", "trajectory_id": team.trajectory_id, "kind": "rasterize", "name": "Rasterize trajectory preview"},
+        ]})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert body["created"] == 1
+        job_id = body["jobs"][0]["id"]
+        response = await post(stack, team.cluster_key, {"jobs": [
+            {"id": job_id, "status": "running"},
+            {"id": job_id, "status": "failed", "error": "GPU fell off the bus"},
+        ]})
+        assert response.json()["updated"] == 2
+        await f.wait_for(lambda f: f.listed(channel).get(job_id, {}).get("status") == "failed")
+        assert f.listed(channel)[job_id]["error"] == "GPU fell off the bus"
+
+
+async def test_stale_attempt_and_late_queued_are_ignored(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    (job_id,) = await insert_jobs(pool, team, 1)
+    ok = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 2, "status": "running"}]})
+    assert ok.json()["jobs"] == [{"id": job_id, "result": "updated"}]
+    stale = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 1, "status": "failed", "error": "old"}]})
+    assert stale.json()["jobs"] == [{"id": job_id, "result": "ignored"}]
+    late = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 2, "status": "queued"}]})
+    assert late.json()["ignored"] == 1
+    row = await job_row(pool, job_id)
+    assert (row["status"], row["attempts"], row["error"]) == ("running", 2, None)
+
+
+async def test_terminal_status_sticks_until_retried(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    (job_id,) = await insert_jobs(pool, team, 1)
+    await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "status": "completed"}]})
+    again = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "status": "running"}]})
+    assert again.json()["ignored"] == 1
+    retried = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 2, "status": "retrying"}]})
+    assert retried.json()["updated"] == 1
+    assert (await job_row(pool, job_id))["status"] == "retrying"
+
+
+async def test_removed_job_stays_removed(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    (job_id,) = await insert_jobs(pool, team, 1)
+    await pool.execute("update jobs set removed_at = now() where id = $1", job_id)
+    late = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 5, "status": "running"}]})
+    assert late.json()["ignored"] == 1
+    assert (await job_row(pool, job_id))["status"] == "queued"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "names"),
+    [
+        ({"jobs": [{"id": "seven", "status": "running"}]}, 422, "$.jobs[0].id"),
+        ({"jobs": [{"id": 1, "status": "exploded"}]}, 422, "$.jobs[0].status"),
+        ({"jobs": [{"id": 1, "status": "running", "colour": "red"}]}, 422, "colour"),
+        ({"jobs": [{"status": "queued", "kind": "preprocess"}]}, 422, "jobs[0]: a new job needs trajectory_id, name"),
+        ({"jobs": []}, 422, "$.jobs"),
+        ({"jobs": [{"id": 1, "status": "running", "attempt": 0}]}, 422, "$.jobs[0].attempt"),
+    ],
+)
+async def test_invalid_reports_name_the_bad_field(stack: Stack, team: Team, body: object, status: int, names: str) -> None:
+    response = await post(stack, team.cluster_key, body)
+    assert response.status_code == status
+    assert names in response.json()["message"]
+
+
+async def test_malformed_and_oversize_bodies_are_refused(stack: Stack, team: Team) -> None:
+    malformed = await post(stack, team.cluster_key, None, raw=b'{"jobs": [')
+    assert malformed.status_code == 400 and malformed.json()["error"] == "malformed"
+    huge = await post(stack, team.cluster_key, None, raw=b'{"jobs": [' + b" " * (9 << 20) + b"]}")
+    assert huge.status_code == 413
+
+
+async def test_batch_is_all_or_nothing(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    other = await make_team(pool, stack.secret)
+    (mine,) = await insert_jobs(pool, team, 1)
+    (theirs,) = await insert_jobs(pool, other, 1)
+    response = await post(stack, team.cluster_key, {"jobs": [
+        {"id": mine, "status": "running"},
+        {"status": "queued", "trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "frame"},
+        {"id": theirs, "status": "completed"},
+    ]})
+    assert response.status_code == 422
+    assert response.json()["message"] == f"jobs[2].id: no job {theirs} on this cluster"
+    assert (await job_row(pool, mine))["status"] == "queued"
+    assert (await job_row(pool, theirs))["status"] == "queued"
+    assert await pool.fetchval("select count(*) from jobs where trajectory_id = $1", team.trajectory_id) == 1
+
+
+async def test_new_job_on_a_foreign_trajectory_is_refused(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    other = await make_team(pool, stack.secret)
+    response = await post(stack, team.cluster_key, {"jobs": [
+        {"status": "queued", "trajectory_id": other.trajectory_id, "kind": "preprocess", "name": "frame"},
+    ]})
+    assert response.status_code == 422
+    assert "jobs[0].trajectory_id" in response.json()["message"]
+
+
+@pytest.mark.parametrize("key", [None, "nonsense", "c1.wrong-secret", "c999999.whatever"])
+async def test_bad_cluster_keys_are_refused(stack: Stack, team: Team, key: str | None) -> None:
+    response = await post(stack, key, {"jobs": [{"id": 1, "status": "running"}]})
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthorized"
