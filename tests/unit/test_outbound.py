@@ -1,0 +1,51 @@
+"""A connection's pending output: bounded, dropped for a resync once, closed if it still cannot drain."""
+
+from gateway.core.outbound import Outbound, Verdict
+
+
+def test_frames_queue_until_the_bound() -> None:
+    out = Outbound(limit=10)
+    assert out.push(b"12345") is Verdict.QUEUED
+    assert out.push(b"12345") is Verdict.QUEUED
+    assert out.size == 10 and len(out) == 2
+
+
+def test_over_the_bound_the_backlog_is_dropped_for_a_resync() -> None:
+    out = Outbound(limit=10)
+    out.push(b"12345678")
+    assert out.push(b"abcdef") is Verdict.RESYNC
+    assert out.size == 0 and len(out) == 0
+
+
+def test_still_over_the_bound_before_draining_means_close() -> None:
+    out = Outbound(limit=10)
+    out.push(b"12345678")
+    out.push(b"abcdef")  # resync
+    out.push(b"12345678")
+    assert out.push(b"abcdef") is Verdict.CLOSE
+
+
+def test_draining_once_forgives_the_resync() -> None:
+    out = Outbound(limit=10)
+    out.push(b"12345678")
+    out.push(b"abcdef")  # resync
+    out.push(b"123")
+    assert out.pop() == b"123"
+    assert out.pop() is None  # drained
+    out.push(b"12345678")
+    assert out.push(b"abcdef") is Verdict.RESYNC
+
+
+def test_an_empty_queue_takes_one_oversize_frame_and_forced_frames_always_go_in() -> None:
+    out = Outbound(limit=4)
+    assert out.push(b"123456789") is Verdict.QUEUED
+    assert out.push(b"resync", force=True) is Verdict.QUEUED
+    assert [out.pop(), out.pop(), out.pop()] == [b"123456789", b"resync", None]
+
+
+def test_frames_are_shared_references_not_copies() -> None:
+    frame = b"x" * 100
+    a, b = Outbound(1000), Outbound(1000)
+    a.push(frame)
+    b.push(frame)
+    assert a.pop() is b.pop() is frame

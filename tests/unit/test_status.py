@@ -1,0 +1,43 @@
+"""The Jobs view's rules for statuses: buckets, group colours, the ring's label."""
+
+import pytest
+
+from gateway.core.status import buckets, group_status, ring_label
+
+
+def counts(**kw: int) -> dict[str, int]:
+    return {"queued": 0, "retrying": 0, "running": 0, "completed": 0, "failed": 0, **kw}
+
+
+def test_queued_and_retrying_both_count_as_queued() -> None:
+    assert buckets(counts(queued=2, retrying=3, running=1, completed=4, failed=5)) == {
+        "queued": 5, "running": 1, "done": 4, "failed": 5,
+    }
+
+
+@pytest.mark.parametrize(
+    ("given", "colour"),
+    [
+        (counts(running=1, queued=3, failed=2), "running"),
+        (counts(retrying=1, completed=3), "queued"),
+        (counts(completed=3), "completed"),
+        (counts(failed=2), "failed"),
+        (counts(completed=1, failed=1), "neutral"),
+        (counts(), "empty"),
+    ],
+)
+def test_group_colour(given: dict[str, int], colour: str) -> None:
+    assert group_status(given) == colour
+
+
+@pytest.mark.parametrize(
+    ("given", "label"),
+    [
+        (counts(running=2, queued=5), "2 running"),
+        (counts(queued=4, retrying=1), "5 queued"),
+        (counts(completed=9, failed=1), "Jobs"),
+        (counts(), "Jobs"),
+    ],
+)
+def test_ring_label(given: dict[str, int], label: str) -> None:
+    assert ring_label(given) == label
