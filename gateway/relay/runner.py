@@ -21,7 +21,9 @@ from ..store.outbox import OutboxReader
 log = logging.getLogger(__name__)
 
 LOCK_KEY = 0x72656C6179  # "relay": partition 0
-IDLE_POLL = 1.0  # the fallback when a NOTIFY is missed
+IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
+BUSY_POLL = 0.005  # awake, between polls that found nothing
+LINGER = 0.2  # stay awake this long after the last change before sleeping
 HELD_BACK_LOG_AFTER = 2.0
 
 
@@ -75,8 +77,9 @@ class Relay:
     ) -> None:
         held_since: float | None = None
         last_held_log = 0.0
+        last_change = time.monotonic()
+        await conn.execute("update relay_wakeup set sleeping = false")
         while True:
-            self._wake.clear()
             result = await reader.read()
             if result.changes:
                 unknown = core.unknown_trajectories(result.changes)
@@ -113,16 +116,34 @@ class Relay:
 
             if result.full:
                 continue
+            if result.changes or result.held_back:
+                last_change = now
             delay = batch_delay(len(result.changes))
-            if result.held_back:
-                delay = max(delay, 0.005)
+            if result.held_back and held_since is not None:
+                # Back off while an open transaction holds the horizon: it may stay open for long.
+                delay = max(delay, min(0.1, BUSY_POLL + (now - held_since) / 10))
             if delay:
                 await asyncio.sleep(delay)
-            if result.held_back or self._wake.is_set():
+            if result.changes or result.held_back:
                 continue
             due = core.next_team_due()
-            timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            if now - last_change < LINGER:
+                # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
+                wait = BUSY_POLL if due is None else min(BUSY_POLL, max(0.0, due - time.monotonic()))
+                await asyncio.sleep(wait)
+                continue
+            await self._sleep(conn, reader, due)
+
+    async def _sleep(self, conn: asyncpg.Connection, reader: OutboxReader, due: float | None) -> None:
+        """Ask writers to wake us, look once more (a commit may have slipped in), then wait."""
+        self._wake.clear()
+        await conn.execute("update relay_wakeup set sleeping = true")
+        try:
+            if not (await reader.peek()):
+                timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await conn.execute("update relay_wakeup set sleeping = false")

@@ -105,6 +105,14 @@ class OutboxReader:
             self._base_snapshot = None  # every transaction the snapshot could have seen is behind us
         return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit)
 
+    async def peek(self) -> bool:
+        """Whether anything was captured past the cursor (committed, readable or not yet)."""
+        return bool(
+            await self.conn.fetchval(
+                "select exists (select 1 from job_changes where (xid, seq) > ($1::bigint, $2::bigint))", self.xid, self.seq
+            )
+        )
+
     async def blocker(self, horizon: int) -> Blocker | None:
         """The open transaction holding the horizon back, for the logs and metrics."""
         row = await self.conn.fetchrow(

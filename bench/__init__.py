@@ -1,0 +1,1 @@
+"""Load-benchmark harness."""
