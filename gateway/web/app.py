@@ -16,6 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..config import Settings
 from ..hub.node import Node
+from .api import me
 from .ingest import ingest_jobs
 from .logs import install_redaction
 from .runtime import Runtime
@@ -51,6 +52,7 @@ def create_app(settings: Settings) -> Starlette:
     routes = [
         WebSocketRoute("/ws", websocket_endpoint),
         Route("/api/ingest/jobs", ingest_jobs, methods=["POST"]),
+        Route("/api/me", me),
         Route("/healthz", healthz),
     ]
     if FRONTEND.is_dir():

@@ -21,7 +21,8 @@ from ..core.protocol import (
 )
 from ..hub.connection import Connection
 from ..hub.node import Node, now_ms
-from .auth import TOKEN_COOKIE, InvalidToken, verify_token
+from .api import authenticate
+from .auth import InvalidToken
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -41,13 +42,6 @@ def origin_allowed(websocket: WebSocket, allowed: tuple[str, ...]) -> bool:
     return urlsplit(origin).netloc == host and bool(host)
 
 
-def token_of(websocket: WebSocket) -> str | None:
-    auth = websocket.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return websocket.query_params.get("token") or websocket.cookies.get(TOKEN_COOKIE)
-
-
 async def websocket_endpoint(websocket: WebSocket) -> None:
     runtime: Runtime = websocket.app.state.runtime
     if not origin_allowed(websocket, runtime.settings.origins):
@@ -55,11 +49,8 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             JSONResponse({"error": "origin_not_allowed", "message": "this origin may not open the socket"}, 403)
         )
         return
-    token = token_of(websocket)
     try:
-        if not token:
-            raise InvalidToken("missing token")
-        user_id = verify_token(runtime.settings.secret, token)
+        user_id = authenticate(websocket, runtime)
     except InvalidToken as exc:
         await websocket.send_denial_response(JSONResponse({"error": "unauthorized", "message": str(exc)}, 401))
         return

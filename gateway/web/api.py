@@ -1,0 +1,41 @@
+"""The HTTP API for the browser and tools: who am I, and which teams can I follow."""
+
+from __future__ import annotations
+
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
+
+from .auth import TOKEN_COOKIE, InvalidToken, verify_token
+from .runtime import Runtime
+
+
+def bearer_token(conn: HTTPConnection) -> str | None:
+    """The token of a request or handshake: Authorization header, then `?token=`, then the cookie."""
+    auth = conn.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return conn.query_params.get("token") or conn.cookies.get(TOKEN_COOKIE)
+
+
+def authenticate(conn: HTTPConnection, runtime: Runtime) -> int:
+    """The user id behind a request; raises InvalidToken (safe to show) when there is none."""
+    token = bearer_token(conn)
+    if not token:
+        raise InvalidToken("missing token")
+    return verify_token(runtime.settings.secret, token)
+
+
+async def me(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    try:
+        user_id = authenticate(request, runtime)
+    except InvalidToken as exc:
+        return JSONResponse({"error": "unauthorized", "message": str(exc)}, 401)
+    user = await runtime.pool.fetchrow("select id, name from users where id = $1", user_id)
+    if user is None:
+        return JSONResponse({"error": "unauthorized", "message": "unknown user"}, 401)
+    teams = await runtime.pool.fetch(
+        "select t.id, t.name from teams t join memberships m on m.team_id = t.id where m.user_id = $1 order by t.name",
+        user_id,
+    )
+    return JSONResponse({"user": dict(user), "teams": [dict(t) for t in teams]})
