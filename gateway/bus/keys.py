@@ -1,6 +1,8 @@
 """Redis names for a channel. One prefix so that a shared Redis can hold other things too."""
 
 PREFIX = "gw:"
+EPOCH = f"{PREFIX}epoch"  # the newest relay epoch: older relays' publishes are refused
+RELAY_CURSOR = f"{PREFIX}relay:cursor"  # how far in the outbox the relays have published
 
 
 def pubsub(channel: str) -> str:
@@ -14,6 +16,11 @@ def seq(channel: str) -> str:
 def state(channel: str) -> str:
     """The light channel's current state (a hash), written atomically with each publish."""
     return f"{PREFIX}state:{channel}"
+
+
+def history(channel: str) -> str:
+    """The channel's recent messages (MessagePack), a stream whose ids are `<seq>-0`."""
+    return f"{PREFIX}hist:{channel}"
 
 
 def channel_of(pubsub_name: str) -> str:

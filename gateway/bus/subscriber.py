@@ -26,10 +26,13 @@ OnMessage = Callable[[str, bytes], None]
 
 
 class Subscriber:
-    def __init__(self, url: str, on_message: OnMessage, on_lost: Callable[[], None]) -> None:
+    def __init__(
+        self, url: str, on_message: OnMessage, on_lost: Callable[[], None], on_restored: Callable[[], None]
+    ) -> None:
         self._redis = Redis.from_url(url, retry=Retry(NoBackoff(), 0), health_check_interval=10)
         self._on_message = on_message
         self._on_lost = on_lost
+        self._on_restored = on_restored
         self._wanted: set[str] = set()
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._pubsub: PubSub | None = None
@@ -76,6 +79,8 @@ class Subscriber:
                 if self._wanted:
                     await pubsub.subscribe(*(keys.pubsub(c) for c in self._wanted))
                 delay = 0.05
+                if self.reconnects:
+                    asyncio.get_running_loop().create_task(self._restored())
                 await self._read(pubsub)
             except (RedisError, OSError) as exc:
                 log.warning("redis subscription lost (%s); reconnecting", type(exc).__name__)
@@ -105,6 +110,13 @@ class Subscriber:
                 future = self._confirmed.get(channel)
                 if future is not None and not future.done():
                     future.set_result(None)
+
+    async def _restored(self) -> None:
+        """Once Redis confirms every subscription again, anything published meanwhile can be fetched."""
+        pending = [f for f in self._confirmed.values() if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=5.0)
+        self._on_restored()
 
     async def aclose(self) -> None:
         await self._redis.aclose()

@@ -20,6 +20,8 @@ class Change(msgspec.Struct, kw_only=True):
     old_status: str | None  # None: not listed before the change
     new_status: str | None  # None: not listed after it (removed)
     job: Job
+    # Already in the counts a relay loaded at takeover: replay the delta, do not count it twice.
+    counted: bool = False
 
 
 class TrajectoryAggregate(msgspec.Struct, kw_only=True):
@@ -88,8 +90,8 @@ class Aggregates:
             traj = TrajectoryAggregate(id=job.trajectory_id, team_id=job.team_id, name=f"#{job.trajectory_id}")
             self.add_trajectory(traj)
         team = self.team(traj.team_id)
-        if change.old_status == change.new_status and change.old_status is not None:
-            pass  # same status: counts unchanged, only the last change moves
+        if change.counted or change.old_status == change.new_status:
+            pass  # counted already, or the same status: counts unchanged, only the last change moves
         else:
             if change.old_status is not None:
                 traj.counts.add(change.old_status, -1)

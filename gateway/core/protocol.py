@@ -139,6 +139,11 @@ def decode_server(data: bytes | str, fmt: Format) -> ServerMessages:
     return _server_msgpack_decoder.decode(data)  # type: ignore[arg-type]
 
 
+def msgpack_to_json(data: bytes) -> bytes:
+    """The JSON form of a stored MessagePack message: the same bytes the relay encoded for JSON."""
+    return json_encoder.encode(_server_msgpack_decoder.decode(data))
+
+
 def make_cursor(epoch: int, seq: int) -> str:
     return f"{epoch}-{seq}"
 

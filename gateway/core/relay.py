@@ -78,6 +78,12 @@ class RelayCore:
                 self._jobs[job.id] = job
             self.changes_applied += 1
 
+    def mark_all_dirty(self) -> None:
+        """Publish every team's whole state again (the bus lost what it held)."""
+        for team in self.aggregates.teams.values():
+            team.dirty.update(team.trajectories)
+            self._team_sent_at.pop(team.id, None)
+
     def set_seqs(self, seqs: dict[str, int]) -> None:
         """Last sequences published before this relay took over (read from the bus)."""
         for channel, seq in seqs.items():

@@ -26,11 +26,17 @@ class ChannelStream:
         if epoch < self.epoch:
             return Arrival.STALE_EPOCH
         first = self.seq < 0
-        previous = self.seq
-        if not first and seq <= previous:
+        previous, newer_epoch = self.seq, epoch > self.epoch
+        if not first and seq <= previous and not newer_epoch:
             return Arrival.DUPLICATE
         self.epoch, self.seq = epoch, seq
         if first:
             return Arrival.FIRST
-        # A new relay continues the channel's sequence, so a takeover is contiguous too.
+        # A new relay continues the channel's sequence, so a takeover is contiguous too; a new epoch
+        # that does not continue it (the bus lost its positions) is a gap like any other.
         return Arrival.NEXT if seq == previous + 1 else Arrival.GAP
+
+    def expect(self, epoch: int, seq: int) -> None:
+        """Continue from a position known to be delivered (after a snapshot or a filled gap)."""
+        if (epoch, seq) > (self.epoch, self.seq):
+            self.epoch, self.seq = epoch, seq

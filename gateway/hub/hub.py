@@ -2,6 +2,10 @@
 
 A channel's message arrives once from Redis and is written to every local subscriber as the same object:
 one decode of the envelope header, one str for JSON subscribers, no per-subscriber encoding.
+
+Redis pub/sub drops messages silently (reconnects, output-buffer limits). A message whose sequence does not
+follow the last one delivered opens a repair: newer messages wait while the adapter fetches the missing
+ones from the channel's history; when the history no longer has them, the subscribers are told to resync.
 """
 
 from __future__ import annotations
@@ -10,19 +14,27 @@ import logging
 from collections.abc import Callable
 
 from ..core import envelope
+from ..core.envelope import Envelope
+from ..core.protocol import msgpack_to_json
 from ..core.sequence import Arrival, ChannelStream
 from .connection import Connection
 
 log = logging.getLogger(__name__)
 
+# (channel, first missing seq, last missing seq): the adapter fetches them and calls `repaired`.
+OnGap = Callable[[str, int, int], None]
+
 
 class Hub:
-    def __init__(self, on_empty: Callable[[str], None] = lambda channel: None) -> None:
+    def __init__(self, on_empty: Callable[[str], None] = lambda channel: None, on_gap: OnGap | None = None) -> None:
         self.on_empty = on_empty  # a channel lost its last local subscriber: the adapter unsubscribes
+        self.on_gap = on_gap
         self.subscribers: dict[str, set[Connection]] = {}
         self.streams: dict[str, ChannelStream] = {}
+        self.repairing: dict[str, list[Envelope]] = {}
         self.frames_out = 0
         self.gaps = 0
+        self.resyncs = 0
 
     def add(self, conn: Connection, channel: str) -> bool:
         """Add a local subscriber; True when it is the channel's first (subscribe in Redis then)."""
@@ -44,42 +56,96 @@ class Hub:
             return False
         del self.subscribers[channel]
         self.streams.pop(channel, None)
+        self.repairing.pop(channel, None)
         self.on_empty(channel)
         return True
 
     def on_message(self, channel: str, data: bytes) -> None:
-        subs = self.subscribers.get(channel)
-        if not subs:
+        if channel not in self.subscribers:
             return
         try:
             env = envelope.unpack(data)
         except Exception:  # a foreign publisher on our prefix must not stop the node
             log.warning("dropped an undecodable bus message on %s", channel)
             return
-        arrival = self.streams[channel].arrive(env.epoch, env.seq)
+        self._arrive(channel, env)
+
+    def _arrive(self, channel: str, env: Envelope) -> None:
+        waiting = self.repairing.get(channel)
+        if waiting is not None:
+            waiting.append(env)
+            return
+        stream = self.streams[channel]
+        previous = (stream.epoch, stream.seq)
+        arrival = stream.arrive(env.epoch, env.seq)
         if arrival is Arrival.DUPLICATE or arrival is Arrival.STALE_EPOCH:
             return
         if arrival is Arrival.GAP:
             self.gaps += 1
-            log.warning("gap on %s before seq %d: resync %d subscriber(s)", channel, env.seq, len(subs))
+            if self.on_gap is None or env.seq <= previous[1]:
+                self._resync(channel, "gap")
+                return
+            log.info("gap on %s: %d..%d missing, filling from history", channel, previous[1] + 1, env.seq - 1)
+            stream.epoch, stream.seq = previous  # deliver the missing ones first, then this one
+            self.repairing[channel] = [env]
+            self.on_gap(channel, previous[1] + 1, env.seq - 1)
+            return
+        self._deliver(channel, env.seq, env.json, env.msgpack)
+
+    def check_position(self, channel: str, epoch: int, seq: int) -> None:
+        """The bus says the channel is at (epoch, seq): fill in anything this node has not delivered."""
+        stream = self.streams.get(channel)
+        if stream is None or channel in self.repairing or stream.seq < 0:
+            return
+        if epoch < stream.epoch or seq <= stream.seq:
+            return
+        self.gaps += 1
+        log.info("%s is behind the bus (%d < %d), filling from history", channel, stream.seq, seq)
+        if self.on_gap is None:
             self._resync(channel, "gap")
+            return
+        self.repairing[channel] = []
+        self.on_gap(channel, stream.seq + 1, seq)
+
+    def repaired(self, channel: str, found: list[tuple[int, int, bytes]] | None) -> None:
+        """The missing messages as (epoch, seq, msgpack), in order, or None when history lacks them."""
+        waiting = self.repairing.pop(channel, None)
+        if waiting is None or channel not in self.subscribers:
+            return
+        if found is None:
+            self._resync(channel, "gap")
+            return
+        stream = self.streams[channel]
+        for epoch, seq, msgpack in found:
+            if seq > stream.seq:
+                stream.epoch, stream.seq = max(epoch, stream.epoch), seq
+                self._deliver(channel, seq, None, msgpack)
+        for env in waiting:  # what arrived meanwhile, in order: normally the next ones now
+            self._arrive(channel, env)
+
+    def _deliver(self, channel: str, seq: int, json: bytes | None, msgpack: bytes) -> None:
+        subs = self.subscribers.get(channel)
+        if not subs:
             return
         text: str | None = None
         for conn in tuple(subs):
             if conn.format == "json":
                 if text is None:
-                    text = env.json.decode()
-                conn.deliver(channel, env.seq, text)
+                    text = (json if json is not None else msgpack_to_json(msgpack)).decode()
+                conn.deliver(channel, seq, text)
             else:
-                conn.deliver(channel, env.seq, env.msgpack)
+                conn.deliver(channel, seq, msgpack)
         self.frames_out += len(subs)
 
     def on_bus_lost(self) -> None:
-        """The bus connection dropped: anything may have been missed, so every subscriber reloads."""
-        for channel in list(self.subscribers):
-            self._resync(channel, "bus_reconnected")
+        """The bus connection dropped: nothing to do until it is back (see `check_position`)."""
+
+    def resync_channel(self, channel: str, reason: str) -> None:
+        self._resync(channel, reason)
 
     def _resync(self, channel: str, reason: str) -> None:
+        self.repairing.pop(channel, None)
         for conn in tuple(self.subscribers.get(channel, ())):
+            self.resyncs += 1
             conn.resync(channel, reason)
             self.remove(conn, channel)

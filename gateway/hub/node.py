@@ -1,7 +1,8 @@
 """A gateway node's live parts: the hub, its bus subscription, and subscribing a connection to a channel.
 
 Subscribing never races the stream: the node subscribes in Redis first (confirmed), buffers what arrives,
-reads the channel's state, sends the snapshot, then releases the buffered messages newer than it.
+then either replays what the client missed since its cursor from the channel's history, or reads the
+channel's state and sends a snapshot; then it releases the buffered messages newer than that.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import time
 import asyncpg
 import msgspec
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
-from ..bus import keys
+from ..bus import history, keys
 from ..bus.subscriber import Subscriber
 from ..core.channels import BadChannel, Channel, parse_channel
 from ..core.model import Counts, TrajectorySummary
-from ..core.protocol import Error, Snapshot, make_cursor, parse_cursor
+from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
 from ..core.relay import MAX_JOBS_PER_BATCH, SUMMARY_STATE_PREFIX
 from ..store import queries
 from .connection import Connection
@@ -27,8 +29,12 @@ from .hub import Hub
 log = logging.getLogger(__name__)
 
 SNAPSHOT_TRAJECTORIES = 300  # the team channel lists the most recent few hundred, plus totals
+MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than the replay
+POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
+STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
+_ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, ConnectionError, RedisError)
 
 
 def now_ms() -> int:
@@ -40,18 +46,21 @@ class Node:
         self.pool = pool
         self.redis = redis
         self.max_subscriptions = max_subscriptions
-        self.hub = Hub(on_empty=self._schedule_reconcile)
-        self.subscriber = Subscriber(redis_url, self.hub.on_message, self.hub.on_bus_lost)
+        self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
+        self.subscriber = Subscriber(redis_url, self.hub.on_message, self.hub.on_bus_lost, self._bus_restored)
         self._locks: dict[str, asyncio.Lock] = {}
         self._redis_subscribed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._runner: asyncio.Task[None] | None = None
+        self._runners: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        self._runner = asyncio.create_task(self.subscriber.run(), name="bus-subscriber")
+        self._runners = [
+            asyncio.create_task(self.subscriber.run(), name="bus-subscriber"),
+            asyncio.create_task(self._check_positions(), name="position-check"),
+        ]
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._runner, *self._tasks) if t is not None]
+        tasks = [*self._runners, *self._tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -72,7 +81,7 @@ class Node:
         for channel in channels:
             self.hub.remove(conn, channel)
 
-    async def subscribe(self, conn: Connection, name: str) -> None:
+    async def subscribe(self, conn: Connection, name: str, cursor: str | None = None) -> None:
         try:
             channel = parse_channel(name)
         except BadChannel as exc:
@@ -83,8 +92,14 @@ class Node:
                 Error(code="too_many_subscriptions", message=f"at most {self.max_subscriptions} subscriptions per connection", channel=name)
             )
             return
-        team_id = await queries.team_of_channel(self.pool, channel)
-        if team_id is None or not await queries.is_member(self.pool, conn.user_id, team_id):
+        try:
+            team_id = await queries.team_of_channel(self.pool, channel)
+            allowed = team_id is not None and await queries.is_member(self.pool, conn.user_id, team_id)
+        except _ERRORS as exc:
+            log.warning("subscribe %s: membership check failed: %s", name, type(exc).__name__)
+            conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+            return
+        if not allowed:
             # The same answer whether it exists or not: a foreign team's ids are not revealed.
             conn.send_message(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
             return
@@ -93,12 +108,11 @@ class Node:
         self.hub.add(conn, name)
         try:
             await self._reconcile(name)
-            await self._send_snapshot(conn, channel)
-        except (asyncio.TimeoutError, OSError, asyncpg.PostgresError, ConnectionError) as exc:
+            if cursor is None or not await self._resume(conn, name, cursor):
+                await self._send_snapshot(conn, channel)
+        except _ERRORS as exc:
             log.warning("subscribe %s failed: %s", name, type(exc).__name__)
-            conn.channels.discard(name)
-            conn.buffering.pop(name, None)
-            self.hub.remove(conn, name)
+            self.unsubscribe(conn, name)
             conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
@@ -106,24 +120,68 @@ class Node:
         conn.buffering.pop(name, None)
         self.hub.remove(conn, name)
 
+    # -- resuming from a cursor
+
+    async def _resume(self, conn: Connection, name: str, cursor: str) -> bool:
+        """Replay exactly what the client missed since `cursor`; False when the history cannot."""
+        at = parse_cursor(cursor)
+        if at is None:
+            return False
+        epoch, seq = at
+        current = await history.position(self.redis, name)
+        if current is None:
+            return False
+        if current == (epoch, seq):
+            conn.finish_snapshot(name, seq)  # nothing missed
+            return True
+        if current[1] <= seq or current[1] - seq > MAX_REPLAY:
+            return False
+        found = await history.entries(self.redis, name, seq, current[1])
+        # The cursor's own message must still be there, from the same relay epoch: then what follows it
+        # is exactly what the client has not seen.
+        if not history.contiguous(found, seq, current[1]) or found[0].epoch != epoch:
+            return False
+        for i, entry in enumerate(found[1:]):
+            if name not in conn.channels:
+                return True
+            frame = msgpack_to_json(entry.msgpack).decode() if conn.format == "json" else entry.msgpack
+            conn.push(frame, force=True)
+            if i % 100 == 99:
+                await conn.drained(below=conn.outbound.limit // 4)
+        if name in conn.buffering:
+            conn.finish_snapshot(name, current[1])
+        return True
+
     # -- snapshots
 
     async def _send_snapshot(self, conn: Connection, channel: Channel) -> None:
         name = channel.name
         if channel.kind == "team":
-            seq = await self._send_team_snapshot(conn, name)
+            seq = await self._send_team_snapshot(conn, channel)
         else:
             seq = await self._send_jobs_snapshot(conn, channel)
         if name in conn.buffering:
             conn.finish_snapshot(name, seq)
 
-    async def _send_team_snapshot(self, conn: Connection, name: str) -> int:
+    async def _send_team_snapshot(self, conn: Connection, channel: Channel) -> int:
+        name = channel.name
         state = await self.redis.hgetall(keys.state(name))
+        if b"seq" not in state and not await self.redis.exists(keys.EPOCH):
+            # Redis lost everything (a restart): the relay publishes every team's state again shortly.
+            deadline = time.monotonic() + STATE_WAIT
+            while b"seq" not in state and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                state = await self.redis.hgetall(keys.state(name))
         seq = int(state.get(b"seq", 0))
         epoch = int(state.get(b"epoch", 0))
-        counts = _counts_decoder.decode(state[b"counts"]) if b"counts" in state else Counts()
-        prefix = SUMMARY_STATE_PREFIX.encode()
-        summaries = [_summary_decoder.decode(v) for k, v in state.items() if k.startswith(prefix)]
+        if b"counts" in state:
+            counts = _counts_decoder.decode(state[b"counts"])
+            prefix = SUMMARY_STATE_PREFIX.encode()
+            summaries = [_summary_decoder.decode(v) for k, v in state.items() if k.startswith(prefix)]
+            total = int(state.get(b"total", len(summaries)))
+        else:
+            counts, summaries = await queries.team_state(self.pool, channel.id)
+            total = len(summaries)
         summaries.sort(key=lambda s: s.updated_at.timestamp() if s.updated_at else 0.0, reverse=True)
         conn.send_message(
             Snapshot(
@@ -133,15 +191,14 @@ class Node:
                 time=now_ms(),
                 counts=counts,
                 trajectories=summaries[:SNAPSHOT_TRAJECTORIES],
-                total_trajectories=int(state.get(b"total", len(summaries))),
+                total_trajectories=total,
             )
         )
         return seq
 
     async def _send_jobs_snapshot(self, conn: Connection, channel: Channel) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.
-        position = await self.redis.get(keys.seq(channel.name))
-        epoch, seq = (parse_cursor(position.decode()) if position else None) or (0, 0)
+        epoch, seq = await history.position(self.redis, channel.name) or (0, 0)
         cursor = make_cursor(epoch, seq)
         after, page = 0, 0
         while True:
@@ -155,12 +212,54 @@ class Node:
             after, page = jobs[-1].id, page + 1
             await conn.drained(below=conn.outbound.limit // 4)
 
+    # -- filling gaps from history
+
+    def _schedule_repair(self, channel: str, first: int, last: int) -> None:
+        self._spawn(self._repair(channel, first, last))
+
+    async def _repair(self, channel: str, first: int, last: int) -> None:
+        found: list[tuple[int, int, bytes]] | None = None
+        try:
+            entries = await history.entries(self.redis, channel, first, last)
+            if history.contiguous(entries, first, last):
+                found = [(e.epoch, e.seq, e.msgpack) for e in entries]
+        except _ERRORS as exc:
+            log.warning("history of %s unavailable: %s", channel, type(exc).__name__)
+        self.hub.repaired(channel, found)
+
+    def _bus_restored(self) -> None:
+        """Subscribed again after a reconnect: whatever was published meanwhile comes from history."""
+        self._spawn(self._check_once())
+
+    async def _check_positions(self) -> None:
+        while True:
+            await asyncio.sleep(POSITION_CHECK_EVERY)
+            try:
+                await self._check_once()
+            except _ERRORS:
+                pass
+
+    async def _check_once(self) -> None:
+        channels = list(self.hub.subscribers)
+        for channel, at in (await history.positions(self.redis, channels)).items():
+            stream = self.hub.streams.get(channel)
+            if stream is None:
+                continue
+            if at is None:
+                if stream.seq > 0:  # the bus lost this channel's position: Redis restarted
+                    self.hub.resync_channel(channel, "bus_reset")
+                continue
+            self.hub.check_position(channel, *at)
+
     # -- Redis subscriptions follow local interest
 
-    def _schedule_reconcile(self, channel: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._reconcile(channel))
+    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _schedule_reconcile(self, channel: str) -> None:
+        self._spawn(self._reconcile(channel))
 
     async def _reconcile(self, channel: str) -> None:
         lock = self._locks.setdefault(channel, asyncio.Lock())

@@ -1,21 +1,26 @@
 """Run the relay: hold the partition's lock, tail the outbox, publish each cycle's batches.
 
 One relay is active; standbys wait on the advisory lock. The lock lives on a dedicated direct connection
-(a pool would release it on reset). Every takeover takes a new epoch, so nodes can drop what an older
-relay still publishes.
+(a pool would release it on reset) with TCP keepalives, and is checked before every publish. Every
+takeover takes a new epoch and raises the bus's fence to it, so a relay that lost its lock cannot publish
+after its successor has started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
+from collections import deque
 
 import asyncpg
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
-from ..bus.publisher import Publisher
-from ..core.relay import RelayCore, batch_delay
+from ..bus import keys
+from ..bus.publisher import Fenced, Publisher
+from ..core.relay import Publication, RelayCore, batch_delay
 from ..store.outbox import OutboxReader
 
 log = logging.getLogger(__name__)
@@ -25,47 +30,76 @@ IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
 BUSY_POLL = 0.005  # awake, between polls that found nothing
 LINGER = 0.2  # stay awake this long after the last change before sleeping
 HELD_BACK_LOG_AFTER = 2.0
+LOCK_CHECK_TIMEOUT = 2.0
+PRUNE_EVERY = 60.0
+_KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3"}
+
+
+class LostLock(Exception):
+    pass
 
 
 class Relay:
-    def __init__(self, database_url: str, redis_url: str) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        redis_url: str,
+        history_length: int = 12_000,
+        history_ttl: int = 3600,
+        retention: float = 900.0,
+    ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
+        self.history_length = history_length
+        self.history_ttl = history_ttl
+        self.retention = retention  # outbox rows are kept this long after they were published
         self.core: RelayCore | None = None
         self.ready = asyncio.Event()  # set once the first cycle has published
         self._wake = asyncio.Event()
         self.published = 0
 
     async def run(self) -> None:
-        lock_conn = await asyncpg.connect(self.database_url, server_settings={"application_name": "gateway-relay-lock"})
+        """Stand by, take over, serve; after losing the lock or the database, stand by again."""
+        delay = 0.2
+        while True:
+            try:
+                await self._session()
+                return
+            except (LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+                log.warning("relay stopped serving (%s: %s); standing by again", type(exc).__name__, exc)
+            self.ready.clear()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _session(self) -> None:
+        lock_conn = await asyncpg.connect(
+            self.database_url, server_settings={"application_name": "gateway-relay-lock", **_KEEPALIVE}
+        )
+        _client_keepalive(lock_conn)
         try:
-            await self._acquire(lock_conn)
+            if not await lock_conn.fetchval("select pg_try_advisory_lock($1)", LOCK_KEY):
+                log.info("another relay is active; standing by")
+                await lock_conn.execute("select pg_advisory_lock($1)", LOCK_KEY)
             epoch = await lock_conn.fetchval("select nextval('relay_epochs')")
             log.info("relay active, epoch %d", epoch)
             await self._serve(lock_conn, epoch)
         finally:
-            await lock_conn.close()
-
-    async def _acquire(self, lock_conn: asyncpg.Connection) -> None:
-        waiting = False
-        while not await lock_conn.fetchval("select pg_try_advisory_lock($1)", LOCK_KEY):
-            if not waiting:
-                log.info("another relay is active; standing by")
-                waiting = True
-            await asyncio.sleep(1.0)
+            lock_conn.terminate()
 
     async def _serve(self, lock_conn: asyncpg.Connection, epoch: int) -> None:
         conn = await asyncpg.connect(self.database_url, server_settings={"application_name": "gateway-relay"})
         redis = Redis.from_url(self.redis_url)
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
+            publisher = Publisher(redis, epoch, self.history_length, self.history_ttl)
+            await _retry_redis(publisher.take_over)
             reader = OutboxReader(conn)
             core = self.core = RelayCore(epoch)
-            core.load(await reader.load())
-            await self._loop(lock_conn, conn, reader, core, Publisher(redis))
+            core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
+            await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
             await redis.aclose()
-            await conn.close()
+            conn.terminate()
 
     async def _loop(
         self,
@@ -78,6 +112,8 @@ class Relay:
         held_since: float | None = None
         last_held_log = 0.0
         last_change = time.monotonic()
+        published_at: deque[tuple[float, str]] = deque()
+        last_prune = time.monotonic()
         await conn.execute("update relay_wakeup set sleeping = false")
         while True:
             result = await reader.read()
@@ -89,17 +125,15 @@ class Relay:
                     ):
                         core.add_trajectory(row["id"], row["team_id"], row["name"])
                 core.apply(result.changes)
-            missing = core.channels_without_seq()
-            if missing:
-                core.set_seqs(await publisher.last_seqs(missing))
             now = time.monotonic()
-            publications = core.take_job_publications() + core.take_team_publications(now)
-            if publications:
-                if lock_conn.is_closed():
-                    raise ConnectionError("relay lost its lock connection; not publishing")
-                await publisher.publish(publications)
-                self.published += len(publications)
+            await self._publish(lock_conn, core, publisher, now, reader.position if result.changes else None)
+            if result.changes:
+                published_at.append((now, reader.position))
             self.ready.set()
+
+            if now - last_prune > PRUNE_EVERY:
+                last_prune = now
+                await self._prune(conn, published_at, now)
 
             if result.held_back:
                 held_since = held_since or now
@@ -134,6 +168,44 @@ class Relay:
                 continue
             await self._sleep(conn, reader, due)
 
+    async def _publish(
+        self, lock_conn: asyncpg.Connection, core: RelayCore, publisher: Publisher, now: float, cursor: str | None
+    ) -> None:
+        """Publish the cycle; while Redis is away keep it and retry, so nothing is dropped."""
+        missing = core.channels_without_seq()
+        if missing:
+            core.set_seqs(await _retry_redis(lambda: publisher.last_seqs(missing)))
+        publications: list[Publication] = core.take_job_publications() + core.take_team_publications(now)
+        if not publications and cursor is None:
+            return
+        await self._check_lock(lock_conn)
+        delay = 0.05
+        while True:
+            try:
+                await publisher.publish(publications, cursor)
+                self.published += len(publications)
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("publish failed (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            await self._check_lock(lock_conn)
+            try:
+                if not await publisher.redis.exists(keys.EPOCH):
+                    # Redis came back empty: fence again and send every team's whole state again.
+                    await publisher.take_over()
+                    core.mark_all_dirty()
+                    publications += core.take_team_publications(time.monotonic())
+            except (RedisError, OSError):
+                pass
+
+    async def _check_lock(self, lock_conn: asyncpg.Connection) -> None:
+        """Our session holds the lock as long as it is alive: prove it is, before publishing."""
+        try:
+            await lock_conn.fetchval("select 1", timeout=LOCK_CHECK_TIMEOUT)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            raise LostLock(f"lock connection failed: {type(exc).__name__}") from exc
+
     async def _sleep(self, conn: asyncpg.Connection, reader: OutboxReader, due: float | None) -> None:
         """Ask writers to wake us, look once more (a commit may have slipped in), then wait."""
         self._wake.clear()
@@ -147,3 +219,44 @@ class Relay:
                     pass
         finally:
             await conn.execute("update relay_wakeup set sleeping = false")
+
+    async def _prune(self, conn: asyncpg.Connection, published_at: deque[tuple[float, str]], now: float) -> None:
+        """Delete outbox rows published more than `retention` seconds ago, in small batches."""
+        cutoff: str | None = None
+        while published_at and now - published_at[0][0] > self.retention:
+            cutoff = published_at.popleft()[1]
+        if cutoff is None:
+            return
+        xid, _, seq = cutoff.partition(":")
+        while True:
+            status = await conn.execute(
+                "delete from job_changes where seq in (select seq from job_changes"
+                " where (xid, seq) <= ($1::bigint, $2::bigint) limit 10000)",
+                int(xid),
+                int(seq),
+            )
+            if status == "DELETE 0" or not status.startswith("DELETE 10000"):
+                return
+
+
+async def _retry_redis(call):  # type: ignore[no-untyped-def]
+    """Redis may be restarting: wait for it rather than give up the lock."""
+    delay = 0.05
+    while True:
+        try:
+            return await call()
+        except (RedisError, OSError) as exc:
+            log.warning("redis unavailable (%s); retrying", type(exc).__name__)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+def _client_keepalive(conn: asyncpg.Connection) -> None:
+    """Notice a dead peer on the lock connection from our side too."""
+    sock = conn._transport.get_extra_info("socket") if conn._transport is not None else None  # type: ignore[attr-defined]
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)

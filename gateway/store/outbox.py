@@ -15,35 +15,26 @@ import asyncpg
 import msgspec
 
 from ..core.aggregate import Change, TrajectoryAggregate
-from ..core.model import Counts, Job
+from ..core.model import Job
+from .queries import AGGREGATES, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
 
 _READ = """
 with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)
 select h.horizon, c.xid, c.seq, c.old_status, c.new_status, c.job::text as job,
+       ($3::text is not null and (c.xid < $5 or pg_visible_in_snapshot(c.xid::text::xid8, $3::text::pg_snapshot)))
+           as counted,
        (c.seq is null and exists (select 1 from job_changes b where b.xid >= h.horizon)) as held_back
 from h left join lateral (
     select xid, seq, old_status, new_status, job from job_changes
     where (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon
-      and ($3::text is null or not pg_visible_in_snapshot(xid::text::xid8, $3::text::pg_snapshot))
     order by xid, seq
     limit $4
 ) c on true
 """
 
-_AGGREGATES = """
-select t.id, t.team_id, t.name,
-       count(*) filter (where j.status = 'queued') as queued,
-       count(*) filter (where j.status = 'retrying') as retrying,
-       count(*) filter (where j.status = 'running') as running,
-       count(*) filter (where j.status = 'completed') as completed,
-       count(*) filter (where j.status = 'failed') as failed,
-       max(j.updated_at) as updated_at
-from trajectories t
-left join jobs j on j.trajectory_id = t.id and j.removed_at is null
-group by t.id
-"""
+
 
 
 @dataclass
@@ -71,35 +62,47 @@ class OutboxReader:
         self.xid = 0
         self.seq = 0
         self._base_snapshot: str | None = None
+        self._base_xmin = 0
         self._base_xmax = 0
 
-    async def load(self) -> list[TrajectoryAggregate]:
-        """Every trajectory's counts as of one snapshot; later reads skip what that snapshot already saw."""
+    @property
+    def position(self) -> str:
+        """The cursor past the last row read, as stored between relays."""
+        return f"{self.xid}:{self.seq}"
+
+    async def load(self, published: str | None = None) -> list[TrajectoryAggregate]:
+        """Every trajectory's counts as of one snapshot.
+
+        Reading then starts after `published` (where the previous relay had published up to): rows the
+        snapshot already saw come back marked `counted`, so their deltas go out without being counted twice.
+        """
         async with self.conn.transaction(isolation="repeatable_read", readonly=True):
             snapshot: str = await self.conn.fetchval("select pg_current_snapshot()::text")
-            rows = await self.conn.fetch(_AGGREGATES)
+            rows = await self.conn.fetch(AGGREGATES, None)
         xmin, xmax, _ = snapshot.split(":")
-        self._base_snapshot, self._base_xmax = snapshot, int(xmax)
-        self.xid, self.seq = int(xmin) - 1, 2**62  # everything from xmin on, minus what the snapshot saw
-        return [
-            TrajectoryAggregate(
-                id=r["id"],
-                team_id=r["team_id"],
-                name=r["name"],
-                counts=Counts(r["queued"], r["retrying"], r["running"], r["completed"], r["failed"]),
-                updated_at=r["updated_at"],
-            )
-            for r in rows
-        ]
+        self._base_snapshot, self._base_xmin, self._base_xmax = snapshot, int(xmin), int(xmax)
+        self.xid, self.seq = int(xmin) - 1, 2**62  # nothing older than the snapshot's xmin by default
+        if published is not None:
+            xid, _, seq = published.partition(":")
+            if xid.isdigit() and seq.isdigit() and (int(xid), int(seq)) < (self.xid, self.seq):
+                self.xid, self.seq = int(xid), int(seq)
+        return [aggregate_of(r) for r in rows]
 
     async def read(self, limit: int = 5000) -> ReadResult:
-        rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit)
+        rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)
         horizon: int = rows[0]["horizon"]
         changes: list[Change] = []
         for r in rows:
             if r["seq"] is None:
                 break
-            changes.append(Change(old_status=r["old_status"], new_status=r["new_status"], job=_job_decoder.decode(r["job"])))
+            changes.append(
+                Change(
+                    old_status=r["old_status"],
+                    new_status=r["new_status"],
+                    job=_job_decoder.decode(r["job"]),
+                    counted=r["counted"],
+                )
+            )
             self.xid, self.seq = r["xid"], r["seq"]
         if self._base_snapshot is not None and horizon >= self._base_xmax and len(changes) < limit:
             self._base_snapshot = None  # every transaction the snapshot could have seen is behind us

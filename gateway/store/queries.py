@@ -6,7 +6,8 @@ import asyncpg
 import msgspec
 
 from ..core.channels import Channel
-from ..core.model import Job
+from ..core.model import Counts, Job, TrajectorySummary
+from ..core.aggregate import TrajectoryAggregate
 
 _jobs_decoder = msgspec.json.Decoder(list[Job])
 
@@ -43,3 +44,42 @@ async def jobs_page(pool: asyncpg.Pool, channel: Channel, after_id: int, limit: 
         limit,
     )
     return _jobs_decoder.decode(text)
+
+
+# Every trajectory's counts per status; the relay's startup snapshot and a team's fallback state.
+AGGREGATES = """
+select t.id, t.team_id, t.name,
+       count(*) filter (where j.status = 'queued') as queued,
+       count(*) filter (where j.status = 'retrying') as retrying,
+       count(*) filter (where j.status = 'running') as running,
+       count(*) filter (where j.status = 'completed') as completed,
+       count(*) filter (where j.status = 'failed') as failed,
+       max(j.updated_at) as updated_at
+from trajectories t
+left join jobs j on j.trajectory_id = t.id and j.removed_at is null
+where $1::bigint is null or t.team_id = $1
+group by t.id
+"""
+
+
+def aggregate_of(row: asyncpg.Record) -> TrajectoryAggregate:
+    return TrajectoryAggregate(
+        id=row["id"],
+        team_id=row["team_id"],
+        name=row["name"],
+        counts=Counts(row["queued"], row["retrying"], row["running"], row["completed"], row["failed"]),
+        updated_at=row["updated_at"],
+    )
+
+
+async def team_state(pool: asyncpg.Pool, team_id: int) -> tuple[Counts, list[TrajectorySummary]]:
+    """A team's counts and summaries straight from PostgreSQL (when the bus has lost them)."""
+    counts = Counts()
+    summaries = []
+    for row in await pool.fetch(AGGREGATES, team_id):
+        agg = aggregate_of(row)
+        for status, n in agg.counts.as_dict().items():
+            counts.add(status, n)
+        if agg.counts.total():
+            summaries.append(agg.summary())
+    return counts, summaries

@@ -102,8 +102,8 @@ async def _read(websocket: WebSocket, conn: Connection, node: Node) -> None:
             conn.send_message(Error(code="bad_message", message=str(exc)))
             continue
         match request:
-            case Subscribe(channel=channel):
-                await node.subscribe(conn, channel)
+            case Subscribe(channel=channel, cursor=cursor):
+                await node.subscribe(conn, channel, cursor)
             case Unsubscribe(channel=channel):
                 node.unsubscribe(conn, channel)
             case Ping(id=ident):

@@ -1,0 +1,43 @@
+"""Read a channel's position and recent history back from Redis (the relay writes both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from ..core.protocol import parse_cursor
+from . import keys
+
+
+@dataclass(frozen=True)
+class Entry:
+    epoch: int
+    seq: int
+    msgpack: bytes
+
+
+async def position(redis: Redis, channel: str) -> tuple[int, int] | None:
+    """(epoch, seq) of the channel's last message, or None when the bus knows nothing of it."""
+    value = await redis.get(keys.seq(channel))
+    return parse_cursor(value.decode()) if value is not None else None
+
+
+async def positions(redis: Redis, channels: list[str]) -> dict[str, tuple[int, int] | None]:
+    values = await redis.mget([keys.seq(c) for c in channels]) if channels else []
+    return {c: parse_cursor(v.decode()) if v is not None else None for c, v in zip(channels, values)}
+
+
+async def entries(redis: Redis, channel: str, first: int, last: int | None = None) -> list[Entry]:
+    """The channel's messages with sequence first..last (inclusive; last None: up to the newest)."""
+    raw = await redis.xrange(keys.history(channel), f"{first}-0", f"{last}-0" if last is not None else "+")
+    out = []
+    for ident, fields in raw:
+        seq = int(ident.split(b"-")[0])
+        out.append(Entry(int(fields[b"e"]), seq, fields[b"m"]))
+    return out
+
+
+def contiguous(found: list[Entry], first: int, last: int) -> bool:
+    """Whether `found` holds exactly the messages first..last."""
+    return len(found) == last - first + 1 and all(e.seq == first + i for i, e in enumerate(found))
