@@ -52,7 +52,13 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
     from .relay.runner import Relay
 
     _require(settings, "database_url", "redis_url")
-    _run(Relay(settings.database_url, settings.redis_url).run())
+    relay = Relay(
+        settings.database_url,
+        settings.redis_url,
+        history_length=settings.history_length,
+        retention=settings.outbox_retention,
+    )
+    _run(relay.run())
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:

@@ -25,4 +25,8 @@ class Settings:
     max_subscriptions: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_SUBSCRIPTIONS", "100")))
     max_message_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_MESSAGE_BYTES", str(64 << 10))))
     max_body_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(8 << 20))))
+    # Messages kept per channel for clients that resume from a cursor (>= 10 minutes at 20 a second).
+    history_length: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_HISTORY_LENGTH", "12000")))
+    # Outbox rows are deleted this long after the relay published them (takeovers replay from the outbox).
+    outbox_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_OUTBOX_RETENTION", "900")))
     demo: bool = field(default_factory=lambda: os.environ.get("GATEWAY_DEMO", "") == "1")

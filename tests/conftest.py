@@ -45,12 +45,21 @@ async def _reachable(url: str) -> bool:
 
 
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    embedded = None
+def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A URL with the right to create databases: TEST_DATABASE_URL, the machine's server, or an embedded one."""
     admin = os.environ.get("TEST_DATABASE_URL") or LOCAL_POSTGRES
-    if not asyncio.run(_reachable(admin)):
-        embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
-        admin = embedded.start()
+    if asyncio.run(_reachable(admin)):
+        yield admin
+        return
+    embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    try:
+        yield embedded.start()
+    finally:
+        embedded.stop()
+
+
+def create_database(admin: str) -> str:
+    """A fresh, migrated database; its URL."""
     name = f"gwtest_{os.getpid()}_{secrets.token_hex(3)}"
 
     async def create() -> None:
@@ -58,20 +67,32 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         await conn.execute(f'create database "{name}"')
         await conn.close()
 
+    asyncio.run(create())
+    url = _with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
+    asyncio.run(migrate(url))
+    return url
+
+
+def drop_database(admin: str, url: str) -> None:
+    from urllib.parse import urlsplit
+
+    name = urlsplit(url).path.lstrip("/")
+
     async def drop() -> None:
         conn = await asyncpg.connect(admin)
         await conn.execute(f'drop database if exists "{name}" with (force)')
         await conn.close()
 
-    asyncio.run(create())
-    url = _with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
-    asyncio.run(migrate(url))
+    asyncio.run(drop())
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_admin: str) -> Iterator[str]:
+    url = create_database(pg_admin)
     try:
         yield url
     finally:
-        asyncio.run(drop())
-        if embedded is not None:
-            embedded.stop()
+        drop_database(pg_admin, url)
 
 
 @pytest.fixture(scope="session")
@@ -131,14 +152,14 @@ class Stack:
     nodes: list[Process]
 
 
-def _spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
+def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
     log = logdir / f"{name}.log"
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
     return Process(name, proc, log, port)
 
 
-def _wait_http(process: Process, timeout: float = 20.0) -> None:
+def wait_http(process: Process, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.proc.poll() is not None:
@@ -165,14 +186,14 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         "GATEWAY_MAX_PENDING_BYTES": str(1 << 20),
         "GATEWAY_LOG_LEVEL": "INFO",
     }
-    relay = _spawn("relay", ["relay"], env, logdir)
+    relay = spawn("relay", ["relay"], env, logdir)
     nodes = []
     for i in range(2):
         port = free_port()
-        nodes.append(_spawn(f"node{i}", ["serve", "--port", str(port)], env, logdir, port))
+        nodes.append(spawn(f"node{i}", ["serve", "--port", str(port)], env, logdir, port))
     try:
         for node in nodes:
-            _wait_http(node)
+            wait_http(node)
         yield Stack(secret, database_url, redis_url, relay, nodes)
     finally:
         for p in (*nodes, relay):

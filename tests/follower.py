@@ -22,11 +22,17 @@ class ChannelState:
     counts: dict[str, int] | None = None
     summaries: dict[int, dict[str, Any]] = field(default_factory=dict)
     resyncs: int = 0
+    snapshots: int = 0
+    cursor: str | None = None
+    awaiting_snapshot: bool = False  # subscribed again: what still arrives before the snapshot is moot
 
 
 class Follower:
-    def __init__(self, url: str, token: str, *, origin: str | None = None) -> None:
+    def __init__(self, url: str, token: str, *, origin: str | None = None, resubscribe_on_gap: bool = False) -> None:
         self.url = url
+        # A client that sees a sequence jump subscribes again (docs/protocol.md); off, a jump is a problem.
+        self.resubscribe_on_gap = resubscribe_on_gap
+        self.gap_resubscribes = 0
         self.token = token
         self.origin = origin
         self.channels: dict[str, ChannelState] = {}
@@ -54,6 +60,20 @@ class Follower:
         assert self.ws is not None
         await self.ws.send(json.dumps({"type": "subscribe", "channel": channel}))
 
+    async def reconnect(self, url: str | None = None) -> None:
+        """Drop the socket, connect again (maybe to another node) and resume every channel from its cursor."""
+        if self._reader is not None:
+            self._reader.cancel()
+        assert self.ws is not None
+        await self.ws.close()
+        self.url = url or self.url
+        await self.__aenter__()
+        for channel, state in self.channels.items():
+            message: dict[str, Any] = {"type": "subscribe", "channel": channel}
+            if state.cursor is not None:
+                message["cursor"] = state.cursor
+            await self.ws.send(json.dumps(message))  # type: ignore[union-attr]
+
     async def send_raw(self, data: str | bytes) -> None:
         assert self.ws is not None
         await self.ws.send(data)
@@ -75,14 +95,23 @@ class Follower:
             return
         state = self.channels.setdefault(m["channel"], ChannelState())
         if kind == "resync":
+            # As a client should: drop the channel's state and subscribe again without a cursor.
             state.resyncs += 1
             state.snapshot_done = False
+            state.seq = None
+            state.cursor = None
+            state.awaiting_snapshot = True
+            assert self.ws is not None
+            asyncio.get_running_loop().create_task(self.ws.send(json.dumps({"type": "subscribe", "channel": m["channel"]})))
             return
         if kind == "snapshot":
             if m.get("page", 0) == 0:
                 state.jobs.clear()
                 state.summaries.clear()
             state.seq = m["seq"]
+            state.cursor = m["cursor"]
+            state.awaiting_snapshot = False
+            state.snapshots += m.get("page", 0) == 0
             state.snapshot_done = m.get("final", True)
             if m.get("counts") is not None:
                 state.counts = m["counts"]
@@ -90,11 +119,18 @@ class Follower:
                 state.summaries[s["id"]] = s
             self._apply_jobs(state, m.get("jobs") or ())
             return
+        if state.awaiting_snapshot:
+            return
         if not state.snapshot_done:
             self.problems.append(f"{kind} before snapshot on {m['channel']}")
         if state.seq is not None and m["seq"] != state.seq + 1:
+            if self.resubscribe_on_gap:
+                self.gap_resubscribes += 1
+                self._apply({"type": "resync", "channel": m["channel"]})
+                return
             self.problems.append(f"seq {m['seq']} after {state.seq} on {m['channel']}")
         state.seq = m["seq"]
+        state.cursor = m["cursor"]
         if kind == "batch":
             self._apply_jobs(state, m["jobs"])
         elif kind == "summary":

@@ -99,7 +99,12 @@ class Publisher:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""
         if not publications and relay_cursor is None:
             return
-        pipe = self.redis.pipeline(transaction=False)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            results = await self._run(pipe, publications, relay_cursor)
+        if not all(results):
+            raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
+
+    async def _run(self, pipe, publications: list[Publication], relay_cursor: str | None) -> list[object]:  # type: ignore[no-untyped-def]
         for p in publications:
             args: list[bytes | str | int] = [
                 p.epoch,
@@ -125,6 +130,4 @@ class Publisher:
             )
         if relay_cursor is not None:
             await self._fenced_set(keys=[keys.EPOCH, keys.RELAY_CURSOR], args=[self.epoch, relay_cursor], client=pipe)
-        results = await pipe.execute()
-        if not all(results):
-            raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
+        return await pipe.execute()

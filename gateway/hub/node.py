@@ -229,7 +229,16 @@ class Node:
 
     def _bus_restored(self) -> None:
         """Subscribed again after a reconnect: whatever was published meanwhile comes from history."""
-        self._spawn(self._check_once())
+        self._spawn(self._check_soon())
+
+    async def _check_soon(self) -> None:
+        for delay in (0.0, 0.2, 1.0):
+            await asyncio.sleep(delay)
+            try:
+                await self._check_once()
+                return
+            except _ERRORS:
+                continue  # the next periodic check tries again
 
     async def _check_positions(self) -> None:
         while True:

@@ -131,7 +131,7 @@ class Relay:
                 published_at.append((now, reader.position))
             self.ready.set()
 
-            if now - last_prune > PRUNE_EVERY:
+            if now - last_prune > min(PRUNE_EVERY, self.retention / 2):
                 last_prune = now
                 await self._prune(conn, published_at, now)
 

@@ -1,0 +1,326 @@
+"""Nothing lost: resume from a cursor, relay failover with fencing, Redis restarts, subscribes racing bursts.
+
+These tests run their own world (a fresh database, a private Valkey, two nodes, relays) because they kill
+and restart its parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import secrets
+import signal
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import msgspec
+import pytest
+from redis.asyncio import Redis
+
+from gateway.bus import keys
+from gateway.bus.publisher import Fenced, Publisher
+from gateway.core import envelope
+from gateway.core.model import Job
+from gateway.core.protocol import Batch, encode_both
+from gateway.core.relay import Publication
+from gateway.embedded import EmbeddedValkey, free_port
+from tests.conftest import Process, create_database, drop_database, spawn, wait_http
+from tests.follower import Follower
+from tests.integration.conftest import Team, insert_jobs, make_team
+from tests.proxy import Proxy
+
+HISTORY = 60  # short, so that a test can outrun it
+
+
+@dataclass
+class World:
+    database_url: str
+    valkey: EmbeddedValkey
+    secret: str
+    env: dict[str, str]
+    logdir: Path
+    nodes: list[Process]
+    relays: list[Process] = field(default_factory=list)
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.valkey.port}/0"
+
+    def start_relay(self, name: str, database_url: str | None = None, **extra: str) -> Process:
+        env = {**self.env, "DATABASE_URL": database_url or self.database_url, **extra}
+        relay = spawn(name, ["relay"], env, self.logdir)
+        self.relays.append(relay)
+        return relay
+
+    async def active_relay(self, timeout: float = 15.0) -> Process:
+        """The relay that holds the lock (its log says so last)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            for relay in self.relays:
+                if relay.proc.poll() is None and relay.output().rstrip().count("relay active") > relay.output().count("standing by again"):
+                    return relay
+            await asyncio.sleep(0.1)
+        raise AssertionError("no active relay: " + " | ".join(r.output()[-500:] for r in self.relays))
+
+    def stop_relays(self) -> None:
+        for relay in self.relays:
+            relay.stop()
+        self.relays.clear()
+
+
+@pytest.fixture(scope="module")
+def world(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    database_url = create_database(pg_admin)
+    valkey = EmbeddedValkey(tmp_path_factory.mktemp("valkey-world"))
+    valkey.start()
+    logdir = tmp_path_factory.mktemp("world-logs")
+    secret = secrets.token_urlsafe(32)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0",
+        "GATEWAY_SECRET": secret,
+        "GATEWAY_HISTORY_LENGTH": str(HISTORY),
+    }
+    nodes = []
+    for i in range(2):
+        port = free_port()
+        nodes.append(spawn(f"wnode{i}", ["serve", "--port", str(port)], env, logdir, port))
+    w = World(database_url, valkey, secret, env, logdir, nodes)
+    w.start_relay("relay-a")
+    try:
+        for node in nodes:
+            wait_http(node)
+        yield w
+    finally:
+        w.stop_relays()
+        for node in nodes:
+            node.stop()
+        valkey.stop()
+        drop_database(pg_admin, database_url)
+
+
+@pytest.fixture(scope="module")
+async def wpool(world: World) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(world.database_url, min_size=1, max_size=12)
+    yield pool
+    await pool.close()
+
+
+@pytest.fixture
+async def wteam(world: World, wpool: asyncpg.Pool) -> Team:
+    return await make_team(wpool, world.secret)
+
+
+async def burst(pool: asyncpg.Pool, ids: list[int], seconds: float, writers: int = 4) -> int:
+    """Writers committing small random transactions for `seconds`; returns how many updates."""
+    loop = asyncio.get_running_loop()
+    stop = loop.time() + seconds
+    done = 0
+
+    async def write(seed: int) -> None:
+        nonlocal done
+        rng = random.Random(seed)
+        statuses = ["queued", "running", "completed", "failed", "retrying"]
+        while loop.time() < stop:
+            picked = sorted(rng.sample(ids, 3))
+            async with pool.acquire() as conn, conn.transaction():
+                for job_id in picked:
+                    await conn.execute("update jobs set status = $2 where id = $1", job_id, rng.choice(statuses))
+            done += len(picked)
+            await asyncio.sleep(0.002)
+
+    await asyncio.gather(*(write(s) for s in range(writers)))
+    return done
+
+
+async def database_state(pool: asyncpg.Pool, team: Team) -> tuple[dict[int, tuple[str, int]], dict[str, int]]:
+    rows = await pool.fetch("select id, status, version from jobs where team_id = $1 and removed_at is null", team.id)
+    jobs = {r["id"]: (r["status"], r["version"]) for r in rows}
+    counts = {s: 0 for s in ("queued", "retrying", "running", "completed", "failed")}
+    for status, _ in jobs.values():
+        counts[status] += 1
+    return jobs, counts
+
+
+async def converge(f: Follower, pool: asyncpg.Pool, team: Team, timeout: float = 20) -> None:
+    jobs, counts = await database_state(pool, team)
+
+    def done(f: Follower) -> bool:
+        return (
+            {i: (j["status"], j["version"]) for i, j in f.listed(f"trajectory:{team.trajectory_id}").items()} == jobs
+            and {i: (j["status"], j["version"]) for i, j in f.listed(f"team-jobs:{team.id}").items()} == jobs
+            and f.channels[f"team:{team.id}"].counts == counts
+        )
+
+    await f.wait_for(done, timeout=timeout)
+
+
+async def follow(world: World, team: Team, node: int = 0, **kw: bool) -> Follower:
+    f = Follower(world.nodes[node].ws, team.token, **kw)
+    await f.__aenter__()
+    for channel in (f"trajectory:{team.trajectory_id}", f"team-jobs:{team.id}", f"team:{team.id}"):
+        await f.subscribe(channel)
+    await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()))
+    return f
+
+
+async def test_reconnect_with_cursor_mid_burst_resumes_without_snapshot(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    ids = await insert_jobs(wpool, wteam, 100)
+    f = await follow(world, wteam)
+    try:
+        writing = asyncio.create_task(burst(wpool, ids, 2.0, writers=2))
+        await asyncio.sleep(0.8)
+        await f.reconnect(world.nodes[1].ws)  # to the other node, with each channel's cursor
+        await writing
+        await converge(f, wpool, wteam)
+        assert {c: s.snapshots for c, s in f.channels.items()} == {c: 1 for c in f.channels}
+        assert f.problems == [] and all(s.resyncs == 0 for s in f.channels.values())
+    finally:
+        await f.__aexit__()
+
+
+async def test_cursor_older_than_the_history_gets_a_snapshot(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    ids = await insert_jobs(wpool, wteam, 20)
+    f = await follow(world, wteam)
+    try:
+        assert f.ws is not None
+        await f.ws.close()
+        for i in range(HISTORY * 3):  # each its own commit and, spaced out, its own batch
+            await wpool.execute("update jobs set status = $2 where id = $1", ids[i % 20], ("running", "queued")[(i // 20) % 2])
+            await asyncio.sleep(0.006)
+        await f.reconnect()
+        await converge(f, wpool, wteam)
+        trajectory = f.channels[f"trajectory:{wteam.trajectory_id}"]
+        assert trajectory.snapshots == 2 and f.problems == []
+    finally:
+        await f.__aexit__()
+
+
+async def test_active_relay_killed_mid_burst_loses_and_repeats_nothing(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    ids = await insert_jobs(wpool, wteam, 150)
+    world.start_relay("relay-b")  # a standby
+    followers = [await follow(world, wteam, node=i % 2) for i in range(4)]
+    try:
+        active = await world.active_relay()
+        writing = asyncio.create_task(burst(wpool, ids, 3.0))
+        await asyncio.sleep(1.0)
+        active.proc.send_signal(signal.SIGKILL)
+        await writing
+        for f in followers:
+            await converge(f, wpool, wteam)
+            assert f.problems == [], f.problems
+            assert all(s.resyncs == 0 for s in f.channels.values())
+        survivor = await world.active_relay()
+        assert survivor is not active
+    finally:
+        for f in followers:
+            await f.__aexit__()
+
+
+async def test_relay_cut_from_postgres_stops_and_is_fenced_out(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    world.stop_relays()
+    parts = urlsplit(world.database_url)
+    proxy = Proxy(parts.hostname or urlsplit("//" + parts.query.split("host=")[-1]).path, parts.port or 5432) if parts.hostname else None
+    if proxy is None:  # a Unix socket (embedded PostgreSQL)
+        proxy = Proxy(parts.query.split("host=")[1].split("&")[0] + f"/.s.PGSQL.{parts.port or 5432}")
+    await proxy.start()
+    proxied = urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}", query=""))
+    try:
+        isolated = world.start_relay("relay-proxied", proxied)
+        await world.active_relay()
+        world.start_relay("relay-direct")  # standby
+        ids = await insert_jobs(wpool, wteam, 30)
+        f = await follow(world, wteam)
+        try:
+            old_epoch = int(f.channels[f"team:{wteam.id}"].cursor.split("-")[0])  # type: ignore[union-attr]
+            proxy.cut()
+            await asyncio.sleep(0.5)
+            await wpool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids)
+            await converge(f, wpool, wteam)
+            new_epoch = int(f.channels[f"team:{wteam.id}"].cursor.split("-")[0])  # type: ignore[union-attr]
+            assert new_epoch > old_epoch
+            assert "stopped serving" in isolated.output() or isolated.proc.poll() is not None
+
+            # The cut-off relay, were it to publish late, is refused by the fence...
+            redis = Redis.from_url(world.redis_url)
+            try:
+                stale = Publisher(redis, old_epoch, HISTORY, 60)
+                channel = f"trajectory:{wteam.trajectory_id}"
+                bogus = Job(id=ids[0], team_id=wteam.id, trajectory_id=wteam.trajectory_id, cluster_id=wteam.cluster_id,
+                            kind="preprocess", name="stale", status="failed", version=10**9)
+                as_json, as_msgpack = encode_both(Batch(channel=channel, seq=10**6, cursor="0-0", jobs=[bogus]))
+                with pytest.raises(Fenced):
+                    await stale.publish([Publication(channel=channel, epoch=old_epoch, seq=10**6, json=as_json, msgpack=as_msgpack)])
+                # ... and nodes drop an older epoch's message even if it reaches pub/sub.
+                await redis.publish(keys.pubsub(channel), envelope.pack(old_epoch, 10**6, as_json, as_msgpack))
+                await asyncio.sleep(0.5)
+                assert all(j["name"] != "stale" for j in f.listed(channel).values())
+                assert f.problems == []
+            finally:
+                await redis.aclose()
+        finally:
+            await f.__aexit__()
+    finally:
+        await proxy.close()
+
+
+async def test_redis_restarted_mid_stream_every_subscriber_ends_at_the_database(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    if not world.relays or all(r.proc.poll() is not None for r in world.relays):
+        world.start_relay("relay-c")
+    await world.active_relay()
+    ids = await insert_jobs(wpool, wteam, 80)
+    followers = [await follow(world, wteam, node=i % 2, resubscribe_on_gap=True) for i in range(2)]
+    try:
+        writing = asyncio.create_task(burst(wpool, ids, 4.0, writers=2))
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(world.valkey.stop)
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(world.valkey.start)
+        await writing
+        for f in followers:
+            await converge(f, wpool, wteam, timeout=30)
+            assert f.problems == [], f.problems
+    finally:
+        for f in followers:
+            await f.__aexit__()
+
+
+async def test_subscribes_racing_a_burst_never_go_backwards(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    await world.active_relay()
+    ids = await insert_jobs(wpool, wteam, 120)
+    writing = asyncio.create_task(burst(wpool, ids, 2.5))
+    followers = []
+    try:
+        for i in range(12):
+            await asyncio.sleep(random.uniform(0.05, 0.2))
+            followers.append(await follow(world, wteam, node=i % 2))
+        await writing
+        for f in followers:
+            await converge(f, wpool, wteam)
+            assert f.problems == [], f.problems
+    finally:
+        for f in followers:
+            await f.__aexit__()
+
+
+async def test_published_outbox_rows_are_pruned_after_the_retention(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    world.stop_relays()
+    world.start_relay("relay-pruning", GATEWAY_OUTBOX_RETENTION="1")
+    await world.active_relay()
+    ids = await insert_jobs(wpool, wteam, 10)
+    f = await follow(world, wteam)
+    try:
+        first = await wpool.fetchval("select max(seq) from job_changes")
+        await asyncio.sleep(2.5)
+        for round_ in range(3):  # cycles after the retention: each may prune
+            await wpool.execute("update jobs set status = $2 where id = any($1::bigint[])", ids, ("running", "queued", "completed")[round_])
+            await asyncio.sleep(0.7)
+        assert await wpool.fetchval("select count(*) from job_changes where seq <= $1", first) == 0
+        await converge(f, wpool, wteam)
+    finally:
+        await f.__aexit__()

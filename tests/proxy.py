@@ -1,0 +1,60 @@
+"""A TCP proxy a test can cut, to isolate a process from PostgreSQL or Redis without killing either."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class Proxy:
+    def __init__(self, target_host: str, target_port: int = 0) -> None:
+        """Forward to host:port, or to a Unix socket when `target_host` is a path."""
+        self.target = (target_host, target_port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.blocked = False
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.blocked:
+            writer.close()
+            return
+        try:
+            if self.target[0].startswith("/"):
+                up_reader, up_writer = await asyncio.open_unix_connection(self.target[0])
+            else:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, up_writer))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def cut(self) -> None:
+        """Drop every connection through the proxy and refuse new ones."""
+        self.blocked = True
+        for w in list(self._writers):
+            transport = w.transport
+            transport.abort()
+        self._writers.clear()
+
+    def restore(self) -> None:
+        self.blocked = False
+
+    async def close(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()

@@ -1,0 +1,104 @@
+"""The node's fan-out: shared frames, gaps repaired from history in order, or a resync when they cannot be."""
+
+from __future__ import annotations
+
+import json
+
+from gateway.core import envelope
+from gateway.core.protocol import Batch, encode_both, make_cursor
+from gateway.hub.connection import Connection
+from gateway.hub.hub import Hub
+
+CHANNEL = "trajectory:1"
+
+
+async def _never(frame: bytes | str) -> None:  # the writer is not running in these tests
+    raise AssertionError("not sent in this test")
+
+
+def conn(fmt: str = "json") -> Connection:
+    c = Connection(user_id=1, fmt=fmt, send=_never, max_pending=1 << 20)  # type: ignore[arg-type]
+    c.channels.add(CHANNEL)
+    return c
+
+
+def message(seq: int, epoch: int = 1) -> tuple[bytes, bytes]:
+    return encode_both(Batch(channel=CHANNEL, seq=seq, cursor=make_cursor(epoch, seq), jobs=[]))
+
+
+def packed(seq: int, epoch: int = 1) -> bytes:
+    as_json, as_msgpack = message(seq, epoch)
+    return envelope.pack(epoch, seq, as_json, as_msgpack)
+
+
+def seqs(c: Connection) -> list[object]:
+    out = []
+    for frame in c.outbound.frames:
+        m = json.loads(frame)
+        out.append(m["seq"] if m["type"] == "batch" else m["type"])
+    return out
+
+
+def test_one_frame_object_goes_to_every_subscriber() -> None:
+    hub = Hub()
+    a, b = conn(), conn()
+    hub.add(a, CHANNEL)
+    hub.add(b, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    assert a.outbound.frames[0] is b.outbound.frames[0]
+
+
+def test_msgpack_subscribers_get_the_relays_msgpack_bytes() -> None:
+    hub = Hub()
+    c = conn("msgpack")
+    hub.add(c, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    assert c.outbound.frames[0] == message(1)[1]
+
+
+def test_duplicates_and_older_epochs_are_dropped() -> None:
+    hub = Hub()
+    c = conn()
+    hub.add(c, CHANNEL)
+    for data in (packed(5, epoch=2), packed(5, epoch=2), packed(6, epoch=1), packed(6, epoch=2)):
+        hub.on_message(CHANNEL, data)
+    assert seqs(c) == [5, 6]
+
+
+def test_a_gap_is_filled_from_history_before_what_came_after_it() -> None:
+    asked: list[tuple[str, int, int]] = []
+    hub = Hub(on_gap=lambda ch, first, last: asked.append((ch, first, last)))
+    c = conn()
+    hub.add(c, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    hub.on_message(CHANNEL, packed(4))  # 2 and 3 were lost
+    hub.on_message(CHANNEL, packed(5))  # waits behind the repair
+    assert asked == [(CHANNEL, 2, 3)]
+    assert seqs(c) == [1]
+    hub.repaired(CHANNEL, [(1, 2, message(2)[1]), (1, 3, message(3)[1])])
+    assert seqs(c) == [1, 2, 3, 4, 5]
+
+
+def test_a_gap_history_cannot_fill_resyncs_the_subscribers() -> None:
+    hub = Hub(on_gap=lambda *_: None)
+    c = conn()
+    hub.add(c, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    hub.on_message(CHANNEL, packed(9))
+    hub.repaired(CHANNEL, None)
+    assert seqs(c) == [1, "resync"]
+    assert CHANNEL not in c.channels and CHANNEL not in hub.subscribers
+
+
+def test_a_node_behind_the_bus_position_fetches_the_rest() -> None:
+    asked: list[tuple[str, int, int]] = []
+    hub = Hub(on_gap=lambda ch, first, last: asked.append((ch, first, last)))
+    c = conn()
+    hub.add(c, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    hub.check_position(CHANNEL, 1, 1)  # up to date: nothing to do
+    hub.check_position(CHANNEL, 1, 3)  # the tail was dropped by pub/sub
+    assert asked == [(CHANNEL, 2, 3)]
+    hub.repaired(CHANNEL, [(1, 2, message(2)[1]), (1, 3, message(3)[1])])
+    hub.on_message(CHANNEL, packed(3))  # arriving late after all: a duplicate now
+    assert seqs(c) == [1, 2, 3]
