@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 from collections.abc import Callable
 
 from redis.asyncio import Redis
@@ -23,13 +24,25 @@ from . import keys
 log = logging.getLogger(__name__)
 
 OnMessage = Callable[[str, bytes], None]
+_KEEPALIVE = {
+    getattr(socket, name): value
+    for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
+    if hasattr(socket, name)
+}
 
 
 class Subscriber:
     def __init__(
         self, url: str, on_message: OnMessage, on_lost: Callable[[], None], on_restored: Callable[[], None]
     ) -> None:
-        self._redis = Redis.from_url(url, retry=Retry(NoBackoff(), 0), health_check_interval=10)
+        # No health_check_interval: its PING would read replies concurrently with the read loop and steal
+        # subscribe confirmations. TCP keepalives notice a dead peer instead.
+        self._redis = Redis.from_url(
+            url,
+            retry=Retry(NoBackoff(), 0),
+            socket_keepalive=True,
+            socket_keepalive_options=_KEEPALIVE,
+        )
         self._on_message = on_message
         self._on_lost = on_lost
         self._on_restored = on_restored

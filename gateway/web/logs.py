@@ -24,8 +24,21 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+class DropDenialNoise(logging.Filter):
+    """uvicorn's sans-I/O websocket protocol logs this error after every handshake we refuse with an HTTP
+    response (a denial response does not mark its handshake complete); our endpoint always accepts or
+    refuses, so the line only misleads whoever reads the logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "ASGI callable returned without completing handshake."
+
+
 def install_redaction() -> None:
     """Attach the filter to every logger that may print a request line, and to their handlers."""
+    noise = DropDenialNoise()
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, DropDenialNoise) for f in error_log.filters):
+        error_log.addFilter(noise)
     flt = RedactSecrets()
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "gateway", ""):
         logger = logging.getLogger(name)
