@@ -50,8 +50,8 @@ class Snapshot(ServerMessage):
     seq: int
     cursor: str
     time: int  # server clock, milliseconds since the Unix epoch
-    page: int = 0
-    final: bool = True
+    page: int  # 0, 1, ...: page 0 replaces the channel's state
+    final: bool  # the last page: live messages follow
     jobs: list[Job] | None = None  # trajectory and team-jobs channels
     counts: Counts | None = None  # team channel
     trajectories: list[TrajectorySummary] | None = None  # team channel: the most recent ones

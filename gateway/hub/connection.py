@@ -77,11 +77,23 @@ class Connection:
             self._drain.clear()
             await self._drain.wait()
 
-    def finish_snapshot(self, channel: str, seq: int) -> None:
-        """Release frames that arrived during the snapshot and are newer than it."""
-        for frame_seq, frame in self.buffering.pop(channel, ()):
+    async def release(self, channel: str, seq: int) -> None:
+        """After a snapshot or replay at `seq`: send what arrived meanwhile and is newer, then go live.
+
+        Like snapshot pages, these frames wait for the connection to drain instead of counting against
+        the slow-consumer bound; frames keep arriving into the buffer until it is empty, so order holds.
+        """
+        waiting = self.buffering.get(channel)
+        released = 0
+        while waiting is not None and released < len(waiting):
+            frame_seq, frame = waiting[released]
+            released += 1
             if frame_seq > seq:
-                self.push(frame)
+                self.push(frame, force=True)
+            if self.outbound.size > self.outbound.limit // 2:
+                await self.drained(below=self.outbound.limit // 4)
+                waiting = self.buffering.get(channel)  # None: unsubscribed meanwhile
+        self.buffering.pop(channel, None)
 
     async def run_writer(self) -> None:
         """Drain pending frames until the connection ends; one send at a time keeps the order."""

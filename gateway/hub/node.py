@@ -21,7 +21,7 @@ from ..bus.subscriber import Subscriber
 from ..core.channels import BadChannel, Channel, parse_channel
 from ..core.model import Counts, TrajectorySummary
 from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
-from ..core.relay import MAX_JOBS_PER_BATCH, SUMMARY_STATE_PREFIX
+from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUMMARY_STATE_PREFIX
 from ..store import queries
 from .connection import Connection
 from .hub import Hub
@@ -39,6 +39,15 @@ _ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, ConnectionError
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:  # type: ignore[type-arg]
+    """Snapshot pages of these jobs, halved until each fits the byte bound of a batch."""
+    page = Snapshot(channel=channel, seq=seq, cursor=cursor, time=0, page=0, final=False, jobs=jobs)
+    if len(jobs) > 1 and len(msgspec.json.encode(page)) > MAX_BATCH_BYTES:
+        half = len(jobs) // 2
+        return _pages(channel, seq, cursor, jobs[:half]) + _pages(channel, seq, cursor, jobs[half:])
+    return [page]
 
 
 class Node:
@@ -132,7 +141,7 @@ class Node:
         if current is None:
             return False
         if current == (epoch, seq):
-            conn.finish_snapshot(name, seq)  # nothing missed
+            await conn.release(name, seq)  # nothing missed
             return True
         if current[1] <= seq or current[1] - seq > MAX_REPLAY:
             return False
@@ -148,8 +157,7 @@ class Node:
             conn.push(frame, force=True)
             if i % 100 == 99:
                 await conn.drained(below=conn.outbound.limit // 4)
-        if name in conn.buffering:
-            conn.finish_snapshot(name, current[1])
+        await conn.release(name, current[1])
         return True
 
     # -- snapshots
@@ -160,8 +168,7 @@ class Node:
             seq = await self._send_team_snapshot(conn, channel)
         else:
             seq = await self._send_jobs_snapshot(conn, channel)
-        if name in conn.buffering:
-            conn.finish_snapshot(name, seq)
+        await conn.release(name, seq)
 
     async def _send_team_snapshot(self, conn: Connection, channel: Channel) -> int:
         name = channel.name
@@ -189,6 +196,8 @@ class Node:
                 seq=seq,
                 cursor=make_cursor(epoch, seq),
                 time=now_ms(),
+                page=0,
+                final=True,
                 counts=counts,
                 trajectories=summaries[:SNAPSHOT_TRAJECTORIES],
                 total_trajectories=total,
@@ -204,13 +213,16 @@ class Node:
         while True:
             jobs = await queries.jobs_page(self.pool, channel, after, MAX_JOBS_PER_BATCH)
             final = len(jobs) < MAX_JOBS_PER_BATCH
-            conn.send_message(
-                Snapshot(channel=channel.name, seq=seq, cursor=cursor, time=now_ms(), page=page, final=final, jobs=jobs)
-            )
+            parts = _pages(channel.name, seq, cursor, jobs)
+            for i, part in enumerate(parts):
+                part.page, part.final = page, final and i == len(parts) - 1
+                part.time = now_ms()
+                conn.send_message(part)
+                page += 1
+                await conn.drained(below=conn.outbound.limit // 4)
             if final or channel.name not in conn.channels:
                 return seq
-            after, page = jobs[-1].id, page + 1
-            await conn.drained(below=conn.outbound.limit // 4)
+            after = jobs[-1].id
 
     # -- filling gaps from history
 

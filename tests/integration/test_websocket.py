@@ -148,3 +148,25 @@ async def test_slow_consumer_is_bounded_and_does_not_delay_others(stack: Stack, 
         assert any(m["type"] == "resync" and m["channel"] == channel for m in seen), [(m["type"], m.get("seq")) for m in seen]
     finally:
         await slow.close()
+
+
+async def test_big_trajectory_snapshot_is_paged_and_never_trips_the_slow_consumer_bound(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    channel = f"trajectory:{team.trajectory_id}"
+    await pool.execute(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, timestep, error)"
+        " select $1, $2, $3, 'analysis', 'Polyhedral Template Matching', f, f * 0.5, case when f % 7 = 0 then repeat('e', 300) end"
+        " from generate_series(0, 39999) f",
+        team.id, team.trajectory_id, team.cluster_id,
+    )
+    async with Follower(stack.nodes[1].ws, team.token) as f:
+        await f.subscribe(channel)
+        await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=60)
+        pages = [m for m in f.messages if m["type"] == "snapshot"]
+        assert [p["page"] for p in pages] == list(range(len(pages))) and pages[-1]["final"]
+        assert len(f.listed(channel)) == 40_000
+        assert f.channels[channel].resyncs == 0 and f.problems == []
+        some = next(iter(f.listed(channel)))
+        await pool.execute("update jobs set status = 'running' where id = $1", some)
+        await f.wait_for(lambda f: f.listed(channel)[some]["status"] == "running")
