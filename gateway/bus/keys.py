@@ -23,5 +23,10 @@ def history(channel: str) -> str:
     return f"{PREFIX}hist:{channel}"
 
 
+def finish_marker(trajectory_id: int, wave: int) -> str:
+    """Set when a wave's finish (notice and glow) has been published."""
+    return f"{PREFIX}finish:{trajectory_id}:{wave}"
+
+
 def channel_of(pubsub_name: str) -> str:
     return pubsub_name[len(PREFIX) + 3 :]

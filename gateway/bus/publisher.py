@@ -42,6 +42,9 @@ if n >= 0 then
   end
 end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
+if #KEYS >= 5 then
+  redis.call('SET', KEYS[5], ARGV[1], 'EX', 86400)  -- an event published once: a successor skips it
+end
 return 1
 """
 
@@ -90,6 +93,13 @@ class Publisher:
             out[channel] = position[1] if position else 0
         return out
 
+    async def published_markers(self, markers: list[str]) -> set[str]:
+        """Which of these once-only events some relay has published already."""
+        if not markers:
+            return set()
+        values = await self.redis.mget(markers)
+        return {m for m, v in zip(markers, values) if v is not None}
+
     async def relay_cursor(self) -> str | None:
         """Where in the outbox the previous relay had published up to."""
         value = await self.redis.get(keys.RELAY_CURSOR)
@@ -123,11 +133,10 @@ class Publisher:
                 for field, value in state_set.items():
                     args += [field, value]
                 args += p.state_del or []
-            await self._publish(
-                keys=[keys.EPOCH, keys.seq(p.channel), keys.history(p.channel), keys.state(p.channel)],
-                args=args,
-                client=pipe,
-            )
+            script_keys = [keys.EPOCH, keys.seq(p.channel), keys.history(p.channel), keys.state(p.channel)]
+            if p.marker is not None:
+                script_keys.append(p.marker)
+            await self._publish(keys=script_keys, args=args, client=pipe)
         if relay_cursor is not None:
             await self._fenced_set(keys=[keys.EPOCH, keys.RELAY_CURSOR], args=[self.epoch, relay_cursor], client=pipe)
         return await pipe.execute()

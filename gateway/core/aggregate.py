@@ -10,6 +10,7 @@ from datetime import datetime
 
 import msgspec
 
+from .grouping import TRANSFERS, Group, job_group, make_group
 from .model import Counts, Job, TrajectorySummary
 from .status import group_status
 
@@ -24,12 +25,38 @@ class Change(msgspec.Struct, kw_only=True):
     counted: bool = False
 
 
+class GroupAggregate:
+    __slots__ = ("counts", "timestep")
+
+    def __init__(self, timestep: float | None = None) -> None:
+        self.counts = Counts()
+        self.timestep = timestep
+
+
 class TrajectoryAggregate(msgspec.Struct, kw_only=True):
     id: int
     team_id: int
     name: str
     counts: Counts = msgspec.field(default_factory=Counts)
     updated_at: datetime | None = None
+    groups: dict[str, GroupAggregate] = msgspec.field(default_factory=dict)
+
+    def active(self) -> int:
+        return self.counts.queued + self.counts.retrying + self.counts.running
+
+    def group(self, key: str) -> Group:
+        agg = self.groups.get(key) or GroupAggregate()
+        return make_group(key, agg.counts, agg.timestep)
+
+    def count_group(self, key: str, status: str, n: int, timestep: float | None = None) -> None:
+        agg = self.groups.get(key)
+        if agg is None:
+            agg = self.groups[key] = GroupAggregate(timestep)
+        elif agg.timestep is None:
+            agg.timestep = timestep
+        agg.counts.add(status, n)
+        if not agg.counts.total():
+            del self.groups[key]
 
     def summary(self) -> TrajectorySummary:
         return TrajectorySummary(
@@ -40,6 +67,7 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
             status=group_status(self.counts.as_dict()),
             counts=Counts(**self.counts.as_dict()),
             updated_at=self.updated_at,
+            open=TRANSFERS in self.groups,
         )
 
 
@@ -64,6 +92,10 @@ class Aggregates:
     def __init__(self) -> None:
         self.teams: dict[int, TeamAggregate] = {}
         self._trajectories: dict[int, TrajectoryAggregate] = {}
+        self.dirty_groups: dict[int, set[str]] = {}  # per trajectory, groups changed this cycle
+
+    def trajectory(self, trajectory_id: int) -> TrajectoryAggregate | None:
+        return self._trajectories.get(trajectory_id)
 
     def team(self, team_id: int) -> TeamAggregate:
         team = self.teams.get(team_id)
@@ -83,23 +115,28 @@ class Aggregates:
             if n:
                 team.counts.add(status, n)
 
-    def apply(self, change: Change) -> None:
+    def apply(self, change: Change) -> TrajectoryAggregate:
         job = change.job
         traj = self._trajectories.get(job.trajectory_id)
         if traj is None:  # the adapter registers names first; a stray id still counts
             traj = TrajectoryAggregate(id=job.trajectory_id, team_id=job.team_id, name=f"#{job.trajectory_id}")
             self.add_trajectory(traj)
         team = self.team(traj.team_id)
+        key = job_group(job)
+        self.dirty_groups.setdefault(traj.id, set()).add(key)
         if change.counted or change.old_status == change.new_status:
             pass  # counted already, or the same status: counts unchanged, only the last change moves
         else:
             if change.old_status is not None:
                 traj.counts.add(change.old_status, -1)
                 team.counts.add(change.old_status, -1)
+                traj.count_group(key, change.old_status, -1)
             if change.new_status is not None:
                 traj.counts.add(change.new_status, 1)
                 team.counts.add(change.new_status, 1)
+                traj.count_group(key, change.new_status, 1, job.timestep)
         changed_at = job.removed_at or job.updated_at
         if changed_at is not None and (traj.updated_at is None or changed_at > traj.updated_at):
             traj.updated_at = changed_at
         team.dirty.add(traj.id)
+        return traj

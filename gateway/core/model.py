@@ -63,3 +63,4 @@ class TrajectorySummary(msgspec.Struct, kw_only=True):
     status: str
     counts: Counts
     updated_at: datetime | None = None
+    open: bool = False  # it holds storage transfers: its group opens by itself

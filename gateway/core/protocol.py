@@ -11,6 +11,7 @@ from typing import Literal
 
 import msgspec
 
+from .grouping import Group
 from .model import Counts, Job, TrajectorySummary
 
 Format = Literal["json", "msgpack"]
@@ -53,6 +54,7 @@ class Snapshot(ServerMessage):
     page: int  # 0, 1, ...: page 0 replaces the channel's state
     final: bool  # the last page: live messages follow
     jobs: list[Job] | None = None  # trajectory and team-jobs channels
+    groups: list[Group] | None = None  # trajectory channel: frame groups with their colour
     counts: Counts | None = None  # team channel
     trajectories: list[TrajectorySummary] | None = None  # team channel: the most recent ones
     total_trajectories: int | None = None
@@ -65,6 +67,29 @@ class Batch(ServerMessage):
     seq: int
     cursor: str
     jobs: list[Job]
+    groups: list[Group] | None = None  # trajectory channel: the groups these jobs changed
+
+
+class Notice(ServerMessage):
+    """A trajectory's work finished (trajectory channel): a completion toast. An event, never in a snapshot."""
+
+    channel: str
+    seq: int
+    cursor: str
+    trajectory_id: int
+    wave: int
+    title: str
+    level: str  # success | warning
+
+
+class Glow(ServerMessage):
+    """A trajectory just finished all its jobs with none failed (team channel): glow it for 3.5 seconds."""
+
+    channel: str
+    seq: int
+    cursor: str
+    trajectory_id: int
+    wave: int
 
 
 class Summary(ServerMessage):
@@ -96,7 +121,7 @@ class Pong(ServerMessage):
     id: int | str | None = None
 
 
-ServerMessages = Snapshot | Batch | Summary | Resync | Error | Pong
+ServerMessages = Snapshot | Batch | Summary | Notice | Glow | Resync | Error | Pong
 
 json_encoder = msgspec.json.Encoder()
 msgpack_encoder = msgspec.msgpack.Encoder()

@@ -12,8 +12,10 @@ import msgspec
 
 from . import channels
 from .aggregate import Aggregates, Change, TeamAggregate, TrajectoryAggregate
+from .finish import Finish, FinishTracker
+from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
-from .protocol import Batch, Summary, encode_both, make_cursor
+from .protocol import Batch, Glow, Notice, Summary, encode_both, make_cursor
 
 MAX_JOBS_PER_BATCH = 500
 MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
@@ -36,6 +38,7 @@ class Publication(msgspec.Struct, kw_only=True):
     msgpack: bytes
     state_set: dict[str, bytes] | None = None
     state_del: list[str] | None = None
+    marker: str | None = None  # a key set with the publish: this once-only event went out
 
 
 def batch_delay(changes_last_cycle: int) -> float:
@@ -50,6 +53,7 @@ class RelayCore:
         self._seqs: dict[str, int] = {}
         self._jobs: dict[int, Job] = {}  # this cycle's deltas, latest version per job
         self._team_sent_at: dict[int, float] = {}
+        self.finishes = FinishTracker()
         self.changes_applied = 0
         self.deltas_taken = 0
 
@@ -69,10 +73,12 @@ class RelayCore:
         """Trajectories whose names the adapter must look up before `apply()`."""
         return {c.job.trajectory_id for c in changes if not self.aggregates.known(c.job.trajectory_id)}
 
-    def apply(self, changes: Iterable[Change]) -> None:
+    def apply(self, changes: Iterable[Change], now: float = 0.0) -> None:
         for change in changes:
-            self.aggregates.apply(change)
+            traj = self.aggregates.apply(change)
             job = change.job
+            if not change.counted:  # replayed after a takeover: its wave was restored from the database
+                self.finishes.job_changed(traj.id, job.kind, change.new_status, traj.active(), now, job.updated_at)
             seen = self._jobs.get(job.id)
             if seen is None or job.version > seen.version:
                 self._jobs[job.id] = job
@@ -111,21 +117,33 @@ class RelayCore:
             by_channel.setdefault(channels.trajectory(job.trajectory_id), []).append(job)
             by_channel.setdefault(channels.team_jobs(job.team_id), []).append(job)
         out: list[Publication] = []
+        groups = self._take_groups()
         for channel, batch in by_channel.items():
             batch.sort(key=_job_order)
-            for start in range(0, len(batch), MAX_JOBS_PER_BATCH):
-                self._publish_batch(channel, batch[start : start + MAX_JOBS_PER_BATCH], out)
+            chunks = [batch[start : start + MAX_JOBS_PER_BATCH] for start in range(0, len(batch), MAX_JOBS_PER_BATCH)]
+            for i, chunk in enumerate(chunks):
+                # The groups these jobs changed travel with the last batch of the cycle.
+                self._publish_batch(channel, chunk, groups.get(channel) if i == len(chunks) - 1 else None, out)
         return out
 
-    def _publish_batch(self, channel: str, jobs: list[Job], out: list[Publication]) -> None:
+    def _take_groups(self) -> dict[str, list[Group]]:
+        dirty, self.aggregates.dirty_groups = self.aggregates.dirty_groups, {}
+        out: dict[str, list[Group]] = {}
+        for trajectory_id, group_keys in dirty.items():
+            traj = self.aggregates.trajectory(trajectory_id)
+            if traj is not None:
+                out[channels.trajectory(trajectory_id)] = [traj.group(k) for k in sorted(group_keys, key=group_order)]
+        return out
+
+    def _publish_batch(self, channel: str, jobs: list[Job], groups: list[Group] | None, out: list[Publication]) -> None:
         """One batch message, halved until it fits the byte bound (jobs with long errors are big)."""
         seq = self._seqs.get(channel, 0) + 1
-        message = Batch(channel=channel, seq=seq, cursor=make_cursor(self.epoch, seq), jobs=jobs)
+        message = Batch(channel=channel, seq=seq, cursor=make_cursor(self.epoch, seq), jobs=jobs, groups=groups)
         publication = self._publication(channel, seq, message)
         if len(publication.json) > MAX_BATCH_BYTES and len(jobs) > 1:
             half = len(jobs) // 2
-            self._publish_batch(channel, jobs[:half], out)
-            self._publish_batch(channel, jobs[half:], out)
+            self._publish_batch(channel, jobs[:half], None, out)
+            self._publish_batch(channel, jobs[half:], groups, out)
             return
         self._seqs[channel] = seq
         out.append(publication)
@@ -135,6 +153,11 @@ class RelayCore:
         due = [self._team_sent_at.get(t.id, float("-inf")) + TEAM_INTERVAL for t in self.aggregates.teams.values() if t.dirty]
         return min(due) if due else None
 
+    def next_due(self) -> float | None:
+        """When the relay must wake even with no new change: a team to publish or a wave to finish."""
+        due = [d for d in (self.next_team_due(), self.finishes.next_due()) if d is not None]
+        return min(due) if due else None
+
     def take_team_publications(self, now: float) -> list[Publication]:
         out: list[Publication] = []
         for team in self.aggregates.teams.values():
@@ -142,6 +165,44 @@ class RelayCore:
                 self._team_sent_at[team.id] = now
                 out.append(self._team_publication(team))
         return out
+
+    def take_finishes(self, now: float) -> list[Finish]:
+        """Waves whose trajectory has had no active job for the settle time."""
+        finishes = self.finishes.take_finished(now, {})
+        for finish in finishes:
+            traj = self.aggregates.trajectory(finish.trajectory_id)
+            if traj is not None:
+                finish.team_id = traj.team_id
+                # The glow is for a trajectory that finished all its jobs with none failed.
+                finish.glow = finish.glow and traj.counts.failed == 0 and traj.counts.total() > 0
+        return finishes
+
+    def finish_publications(self, finishes: list[Finish], markers: dict[tuple[int, int], str]) -> list[Publication]:
+        """A notice on the trajectory channel and, for a clean finish, a glow on the team channel."""
+        out: list[Publication] = []
+        for f in finishes:
+            channel = channels.trajectory(f.trajectory_id)
+            seq = self._next_seq(channel)
+            notice = Notice(
+                channel=channel, seq=seq, cursor=make_cursor(self.epoch, seq),
+                trajectory_id=f.trajectory_id, wave=f.wave, title=f.title, level=f.level,
+            )
+            publication = self._publication(channel, seq, notice)
+            if not f.glow:
+                publication.marker = markers.get((f.trajectory_id, f.wave))
+            out.append(publication)
+            if f.glow:
+                team_channel = channels.team(f.team_id)
+                seq = self._next_seq(team_channel)
+                glow = Glow(channel=team_channel, seq=seq, cursor=make_cursor(self.epoch, seq), trajectory_id=f.trajectory_id, wave=f.wave)
+                publication = self._publication(team_channel, seq, glow)
+                publication.marker = markers.get((f.trajectory_id, f.wave))  # set once both went out
+                out.append(publication)
+        return out
+
+    def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
+        wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {channels.team(f.team_id) for f in finishes if f.glow}
+        return [c for c in wanted if c not in self._seqs]
 
     # -- internals
 
@@ -181,7 +242,7 @@ class RelayCore:
         publication.state_del = state_del or None
         return publication
 
-    def _publication(self, channel: str, seq: int, message: Batch | Summary) -> Publication:
+    def _publication(self, channel: str, seq: int, message: Batch | Summary | Notice | Glow) -> Publication:
         as_json, as_msgpack = encode_both(message)
         return Publication(channel=channel, epoch=self.epoch, seq=seq, json=as_json, msgpack=as_msgpack)
 

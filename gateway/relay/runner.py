@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from ..bus import keys
 from ..bus.publisher import Fenced, Publisher
+from ..core.finish import Wave
 from ..core.relay import Publication, RelayCore, batch_delay
 from ..store.outbox import OutboxReader
 
@@ -96,6 +97,7 @@ class Relay:
             reader = OutboxReader(conn)
             core = self.core = RelayCore(epoch)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
+            await self._restore_waves(conn, reader, core)
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
             await redis.aclose()
@@ -124,9 +126,10 @@ class Relay:
                         "select id, team_id, name from trajectories where id = any($1::bigint[])", list(unknown)
                     ):
                         core.add_trajectory(row["id"], row["team_id"], row["name"])
-                core.apply(result.changes)
+                core.apply(result.changes, time.monotonic())
+                await self._record_waves_started(conn, core)
             now = time.monotonic()
-            await self._publish(lock_conn, core, publisher, now, reader.position if result.changes else None)
+            await self._publish(lock_conn, conn, core, publisher, now, reader.position if result.changes else None)
             if result.changes:
                 published_at.append((now, reader.position))
             self.ready.set()
@@ -160,7 +163,7 @@ class Relay:
                 await asyncio.sleep(delay)
             if result.changes or result.held_back:
                 continue
-            due = core.next_team_due()
+            due = core.next_due()
             if now - last_change < LINGER:
                 # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
                 wait = BUSY_POLL if due is None else min(BUSY_POLL, max(0.0, due - time.monotonic()))
@@ -169,14 +172,30 @@ class Relay:
             await self._sleep(conn, reader, due)
 
     async def _publish(
-        self, lock_conn: asyncpg.Connection, core: RelayCore, publisher: Publisher, now: float, cursor: str | None
+        self,
+        lock_conn: asyncpg.Connection,
+        conn: asyncpg.Connection,
+        core: RelayCore,
+        publisher: Publisher,
+        now: float,
+        cursor: str | None,
     ) -> None:
         """Publish the cycle; while Redis is away keep it and retry, so nothing is dropped."""
-        missing = core.channels_without_seq()
+        finishes = core.take_finishes(now)
+        markers = {(f.trajectory_id, f.wave): keys.finish_marker(f.trajectory_id, f.wave) for f in finishes}
+        if finishes:
+            # A predecessor may have published a finish before it could record it: never twice.
+            done = await _retry_redis(lambda: publisher.published_markers(list(markers.values())))
+            finishes = [f for f in finishes if markers[(f.trajectory_id, f.wave)] not in done]
+        missing = core.channels_without_seq() + core.channels_for_finishes(finishes)
         if missing:
             core.set_seqs(await _retry_redis(lambda: publisher.last_seqs(missing)))
-        publications: list[Publication] = core.take_job_publications() + core.take_team_publications(now)
+        publications: list[Publication] = (
+            core.take_job_publications() + core.take_team_publications(now) + core.finish_publications(finishes, markers)
+        )
         if not publications and cursor is None:
+            if markers:
+                await self._record_waves_closed(conn, list(markers))
             return
         await self._check_lock(lock_conn)
         delay = 0.05
@@ -184,6 +203,8 @@ class Relay:
             try:
                 await publisher.publish(publications, cursor)
                 self.published += len(publications)
+                if markers:  # published first, recorded second: a crash between is caught by the markers
+                    await self._record_waves_closed(conn, list(markers))
                 return
             except (RedisError, OSError) as exc:
                 log.warning("publish failed (%s); retrying", type(exc).__name__)
@@ -198,6 +219,48 @@ class Relay:
                     publications += core.take_team_publications(time.monotonic())
             except (RedisError, OSError):
                 pass
+
+    async def _restore_waves(self, conn: asyncpg.Connection, reader: OutboxReader, core: RelayCore) -> None:
+        """Carry the previous relay's waves over: finish the open ones it could not, never repeat a closed one."""
+        now = time.monotonic()
+        for row in reader.waves:
+            trajectory_id, number = row["trajectory_id"], row["wave"]
+            if not row["open"]:
+                core.finishes.restore(trajectory_id, number, None)
+                continue
+            facts = await conn.fetchrow(
+                "select coalesce(bool_or(kind = 'analysis'), false) as analysis,"
+                " coalesce(bool_or(kind = 'rasterize'), false) as rasterize,"
+                " coalesce(bool_or(status = 'failed'), false) as failed"
+                " from jobs where trajectory_id = $1 and updated_at >= $2",
+                trajectory_id,
+                row["started_at"],
+            )
+            traj = core.aggregates.trajectory(trajectory_id)
+            idle = traj is None or traj.active() == 0
+            wave = Wave(number, facts["analysis"], facts["rasterize"], facts["failed"], now if idle else None)
+            core.finishes.restore(trajectory_id, number - 1, wave)
+
+    async def _record_waves_started(self, conn: asyncpg.Connection, core: RelayCore) -> None:
+        started = core.finishes.take_started()
+        if started:
+            await conn.execute(
+                "insert into trajectory_waves (trajectory_id, wave, open, started_at)"
+                " select t, w, true, coalesce(s, now()) from unnest($1::bigint[], $2::int[], $3::timestamptz[]) as u(t, w, s)"
+                " where exists (select 1 from trajectories where id = t)"
+                " on conflict (trajectory_id) do update set wave = excluded.wave, open = true, started_at = excluded.started_at",
+                [t for t, _, _ in started],
+                [w for _, w, _ in started],
+                [s for _, _, s in started],
+            )
+
+    async def _record_waves_closed(self, conn: asyncpg.Connection, waves: list[tuple[int, int]]) -> None:
+        await conn.execute(
+            "update trajectory_waves w set open = false from unnest($1::bigint[], $2::int[]) as u(t, n)"
+            " where w.trajectory_id = u.t and w.wave = u.n",
+            [t for t, _ in waves],
+            [n for _, n in waves],
+        )
 
     async def _check_lock(self, lock_conn: asyncpg.Connection) -> None:
         """Our session holds the lock as long as it is alive: prove it is, before publishing."""

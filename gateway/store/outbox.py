@@ -16,7 +16,7 @@ import msgspec
 
 from ..core.aggregate import Change, TrajectoryAggregate
 from ..core.model import Job
-from .queries import AGGREGATES, aggregate_of
+from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
 
@@ -64,6 +64,7 @@ class OutboxReader:
         self._base_snapshot: str | None = None
         self._base_xmin = 0
         self._base_xmax = 0
+        self.waves: list[asyncpg.Record] = []  # trajectory_waves as of the snapshot
 
     @property
     def position(self) -> str:
@@ -79,6 +80,8 @@ class OutboxReader:
         async with self.conn.transaction(isolation="repeatable_read", readonly=True):
             snapshot: str = await self.conn.fetchval("select pg_current_snapshot()::text")
             rows = await self.conn.fetch(AGGREGATES, None)
+            group_rows = await self.conn.fetch(GROUP_COUNTS, None)
+            self.waves = await self.conn.fetch("select trajectory_id, wave, open, started_at from trajectory_waves")
         xmin, xmax, _ = snapshot.split(":")
         self._base_snapshot, self._base_xmin, self._base_xmax = snapshot, int(xmin), int(xmax)
         self.xid, self.seq = int(xmin) - 1, 2**62  # nothing older than the snapshot's xmin by default
@@ -86,7 +89,9 @@ class OutboxReader:
             xid, _, seq = published.partition(":")
             if xid.isdigit() and seq.isdigit() and (int(xid), int(seq)) < (self.xid, self.seq):
                 self.xid, self.seq = int(xid), int(seq)
-        return [aggregate_of(r) for r in rows]
+        trajectories = {r["id"]: aggregate_of(r) for r in rows}
+        add_group_counts(trajectories, group_rows)
+        return list(trajectories.values())
 
     async def read(self, limit: int = 5000) -> ReadResult:
         rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)

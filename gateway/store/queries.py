@@ -8,6 +8,7 @@ import msgspec
 from ..core.channels import Channel
 from ..core.model import Counts, Job, TrajectorySummary
 from ..core.aggregate import TrajectoryAggregate
+from ..core.grouping import Group, group_order, key_for, make_group
 
 _jobs_decoder = msgspec.json.Decoder(list[Job])
 
@@ -83,3 +84,26 @@ async def team_state(pool: asyncpg.Pool, team_id: int) -> tuple[Counts, list[Tra
         if agg.counts.total():
             summaries.append(agg.summary())
     return counts, summaries
+
+
+# Listed jobs per frame group and status; the group key itself is computed in Python (core.grouping).
+GROUP_COUNTS = """
+select trajectory_id, kind in ('trajectory_transfer', 'analysis_transfer', 'storage_transfer') as transfer,
+       frame, status, count(*) as n, max(timestep) as timestep
+from jobs
+where removed_at is null and ($1::bigint is null or trajectory_id = $1)
+group by 1, 2, 3, 4
+"""
+
+
+def add_group_counts(trajectories: dict[int, TrajectoryAggregate], rows: list[asyncpg.Record]) -> None:
+    for r in rows:
+        agg = trajectories.get(r["trajectory_id"])
+        if agg is not None:
+            agg.count_group(key_for(r["transfer"], r["frame"]), r["status"], r["n"], r["timestep"])
+
+
+async def trajectory_groups(pool: asyncpg.Pool, trajectory_id: int) -> list[Group]:
+    agg = TrajectoryAggregate(id=trajectory_id, team_id=0, name="")
+    add_group_counts({trajectory_id: agg}, await pool.fetch(GROUP_COUNTS, trajectory_id))
+    return [make_group(key, g.counts, g.timestep) for key, g in sorted(agg.groups.items(), key=lambda kv: group_order(kv[0]))]

@@ -1,0 +1,100 @@
+"""When a trajectory's work finishes, and what the notice says.
+
+A trajectory's work finishes when its active jobs (queued, retrying, running) have stayed at none for a
+settle time, so that an upload inserted in chunks, or analyses followed by their artifact uploads, do not
+finish early. The core never reads a clock: the adapter passes `now` in and wakes up at `next_due()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+SETTLE = 0.5  # seconds with no active job before a wave counts as finished
+
+SUCCESS = "success"
+WARNING = "warning"
+
+
+def notice_title(has_analysis: bool, has_rasterize: bool, failed: bool) -> tuple[str, str]:
+    """The notice's title and level, from what the finished wave held."""
+    if has_analysis:
+        return ("Analysis completed with errors", WARNING) if failed else ("Analysis completed successfully!", SUCCESS)
+    if has_rasterize:
+        return ("Rasterization completed with errors", WARNING) if failed else ("Rasterization completed successfully", SUCCESS)
+    return ("Jobs completed with errors", WARNING) if failed else ("Jobs completed successfully", SUCCESS)
+
+
+@dataclass
+class Wave:
+    """What one trajectory has done since its work last finished."""
+
+    number: int  # waves of this trajectory so far; a finish is once per (trajectory, number)
+    has_analysis: bool = False
+    has_rasterize: bool = False
+    failed: bool = False
+    idle_since: float | None = None  # active jobs dropped to none at this time
+
+
+@dataclass
+class Finish:
+    trajectory_id: int
+    team_id: int
+    wave: int
+    title: str
+    level: str
+    glow: bool  # finished all its jobs with none failed
+
+
+@dataclass
+class FinishTracker:
+    """Open waves per trajectory; turns `active == 0` for SETTLE seconds into one Finish."""
+
+    waves: dict[int, Wave] = field(default_factory=dict)
+    last_wave: dict[int, int] = field(default_factory=dict)  # closed waves, so numbers keep rising
+    # (trajectory, wave, time of the change that opened it) for waves opened this cycle
+    started: list[tuple[int, int, datetime | None]] = field(default_factory=list)
+
+    def restore(self, trajectory_id: int, last_wave: int, open_wave: Wave | None) -> None:
+        """At takeover: the last wave number, and the wave still open (not finished) if any."""
+        self.last_wave[trajectory_id] = last_wave
+        if open_wave is not None:
+            self.waves[trajectory_id] = open_wave
+
+    def job_changed(
+        self, trajectory_id: int, kind: str, status: str | None, active_after: int, now: float, at: datetime | None = None
+    ) -> None:
+        """A job of the trajectory changed; `active_after` is the trajectory's active count after it."""
+        wave = self.waves.get(trajectory_id)
+        if wave is None:
+            if status is None or status not in ("queued", "retrying", "running"):
+                return  # an idle trajectory's job removed or settled: not work starting
+            number = self.last_wave.get(trajectory_id, 0) + 1
+            wave = self.waves[trajectory_id] = Wave(number)
+            self.started.append((trajectory_id, number, at))
+        if kind == "analysis":
+            wave.has_analysis = True
+        elif kind == "rasterize":
+            wave.has_rasterize = True
+        if status == "failed":
+            wave.failed = True
+        wave.idle_since = now if active_after == 0 else None
+
+    def next_due(self) -> float | None:
+        due = [w.idle_since + SETTLE for w in self.waves.values() if w.idle_since is not None]
+        return min(due) if due else None
+
+    def take_finished(self, now: float, team_of: dict[int, int]) -> list[Finish]:
+        out = []
+        for trajectory_id, wave in list(self.waves.items()):
+            if wave.idle_since is None or now < wave.idle_since + SETTLE:
+                continue
+            del self.waves[trajectory_id]
+            self.last_wave[trajectory_id] = wave.number
+            title, level = notice_title(wave.has_analysis, wave.has_rasterize, wave.failed)
+            out.append(Finish(trajectory_id, team_of.get(trajectory_id, 0), wave.number, title, level, not wave.failed))
+        return out
+
+    def take_started(self) -> list[tuple[int, int, datetime | None]]:
+        started, self.started = self.started, []
+        return started
