@@ -57,6 +57,7 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
         settings.redis_url,
         history_length=settings.history_length,
         retention=settings.outbox_retention,
+        job_retention=settings.job_retention,
     )
     _run(relay.run())
 

@@ -29,4 +29,6 @@ class Settings:
     history_length: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_HISTORY_LENGTH", "12000")))
     # Outbox rows are deleted this long after the relay published them (takeovers replay from the outbox).
     outbox_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_OUTBOX_RETENTION", "900")))
+    # A job stays listed this long after its last change (database clock), then drops out.
+    job_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_RETENTION", str(24 * 3600))))
     demo: bool = field(default_factory=lambda: os.environ.get("GATEWAY_DEMO", "") == "1")

@@ -64,6 +64,28 @@ def group_status(counts: Mapping[str, int]) -> GroupStatus:
     return "neutral"  # partly done, partly failed
 
 
+COLOURS: dict[str, str] = {
+    "running": "blue",
+    "queued": "amber",
+    "retrying": "amber",
+    "completed": "green",
+    "failed": "red",
+    "neutral": "neutral",
+    "empty": "neutral",
+}
+
+
+def colour(status: str) -> str:
+    """The colour of a job's status or a group's status: amber queued, blue running, green done, red failed."""
+    return COLOURS.get(status, "neutral")
+
+
+def ring_fill(counts: Mapping[str, int]) -> float:
+    """How full the header ring is: Done over the jobs listed."""
+    total = sum(counts.values())
+    return buckets(counts)["done"] / total if total else 0.0
+
+
 def ring_label(counts: Mapping[str, int]) -> str:
     """The header ring's label: `N running` while any runs, else `N queued` while any waits, else `Jobs`."""
     b = buckets(counts)

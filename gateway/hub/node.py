@@ -29,6 +29,7 @@ from .hub import Hub
 log = logging.getLogger(__name__)
 
 SNAPSHOT_TRAJECTORIES = 300  # the team channel lists the most recent few hundred, plus totals
+GROUPS_PER_PAGE = 1_000
 MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than the replay
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
@@ -209,11 +210,17 @@ class Node:
         # The position is read before the rows: every batch at or below it was committed before the read.
         epoch, seq = await history.position(self.redis, channel.name) or (0, 0)
         cursor = make_cursor(epoch, seq)
+        # Frame groups with their colour, computed here so the browser never recomputes thousands.
+        groups = await queries.trajectory_groups(self.pool, channel.id) if channel.kind == "trajectory" else []
         after, page = 0, 0
         while True:
             jobs = await queries.jobs_page(self.pool, channel, after, MAX_JOBS_PER_BATCH)
             final = len(jobs) < MAX_JOBS_PER_BATCH
             parts = _pages(channel.name, seq, cursor, jobs)
+            if final:
+                for start in range(0, len(groups), GROUPS_PER_PAGE):  # groups travel in pages of their own
+                    chunk = groups[start : start + GROUPS_PER_PAGE]
+                    parts.append(Snapshot(channel=channel.name, seq=seq, cursor=cursor, time=0, page=0, final=False, jobs=[], groups=chunk))
             for i, part in enumerate(parts):
                 part.page, part.final = page, final and i == len(parts) - 1
                 part.time = now_ms()

@@ -48,12 +48,14 @@ class Relay:
         history_length: int = 12_000,
         history_ttl: int = 3600,
         retention: float = 900.0,
+        job_retention: float = 24 * 3600.0,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
         self.history_length = history_length
         self.history_ttl = history_ttl
         self.retention = retention  # outbox rows are kept this long after they were published
+        self.job_retention = job_retention  # a job is listed this long after its last change
         self.core: RelayCore | None = None
         self.ready = asyncio.Event()  # set once the first cycle has published
         self._wake = asyncio.Event()
@@ -134,9 +136,10 @@ class Relay:
                 published_at.append((now, reader.position))
             self.ready.set()
 
-            if now - last_prune > min(PRUNE_EVERY, self.retention / 2):
+            if now - last_prune > min(PRUNE_EVERY, self.retention / 2, self.job_retention / 4):
                 last_prune = now
                 await self._prune(conn, published_at, now)
+                await self._sweep(conn)
 
             if result.held_back:
                 held_since = held_since or now
@@ -282,6 +285,22 @@ class Relay:
                     pass
         finally:
             await conn.execute("update relay_wakeup set sleeping = false")
+
+    async def _sweep(self, conn: asyncpg.Connection) -> None:
+        """Jobs past retention leave the lists through the captured path (counts stay exact); their rows stay
+        as tombstones, so a late report cannot bring them back, until long after."""
+        while True:
+            status = await conn.execute(
+                "update jobs set removed_at = now() where id in (select id from jobs where removed_at is null"
+                " and updated_at < now() - make_interval(secs => $1) limit 5000)",
+                self.job_retention,
+            )
+            if status != "UPDATE 5000":
+                break
+        await conn.execute(
+            "delete from jobs where id in (select id from jobs where removed_at < now() - make_interval(secs => $1) limit 5000)",
+            self.job_retention * 7,
+        )
 
     async def _prune(self, conn: asyncpg.Connection, published_at: deque[tuple[float, str]], now: float) -> None:
         """Delete outbox rows published more than `retention` seconds ago, in small batches."""

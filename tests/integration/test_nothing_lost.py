@@ -324,3 +324,70 @@ async def test_published_outbox_rows_are_pruned_after_the_retention(world: World
         await converge(f, wpool, wteam)
     finally:
         await f.__aexit__()
+
+
+def _events(f: Follower, kind: str) -> list[dict]:  # type: ignore[type-arg]
+    return [m for m in f.messages if m["type"] == kind]
+
+
+async def test_a_finish_is_not_repeated_by_a_reconnect_or_a_relay_restart(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    world.stop_relays()
+    first = world.start_relay("relay-finish-1")
+    await world.active_relay()
+    f = await follow(world, wteam)
+    try:
+        ids = await insert_jobs(wpool, wteam, 5)
+        await wpool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+        await f.wait_for(lambda f: _events(f, "notice") and _events(f, "glow"), timeout=10)
+        await f.reconnect(world.nodes[1].ws)  # resumes after the notice: nothing to replay
+        first.stop()
+        world.start_relay("relay-finish-2")
+        await world.active_relay()
+        await asyncio.sleep(2.0)  # the new relay has settled whatever it would finish
+        (job_id,) = await insert_jobs(wpool, wteam, 1)  # proof the stream is live again
+        await f.wait_for(lambda f: job_id in f.listed(f"trajectory:{wteam.trajectory_id}"))
+        assert len(_events(f, "notice")) == 1 and len(_events(f, "glow")) == 1
+    finally:
+        await f.__aexit__()
+
+
+async def test_a_finish_the_killed_relay_could_not_publish_is_published_by_its_successor(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
+    world.stop_relays()
+    doomed = world.start_relay("relay-doomed")
+    await world.active_relay()
+    f = await follow(world, wteam)
+    try:
+        ids = await insert_jobs(wpool, wteam, 3)
+        await f.wait_for(lambda f: len(f.listed(f"trajectory:{wteam.trajectory_id}")) == 3)
+        await wpool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+        await f.wait_for(lambda f: all(j["status"] == "completed" for j in f.listed(f"trajectory:{wteam.trajectory_id}").values()))
+        doomed.proc.send_signal(signal.SIGKILL)  # inside the settle time: the notice was not out yet
+        world.start_relay("relay-heir")
+        await f.wait_for(lambda f: _events(f, "notice"), timeout=15)
+        await asyncio.sleep(1.0)
+        assert len(_events(f, "notice")) == 1 and len(_events(f, "glow")) == 1
+    finally:
+        await f.__aexit__()
+
+
+async def test_jobs_past_retention_drop_out_with_exact_counts(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+    world.stop_relays()
+    world.start_relay("relay-retention", GATEWAY_RETENTION="3")
+    await world.active_relay()
+    old = await insert_jobs(wpool, wteam, 4)
+    await wpool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", old)
+    f = await follow(world, wteam)
+    try:
+        await asyncio.sleep(2.0)
+        fresh = await insert_jobs(wpool, wteam, 2)
+        trajectory = f"trajectory:{wteam.trajectory_id}"
+        await f.wait_for(lambda f: set(f.listed(trajectory)) == set(fresh), timeout=10)
+        await f.wait_for(lambda f: f.channels[f"team:{wteam.id}"].counts == {"queued": 2, "retrying": 0, "running": 0, "completed": 0, "failed": 0})
+        # Tombstones stay: a late report cannot bring a job back.
+        assert await wpool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", old) == 4
+        await converge(f, wpool, wteam)
+        assert f.problems == []
+    finally:
+        await f.__aexit__()

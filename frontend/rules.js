@@ -1,0 +1,56 @@
+// The Jobs view's rules for the browser. One definition lives in the gateway's core (gateway/core/status.py,
+// grouping.py, finish.py); this mirror must pass the same JSON vectors (frontend/vectors/jobs-view.json).
+
+export const BUCKET_OF = { queued: "queued", retrying: "queued", running: "running", completed: "done", failed: "failed" };
+const TRANSFERS = new Set(["trajectory_transfer", "analysis_transfer", "storage_transfer"]);
+const COLOURS = { running: "blue", queued: "amber", retrying: "amber", completed: "green", failed: "red", neutral: "neutral", empty: "neutral" };
+
+export function buckets(counts) {
+  const out = { queued: 0, running: 0, done: 0, failed: 0 };
+  for (const [status, n] of Object.entries(counts)) out[BUCKET_OF[status]] += n;
+  return out;
+}
+
+export function groupStatus(counts) {
+  const b = buckets(counts);
+  if (b.running) return "running";
+  if (b.queued) return "queued";
+  if (!b.done && !b.failed) return "empty";
+  if (!b.failed) return "completed";
+  if (!b.done) return "failed";
+  return "neutral";
+}
+
+export const colour = (status) => COLOURS[status] || "neutral";
+
+export function ringLabel(counts) {
+  const b = buckets(counts);
+  if (b.running) return `${b.running} running`;
+  if (b.queued) return `${b.queued} queued`;
+  return "Jobs";
+}
+
+export function ringFill(counts) {
+  const total = Object.values(counts).reduce((a, n) => a + n, 0);
+  return total ? buckets(counts).done / total : 0;
+}
+
+export function groupKey(kind, frame) {
+  if (TRANSFERS.has(kind)) return "transfers";
+  if (frame === null || frame === undefined) return "general";
+  return `frame:${frame}`;
+}
+
+export function groupLabel(key, jobs) {
+  if (key === "transfers") return jobs === 1 ? "Storage Transfer" : "Storage Transfers";
+  if (key === "general") return "General";
+  return `Frame ${key.slice(6)}`;
+}
+
+export const groupOpensByItself = (key) => key === "transfers";
+
+export function noticeTitle(analysis, rasterize, failed) {
+  const what = analysis ? "Analysis" : rasterize ? "Rasterization" : "Jobs";
+  if (failed) return [`${what} completed with errors`, "warning"];
+  return [analysis ? "Analysis completed successfully!" : `${what} completed successfully`, "success"];
+}

@@ -1,0 +1,17 @@
+// The browser's rules against the shared vectors: `node --test frontend/tests/`.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as rules from "../rules.js";
+
+const v = JSON.parse(readFileSync(new URL("../vectors/jobs-view.json", import.meta.url)));
+
+test("buckets", () => v.buckets.forEach((c) => assert.deepEqual(rules.buckets(c.counts), c.expect)));
+test("group status", () => v.group_status.forEach((c) => assert.equal(rules.groupStatus(c.counts), c.expect, c.why)));
+test("colour", () => v.colour.forEach((c) => assert.equal(rules.colour(c.status), c.expect)));
+test("ring label", () => v.ring_label.forEach((c) => assert.equal(rules.ringLabel(c.counts), c.expect)));
+test("ring fill", () => v.ring_fill.forEach((c) => assert.equal(rules.ringFill(c.counts), c.expect)));
+test("group key", () => v.group_key.forEach((c) => assert.equal(rules.groupKey(c.kind, c.frame), c.expect)));
+test("group label", () => v.group_label.forEach((c) => assert.equal(rules.groupLabel(c.key, c.jobs), c.expect)));
+test("groups that open by themselves", () => v.group_opens_by_itself.forEach((c) => assert.equal(rules.groupOpensByItself(c.key), c.expect)));
+test("notice title", () => v.notice_title.forEach((c) => assert.deepEqual(rules.noticeTitle(c.analysis, c.rasterize, c.failed), c.expect)));

@@ -1,0 +1,107 @@
+"""Finish notices and glows: a wave of work finishes once, after the settle time, titled by what it held."""
+
+from gateway.core.aggregate import Change
+from gateway.core.finish import SETTLE, FinishTracker, Wave
+from gateway.core.grouping import TRANSFERS
+from gateway.core.model import Counts, Job
+from gateway.core.protocol import Glow, Notice, decode_server
+from gateway.core.relay import RelayCore
+
+
+def job(id: int, status: str, version: int, kind: str = "preprocess", frame: int | None = 0, trajectory: int = 10) -> Job:
+    return Job(id=id, team_id=1, trajectory_id=trajectory, cluster_id=1, kind=kind, name=kind, status=status,
+               version=version, frame=frame, timestep=frame * 0.5 if frame is not None else None)
+
+
+def change(old: str | None, new: str | None, j: Job) -> Change:
+    return Change(old_status=old, new_status=new, job=j)
+
+
+def relay() -> RelayCore:
+    core = RelayCore(epoch=1)
+    core.add_trajectory(10, 1, "Water")
+    core.set_seqs({"trajectory:10": 0, "team-jobs:1": 0, "team:1": 0})
+    return core
+
+
+def test_a_wave_finishes_only_after_the_settle_time() -> None:
+    core = relay()
+    core.apply([change(None, "queued", job(1, "queued", 1))], now=0.0)
+    core.apply([change("queued", "completed", job(1, "completed", 2))], now=1.0)
+    assert core.take_finishes(1.0 + SETTLE / 2) == []
+    assert core.finishes.next_due() == 1.0 + SETTLE
+    (finish,) = core.take_finishes(1.0 + SETTLE)
+    assert (finish.title, finish.level, finish.glow) == ("Jobs completed successfully", "success", True)
+    assert core.take_finishes(100.0) == []  # once
+
+
+def test_a_chunked_upload_does_not_finish_between_chunks() -> None:
+    core = relay()
+    core.apply([change(None, "completed", job(1, "completed", 1))], now=0.0)  # not work starting
+    core.apply([change(None, "queued", job(2, "queued", 1, kind="rasterize", frame=None))], now=0.0)
+    core.apply([change("queued", "completed", job(2, "completed", 2, kind="rasterize", frame=None))], now=1.0)
+    core.apply([change(None, "queued", job(3, "queued", 1))], now=1.0 + SETTLE * 0.8)  # the next chunk
+    assert core.take_finishes(1.0 + SETTLE * 1.5) == []
+    core.apply([change("queued", "failed", job(3, "failed", 2))], now=3.0)
+    (finish,) = core.take_finishes(3.0 + SETTLE)
+    assert (finish.title, finish.level, finish.glow) == ("Rasterization completed with errors", "warning", False)
+
+
+def test_an_analysis_wave_with_artifact_uploads_is_titled_analysis() -> None:
+    core = relay()
+    core.apply([change(None, "running", job(1, "running", 1, kind="analysis"))], now=0.0)
+    core.apply([change("running", "completed", job(1, "completed", 2, kind="analysis")),
+                change(None, "queued", job(2, "queued", 1, kind="artifact_upload", frame=None))], now=0.2)
+    core.apply([change("queued", "completed", job(2, "completed", 2, kind="artifact_upload", frame=None))], now=0.4)
+    (finish,) = core.take_finishes(0.4 + SETTLE)
+    assert finish.title == "Analysis completed successfully!"
+
+
+def test_no_glow_while_earlier_failures_are_still_listed() -> None:
+    core = relay()
+    core.apply([change(None, "failed", job(1, "failed", 1))], now=0.0)
+    core.apply([change(None, "queued", job(2, "queued", 1)), ], now=1.0)
+    core.apply([change("queued", "completed", job(2, "completed", 2))], now=2.0)
+    (finish,) = core.take_finishes(2.0 + SETTLE)
+    assert finish.title == "Jobs completed successfully" and finish.glow is False
+
+
+def test_finish_publications_are_a_notice_and_a_glow() -> None:
+    core = relay()
+    core.apply([change(None, "queued", job(1, "queued", 1)), change("queued", "completed", job(1, "completed", 2))], now=0.0)
+    finishes = core.take_finishes(SETTLE)
+    pubs = core.finish_publications(finishes, {(10, 1): "gw:finish:10:1"})
+    notice, glow = (decode_server(p.json, "json") for p in pubs)
+    assert isinstance(notice, Notice) and isinstance(glow, Glow)
+    assert (notice.channel, notice.trajectory_id, notice.wave, notice.title) == ("trajectory:10", 10, 1, "Jobs completed successfully")
+    assert (glow.channel, glow.trajectory_id, glow.wave) == ("team:1", 10, 1)
+    assert pubs[-1].marker == "gw:finish:10:1"  # set with the last of the two
+
+
+def test_a_restored_open_wave_finishes_and_a_closed_one_never_repeats() -> None:
+    tracker = FinishTracker()
+    tracker.restore(10, 3, Wave(4, has_analysis=True, idle_since=5.0))
+    tracker.restore(11, 7, None)
+    (finish,) = tracker.take_finished(5.0 + SETTLE, {10: 1})
+    assert (finish.trajectory_id, finish.wave, finish.title) == (10, 4, "Analysis completed successfully!")
+    tracker.job_changed(11, "preprocess", "queued", 1, 6.0)
+    assert tracker.take_started() == [(11, 8, None)]
+
+
+def test_trajectory_batches_carry_the_groups_they_changed() -> None:
+    core = relay()
+    core.apply([
+        change(None, "running", job(1, "running", 1, frame=3)),
+        change(None, "completed", job(2, "completed", 1, frame=3, kind="analysis")),
+        change(None, "queued", job(3, "queued", 1, kind="storage_transfer", frame=None)),
+    ])
+    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications()}
+    groups = {g.key: g for g in pubs["trajectory:10"].groups}
+    assert groups["frame:3"].label == "Frame 3" and groups["frame:3"].timestep == 1.5
+    assert groups["frame:3"].status == "running" and groups["frame:3"].counts == Counts(running=1, completed=1)
+    assert groups[TRANSFERS].label == "Storage Transfer" and groups[TRANSFERS].open is True
+    assert pubs["team-jobs:1"].groups is None
+    core.apply([change("running", None, job(1, "running", 2, frame=3)), change("completed", None, job(2, "completed", 2, frame=3, kind="analysis"))])
+    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications()}
+    (gone,) = pubs["trajectory:10"].groups
+    assert (gone.key, gone.total) == ("frame:3", 0)

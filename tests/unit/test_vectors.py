@@ -1,0 +1,75 @@
+"""The Jobs view's rules against the JSON vectors the browser runs too (frontend/vectors/jobs-view.json)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.core.finish import notice_title
+from gateway.core.grouping import group_key, group_label, make_group
+from gateway.core.model import Counts
+from gateway.core.status import buckets, colour, group_status, ring_fill, ring_label
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTORS: dict[str, Any] = json.loads((ROOT / "frontend" / "vectors" / "jobs-view.json").read_text())
+
+
+def cases(name: str) -> list[dict[str, Any]]:
+    return VECTORS[name]
+
+
+@pytest.mark.parametrize("case", cases("buckets"))
+def test_buckets(case: dict[str, Any]) -> None:
+    assert buckets(case["counts"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("group_status"))
+def test_group_status(case: dict[str, Any]) -> None:
+    assert group_status(case["counts"]) == case["expect"], case.get("why")
+
+
+@pytest.mark.parametrize("case", cases("colour"))
+def test_colour(case: dict[str, Any]) -> None:
+    assert colour(case["status"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("ring_label"))
+def test_ring_label(case: dict[str, Any]) -> None:
+    assert ring_label(case["counts"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("ring_fill"))
+def test_ring_fill(case: dict[str, Any]) -> None:
+    assert ring_fill(case["counts"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("group_key"))
+def test_group_key(case: dict[str, Any]) -> None:
+    assert group_key(case["kind"], case["frame"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("group_label"))
+def test_group_label(case: dict[str, Any]) -> None:
+    assert group_label(case["key"], case["jobs"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("group_opens_by_itself"))
+def test_groups_with_transfers_open_by_themselves(case: dict[str, Any]) -> None:
+    assert make_group(case["key"], Counts(queued=1), None).open is case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("notice_title"))
+def test_notice_title(case: dict[str, Any]) -> None:
+    assert list(notice_title(case["analysis"], case["rasterize"], case["failed"])) == case["expect"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed: frontend/rules.js not run here")
+def test_the_browser_rules_pass_the_same_vectors() -> None:
+    result = subprocess.run(["node", "--test", str(ROOT / "frontend" / "tests")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "# fail 0" in result.stdout
