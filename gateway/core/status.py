@@ -31,6 +31,16 @@ KINDS: tuple[Kind, ...] = (
 TERMINAL: frozenset[str] = frozenset({"completed", "failed"})
 ACTIVE: frozenset[str] = frozenset({"queued", "retrying", "running"})
 
+MAX_ATTEMPTS = 3  # a trajectory frame job gets up to three attempts before it is marked failed
+
+
+def after_failure(attempts: int) -> tuple[str, int]:
+    """A failed attempt's outcome: `retrying` with the next attempt while attempts remain, else `failed`."""
+    if attempts < MAX_ATTEMPTS:
+        return "retrying", attempts + 1
+    return "failed", attempts
+
+
 BUCKET_OF: dict[str, Bucket] = {
     "queued": "queued",
     "retrying": "queued",

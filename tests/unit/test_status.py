@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.core.status import buckets, group_status, ring_label
+from gateway.core.status import after_failure, buckets, group_status, ring_label
 
 
 def counts(**kw: int) -> dict[str, int]:
@@ -41,3 +41,9 @@ def test_group_colour(given: dict[str, int], colour: str) -> None:
 )
 def test_ring_label(given: dict[str, int], label: str) -> None:
     assert ring_label(given) == label
+
+
+def test_a_frame_job_gets_three_attempts_then_fails_for_good() -> None:
+    assert after_failure(1) == ("retrying", 2)
+    assert after_failure(2) == ("retrying", 3)
+    assert after_failure(3) == ("failed", 3)
