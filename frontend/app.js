@@ -1,4 +1,6 @@
 // A first, minimal live view of the team's jobs: counts, trajectories, a trajectory's jobs by frame.
+import { buckets, colour, ringLabel } from "./rules.js";
+
 const params = new URLSearchParams(location.search);
 if (params.has("token")) {
   sessionStorage.setItem("token", params.get("token"));
@@ -7,7 +9,7 @@ if (params.has("token")) {
 const token = sessionStorage.getItem("token");
 const $ = (id) => document.getElementById(id);
 const ICON = { running: "▶", queued: "…", retrying: "↻", completed: "✓", failed: "✗", neutral: "•", empty: "" };
-const state = { counts: null, trajectories: new Map(), open: null, jobs: new Map(), seq: {} };
+const state = { counts: null, trajectories: new Map(), open: null, jobs: new Map(), seq: {}, glowing: new Set() };
 let ws = null, team = null, retry = 0, dirty = false;
 
 function render() {
@@ -18,15 +20,15 @@ function render() {
 
 function draw() {
   const c = state.counts || { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0 };
-  const queued = c.queued + c.retrying;
-  $("ring").textContent = c.running ? `${c.running} running` : queued ? `${queued} queued` : "Jobs";
-  $("counts").innerHTML = [["Queued", queued], ["Running", c.running], ["Done", c.completed], ["Failed", c.failed]]
+  const b = buckets(c);
+  $("ring").textContent = ringLabel(c);
+  $("counts").innerHTML = [["Queued", b.queued], ["Running", b.running], ["Done", b.done], ["Failed", b.failed]]
     .map(([k, v]) => `<div><b>${v}</b>${k}</div>`).join("");
   const list = [...state.trajectories.values()].sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || ""));
   $("trajectories").innerHTML = list.map((t) => `
-    <li role="treeitem" aria-expanded="${state.open === t.id}">
+    <li role="treeitem" aria-expanded="${state.open === t.id}" class="${state.glowing.has(t.id) ? "glow" : ""}">
       <div class="row" data-id="${t.id}" tabindex="0">
-        <span class="name ${t.status}">${ICON[t.status] || ""} ${esc(t.name)}</span>
+        <span class="name ${colour(t.status)}">${ICON[t.status] || ""} ${esc(t.name)}</span>
         <span>${t.completed}/${t.total}</span>
         <span class="quiet">${t.status}</span>
       </div>
@@ -38,17 +40,27 @@ function framesHtml() {
   const jobs = [...state.jobs.values()].filter((j) => !j.removed_at)
     .sort((a, b) => (a.frame ?? -1) - (b.frame ?? -1) || a.id - b.id).slice(0, 300);
   return `<ul class="frames">${jobs.map((j) => `
-    <li><span class="${j.status}">${ICON[j.status] || ""} ${j.frame === null ? "General" : "Frame " + j.frame}</span>
+    <li><span class="${colour(j.status)}">${ICON[j.status] || ""} ${j.frame === null ? "General" : "Frame " + j.frame}</span>
     <span>${esc(j.name)}</span><span class="quiet">${j.status}</span>
     ${j.error ? `<span class="error">${esc(j.error)}</span>` : ""}</li>`).join("")}</ul>`;
 }
 
 const esc = (s) => String(s).replace(/[&<>"]/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[ch]));
 
+function toast(text, level) {
+  const el = document.createElement("div");
+  el.className = `toast ${level}`;
+  el.setAttribute("role", "status");
+  el.textContent = text;
+  $("toasts").append(el);
+  setTimeout(() => el.remove(), 5000);
+}
+
 function send(msg) { if (ws && ws.readyState === 1) ws.send(JSON.stringify(msg)); }
 
 function onMessage(m) {
   if (m.type === "error") { console.warn(m); return; }
+
   if (m.type === "pong") return;
   if (m.type === "resync") { send({ type: "subscribe", channel: m.channel }); return; }
   if (m.seq !== undefined && m.type !== "snapshot" && state.seq[m.channel] !== undefined && m.seq !== state.seq[m.channel] + 1) {
@@ -56,6 +68,13 @@ function onMessage(m) {
     return;
   }
   if (m.seq !== undefined) state.seq[m.channel] = m.seq;
+  if (m.type === "notice") { toast(m.title, m.level); return; }
+  if (m.type === "glow") {
+    state.glowing.add(m.trajectory_id);
+    setTimeout(() => { state.glowing.delete(m.trajectory_id); render(); }, 3500);
+    render();
+    return;
+  }
   if (m.channel === `team:${team}`) {
     if (m.type === "snapshot") state.trajectories.clear();
     state.counts = m.counts;

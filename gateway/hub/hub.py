@@ -137,9 +137,6 @@ class Hub:
                 conn.deliver(channel, seq, msgpack)
         self.frames_out += len(subs)
 
-    def on_bus_lost(self) -> None:
-        """The bus connection dropped: nothing to do until it is back (see `check_position`)."""
-
     def resync_channel(self, channel: str, reason: str) -> None:
         self._resync(channel, reason)
 

@@ -57,11 +57,12 @@ class Node:
         self.redis = redis
         self.max_subscriptions = max_subscriptions
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
-        self.subscriber = Subscriber(redis_url, self.hub.on_message, self.hub.on_bus_lost, self._bus_restored)
+        self.subscriber = Subscriber(redis_url, self.hub.on_message, self._bus_lost, self._bus_restored)
         self._locks: dict[str, asyncio.Lock] = {}
         self._redis_subscribed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._runners: list[asyncio.Task[None]] = []
+        self.bus_losses = 0
 
     async def start(self) -> None:
         self._runners = [
@@ -245,6 +246,10 @@ class Node:
         except _ERRORS as exc:
             log.warning("history of %s unavailable: %s", channel, type(exc).__name__)
         self.hub.repaired(channel, found)
+
+    def _bus_lost(self) -> None:
+        """Messages published while the bus is away are filled in from history once it is back."""
+        self.bus_losses += 1
 
     def _bus_restored(self) -> None:
         """Subscribed again after a reconnect: whatever was published meanwhile comes from history."""
