@@ -10,7 +10,9 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -103,11 +105,11 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     _run(run_demo(settings, args.host, args.port, Path(args.data)))
 
 
-def _run(main: object) -> None:
+def _run(main: Coroutine[Any, Any, None]) -> None:
     """Run until done or interrupted; Ctrl-C and SIGTERM cancel the main task so cleanups run."""
 
     async def runner() -> None:
-        task = asyncio.ensure_future(main)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(main)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)

@@ -41,7 +41,6 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None
         from .cli import uvicorn_config
 
         server = uvicorn.Server(uvicorn_config(create_app(settings), settings, host, port, log_level="warning"))
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the CLI owns Ctrl-C
         relay = Relay(settings.database_url, settings.redis_url)
         tasks = [
             asyncio.create_task(server.serve(), name="web"),

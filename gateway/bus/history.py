@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -20,22 +21,21 @@ class Entry:
 async def position(redis: Redis, channel: str) -> tuple[int, int] | None:
     """(epoch, seq) of the channel's last message, or None when the bus knows nothing of it."""
     value = await redis.get(keys.seq(channel))
-    return parse_cursor(value.decode()) if value is not None else None
+    return parse_cursor(keys.text(value)) if value is not None else None
 
 
 async def positions(redis: Redis, channels: list[str]) -> dict[str, tuple[int, int] | None]:
     values = await redis.mget([keys.seq(c) for c in channels]) if channels else []
-    return {c: parse_cursor(v.decode()) if v is not None else None for c, v in zip(channels, values)}
+    return {c: parse_cursor(keys.text(v)) if v is not None else None for c, v in zip(channels, values)}
 
 
 async def entries(redis: Redis, channel: str, first: int, last: int | None = None) -> list[Entry]:
     """The channel's messages with sequence first..last (inclusive; last None: up to the newest)."""
-    raw = await redis.xrange(keys.history(channel), f"{first}-0", f"{last}-0" if last is not None else "+")
-    out = []
-    for ident, fields in raw:
-        seq = int(ident.split(b"-")[0])
-        out.append(Entry(int(fields[b"e"]), seq, fields[b"m"]))
-    return out
+    raw = cast(
+        list[tuple[bytes, dict[bytes, bytes]]],
+        await redis.xrange(keys.history(channel), f"{first}-0", f"{last}-0" if last is not None else "+"),
+    )
+    return [Entry(int(fields[b"e"]), int(ident.split(b"-")[0]), fields[b"m"]) for ident, fields in raw]
 
 
 def contiguous(found: list[Entry], first: int, last: int) -> bool:

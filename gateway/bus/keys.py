@@ -28,5 +28,10 @@ def finish_marker(trajectory_id: int, wave: int) -> str:
     return f"{PREFIX}finish:{trajectory_id}:{wave}"
 
 
+def text(value: bytes | str) -> str:
+    """Redis answers bytes (the clients here do not decode responses)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def channel_of(pubsub_name: str) -> str:
     return pubsub_name[len(PREFIX) + 3 :]

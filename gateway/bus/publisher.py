@@ -89,7 +89,7 @@ class Publisher:
         values = await self.redis.mget([keys.seq(c) for c in channels])
         out: dict[str, int] = {}
         for channel, value in zip(channels, values):
-            position = parse_cursor(value.decode()) if value is not None else None
+            position = parse_cursor(keys.text(value)) if value is not None else None
             out[channel] = position[1] if position else 0
         return out
 
@@ -103,7 +103,7 @@ class Publisher:
     async def relay_cursor(self) -> str | None:
         """Where in the outbox the previous relay had published up to."""
         value = await self.redis.get(keys.RELAY_CURSOR)
-        return value.decode() if value is not None else None
+        return keys.text(value) if value is not None else None
 
     async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""

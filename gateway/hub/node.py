@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import cast
 
 import asyncpg
 import msgspec
@@ -174,13 +175,13 @@ class Node:
 
     async def _send_team_snapshot(self, conn: Connection, channel: Channel) -> int:
         name = channel.name
-        state = await self.redis.hgetall(keys.state(name))
+        state = await self._state(name)
         if b"seq" not in state and not await self.redis.exists(keys.EPOCH):
             # Redis lost everything (a restart): the relay publishes every team's state again shortly.
             deadline = time.monotonic() + STATE_WAIT
             while b"seq" not in state and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
-                state = await self.redis.hgetall(keys.state(name))
+                state = await self._state(name)
         seq = int(state.get(b"seq", 0))
         epoch = int(state.get(b"epoch", 0))
         if b"counts" in state:
@@ -206,6 +207,9 @@ class Node:
             )
         )
         return seq
+
+    async def _state(self, name: str) -> dict[bytes, bytes]:
+        return cast(dict[bytes, bytes], await self.redis.hgetall(keys.state(name)))
 
     async def _send_jobs_snapshot(self, conn: Connection, channel: Channel) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.

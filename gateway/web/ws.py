@@ -12,6 +12,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..core.protocol import (
     MSGPACK_SUBPROTOCOL,
     BadMessage,
+    Format,
     Error,
     Ping,
     Pong,
@@ -54,7 +55,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     except InvalidToken as exc:
         await websocket.send_denial_response(JSONResponse({"error": "unauthorized", "message": str(exc)}, 401))
         return
-    fmt = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
+    fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
     await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
 
     async def send(frame: bytes | str) -> None:
