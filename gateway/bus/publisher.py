@@ -114,7 +114,7 @@ class Publisher:
         if not all(results):
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
 
-    async def _run(self, pipe, publications: list[Publication], relay_cursor: str | None) -> list[object]:  # type: ignore[no-untyped-def]
+    async def _run(self, pipe, publications: list[Publication], relay_cursor: str | None) -> list[object]:
         for p in publications:
             args: list[bytes | str | int] = [
                 p.epoch,

@@ -33,7 +33,7 @@ def parse_channel(name: str) -> Channel:
         raise BadChannel(f"unknown channel {name[:80]!r}: expected team:<id>, team-jobs:<id> or trajectory:<id>")
     if not ident.isdigit() or len(ident) > 18:
         raise BadChannel(f"bad channel id in {name[:80]!r}")
-    return Channel(kind, int(ident))  # type: ignore[arg-type]
+    return Channel(kind, int(ident))
 
 
 def team(team_id: int) -> str:

@@ -43,7 +43,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:  # type: ignore[type-arg]
+def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:
     """Snapshot pages of these jobs, halved until each fits the byte bound of a batch."""
     page = Snapshot(channel=channel, seq=seq, cursor=cursor, time=0, page=0, final=False, jobs=jobs)
     if len(jobs) > 1 and len(msgspec.json.encode(page)) > MAX_BATCH_BYTES:
@@ -290,7 +290,7 @@ class Node:
 
     # -- Redis subscriptions follow local interest
 
-    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+    def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

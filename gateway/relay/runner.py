@@ -321,7 +321,7 @@ class Relay:
                 return
 
 
-async def _retry_redis(call):  # type: ignore[no-untyped-def]
+async def _retry_redis(call):
     """Redis may be restarting: wait for it rather than give up the lock."""
     delay = 0.05
     while True:
@@ -335,7 +335,7 @@ async def _retry_redis(call):  # type: ignore[no-untyped-def]
 
 def _client_keepalive(conn: asyncpg.Connection) -> None:
     """Notice a dead peer on the lock connection from our side too."""
-    sock = conn._transport.get_extra_info("socket") if conn._transport is not None else None  # type: ignore[attr-defined]
+    sock = conn._transport.get_extra_info("socket") if conn._transport is not None else None
     if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
