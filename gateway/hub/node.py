@@ -143,6 +143,7 @@ class Node:
         current = await history.position(self.redis, name)
         if current is None:
             return False
+        self._anchor(name, *current)
         if current == (epoch, seq):
             await conn.release(name, seq)  # nothing missed
             return True
@@ -184,6 +185,7 @@ class Node:
                 state = await self._state(name)
         seq = int(state.get(b"seq", 0))
         epoch = int(state.get(b"epoch", 0))
+        self._anchor(name, epoch, seq)
         if b"counts" in state:
             counts = _counts_decoder.decode(state[b"counts"])
             prefix = SUMMARY_STATE_PREFIX.encode()
@@ -214,6 +216,7 @@ class Node:
     async def _send_jobs_snapshot(self, conn: Connection, channel: Channel) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.
         epoch, seq = await history.position(self.redis, channel.name) or (0, 0)
+        self._anchor(channel.name, epoch, seq)
         cursor = make_cursor(epoch, seq)
         # Frame groups with their colour, computed here so the browser never recomputes thousands.
         groups = await queries.trajectory_groups(self.pool, channel.id) if channel.kind == "trajectory" else []
@@ -235,6 +238,14 @@ class Node:
             if final or channel.name not in conn.channels:
                 return seq
             after = jobs[-1].id
+
+    def _anchor(self, name: str, epoch: int, seq: int) -> None:
+        """A channel's first local subscriber: its stream starts at the position the snapshot reflects, so
+        that a message lost right after it is noticed as a gap. (Called right after reading the position,
+        with no await in between; a stream other subscribers follow already is left alone.)"""
+        stream = self.hub.streams.get(name)
+        if stream is not None and stream.seq < 0:
+            stream.epoch, stream.seq = epoch, seq
 
     # -- filling gaps from history
 
