@@ -31,4 +31,6 @@ class Settings:
     outbox_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_OUTBOX_RETENTION", "900")))
     # A job stays listed this long after its last change (database clock), then drops out.
     job_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_RETENTION", str(24 * 3600))))
+    # How long an action waits for the clusters to confirm, in seconds.
+    command_timeout: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_COMMAND_TIMEOUT", "3")))
     demo: bool = field(default_factory=lambda: os.environ.get("GATEWAY_DEMO", "") == "1")

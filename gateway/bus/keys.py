@@ -28,6 +28,16 @@ def finish_marker(trajectory_id: int, wave: int) -> str:
     return f"{PREFIX}finish:{trajectory_id}:{wave}"
 
 
+def cluster_commands(cluster_id: int) -> str:
+    """The pub/sub channel a cluster listens on for commands."""
+    return f"{PREFIX}cluster:{cluster_id}"
+
+
+def reply(command_id: str) -> str:
+    """The list a command's confirmations are pushed onto."""
+    return f"{PREFIX}reply:{command_id}"
+
+
 def text(value: bytes | str) -> str:
     """Redis answers bytes (the clients here do not decode responses)."""
     return value.decode() if isinstance(value, bytes) else value

@@ -47,6 +47,19 @@ class IngestResponse(msgspec.Struct):
     jobs: list[IngestResult]
 
 
+class NewTrajectory(msgspec.Struct, forbid_unknown_fields=True):
+    """A cluster that stores an uploaded trajectory registers it."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class NewAnalysis(msgspec.Struct, forbid_unknown_fields=True):
+    """A pipeline run registers each analysis it computes."""
+
+    trajectory_id: Annotated[int, msgspec.Meta(ge=1)]
+    plugin: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
 class InvalidReport(ValueError):
     """A batch that cannot be applied; the text names the bad field and is safe to return."""
 

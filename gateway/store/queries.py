@@ -20,6 +20,16 @@ async def team_of_channel(pool: asyncpg.Pool, channel: Channel) -> int | None:
     return await pool.fetchval("select id from teams where id = $1", channel.id)
 
 
+async def team_of_trajectory(pool: asyncpg.Pool, trajectory_id: int) -> int | None:
+    return await pool.fetchval("select team_id from trajectories where id = $1", trajectory_id)
+
+
+async def team_of_analysis(pool: asyncpg.Pool, analysis_id: int) -> int | None:
+    return await pool.fetchval(
+        "select t.team_id from analyses a join trajectories t on t.id = a.trajectory_id where a.id = $1", analysis_id
+    )
+
+
 async def is_member(pool: asyncpg.Pool, user_id: int, team_id: int) -> bool:
     return bool(
         await pool.fetchval("select 1 from memberships where user_id = $1 and team_id = $2", user_id, team_id)

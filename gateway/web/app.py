@@ -16,8 +16,9 @@ from starlette.staticfiles import StaticFiles
 
 from ..config import Settings
 from ..hub.node import Node
+from .actions import remove_running, retry_failed, retry_failed_frames
 from .api import me
-from .ingest import ingest_jobs
+from .ingest import ingest_analysis, ingest_jobs, ingest_trajectory
 from .logs import install_redaction
 from .runtime import Runtime
 from .ws import websocket_endpoint
@@ -52,7 +53,12 @@ def create_app(settings: Settings) -> Starlette:
     routes = [
         WebSocketRoute("/ws", websocket_endpoint),
         Route("/api/ingest/jobs", ingest_jobs, methods=["POST"]),
+        Route("/api/ingest/trajectories", ingest_trajectory, methods=["POST"]),
+        Route("/api/ingest/analyses", ingest_analysis, methods=["POST"]),
         Route("/api/me", me),
+        Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
+        Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
+        Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),
         Route("/healthz", healthz),
     ]
     if FRONTEND.is_dir():

@@ -6,13 +6,15 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.ingest import IngestBatch, InvalidReport
+from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewTrajectory
 from ..store.ingest import apply_reports
 from .auth import cluster_of_key, key_matches
 from .body import BodyTooLarge, read_body
 from .runtime import Runtime
 
 _batch_decoder = msgspec.json.Decoder(IngestBatch)
+_trajectory_decoder = msgspec.json.Decoder(NewTrajectory)
+_analysis_decoder = msgspec.json.Decoder(NewAnalysis)
 _encoder = msgspec.json.Encoder()
 
 
@@ -52,3 +54,50 @@ async def ingest_jobs(request: Request) -> Response:
     except InvalidReport as exc:
         return error(422, "invalid", str(exc))
     return Response(_encoder.encode(result), media_type="application/json")
+
+
+async def _decode(request: Request, runtime: Runtime, decoder: msgspec.json.Decoder) -> object | JSONResponse:
+    try:
+        return decoder.decode(await read_body(request, runtime.settings.max_body_bytes))
+    except BodyTooLarge as exc:
+        return error(413, "too_large", str(exc))
+    except msgspec.ValidationError as exc:
+        return error(422, "invalid", str(exc))
+    except msgspec.DecodeError as exc:
+        return error(400, "malformed", f"malformed JSON: {exc}")
+
+
+async def ingest_trajectory(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    who = await authenticate_cluster(request, runtime)
+    if isinstance(who, JSONResponse):
+        return who
+    body = await _decode(request, runtime, _trajectory_decoder)
+    if isinstance(body, JSONResponse):
+        return body
+    assert isinstance(body, NewTrajectory)
+    new_id = await runtime.pool.fetchval(
+        "insert into trajectories (team_id, name) values ($1, $2) returning id", who[1], body.name
+    )
+    return JSONResponse({"id": new_id})
+
+
+async def ingest_analysis(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    who = await authenticate_cluster(request, runtime)
+    if isinstance(who, JSONResponse):
+        return who
+    body = await _decode(request, runtime, _analysis_decoder)
+    if isinstance(body, JSONResponse):
+        return body
+    assert isinstance(body, NewAnalysis)
+    new_id = await runtime.pool.fetchval(
+        "insert into analyses (trajectory_id, plugin) select id, $3 from trajectories where id = $1 and team_id = $2"
+        " returning id",
+        body.trajectory_id,
+        who[1],
+        body.plugin,
+    )
+    if new_id is None:
+        return error(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
+    return JSONResponse({"id": new_id})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import asyncpg
 from redis.asyncio import Redis
@@ -18,3 +19,11 @@ class Runtime:
     redis: Redis
     node: Node
     connections: int = 0
+
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        """Same origin, or one listed in GATEWAY_ORIGINS."""
+        origin = origin.rstrip("/")
+        allowed = self.settings.origins
+        if origin in allowed or "*" in allowed:
+            return True
+        return bool(host) and urlsplit(origin).netloc == host

@@ -1,0 +1,104 @@
+"""Send an action's commands to the clusters over Redis, wait for their confirmations, apply what they did.
+
+Each cluster listens on its command channel (`gw:cluster:<id>`, pub/sub) and pushes its confirmation onto the
+command's reply list. A cluster with no listener is known at once (PUBLISH reaches nobody); the others get
+one shared time budget. Only confirmed jobs change in PostgreSQL, through the captured path, so everyone
+watching sees the result live.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+import asyncpg
+import msgspec
+from redis.asyncio import Redis
+
+from ..bus import keys
+from ..core.control import REMOVABLE, RETRYABLE, Action, ActionResult, Command, command_encoder, confirmation_decoder, toast
+
+log = logging.getLogger(__name__)
+
+REPLY_TTL = 60
+
+
+async def run_action(
+    pool: asyncpg.Pool, redis: Redis, action: Action, scope_sql: str, scope_id: int, timeout: float
+) -> ActionResult:
+    """Act on the jobs `scope_sql` selects (a `where` on jobs with `$1`), through their clusters."""
+    statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
+    rows = await pool.fetch(
+        f"select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        f" where {scope_sql} and j.removed_at is null and j.status = any($2::text[])",
+        scope_id,
+        statuses,
+    )
+    if not rows:
+        return toast(action, 0, 0, [])
+    by_cluster: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for r in rows:
+        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
+        names[r["cluster_id"]] = r["name"]
+    confirmed = await _ask_clusters(redis, action, by_cluster, timeout)
+    acted = await _apply(pool, action, confirmed, statuses)
+    unconfirmed = [names[c] for c in by_cluster if c not in confirmed]
+    return toast(action, len(rows), acted, unconfirmed)
+
+
+async def _ask_clusters(redis: Redis, action: Action, by_cluster: dict[int, list[int]], timeout: float) -> dict[int, set[int]]:
+    command_id = uuid.uuid4().hex
+    reply_to = keys.reply(command_id)
+    waiting: set[int] = set()
+    for cluster_id, job_ids in by_cluster.items():
+        command = Command(id=command_id, action=action, jobs=job_ids, reply_to=reply_to)
+        if await redis.publish(keys.cluster_commands(cluster_id), command_encoder.encode(command)):
+            waiting.add(cluster_id)
+    confirmed: dict[int, set[int]] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            reply = await redis.blpop([reply_to], timeout=left)
+            if reply is None:
+                break
+            try:
+                confirmation = confirmation_decoder.decode(reply[1])
+            except msgspec.ValidationError as exc:
+                log.warning("ignored a malformed confirmation for %s: %s", command_id, exc)
+                continue
+            if confirmation.command != command_id or confirmation.cluster_id not in waiting:
+                continue
+            waiting.discard(confirmation.cluster_id)
+            # A cluster can only confirm the jobs it was asked about.
+            confirmed[confirmation.cluster_id] = set(confirmation.jobs) & set(by_cluster[confirmation.cluster_id])
+    finally:
+        await redis.delete(reply_to)
+    return confirmed
+
+
+async def _apply(pool: asyncpg.Pool, action: Action, confirmed: dict[int, set[int]], statuses: list[str]) -> int:
+    ids = sorted(i for jobs in confirmed.values() for i in jobs)
+    if not ids:
+        return 0
+    if action == "remove":
+        # Tombstoned, not deleted: a late report cannot bring them back; what they produced is kept.
+        await pool.execute(
+            "update jobs set removed_at = now() where id = any($1::bigint[]) and removed_at is null"
+            " and status = any($2::text[])",
+            ids,
+            statuses,
+        )
+    else:
+        # A cluster may already report the new attempt running before this lands: then it is moot.
+        await pool.execute(
+            "update jobs set status = 'retrying', attempts = attempts + 1, error = null"
+            " where id = any($1::bigint[]) and removed_at is null and status = any($2::text[])",
+            ids,
+            statuses,
+        )
+    return len(ids)  # what the clusters did, whichever write reached the row first

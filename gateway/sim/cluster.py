@@ -1,0 +1,210 @@
+"""One simulated cluster: workers that run its queued jobs, reports over the ingest API, commands over Redis.
+
+Its workers pick the cluster's own queued jobs, run them for realistic durations, fail some (a frame job gets
+three attempts: it waits again as `retrying`, then fails for good), and honour Remove and Retry commands,
+confirming what they did (unless told never to confirm, as a broken cluster would not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import msgspec
+from redis.asyncio import Redis
+
+from ..bus import keys
+from ..core.control import Confirmation, command_decoder
+from ..core.status import after_failure
+
+log = logging.getLogger(__name__)
+
+ERRORS = [
+    "worker exited with code 137 (out of memory)",
+    "frame file is truncated: expected 48,216 atoms, read 31,002",
+    "plugin raised ValueError: cutoff radius must be positive",
+    "node lost contact with the scheduler",
+]
+
+
+@dataclass
+class SimJob:
+    id: int
+    kind: str
+    attempt: int = 1
+    status: str = "queued"
+    removed: bool = False
+    on_done: Callable[[SimJob], None] | None = None
+
+
+@dataclass
+class SimCluster:
+    gateway_url: str
+    redis_url: str
+    key: str
+    workers: int = 4
+    confirm: bool = True
+    fail_rate: float = 0.05
+    speed: float = 1.0  # durations are divided by this
+    seed: int | None = None
+    jobs: dict[int, SimJob] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cluster_id = int(self.key.split(".")[0][1:])
+        self.rng = random.Random(self.seed)
+        self.queue: deque[int] = deque()
+        self._work = asyncio.Event()
+        self._reports: list[dict[str, Any]] = []
+        self._flushed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.http = httpx.AsyncClient(base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
+        self.redis = Redis.from_url(self.redis_url)
+        self.listening = asyncio.Event()
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._listen(), name=f"cluster-{self.cluster_id}-commands")]
+        self._tasks += [asyncio.create_task(self._worker(), name=f"cluster-{self.cluster_id}-worker") for _ in range(self.workers)]
+        self._tasks.append(asyncio.create_task(self._reporter(), name=f"cluster-{self.cluster_id}-reports"))
+        await asyncio.wait_for(self.listening.wait(), 10)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.http.aclose()
+        await self.redis.aclose()
+
+    # -- the platform's side: registering work
+
+    async def create_trajectory(self, name: str) -> int:
+        response = await self.http.post("/api/ingest/trajectories", json={"name": name})
+        response.raise_for_status()
+        return int(response.json()["id"])
+
+    async def create_analysis(self, trajectory_id: int, plugin: str) -> int:
+        response = await self.http.post("/api/ingest/analyses", json={"trajectory_id": trajectory_id, "plugin": plugin})
+        response.raise_for_status()
+        return int(response.json()["id"])
+
+    async def submit(self, reports: list[dict[str, Any]], on_done: Callable[[SimJob], None] | None = None) -> list[int]:
+        """Create jobs (queued) on this cluster, in chunks as an upload arrives; returns their ids."""
+        ids: list[int] = []
+        for start in range(0, len(reports), 1000):
+            chunk = [{"status": "queued", **r} for r in reports[start : start + 1000]]
+            response = await self.http.post("/api/ingest/jobs", json={"jobs": chunk})
+            response.raise_for_status()
+            for report, result in zip(chunk, response.json()["jobs"]):
+                job = self.jobs[result["id"]] = SimJob(result["id"], report["kind"], on_done=on_done)
+                self.queue.append(job.id)
+                ids.append(job.id)
+            self._work.set()
+        return ids
+
+    # -- running work
+
+    def _duration(self, kind: str) -> float:
+        base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": 0.8, "artifact_upload": 0.3}.get(kind, 2.0)
+        return self.rng.uniform(0.5, 1.5) * base / self.speed
+
+    async def _worker(self) -> None:
+        while True:
+            if not self.queue:
+                self._work.clear()
+                await self._work.wait()
+                continue
+            job = self.jobs.get(self.queue.popleft())
+            if job is None or job.removed or job.status not in ("queued", "retrying"):
+                continue
+            job.status = "running"
+            self._report(job)
+            await asyncio.sleep(self._duration(job.kind))
+            if job.removed:
+                continue  # stopped while it ran
+            if self.rng.random() < self.fail_rate:
+                status, attempt = after_failure(job.attempt)
+                if status == "retrying":
+                    job.status, job.attempt = "retrying", attempt
+                    self._report(job)
+                    self.queue.append(job.id)
+                    continue
+                job.status = "failed"
+                self._report(job, error=self.rng.choice(ERRORS))
+            else:
+                job.status = "completed"
+                self._report(job)
+            if job.on_done is not None:
+                job.on_done(job)
+
+    def _report(self, job: SimJob, error: str | None = None) -> None:
+        report: dict[str, Any] = {"id": job.id, "attempt": job.attempt, "status": job.status}
+        if error is not None:
+            report["error"] = error
+        self._reports.append(report)
+
+    async def _reporter(self) -> None:
+        """Send reports in batches, as a cluster daemon would: one request every 100 ms at most."""
+        while True:
+            await asyncio.sleep(0.1)
+            if not self._reports:
+                self._flushed.set()
+                continue
+            batch, self._reports = self._reports, []
+            try:
+                response = await self.http.post("/api/ingest/jobs", json={"jobs": batch})
+                if response.status_code >= 400:
+                    log.warning("cluster %d: reports refused: %s", self.cluster_id, response.text[:200])
+            except httpx.HTTPError as exc:
+                log.warning("cluster %d: reports failed (%s), retrying", self.cluster_id, type(exc).__name__)
+                self._reports[:0] = batch
+
+    async def flushed(self) -> None:
+        """Wait until every report so far has been sent."""
+        self._flushed.clear()
+        await self._flushed.wait()
+
+    # -- commands from the gateway
+
+    async def _listen(self) -> None:
+        pubsub = self.redis.pubsub()
+        await pubsub.subscribe(keys.cluster_commands(self.cluster_id))
+        self.listening.set()
+        try:
+            async for message in pubsub.listen():
+                if message["type"] != "message":
+                    continue
+                try:
+                    command = command_decoder.decode(message["data"])
+                except msgspec.DecodeError:
+                    log.warning("cluster %d: ignored a malformed command", self.cluster_id)
+                    continue
+                acted = self._act(command.action, command.jobs)
+                if self.confirm:
+                    reply = Confirmation(command=command.id, cluster_id=self.cluster_id, jobs=acted)
+                    await self.redis.rpush(command.reply_to, msgspec.json.encode(reply))
+                    await self.redis.expire(command.reply_to, 60)
+        finally:
+            await pubsub.aclose()
+
+    def _act(self, action: str, job_ids: list[int]) -> list[int]:
+        acted = []
+        for job_id in job_ids:
+            job = self.jobs.get(job_id)
+            if job is None or job.removed:
+                continue
+            if action == "remove" and job.status in ("queued", "retrying", "running"):
+                job.removed = True  # a running one stops; what it produced stays
+                acted.append(job_id)
+            elif action == "retry" and job.status == "failed":
+                job.status, job.attempt = "retrying", job.attempt + 1
+                self.queue.append(job_id)
+                self._work.set()
+                acted.append(job_id)
+        return acted

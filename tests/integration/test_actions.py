@@ -1,0 +1,139 @@
+"""Remove Running Jobs and Retry Failed Jobs, carried out by clusters that confirm (or do not) over Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import httpx
+import pytest
+
+from gateway.sim.cluster import SimCluster
+from gateway.web.auth import new_cluster_key
+from tests.conftest import Stack
+from tests.follower import Follower
+from tests.integration.conftest import Team, make_team
+
+
+async def add_cluster(pool: asyncpg.Pool, team: Team, name: str) -> str:
+    cluster_id = await pool.fetchval("insert into clusters (team_id, name) values ($1, $2) returning id", team.id, name)
+    key, key_hash = new_cluster_key(cluster_id)
+    await pool.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
+    return key
+
+
+@pytest.fixture
+async def clusters(stack: Stack, pool: asyncpg.Pool, team: Team) -> AsyncIterator[tuple[SimCluster, SimCluster]]:
+    """Two clusters of the team whose workers never get to work (no workers): jobs stay where we put them."""
+    gpu1 = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0)
+    gpu2 = SimCluster(stack.nodes[1].http, stack.redis_url, await add_cluster(pool, team, "gpu-2"), workers=0)
+    for c in (gpu1, gpu2):
+        await c.start()
+    yield gpu1, gpu2
+    for c in (gpu1, gpu2):
+        await c.stop()
+
+
+async def act(stack: Stack, team: Team, path: str, token: str | None = None) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        return await client.post(path, headers={"Authorization": f"Bearer {token or team.token}"})
+
+
+async def work(cluster: SimCluster, team: Team, n: int, status: str = "queued") -> list[int]:
+    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": i} for i in range(n)])
+    if status != "queued":
+        for job_id in ids:
+            cluster.jobs[job_id].status = status
+            cluster._report(cluster.jobs[job_id], error="boom" if status == "failed" else None)
+        await cluster.flushed()
+        await cluster.flushed()
+    return ids
+
+
+async def test_remove_running_jobs_with_every_cluster_confirming(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+    gpu1, gpu2 = clusters
+    a = await work(gpu1, team, 2, "running")
+    b = await work(gpu2, team, 2)
+    done = await work(gpu1, team, 1, "completed")
+    channel = f"trajectory:{team.trajectory_id}"
+    async with Follower(stack.nodes[1].ws, team.token) as f:
+        await f.subscribe(channel)
+        await f.wait_for(lambda f: len(f.listed(channel)) == 5)
+        response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
+        assert response.status_code == 200
+        assert response.json() == {"message": "Removed 4 job(s)", "acted": 4, "unconfirmed": []}
+        await f.wait_for(lambda f: set(f.listed(channel)) == set(done))  # everyone watching sees it
+    assert await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", a + b) == 4
+    again = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
+    assert again.json()["message"] == "No queued or running jobs found"
+
+
+async def test_a_silent_cluster_is_named_and_its_jobs_stay(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+    gpu1, gpu2 = clusters
+    gpu2.confirm = False
+    a = await work(gpu1, team, 3)
+    b = await work(gpu2, team, 2)
+    response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
+    assert response.json()["message"] == "Removed 3 job(s); cluster gpu-2 did not confirm"
+    rows = await pool.fetch("select id, removed_at is not null as removed from jobs where id = any($1::bigint[])", a + b)
+    assert {r["id"] for r in rows if r["removed"]} == set(a)
+
+
+async def test_a_cluster_that_does_not_listen_is_named_without_waiting(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+    gpu1, gpu2 = clusters
+    await work(gpu1, team, 1, "failed")
+    offline_key = await add_cluster(pool, team, "tape-9")
+    offline = SimCluster(stack.nodes[0].http, stack.redis_url, offline_key, workers=0)
+    await offline.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "x", "frame": 0, "status": "failed"}])
+    await offline.http.aclose()
+    await offline.redis.aclose()
+    started = asyncio.get_running_loop().time()
+    response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
+    assert response.json()["message"] == "Queued 1 failed job(s) for retry; cluster tape-9 did not confirm"
+    assert asyncio.get_running_loop().time() - started < 2.5  # nobody listened: no need to wait it out
+
+
+async def test_retry_failed_jobs_queues_them_again(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+    gpu1, gpu2 = clusters
+    failed = await work(gpu1, team, 2, "failed") + await work(gpu2, team, 1, "failed")
+    await work(gpu1, team, 1, "completed")
+    response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
+    assert response.json()["message"] == "Queued 3 failed job(s) for retry"
+    rows = await pool.fetch("select status, attempts, error from jobs where id = any($1::bigint[])", failed)
+    assert {(r["status"], r["attempts"], r["error"]) for r in rows} == {("retrying", 2, None)}
+    again = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
+    assert again.json()["message"] == "No failed jobs found to retry"
+
+
+async def test_retry_failed_frames_of_one_analysis(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+    gpu1, _ = clusters
+    ptm = await gpu1.create_analysis(team.trajectory_id, "Polyhedral Template Matching")
+    rdf = await gpu1.create_analysis(team.trajectory_id, "Radial Distribution Function")
+    jobs = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": p, "analysis_id": a, "frame": f}
+                              for a, p in ((ptm, "PTM"), (rdf, "RDF")) for f in range(2)])
+    for job_id in jobs:
+        gpu1.jobs[job_id].status = "failed"
+        gpu1._report(gpu1.jobs[job_id], error="boom")
+    await gpu1.flushed()
+    await gpu1.flushed()
+    response = await act(stack, team, f"/api/analyses/{ptm}/retry-failed")
+    assert response.json()["message"] == "Queued 2 failed job(s) for retry"
+    assert await pool.fetchval("select count(*) from jobs where analysis_id = $1 and status = 'failed'", rdf) == 2
+
+
+async def test_a_late_report_after_removal_is_ignored(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+    gpu1, _ = clusters
+    (job_id,) = await work(gpu1, team, 1, "running")
+    await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
+    late = await gpu1.http.post("/api/ingest/jobs", json={"jobs": [{"id": job_id, "status": "completed"}]})
+    assert late.json()["jobs"] == [{"id": job_id, "result": "ignored"}]
+    assert await pool.fetchval("select status from jobs where id = $1", job_id) == "running"
+
+
+async def test_only_members_may_act(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    outsider = await make_team(pool, stack.secret)
+    response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running", token=outsider.token)
+    assert response.status_code == 403 and response.json()["error"] == "forbidden"
+    unauthenticated = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed", token="nope")
+    assert unauthenticated.status_code == 401
