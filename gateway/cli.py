@@ -60,6 +60,8 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
         history_length=settings.history_length,
         retention=settings.outbox_retention,
         job_retention=settings.job_retention,
+        presence=not settings.single_user,
+        metrics=not settings.local,
     )
     _run(relay.run())
 

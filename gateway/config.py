@@ -33,4 +33,8 @@ class Settings:
     job_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_RETENTION", str(24 * 3600))))
     # How long an action waits for the clusters to confirm, in seconds.
     command_timeout: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_COMMAND_TIMEOUT", "3")))
+    # A single-user deployment shows no online count; local mode (the app in a browser tab or the desktop
+    # app) shows no cluster metrics.
+    single_user: bool = field(default_factory=lambda: os.environ.get("GATEWAY_SINGLE_USER", "") == "1")
+    local: bool = field(default_factory=lambda: os.environ.get("GATEWAY_LOCAL", "") == "1")
     demo: bool = field(default_factory=lambda: os.environ.get("GATEWAY_DEMO", "") == "1")

@@ -41,7 +41,13 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None
         from .cli import uvicorn_config
 
         server = uvicorn.Server(uvicorn_config(create_app(settings), settings, host, port, log_level="warning"))
-        relay = Relay(settings.database_url, settings.redis_url)
+        relay = Relay(
+            settings.database_url,
+            settings.redis_url,
+            job_retention=settings.job_retention,
+            presence=not settings.single_user,
+            metrics=not settings.local,
+        )
         tasks = [
             asyncio.create_task(server.serve(), name="web"),
             asyncio.create_task(relay.run(), name="relay"),

@@ -39,6 +39,7 @@ class Follower:
         self.errors: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
         self.problems: list[str] = []
+        self.closed: websockets.ConnectionClosed | None = None
         self.ws: websockets.ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
@@ -80,10 +81,14 @@ class Follower:
 
     async def _read(self) -> None:
         assert self.ws is not None
-        async for raw in self.ws:
-            message = json.loads(raw)
-            self.messages.append(message)
-            self._apply(message)
+        try:
+            async for raw in self.ws:
+                message = json.loads(raw)
+                self.messages.append(message)
+                self._apply(message)
+                self._changed.set()
+        except websockets.ConnectionClosed as exc:
+            self.closed = exc  # the server went away; tests that expect it look here
             self._changed.set()
 
     def _apply(self, m: dict[str, Any]) -> None:

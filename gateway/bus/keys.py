@@ -28,6 +28,20 @@ def finish_marker(trajectory_id: int, wave: int) -> str:
     return f"{PREFIX}finish:{trajectory_id}:{wave}"
 
 
+PRESENCE_TEAMS = f"{PREFIX}presence:teams"
+METRICS_TEAMS = f"{PREFIX}metrics:teams"
+
+
+def presence(team_id: int) -> str:
+    """Who is online in a team: a sorted set of `<user>:<node>` scored by when the entry expires."""
+    return f"{PREFIX}presence:{team_id}"
+
+
+def metrics(team_id: int) -> str:
+    """The latest figures of each of a team's clusters (a hash by cluster id)."""
+    return f"{PREFIX}metrics:{team_id}"
+
+
 def cluster_commands(cluster_id: int) -> str:
     """The pub/sub channel a cluster listens on for commands."""
     return f"{PREFIX}cluster:{cluster_id}"

@@ -13,6 +13,7 @@ import msgspec
 
 from .grouping import Group
 from .model import Counts, Job, TrajectorySummary
+from .team import ClusterStats, Presence
 
 Format = Literal["json", "msgpack"]
 FORMATS: tuple[Format, ...] = ("json", "msgpack")
@@ -58,6 +59,8 @@ class Snapshot(ServerMessage):
     counts: Counts | None = None  # team channel
     trajectories: list[TrajectorySummary] | None = None  # team channel: the most recent ones
     total_trajectories: int | None = None
+    presence: Presence | None = None  # team channel, unless single-user
+    clusters: ClusterStats | None = None  # team channel, unless local mode
 
 
 class Batch(ServerMessage):
@@ -92,6 +95,24 @@ class Glow(ServerMessage):
     wave: int
 
 
+class PresenceUpdate(ServerMessage, tag="presence"):
+    """Team channel: members online out of members, across all gateway nodes."""
+
+    channel: str
+    seq: int
+    cursor: str
+    presence: Presence
+
+
+class ClustersUpdate(ServerMessage, tag="clusters"):
+    """Team channel: the team's clusters' live metrics."""
+
+    channel: str
+    seq: int
+    cursor: str
+    clusters: ClusterStats
+
+
 class Summary(ServerMessage):
     """The team channel's absolute values: the team's counts and the summaries that changed."""
 
@@ -121,7 +142,7 @@ class Pong(ServerMessage):
     id: int | str | None = None
 
 
-ServerMessages = Snapshot | Batch | Summary | Notice | Glow | Resync | Error | Pong
+ServerMessages = Snapshot | Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate | Resync | Error | Pong
 
 json_encoder = msgspec.json.Encoder()
 msgpack_encoder = msgspec.msgpack.Encoder()

@@ -15,7 +15,8 @@ from .aggregate import Aggregates, Change, TeamAggregate, TrajectoryAggregate
 from .finish import Finish, FinishTracker
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
-from .protocol import Batch, Glow, Notice, Summary, encode_both, make_cursor
+from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
+from .team import ClusterStats, Presence
 
 MAX_JOBS_PER_BATCH = 500
 MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
@@ -94,6 +95,9 @@ class RelayCore:
         """Last sequences published before this relay took over (read from the bus)."""
         for channel, seq in seqs.items():
             self._seqs.setdefault(channel, seq)
+
+    def knows_seq(self, channel: str) -> bool:
+        return channel in self._seqs
 
     # -- output
 
@@ -200,6 +204,21 @@ class RelayCore:
                 out.append(publication)
         return out
 
+    def team_extra_publication(self, team_id: int, update: Presence | ClusterStats) -> Publication:
+        """Presence or cluster metrics on the team channel, stored with the team's state for snapshots."""
+        channel = channels.team(team_id)
+        seq = self._next_seq(channel)
+        cursor = make_cursor(self.epoch, seq)
+        if isinstance(update, Presence):
+            message: PresenceUpdate | ClustersUpdate = PresenceUpdate(channel=channel, seq=seq, cursor=cursor, presence=update)
+            field = "presence"
+        else:
+            message = ClustersUpdate(channel=channel, seq=seq, cursor=cursor, clusters=update)
+            field = "clusters"
+        publication = self._publication(channel, seq, message)
+        publication.state_set = {field: msgspec.msgpack.encode(update)}
+        return publication
+
     def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
         wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {channels.team(f.team_id) for f in finishes if f.glow}
         return [c for c in wanted if c not in self._seqs]
@@ -242,7 +261,9 @@ class RelayCore:
         publication.state_del = state_del or None
         return publication
 
-    def _publication(self, channel: str, seq: int, message: Batch | Summary | Notice | Glow) -> Publication:
+    def _publication(
+        self, channel: str, seq: int, message: Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate
+    ) -> Publication:
         as_json, as_msgpack = encode_both(message)
         return Publication(channel=channel, epoch=self.epoch, seq=seq, json=as_json, msgpack=as_msgpack)
 

@@ -25,6 +25,7 @@ class Connection:
         self.user_id = user_id
         self.format = fmt
         self.channels: set[str] = set()
+        self.teams_present: set[int] = set()  # teams whose channel this connection follows (presence)
         # Channels waiting for their snapshot: frames arriving meanwhile wait here, with their seq.
         self.buffering: dict[str, list[tuple[int, bytes | str]]] = {}
         self.outbound = Outbound(max_pending)

@@ -24,8 +24,10 @@ from ..core.model import Counts, TrajectorySummary
 from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
 from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUMMARY_STATE_PREFIX
 from ..store import queries
+from ..core.team import ClusterStats, Presence
 from .connection import Connection
 from .hub import Hub
+from .presence import PresenceBoard
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,8 @@ POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the t
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
+_presence_decoder = msgspec.msgpack.Decoder(Presence)
+_stats_decoder = msgspec.msgpack.Decoder(ClusterStats)
 _ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, ConnectionError, RedisError)
 
 
@@ -53,10 +57,13 @@ def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:
 
 
 class Node:
-    def __init__(self, pool: asyncpg.Pool, redis: Redis, redis_url: str, max_subscriptions: int) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, redis: Redis, redis_url: str, max_subscriptions: int, presence: bool = True
+    ) -> None:
         self.pool = pool
         self.redis = redis
         self.max_subscriptions = max_subscriptions
+        self.presence = PresenceBoard(redis, enabled=presence)
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
         self.subscriber = Subscriber(redis_url, self.hub.on_message, self._bus_lost, self._bus_restored)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -69,6 +76,7 @@ class Node:
         self._runners = [
             asyncio.create_task(self.subscriber.run(), name="bus-subscriber"),
             asyncio.create_task(self._check_positions(), name="position-check"),
+            asyncio.create_task(self.presence.run(), name="presence"),
         ]
 
     async def stop(self) -> None:
@@ -76,6 +84,7 @@ class Node:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.presence.clear()
         await self.subscriber.aclose()
 
     # -- connections
@@ -86,12 +95,22 @@ class Node:
     def detach(self, conn: Connection) -> None:
         for channel in list(conn.channels) + list(conn.buffering):
             self.hub.remove(conn, channel)
+        for team_id in list(conn.teams_present):
+            self._spawn(self.presence.remove(team_id, conn.user_id))
+        conn.teams_present.clear()
         conn.channels.clear()
         conn.buffering.clear()
 
     def _dropped(self, conn: Connection, channels: list[str]) -> None:
         for channel in channels:
             self.hub.remove(conn, channel)
+            self._leave_team(conn, channel)
+
+    def _leave_team(self, conn: Connection, channel: str) -> None:
+        kind, _, ident = channel.partition(":")
+        if kind == "team" and int(ident) in conn.teams_present:
+            conn.teams_present.discard(int(ident))
+            self._spawn(self.presence.remove(int(ident), conn.user_id))
 
     async def subscribe(self, conn: Connection, name: str, cursor: str | None = None) -> None:
         try:
@@ -122,6 +141,9 @@ class Node:
             await self._reconcile(name)
             if cursor is None or not await self._resume(conn, name, cursor):
                 await self._send_snapshot(conn, channel)
+            if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
+                conn.teams_present.add(channel.id)  # an open view of the team: its user is online
+                await self.presence.add(channel.id, conn.user_id)
         except _ERRORS as exc:
             log.warning("subscribe %s failed: %s", name, type(exc).__name__)
             self.unsubscribe(conn, name)
@@ -131,6 +153,7 @@ class Node:
         conn.channels.discard(name)
         conn.buffering.pop(name, None)
         self.hub.remove(conn, name)
+        self._leave_team(conn, name)
 
     # -- resuming from a cursor
 
@@ -206,6 +229,8 @@ class Node:
                 counts=counts,
                 trajectories=summaries[:SNAPSHOT_TRAJECTORIES],
                 total_trajectories=total,
+                presence=_presence_decoder.decode(state[b"presence"]) if b"presence" in state else None,
+                clusters=_stats_decoder.decode(state[b"clusters"]) if b"clusters" in state else None,
             )
         )
         return seq

@@ -20,7 +20,10 @@ from redis.exceptions import RedisError
 
 from ..bus import keys
 from ..bus.publisher import Fenced, Publisher
+from ..core import channels
 from ..core.finish import Wave
+from ..core.team import ClusterStats, Presence
+from .extras import TeamExtras
 from ..core.relay import Publication, RelayCore, batch_delay
 from ..store.outbox import OutboxReader
 
@@ -49,6 +52,8 @@ class Relay:
         history_ttl: int = 3600,
         retention: float = 900.0,
         job_retention: float = 24 * 3600.0,
+        presence: bool = True,
+        metrics: bool = True,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -56,6 +61,8 @@ class Relay:
         self.history_ttl = history_ttl
         self.retention = retention  # outbox rows are kept this long after they were published
         self.job_retention = job_retention  # a job is listed this long after its last change
+        self.presence = presence
+        self.metrics = metrics
         self.core: RelayCore | None = None
         self.ready = asyncio.Event()  # set once the first cycle has published
         self._wake = asyncio.Event()
@@ -97,6 +104,7 @@ class Relay:
             publisher = Publisher(redis, epoch, self.history_length, self.history_ttl)
             await _retry_redis(publisher.take_over)
             reader = OutboxReader(conn)
+            self.extras = TeamExtras(redis, self.presence, self.metrics)
             core = self.core = RelayCore(epoch)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             await self._restore_waves(conn, reader, core)
@@ -166,7 +174,7 @@ class Relay:
                 await asyncio.sleep(delay)
             if result.changes or result.held_back:
                 continue
-            due = core.next_due()
+            due = min(d for d in (core.next_due(), self.extras.next_due) if d is not None)
             if now - last_change < LINGER:
                 # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
                 wait = BUSY_POLL if due is None else min(BUSY_POLL, max(0.0, due - time.monotonic()))
@@ -190,12 +198,20 @@ class Relay:
             # A predecessor may have published a finish before it could record it: never twice.
             done = await _retry_redis(lambda: publisher.published_markers(list(markers.values())))
             finishes = [f for f in finishes if markers[(f.trajectory_id, f.wave)] not in done]
+        extras: list[tuple[int, Presence | ClusterStats]] = []
+        if now >= self.extras.next_due:
+            try:
+                extras = await self.extras.collect(conn, now)
+            except (RedisError, OSError):
+                pass  # presence and metrics are best effort: the next tick tries again
         missing = core.channels_without_seq() + core.channels_for_finishes(finishes)
+        missing += [c for c in {channels.team(t) for t, _ in extras} if c not in missing and not core.knows_seq(c)]
         if missing:
             core.set_seqs(await _retry_redis(lambda: publisher.last_seqs(missing)))
         publications: list[Publication] = (
             core.take_job_publications() + core.take_team_publications(now) + core.finish_publications(finishes, markers)
         )
+        publications += [core.team_extra_publication(team_id, update) for team_id, update in extras]
         if not publications and cursor is None:
             if markers:
                 await self._record_waves_closed(conn, list(markers))

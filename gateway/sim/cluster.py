@@ -53,6 +53,7 @@ class SimCluster:
     fail_rate: float = 0.05
     speed: float = 1.0  # durations are divided by this
     seed: int | None = None
+    report_metrics: bool = True
     jobs: dict[int, SimJob] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -73,6 +74,8 @@ class SimCluster:
         self._tasks = [asyncio.create_task(self._listen(), name=f"cluster-{self.cluster_id}-commands")]
         self._tasks += [asyncio.create_task(self._worker(), name=f"cluster-{self.cluster_id}-worker") for _ in range(self.workers)]
         self._tasks.append(asyncio.create_task(self._reporter(), name=f"cluster-{self.cluster_id}-reports"))
+        if self.report_metrics:
+            self._tasks.append(asyncio.create_task(self._metrics(), name=f"cluster-{self.cluster_id}-metrics"))
         await asyncio.wait_for(self.listening.wait(), 10)
 
     async def stop(self) -> None:
@@ -164,6 +167,22 @@ class SimCluster:
             except httpx.HTTPError as exc:
                 log.warning("cluster %d: reports failed (%s), retrying", self.cluster_id, type(exc).__name__)
                 self._reports[:0] = batch
+
+    async def _metrics(self) -> None:
+        """CPU follows how many workers are busy; memory, disk and network wander plausibly."""
+        memory, disk = self.rng.uniform(30, 60), self.rng.uniform(20, 70)
+        while True:
+            busy = sum(1 for j in self.jobs.values() if j.status == "running" and not j.removed)
+            cpu = min(100.0, 8 + 90 * busy / max(1, self.workers) + self.rng.uniform(-4, 4))
+            memory = min(95.0, max(10.0, memory + self.rng.uniform(-2, 2)))
+            disk = min(99.0, disk + self.rng.uniform(0, 0.05))
+            network = round(busy * self.rng.uniform(5, 40), 1)
+            figures = {"cpu": round(max(0.0, cpu), 1), "memory": round(memory, 1), "disk": round(disk, 1), "network": network}
+            try:
+                await self.http.post("/api/ingest/metrics", json=figures)
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(1.0)
 
     async def flushed(self) -> None:
         """Wait until every report so far has been sent."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
+from ..hub.presence import online_users
+from ..store import queries
 from .auth import TOKEN_COOKIE, InvalidToken, verify_token
 from .runtime import Runtime
 
@@ -39,3 +41,25 @@ async def me(request: Request) -> Response:
         user_id,
     )
     return JSONResponse({"user": dict(user), "teams": [dict(t) for t in teams]})
+
+
+async def team_members(request: Request) -> Response:
+    """My Team: the members, and who is online now (across every node)."""
+    runtime: Runtime = request.app.state.runtime
+    try:
+        user_id = authenticate(request, runtime)
+    except InvalidToken as exc:
+        return JSONResponse({"error": "unauthorized", "message": str(exc)}, 401)
+    team_id = request.path_params["id"]
+    if not await queries.is_member(runtime.pool, user_id, team_id):
+        return JSONResponse({"error": "forbidden", "message": "not a member of this team"}, 403)
+    rows = await runtime.pool.fetch(
+        "select u.id, u.name from users u join memberships m on m.user_id = u.id where m.team_id = $1 order by u.name",
+        team_id,
+    )
+    online = set() if runtime.settings.single_user else await online_users(runtime.redis, team_id)
+    members = [{"id": r["id"], "name": r["name"], "online": r["id"] in online} for r in rows]
+    body: dict[str, object] = {"members": members}
+    if not runtime.settings.single_user:
+        body["online"] = sum(1 for m in members if m["online"])
+    return JSONResponse(body)

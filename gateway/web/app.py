@@ -17,8 +17,8 @@ from starlette.staticfiles import StaticFiles
 from ..config import Settings
 from ..hub.node import Node
 from .actions import remove_running, retry_failed, retry_failed_frames
-from .api import me
-from .ingest import ingest_analysis, ingest_jobs, ingest_trajectory
+from .api import me, team_members
+from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_trajectory
 from .logs import install_redaction
 from .runtime import Runtime
 from .ws import websocket_endpoint
@@ -40,7 +40,7 @@ def create_app(settings: Settings) -> Starlette:
         install_redaction()
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
         redis = Redis.from_url(settings.redis_url)
-        node = Node(pool, redis, settings.redis_url, settings.max_subscriptions)
+        node = Node(pool, redis, settings.redis_url, settings.max_subscriptions, presence=not settings.single_user)
         await node.start()
         app.state.runtime = Runtime(settings=settings, pool=pool, redis=redis, node=node)
         try:
@@ -56,6 +56,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/ingest/trajectories", ingest_trajectory, methods=["POST"]),
         Route("/api/ingest/analyses", ingest_analysis, methods=["POST"]),
         Route("/api/me", me),
+        Route("/api/teams/{id:int}/members", team_members),
+        Route("/api/ingest/metrics", ingest_metrics, methods=["POST"]),
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),

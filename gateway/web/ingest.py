@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..bus import keys
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewTrajectory
+from ..core.team import ClusterFigures, MetricsReport
 from ..store.ingest import apply_reports
 from .auth import cluster_of_key, key_matches
 from .body import BodyTooLarge, read_body
@@ -15,6 +19,7 @@ from .runtime import Runtime
 _batch_decoder = msgspec.json.Decoder(IngestBatch)
 _trajectory_decoder = msgspec.json.Decoder(NewTrajectory)
 _analysis_decoder = msgspec.json.Decoder(NewAnalysis)
+_metrics_decoder = msgspec.json.Decoder(MetricsReport)
 _encoder = msgspec.json.Encoder()
 
 
@@ -101,3 +106,25 @@ async def ingest_analysis(request: Request) -> Response:
     if new_id is None:
         return error(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
     return JSONResponse({"id": new_id})
+
+
+async def ingest_metrics(request: Request) -> Response:
+    """A cluster's CPU, Memory, Disk and Network, about once a second."""
+    runtime: Runtime = request.app.state.runtime
+    who = await authenticate_cluster(request, runtime)
+    if isinstance(who, JSONResponse):
+        return who
+    body = await _decode(request, runtime, _metrics_decoder)
+    if isinstance(body, JSONResponse):
+        return body
+    assert isinstance(body, MetricsReport)
+    cluster_id, team_id = who
+    name = await runtime.pool.fetchval("select name from clusters where id = $1", cluster_id)
+    figures = ClusterFigures(
+        id=cluster_id, name=name, cpu=body.cpu, memory=body.memory, disk=body.disk, network=body.network, at=time.time()
+    )
+    async with runtime.redis.pipeline(transaction=False) as pipe:
+        pipe.hset(keys.metrics(team_id), str(cluster_id), msgspec.msgpack.encode(figures))
+        pipe.sadd(keys.METRICS_TEAMS, team_id)
+        await pipe.execute()
+    return Response(status_code=204)
