@@ -101,6 +101,19 @@ def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
     print(asyncio.run(rotate()))
 
 
+def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
+    from .sim.run import Simulation
+
+    keys = args.cluster_key or [k for k in os.environ.get("GATEWAY_CLUSTER_KEYS", "").split(",") if k]
+    if not keys or not settings.redis_url:
+        sys.exit("gateway: simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS) and REDIS_URL")
+    simulation = Simulation(
+        args.url, settings.redis_url, keys, silent=set(args.silent_cluster), frames=(args.frames // 2, args.frames),
+        speed=args.speed,
+    )
+    _run(simulation.run())
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     from .demo import run_demo
 
@@ -148,6 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_serve)
 
     sub.add_parser("relay", help="run the relay (one active, others stand by)").set_defaults(func=cmd_relay)
+
+    p = sub.add_parser("simulate", help="run simulated clusters against a gateway (ingest API and Redis commands)")
+    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (env GATEWAY_URL)")
+    p.add_argument("--cluster-key", action="append", help="a cluster's ingest key; repeat for several")
+    p.add_argument("--silent-cluster", type=int, action="append", default=[], help="a cluster id that never confirms")
+    p.add_argument("--frames", type=int, default=60, help="the most frames per uploaded trajectory (up to 10000)")
+    p.add_argument("--speed", type=float, default=1.0, help="how much faster than real jobs run")
+    p.set_defaults(func=cmd_simulate)
     sub.add_parser("migrate", help="apply the SQL migrations").set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("token", help="print a signed token for a user")

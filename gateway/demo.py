@@ -12,9 +12,9 @@ import uvicorn
 
 from .config import Settings
 from .embedded import EmbeddedPostgres, EmbeddedValkey
-from .producer import run_producer
 from .relay.runner import Relay
 from .seed import seed_demo
+from .sim.run import Simulation
 from .store.migrate import migrate
 from .web.app import create_app
 from .web.auth import issue_token
@@ -51,10 +51,18 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None
         tasks = [
             asyncio.create_task(server.serve(), name="web"),
             asyncio.create_task(relay.run(), name="relay"),
-            asyncio.create_task(run_producer(settings.database_url, seeded.team_id), name="producer"),
         ]
         while not server.started:
             await asyncio.sleep(0.05)
+        # The team's clusters at work, talking to the gateway as real clusters do (gpu-2 never confirms).
+        simulation = Simulation(
+            f"http://{host}:{port}",
+            settings.redis_url,
+            [seeded.cluster_keys[c] for c in seeded.cluster_ids],
+            silent={seeded.cluster_ids[1]},
+            trajectories=seeded.trajectory_ids,
+        )
+        tasks.append(asyncio.create_task(simulation.run(), name="simulator"))
         token = issue_token(settings.secret, seeded.user_ids[0], settings.token_ttl)
         print(
             "\n  Jobs gateway demo is running\n"
