@@ -105,3 +105,29 @@ async def test_bad_metrics_are_refused(stack: Stack, team: Team) -> None:
     async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {team.cluster_key}"}) as client:
         assert (await client.post("/api/ingest/metrics", json={"cpu": 120, "memory": 1, "disk": 1, "network": 1})).status_code == 422
         assert (await client.post("/api/ingest/metrics", json={"cpu": 1})).status_code == 422
+
+
+async def test_single_user_and_local_deployments_send_neither(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    from redis.asyncio import Redis
+
+    from gateway.hub.presence import PresenceBoard
+    from gateway.relay.extras import TeamExtras
+
+    redis = Redis.from_url(stack.redis_url)
+    try:
+        off = PresenceBoard(redis, enabled=False)
+        await off.add(team.id, team.user_id)  # a single-user node marks nobody
+        assert await redis.zcard(f"gw:presence:{team.id}") == 0
+        async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+            await client.post("/api/ingest/metrics", json={"cpu": 1, "memory": 1, "disk": 1, "network": 1},
+                              headers={"Authorization": f"Bearer {team.cluster_key}"})
+        on = PresenceBoard(redis)
+        await on.add(team.id, team.user_id)
+        async with pool.acquire() as conn:
+            both = await TeamExtras(redis).collect(conn, 0.0)
+            neither = await TeamExtras(redis, presence=False, metrics=False).collect(conn, 0.0)
+        assert {type(u).__name__ for t, u in both if t == team.id} == {"Presence", "ClusterStats"}
+        assert neither == []
+        await on.clear()
+    finally:
+        await redis.aclose()
