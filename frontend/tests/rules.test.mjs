@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import * as rules from "../rules.js";
+import * as rules from "../js/rules.js";
 
 const v = JSON.parse(readFileSync(new URL("../vectors/jobs-view.json", import.meta.url)));
 

@@ -40,7 +40,16 @@ async def me(request: Request) -> Response:
         "select t.id, t.name from teams t join memberships m on m.team_id = t.id where m.user_id = $1 order by t.name",
         user_id,
     )
-    return JSONResponse({"user": dict(user), "teams": [dict(t) for t in teams]})
+    settings = runtime.settings
+    return JSONResponse(
+        {
+            "user": dict(user),
+            "teams": [dict(t) for t in teams],
+            "single_user": settings.single_user,
+            "local": settings.local,
+            "demo": settings.demo,
+        }
+    )
 
 
 async def team_members(request: Request) -> Response:
@@ -63,3 +72,20 @@ async def team_members(request: Request) -> Response:
     if not runtime.settings.single_user:
         body["online"] = sum(1 for m in members if m["online"])
     return JSONResponse(body)
+
+
+async def team_trajectories(request: Request) -> Response:
+    """The dashboard's cards: the team's trajectories, newest first (the live counts come on the team channel)."""
+    runtime: Runtime = request.app.state.runtime
+    try:
+        user_id = authenticate(request, runtime)
+    except InvalidToken as exc:
+        return JSONResponse({"error": "unauthorized", "message": str(exc)}, 401)
+    team_id = request.path_params["id"]
+    if not await queries.is_member(runtime.pool, user_id, team_id):
+        return JSONResponse({"error": "forbidden", "message": "not a member of this team"}, 403)
+    rows = await runtime.pool.fetch(
+        "select id, name, created_at from trajectories where team_id = $1 order by created_at desc, id desc limit 500",
+        team_id,
+    )
+    return JSONResponse({"trajectories": [{"id": r["id"], "name": r["name"], "created_at": r["created_at"].isoformat()} for r in rows]})

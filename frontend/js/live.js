@@ -1,0 +1,78 @@
+// The live connection: one websocket, many channels. Reconnects by itself with backoff and jitter, resumes
+// every channel from its cursor, notices lost messages by their sequence, keeps the server clock's offset.
+
+const RESUMABLE = new Set(["batch", "summary", "notice", "glow", "presence", "clusters"]);
+
+export class Live {
+  constructor(onStatus) {
+    this.onStatus = onStatus; // "connecting" | "live" | "reconnecting"
+    this.channels = new Map(); // channel -> { handler, cursor, seq, ready }
+    this.offset = 0; // server clock minus ours, in ms
+    this.retry = 0;
+    this.ws = null;
+    this.pinger = null;
+  }
+
+  now() { return Date.now() + this.offset; }
+
+  start() { this.onStatus("connecting"); this._connect(); }
+
+  subscribe(channel, handler) {
+    this.channels.set(channel, { handler, cursor: null, seq: null, ready: false });
+    this._send({ type: "subscribe", channel });
+  }
+
+  unsubscribe(channel) {
+    if (this.channels.delete(channel)) this._send({ type: "unsubscribe", channel });
+  }
+
+  _send(message) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message)); }
+
+  _connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = (this.ws = new WebSocket(`${scheme}://${location.host}/ws`)); // the session cookie goes along
+    ws.onopen = () => {
+      this.retry = 0;
+      this.onStatus("live");
+      for (const [channel, sub] of this.channels) {
+        const message = { type: "subscribe", channel };
+        if (sub.cursor) message.cursor = sub.cursor; // resume: only what was missed, no snapshot
+        this._send(message);
+      }
+      clearInterval(this.pinger);
+      this.pinger = setInterval(() => this._send({ type: "ping" }), 15000);
+    };
+    ws.onmessage = (event) => this._receive(JSON.parse(event.data));
+    ws.onclose = () => {
+      clearInterval(this.pinger);
+      if (this.ws !== ws) return;
+      this.onStatus("reconnecting");
+      const delay = Math.min(15000, 400 * 2 ** this.retry++) * (0.5 + Math.random());
+      setTimeout(() => this._connect(), delay);
+    };
+  }
+
+  _receive(m) {
+    if (m.type === "pong") { this.offset = m.time - Date.now(); return; }
+    if (m.type === "error") { console.warn("gateway:", m.code, m.message); return; }
+    const sub = this.channels.get(m.channel);
+    if (!sub) return;
+    if (m.type === "resync") { this._reload(m.channel, sub); return; }
+    if (m.type === "snapshot") {
+      if (m.page === 0) this.offset = m.time - Date.now();
+      sub.seq = m.seq; sub.cursor = m.cursor; sub.ready = m.final;
+      sub.handler(m);
+      return;
+    }
+    if (!RESUMABLE.has(m.type)) return;
+    if (sub.seq !== null && m.seq !== sub.seq + 1) { this._reload(m.channel, sub); return; } // lost something
+    sub.seq = m.seq; sub.cursor = m.cursor;
+    sub.handler(m);
+  }
+
+  _reload(channel, sub) {
+    sub.cursor = null; sub.seq = null; sub.ready = false;
+    sub.handler({ type: "reset", channel });
+    this._send({ type: "subscribe", channel });
+  }
+}

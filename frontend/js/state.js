@@ -1,0 +1,83 @@
+// What the browser holds: per channel, the latest of everything (a job's highest version wins).
+import { groupKey } from "./rules.js";
+
+export class TeamState {
+  constructor() { this.reset(); this.glowing = new Map(); }
+
+  reset() {
+    this.counts = null;
+    this.summaries = new Map();
+    this.total = 0;
+    this.presence = null;
+    this.clusters = null;
+  }
+
+  apply(m) {
+    switch (m.type) {
+      case "reset": this.reset(); break;
+      case "snapshot":
+        this.reset();
+        this.counts = m.counts; this.total = m.total_trajectories || 0;
+        for (const s of m.trajectories || []) this.summaries.set(s.id, s);
+        if (m.presence) this.presence = m.presence;
+        if (m.clusters) this.clusters = m.clusters;
+        break;
+      case "summary":
+        this.counts = m.counts; this.total = m.total_trajectories;
+        for (const s of m.trajectories) s.total ? this.summaries.set(s.id, s) : this.summaries.delete(s.id);
+        break;
+      case "presence": this.presence = m.presence; break;
+      case "clusters": this.clusters = m.clusters; break;
+      case "glow": this.glowing.set(m.trajectory_id, performance.now() + 3500); break;
+    }
+  }
+
+  isGlowing(id) {
+    const until = this.glowing.get(id);
+    if (until === undefined) return false;
+    if (performance.now() < until) return true;
+    this.glowing.delete(id);
+    return false;
+  }
+
+  recent() { return [...this.summaries.values()].sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || "")); }
+}
+
+export class TrajectoryState {
+  constructor(id) {
+    this.id = id;
+    this.jobs = new Map(); // id -> job
+    this.byGroup = new Map(); // group key -> Map(id -> job)
+    this.groups = new Map(); // key -> group (status from the server)
+    this.gone = new Map(); // removed job -> its version, so an older delta cannot bring it back
+    this.ready = false;
+    this.version = 0; // bumps on every change: views re-render only when it moved
+  }
+
+  apply(m) {
+    if (m.type === "reset" || (m.type === "snapshot" && m.page === 0)) {
+      this.jobs.clear(); this.byGroup.clear(); this.groups.clear(); this.gone.clear(); this.ready = false;
+    }
+    for (const job of m.jobs || []) this._job(job);
+    for (const g of m.groups || []) g.total ? this.groups.set(g.key, g) : this.groups.delete(g.key);
+    if (m.type === "snapshot") this.ready = m.final;
+    this.version++;
+  }
+
+  _job(job) {
+    const seen = this.jobs.get(job.id);
+    if (seen && seen.version >= job.version) return; // idempotent: an older or repeated delta changes nothing
+    if ((this.gone.get(job.id) || 0) >= job.version) return;
+    const key = groupKey(job.kind, job.frame);
+    let members = this.byGroup.get(key);
+    if (job.removed_at) {
+      this.gone.set(job.id, job.version);
+      this.jobs.delete(job.id);
+      if (members) { members.delete(job.id); if (!members.size) this.byGroup.delete(key); }
+      return;
+    }
+    this.jobs.set(job.id, job);
+    if (!members) this.byGroup.set(key, (members = new Map()));
+    members.set(job.id, job);
+  }
+}
