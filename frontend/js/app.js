@@ -19,7 +19,11 @@ function schedule() {
   requestAnimationFrame(() => { dirty = false; draw(); });
 }
 
+// For the browser tests: how often we drew, and the live connection.
+window.gatewayStats = { draws: 0 };
+
 function draw() {
+  window.gatewayStats.draws++;
   drawRing();
   if (!$("popover").hidden) drawPopover();
   if (panelTree) panelTree.render();
@@ -274,6 +278,7 @@ async function start() {
   });
   live.subscribe(`team:${teamId}`, (m) => { team.apply(m); if (m.type === "glow") setTimeout(schedule, 3600); schedule(); });
   live.start();
+  window.gatewayLive = live;
   cards = (await (await fetch(`/api/teams/${teamId}/trajectories`)).json()).trajectories || [];
   wire();
   schedule();

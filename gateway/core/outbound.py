@@ -1,8 +1,10 @@
 """A connection's pending output: references to shared frames, bounded in bytes.
 
-A broadcast never waits for the slowest subscriber. When a connection's pending bytes pass the bound, its
-pending frames are dropped and it is told to `resync`; if it passes the bound again before it has drained
-once, it cannot keep up and is closed.
+A broadcast never waits for the slowest subscriber. When a connection's pending live bytes pass the bound,
+its pending frames are dropped and it is told to `resync`; if it passes the bound again before it has drained
+once, it cannot keep up and is closed. Frames for this connection alone (snapshot pages, replays, errors) are
+`forced`: they do not count against the live bound, because their senders wait for the connection to drain
+between pages instead, so a big snapshot never trips the slow-consumer bound.
 """
 
 from __future__ import annotations
@@ -18,33 +20,38 @@ class Verdict(enum.Enum):
 
 
 class Outbound:
-    __slots__ = ("limit", "frames", "size", "resyncing")
+    __slots__ = ("limit", "frames", "size", "live_size", "resyncing")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.frames: deque[bytes | str] = deque()
-        self.size = 0
+        self.frames: deque[tuple[bytes | str, bool]] = deque()
+        self.size = 0  # every pending byte
+        self.live_size = 0  # pending bytes of shared live frames: what the bound applies to
         self.resyncing = False  # dropped once and not drained since
 
     def push(self, frame: bytes | str, force: bool = False) -> Verdict:
         # An empty queue takes any one frame, so a frame larger than the bound cannot loop on resyncs.
-        if not force and self.size and self.size + len(frame) > self.limit:
+        if not force and self.live_size and self.live_size + len(frame) > self.limit:
             if self.resyncing:
                 return Verdict.CLOSE
             self.frames.clear()
-            self.size = 0
+            self.size = self.live_size = 0
             self.resyncing = True
             return Verdict.RESYNC
-        self.frames.append(frame)
+        self.frames.append((frame, force))
         self.size += len(frame)
+        if not force:
+            self.live_size += len(frame)
         return Verdict.QUEUED
 
     def pop(self) -> bytes | str | None:
         if not self.frames:
             self.resyncing = False
             return None
-        frame = self.frames.popleft()
+        frame, forced = self.frames.popleft()
         self.size -= len(frame)
+        if not forced:
+            self.live_size -= len(frame)
         return frame
 
     def __len__(self) -> int:

@@ -33,7 +33,7 @@ def packed(seq: int, epoch: int = 1) -> bytes:
 
 def seqs(c: Connection) -> list[object]:
     out = []
-    for frame in c.outbound.frames:
+    for frame, _ in c.outbound.frames:
         m = json.loads(frame)
         out.append(m["seq"] if m["type"] == "batch" else m["type"])
     return out
@@ -45,7 +45,7 @@ def test_one_frame_object_goes_to_every_subscriber() -> None:
     hub.add(a, CHANNEL)
     hub.add(b, CHANNEL)
     hub.on_message(CHANNEL, packed(1))
-    assert a.outbound.frames[0] is b.outbound.frames[0]
+    assert a.outbound.frames[0][0] is b.outbound.frames[0][0]
 
 
 def test_msgpack_subscribers_get_the_relays_msgpack_bytes() -> None:
@@ -53,7 +53,7 @@ def test_msgpack_subscribers_get_the_relays_msgpack_bytes() -> None:
     c = conn("msgpack")
     hub.add(c, CHANNEL)
     hub.on_message(CHANNEL, packed(1))
-    assert c.outbound.frames[0] == message(1)[1]
+    assert c.outbound.frames[0][0] == message(1)[1]
 
 
 def test_duplicates_and_older_epochs_are_dropped() -> None:

@@ -49,3 +49,11 @@ def test_frames_are_shared_references_not_copies() -> None:
     a.push(frame)
     b.push(frame)
     assert a.pop() is b.pop() is frame
+
+
+def test_forced_frames_do_not_count_against_the_live_bound() -> None:
+    out = Outbound(limit=10)
+    out.push(b"x" * 100, force=True)  # a snapshot page
+    assert out.push(b"12345") is Verdict.QUEUED
+    assert out.push(b"12345") is Verdict.QUEUED
+    assert out.push(b"1") is Verdict.RESYNC  # the live frames alone pass the bound

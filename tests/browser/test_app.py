@@ -1,0 +1,227 @@
+"""What a person sees in the web app, in real Chromium, against real gateway processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from gateway.sim.cluster import SimCluster
+from tests.conftest import Stack
+from tests.integration.conftest import Team, insert_jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+async def page(browser: Any, stack: Stack, team: Team) -> AsyncIterator[Any]:
+    context = await browser.new_context(viewport={"width": 1200, "height": 800})
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    await page.goto(f"{stack.nodes[0].http}/?token={team.token}")
+    await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
+    yield page
+    await context.close()
+    assert errors == []
+
+
+async def test_token_in_the_url_becomes_an_httponly_cookie_and_leaves_the_url(page: Any, stack: Stack) -> None:
+    assert page.url == f"{stack.nodes[0].http}/"
+    (cookie,) = await page.context.cookies()
+    assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == ("gateway_token", True, "Strict")
+    assert await page.evaluate("document.cookie") == ""  # no script can read it
+
+
+async def test_ring_label_and_counts_follow_job_changes(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    ids = await insert_jobs(pool, team, 5)
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '5 queued'")
+    await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:2])
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '2 running'")
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+    await page.wait_for_function("document.getElementById('ring-label').textContent === 'Jobs'")
+    await page.click("#ring")
+    counts = await page.inner_text(".counts")
+    assert counts.split() == ["0", "Queued", "0", "Running", "5", "Done", "0", "Failed"]
+    assert await page.get_attribute("#ring-fill", "stroke-dasharray") == "100 100"
+
+
+async def test_expanding_a_trajectory_shows_frames_and_jobs_in_their_colours(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    rdf = await pool.fetchval("insert into analyses (trajectory_id, plugin) values ($1, 'Radial Distribution Function') returning id", team.trajectory_id)
+    await pool.execute(
+        "insert into jobs (team_id, trajectory_id, cluster_id, analysis_id, kind, name, frame, timestep, status, error) values"
+        " ($1, $2, $3, null, 'analysis', 'Polyhedral Template Matching', 0, 0.5, 'completed', null),"
+        " ($1, $2, $3, $4, 'analysis', 'Radial Distribution Function', 0, 0.5, 'failed', 'cutoff radius must be positive'),"
+        " ($1, $2, $3, null, 'preprocess', 'Preprocess trajectory frame', 1, 1.0, 'running', null),"
+        " ($1, $2, $3, null, 'storage_transfer', 'Storage Transfer', null, null, 'queued', null)",
+        team.id, team.trajectory_id, team.cluster_id, rdf,
+    )
+    await page.click("#ring")
+    await page.click(f"[data-head='{team.trajectory_id}']")
+    await page.wait_for_selector("[data-group='transfers']")
+    groups = await page.eval_on_selector_all("[data-group]", "els => els.map(e => [e.dataset.group, e.className, e.innerText])")
+    by_key = {k: (cls, text) for k, cls, text in groups}
+    assert "neutral" in by_key["frame:0"][0] and "Frame 0" in by_key["frame:0"][1] and "t = 0.5 ps" in by_key["frame:0"][1]
+    assert "blue" in by_key["frame:1"][0] and "running" in by_key["frame:1"][1]
+    assert "amber" in by_key["transfers"][0] and "Storage Transfer" in by_key["transfers"][1]
+    failed = await page.inner_text(".row.job.red")
+    assert "Radial Distribution Function" in failed and "cutoff radius must be positive" in failed and "Retry" in failed
+    assert await page.locator(".row.job.green").count() == 1
+
+
+async def test_a_finish_makes_the_toast_and_the_glow_appear(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    ids = await insert_jobs(pool, team, 3)
+    await page.wait_for_selector(f"[data-menu='{team.trajectory_id}']")
+    await page.click(f"[data-menu='{team.trajectory_id}']")
+    await page.click("text=Compute jobs")
+    await page.wait_for_selector("#panel .row.job")
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+    toast = page.locator(".toast", has_text="Jobs completed successfully")
+    await toast.wait_for()
+    await page.wait_for_selector(f"[data-card='{team.trajectory_id}'].glow")
+    await page.wait_for_selector(f"[data-card='{team.trajectory_id}']:not(.glow)", timeout=6000)  # 3.5 s later
+
+
+async def test_the_panel_shows_only_that_trajectory(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    other = await pool.fetchval("insert into trajectories (team_id, name) values ($1, 'Other one') returning id", team.id)
+    mine = await insert_jobs(pool, team, 2)
+    await insert_jobs(pool, team, 4, trajectory_id=other)
+    await page.reload()
+    await page.click(f"[data-menu='{team.trajectory_id}']")
+    await page.click("text=Compute jobs")
+    await page.wait_for_function("document.querySelectorAll('#panel .row.job').length === 2")
+    shown = await page.eval_on_selector_all("#panel .row.job", "els => els.map(e => Number(e.dataset.job))")
+    assert sorted(shown) == sorted(mine)
+
+
+async def test_right_click_actions_show_the_gateways_toasts_and_the_list_changes(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    await cluster.start()
+    try:
+        running = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": i} for i in range(3)])
+        failed = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": 9}])
+        cluster.jobs[failed[0]].status = "failed"
+        cluster._report(cluster.jobs[failed[0]], error="boom")
+        await cluster.flushed()
+        await cluster.flushed()
+        await page.click("#ring")
+        head = page.locator(f"[data-head='{team.trajectory_id}']")
+        await head.click(button="right")
+        await page.click("role=menuitem[name='Remove Running Jobs']")
+        await page.locator(".toast", has_text="Removed 3 job(s)").wait_for()
+        await head.click()
+        await page.wait_for_function("document.querySelectorAll('#popover .row.job').length === 1")
+        await head.click(button="right")
+        await page.click("role=menuitem[name='Retry Failed Jobs']")
+        await page.locator(".toast", has_text="Queued 1 failed job(s) for retry").wait_for()
+        await page.wait_for_selector("#popover .row.job.amber")
+    finally:
+        await cluster.stop()
+
+
+async def test_a_dropped_connection_recovers_without_stale_state(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    ids = await insert_jobs(pool, team, 4)
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '4 queued'")
+    await page.evaluate("window.gatewayLive.ws.close()")
+    await page.wait_for_function("document.getElementById('conn').textContent.includes('reconnecting')")
+    await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:3])
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '3 running'", timeout=20000)
+    assert await page.inner_text("#conn") == ""
+
+
+async def test_ages_are_sane_with_a_skewed_browser_clock(browser: Any, stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    context = await browser.new_context()
+    page = await context.new_page()
+    await page.clock.install()
+    await page.clock.set_system_time(await page.evaluate("Date.now()") + 3 * 3600 * 1000)  # three hours ahead
+    await page.clock.resume()
+    await insert_jobs(pool, team, 1)
+    await page.goto(f"{stack.nodes[0].http}/?token={team.token}")
+    await page.click(f"[data-menu='{team.trajectory_id}']")
+    await page.click("text=Compute jobs")
+    when = await (await page.wait_for_selector("#panel .row.job .when")).inner_text()
+    assert when in ("just now",) or when.endswith("s ago"), when
+    await context.close()
+
+
+async def test_the_browser_runs_the_same_rule_vectors(page: Any) -> None:
+    vectors = json.loads((ROOT / "frontend" / "vectors" / "jobs-view.json").read_text())
+    failures = await page.evaluate(
+        """async (v) => {
+            const r = await import('/js/rules.js');
+            const bad = [];
+            const eq = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+            v.buckets.forEach(c => eq(r.buckets(c.counts), c.expect) || bad.push(['buckets', c]));
+            v.group_status.forEach(c => r.groupStatus(c.counts) === c.expect || bad.push(['group_status', c]));
+            v.colour.forEach(c => r.colour(c.status) === c.expect || bad.push(['colour', c]));
+            v.ring_label.forEach(c => r.ringLabel(c.counts) === c.expect || bad.push(['ring_label', c]));
+            v.ring_fill.forEach(c => r.ringFill(c.counts) === c.expect || bad.push(['ring_fill', c]));
+            v.group_key.forEach(c => r.groupKey(c.kind, c.frame) === c.expect || bad.push(['group_key', c]));
+            v.group_label.forEach(c => r.groupLabel(c.key, c.jobs) === c.expect || bad.push(['group_label', c]));
+            v.group_opens_by_itself.forEach(c => r.groupOpensByItself(c.key) === c.expect || bad.push(['opens', c]));
+            v.notice_title.forEach(c => eq(r.noticeTitle(c.analysis, c.rasterize, c.failed), c.expect) || bad.push(['notice', c]));
+            return bad;
+        }""",
+        vectors,
+    )
+    assert failures == []
+
+
+async def test_popover_and_menus_work_by_keyboard(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    await insert_jobs(pool, team, 1)
+    await page.focus("#ring")
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector("#popover:not([hidden])")
+    assert await page.get_attribute("#ring", "aria-expanded") == "true"
+    assert await page.evaluate("document.activeElement.dataset.head") == str(team.trajectory_id)
+    await page.keyboard.press("Enter")  # expands the focused trajectory
+    await page.wait_for_selector(f"[data-head='{team.trajectory_id}'][aria-expanded='true']")
+    await page.keyboard.press("Escape")
+    await page.wait_for_selector("#popover", state="hidden")
+    assert await page.evaluate("document.activeElement.id") == "ring"
+
+
+async def test_big_trajectory_stays_fast_and_small_in_the_dom(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    await pool.execute(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, timestep)"
+        " select $1, $2, $3, 'analysis', p, f, f * 0.5 from generate_series(0, 9999) f,"
+        " unnest(array['Polyhedral Template Matching', 'Radial Distribution Function', 'Common Neighbor Analysis']) p",
+        team.id, team.trajectory_id, team.cluster_id,
+    )
+    await page.evaluate("""() => {
+        window.longTasks = [];
+        new PerformanceObserver(list => list.getEntries().forEach(e => window.longTasks.push(e.duration))).observe({ entryTypes: ['longtask'] });
+    }""")
+    await page.wait_for_selector(f"[data-menu='{team.trajectory_id}']")
+    await page.click(f"[data-menu='{team.trajectory_id}']")
+    await page.click("text=Compute jobs")
+    await page.wait_for_function("document.querySelectorAll('#panel [data-group]').length > 0", timeout=60000)
+    await page.wait_for_function(f"window.gatewayLive.channels.get('trajectory:{team.trajectory_id}').ready", timeout=60000)
+    for top in (0, 50_000, 400_000, 10_000_000):
+        await page.evaluate(f"document.querySelector('#panel .tree').scrollTop = {top}")
+        await page.wait_for_timeout(50)
+        rows = await page.evaluate("document.querySelectorAll('#panel .row').length")
+        assert 0 < rows <= 300, (top, rows, await page.evaluate("[document.querySelector('#panel .tree').scrollTop, document.querySelector('#panel .tree').scrollHeight, document.querySelector('#panel .rows').innerHTML.slice(0, 200)]"))
+    # A burst: about 5,000 updates a second for three seconds, while we count long tasks and draws per frame.
+    await page.evaluate("""() => {
+        window.longTasks = []; window.gatewayStats.draws = 0; window.frames = 0;
+        const tick = () => { window.frames++; if (window.counting) requestAnimationFrame(tick); };
+        window.counting = true; requestAnimationFrame(tick);
+    }""")
+    ids = [r["id"] for r in await pool.fetch("select id from jobs where trajectory_id = $1 order by id", team.trajectory_id)]
+    for second in range(3):
+        for part in range(10):
+            chunk = ids[(second * 5000 + part * 500) % len(ids):][:500]
+            await pool.execute("update jobs set status = $2 where id = any($1::bigint[])", chunk, ("running", "completed")[(second + part) % 2])
+            await asyncio.sleep(0.1)
+    await page.wait_for_timeout(1000)
+    stats = await page.evaluate("() => { window.counting = false; return { long: window.longTasks, draws: window.gatewayStats.draws, frames: window.frames }; }")
+    assert stats["draws"] <= stats["frames"] + 1, stats  # at most one render per animation frame
+    assert all(d <= 50 for d in stats["long"]), stats["long"]
