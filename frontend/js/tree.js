@@ -3,7 +3,7 @@
 import { colour, groupLabel } from "./rules.js";
 import { ago, esc, took } from "./ui.js";
 
-const ROW = 28; // px, every row
+const ROW = 34; // px, every row (a failed job's error sits under its name)
 const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", neutral: "•" };
 const WORD = { running: "running", queued: "queued", retrying: "retrying", completed: "done", failed: "failed", neutral: "partly failed", empty: "" };
 
@@ -103,7 +103,7 @@ export class JobTree {
       ? `<button class="retry" data-retry="${j.analysis_id}" aria-label="Retry failed frames of ${esc(j.name)}">Retry</button>` : "";
     const error = j.error ? `<span class="error" title="${esc(j.error)}">${esc(j.error)}</span>` : "";
     return `<div class="row job ${c}" role="treeitem" data-job="${j.id}">
-      <span class="icon" aria-hidden="true">${ICON[c]}</span><span class="label">${esc(j.name)}</span>${error}
+      <span class="icon" aria-hidden="true">${ICON[c]}</span><span class="name-col"><span class="label">${esc(j.name)}</span>${error}</span>
       <span class="status">${WORD[j.status]}</span><span class="quiet when" data-at="${esc(j.updated_at)}">${ago(j.updated_at, now)}</span>
       <span class="quiet">${took(j)}</span>${retry}</div>`;
   }
