@@ -183,7 +183,7 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
         "GATEWAY_SECRET": secret,
-        "GATEWAY_MAX_PENDING_BYTES": str(1 << 20),
+        "GATEWAY_MAX_PENDING_BYTES": str(2 << 20),
         "GATEWAY_LOG_LEVEL": "INFO",
     }
     relay = spawn("relay", ["relay"], env, logdir)

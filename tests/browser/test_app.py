@@ -199,7 +199,8 @@ async def test_big_trajectory_stays_fast_and_small_in_the_dom(page: Any, pool: a
         window.longTasks = [];
         new PerformanceObserver(list => list.getEntries().forEach(e => window.longTasks.push(e.duration))).observe({ entryTypes: ['longtask'] });
     }""")
-    await page.wait_for_selector(f"[data-menu='{team.trajectory_id}']")
+    # Open the panel once the 30,000 new jobs have all been streamed (the card says so), as a person would.
+    await page.wait_for_selector(f"[data-card='{team.trajectory_id}'] >> text=0/30000 jobs completed", timeout=60000)
     await page.click(f"[data-menu='{team.trajectory_id}']")
     await page.click("text=Compute jobs")
     await page.wait_for_function("document.querySelectorAll('#panel [data-group]').length > 0", timeout=60000)

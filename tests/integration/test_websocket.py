@@ -130,7 +130,7 @@ async def test_slow_consumer_is_bounded_and_does_not_delay_others(stack: Stack, 
         async with Follower(stack.nodes[0].ws, team.token) as fast:
             await fast.subscribe(channel)
             await fast.wait_for(lambda f: len(f.listed(channel)) == 400)
-            for round_ in range(12):  # 12 x 400 job deltas of ~2 KB: far past the 1 MiB bound
+            for round_ in range(12):  # 12 x 400 job deltas of ~2 KB: far past the 2 MiB bound
                 status = "running" if round_ % 2 == 0 else "queued"
                 await pool.execute("update jobs set status = $2, error = repeat('x', 2000) where id = any($1::bigint[])", ids, status)
                 await fast.wait_for(lambda f: all(j["status"] == status for j in f.listed(channel).values()), timeout=10)
