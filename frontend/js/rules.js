@@ -1,9 +1,9 @@
 // The Jobs view's rules for the browser. One definition lives in the gateway's core (gateway/core/status.py,
 // grouping.py, finish.py); this mirror must pass the same JSON vectors (frontend/vectors/jobs-view.json).
 
-export const BUCKET_OF = { queued: "queued", retrying: "queued", running: "running", completed: "done", failed: "failed" };
+export const BUCKET_OF = { queued: "queued", retrying: "queued", holding: "queued", running: "running", completed: "done", failed: "failed", preempted: "failed" };
 const TRANSFERS = new Set(["trajectory_transfer", "analysis_transfer", "storage_transfer"]);
-const COLOURS = { running: "blue", queued: "amber", retrying: "amber", completed: "green", failed: "red", neutral: "neutral", empty: "neutral" };
+const COLOURS = { running: "blue", queued: "amber", retrying: "amber", holding: "amber", completed: "green", failed: "red", preempted: "red", neutral: "neutral", empty: "neutral" };
 
 export function buckets(counts) {
   const out = { queued: 0, running: 0, done: 0, failed: 0 };

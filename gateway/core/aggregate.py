@@ -13,6 +13,7 @@ import msgspec
 from .grouping import TRANSFERS, Group, job_group, make_group
 from .model import Counts, Job, TrajectorySummary
 from .status import group_status
+from .submission import SubmissionRecord
 
 
 class Change(msgspec.Struct, kw_only=True):
@@ -33,6 +34,13 @@ class GroupAggregate:
         self.timestep = timestep
 
 
+class SubmissionChange(msgspec.Struct, kw_only=True):
+    """A submission's record changed (its tasks' changes arrive as job changes)."""
+
+    record: SubmissionRecord
+    counted: bool = False
+
+
 class TrajectoryAggregate(msgspec.Struct, kw_only=True):
     id: int
     team_id: int
@@ -42,7 +50,7 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
     groups: dict[str, GroupAggregate] = msgspec.field(default_factory=dict)
 
     def active(self) -> int:
-        return self.counts.queued + self.counts.retrying + self.counts.running
+        return self.counts.active()
 
     def group(self, key: str) -> Group:
         agg = self.groups.get(key) or GroupAggregate()

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 import msgspec
 
 Action = Literal["remove", "retry"]
-REMOVABLE = ("queued", "retrying", "running")
-RETRYABLE = ("failed",)
+REMOVABLE = ("queued", "retrying", "running", "holding")  # Remove Running Jobs takes holding ones too
+RETRYABLE = ("failed",)  # not preempted ones: Retry Preempted does those
 
 
 class Command(msgspec.Struct, tag_field="type", tag="command"):

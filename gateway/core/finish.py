@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .status import ACTIVE, FAILED
+
 SETTLE = 0.5  # seconds with no active job before a wave counts as finished
 
 SUCCESS = "success"
@@ -67,7 +69,7 @@ class FinishTracker:
         """A job of the trajectory changed; `active_after` is the trajectory's active count after it."""
         wave = self.waves.get(trajectory_id)
         if wave is None:
-            if status is None or status not in ("queued", "retrying", "running"):
+            if status is None or status not in ACTIVE:
                 return  # an idle trajectory's job removed or settled: not work starting
             number = self.last_wave.get(trajectory_id, 0) + 1
             wave = self.waves[trajectory_id] = Wave(number)
@@ -76,8 +78,8 @@ class FinishTracker:
             wave.has_analysis = True
         elif kind == "rasterize":
             wave.has_rasterize = True
-        if status == "failed":
-            wave.failed = True
+        if status in FAILED:
+            wave.failed = True  # a preempted task ends the wave with errors too
         wave.idle_since = now if active_after == 0 else None
 
     def next_due(self) -> float | None:

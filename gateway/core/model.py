@@ -24,6 +24,7 @@ class Job(msgspec.Struct, kw_only=True):
     version: int
     attempts: int = 1
     analysis_id: int | None = None
+    submission_id: int | None = None
     frame: int | None = None
     timestep: float | None = None
     error: str | None = None
@@ -42,12 +43,17 @@ class Counts(msgspec.Struct, omit_defaults=False):
     running: int = 0
     completed: int = 0
     failed: int = 0
+    holding: int = 0
+    preempted: int = 0
 
     def add(self, status: str, n: int) -> None:
         setattr(self, status, getattr(self, status) + n)
 
     def total(self) -> int:
-        return self.queued + self.retrying + self.running + self.completed + self.failed
+        return self.queued + self.retrying + self.running + self.completed + self.failed + self.holding + self.preempted
+
+    def active(self) -> int:
+        return self.queued + self.retrying + self.running + self.holding
 
     def as_dict(self) -> dict[str, int]:
         return msgspec.structs.asdict(self)

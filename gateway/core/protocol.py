@@ -13,6 +13,7 @@ import msgspec
 
 from .grouping import Group
 from .model import Counts, Job, TrajectorySummary
+from .submission import SubmissionRow
 from .team import ClusterStats, Presence
 
 Format = Literal["json", "msgpack"]
@@ -59,6 +60,7 @@ class Snapshot(ServerMessage):
     counts: Counts | None = None  # team channel
     trajectories: list[TrajectorySummary] | None = None  # team channel: the most recent ones
     total_trajectories: int | None = None
+    submissions: list[SubmissionRow] | None = None  # team channel: the most recent submissions
     presence: Presence | None = None  # team channel, unless single-user
     clusters: ClusterStats | None = None  # team channel, unless local mode
 
@@ -122,6 +124,7 @@ class Summary(ServerMessage):
     counts: Counts
     trajectories: list[TrajectorySummary]
     total_trajectories: int
+    submissions: list[SubmissionRow] | None = None  # the rows of the Submissions page that changed
 
 
 class Resync(ServerMessage):

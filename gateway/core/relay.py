@@ -11,10 +11,11 @@ from collections.abc import Iterable
 import msgspec
 
 from . import channels
-from .aggregate import Aggregates, Change, TeamAggregate, TrajectoryAggregate
+from .aggregate import Aggregates, Change, SubmissionChange, TeamAggregate, TrajectoryAggregate
 from .finish import Finish, FinishTracker
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
+from .submission import SubmissionAggregate, SubmissionRecord
 from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
 from .team import ClusterStats, Presence
 
@@ -23,6 +24,7 @@ MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB me
 TEAM_INTERVAL = 0.25  # the light team channel: at most 4 messages a second per team
 MAX_TICK = 0.05  # under load batches grow up to this
 SUMMARY_STATE_PREFIX = "t:"
+SUBMISSION_STATE_PREFIX = "u:"
 
 
 class Publication(msgspec.Struct, kw_only=True):
@@ -55,6 +57,8 @@ class RelayCore:
         self._jobs: dict[int, Job] = {}  # this cycle's deltas, latest version per job
         self._team_sent_at: dict[int, float] = {}
         self.finishes = FinishTracker()
+        self.submissions: dict[int, SubmissionAggregate] = {}
+        self._dirty_submissions: dict[int, set[int]] = {}  # per team
         self.changes_applied = 0
         self.deltas_taken = 0
 
@@ -70,12 +74,25 @@ class RelayCore:
         if not self.aggregates.known(trajectory_id):
             self.aggregates.add_trajectory(TrajectoryAggregate(id=trajectory_id, team_id=team_id, name=name))
 
-    def unknown_trajectories(self, changes: Iterable[Change]) -> set[int]:
+    def unknown_trajectories(self, changes: Iterable[Change | SubmissionChange]) -> set[int]:
         """Trajectories whose names the adapter must look up before `apply()`."""
-        return {c.job.trajectory_id for c in changes if not self.aggregates.known(c.job.trajectory_id)}
+        return {
+            c.job.trajectory_id for c in changes if isinstance(c, Change) and not self.aggregates.known(c.job.trajectory_id)
+        }
 
-    def apply(self, changes: Iterable[Change], now: float = 0.0) -> None:
+    def load_submissions(self, loaded: Iterable[SubmissionAggregate]) -> None:
+        for agg in loaded:
+            if agg.record is not None:
+                self.submissions[agg.record.id] = agg
+                self._dirty_submissions.setdefault(agg.record.team_id, set()).add(agg.record.id)
+                self.aggregates.team(agg.record.team_id)
+
+    def apply(self, changes: Iterable[Change | SubmissionChange], now: float = 0.0) -> None:
         for change in changes:
+            if isinstance(change, SubmissionChange):
+                self._submission_changed(change.record)
+                continue
+            self._count_task(change)
             traj = self.aggregates.apply(change)
             job = change.job
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
@@ -85,11 +102,42 @@ class RelayCore:
                 self._jobs[job.id] = job
             self.changes_applied += 1
 
+    def _submission_changed(self, record: SubmissionRecord) -> None:
+        agg = self.submissions.get(record.id)
+        if agg is None:
+            agg = self.submissions[record.id] = SubmissionAggregate(record)
+        elif agg.record is None or record.version >= agg.record.version:
+            agg.record = record
+        self._dirty_submissions.setdefault(record.team_id, set()).add(record.id)
+        self.aggregates.team(record.team_id)
+
+    def _count_task(self, change: Change) -> None:
+        job = change.job
+        if job.submission_id is None:
+            return
+        agg = self.submissions.get(job.submission_id)
+        if agg is None:
+            agg = self.submissions[job.submission_id] = SubmissionAggregate()
+        if not change.counted and change.old_status != change.new_status:
+            if change.old_status is not None:
+                agg.counts.add(change.old_status, -1)
+            if change.new_status is not None:
+                agg.counts.add(change.new_status, 1)
+            if change.new_status == "completed" and job.started_at and job.finished_at:
+                agg.time_sum += (job.finished_at - job.started_at).total_seconds()
+                agg.time_n += 1
+        if job.updated_at is not None and (agg.last_change is None or job.updated_at > agg.last_change):
+            agg.last_change = job.updated_at
+        self._dirty_submissions.setdefault(job.team_id, set()).add(job.submission_id)
+
     def mark_all_dirty(self) -> None:
         """Publish every team's whole state again (the bus lost what it held)."""
         for team in self.aggregates.teams.values():
             team.dirty.update(team.trajectories)
             self._team_sent_at.pop(team.id, None)
+        for submission_id, agg in self.submissions.items():
+            if agg.record is not None:
+                self._dirty_submissions.setdefault(agg.record.team_id, set()).add(submission_id)
 
     def set_seqs(self, seqs: dict[str, int]) -> None:
         """Last sequences published before this relay took over (read from the bus)."""
@@ -108,7 +156,7 @@ class RelayCore:
             wanted.add(channels.trajectory(job.trajectory_id))
             wanted.add(channels.team_jobs(job.team_id))
         for team in self.aggregates.teams.values():
-            if team.dirty:
+            if team.dirty or self._dirty_submissions.get(team.id):
                 wanted.add(channels.team(team.id))
         return [c for c in wanted if c not in self._seqs]
 
@@ -154,7 +202,11 @@ class RelayCore:
 
     def next_team_due(self) -> float | None:
         """When the earliest team with unsent changes may publish (on the adapter's monotonic clock)."""
-        due = [self._team_sent_at.get(t.id, float("-inf")) + TEAM_INTERVAL for t in self.aggregates.teams.values() if t.dirty]
+        due = [
+            self._team_sent_at.get(t.id, float("-inf")) + TEAM_INTERVAL
+            for t in self.aggregates.teams.values()
+            if t.dirty or self._dirty_submissions.get(t.id)
+        ]
         return min(due) if due else None
 
     def next_due(self) -> float | None:
@@ -165,7 +217,8 @@ class RelayCore:
     def take_team_publications(self, now: float) -> list[Publication]:
         out: list[Publication] = []
         for team in self.aggregates.teams.values():
-            if team.dirty and now >= self._team_sent_at.get(team.id, float("-inf")) + TEAM_INTERVAL:
+            busy = team.dirty or self._dirty_submissions.get(team.id)
+            if busy and now >= self._team_sent_at.get(team.id, float("-inf")) + TEAM_INTERVAL:
                 self._team_sent_at[team.id] = now
                 out.append(self._team_publication(team))
         return out
@@ -246,6 +299,13 @@ class RelayCore:
                 state_del.append(key)  # nothing listed any more: it leaves the popover
         team.dirty.clear()
         summaries.sort(key=_recent_first)
+        rows = []
+        for submission_id in sorted(self._dirty_submissions.pop(team.id, ())):
+            agg = self.submissions.get(submission_id)
+            row = agg.row() if agg is not None else None
+            if row is not None:
+                rows.append(row)
+                state_set[f"{SUBMISSION_STATE_PREFIX}{row.id}"] = msgspec.msgpack.encode(row)
         message = Summary(
             channel=channel,
             seq=seq,
@@ -253,6 +313,7 @@ class RelayCore:
             counts=team.counts,
             trajectories=summaries,
             total_trajectories=team.listed_trajectories(),
+            submissions=rows or None,
         )
         publication = self._publication(channel, seq, message)
         state_set["counts"] = msgspec.msgpack.encode(team.counts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-Status = Literal["queued", "retrying", "running", "completed", "failed"]
+Status = Literal["queued", "retrying", "running", "completed", "failed", "holding", "preempted"]
 Kind = Literal[
     "preprocess",
     "rasterize",
@@ -18,7 +18,7 @@ Kind = Literal[
 Bucket = Literal["queued", "running", "done", "failed"]
 GroupStatus = Literal["running", "queued", "completed", "failed", "neutral", "empty"]
 
-STATUSES: tuple[Status, ...] = ("queued", "retrying", "running", "completed", "failed")
+STATUSES: tuple[Status, ...] = ("queued", "retrying", "running", "completed", "failed", "holding", "preempted")
 KINDS: tuple[Kind, ...] = (
     "preprocess",
     "rasterize",
@@ -28,8 +28,10 @@ KINDS: tuple[Kind, ...] = (
     "analysis_transfer",
     "storage_transfer",
 )
-TERMINAL: frozenset[str] = frozenset({"completed", "failed"})
-ACTIVE: frozenset[str] = frozenset({"queued", "retrying", "running"})
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "preempted"})
+# A holding task keeps its trajectory unfinished: it still has work to do once released.
+ACTIVE: frozenset[str] = frozenset({"queued", "retrying", "running", "holding"})
+FAILED: frozenset[str] = frozenset({"failed", "preempted"})  # a wave with these ends with errors
 
 MAX_ATTEMPTS = 3  # a trajectory frame job gets up to three attempts before it is marked failed
 
@@ -47,6 +49,8 @@ BUCKET_OF: dict[str, Bucket] = {
     "running": "running",
     "completed": "done",
     "failed": "failed",
+    "holding": "queued",  # on hold: it waits, like a queued task, until released
+    "preempted": "failed",  # its node was taken away; not retried by itself (Retry Preempted does)
 }
 
 
@@ -80,6 +84,8 @@ COLOURS: dict[str, str] = {
     "retrying": "amber",
     "completed": "green",
     "failed": "red",
+    "holding": "amber",
+    "preempted": "red",
     "neutral": "neutral",
     "empty": "neutral",
 }

@@ -107,6 +107,7 @@ class Relay:
             self.extras = TeamExtras(redis, self.presence, self.metrics)
             core = self.core = RelayCore(epoch)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
+            core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:

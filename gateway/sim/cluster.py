@@ -218,7 +218,7 @@ class SimCluster:
             job = self.jobs.get(job_id)
             if job is None or job.removed:
                 continue
-            if action == "remove" and job.status in ("queued", "retrying", "running"):
+            if action == "remove" and job.status in ("queued", "retrying", "running", "holding"):
                 job.removed = True  # a running one stops; what it produced stays
                 acted.append(job_id)
             elif action == "retry" and job.status == "failed":

@@ -14,20 +14,32 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
-from ..core.aggregate import Change, TrajectoryAggregate
+from ..core.aggregate import Change, SubmissionChange, TrajectoryAggregate
+from ..core.submission import SubmissionAggregate, SubmissionRecord
 from ..core.model import Job
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
+_submission_decoder = msgspec.json.Decoder(SubmissionRecord)
+
+_SUBMISSION_TASKS = """
+select submission_id, status, count(*) as n,
+       coalesce(sum(extract(epoch from finished_at - started_at)) filter (
+           where status = 'completed' and started_at is not null and finished_at is not null), 0)::float8 as time_sum,
+       count(*) filter (where status = 'completed' and started_at is not null and finished_at is not null) as time_n,
+       max(updated_at) as last_change
+from jobs where removed_at is null and submission_id is not null
+group by submission_id, status
+"""
 
 _READ = """
 with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)
-select h.horizon, c.xid, c.seq, c.old_status, c.new_status, c.job::text as job,
+select h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
        ($3::text is not null and (c.xid < $5 or pg_visible_in_snapshot(c.xid::text::xid8, $3::text::pg_snapshot)))
            as counted,
        (c.seq is null and exists (select 1 from job_changes b where b.xid >= h.horizon)) as held_back
 from h left join lateral (
-    select xid, seq, old_status, new_status, job from job_changes
+    select xid, seq, entity, old_status, new_status, job from job_changes
     where (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon
     order by xid, seq
     limit $4
@@ -39,7 +51,7 @@ from h left join lateral (
 
 @dataclass
 class ReadResult:
-    changes: list[Change]
+    changes: list[Change | SubmissionChange]
     horizon: int
     held_back: bool  # committed changes wait behind an open transaction
     full: bool  # the limit was reached: read again at once
@@ -65,6 +77,7 @@ class OutboxReader:
         self._base_xmin = 0
         self._base_xmax = 0
         self.waves: list[asyncpg.Record] = []  # trajectory_waves as of the snapshot
+        self.submissions: dict[int, SubmissionAggregate] = {}  # as of the snapshot
 
     @property
     def position(self) -> str:
@@ -81,6 +94,8 @@ class OutboxReader:
             snapshot: str = await self.conn.fetchval("select pg_current_snapshot()::text")
             rows = await self.conn.fetch(AGGREGATES, None)
             group_rows = await self.conn.fetch(GROUP_COUNTS, None)
+            submission_rows = await self.conn.fetch("select to_jsonb(s)::text as record from submissions s")
+            task_rows = await self.conn.fetch(_SUBMISSION_TASKS)
             self.waves = await self.conn.fetch("select trajectory_id, wave, open, started_at from trajectory_waves")
         xmin, xmax, _ = snapshot.split(":")
         self._base_snapshot, self._base_xmin, self._base_xmax = snapshot, int(xmin), int(xmax)
@@ -89,6 +104,17 @@ class OutboxReader:
             xid, _, seq = published.partition(":")
             if xid.isdigit() and seq.isdigit() and (int(xid), int(seq)) < (self.xid, self.seq):
                 self.xid, self.seq = int(xid), int(seq)
+        self.submissions = {}
+        for r in submission_rows:
+            record = _submission_decoder.decode(r["record"])
+            self.submissions[record.id] = SubmissionAggregate(record)
+        for r in task_rows:
+            agg = self.submissions.setdefault(r["submission_id"], SubmissionAggregate())
+            agg.counts.add(r["status"], r["n"])
+            agg.time_sum += r["time_sum"]
+            agg.time_n += r["time_n"]
+            if agg.last_change is None or (r["last_change"] and r["last_change"] > agg.last_change):
+                agg.last_change = r["last_change"]
         trajectories = {r["id"]: aggregate_of(r) for r in rows}
         add_group_counts(trajectories, group_rows)
         return list(trajectories.values())
@@ -96,10 +122,14 @@ class OutboxReader:
     async def read(self, limit: int = 5000) -> ReadResult:
         rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)
         horizon: int = rows[0]["horizon"]
-        changes: list[Change] = []
+        changes: list[Change | SubmissionChange] = []
         for r in rows:
             if r["seq"] is None:
                 break
+            if r["entity"] == "submission":
+                changes.append(SubmissionChange(record=_submission_decoder.decode(r["job"]), counted=r["counted"]))
+                self.xid, self.seq = r["xid"], r["seq"]
+                continue
             changes.append(
                 Change(
                     old_status=r["old_status"],

@@ -65,6 +65,8 @@ select t.id, t.team_id, t.name,
        count(*) filter (where j.status = 'running') as running,
        count(*) filter (where j.status = 'completed') as completed,
        count(*) filter (where j.status = 'failed') as failed,
+       count(*) filter (where j.status = 'holding') as holding,
+       count(*) filter (where j.status = 'preempted') as preempted,
        max(j.updated_at) as updated_at
 from trajectories t
 left join jobs j on j.trajectory_id = t.id and j.removed_at is null
@@ -78,7 +80,7 @@ def aggregate_of(row: asyncpg.Record) -> TrajectoryAggregate:
         id=row["id"],
         team_id=row["team_id"],
         name=row["name"],
-        counts=Counts(row["queued"], row["retrying"], row["running"], row["completed"], row["failed"]),
+        counts=Counts(row["queued"], row["retrying"], row["running"], row["completed"], row["failed"], row["holding"], row["preempted"]),
         updated_at=row["updated_at"],
     )
 

@@ -176,6 +176,7 @@ async def test_the_browser_runs_the_same_rule_vectors(page: Any) -> None:
 
 async def test_popover_and_menus_work_by_keyboard(page: Any, pool: asyncpg.Pool, team: Team) -> None:
     await insert_jobs(pool, team, 1)
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '1 queued'")
     await page.focus("#ring")
     await page.keyboard.press("Enter")
     await page.wait_for_selector("#popover:not([hidden])")

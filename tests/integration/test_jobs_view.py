@@ -24,7 +24,7 @@ async def test_counts_and_summaries_after_a_10000_job_burst(stack: Stack, pool: 
         await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:6000])
         await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids[:5000])
         await pool.execute("update jobs set status = 'failed' where id = any($1::bigint[])", ids[5000:5500])
-        expected = {"queued": 4000, "retrying": 0, "running": 500, "completed": 5000, "failed": 500}
+        expected = {"queued": 4000, "retrying": 0, "running": 500, "completed": 5000, "failed": 500, "holding": 0, "preempted": 0}
         await f.wait_for(lambda f: f.channels[team_channel].counts == expected, timeout=30)
         summary = f.channels[team_channel].summaries[team.trajectory_id]
         assert (summary["completed"], summary["total"], summary["status"]) == (5000, 10_000, "running")
