@@ -42,18 +42,22 @@ async def run_action(
     for r in rows:
         by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
         names[r["cluster_id"]] = r["name"]
-    confirmed = await _ask_clusters(redis, action, by_cluster, timeout)
+    # Retry Failed Jobs is the clusters' `retry_failed`; their `retry` restarts every task (Submissions page).
+    confirmed = await ask_clusters(redis, "retry_failed" if action == "retry" else action, by_cluster, timeout)
     acted = await _apply(pool, action, confirmed, statuses)
     unconfirmed = [names[c] for c in by_cluster if c not in confirmed]
     return toast(action, len(rows), acted, unconfirmed)
 
 
-async def _ask_clusters(redis: Redis, action: Action, by_cluster: dict[int, list[int]], timeout: float) -> dict[int, set[int]]:
+async def ask_clusters(
+    redis: Redis, action: str, by_cluster: dict[int, list[int]], timeout: float, **extra: object
+) -> dict[int, set[int]]:
+    """Send each cluster its command; the ids each one confirmed, for those that answered in time."""
     command_id = uuid.uuid4().hex
     reply_to = keys.reply(command_id)
     waiting: set[int] = set()
     for cluster_id, job_ids in by_cluster.items():
-        command = Command(id=command_id, action=action, jobs=job_ids, reply_to=reply_to)
+        command = Command(id=command_id, action=action, jobs=job_ids, reply_to=reply_to, **extra)  # type: ignore[arg-type]
         if await redis.publish(keys.cluster_commands(cluster_id), command_encoder.encode(command)):
             waiting.add(cluster_id)
     confirmed: dict[int, set[int]] = {}

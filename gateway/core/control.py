@@ -16,13 +16,20 @@ REMOVABLE = ("queued", "retrying", "running", "holding")  # Remove Running Jobs 
 RETRYABLE = ("failed",)  # not preempted ones: Retry Preempted does those
 
 
-class Command(msgspec.Struct, tag_field="type", tag="command"):
-    """Gateway -> cluster, on the cluster's command channel."""
+class Command(msgspec.Struct, tag_field="type", tag="command", omit_defaults=True):
+    """Gateway -> cluster, on the cluster's command channel.
+
+    `action`: remove, retry (Jobs view); hold, unhold, kill, retry, retry_failed, retry_preempted, priority,
+    instance_type, sync (Submissions page). `jobs` are the tasks it concerns; `sync` names `submissions`.
+    """
 
     id: str
-    action: Action
+    action: str
     jobs: list[int]
     reply_to: str  # the Redis list the confirmation is pushed to
+    submissions: list[int] = []
+    priority: int | None = None
+    instance_type: str | None = None
 
 
 class Confirmation(msgspec.Struct, forbid_unknown_fields=True):
@@ -60,3 +67,57 @@ def toast(action: Action, found: int, acted: int, unconfirmed: list[str]) -> Act
 command_encoder = msgspec.json.Encoder()
 command_decoder = msgspec.json.Decoder(Command)
 confirmation_decoder = msgspec.json.Decoder(Confirmation)
+
+
+# -- the Submissions page's actions, on submissions or on tasks
+
+class TaskAction(msgspec.Struct, frozen=True):
+    """Which tasks an action takes, what they become once their cluster confirms, and what the toast says."""
+
+    name: str
+    takes: tuple[str, ...]  # task statuses it applies to
+    becomes: str  # the status a confirmed task gets
+    verb: str  # the toast: f"{verb} {n} task(s)"
+    new_attempt: bool = False  # a retry starts the next attempt
+
+
+TASK_ACTIONS: dict[str, TaskAction] = {
+    a.name: a
+    for a in (
+        TaskAction(name="hold", takes=("queued", "retrying"), becomes="holding", verb="Held"),
+        TaskAction(name="unhold", takes=("holding",), becomes="queued", verb="Released"),
+        TaskAction(name="kill", takes=("queued", "retrying", "running", "holding"), becomes="failed", verb="Killed"),
+        TaskAction(name="retry", takes=("completed", "failed", "preempted", "queued", "retrying", "running", "holding"),
+                   becomes="retrying", verb="Queued for retry", new_attempt=True),
+        TaskAction(name="retry_failed", takes=("failed",), becomes="retrying", verb="Queued failed for retry", new_attempt=True),
+        TaskAction(name="retry_preempted", takes=("preempted",), becomes="retrying", verb="Queued preempted for retry",
+                   new_attempt=True),
+    )
+}
+KILLED = "Killed by a user"  # the error a killed task shows
+
+
+class SubmissionsAction(msgspec.Struct, forbid_unknown_fields=True):
+    """`POST /api/submissions/actions`: one action on selected submissions, or on selected tasks."""
+
+    action: Literal["hold", "unhold", "kill", "retry", "retry_failed", "retry_preempted", "retry_sync", "reviewed",
+                    "priority", "instance_type"]
+    submissions: Annotated[list[int], msgspec.Meta(max_length=1000)] = []
+    tasks: Annotated[list[int], msgspec.Meta(max_length=100_000)] = []
+    priority: Annotated[int, msgspec.Meta(ge=-1000, le=1000)] | None = None
+    instance_type: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    cores: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
+    memory_gb: Annotated[int, msgspec.Meta(ge=1, le=16384)] | None = None
+
+
+def task_toast(action: TaskAction, found: int, acted: int, unconfirmed: list[str]) -> ActionResult:
+    names = sorted(unconfirmed)
+    if not found:
+        return ActionResult(message=f"No tasks to {action.name.replace('_', ' ')}", acted=0, unconfirmed=names)
+    verb = action.verb
+    if verb.startswith("Queued"):
+        kind = verb.removeprefix("Queued").removesuffix("for retry").strip()
+        message = f"Queued {acted} {kind + ' ' if kind else ''}task(s) for retry{_silent(names)}"
+    else:
+        message = f"{verb} {acted} task(s){_silent(names)}"
+    return ActionResult(message=message, acted=acted, unconfirmed=names)

@@ -8,9 +8,10 @@ confirming what they did (unless told never to confirm, as a broken cluster woul
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import random
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,8 @@ class SimJob:
     attempt: int = 1
     status: str = "queued"
     removed: bool = False
+    priority: int = 0
+    run: int = 0  # bumps when a run is stopped (kill, retry): a worker finishing an old run drops it
     on_done: Callable[[SimJob], None] | None = None
 
 
@@ -59,7 +62,8 @@ class SimCluster:
     def __post_init__(self) -> None:
         self.cluster_id = int(self.key.split(".")[0][1:])
         self.rng = random.Random(self.seed)
-        self.queue: deque[int] = deque()
+        self.queue: list[tuple[int, int, int]] = []  # (-priority, order, job id): higher priority first
+        self._order = itertools.count()
         self._work = asyncio.Event()
         self._reports: list[dict[str, Any]] = []
         self._flushed = asyncio.Event()
@@ -106,12 +110,20 @@ class SimCluster:
             response.raise_for_status()
             for report, result in zip(chunk, response.json()["jobs"]):
                 job = self.jobs[result["id"]] = SimJob(result["id"], report["kind"], on_done=on_done)
-                self.queue.append(job.id)
+                self._enqueue(job)
                 ids.append(job.id)
             self._work.set()
         return ids
 
     # -- running work
+
+    def _enqueue(self, job: SimJob) -> None:
+        heapq.heappush(self.queue, (-job.priority, next(self._order), job.id))
+        self._work.set()
+
+    def queued_order(self) -> list[int]:
+        """The jobs waiting, in the order workers will pick them (holding ones are left alone)."""
+        return [i for _, _, i in sorted(self.queue) if self.jobs[i].status in ("queued", "retrying") and not self.jobs[i].removed]
 
     def _duration(self, kind: str) -> float:
         base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": 0.8, "artifact_upload": 0.3}.get(kind, 2.0)
@@ -123,20 +135,24 @@ class SimCluster:
                 self._work.clear()
                 await self._work.wait()
                 continue
-            job = self.jobs.get(self.queue.popleft())
+            priority, order, job_id = heapq.heappop(self.queue)
+            job = self.jobs.get(job_id)
             if job is None or job.removed or job.status not in ("queued", "retrying"):
                 continue
+            if -priority != job.priority:  # re-prioritised while waiting: its newer entry counts
+                continue
             job.status = "running"
+            run = job.run
             self._report(job)
             await asyncio.sleep(self._duration(job.kind))
-            if job.removed:
-                continue  # stopped while it ran
+            if job.removed or job.run != run:
+                continue  # stopped while it ran (removed, killed or restarted)
             if self.rng.random() < self.fail_rate:
                 status, attempt = after_failure(job.attempt)
                 if status == "retrying":
                     job.status, job.attempt = "retrying", attempt
                     self._report(job)
-                    self.queue.append(job.id)
+                    self._enqueue(job)
                     continue
                 job.status = "failed"
                 self._report(job, error=self.rng.choice(ERRORS))
@@ -204,7 +220,7 @@ class SimCluster:
                 except msgspec.DecodeError:
                     log.warning("cluster %d: ignored a malformed command", self.cluster_id)
                     continue
-                acted = self._act(command.action, command.jobs)
+                acted = self._act(command.action, command.jobs, command.priority)
                 if self.confirm:
                     reply = Confirmation(command=command.id, cluster_id=self.cluster_id, jobs=acted)
                     await self.redis.rpush(command.reply_to, msgspec.json.encode(reply))
@@ -212,18 +228,43 @@ class SimCluster:
         finally:
             await pubsub.aclose()
 
-    def _act(self, action: str, job_ids: list[int]) -> list[int]:
+    def _act(self, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:
+        """Carry out a command on the jobs this cluster holds; the ones acted on are confirmed."""
+        if action == "sync":
+            return list(job_ids) if self.jobs else []  # the ids are submissions: sync their data again
         acted = []
         for job_id in job_ids:
             job = self.jobs.get(job_id)
             if job is None or job.removed:
                 continue
-            if action == "remove" and job.status in ("queued", "retrying", "running", "holding"):
-                job.removed = True  # a running one stops; what it produced stays
-                acted.append(job_id)
-            elif action == "retry" and job.status == "failed":
-                job.status, job.attempt = "retrying", job.attempt + 1
-                self.queue.append(job_id)
-                self._work.set()
+            if self._act_on(action, job, priority):
                 acted.append(job_id)
         return acted
+
+    def _act_on(self, action: str, job: SimJob, priority: int | None) -> bool:
+        active = ("queued", "retrying", "running", "holding")
+        if action == "remove" and job.status in active:
+            job.removed = True  # a running one stops; what it produced stays
+        elif action == "hold" and job.status in ("queued", "retrying"):
+            job.status = "holding"  # workers leave it alone
+        elif action == "unhold" and job.status == "holding":
+            job.status = "queued"
+            self._enqueue(job)
+        elif action == "kill" and job.status in active:
+            job.status, job.run = "failed", job.run + 1
+        elif action == "retry" or (action == "retry_failed" and job.status == "failed") or (
+            action == "retry_preempted" and job.status == "preempted"
+        ):
+            if action == "retry" and job.status not in (*active, "completed", "failed", "preempted"):
+                return False
+            job.status, job.attempt, job.run = "retrying", job.attempt + 1, job.run + 1
+            self._enqueue(job)
+        elif action == "priority" and priority is not None and job.status in ("queued", "retrying", "holding"):
+            job.priority = priority
+            if job.status != "holding":
+                self._enqueue(job)  # its newer entry counts; the old one is skipped
+        elif action == "instance_type" and job.status in ("queued", "retrying", "holding"):
+            pass  # its next run uses the new node type
+        else:
+            return False
+        return True

@@ -18,6 +18,7 @@ from ..config import Settings
 from ..hub.node import Node
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .api import me, team_members, team_trajectories
+from .submissions import submissions_action
 from .session import demo_sign_in, demo_users, index, sign_out
 from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_trajectory
 from .logs import install_redaction
@@ -62,6 +63,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),
+        Route("/api/submissions/actions", submissions_action, methods=["POST"]),
         Route("/api/teams/{id:int}/trajectories", team_trajectories),
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),

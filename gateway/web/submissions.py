@@ -1,0 +1,146 @@
+"""`POST /api/submissions/actions`: the Submissions page's context menu, on selected submissions or tasks."""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..control.commands import ask_clusters
+from ..control.tasks import run_task_action
+from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, _silent
+from ..store import queries
+from .api import authenticate
+from .auth import InvalidToken
+from .body import BodyTooLarge, read_body
+from .runtime import Runtime
+
+_decoder = msgspec.json.Decoder(SubmissionsAction)
+_encoder = msgspec.json.Encoder()
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status)
+
+
+async def submissions_action(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    try:
+        user_id = authenticate(request, runtime)
+    except InvalidToken as exc:
+        return _error(401, "unauthorized", str(exc))
+    origin = request.headers.get("origin")
+    if origin is not None and not runtime.origin_allowed(origin, request.headers.get("host", "")):
+        return _error(403, "origin_not_allowed", "this origin may not act on jobs")
+    try:
+        body = _decoder.decode(await read_body(request, 1 << 20))
+    except BodyTooLarge as exc:
+        return _error(413, "too_large", str(exc))
+    except msgspec.ValidationError as exc:
+        return _error(422, "invalid", str(exc))
+    except msgspec.DecodeError as exc:
+        return _error(400, "malformed", f"malformed JSON: {exc}")
+    if not body.submissions and not body.tasks:
+        return _error(422, "invalid", "select submissions or tasks")
+    # Every selected row must be the caller's team's: one team per request.
+    teams = {
+        r["team_id"]
+        for r in await runtime.pool.fetch(
+            "select team_id from submissions where id = any($1::bigint[])"
+            " union select team_id from jobs where id = any($2::bigint[])",
+            body.submissions,
+            body.tasks,
+        )
+    }
+    if len(teams) != 1:
+        return _error(403, "forbidden", "only members of the team may act on its submissions")
+    (team_id,) = teams
+    if not await queries.is_member(runtime.pool, user_id, team_id):
+        return _error(403, "forbidden", "only members of the team may act on its submissions")
+    result = await _act(runtime, team_id, body)
+    return Response(_encoder.encode(result), media_type="application/json")
+
+
+async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
+    pool, redis, timeout = runtime.pool, runtime.redis, runtime.settings.command_timeout
+    chosen = body.submissions
+    if body.action in TASK_ACTIONS:
+        result = await run_task_action(pool, redis, TASK_ACTIONS[body.action], team_id, chosen, body.tasks, timeout)
+        if body.action in ("hold", "unhold") and chosen:
+            await pool.execute(
+                "update submissions set held = $2 where id = any($1::bigint[])", chosen, body.action == "hold"
+            )
+        return result
+    if body.action == "reviewed":
+        status = await pool.execute("update submissions set reviewed = true where id = any($1::bigint[])", chosen)
+        return ActionResult(message=f"Marked {status.split()[-1]} submission(s) reviewed", acted=int(status.split()[-1]), unconfirmed=[])
+    if body.action == "retry_sync":
+        return await _retry_sync(runtime, team_id, chosen)
+    return await _edit(runtime, body)
+
+
+async def _tasks_not_started(runtime: Runtime, submissions: list[int]) -> tuple[dict[int, list[int]], dict[int, str]]:
+    rows = await runtime.pool.fetch(
+        "select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        " where j.submission_id = any($1::bigint[]) and j.removed_at is null"
+        " and j.status in ('queued', 'retrying', 'holding')",
+        submissions,
+    )
+    by_cluster: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for r in rows:
+        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
+        names[r["cluster_id"]] = r["name"]
+    return by_cluster, names
+
+
+async def _edit(runtime: Runtime, body: SubmissionsAction) -> ActionResult:
+    """Edit / Priority and Edit / Instance Type: recorded, and sent to the clusters for the tasks not yet run."""
+    if body.action == "priority":
+        if body.priority is None:
+            return ActionResult(message="Choose a priority", acted=0, unconfirmed=[])
+        status = await runtime.pool.execute(
+            "update submissions set priority = $2 where id = any($1::bigint[])", body.submissions, body.priority
+        )
+        what = f"Priority set to {body.priority}"
+        extra_any: dict[str, object] = {"priority": body.priority}
+    else:
+        if body.instance_type is None:
+            return ActionResult(message="Choose an instance type", acted=0, unconfirmed=[])
+        status = await runtime.pool.execute(
+            "update submissions set instance_type = $2, cores = coalesce($3, cores), memory_gb = coalesce($4, memory_gb)"
+            " where id = any($1::bigint[])",
+            body.submissions,
+            body.instance_type,
+            body.cores,
+            body.memory_gb,
+        )
+        what = f"Instance type set to {body.instance_type}"
+        extra_any = {"instance_type": body.instance_type}
+    by_cluster, names = await _tasks_not_started(runtime, body.submissions)
+    confirmed = await ask_clusters(runtime.redis, body.action, by_cluster, runtime.settings.command_timeout, **extra_any)
+    silent = sorted(names[c] for c in by_cluster if c not in confirmed)
+    n = int(status.split()[-1])
+    return ActionResult(message=f"{what} on {n} submission(s){_silent(silent)}", acted=n, unconfirmed=silent)
+
+
+async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) -> ActionResult:
+    """Sync again the selected submissions whose sync failed; the cluster storing the data confirms."""
+    failed = [
+        r["id"]
+        for r in await runtime.pool.fetch(
+            "select id from submissions where id = any($1::bigint[]) and staging = 'sync_failed'", submissions
+        )
+    ]
+    if not failed:
+        return ActionResult(message="No submissions whose sync failed", acted=0, unconfirmed=[])
+    clusters = await runtime.pool.fetch("select id, name from clusters where team_id = $1", team_id)
+    # For `sync` the ids a command carries (and a confirmation answers with) are submissions.
+    by_cluster: dict[int, list[int]] = {r["id"]: failed for r in clusters}
+    confirmed = await ask_clusters(runtime.redis, "sync", by_cluster, runtime.settings.command_timeout, submissions=failed)
+    synced = sorted({s for ids in confirmed.values() for s in ids} & set(failed))
+    if synced:
+        await runtime.pool.execute(
+            "update submissions set staging = 'syncing' where id = any($1::bigint[]) and staging = 'sync_failed'", synced
+        )
+    return ActionResult(message=f"Retrying sync of {len(synced)} submission(s)", acted=len(synced), unconfirmed=[])
