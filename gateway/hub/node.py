@@ -22,7 +22,8 @@ from ..bus.subscriber import Subscriber
 from ..core.channels import BadChannel, Channel, parse_channel
 from ..core.model import Counts, TrajectorySummary
 from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
-from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUMMARY_STATE_PREFIX
+from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUBMISSION_STATE_PREFIX, SUMMARY_STATE_PREFIX
+from ..core.submission import SubmissionRow
 from ..store import queries
 from ..core.team import ClusterStats, Presence
 from .connection import Connection
@@ -32,12 +33,14 @@ from .presence import PresenceBoard
 log = logging.getLogger(__name__)
 
 SNAPSHOT_TRAJECTORIES = 300  # the team channel lists the most recent few hundred, plus totals
+SNAPSHOT_SUBMISSIONS = 500
 GROUPS_PER_PAGE = 1_000
 MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than the replay
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
+_submission_decoder = msgspec.msgpack.Decoder(SubmissionRow)
 _presence_decoder = msgspec.msgpack.Decoder(Presence)
 _stats_decoder = msgspec.msgpack.Decoder(ClusterStats)
 _ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, ConnectionError, RedisError)
@@ -218,6 +221,9 @@ class Node:
             counts, summaries = await queries.team_state(self.pool, channel.id)
             total = len(summaries)
         summaries.sort(key=lambda s: s.updated_at.timestamp() if s.updated_at else 0.0, reverse=True)
+        submission_prefix = SUBMISSION_STATE_PREFIX.encode()
+        rows = [_submission_decoder.decode(v) for k, v in state.items() if k.startswith(submission_prefix)]
+        rows.sort(key=lambda r: (r.created_at.timestamp() if r.created_at else 0.0, r.id), reverse=True)
         conn.send_message(
             Snapshot(
                 channel=name,
@@ -229,6 +235,7 @@ class Node:
                 counts=counts,
                 trajectories=summaries[:SNAPSHOT_TRAJECTORIES],
                 total_trajectories=total,
+                submissions=rows[:SNAPSHOT_SUBMISSIONS],
                 presence=_presence_decoder.decode(state[b"presence"]) if b"presence" in state else None,
                 clusters=_stats_decoder.decode(state[b"clusters"]) if b"clusters" in state else None,
             )

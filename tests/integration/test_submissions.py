@@ -1,0 +1,147 @@
+"""The Submissions page's data and actions: live rows with derived statuses, actions through the clusters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from gateway.sim.cluster import SimCluster
+from tests.conftest import Stack
+from tests.follower import Follower
+from tests.integration.conftest import Team, insert_jobs
+
+
+@pytest.fixture
+async def cluster(stack: Stack, team: Team) -> AsyncIterator[SimCluster]:
+    c = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    await c.start()
+    yield c
+    await c.stop()
+
+
+def rows(f: Follower, team: Team) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for m in f.messages:
+        if m.get("channel") == f"team:{team.id}":
+            for r in m.get("submissions") or ():
+                out[r["id"]] = r
+    return out
+
+
+async def act(stack: Stack, team: Team, **body: Any) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
+        response = await client.post("/api/submissions/actions", json=body, headers={"Authorization": f"Bearer {team.token}"})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+async def tasks(cluster: SimCluster, team: Team, n: int, kind: str = "preprocess") -> tuple[list[int], int]:
+    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": kind, "name": kind, "frame": i} for i in range(n)])
+    return ids, 0
+
+
+async def submission_of(pool: asyncpg.Pool, job_id: int) -> int:
+    return await pool.fetchval("select submission_id from jobs where id = $1", job_id)
+
+
+async def test_a_plain_insert_gets_a_derived_submission_streamed_live(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    async with Follower(stack.nodes[0].ws, team.token) as f:
+        await f.subscribe(f"team:{team.id}")
+        ids = await insert_jobs(pool, team, 3)
+        sid = await submission_of(pool, ids[0])
+        await f.wait_for(lambda f: rows(f, team).get(sid, {}).get("tasks") == 3)
+        await pool.execute("update jobs set status = 'running' where id = $1", ids[0])
+        await f.wait_for(lambda f: rows(f, team)[sid]["status"] == "running")
+        await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+        await f.wait_for(lambda f: rows(f, team)[sid]["status"] == "success")
+        row = rows(f, team)[sid]
+        assert row["title"].endswith("— upload") and row["counts"]["completed"] == 3 and row["avg_frame"] is not None
+    async with Follower(stack.nodes[1].ws, team.token) as g:  # a fresh page gets it in the snapshot
+        await g.subscribe(f"team:{team.id}")
+        await g.wait_for(lambda g: g.channels[f"team:{team.id}"].snapshot_done)
+        snapshot = next(m for m in g.messages if m["type"] == "snapshot")
+        assert any(r["id"] == sid and r["status"] == "success" for r in snapshot["submissions"])
+
+
+async def test_hold_then_unhold(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    ids, _ = await tasks(cluster, team, 4)
+    sid = await submission_of(pool, ids[0])
+    assert (await act(stack, team, action="hold", submissions=[sid]))["message"] == "Held 4 task(s)"
+    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {"holding"}
+    assert await pool.fetchval("select held from submissions where id = $1", sid) is True
+    assert (await act(stack, team, action="unhold", submissions=[sid]))["message"] == "Released 4 task(s)"
+    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {"queued"}
+
+
+async def test_kill_fails_every_task_with_a_clear_error(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    ids, _ = await tasks(cluster, team, 3)
+    sid = await submission_of(pool, ids[0])
+    assert (await act(stack, team, action="kill", submissions=[sid]))["message"] == "Killed 3 task(s)"
+    assert {(r["status"], r["error"]) for r in await pool.fetch("select status, error from jobs where submission_id = $1", sid)} == {("failed", "Killed by a user")}
+    again = await act(stack, team, action="retry_failed", submissions=[sid])
+    assert again["message"] == "Queued 3 failed task(s) for retry"
+    assert {(r["status"], r["attempts"]) for r in await pool.fetch("select status, attempts from jobs where submission_id = $1", sid)} == {("retrying", 2)}
+
+
+async def test_retry_preempted_takes_only_preempted_tasks(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    ids, _ = await tasks(cluster, team, 3)
+    sid = await submission_of(pool, ids[0])
+    await pool.execute("update jobs set status = 'preempted' where id = $1", ids[0])
+    await pool.execute("update jobs set status = 'failed' where id = $1", ids[1])
+    for job_id, status in ((ids[0], "preempted"), (ids[1], "failed")):
+        cluster.jobs[job_id].status = status
+    assert (await act(stack, team, action="retry_failed", submissions=[sid]))["acted"] == 1
+    result = await act(stack, team, action="retry_preempted", submissions=[sid])
+    assert result["message"] == "Queued 1 preempted task(s) for retry"
+    assert await pool.fetchval("select status from jobs where id = $1", ids[0]) == "retrying"
+
+
+async def test_actions_on_several_submissions_and_on_tasks(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    uploads, _ = await tasks(cluster, team, 2)
+    analyses, _ = await tasks(cluster, team, 2, kind="analysis")
+    a, b = await submission_of(pool, uploads[0]), await submission_of(pool, analyses[0])
+    assert a != b
+    assert (await act(stack, team, action="hold", submissions=[a, b]))["message"] == "Held 4 task(s)"
+    assert (await act(stack, team, action="unhold", tasks=[uploads[0]]))["message"] == "Released 1 task(s)"
+    assert (await act(stack, team, action="reviewed", submissions=[a, b]))["message"] == "Marked 2 submission(s) reviewed"
+    edited = await act(stack, team, action="instance_type", submissions=[b], instance_type="gpu-large", cores=32, memory_gb=128)
+    assert edited["message"] == "Instance type set to gpu-large on 1 submission(s)"
+    row = await pool.fetchrow("select instance_type, cores, memory_gb, reviewed from submissions where id = $1", b)
+    assert tuple(row) == ("gpu-large", 32, 128, True)
+
+
+async def test_a_priority_change_reorders_what_the_cluster_runs_next(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    uploads, _ = await tasks(cluster, team, 3)
+    analyses, _ = await tasks(cluster, team, 3, kind="analysis")
+    assert cluster.queued_order()[:3] == uploads  # first come, first served
+    sid = await submission_of(pool, analyses[0])
+    result = await act(stack, team, action="priority", submissions=[sid], priority=10)
+    assert result["message"] == "Priority set to 10 on 1 submission(s)"
+    assert cluster.queued_order()[:3] == analyses  # higher priority runs first now
+    assert await pool.fetchval("select priority from submissions where id = $1", sid) == 10
+
+
+async def test_retry_sync_restarts_a_failed_sync(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    ids, _ = await tasks(cluster, team, 1)
+    sid = await submission_of(pool, ids[0])
+    await pool.execute("update submissions set staging = 'sync_failed' where id = $1", sid)
+    assert (await act(stack, team, action="retry_sync", submissions=[sid]))["message"] == "Retrying sync of 1 submission(s)"
+    assert await pool.fetchval("select staging from submissions where id = $1", sid) == "syncing"
+
+
+async def test_another_teams_submissions_are_refused(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    from tests.integration.conftest import make_team
+
+    other = await make_team(pool, stack.secret)
+    (job_id,) = await insert_jobs(pool, other, 1)
+    sid = await submission_of(pool, job_id)
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        response = await client.post("/api/submissions/actions", json={"action": "kill", "submissions": [sid]},
+                                     headers={"Authorization": f"Bearer {team.token}"})
+    assert response.status_code == 403
+    assert await pool.fetchval("select status from jobs where id = $1", job_id) == "queued"
