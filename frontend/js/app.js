@@ -3,6 +3,7 @@ import { Live } from "./live.js";
 import { buckets, colour, ringFill, ringLabel } from "./rules.js";
 import { TeamState, TrajectoryState } from "./state.js";
 import { JobTree } from "./tree.js";
+import { SubmissionsPage, act as actOnSubmissions, submissionActions } from "./submissions.js";
 import { ago, closeMenu, esc, menu, post, toast } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
@@ -10,6 +11,8 @@ const team = new TeamState();
 const trajectories = new Map(); // id -> { state, users }
 let me = null, teamId = null, live = null, cards = [], dirty = false;
 let popoverTree = null, popoverOpen = null, panelTree = null, panelId = null;
+let submissionsPage = null;
+const memberNames = new Map();
 
 // -- rendering: at most once per animation frame, whatever the rate of updates
 
@@ -44,8 +47,9 @@ function drawPopover() {
   const clusters = me.local ? "" : clustersBlock();
   const online = me.single_user || !team.presence ? "" : `<a href="#/team" class="online">${team.presence.online} / ${team.presence.members} online</a>`;
   const pop = $("popover");
-  // The expanded trajectory keeps its tree element; everything else is redrawn.
+  // The expanded trajectory keeps its tree element; everything else is redrawn, keyboard focus included.
   const keep = popoverTree ? popoverTree.el : null;
+  const focusedHead = pop.contains(document.activeElement) ? document.activeElement.dataset.head : undefined;
   pop.innerHTML = `
     <div class="counts" aria-label="Job counts">
       <div><b>${b.queued}</b>Queued</div><div><b>${b.running}</b>Running</div><div><b>${b.done}</b>Done</div><div><b>${b.failed}</b>Failed</div>
@@ -55,6 +59,10 @@ function drawPopover() {
   if (keep && popoverOpen !== null) {
     const slot = pop.querySelector(`[data-traj="${popoverOpen}"]`);
     if (slot) slot.append(keep);
+  }
+  if (focusedHead !== undefined) {
+    const again = pop.querySelector(`[data-head="${focusedHead}"]`);
+    if (again) again.focus();
   }
 }
 
@@ -133,13 +141,17 @@ function setPopover(open) {
 
 // -- the panel: one trajectory's jobs at the right of the dashboard
 
-function openPanel(id, name) {
+function openPanel(id, name, submission = null) {
   closePanel();
   panelId = id;
   const panel = $("panel");
   panel.hidden = false;
   panel.innerHTML = `<h2><span>${esc(name)}</span><button id="panel-close" aria-label="Close">×</button></h2><div class="tree-host" data-traj="${id}"></div>`;
-  panelTree = new JobTree(panel.querySelector(".tree-host"), live, retryFrames);
+  const options = submission === null ? {} : {
+    filter: (job) => job.submission_id === submission,
+    onTaskMenu: (job, x, y) => menu(x, y, submissionActions((body) => actOnSubmissions({ ...body, tasks: [job] })), "Task actions"),
+  };
+  panelTree = new JobTree(panel.querySelector(".tree-host"), live, retryFrames, options);
   panelTree.show(follow(id));
   $("panel-close").addEventListener("click", closePanel);
   panel.querySelector("h2").addEventListener("contextmenu", (e) => { e.preventDefault(); trajectoryMenu(id, e.clientX, e.clientY); });
@@ -154,6 +166,15 @@ function closePanel() {
 // -- pages
 
 function route() {
+  if (location.pathname === "/submissions") {
+    if (!submissionsPage) {
+      submissionsPage = new SubmissionsPage($("main"), team, memberNames, (row) => {
+        if (row && row.trajectory_id) openPanel(row.trajectory_id, row.title, row.id);
+      });
+      submissionsPage.wire();
+    }
+    return submissionsPage.render();
+  }
   const page = location.hash.replace("#", "") || "/";
   if (page === "/team") return drawTeamPage();
   if (page === "/clusters") return drawClustersPage();
@@ -280,6 +301,7 @@ async function start() {
   live.start();
   window.gatewayLive = live;
   cards = (await (await fetch(`/api/teams/${teamId}/trajectories`)).json()).trajectories || [];
+  for (const m of (await (await fetch(`/api/teams/${teamId}/members`)).json()).members || []) memberNames.set(m.id, m.name);
   wire();
   schedule();
 }

@@ -10,6 +10,7 @@ export class TeamState {
     this.total = 0;
     this.presence = null;
     this.clusters = null;
+    this.submissions = new Map();
   }
 
   apply(m) {
@@ -20,11 +21,16 @@ export class TeamState {
         this.counts = m.counts; this.total = m.total_trajectories || 0;
         for (const s of m.trajectories || []) this.summaries.set(s.id, s);
         if (m.presence) this.presence = m.presence;
+        for (const r of m.submissions || []) this.submissions.set(r.id, r);
         if (m.clusters) this.clusters = m.clusters;
         break;
       case "summary":
         this.counts = m.counts; this.total = m.total_trajectories;
         for (const s of m.trajectories) s.total ? this.summaries.set(s.id, s) : this.summaries.delete(s.id);
+        for (const r of m.submissions || []) {
+          const seen = this.submissions.get(r.id);
+          if (!seen || r.version >= seen.version) this.submissions.set(r.id, r);
+        }
         break;
       case "presence": this.presence = m.presence; break;
       case "clusters": this.clusters = m.clusters; break;

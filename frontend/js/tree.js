@@ -13,10 +13,12 @@ function order(key) {
 }
 
 export class JobTree {
-  constructor(container, live, onRetry) {
+  constructor(container, live, onRetry, { filter = null, onTaskMenu = null } = {}) {
     this.el = container;
     this.live = live;
     this.onRetry = onRetry;
+    this.filter = filter; // only these jobs (a submission's tasks), when set
+    this.onTaskMenu = onTaskMenu;
     this.state = null;
     this.expanded = new Set();
     this.collapsed = new Set();
@@ -29,6 +31,12 @@ export class JobTree {
     this.list = this.el.lastChild;
     this.el.addEventListener("scroll", () => this.render(true));
     this.el.addEventListener("click", (e) => this._click(e));
+    this.el.addEventListener("contextmenu", (e) => {
+      const row = e.target.closest("[data-job]");
+      if (!row || !this.onTaskMenu) return;
+      e.preventDefault();
+      this.onTaskMenu(Number(row.dataset.job), e.clientX, e.clientY);
+    });
     this.el.addEventListener("keydown", (e) => {
       if ((e.key === "Enter" || e.key === " ") && e.target.dataset.group) { e.preventDefault(); this._toggle(e.target.dataset.group); }
     });
@@ -63,10 +71,12 @@ export class JobTree {
     const keys = [...s.groups.keys()].sort((a, b) => { const x = order(a), y = order(b); return x[0] - y[0] || x[1] - y[1]; });
     for (const key of keys) {
       const group = s.groups.get(key);
+      let jobs = [...(s.byGroup.get(key) || new Map()).values()];
+      if (this.filter) { jobs = jobs.filter(this.filter); if (!jobs.length) continue; }
       const open = this._isOpen(group, keys.length);
       rows.push({ group, open });
       if (!open) continue;
-      const jobs = [...(s.byGroup.get(key) || new Map()).values()].sort((a, b) => a.name.localeCompare(b.name) || a.id - b.id);
+      jobs.sort((a, b) => a.name.localeCompare(b.name) || a.id - b.id);
       for (const job of jobs) rows.push({ job });
     }
     this.rows = rows;
@@ -86,7 +96,12 @@ export class JobTree {
     this.list.style.transform = `translateY(${first * ROW}px)`;
     const html = [];
     for (let i = first; i < last; i++) html.push(this._row(this.rows[i], now));
+    const focused = this.list.contains(document.activeElement) ? document.activeElement.dataset.group : undefined;
     this.list.innerHTML = html.join("") || `<div class="empty quiet">${this.state.ready ? "No jobs" : "Loading…"}</div>`;
+    if (focused !== undefined) {
+      const again = this.list.querySelector(`[data-group="${CSS.escape(focused)}"]`);
+      if (again) again.focus(); // a redraw keeps keyboard focus where it was
+    }
   }
 
   _row(r, now) {

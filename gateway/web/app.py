@@ -70,6 +70,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/sign-out", sign_out, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/", index),
+        Route("/submissions", index),
     ]
     if FRONTEND.is_dir():
         routes.append(Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend"))

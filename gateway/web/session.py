@@ -35,7 +35,7 @@ async def index(request: Request) -> Response:
             verify_token(runtime.settings.secret, token)
         except InvalidToken:
             return RedirectResponse("/?signin=expired", status_code=303)
-        return with_session(RedirectResponse("/", status_code=303), request, runtime, token)
+        return with_session(RedirectResponse(request.url.path, status_code=303), request, runtime, token)
     return FileResponse(INDEX, headers={"Cache-Control": "no-store"})
 
 

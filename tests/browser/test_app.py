@@ -227,3 +227,45 @@ async def test_big_trajectory_stays_fast_and_small_in_the_dom(page: Any, pool: a
     stats = await page.evaluate("() => { window.counting = false; return { long: window.longTasks, draws: window.gatewayStats.draws, frames: window.frames }; }")
     assert stats["draws"] <= stats["frames"] + 1, stats  # at most one render per animation frame
     assert all(d <= 50 for d in stats["long"]), stats["long"]
+
+
+async def test_submissions_page_multi_select_actions_sort_and_filter(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    await cluster.start()
+    try:
+        uploads = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": i} for i in range(3)])
+        analyses = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "Polyhedral Template Matching", "frame": i} for i in range(2)])
+        a = await pool.fetchval("select submission_id from jobs where id = $1", uploads[0])
+        b = await pool.fetchval("select submission_id from jobs where id = $1", analyses[0])
+        await page.goto(f"{stack.nodes[0].http}/submissions")
+        await page.wait_for_selector(f"tr[data-sub='{a}']")
+        await page.wait_for_selector(f"tr[data-sub='{b}']")
+        assert "pending" in await page.inner_text(f"tr[data-sub='{a}']")
+
+        await page.click(f"tr[data-sub='{a}']")
+        await page.click(f"tr[data-sub='{b}']", modifiers=["Control"])
+        assert await page.locator("tr[aria-selected='true']").count() == 2
+        await page.click(f"tr[data-sub='{b}']", button="right")
+        await page.click("role=menuitem[name='Hold']")
+        await page.locator(".toast", has_text="Held 5 task(s)").wait_for()
+        await page.wait_for_function(f"document.querySelector(\"tr[data-sub='{a}']\").innerText.includes('holding')")
+
+        page.once("dialog", lambda d: asyncio.ensure_future(d.accept("7")))
+        await page.click(f"tr[data-sub='{b}']")
+        await page.click(f"tr[data-sub='{b}']", button="right")
+        await page.click("role=menuitem[name='Edit / Priority']")
+        await page.locator(".toast", has_text="Priority set to 7 on 1 submission(s)").wait_for()
+        assert await pool.fetchval("select priority from submissions where id = $1", b) == 7
+
+        await page.click("th[data-sort='priority']")  # ascending, then descending
+        await page.click("th[data-sort='priority']")
+        first = await page.get_attribute("tbody tr[data-sub]", "data-sub")
+        assert first == str(b)
+        await page.select_option("select[data-filter='status']", "holding")
+        shown = await page.eval_on_selector_all("tbody tr[data-sub]", "els => els.map(e => Number(e.dataset.sub))")
+        assert shown == [b, a]  # both holding, still by priority
+
+        await page.dblclick(f"tr[data-sub='{a}']")  # a row opens its tasks
+        await page.wait_for_function("document.querySelectorAll('#panel .row.job').length === 3")
+    finally:
+        await cluster.stop()
