@@ -6,7 +6,7 @@ batch into the one that wins, in order.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -29,6 +29,7 @@ class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     frame: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] | None = None
     timestep: float | None = None
     analysis_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    submission_id: Annotated[int, msgspec.Meta(ge=1)] | None = None  # else derived (one per trajectory and work)
 
 
 class IngestBatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -58,6 +59,31 @@ class NewAnalysis(msgspec.Struct, forbid_unknown_fields=True):
 
     trajectory_id: Annotated[int, msgspec.Meta(ge=1)]
     plugin: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+Staging = Literal["upload_pending", "uploading", "sync_pending", "syncing", "sync_failed", "ready"]
+
+
+class NewSubmission(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """A batch of work a tool submits; its jobs then name it (`submission_id`)."""
+
+    title: Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
+    project: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    trajectory_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    user_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    priority: Annotated[int, msgspec.Meta(ge=-1000, le=1000)] = 0
+    instance_type: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "standard"
+    cores: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 4
+    memory_gb: Annotated[int, msgspec.Meta(ge=1, le=16384)] = 16
+    preemptible: bool = False
+    staging: Staging = "ready"
+
+
+class SubmissionUpdate(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Where a submission's data is (the cluster staging it), or that its results were downloaded."""
+
+    staging: Staging | None = None
+    downloaded: bool | None = None
 
 
 class InvalidReport(ValueError):

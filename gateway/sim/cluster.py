@@ -42,6 +42,7 @@ class SimJob:
     status: str = "queued"
     removed: bool = False
     priority: int = 0
+    preemptible: bool = False  # its node may be taken away mid-run
     run: int = 0  # bumps when a run is stopped (kill, retry): a worker finishing an old run drops it
     on_done: Callable[[SimJob], None] | None = None
 
@@ -57,6 +58,7 @@ class SimCluster:
     speed: float = 1.0  # durations are divided by this
     seed: int | None = None
     report_metrics: bool = True
+    preempt_rate: float = 0.05  # of runs on preemptible nodes
     jobs: dict[int, SimJob] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -71,6 +73,7 @@ class SimCluster:
         self.http = httpx.AsyncClient(base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
         self.redis = Redis.from_url(self.redis_url)
         self.listening = asyncio.Event()
+        self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for Retry Sync
 
     # -- lifecycle
 
@@ -101,7 +104,18 @@ class SimCluster:
         response.raise_for_status()
         return int(response.json()["id"])
 
-    async def submit(self, reports: list[dict[str, Any]], on_done: Callable[[SimJob], None] | None = None) -> list[int]:
+    async def create_submission(self, **fields: Any) -> int:
+        response = await self.http.post("/api/ingest/submissions", json=fields)
+        response.raise_for_status()
+        return int(response.json()["id"])
+
+    async def update_submission(self, submission_id: int, **fields: Any) -> None:
+        response = await self.http.post(f"/api/ingest/submissions/{submission_id}", json=fields)
+        response.raise_for_status()
+
+    async def submit(
+        self, reports: list[dict[str, Any]], on_done: Callable[[SimJob], None] | None = None, preemptible: bool = False
+    ) -> list[int]:
         """Create jobs (queued) on this cluster, in chunks as an upload arrives; returns their ids."""
         ids: list[int] = []
         for start in range(0, len(reports), 1000):
@@ -109,7 +123,7 @@ class SimCluster:
             response = await self.http.post("/api/ingest/jobs", json={"jobs": chunk})
             response.raise_for_status()
             for report, result in zip(chunk, response.json()["jobs"]):
-                job = self.jobs[result["id"]] = SimJob(result["id"], report["kind"], on_done=on_done)
+                job = self.jobs[result["id"]] = SimJob(result["id"], report["kind"], on_done=on_done, preemptible=preemptible)
                 self._enqueue(job)
                 ids.append(job.id)
             self._work.set()
@@ -147,6 +161,10 @@ class SimCluster:
             await asyncio.sleep(self._duration(job.kind))
             if job.removed or job.run != run:
                 continue  # stopped while it ran (removed, killed or restarted)
+            if job.preemptible and self.rng.random() < self.preempt_rate:
+                job.status = "preempted"  # its node was taken away: not retried by itself (Retry Preempted does)
+                self._report(job)
+                continue
             if self.rng.random() < self.fail_rate:
                 status, attempt = after_failure(job.attempt)
                 if status == "retrying":
@@ -230,8 +248,11 @@ class SimCluster:
 
     def _act(self, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:
         """Carry out a command on the jobs this cluster holds; the ones acted on are confirmed."""
-        if action == "sync":
-            return list(job_ids) if self.jobs else []  # the ids are submissions: sync their data again
+        if action == "sync":  # the ids are submissions: sync again the ones this cluster failed to sync
+            acted = [i for i in job_ids if i in self.sync_failed]
+            for submission_id in acted:
+                self.sync_failed.pop(submission_id).set()
+            return acted
         acted = []
         for job_id in job_ids:
             job = self.jobs.get(job_id)

@@ -67,11 +67,11 @@ class Simulation:
                     name = f"{self.rng.choice(MOLECULES)} run {self.rng.randint(100, 999)}"
                     trajectory_id = await cluster.create_trajectory(name)
                 self.known[trajectory_id] = (cluster, frames)
-                await upload(cluster, trajectory_id, frames)
+                await upload(cluster, trajectory_id, frames, staged=True)
             elif roll < 0.85:
                 trajectory_id, (_, frames) = self.rng.choice(list(self.known.items()))
                 plugins = self.rng.sample(PLUGINS, self.rng.randint(1, 3))
-                await pipeline(self.rng.choice(self.clusters), trajectory_id, frames, plugins)
+                await pipeline(self.rng.choice(self.clusters), trajectory_id, frames, plugins, preemptible=self.rng.random() < 0.4)
             else:
                 trajectory_id, (cluster, _) = self.rng.choice(list(self.known.items()))
                 kind = self.rng.choice(["storage_transfer", "trajectory_transfer", "analysis_transfer"])

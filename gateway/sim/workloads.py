@@ -17,18 +17,66 @@ PLUGINS = [
 TIMESTEP = 0.5  # ps between frames
 
 
-async def upload(cluster: SimCluster, trajectory_id: int, frames: int) -> None:
+async def stage(cluster: SimCluster, submission_id: int, fail_rate: float = 0.1, pace: float = 0.4) -> None:
+    """The submission's data on its way: uploading, then synced to the cluster's fast storage (which can fail,
+    and then waits for a person's Retry Sync)."""
+    for state in ("uploading", "sync_pending", "syncing"):
+        await asyncio.sleep(pace / cluster.speed)
+        await cluster.update_submission(submission_id, staging=state)
+    if cluster.rng.random() < fail_rate:
+        await asyncio.sleep(pace / cluster.speed)
+        await cluster.update_submission(submission_id, staging="sync_failed")
+        retried = cluster.sync_failed[submission_id] = asyncio.Event()
+        await retried.wait()
+        await asyncio.sleep(pace / cluster.speed)
+    await cluster.update_submission(submission_id, staging="ready")
+
+
+def download_when_done(cluster: SimCluster, submission_id: int, tasks: int) -> Any:
+    """The download tool: once every task of the submission completed, fetch the results and say so."""
+    left = {"n": tasks, "failed": False}
+
+    def done(job: SimJob) -> None:
+        left["n"] -= 1
+        left["failed"] = left["failed"] or job.status != "completed"
+        if left["n"] == 0 and not left["failed"]:
+            asyncio.get_running_loop().create_task(download())
+
+    async def download() -> None:
+        await cluster.flushed()  # the gateway has seen every task succeed before the results are fetched
+        await cluster.flushed()
+        await asyncio.sleep(0.2 / cluster.speed)
+        await cluster.update_submission(submission_id, downloaded=True)
+
+    return done
+
+
+async def upload(cluster: SimCluster, trajectory_id: int, frames: int, staged: bool = False) -> None:
     """An uploaded trajectory: one preprocess job per frame, then the preview's rasterize job."""
+    submission_id = None
+    if staged:
+        submission_id = await cluster.create_submission(
+            title=f"Upload of {frames} frames", project="uploads", trajectory_id=trajectory_id, staging="upload_pending"
+        )
+        await stage(cluster, submission_id)
     reports: list[dict[str, Any]] = [
         {"trajectory_id": trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": f, "timestep": f * TIMESTEP}
         for f in range(frames)
     ]
     reports.append({"trajectory_id": trajectory_id, "kind": "rasterize", "name": "Rasterize trajectory preview"})
-    await cluster.submit(reports)
+    if submission_id is not None:
+        for r in reports:
+            r["submission_id"] = submission_id
+        await cluster.submit(reports, on_done=download_when_done(cluster, submission_id, len(reports)))
+    else:
+        await cluster.submit(reports)
 
 
-async def pipeline(cluster: SimCluster, trajectory_id: int, frames: int, plugins: list[str]) -> None:
-    """A pipeline run: one job per analysis under each frame; each analysis uploads its artifacts when done."""
+async def pipeline(
+    cluster: SimCluster, trajectory_id: int, frames: int, plugins: list[str], preemptible: bool = False
+) -> None:
+    """A pipeline run: one job per analysis under each frame; each analysis uploads its artifacts when done.
+    On preemptible nodes some runs lose their node (preempted) now and then."""
     for plugin in plugins:
         analysis_id = await cluster.create_analysis(trajectory_id, plugin)
         left = {"n": frames}
@@ -46,6 +94,7 @@ async def pipeline(cluster: SimCluster, trajectory_id: int, frames: int, plugins
                 for f in range(frames)
             ],
             on_done=done,
+            preemptible=preemptible,
         )
 
 

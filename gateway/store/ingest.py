@@ -18,10 +18,13 @@ returning j.id
 """
 
 _INSERT = """
-insert into jobs (team_id, cluster_id, trajectory_id, kind, name, frame, timestep, analysis_id, status, attempts, error)
-select $1, $2, r.trajectory_id, r.kind, r.name, r.frame, r.timestep, r.analysis_id, r.status, r.attempt, r.error
-from unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::bigint[], $9::text[], $10::int[], $11::text[])
-     with ordinality as r(trajectory_id, kind, name, frame, timestep, analysis_id, status, attempt, error, ord)
+insert into jobs (team_id, cluster_id, trajectory_id, kind, name, frame, timestep, analysis_id, status, attempts, error,
+                  submission_id)
+select $1, $2, r.trajectory_id, r.kind, r.name, r.frame, r.timestep, r.analysis_id, r.status, r.attempt, r.error,
+       r.submission_id
+from unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::bigint[], $9::text[], $10::int[], $11::text[],
+            $12::bigint[])
+     with ordinality as r(trajectory_id, kind, name, frame, timestep, analysis_id, status, attempt, error, submission_id, ord)
 order by r.ord
 returning id
 """
@@ -64,6 +67,17 @@ async def _insert(conn: asyncpg.Connection, cluster_id: int, team_id: int, new: 
     for i, r in new:
         if r.trajectory_id not in ours:
             raise InvalidReport(f"jobs[{i}].trajectory_id: no trajectory {r.trajectory_id} in this cluster's team")
+    named = sorted({r.submission_id for r in reports if r.submission_id is not None})
+    if named:
+        found = {
+            row["id"]
+            for row in await conn.fetch(
+                "select id from submissions where id = any($1::bigint[]) and team_id = $2", named, team_id
+            )
+        }
+        for i, r in new:
+            if r.submission_id is not None and r.submission_id not in found:
+                raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} in this cluster's team")
     rows = await conn.fetch(
         _INSERT,
         team_id,
@@ -77,6 +91,7 @@ async def _insert(conn: asyncpg.Connection, cluster_id: int, team_id: int, new: 
         [r.status for r in reports],
         [r.attempt for r in reports],
         [r.error for r in reports],
+        [r.submission_id for r in reports],
     )
     return [row["id"] for row in rows]
 

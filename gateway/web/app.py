@@ -20,7 +20,7 @@ from .actions import remove_running, retry_failed, retry_failed_frames
 from .api import me, team_members, team_trajectories
 from .submissions import submissions_action
 from .session import demo_sign_in, demo_users, index, sign_out
-from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_trajectory
+from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
 from .logs import install_redaction
 from .runtime import Runtime
 from .ws import websocket_endpoint
@@ -60,6 +60,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/me", me),
         Route("/api/teams/{id:int}/members", team_members),
         Route("/api/ingest/metrics", ingest_metrics, methods=["POST"]),
+        Route("/api/ingest/submissions", ingest_submission, methods=["POST"]),
+        Route("/api/ingest/submissions/{id:int}", update_submission, methods=["POST"]),
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),

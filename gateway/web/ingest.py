@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..bus import keys
-from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewTrajectory
+from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.team import ClusterFigures, MetricsReport
 from ..store.ingest import apply_reports
 from .auth import cluster_of_key, key_matches
@@ -20,6 +20,8 @@ _batch_decoder = msgspec.json.Decoder(IngestBatch)
 _trajectory_decoder = msgspec.json.Decoder(NewTrajectory)
 _analysis_decoder = msgspec.json.Decoder(NewAnalysis)
 _metrics_decoder = msgspec.json.Decoder(MetricsReport)
+_submission_decoder = msgspec.json.Decoder(NewSubmission)
+_update_decoder = msgspec.json.Decoder(SubmissionUpdate)
 _encoder = msgspec.json.Encoder()
 
 
@@ -127,4 +129,53 @@ async def ingest_metrics(request: Request) -> Response:
         pipe.hset(keys.metrics(team_id), str(cluster_id), msgspec.msgpack.encode(figures))
         pipe.sadd(keys.METRICS_TEAMS, team_id)
         await pipe.execute()
+    return Response(status_code=204)
+
+
+async def ingest_submission(request: Request) -> Response:
+    """A tool or cluster submits a batch of work; its jobs then name it."""
+    runtime: Runtime = request.app.state.runtime
+    who = await authenticate_cluster(request, runtime)
+    if isinstance(who, JSONResponse):
+        return who
+    body = await _decode(request, runtime, _submission_decoder)
+    if isinstance(body, JSONResponse):
+        return body
+    assert isinstance(body, NewSubmission)
+    team_id = who[1]
+    if body.trajectory_id is not None and not await runtime.pool.fetchval(
+        "select 1 from trajectories where id = $1 and team_id = $2", body.trajectory_id, team_id
+    ):
+        return error(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
+    if body.user_id is not None and not await runtime.pool.fetchval(
+        "select 1 from memberships where user_id = $1 and team_id = $2", body.user_id, team_id
+    ):
+        return error(422, "invalid", f"user_id: no member {body.user_id} of this cluster's team")
+    new_id = await runtime.pool.fetchval(
+        "insert into submissions (team_id, trajectory_id, user_id, project, title, priority, instance_type, cores,"
+        " memory_gb, preemptible, staging) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) returning id",
+        team_id, body.trajectory_id, body.user_id, body.project, body.title, body.priority, body.instance_type,
+        body.cores, body.memory_gb, body.preemptible, body.staging,
+    )
+    return JSONResponse({"id": new_id})
+
+
+async def update_submission(request: Request) -> Response:
+    """The staging cluster moves a submission's data along; the downloading tool marks it downloaded."""
+    runtime: Runtime = request.app.state.runtime
+    who = await authenticate_cluster(request, runtime)
+    if isinstance(who, JSONResponse):
+        return who
+    body = await _decode(request, runtime, _update_decoder)
+    if isinstance(body, JSONResponse):
+        return body
+    assert isinstance(body, SubmissionUpdate)
+    status = await runtime.pool.execute(
+        "update submissions set staging = coalesce($3::text, staging),"
+        " downloaded_at = case when $4::boolean is null then downloaded_at when $4::boolean then coalesce(downloaded_at, now()) end"
+        " where id = $1 and team_id = $2",
+        request.path_params["id"], who[1], body.staging, body.downloaded,
+    )
+    if status == "UPDATE 0":
+        return error(404, "not_found", f"no submission {request.path_params['id']} in this cluster's team")
     return Response(status_code=204)

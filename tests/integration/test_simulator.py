@@ -27,7 +27,7 @@ async def test_a_frame_job_gets_three_attempts_before_it_fails(stack: Stack, poo
         # Coalescing may fold some steps together, but the attempts only rise and end failed at the third.
         assert seen[-1] == ("failed", 3)
         assert [a for _, a in seen] == sorted(a for _, a in seen)
-        assert ("retrying", 2) in seen or ("running", 2) in seen
+        assert any(a > 1 and s != "failed" for s, a in seen)  # a later attempt was seen at work before the end
         row = await pool.fetchrow("select status, attempts, error from jobs where id = $1", job_id)
         assert (row["status"], row["attempts"]) == ("failed", 3) and row["error"]
     finally:
@@ -50,5 +50,65 @@ async def test_an_upload_and_a_pipeline_run_end_with_their_notices(stack: Stack,
             assert titles == ["Rasterization completed successfully", "Analysis completed successfully!"]
         kinds = dict(await pool.fetch("select kind, count(*) from jobs where trajectory_id = $1 group by kind", team.trajectory_id))
         assert kinds == {"preprocess": 12, "rasterize": 1, "analysis": 24, "artifact_upload": 2}
+    finally:
+        await cluster.stop()
+
+
+async def test_staging_a_failed_sync_waits_for_retry_sync_then_downloads_after_success(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    import httpx
+
+    from gateway.sim.workloads import download_when_done, stage
+
+    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=2, fail_rate=0.0, speed=20, report_metrics=False)
+    await cluster.start()
+    try:
+        sid = await cluster.create_submission(title="Upload of 2 frames", project="uploads", trajectory_id=team.trajectory_id, staging="upload_pending")
+        staging = asyncio.create_task(stage(cluster, sid, fail_rate=1.0, pace=0.05))
+        for _ in range(100):
+            if await pool.fetchval("select staging from submissions where id = $1", sid) == "sync_failed":
+                break
+            await asyncio.sleep(0.05)
+        assert await pool.fetchval("select staging from submissions where id = $1", sid) == "sync_failed"
+        async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
+            response = await client.post("/api/submissions/actions", json={"action": "retry_sync", "submissions": [sid]},
+                                         headers={"Authorization": f"Bearer {team.token}"})
+        assert response.json()["message"] == "Retrying sync of 1 submission(s)"
+        await asyncio.wait_for(staging, 5)
+        assert await pool.fetchval("select staging from submissions where id = $1", sid) == "ready"
+        reports = [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": f, "submission_id": sid} for f in range(2)]
+        await cluster.submit(reports, on_done=download_when_done(cluster, sid, 2))
+        for _ in range(100):
+            if await pool.fetchval("select downloaded_at is not null from submissions where id = $1", sid):
+                break
+            await asyncio.sleep(0.05)
+        assert await pool.fetchval("select count(*) from jobs where submission_id = $1 and status = 'completed'", sid) == 2, ([(j.id, j.status) for j in cluster.jobs.values()], await pool.fetch("select id, status, submission_id from jobs where trajectory_id = $1", team.trajectory_id))
+        assert await pool.fetchval("select downloaded_at is not null from submissions where id = $1", sid)
+    finally:
+        await cluster.stop()
+
+
+async def test_preemptible_runs_lose_tasks_to_preemption_and_retry_preempted_brings_them_back(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    import httpx
+
+    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=4, fail_rate=0.0, speed=20,
+                         report_metrics=False, preempt_rate=1.0)
+    await cluster.start()
+    try:
+        ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "Common Neighbor Analysis", "frame": f} for f in range(4)], preemptible=True)
+        for _ in range(100):
+            if await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and status = 'preempted'", ids) == 4:
+                break
+            await asyncio.sleep(0.05)
+        sid = await pool.fetchval("select submission_id from jobs where id = $1", ids[0])
+        cluster.preempt_rate = 0.0
+        async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
+            response = await client.post("/api/submissions/actions", json={"action": "retry_preempted", "submissions": [sid]},
+                                         headers={"Authorization": f"Bearer {team.token}"})
+        assert response.json()["message"] == "Queued 4 preempted task(s) for retry"
+        for _ in range(100):
+            if await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and status = 'completed'", ids) == 4:
+                break
+            await asyncio.sleep(0.05)
+        assert {(r["status"], r["attempts"]) for r in await pool.fetch("select status, attempts from jobs where id = any($1::bigint[])", ids)} == {("completed", 2)}
     finally:
         await cluster.stop()
