@@ -4,44 +4,25 @@ from __future__ import annotations
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..control.commands import ask_clusters
 from ..control.tasks import run_task_action
 from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, _silent
-from ..store import queries
-from .api import authenticate
-from .auth import InvalidToken
-from .body import BodyTooLarge, read_body
+from .guards import Refused, decode, endpoint, member, runtime_of, user
 from .runtime import Runtime
 
 _decoder = msgspec.json.Decoder(SubmissionsAction)
 _encoder = msgspec.json.Encoder()
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message}, status)
-
-
+@endpoint
 async def submissions_action(request: Request) -> Response:
-    runtime: Runtime = request.app.state.runtime
-    try:
-        user_id = authenticate(request, runtime)
-    except InvalidToken as exc:
-        return _error(401, "unauthorized", str(exc))
-    origin = request.headers.get("origin")
-    if origin is not None and not runtime.origin_allowed(origin, request.headers.get("host", "")):
-        return _error(403, "origin_not_allowed", "this origin may not act on jobs")
-    try:
-        body = _decoder.decode(await read_body(request, 1 << 20))
-    except BodyTooLarge as exc:
-        return _error(413, "too_large", str(exc))
-    except msgspec.ValidationError as exc:
-        return _error(422, "invalid", str(exc))
-    except msgspec.DecodeError as exc:
-        return _error(400, "malformed", f"malformed JSON: {exc}")
+    user_id = user(request, acting=True)
+    body = await decode(request, _decoder, limit=1 << 20)
     if not body.submissions and not body.tasks:
-        return _error(422, "invalid", "select submissions or tasks")
+        raise Refused(422, "invalid", "select submissions or tasks")
+    runtime = runtime_of(request)
     # Every selected row must be the caller's team's: one team per request.
     teams = {
         r["team_id"]
@@ -52,11 +33,9 @@ async def submissions_action(request: Request) -> Response:
             body.tasks,
         )
     }
-    if len(teams) != 1:
-        return _error(403, "forbidden", "only members of the team may act on its submissions")
-    (team_id,) = teams
-    if not await queries.is_member(runtime.pool, user_id, team_id):
-        return _error(403, "forbidden", "only members of the team may act on its submissions")
+    team_id = teams.pop() if len(teams) == 1 else None
+    await member(request, user_id, team_id, "only members of the team may act on its submissions")
+    assert team_id is not None
     result = await _act(runtime, team_id, body)
     return Response(_encoder.encode(result), media_type="application/json")
 

@@ -21,8 +21,7 @@ from ..core.protocol import (
 )
 from ..hub.connection import Connection
 from ..hub.node import Node, now_ms
-from .api import authenticate
-from .auth import InvalidToken
+from .guards import Refused, user
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -40,9 +39,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         )
         return
     try:
-        user_id = authenticate(websocket, runtime)
-    except InvalidToken as exc:
-        await websocket.send_denial_response(JSONResponse({"error": "unauthorized", "message": str(exc)}, 401))
+        user_id = user(websocket)
+    except Refused as refused:
+        await websocket.send_denial_response(refused.response())
         return
     fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
     await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)

@@ -130,6 +130,7 @@ async def test_retry_sync_restarts_a_failed_sync(stack: Stack, pool: asyncpg.Poo
     ids, _ = await tasks(cluster, team, 1)
     sid = await submission_of(pool, ids[0])
     await pool.execute("update submissions set staging = 'sync_failed' where id = $1", sid)
+    cluster.sync_failed[sid] = asyncio.Event()  # this cluster's sync of it failed: it is the one to confirm
     assert (await act(stack, team, action="retry_sync", submissions=[sid]))["message"] == "Retrying sync of 1 submission(s)"
     assert await pool.fetchval("select staging from submissions where id = $1", sid) == "syncing"
 
