@@ -265,7 +265,21 @@ async def test_submissions_page_multi_select_actions_sort_and_filter(page: Any, 
         shown = await page.eval_on_selector_all("tbody tr[data-sub]", "els => els.map(e => Number(e.dataset.sub))")
         assert shown == [b, a]  # both holding, still by priority
 
+        await page.select_option("select[data-filter='status']", "")
+        for item, toast in (("Unhold", "Released 5 task(s)"), ("Reviewed", "Marked 2 submission(s) reviewed"),
+                            ("Kill", "Killed 5 task(s)"), ("Retry Failed", "Queued 5 failed task(s) for retry"),
+                            ("Retry", "Queued 5 task(s) for retry")):
+            await page.click(f"tr[data-sub='{a}']")
+            await page.click(f"tr[data-sub='{b}']", modifiers=["Shift"])  # a range: both rows
+            await page.click(f"tr[data-sub='{a}']", button="right")
+            await page.click(f"role=menuitem[name='{item}']")
+            await page.locator(".toast", has_text=toast).last.wait_for()
+        assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = any($1::bigint[])", [a, b])} == {"retrying"}
+
         await page.dblclick(f"tr[data-sub='{a}']")  # a row opens its tasks
         await page.wait_for_function("document.querySelectorAll('#panel .row.job').length === 3")
+        await page.click("#panel .row.job >> nth=0", button="right")  # the same menu on a task
+        await page.click("role=menuitem[name='Hold']")
+        await page.locator(".toast", has_text="Held 1 task(s)").wait_for()
     finally:
         await cluster.stop()
