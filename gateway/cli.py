@@ -114,6 +114,31 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
     _run(simulation.run())
 
 
+def cmd_tail(args: argparse.Namespace, settings: Settings) -> None:
+    """Print every message of the team's feed (or a trajectory's) as one JSON line, until interrupted."""
+    import msgspec
+
+    from .client import GatewayClient
+
+    token = args.token or os.environ.get("GATEWAY_TOKEN", "")
+    if not token:
+        sys.exit("gateway: tail needs --token or GATEWAY_TOKEN")
+    channels = [f"trajectory:{args.trajectory}"] if args.trajectory else [f"team-jobs:{args.team}"]
+    if args.trajectory is None and args.team is None:
+        sys.exit("gateway: tail needs --team or --trajectory")
+    encoder = msgspec.json.Encoder()
+
+    async def tail() -> None:
+        async with GatewayClient(args.url, token, fmt=args.format) as client:
+            for channel in channels:
+                await client.subscribe(channel)
+            async for message in client:
+                sys.stdout.write(encoder.encode(message).decode() + "\n")
+                sys.stdout.flush()
+
+    _run(tail())
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     from .demo import run_demo
 
@@ -161,6 +186,14 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_serve)
 
     sub.add_parser("relay", help="run the relay (one active, others stand by)").set_defaults(func=cmd_relay)
+
+    p = sub.add_parser("tail", help="print a team's (or a trajectory's) messages as JSON lines, resuming across reconnects")
+    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (env GATEWAY_URL)")
+    p.add_argument("--token", help="a user token (env GATEWAY_TOKEN)")
+    p.add_argument("--team", type=int, help="follow the team's full job feed (team-jobs:<id>)")
+    p.add_argument("--trajectory", type=int, help="follow one trajectory instead")
+    p.add_argument("--format", choices=["json", "msgpack"], default="json", help="the wire format (output is JSON lines)")
+    p.set_defaults(func=cmd_tail)
 
     p = sub.add_parser("simulate", help="run simulated clusters against a gateway (ingest API and Redis commands)")
     p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (env GATEWAY_URL)")
