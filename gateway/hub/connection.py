@@ -35,6 +35,8 @@ class Connection:
         self._send = send
         self._wake = asyncio.Event()
         self._drain = asyncio.Event()
+        self.frames_sent = 0
+        self.bytes_sent = 0
 
     def deliver(self, channel: str, seq: int, frame: bytes | str) -> None:
         """Queue a shared frame of a channel (called by the hub, never awaits)."""
@@ -106,5 +108,7 @@ class Connection:
                 await self._wake.wait()
                 continue
             await self._send(frame)
+            self.frames_sent += 1
+            self.bytes_sent += len(frame)
             if self.outbound.size < self.outbound.limit // 4:
                 self._drain.set()

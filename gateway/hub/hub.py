@@ -11,6 +11,7 @@ ones from the channel's history; when the history no longer has them, the subscr
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from ..core import envelope
@@ -35,6 +36,8 @@ class Hub:
         self.frames_out = 0
         self.gaps = 0
         self.resyncs = 0
+        self.fanout_seconds = 0.0  # time spent handing shared frames to local subscribers
+        self.fanout_messages = 0
 
     def add(self, conn: Connection, channel: str) -> bool:
         """Add a local subscriber; True when it is the channel's first (subscribe in Redis then)."""
@@ -127,6 +130,7 @@ class Hub:
         subs = self.subscribers.get(channel)
         if not subs:
             return
+        started = time.perf_counter()
         text: str | None = None
         for conn in tuple(subs):
             if conn.format == "json":
@@ -136,6 +140,8 @@ class Hub:
             else:
                 conn.deliver(channel, seq, msgpack)
         self.frames_out += len(subs)
+        self.fanout_messages += 1
+        self.fanout_seconds += time.perf_counter() - started
 
     def resync_channel(self, channel: str, reason: str) -> None:
         self._resync(channel, reason)

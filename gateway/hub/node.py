@@ -74,6 +74,10 @@ class Node:
         self._tasks: set[asyncio.Task[None]] = set()
         self._runners: list[asyncio.Task[None]] = []
         self.bus_losses = 0
+        self.connections: set[Connection] = set()
+        self.closed_bytes = 0  # sent by connections that have closed since
+        self.closed_frames = 0
+        self.slow_closes = 0
 
     async def start(self) -> None:
         self._runners = [
@@ -94,8 +98,14 @@ class Node:
 
     def attach(self, conn: Connection) -> None:
         conn.on_resync = self._dropped
+        self.connections.add(conn)
 
     def detach(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.closed_bytes += conn.bytes_sent
+            self.closed_frames += conn.frames_sent
+            self.slow_closes += conn.close_code is not None
         for channel in list(conn.channels) + list(conn.buffering):
             self.hub.remove(conn, channel)
         for team_id in list(conn.teams_present):

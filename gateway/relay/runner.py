@@ -13,6 +13,8 @@ import logging
 import socket
 import time
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 import asyncpg
 from redis.asyncio import Redis
@@ -25,7 +27,8 @@ from ..core.finish import Wave
 from ..core.team import ClusterStats, Presence
 from .extras import TeamExtras
 from ..core.relay import Publication, RelayCore, batch_delay
-from ..store.outbox import OutboxReader
+from ..core.aggregate import Change
+from ..store.outbox import Blocker, OutboxReader
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,9 @@ class Relay:
         self.ready = asyncio.Event()  # set once the first cycle has published
         self._wake = asyncio.Event()
         self.published = 0
+        self.lag = 0.0
+        self._stats_at = 0.0
+        self._blocker: Blocker | None = None
 
     async def run(self) -> None:
         """Stand by, take over, serve; after losing the lock or the database, stand by again."""
@@ -142,6 +148,13 @@ class Relay:
             now = time.monotonic()
             await self._publish(lock_conn, conn, core, publisher, now, reader.position if result.changes else None)
             if result.changes:
+                newest = max((c.job.updated_at for c in result.changes if isinstance(c, Change) and c.job.updated_at), default=None)
+                if newest is not None:
+                    self.lag = max(0.0, time.time() - newest.timestamp())  # commit to publish
+            if now - self._stats_at >= 1.0:
+                self._stats_at = now
+                await self._write_stats(publisher, core, held_since, now)
+            if result.changes:
                 published_at.append((now, reader.position))
             self.ready.set()
 
@@ -154,7 +167,7 @@ class Relay:
                 held_since = held_since or now
                 if now - held_since > HELD_BACK_LOG_AFTER and now - last_held_log > 10.0:
                     last_held_log = now
-                    blocker = await reader.blocker(result.horizon)
+                    blocker = self._blocker = await reader.blocker(result.horizon)
                     if blocker is not None:
                         log.warning(
                             "relay held back %.1fs by open transaction xid=%d pid=%d (%s, open %.1fs): %s",
@@ -162,6 +175,7 @@ class Relay:
                         )
             else:
                 held_since = None
+                self._blocker = None
 
             if result.full:
                 continue
@@ -281,6 +295,27 @@ class Relay:
             [t for t, _ in waves],
             [n for _, n in waves],
         )
+
+    async def _write_stats(self, publisher: Publisher, core: RelayCore, held_since: float | None, now: float) -> None:
+        """What /metrics and /readyz on every node show of the relay: a heartbeat, lag, what holds it back."""
+        stats: Mapping[str | bytes | bytearray | memoryview | int | float, Any] = {
+            "epoch": core.epoch,
+            "heartbeat": time.time(),
+            "lag_seconds": round(self.lag, 4),
+            "changes": core.changes_applied,
+            "deltas": core.deltas_taken,
+            "published": self.published,
+            "held_back_seconds": round(now - held_since, 3) if held_since is not None else 0,
+            "blocker_pid": self._blocker.pid if self._blocker else 0,
+            "blocker_xid": self._blocker.xid if self._blocker else 0,
+        }
+        try:
+            async with publisher.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys.RELAY_STATS, mapping=stats)
+                pipe.expire(keys.RELAY_STATS, 30)
+                await pipe.execute()
+        except (RedisError, OSError):
+            pass
 
     async def _check_lock(self, lock_conn: asyncpg.Connection) -> None:
         """Our session holds the lock as long as it is alive: prove it is, before publishing."""

@@ -22,15 +22,11 @@ from .submissions import submissions_action
 from .session import demo_sign_in, demo_users, index, sign_out
 from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
 from .logs import install_redaction
+from .metrics import healthz, metrics, readyz
 from .runtime import Runtime
 from .ws import websocket_endpoint
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
-
-
-async def healthz(request: Request) -> Response:
-    runtime: Runtime = request.app.state.runtime
-    return JSONResponse({"ok": True, "connections": runtime.connections, "channels": len(runtime.node.hub.subscribers)})
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -71,6 +67,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
         Route("/api/sign-out", sign_out, methods=["POST"]),
         Route("/healthz", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics),
         Route("/", index),
         Route("/submissions", index),
     ]

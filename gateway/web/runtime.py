@@ -18,7 +18,6 @@ class Runtime:
     pool: asyncpg.Pool
     redis: Redis
     node: Node
-    connections: int = 0
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Same origin, or one listed in GATEWAY_ORIGINS."""

@@ -55,7 +55,6 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     conn = Connection(user_id, fmt, send, runtime.settings.max_pending_bytes)
     node = runtime.node
     node.attach(conn)
-    runtime.connections += 1
     writer = asyncio.create_task(conn.run_writer(), name="ws-writer")
     reader = asyncio.create_task(_read(websocket, conn, node), name="ws-reader")
     closed = asyncio.create_task(conn.closed.wait(), name="ws-closed")
@@ -66,7 +65,6 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             task.cancel()
         await asyncio.gather(writer, reader, closed, return_exceptions=True)
         node.detach(conn)
-        runtime.connections -= 1
     if conn.close_code is not None:
         try:
             await asyncio.wait_for(websocket.close(conn.close_code, "slow consumer: could not drain"), CLOSE_TIMEOUT)

@@ -391,3 +391,19 @@ async def test_jobs_past_retention_drop_out_with_exact_counts(world: World, wpoo
         assert f.problems == []
     finally:
         await f.__aexit__()
+
+
+async def test_a_node_is_not_ready_without_an_active_relay(world: World) -> None:
+    import httpx
+
+    world.stop_relays()
+    await asyncio.sleep(6.0)  # past the heartbeat
+    async with httpx.AsyncClient(base_url=world.nodes[0].http) as client:
+        response = await client.get("/readyz")
+        assert response.status_code == 503 and response.json()["problems"] == ["no active relay"]
+        world.start_relay("relay-back")
+        for _ in range(50):
+            await asyncio.sleep(0.2)
+            if (await client.get("/readyz")).status_code == 200:
+                break
+        assert (await client.get("/readyz")).status_code == 200
