@@ -23,6 +23,7 @@ from .session import demo_sign_in, demo_users, index, sign_out
 from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
 from .logs import install_redaction
 from .metrics import healthz, metrics, readyz
+from .schema import asyncapi_document, openapi_document
 from .runtime import Runtime
 from .ws import websocket_endpoint
 
@@ -69,6 +70,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
+        Route("/asyncapi.json", asyncapi_document),
+        Route("/openapi.json", openapi_document),
         Route("/", index),
         Route("/submissions", index),
     ]
