@@ -24,6 +24,9 @@ class Settings:
     max_pending_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_PENDING_BYTES", str(4 << 20))))
     max_subscriptions: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_SUBSCRIPTIONS", "100")))
     max_message_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_MESSAGE_BYTES", str(64 << 10))))
+    max_connections_per_user: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_CONNECTIONS_PER_USER", "20")))
+    # Client messages per second per connection (bursts up to four times as many).
+    max_messages_per_second: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_MAX_MESSAGES_PER_SECOND", "50")))
     max_body_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(8 << 20))))
     # Messages kept per channel for clients that resume from a cursor (>= 10 minutes at 20 a second).
     history_length: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_HISTORY_LENGTH", "12000")))

@@ -284,6 +284,22 @@ function wire() {
   setInterval(schedule, 1000); // ages keep moving with the server's clock
 }
 
+// -- the session: renewed before its token expires, without a reload
+
+let renewal = null;
+function scheduleRenewal(expiresAt, serverNow) {
+  clearTimeout(renewal);
+  const lifetime = expiresAt - serverNow; // both from the server's clock: a skewed browser clock does not matter
+  renewal = setTimeout(renewSession, Math.max(1000, lifetime * 0.8));
+}
+
+async function renewSession() {
+  const response = await fetch("/api/session/renew", { method: "POST" });
+  if (!response.ok) { location.reload(); return; } // expired for good: sign in again
+  const body = await response.json();
+  scheduleRenewal(body.expires_at, body.time);
+}
+
 async function start() {
   const response = await fetch("/api/me");
   if (!response.ok) return signIn();
@@ -296,7 +312,8 @@ async function start() {
   live = new Live((status) => {
     $("conn").textContent = status === "reconnecting" ? "reconnecting…" : status === "connecting" ? "connecting…" : "";
     document.body.dataset.live = status;
-  });
+  }, renewSession);
+  scheduleRenewal(me.expires_at, me.time);
   live.subscribe(`team:${teamId}`, (m) => { team.apply(m); if (m.type === "glow") setTimeout(schedule, 3600); schedule(); });
   live.start();
   window.gatewayLive = live;

@@ -4,8 +4,9 @@
 const RESUMABLE = new Set(["batch", "summary", "notice", "glow", "presence", "clusters"]);
 
 export class Live {
-  constructor(onStatus) {
+  constructor(onStatus, onExpired = async () => {}) {
     this.onStatus = onStatus; // "connecting" | "live" | "reconnecting"
+    this.onExpired = onExpired; // the server closed with 4001: renew the session, then connect again
     this.channels = new Map(); // channel -> { handler, cursor, seq, ready }
     this.offset = 0; // server clock minus ours, in ms
     this.retry = 0;
@@ -43,10 +44,11 @@ export class Live {
       this.pinger = setInterval(() => this._send({ type: "ping" }), 15000);
     };
     ws.onmessage = (event) => this._receive(JSON.parse(event.data));
-    ws.onclose = () => {
+    ws.onclose = async (event) => {
       clearInterval(this.pinger);
       if (this.ws !== ws) return;
       this.onStatus("reconnecting");
+      if (event.code === 4001) { await this.onExpired(); this._connect(); return; }
       const delay = Math.min(15000, 400 * 2 ** this.retry++) * (0.5 + Math.random());
       setTimeout(() => this._connect(), delay);
     };

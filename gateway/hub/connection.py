@@ -15,7 +15,14 @@ from ..core.protocol import Format, Resync, ServerMessage, encode
 
 log = logging.getLogger(__name__)
 
+CLOSE_EXPIRED = 4001  # the session's token expired: renew it and connect again
 CLOSE_SLOW = 4008  # could not drain its output even after a resync
+CLOSE_FLOOD = 4029  # kept sending far past the message rate limit
+CLOSE_REASONS = {
+    CLOSE_EXPIRED: "token expired",
+    CLOSE_SLOW: "slow consumer: could not drain",
+    CLOSE_FLOOD: "too many messages",
+}
 
 SendFrame = Callable[[bytes | str], Awaitable[None]]
 
@@ -38,6 +45,12 @@ class Connection:
         self.frames_sent = 0
         self.bytes_sent = 0
 
+    def close(self, code: int) -> None:
+        """End the connection with a documented code (the adapter sends the close frame)."""
+        if self.close_code is None:
+            self.close_code = code
+            self.closed.set()
+
     def deliver(self, channel: str, seq: int, frame: bytes | str) -> None:
         """Queue a shared frame of a channel (called by the hub, never awaits)."""
         waiting = self.buffering.get(channel)
@@ -59,8 +72,7 @@ class Connection:
                 self.on_resync(self, dropped)
         elif verdict is Verdict.CLOSE:
             log.info("slow consumer user=%s: still cannot drain, closing", self.user_id)
-            self.close_code = CLOSE_SLOW
-            self.closed.set()
+            self.close(CLOSE_SLOW)
         self._wake.set()
 
     def send_message(self, message: ServerMessage) -> None:

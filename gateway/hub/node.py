@@ -185,12 +185,21 @@ class Node:
             return True
         if current[1] <= seq or current[1] - seq > MAX_REPLAY:
             return False
-        found = await history.entries(self.redis, name, seq, current[1])
-        # The cursor's own message must still be there, from the same relay epoch: then what follows it
-        # is exactly what the client has not seen.
-        if not history.contiguous(found, seq, current[1]) or found[0].epoch != epoch:
-            return False
-        for i, entry in enumerate(found[1:]):
+        if seq == 0:
+            # The snapshot came before the channel's first message: everything from 1 on was missed, as long
+            # as the relay that published it is the one that was active then.
+            found = await history.entries(self.redis, name, 1, current[1])
+            if not history.contiguous(found, 1, current[1]) or found[0].epoch != epoch:
+                return False
+            missed = found
+        else:
+            found = await history.entries(self.redis, name, seq, current[1])
+            # The cursor's own message must still be there, from the same relay epoch: then what follows it
+            # is exactly what the client has not seen.
+            if not history.contiguous(found, seq, current[1]) or found[0].epoch != epoch:
+                return False
+            missed = found[1:]
+        for i, entry in enumerate(missed):
             if name not in conn.channels:
                 return True
             frame = msgpack_to_json(entry.msgpack).decode() if conn.format == "json" else entry.msgpack
@@ -220,7 +229,7 @@ class Node:
                 await asyncio.sleep(0.1)
                 state = await self._state(name)
         seq = int(state.get(b"seq", 0))
-        epoch = int(state.get(b"epoch", 0))
+        epoch = int(state[b"epoch"]) if b"epoch" in state else await self._fence()
         self._anchor(name, epoch, seq)
         if b"counts" in state:
             counts = _counts_decoder.decode(state[b"counts"])
@@ -252,12 +261,17 @@ class Node:
         )
         return seq
 
+    async def _fence(self) -> int:
+        """The active relay's epoch: a cursor at seq 0 names who would publish the channel's first message."""
+        value = await self.redis.get(keys.EPOCH)
+        return int(value) if value is not None else 0
+
     async def _state(self, name: str) -> dict[bytes, bytes]:
         return cast(dict[bytes, bytes], await self.redis.hgetall(keys.state(name)))
 
     async def _send_jobs_snapshot(self, conn: Connection, channel: Channel) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.
-        epoch, seq = await history.position(self.redis, channel.name) or (0, 0)
+        epoch, seq = await history.position(self.redis, channel.name) or (await self._fence(), 0)
         self._anchor(channel.name, epoch, seq)
         cursor = make_cursor(epoch, seq)
         # Frame groups with their colour, computed here so the browser never recomputes thousands.

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..hub.presence import online_users
-from .guards import Refused, endpoint, member, runtime_of, user
+from .guards import Refused, endpoint, member, runtime_of, session, user
 
 
 @endpoint
 async def me(request: Request) -> Response:
-    user_id = user(request)
+    user_id, expires = session(request)
     runtime = runtime_of(request)
     found = await runtime.pool.fetchrow("select id, name from users where id = $1", user_id)
     if found is None:
@@ -28,6 +30,8 @@ async def me(request: Request) -> Response:
             "single_user": settings.single_user,
             "local": settings.local,
             "demo": settings.demo,
+            "expires_at": int(expires * 1000),  # the session's token: renew before then
+            "time": int(time.time() * 1000),  # the server's clock, to read expires_at by
         }
     )
 

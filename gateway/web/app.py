@@ -19,7 +19,7 @@ from ..hub.node import Node
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .api import me, team_members, team_trajectories
 from .submissions import submissions_action
-from .session import demo_sign_in, demo_users, index, sign_out
+from .session import demo_sign_in, demo_users, index, renew, sign_out
 from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
 from .logs import install_redaction
 from .metrics import healthz, metrics, readyz
@@ -67,6 +67,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
         Route("/api/sign-out", sign_out, methods=["POST"]),
+        Route("/api/session/renew", renew, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),

@@ -23,9 +23,14 @@ def issue_token(secret: str, user_id: int, ttl: int, now: float | None = None) -
 
 def verify_token(secret: str, token: str) -> int:
     """The user id a token was issued to; raises InvalidToken when forged, expired or malformed."""
+    return token_session(secret, token)[0]
+
+
+def token_session(secret: str, token: str) -> tuple[int, float]:
+    """(user id, expiry as a Unix time) of a valid token; raises InvalidToken otherwise."""
     try:
         claims = jwt.decode(token, secret, algorithms=["HS256"], options={"require": ["sub", "exp"]})
-        return int(claims["sub"])
+        return int(claims["sub"]), float(claims["exp"])
     except jwt.ExpiredSignatureError:
         raise InvalidToken("token expired") from None
     except (jwt.InvalidTokenError, ValueError, TypeError):

@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from ..store import queries
-from .auth import TOKEN_COOKIE, InvalidToken, cluster_of_key, key_matches, verify_token
+from .auth import TOKEN_COOKIE, InvalidToken, cluster_of_key, key_matches, token_session
 from .body import BodyTooLarge, read_body
 from .runtime import Runtime
 
@@ -56,16 +56,21 @@ def token_of(request: HTTPConnection) -> str | None:
     return request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE)
 
 
-def user(request: HTTPConnection, acting: bool = False) -> int:
-    """The signed-in user; `acting` (a request that changes something) also checks a browser's Origin."""
-    runtime = runtime_of(request)
+def session(request: HTTPConnection) -> tuple[int, float]:
+    """(user id, when the token expires) of the signed-in user."""
     token = token_of(request)
     try:
         if not token:
             raise InvalidToken("missing token")
-        user_id = verify_token(runtime.settings.secret, token)
+        return token_session(runtime_of(request).settings.secret, token)
     except InvalidToken as exc:
         raise Refused(401, "unauthorized", str(exc)) from None
+
+
+def user(request: HTTPConnection, acting: bool = False) -> int:
+    """The signed-in user; `acting` (a request that changes something) also checks a browser's Origin."""
+    runtime = runtime_of(request)
+    user_id, _ = session(request)
     origin = request.headers.get("origin")
     if acting and origin is not None and not runtime.origin_allowed(origin, request.headers.get("host", "")):
         raise Refused(403, "origin_not_allowed", "this origin may not act on jobs")

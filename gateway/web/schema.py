@@ -44,6 +44,7 @@ ROUTES: list[tuple[str, str, str, str, Any, Any]] = [
     ("get", "/api/sign-in/users", "Demo mode: the users to pick from", "anyone", None, None),
     ("post", "/api/sign-in", "Demo mode: sign in as a user (sets the session cookie)", "anyone", None, None),
     ("post", "/api/sign-out", "Clear the session cookie", "anyone", None, None),
+    ("post", "/api/session/renew", "A new session cookie before the current one expires", "user", None, None),
 ]
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
 from .auth import TOKEN_COOKIE, InvalidToken, issue_token, verify_token
+from .guards import endpoint, runtime_of, user
 from .runtime import Runtime
 
 INDEX = Path(__file__).resolve().parents[2] / "frontend" / "index.html"
@@ -65,3 +67,14 @@ async def sign_out(request: Request) -> Response:
     response = JSONResponse({"ok": True})
     response.delete_cookie(TOKEN_COOKIE, path="/")
     return response
+
+
+@endpoint
+async def renew(request: Request) -> Response:
+    """A session about to expire gets a new cookie without a reload (the current token must still be valid)."""
+    runtime = runtime_of(request)
+    user_id = user(request, acting=True)
+    token = issue_token(runtime.settings.secret, user_id, runtime.settings.token_ttl)
+    expires = time.time() + runtime.settings.token_ttl
+    body = {"ok": True, "expires_at": int(expires * 1000), "time": int(time.time() * 1000)}
+    return with_session(JSONResponse(body), request, runtime, token)

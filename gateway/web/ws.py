@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -19,14 +20,16 @@ from ..core.protocol import (
     Unsubscribe,
     decode_client,
 )
-from ..hub.connection import Connection
+from ..core.ratelimit import TokenBucket
+from ..hub.connection import CLOSE_EXPIRED, CLOSE_FLOOD, CLOSE_REASONS, Connection
 from ..hub.node import Node, now_ms
-from .guards import Refused, user
+from .guards import Refused, session
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT = 2.0
+MAX_DROPPED = 1000  # messages dropped by the rate limit before the connection is closed
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
@@ -39,9 +42,15 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         )
         return
     try:
-        user_id = user(websocket)
+        user_id, expires = session(websocket)
     except Refused as refused:
         await websocket.send_denial_response(refused.response())
+        return
+    settings = runtime.settings
+    if sum(1 for c in runtime.node.connections if c.user_id == user_id) >= settings.max_connections_per_user:
+        await websocket.send_denial_response(
+            JSONResponse({"error": "too_many_connections", "message": f"at most {settings.max_connections_per_user} connections per user"}, 429)
+        )
         return
     fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
     await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
@@ -52,27 +61,38 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         else:
             await websocket.send({"type": "websocket.send", "bytes": frame})
 
-    conn = Connection(user_id, fmt, send, runtime.settings.max_pending_bytes)
+    conn = Connection(user_id, fmt, send, settings.max_pending_bytes)
     node = runtime.node
     node.attach(conn)
-    writer = asyncio.create_task(conn.run_writer(), name="ws-writer")
-    reader = asyncio.create_task(_read(websocket, conn, node), name="ws-reader")
-    closed = asyncio.create_task(conn.closed.wait(), name="ws-closed")
+    limiter = TokenBucket(settings.max_messages_per_second, 4 * settings.max_messages_per_second)
+    tasks = {
+        asyncio.create_task(conn.run_writer(), name="ws-writer"),
+        asyncio.create_task(_read(websocket, conn, node, limiter), name="ws-reader"),
+        asyncio.create_task(conn.closed.wait(), name="ws-closed"),
+        asyncio.create_task(_expire(conn, expires), name="ws-expiry"),
+    }
     try:
-        await asyncio.wait({writer, reader, closed}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (writer, reader, closed):
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(writer, reader, closed, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         node.detach(conn)
     if conn.close_code is not None:
         try:
-            await asyncio.wait_for(websocket.close(conn.close_code, "slow consumer: could not drain"), CLOSE_TIMEOUT)
+            await asyncio.wait_for(websocket.close(conn.close_code, CLOSE_REASONS[conn.close_code]), CLOSE_TIMEOUT)
         except (asyncio.TimeoutError, RuntimeError, OSError):
             pass
 
 
-async def _read(websocket: WebSocket, conn: Connection, node: Node) -> None:
+async def _expire(conn: Connection, expires: float) -> None:
+    """A session ends with its token: the browser renews its cookie and connects again."""
+    await asyncio.sleep(max(0.0, expires - time.time()))
+    conn.close(CLOSE_EXPIRED)
+
+
+async def _read(websocket: WebSocket, conn: Connection, node: Node, limiter: TokenBucket) -> None:
+    dropped = 0
     while True:
         try:
             message = await websocket.receive()
@@ -80,6 +100,14 @@ async def _read(websocket: WebSocket, conn: Connection, node: Node) -> None:
             return
         if message["type"] == "websocket.disconnect":
             return
+        if not limiter.allow(time.monotonic()):
+            dropped += 1
+            if dropped == 1 or dropped % 100 == 0:  # say so, without answering every flooding message
+                conn.send_message(Error(code="rate_limited", message="too many messages: slow down"))
+            if dropped >= MAX_DROPPED:
+                conn.close(CLOSE_FLOOD)
+                return
+            continue
         data = message.get("text")
         if data is None:
             data = message.get("bytes") or b""

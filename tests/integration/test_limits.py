@@ -1,0 +1,83 @@
+"""Limits and sessions: each gives a clear error or close code, and the process keeps serving everyone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import asyncpg
+import httpx
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from gateway.embedded import free_port
+from gateway.web.auth import issue_token
+from tests.conftest import Stack, spawn, wait_http
+from tests.follower import Follower
+from tests.integration.conftest import Team
+
+
+async def test_a_connection_whose_token_expires_is_closed_with_4001(stack: Stack, team: Team) -> None:
+    short = issue_token(stack.secret, team.user_id, 2)
+    async with websockets.connect(stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {short}"}) as ws:
+        with pytest.raises(ConnectionClosed) as info:
+            while True:
+                await asyncio.wait_for(ws.recv(), 6)
+    assert info.value.rcvd is not None and (info.value.rcvd.code, info.value.rcvd.reason) == (4001, "token expired")
+
+
+async def test_a_session_is_renewed_without_a_reload(stack: Stack, team: Team) -> None:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        response = await client.post("/api/session/renew", headers={"Authorization": f"Bearer {team.token}"})
+        assert response.status_code == 200 and response.json()["expires_at"] > response.json()["time"]
+        cookie = response.cookies.get("gateway_token")
+        assert cookie and cookie != team.token
+        async with httpx.AsyncClient(base_url=stack.nodes[0].http, cookies={"gateway_token": cookie}) as browser:
+            assert (await browser.get("/api/me")).json()["user"]["id"] == team.user_id
+        expired = issue_token(stack.secret, team.user_id, -1)
+        assert (await client.post("/api/session/renew", headers={"Authorization": f"Bearer {expired}"})).status_code == 401
+
+
+async def test_flooding_messages_get_rate_limited_then_closed_and_others_keep_being_served(stack: Stack, team: Team) -> None:
+    headers = {"Authorization": f"Bearer {team.token}"}
+    async with Follower(stack.nodes[1].ws, team.token) as calm:
+        async with websockets.connect(stack.nodes[1].ws, additional_headers=headers) as flood:
+            for i in range(1500):
+                await flood.send(json.dumps({"type": "ping", "id": i}))
+            seen = []
+            with pytest.raises(ConnectionClosed) as info:
+                while True:
+                    seen.append(json.loads(await asyncio.wait_for(flood.recv(), 10)))
+            assert info.value.rcvd is not None and info.value.rcvd.code == 4029
+            assert any(m.get("code") == "rate_limited" for m in seen)
+        await calm.subscribe(f"team:{team.id}")
+        await calm.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done)
+
+
+async def test_connections_per_user_are_bounded(stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory) -> None:
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
+           "GATEWAY_MAX_CONNECTIONS_PER_USER": "2"}
+    node = spawn("node-limited", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("limited"), port)
+    try:
+        await asyncio.to_thread(wait_http, node)
+        headers = {"Authorization": f"Bearer {team.token}"}
+        async with websockets.connect(node.ws, additional_headers=headers), websockets.connect(node.ws, additional_headers=headers):
+            with pytest.raises(InvalidStatus) as info:
+                async with websockets.connect(node.ws, additional_headers=headers):
+                    pass
+            assert info.value.response.status_code == 429
+            assert json.loads(info.value.response.body)["error"] == "too_many_connections"
+    finally:
+        node.stop()
+
+
+async def test_too_many_subscriptions_get_a_clear_error(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    ids = [await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team.id, f"t{i}") for i in range(101)]
+    async with Follower(stack.nodes[0].ws, team.token) as f:
+        for trajectory_id in ids:
+            await f.subscribe(f"trajectory:{trajectory_id}")
+        await f.wait_for(lambda f: any(e["code"] == "too_many_subscriptions" for e in f.errors), timeout=20)
+        assert [e["message"] for e in f.errors] == ["at most 100 subscriptions per connection"]
