@@ -3,7 +3,8 @@
 PREFIX = "gw:"
 EPOCH = f"{PREFIX}epoch"  # the newest relay epoch: older relays' publishes are refused
 RELAY_CURSOR = f"{PREFIX}relay:cursor"  # how far in the outbox the relays have published
-RELAY_STATS = f"{PREFIX}relay:stats"  # the active relay's heartbeat and figures, for /metrics and /readyz
+RELAY_STATS = f"{PREFIX}relay:stats"
+CONTROL = f"{PREFIX}control"  # relay -> every node: membership changes  # the active relay's heartbeat and figures, for /metrics and /readyz
 
 
 def pubsub(channel: str) -> str:

@@ -33,7 +33,12 @@ _KEEPALIVE = {
 
 class Subscriber:
     def __init__(
-        self, url: str, on_message: OnMessage, on_lost: Callable[[], None], on_restored: Callable[[], None]
+        self,
+        url: str,
+        on_message: OnMessage,
+        on_lost: Callable[[], None],
+        on_restored: Callable[[], None],
+        on_control: Callable[[bytes], None] = lambda data: None,
     ) -> None:
         # No health_check_interval: its PING would read replies concurrently with the read loop and steal
         # subscribe confirmations. TCP keepalives notice a dead peer instead.
@@ -46,6 +51,7 @@ class Subscriber:
         self._on_message = on_message
         self._on_lost = on_lost
         self._on_restored = on_restored
+        self._on_control = on_control
         self._wanted: set[str] = set()
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._pubsub: PubSub | None = None
@@ -89,8 +95,7 @@ class Subscriber:
                     future = self._confirmed.get(channel)
                     if future is None or future.done():
                         self._confirmed[channel] = asyncio.get_running_loop().create_future()
-                if self._wanted:
-                    await pubsub.subscribe(*(keys.pubsub(c) for c in self._wanted))
+                await pubsub.subscribe(keys.CONTROL, *(keys.pubsub(c) for c in self._wanted))
                 delay = 0.05
                 if self.reconnects:
                     asyncio.get_running_loop().create_task(self._restored())
@@ -116,6 +121,10 @@ class Subscriber:
                 continue
             kind = message["type"]
             name = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
+            if name == keys.CONTROL:
+                if kind == b"message" or kind == "message":
+                    self._on_control(message["data"])
+                continue
             channel = keys.channel_of(name)
             if kind == b"message" or kind == "message":
                 self._on_message(channel, message["data"])

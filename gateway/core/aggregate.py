@@ -34,6 +34,15 @@ class GroupAggregate:
         self.timestep = timestep
 
 
+class MembershipChange(msgspec.Struct, kw_only=True):
+    """A user joined or left a team."""
+
+    team_id: int
+    user_id: int
+    member: bool
+    counted: bool = False
+
+
 class SubmissionChange(msgspec.Struct, kw_only=True):
     """A submission's record changed (its tasks' changes arrive as job changes)."""
 

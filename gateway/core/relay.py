@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import msgspec
 
 from . import channels
-from .aggregate import Aggregates, Change, SubmissionChange, TeamAggregate, TrajectoryAggregate
+from .aggregate import Aggregates, Change, MembershipChange, SubmissionChange, TeamAggregate, TrajectoryAggregate
 from .finish import Finish, FinishTracker
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
@@ -58,6 +58,7 @@ class RelayCore:
         self._team_sent_at: dict[int, float] = {}
         self.finishes = FinishTracker()
         self.submissions: dict[int, SubmissionAggregate] = {}
+        self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
         self._dirty_submissions: dict[int, set[int]] = {}  # per team
         self.changes_applied = 0
         self.deltas_taken = 0
@@ -74,7 +75,11 @@ class RelayCore:
         if not self.aggregates.known(trajectory_id):
             self.aggregates.add_trajectory(TrajectoryAggregate(id=trajectory_id, team_id=team_id, name=name))
 
-    def unknown_trajectories(self, changes: Iterable[Change | SubmissionChange]) -> set[int]:
+    def take_memberships(self) -> list[MembershipChange]:
+        taken, self.memberships = self.memberships, []
+        return taken
+
+    def unknown_trajectories(self, changes: Iterable[Change | SubmissionChange | MembershipChange]) -> set[int]:
         """Trajectories whose names the adapter must look up before `apply()`."""
         return {
             c.job.trajectory_id for c in changes if isinstance(c, Change) and not self.aggregates.known(c.job.trajectory_id)
@@ -87,8 +92,11 @@ class RelayCore:
                 self._dirty_submissions.setdefault(agg.record.team_id, set()).add(agg.record.id)
                 self.aggregates.team(agg.record.team_id)
 
-    def apply(self, changes: Iterable[Change | SubmissionChange], now: float = 0.0) -> None:
+    def apply(self, changes: Iterable[Change | SubmissionChange | MembershipChange], now: float = 0.0) -> None:
         for change in changes:
+            if isinstance(change, MembershipChange):
+                self.memberships.append(change)
+                continue
             if isinstance(change, SubmissionChange):
                 self._submission_changed(change.record)
                 continue

@@ -33,6 +33,7 @@ class Connection:
         self.format = fmt
         self.channels: set[str] = set()
         self.teams_present: set[int] = set()  # teams whose channel this connection follows (presence)
+        self.channel_teams: dict[str, int] = {}  # the team each subscribed channel belongs to
         # Channels waiting for their snapshot: frames arriving meanwhile wait here, with their seq.
         self.buffering: dict[str, list[tuple[int, bytes | str]]] = {}
         self.outbound = Outbound(max_pending)
@@ -83,6 +84,7 @@ class Connection:
     def resync(self, channel: str, reason: str) -> None:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
         self.channels.discard(channel)
+        self.channel_teams.pop(channel, None)
         self.buffering.pop(channel, None)
         self.send_message(Resync(channel=channel, reason=reason))
 

@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from ..bus import history, keys
 from ..bus.subscriber import Subscriber
+from ..core.aggregate import MembershipChange
 from ..core.channels import BadChannel, Channel, parse_channel
 from ..core.model import Counts, TrajectorySummary
 from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
@@ -37,9 +38,11 @@ SNAPSHOT_SUBMISSIONS = 500
 GROUPS_PER_PAGE = 1_000
 MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than the replay
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
+MEMBERSHIP_CHECK_EVERY = 30.0
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
+_memberships_decoder = msgspec.json.Decoder(list[MembershipChange])
 _submission_decoder = msgspec.msgpack.Decoder(SubmissionRow)
 _presence_decoder = msgspec.msgpack.Decoder(Presence)
 _stats_decoder = msgspec.msgpack.Decoder(ClusterStats)
@@ -68,7 +71,7 @@ class Node:
         self.max_subscriptions = max_subscriptions
         self.presence = PresenceBoard(redis, enabled=presence)
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
-        self.subscriber = Subscriber(redis_url, self.hub.on_message, self._bus_lost, self._bus_restored)
+        self.subscriber = Subscriber(redis_url, self.hub.on_message, self._bus_lost, self._bus_restored, self._control)
         self._locks: dict[str, asyncio.Lock] = {}
         self._redis_subscribed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -84,6 +87,7 @@ class Node:
             asyncio.create_task(self.subscriber.run(), name="bus-subscriber"),
             asyncio.create_task(self._check_positions(), name="position-check"),
             asyncio.create_task(self.presence.run(), name="presence"),
+            asyncio.create_task(self._recheck_memberships(), name="membership-check"),
         ]
 
     async def stop(self) -> None:
@@ -149,6 +153,8 @@ class Node:
             return
         conn.buffering[name] = []
         conn.channels.add(name)
+        assert team_id is not None
+        conn.channel_teams[name] = team_id
         self.hub.add(conn, name)
         try:
             await self._reconcile(name)
@@ -163,10 +169,48 @@ class Node:
             conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
+        conn.channel_teams.pop(name, None)
         conn.channels.discard(name)
         conn.buffering.pop(name, None)
         self.hub.remove(conn, name)
         self._leave_team(conn, name)
+
+    # -- membership: a member removed from a team loses its subscriptions at once, on every node
+
+    def _control(self, data: bytes) -> None:
+        try:
+            changes = _memberships_decoder.decode(data)
+        except msgspec.DecodeError:
+            log.warning("ignored an undecodable control message")
+            return
+        for change in changes:
+            if not change.member:
+                self.revoke(change.team_id, change.user_id)
+
+    def revoke(self, team_id: int, user_id: int) -> None:
+        for conn in [c for c in self.connections if c.user_id == user_id]:
+            for name in [n for n, t in conn.channel_teams.items() if t == team_id]:
+                self.unsubscribe(conn, name)
+                conn.send_message(Error(code="forbidden", message="you are no longer a member of this team", channel=name))
+
+    async def _recheck_memberships(self) -> None:
+        """The safety net for a control message Redis dropped: check every live subscription now and then."""
+        while True:
+            await asyncio.sleep(MEMBERSHIP_CHECK_EVERY)
+            pairs = {(c.user_id, t) for c in self.connections for t in c.channel_teams.values()}
+            if not pairs:
+                continue
+            try:
+                rows = await self.pool.fetch(
+                    "select u, t from unnest($1::bigint[], $2::bigint[]) as p(u, t)"
+                    " where not exists (select 1 from memberships m where m.user_id = p.u and m.team_id = p.t)",
+                    [u for u, _ in pairs],
+                    [t for _, t in pairs],
+                )
+            except _ERRORS:
+                continue
+            for r in rows:
+                self.revoke(r["t"], r["u"])
 
     # -- resuming from a cursor
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
+import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -39,6 +40,7 @@ LINGER = 0.2  # stay awake this long after the last change before sleeping
 HELD_BACK_LOG_AFTER = 2.0
 LOCK_CHECK_TIMEOUT = 2.0
 PRUNE_EVERY = 60.0
+_membership_encoder = msgspec.json.Encoder()
 _KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3"}
 
 
@@ -147,6 +149,9 @@ class Relay:
                 await self._record_waves_started(conn, core)
             now = time.monotonic()
             await self._publish(lock_conn, conn, core, publisher, now, reader.position if result.changes else None)
+            memberships = core.take_memberships()
+            if memberships:
+                await _retry_redis(lambda: publisher.redis.publish(keys.CONTROL, _membership_encoder.encode(memberships)))
             if result.changes:
                 newest = max((c.job.updated_at for c in result.changes if isinstance(c, Change) and c.job.updated_at), default=None)
                 if newest is not None:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
-from ..core.aggregate import Change, SubmissionChange, TrajectoryAggregate
+from ..core.aggregate import Change, MembershipChange, SubmissionChange, TrajectoryAggregate
 from ..core.submission import SubmissionAggregate, SubmissionRecord
 from ..core.model import Job
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
 _submission_decoder = msgspec.json.Decoder(SubmissionRecord)
+_membership_decoder = msgspec.json.Decoder(MembershipChange)
 
 _SUBMISSION_TASKS = """
 select submission_id, status, count(*) as n,
@@ -51,7 +52,7 @@ from h left join lateral (
 
 @dataclass
 class ReadResult:
-    changes: list[Change | SubmissionChange]
+    changes: list[Change | SubmissionChange | MembershipChange]
     horizon: int
     held_back: bool  # committed changes wait behind an open transaction
     full: bool  # the limit was reached: read again at once
@@ -122,10 +123,14 @@ class OutboxReader:
     async def read(self, limit: int = 5000) -> ReadResult:
         rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)
         horizon: int = rows[0]["horizon"]
-        changes: list[Change | SubmissionChange] = []
+        changes: list[Change | SubmissionChange | MembershipChange] = []
         for r in rows:
             if r["seq"] is None:
                 break
+            if r["entity"] == "membership":
+                changes.append(_membership_decoder.decode(r["job"]))
+                self.xid, self.seq = r["xid"], r["seq"]
+                continue
             if r["entity"] == "submission":
                 changes.append(SubmissionChange(record=_submission_decoder.decode(r["job"]), counted=r["counted"]))
                 self.xid, self.seq = r["xid"], r["seq"]

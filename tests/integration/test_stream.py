@@ -127,3 +127,28 @@ async def test_foreign_team_is_refused_and_connection_keeps_serving(stack: Stack
         await f.subscribe(trajectory(team))
         await f.wait_for(lambda f: mine in f.listed(trajectory(team)))
         assert all(m.get("channel") != f"trajectory:{other.trajectory_id}" or m["type"] == "error" for m in f.messages)
+
+
+async def test_a_member_removed_from_the_team_loses_live_subscriptions_on_every_node(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    from gateway.web.auth import issue_token
+
+    leaver = await pool.fetchval("insert into users (name) values ('Leaver') returning id")
+    await pool.execute("insert into memberships values ($1, $2)", team.id, leaver)
+    token = issue_token(stack.secret, leaver, 3600)
+    channels = (f"team:{team.id}", f"team-jobs:{team.id}", trajectory(team))
+    async with Follower(stack.nodes[0].ws, token) as a, Follower(stack.nodes[1].ws, token) as b, Follower(stack.nodes[0].ws, team.token) as stays:
+        for f in (a, b, stays):
+            for channel in channels:
+                await f.subscribe(channel)
+            await f.wait_for(lambda f: all(f.channels[c].snapshot_done for c in channels))
+        await pool.execute("delete from memberships where team_id = $1 and user_id = $2", team.id, leaver)
+        for f in (a, b):
+            await f.wait_for(lambda f: len([e for e in f.errors if e["code"] == "forbidden"]) == 3, timeout=10)
+            assert {e["channel"] for e in f.errors} == set(channels)
+        (job_id,) = await insert_jobs(pool, team, 1)
+        await stays.wait_for(lambda f: job_id in f.listed(trajectory(team)))
+        await asyncio.sleep(0.5)
+        assert job_id not in a.listed(trajectory(team)) and job_id not in b.listed(trajectory(team))
+        await a.subscribe(trajectory(team))
+        await a.wait_for(lambda f: len(f.errors) == 4)
+        assert a.errors[-1]["code"] == "forbidden"
