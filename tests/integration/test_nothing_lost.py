@@ -407,3 +407,53 @@ async def test_a_node_is_not_ready_without_an_active_relay(world: World) -> None
             if (await client.get("/readyz")).status_code == 200:
                 break
         assert (await client.get("/readyz")).status_code == 200
+
+
+async def test_a_killed_node_s_clients_resume_on_another_node_and_sigterm_tells_them_to_go(
+    world: World, wpool: asyncpg.Pool, wteam: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    if not any(r.proc.poll() is None for r in world.relays):
+        world.start_relay("relay-for-nodes")
+    await world.active_relay()
+    ids = await insert_jobs(wpool, wteam, 10)
+
+    async def extra_node(name: str) -> Process:
+        port = free_port()
+        node = spawn(name, ["serve", "--port", str(port)], world.env, tmp_path_factory.mktemp(name), port)
+        await asyncio.to_thread(wait_http, node)
+        return node
+
+    # SIGKILL: the client notices the drop and resumes elsewhere from its cursors, without a snapshot.
+    doomed = await extra_node("wnode-doomed")
+    f = Follower(doomed.ws, wteam.token)
+    await f.__aenter__()
+    try:
+        for channel in (f"trajectory:{wteam.trajectory_id}", f"team-jobs:{wteam.id}", f"team:{wteam.id}"):
+            await f.subscribe(channel)
+        await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()))
+        doomed.proc.send_signal(signal.SIGKILL)
+        await f.wait_for(lambda f: f.closed is not None)
+        await wpool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids)
+        await f.reconnect(world.nodes[0].ws)
+        await converge(f, wpool, wteam)
+        assert all(s.snapshots == 1 for s in f.channels.values()) and f.problems == []
+    finally:
+        doomed.stop()
+        await f.__aexit__()
+
+    # SIGTERM: the node stops accepting and tells its clients to reconnect (1012, service restart).
+    leaving = await extra_node("wnode-leaving")
+    g = Follower(leaving.ws, wteam.token)
+    await g.__aenter__()
+    try:
+        await g.subscribe(f"team:{wteam.id}")
+        await g.wait_for(lambda g: g.channels[f"team:{wteam.id}"].snapshot_done)
+        leaving.proc.send_signal(signal.SIGTERM)
+        await g.wait_for(lambda g: g.closed is not None)
+        assert g.closed is not None and g.closed.rcvd is not None and g.closed.rcvd.code == 1012
+        # It drained and shut down cleanly (uvicorn re-raises the signal once done: exit by SIGTERM).
+        assert await asyncio.to_thread(leaving.proc.wait, 10) in (0, -signal.SIGTERM)
+        assert "Application shutdown complete" in leaving.output()
+    finally:
+        leaving.stop()
+        await g.__aexit__()
