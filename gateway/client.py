@@ -50,6 +50,13 @@ def websocket_url(url: str) -> str:
     return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
+def _retry_hint(exc: websockets.InvalidStatus) -> float | None:
+    try:
+        return float(msgspec.json.decode(exc.response.body)["retry_after_ms"]) / 1000
+    except (msgspec.DecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
 @dataclass
 class _Channel:
     cursor: str | None = None
@@ -155,6 +162,12 @@ class GatewayClient:
             await asyncio.sleep(delay * (0.5 + random.random()))
             try:
                 await self._connect()
+            except websockets.InvalidStatus as exc:
+                if exc.response.status_code == 503:  # a storm: the node says when to come back
+                    delay = _retry_hint(exc) or delay
+                else:
+                    delay = min(delay * 2, self.max_backoff)
+                continue
             except (OSError, websockets.InvalidHandshake) as exc:
                 log.warning("reconnect failed (%s); retrying", type(exc).__name__)
                 delay = min(delay * 2, self.max_backoff)

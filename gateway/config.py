@@ -27,6 +27,9 @@ class Settings:
     max_connections_per_user: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_CONNECTIONS_PER_USER", "20")))
     # Client messages per second per connection (bursts up to four times as many).
     max_messages_per_second: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_MAX_MESSAGES_PER_SECOND", "50")))
+    # New websockets admitted per second per node (bursts as large): a reconnect storm is let in at this
+    # rate, the rest told to retry after a jittered delay.
+    admission_rate: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_ADMISSION_RATE", "2000")))
     max_body_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(8 << 20))))
     # Messages kept per channel for clients that resume from a cursor (>= 10 minutes at 20 a second).
     history_length: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_HISTORY_LENGTH", "12000")))

@@ -15,6 +15,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from ..config import Settings
+from ..core.ratelimit import TokenBucket
 from ..hub.node import Node
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .api import me, team_members, team_trajectories
@@ -41,7 +42,8 @@ def create_app(settings: Settings) -> Starlette:
         redis = Redis.from_url(settings.redis_url)
         node = Node(pool, redis, settings.redis_url, settings.max_subscriptions, presence=not settings.single_user)
         await node.start()
-        app.state.runtime = Runtime(settings=settings, pool=pool, redis=redis, node=node)
+        admission = TokenBucket(settings.admission_rate, settings.admission_rate)
+        app.state.runtime = Runtime(settings=settings, pool=pool, redis=redis, node=node, admission=admission)
         try:
             yield
         finally:

@@ -9,6 +9,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from ..config import Settings
+from ..core.ratelimit import TokenBucket
 from ..hub.node import Node
 
 
@@ -18,6 +19,7 @@ class Runtime:
     pool: asyncpg.Pool
     redis: Redis
     node: Node
+    admission: TokenBucket | None = None
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Same origin, or one listed in GATEWAY_ORIGINS."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 
 from starlette.responses import JSONResponse
@@ -47,6 +48,14 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await websocket.send_denial_response(refused.response())
         return
     settings = runtime.settings
+    if runtime.admission is not None and not runtime.admission.allow(time.monotonic()):
+        # A reconnect storm: admit at a bounded rate; the rest come back after a jittered delay.
+        retry_ms = int(1000 * (0.5 + random.random()) * max(1.0, 1000 / settings.admission_rate))
+        await websocket.send_denial_response(
+            JSONResponse({"error": "busy", "message": "too many new connections: retry shortly", "retry_after_ms": retry_ms},
+                         503, headers={"Retry-After": str(max(1, round(retry_ms / 1000)))})
+        )
+        return
     if sum(1 for c in runtime.node.connections if c.user_id == user_id) >= settings.max_connections_per_user:
         await websocket.send_denial_response(
             JSONResponse({"error": "too_many_connections", "message": f"at most {settings.max_connections_per_user} connections per user"}, 429)

@@ -81,3 +81,42 @@ async def test_too_many_subscriptions_get_a_clear_error(stack: Stack, pool: asyn
             await f.subscribe(f"trajectory:{trajectory_id}")
         await f.wait_for(lambda f: any(e["code"] == "too_many_subscriptions" for e in f.errors), timeout=20)
         assert [e["message"] for e in f.errors] == ["at most 100 subscriptions per connection"]
+
+
+async def test_a_reconnect_storm_is_admitted_at_a_bounded_rate_and_nobody_starves(
+    stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
+           "GATEWAY_ADMISSION_RATE": "50", "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000"}
+    node = spawn("node-storm", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("storm"), port)
+    told_to_wait = 0
+    try:
+        await asyncio.to_thread(wait_http, node)
+        headers = {"Authorization": f"Bearer {team.token}"}
+
+        async def client() -> websockets.ClientConnection:
+            nonlocal told_to_wait
+            while True:
+                try:
+                    return await websockets.connect(node.ws, additional_headers=headers)
+                except InvalidStatus as exc:
+                    assert exc.response.status_code == 503
+                    told_to_wait += 1
+                    await asyncio.sleep(json.loads(exc.response.body)["retry_after_ms"] / 1000)
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        sockets = await asyncio.wait_for(asyncio.gather(*(client() for _ in range(150))), 60)
+        took = loop.time() - started
+        assert len(sockets) == 150 and told_to_wait > 0
+        assert took >= 1.5  # 150 clients at 50 a second (after a burst of 50) cannot all get in at once
+        async def alive(ws: websockets.ClientConnection) -> str:
+            await ws.send(json.dumps({"type": "ping", "id": 1}))
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 10))["type"]
+            await ws.close()
+            return answer
+
+        assert set(await asyncio.gather(*(alive(ws) for ws in sockets))) == {"pong"}
+    finally:
+        node.stop()
