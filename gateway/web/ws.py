@@ -50,7 +50,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     settings = runtime.settings
     if runtime.admission is not None and not runtime.admission.allow(time.monotonic()):
         # A reconnect storm: admit at a bounded rate; the rest come back after a jittered delay.
-        retry_ms = int(1000 * (0.5 + random.random()) * max(1.0, 1000 / settings.admission_rate))
+        retry_ms = int(250 + 1000 * random.random())  # spread the retries over a second or so
         await websocket.send_denial_response(
             JSONResponse({"error": "busy", "message": "too many new connections: retry shortly", "retry_after_ms": retry_ms},
                          503, headers={"Retry-After": str(max(1, round(retry_ms / 1000)))})
