@@ -102,6 +102,8 @@ class Subscriber:
                 await self._read(pubsub)
             except (RedisError, OSError) as exc:
                 log.warning("redis subscription lost (%s); reconnecting", type(exc).__name__)
+            except Exception:  # the node's only subscription must not die with an unexpected error
+                log.exception("redis subscription failed; reconnecting")
             finally:
                 self._connected.clear()
                 self._pubsub = None

@@ -85,6 +85,8 @@ class Relay:
                 return
             except (LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
                 log.warning("relay stopped serving (%s: %s); standing by again", type(exc).__name__, exc)
+            except Exception:  # a relay must outlive whatever a broken connection throws: stand by, try again
+                log.exception("relay stopped serving on an unexpected error; standing by again")
             self.ready.clear()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
