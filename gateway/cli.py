@@ -32,6 +32,7 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         ws_max_size=settings.max_message_bytes,
         ws_per_message_deflate=False,  # it would defeat frames shared by every subscriber
         lifespan="on",
+        log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
         **extra,  # type: ignore[arg-type]
     )
 
@@ -165,10 +166,9 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=os.environ.get("GATEWAY_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .web.logs import install_redaction
+    from .web.logs import configure
 
-    install_redaction()
+    configure(os.environ.get("GATEWAY_LOG_LEVEL", "INFO"), os.environ.get("GATEWAY_LOG_FORMAT", "text"))
     parser = argparse.ArgumentParser(prog="gateway", description="Real-time jobs gateway")
     parser.add_argument("--database-url", help="PostgreSQL URL (env DATABASE_URL)")
     parser.add_argument("--redis-url", help="Redis URL (env REDIS_URL)")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import time
 
 _SECRET_QUERY = re.compile(r"((?:token|access_token|key)=)[^&\s\"']+", re.IGNORECASE)
 _BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
@@ -31,6 +33,34 @@ class DropDenialNoise(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() != "ASGI callable returned without completing handshake."
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per line (`GATEWAY_LOG_FORMAT=json`), for log pipelines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure(level: str, fmt: str) -> None:
+    """Every process's logging: one handler on the root (uvicorn's loggers propagate to it), secrets redacted."""
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        formatter: logging.Formatter = JsonLines()
+        formatter.converter = time.gmtime
+    else:
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler.setFormatter(formatter)
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    install_redaction()
 
 
 def install_redaction() -> None:

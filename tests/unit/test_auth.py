@@ -32,3 +32,16 @@ def test_cluster_keys_are_checked_against_their_hash() -> None:
 def test_tokens_are_redacted_from_log_lines() -> None:
     line = '127.0.0.1:5 - "WebSocket /ws?token=eyJabc.def.ghi&x=1" [accepted] Authorization: Bearer eyJ.x.y'
     assert redact(line) == '127.0.0.1:5 - "WebSocket /ws?token=[redacted]&x=1" [accepted] Authorization: Bearer [redacted]'
+
+
+def test_json_log_lines_are_parseable_and_redacted() -> None:
+    import json
+    import logging
+
+    from gateway.web.logs import JsonLines, RedactSecrets
+
+    record = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, '%s - "WebSocket %s" [accepted]', ("127.0.0.1:5", "/ws?token=eyJ.a.b"), None)
+    RedactSecrets().filter(record)
+    line = json.loads(JsonLines().format(record))
+    assert line["level"] == "info" and line["logger"] == "uvicorn.error"
+    assert line["message"] == '127.0.0.1:5 - "WebSocket /ws?token=[redacted]" [accepted]'
