@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -198,8 +197,3 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
     finally:
         for p in (*nodes, relay):
             p.stop()
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0

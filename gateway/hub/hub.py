@@ -33,7 +33,6 @@ class Hub:
         self.subscribers: dict[str, set[Connection]] = {}
         self.streams: dict[str, ChannelStream] = {}
         self.repairing: dict[str, list[Envelope]] = {}
-        self.frames_out = 0
         self.gaps = 0
         self.resyncs = 0
         self.fanout_seconds = 0.0  # time spent handing shared frames to local subscribers
@@ -139,7 +138,6 @@ class Hub:
                 conn.deliver(channel, seq, text)
             else:
                 conn.deliver(channel, seq, msgpack)
-        self.frames_out += len(subs)
         self.fanout_messages += 1
         self.fanout_seconds += time.perf_counter() - started
 

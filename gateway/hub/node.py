@@ -76,7 +76,6 @@ class Node:
         self._redis_subscribed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._runners: list[asyncio.Task[None]] = []
-        self.bus_losses = 0
         self.connections: set[Connection] = set()
         self.closed_bytes = 0  # sent by connections that have closed since
         self.closed_frames = 0
@@ -363,8 +362,8 @@ class Node:
         self.hub.repaired(channel, found)
 
     def _bus_lost(self) -> None:
-        """Messages published while the bus is away are filled in from history once it is back."""
-        self.bus_losses += 1
+        """Messages published while the bus is away are filled in from history once it is back
+        (`_bus_restored`); the subscriber counts reconnects for /metrics."""
 
     def _bus_restored(self) -> None:
         """Subscribed again after a reconnect: whatever was published meanwhile comes from history."""

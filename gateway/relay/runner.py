@@ -68,8 +68,6 @@ class Relay:
         self.job_retention = job_retention  # a job is listed this long after its last change
         self.presence = presence
         self.metrics = metrics
-        self.core: RelayCore | None = None
-        self.ready = asyncio.Event()  # set once the first cycle has published
         self._wake = asyncio.Event()
         self.published = 0
         self.lag = 0.0
@@ -87,7 +85,6 @@ class Relay:
                 log.warning("relay stopped serving (%s: %s); standing by again", type(exc).__name__, exc)
             except Exception:  # a relay must outlive whatever a broken connection throws: stand by, try again
                 log.exception("relay stopped serving on an unexpected error; standing by again")
-            self.ready.clear()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -115,7 +112,7 @@ class Relay:
             await _retry_redis(publisher.take_over)
             reader = OutboxReader(conn)
             self.extras = TeamExtras(redis, self.presence, self.metrics)
-            core = self.core = RelayCore(epoch)
+            core = RelayCore(epoch)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
@@ -163,7 +160,6 @@ class Relay:
                 await self._write_stats(publisher, core, held_since, now)
             if result.changes:
                 published_at.append((now, reader.position))
-            self.ready.set()
 
             if now - last_prune > min(PRUNE_EVERY, self.retention / 2, self.job_retention / 4):
                 last_prune = now
