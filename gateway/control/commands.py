@@ -37,16 +37,22 @@ async def run_action(
     )
     if not rows:
         return toast(action, 0, 0, [])
-    by_cluster: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    for r in rows:
-        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
-        names[r["cluster_id"]] = r["name"]
+    by_cluster, names = holders(rows)
     # Retry Failed Jobs is the clusters' `retry_failed`; their `retry` restarts every task (Submissions page).
     confirmed = await ask_clusters(redis, "retry_failed" if action == "retry" else action, by_cluster, timeout)
     acted = await _apply(pool, action, confirmed, statuses)
     unconfirmed = [names[c] for c in by_cluster if c not in confirmed]
     return toast(action, len(rows), acted, unconfirmed)
+
+
+def holders(rows: list[asyncpg.Record]) -> tuple[dict[int, list[int]], dict[int, str]]:
+    """The jobs each cluster holds, and the clusters' names, from rows of (id, cluster_id, name)."""
+    by_cluster: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for r in rows:
+        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
+        names[r["cluster_id"]] = r["name"]
+    return by_cluster, names
 
 
 async def ask_clusters(

@@ -6,7 +6,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from ..core.control import KILLED, ActionResult, TaskAction, task_toast
-from .commands import ask_clusters
+from .commands import ask_clusters, holders
 
 
 async def run_task_action(
@@ -22,11 +22,7 @@ async def run_task_action(
         submissions,
         tasks,
     )
-    by_cluster: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    for r in rows:
-        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
-        names[r["cluster_id"]] = r["name"]
+    by_cluster, names = holders(rows)
     if not rows:
         return task_toast(action, 0, 0, [])
     confirmed = await ask_clusters(redis, action.name, by_cluster, timeout)

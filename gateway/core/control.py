@@ -46,7 +46,7 @@ class ActionResult(msgspec.Struct):
     unconfirmed: list[str]  # clusters that did not confirm in time
 
 
-def _silent(names: list[str]) -> str:
+def unconfirmed_suffix(names: list[str]) -> str:
     if not names:
         return ""
     if len(names) == 1:
@@ -58,9 +58,9 @@ def toast(action: Action, found: int, acted: int, unconfirmed: list[str]) -> Act
     """What the person is told: found is how many jobs qualified, acted how many changed."""
     names = sorted(unconfirmed)
     if action == "remove":
-        message = "No queued or running jobs found" if not found else f"Removed {acted} job(s){_silent(names)}"
+        message = "No queued or running jobs found" if not found else f"Removed {acted} job(s){unconfirmed_suffix(names)}"
     else:
-        message = "No failed jobs found to retry" if not found else f"Queued {acted} failed job(s) for retry{_silent(names)}"
+        message = "No failed jobs found to retry" if not found else f"Queued {acted} failed job(s) for retry{unconfirmed_suffix(names)}"
     return ActionResult(message=message, acted=acted, unconfirmed=names)
 
 
@@ -117,7 +117,7 @@ def task_toast(action: TaskAction, found: int, acted: int, unconfirmed: list[str
     verb = action.verb
     if verb.startswith("Queued"):
         kind = verb.removeprefix("Queued").removesuffix("for retry").strip()
-        message = f"Queued {acted} {kind + ' ' if kind else ''}task(s) for retry{_silent(names)}"
+        message = f"Queued {acted} {kind + ' ' if kind else ''}task(s) for retry{unconfirmed_suffix(names)}"
     else:
-        message = f"{verb} {acted} task(s){_silent(names)}"
+        message = f"{verb} {acted} task(s){unconfirmed_suffix(names)}"
     return ActionResult(message=message, acted=acted, unconfirmed=names)

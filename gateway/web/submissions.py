@@ -6,9 +6,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import ask_clusters
+from ..control.commands import ask_clusters, holders
 from ..control.tasks import run_task_action
-from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, _silent
+from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, unconfirmed_suffix
 from .guards import Refused, decode, endpoint, member, runtime_of, user
 from .runtime import Runtime
 
@@ -65,12 +65,7 @@ async def _tasks_not_started(runtime: Runtime, submissions: list[int]) -> tuple[
         " and j.status in ('queued', 'retrying', 'holding')",
         submissions,
     )
-    by_cluster: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    for r in rows:
-        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
-        names[r["cluster_id"]] = r["name"]
-    return by_cluster, names
+    return holders(rows)
 
 
 async def _edit(runtime: Runtime, body: SubmissionsAction) -> ActionResult:
@@ -100,7 +95,7 @@ async def _edit(runtime: Runtime, body: SubmissionsAction) -> ActionResult:
     confirmed = await ask_clusters(runtime.redis, body.action, by_cluster, runtime.settings.command_timeout, **extra_any)
     silent = sorted(names[c] for c in by_cluster if c not in confirmed)
     n = int(status.split()[-1])
-    return ActionResult(message=f"{what} on {n} submission(s){_silent(silent)}", acted=n, unconfirmed=silent)
+    return ActionResult(message=f"{what} on {n} submission(s){unconfirmed_suffix(silent)}", acted=n, unconfirmed=silent)
 
 
 async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) -> ActionResult:
