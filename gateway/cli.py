@@ -28,7 +28,7 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         port=port,
         loop="uvloop",
         http="httptools",
-        ws="websockets-sansio",
+        ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
         ws_max_size=settings.max_message_bytes,
         ws_per_message_deflate=False,  # it would defeat frames shared by every subscriber
         lifespan="on",

@@ -40,6 +40,9 @@ if n >= 0 then
     redis.call('HDEL', KEYS[4], ARGV[i])
     i = i + 1
   end
+elseif redis.call('EXISTS', KEYS[4]) == 1 then
+  -- an event (a glow, a notice) changes no state, but a snapshot of the state is now at this seq
+  redis.call('HSET', KEYS[4], 'seq', ARGV[2], 'epoch', ARGV[1])
 end
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 if #KEYS >= 5 then

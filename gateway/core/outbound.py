@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Sized
 
 
 class Verdict(enum.Enum):
@@ -24,29 +25,32 @@ class Outbound:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.frames: deque[tuple[bytes | str, bool]] = deque()
+        self.frames: deque[tuple[Sized, bool]] | None = None  # made on first use: most connections keep up
         self.size = 0  # every pending byte
         self.live_size = 0  # pending bytes of shared live frames: what the bound applies to
         self.resyncing = False  # dropped once and not drained since
 
-    def push(self, frame: bytes | str, force: bool = False) -> Verdict:
+    def push(self, frame: Sized, force: bool = False) -> Verdict:
         # An empty queue takes any one frame, so a frame larger than the bound cannot loop on resyncs.
         if not force and self.live_size and self.live_size + len(frame) > self.limit:
             if self.resyncing:
                 return Verdict.CLOSE
-            self.frames.clear()
+            self.frames = None
             self.size = self.live_size = 0
             self.resyncing = True
             return Verdict.RESYNC
+        if self.frames is None:
+            self.frames = deque()
         self.frames.append((frame, force))
         self.size += len(frame)
         if not force:
             self.live_size += len(frame)
         return Verdict.QUEUED
 
-    def pop(self) -> bytes | str | None:
+    def pop(self) -> Sized | None:
         if not self.frames:
             self.resyncing = False
+            self.frames = None
             return None
         frame, forced = self.frames.popleft()
         self.size -= len(frame)
@@ -55,4 +59,4 @@ class Outbound:
         return frame
 
     def __len__(self) -> int:
-        return len(self.frames)
+        return len(self.frames) if self.frames is not None else 0

@@ -1,17 +1,22 @@
-"""One websocket connection as the hub sees it: its subscriptions and its bounded pending output.
+"""One websocket connection as the hub sees it: its subscriptions, its bounded pending output, and its link.
 
-Frames are references to bytes shared by every subscriber of a channel; one writer task per connection
-drains them. (A protocol object writing pre-built frames to the transport would do without that task.)
+Frames are references to bytes shared by every subscriber of a channel. A connection writes a frame to its
+link at once while the peer keeps up; otherwise the frame waits in the bounded `Outbound` until the link
+says it can take more. The link is either the node's own websocket protocol (a synchronous
+`transport.write` of a pre-built frame, no task per connection) or the standard ASGI interface, where a
+writer task awaits `send` (see gateway/web/).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Protocol
 
 from ..core.outbound import Outbound, Verdict
 from ..core.protocol import Format, Resync, ServerMessage, encode
+from ..core.wsframe import Frame
 
 log = logging.getLogger(__name__)
 
@@ -24,44 +29,70 @@ CLOSE_REASONS = {
     CLOSE_FLOOD: "too many messages",
 }
 
-SendFrame = Callable[[bytes | str], Awaitable[None]]
+
+class Link(Protocol):
+    """Where a connection's frames go."""
+
+    writable: bool  # write now; False: frames wait in the connection's outbound until `Connection.flush`
+
+    def write(self, frame: Frame) -> None: ...
+
+    def wake(self) -> None:
+        """Frames were queued (a writer task that waits for them wakes up)."""
+
+    def close(self, code: int, reason: str) -> None: ...
+
+    def ping(self) -> None:
+        """Keepalive, for links the node keeps alive itself."""
 
 
 class Connection:
-    def __init__(self, user_id: int, fmt: Format, send: SendFrame, max_pending: int) -> None:
+    __slots__ = (
+        "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
+        "close_code", "on_resync", "link", "frames_sent", "bytes_sent", "_drained",
+    )  # fmt: skip
+
+    def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
         self.user_id = user_id
         self.format = fmt
         self.channels: set[str] = set()
         self.teams_present: set[int] = set()  # teams whose channel this connection follows (presence)
         self.channel_teams: dict[str, int] = {}  # the team each subscribed channel belongs to
         # Channels waiting for their snapshot: frames arriving meanwhile wait here, with their seq.
-        self.buffering: dict[str, list[tuple[int, bytes | str]]] = {}
+        self.buffering: dict[str, list[tuple[int, Frame]]] = {}
         self.outbound = Outbound(max_pending)
-        self.closed = asyncio.Event()
         self.close_code: int | None = None
         self.on_resync: Callable[[Connection, list[str]], None] | None = None
-        self._send = send
-        self._wake = asyncio.Event()
-        self._drain = asyncio.Event()
+        self.link: Link = link if link is not None else _Unlinked()
         self.frames_sent = 0
         self.bytes_sent = 0
+        self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
 
     def close(self, code: int) -> None:
-        """End the connection with a documented code (the adapter sends the close frame)."""
+        """End the connection with a documented code."""
         if self.close_code is None:
             self.close_code = code
-            self.closed.set()
+            self.link.close(code, CLOSE_REASONS.get(code, ""))
+            if self._drained is not None:
+                self._drained.set()
 
-    def deliver(self, channel: str, seq: int, frame: bytes | str) -> None:
-        """Queue a shared frame of a channel (called by the hub, never awaits)."""
-        waiting = self.buffering.get(channel)
-        if waiting is not None:
-            waiting.append((seq, frame))
-            return
+    def deliver(self, channel: str, seq: int, frame: Frame) -> None:
+        """A shared frame of a channel (called by the hub, never awaits)."""
+        if self.buffering:
+            waiting = self.buffering.get(channel)
+            if waiting is not None:
+                waiting.append((seq, frame))
+                return
         self.push(frame)
 
-    def push(self, frame: bytes | str, force: bool = False) -> None:
+    def push(self, frame: Frame, force: bool = False) -> None:
         if self.close_code is not None:
+            return
+        link = self.link
+        if link.writable and self.outbound.frames is None:  # the peer keeps up: straight to the socket
+            link.write(frame)
+            self.frames_sent += 1
+            self.bytes_sent += len(frame)
             return
         verdict = self.outbound.push(frame, force)
         if verdict is Verdict.RESYNC:
@@ -74,12 +105,15 @@ class Connection:
         elif verdict is Verdict.CLOSE:
             log.info("slow consumer user=%s: still cannot drain, closing", self.user_id)
             self.close(CLOSE_SLOW)
-        self._wake.set()
+            return
+        if link.writable:
+            self.flush()
+        else:
+            link.wake()
 
     def send_message(self, message: ServerMessage) -> None:
         """A message for this connection alone (snapshots, errors, pongs): encoded for its format."""
-        data = encode(message, self.format)
-        self.push(data.decode() if self.format == "json" else data, force=True)
+        self.push(Frame(encode(message, self.format), self.format == "json"), force=True)
 
     def resync(self, channel: str, reason: str) -> None:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
@@ -88,11 +122,33 @@ class Connection:
         self.buffering.pop(channel, None)
         self.send_message(Resync(channel=channel, reason=reason))
 
+    def take(self) -> Frame | None:
+        """The next pending frame, counted as sent (the link writes it)."""
+        frame = self.outbound.pop()
+        if frame is not None:
+            self.frames_sent += 1
+            self.bytes_sent += len(frame)
+        if self._drained is not None and self.outbound.size < self.outbound.limit // 4:
+            self._drained.set()
+        return frame  # type: ignore[return-value]
+
+    def flush(self) -> None:
+        """The link can take more: write pending frames until it cannot, or none is left."""
+        link = self.link
+        while link.writable and self.close_code is None:
+            frame = self.take()
+            if frame is None:
+                return
+            link.write(frame)
+
     async def drained(self, below: int) -> None:
         """Wait until pending output is under `below` bytes (paged snapshots wait here between pages)."""
         while self.outbound.size > below and self.close_code is None:
-            self._drain.clear()
-            await self._drain.wait()
+            if self._drained is None:
+                self._drained = asyncio.Event()
+            self._drained.clear()
+            await self._drained.wait()
+        self._drained = None
 
     async def release(self, channel: str, seq: int) -> None:
         """After a snapshot or replay at `seq`: send what arrived meanwhile and is newer, then go live.
@@ -112,17 +168,20 @@ class Connection:
                 waiting = self.buffering.get(channel)  # None: unsubscribed meanwhile
         self.buffering.pop(channel, None)
 
-    async def run_writer(self) -> None:
-        """Drain pending frames until the connection ends; one send at a time keeps the order."""
-        while True:
-            frame = self.outbound.pop()
-            if frame is None:
-                self._drain.set()
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            await self._send(frame)
-            self.frames_sent += 1
-            self.bytes_sent += len(frame)
-            if self.outbound.size < self.outbound.limit // 4:
-                self._drain.set()
+
+class _Unlinked:
+    """Not attached to a socket yet (and in unit tests): frames wait in the outbound."""
+
+    writable = False
+
+    def write(self, frame: Frame) -> None:
+        raise AssertionError("an unlinked connection writes nothing")
+
+    def wake(self) -> None:
+        pass
+
+    def close(self, code: int, reason: str) -> None:
+        pass
+
+    def ping(self) -> None:
+        pass

@@ -1,7 +1,7 @@
 """The node's fan-out: which local connections follow which channel, fed by one bus subscription.
 
 A channel's message arrives once from Redis and is written to every local subscriber as the same object:
-one decode of the envelope header, one str for JSON subscribers, no per-subscriber encoding.
+one decode of the envelope header, one frame per wire format, no per-subscriber encoding.
 
 Redis pub/sub drops messages silently (reconnects, output-buffer limits). A message whose sequence does not
 follow the last one delivered opens a repair: newer messages wait while the adapter fetches the missing
@@ -18,6 +18,7 @@ from ..core import envelope
 from ..core.envelope import Envelope
 from ..core.protocol import msgpack_to_json
 from ..core.sequence import Arrival, ChannelStream
+from ..core.wsframe import Frame
 from .connection import Connection
 
 log = logging.getLogger(__name__)
@@ -130,14 +131,17 @@ class Hub:
         if not subs:
             return
         started = time.perf_counter()
-        text: str | None = None
+        as_json: Frame | None = None
+        as_msgpack: Frame | None = None
         for conn in tuple(subs):
             if conn.format == "json":
-                if text is None:
-                    text = (json if json is not None else msgpack_to_json(msgpack)).decode()
-                conn.deliver(channel, seq, text)
+                if as_json is None:
+                    as_json = Frame(json if json is not None else msgpack_to_json(msgpack), text=True)
+                conn.deliver(channel, seq, as_json)
             else:
-                conn.deliver(channel, seq, msgpack)
+                if as_msgpack is None:
+                    as_msgpack = Frame(msgpack, text=False)
+                conn.deliver(channel, seq, as_msgpack)
         self.fanout_messages += 1
         self.fanout_seconds += time.perf_counter() - started
 

@@ -27,6 +27,7 @@ from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUBMISSION_STATE_P
 from ..core.submission import SubmissionRow
 from ..store import queries
 from ..core.team import ClusterStats, Presence
+from ..core.wsframe import Frame
 from .connection import Connection
 from .hub import Hub
 from .presence import PresenceBoard
@@ -39,6 +40,7 @@ GROUPS_PER_PAGE = 1_000
 MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than the replay
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
 MEMBERSHIP_CHECK_EVERY = 30.0
+KEEPALIVE_EVERY = 20.0  # one ping to every connection; one that has not answered by the next is closed
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
@@ -77,6 +79,7 @@ class Node:
         self._tasks: set[asyncio.Task[None]] = set()
         self._runners: list[asyncio.Task[None]] = []
         self.connections: set[Connection] = set()
+        self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
         self.closed_bytes = 0  # sent by connections that have closed since
         self.closed_frames = 0
         self.slow_closes = 0
@@ -87,6 +90,7 @@ class Node:
             asyncio.create_task(self._check_positions(), name="position-check"),
             asyncio.create_task(self.presence.run(), name="presence"),
             asyncio.create_task(self._recheck_memberships(), name="membership-check"),
+            asyncio.create_task(self._keepalive(), name="keepalive"),
         ]
 
     async def stop(self) -> None:
@@ -102,10 +106,14 @@ class Node:
     def attach(self, conn: Connection) -> None:
         conn.on_resync = self._dropped
         self.connections.add(conn)
+        self.per_user[conn.user_id] = self.per_user.get(conn.user_id, 0) + 1
 
     def detach(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            left = self.per_user.pop(conn.user_id, 1) - 1
+            if left:
+                self.per_user[conn.user_id] = left
             self.closed_bytes += conn.bytes_sent
             self.closed_frames += conn.frames_sent
             self.slow_closes += conn.close_code is not None
@@ -173,6 +181,13 @@ class Node:
         conn.buffering.pop(name, None)
         self.hub.remove(conn, name)
         self._leave_team(conn, name)
+
+    async def _keepalive(self) -> None:
+        """Pings for every connection at once, instead of a timer per connection."""
+        while True:
+            await asyncio.sleep(KEEPALIVE_EVERY)
+            for conn in list(self.connections):
+                conn.link.ping()
 
     # -- membership: a member removed from a team loses its subscriptions at once, on every node
 
@@ -245,8 +260,10 @@ class Node:
         for i, entry in enumerate(missed):
             if name not in conn.channels:
                 return True
-            frame = msgpack_to_json(entry.msgpack).decode() if conn.format == "json" else entry.msgpack
-            conn.push(frame, force=True)
+            if conn.format == "json":
+                conn.push(Frame(msgpack_to_json(entry.msgpack), text=True), force=True)
+            else:
+                conn.push(Frame(entry.msgpack, text=False), force=True)
             if i % 100 == 99:
                 await conn.drained(below=conn.outbound.limit // 4)
         await conn.release(name, current[1])

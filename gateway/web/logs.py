@@ -59,7 +59,7 @@ def configure(level: str, fmt: str) -> None:
     else:
         formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handler.setFormatter(formatter)
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)  # "warning" works as well as "WARNING"
     install_redaction()
 
 

@@ -1,4 +1,9 @@
-"""`/ws`: authenticate the handshake, then read client messages while the connection's writer drains."""
+"""`/ws`: authenticate the handshake, then hand the connection to the node.
+
+Under the gateway's own uvicorn protocol (gateway.web.direct) an accepted connection leaves ASGI: the hub
+writes shared frames straight to its transport and client messages arrive by callback, with no coroutine
+per connection. Under any other ASGI server the same `ClientSession` runs behind a reader and a writer task.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +14,15 @@ import time
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from uvicorn.protocols.utils import ClientDisconnected
 
-from ..core.protocol import (
-    MSGPACK_SUBPROTOCOL,
-    BadMessage,
-    Format,
-    Error,
-    Ping,
-    Pong,
-    Subscribe,
-    Unsubscribe,
-    decode_client,
-)
+from ..config import Settings
+from ..core.protocol import MSGPACK_SUBPROTOCOL, BadMessage, Error, Format, Ping, Pong, Subscribe, Unsubscribe, decode_client
 from ..core.ratelimit import TokenBucket
+from ..core.wsframe import Frame
 from ..hub.connection import CLOSE_EXPIRED, CLOSE_FLOOD, CLOSE_REASONS, Connection
 from ..hub.node import Node, now_ms
+from .direct import EXTENSION
 from .guards import Refused, session
 from .runtime import Runtime
 
@@ -31,62 +30,176 @@ log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT = 2.0
 MAX_DROPPED = 1000  # messages dropped by the rate limit before the connection is closed
+MAX_WAITING = 256  # requests queued behind a subscribe in flight
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
     runtime: Runtime = websocket.app.state.runtime
+    admitted = _admit(websocket, runtime)
+    if isinstance(admitted, JSONResponse):
+        await websocket.send_denial_response(admitted)
+        return
+    user_id, expires = admitted
+    fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
+    await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
+    settings, node = runtime.settings, runtime.node
+    conn = Connection(user_id, fmt, settings.max_pending_bytes)
+    client = ClientSession(conn, node, settings, expires)
+    node.attach(conn)
+    adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
+    if adopt is not None:
+        try:
+            conn.link = adopt(client.on_message, client.end, conn.flush)
+        except ClientDisconnected:
+            client.end()
+            return
+        conn.flush()  # answers to what the client sent before the handover
+        return
+    await _serve_asgi(websocket, conn, client)
+
+
+def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONResponse:
+    """The session's user and expiry, or why this handshake is refused, as the HTTP response to send."""
     # Browsers always send Origin; tools usually do not.
     origin = websocket.headers.get("origin")
     if origin is not None and not runtime.origin_allowed(origin, websocket.headers.get("host", "")):
-        await websocket.send_denial_response(
-            JSONResponse({"error": "origin_not_allowed", "message": "this origin may not open the socket"}, 403)
-        )
-        return
+        return JSONResponse({"error": "origin_not_allowed", "message": "this origin may not open the socket"}, 403)
     try:
         user_id, expires = session(websocket)
     except Refused as refused:
-        await websocket.send_denial_response(refused.response())
-        return
-    settings = runtime.settings
+        return refused.response()
     if runtime.admission is not None and not runtime.admission.allow(time.monotonic()):
         # A reconnect storm: admit at a bounded rate; the rest come back after a jittered delay.
         retry_ms = int(250 + 1000 * random.random())  # spread the retries over a second or so
-        await websocket.send_denial_response(
-            JSONResponse({"error": "busy", "message": "too many new connections: retry shortly", "retry_after_ms": retry_ms},
-                         503, headers={"Retry-After": str(max(1, round(retry_ms / 1000)))})
+        return JSONResponse(
+            {"error": "busy", "message": "too many new connections: retry shortly", "retry_after_ms": retry_ms},
+            503,
+            headers={"Retry-After": str(max(1, round(retry_ms / 1000)))},
         )
-        return
-    if sum(1 for c in runtime.node.connections if c.user_id == user_id) >= settings.max_connections_per_user:
-        await websocket.send_denial_response(
-            JSONResponse({"error": "too_many_connections", "message": f"at most {settings.max_connections_per_user} connections per user"}, 429)
-        )
-        return
-    fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
-    await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
+    limit = runtime.settings.max_connections_per_user
+    if runtime.node.per_user.get(user_id, 0) >= limit:
+        return JSONResponse({"error": "too_many_connections", "message": f"at most {limit} connections per user"}, 429)
+    return user_id, expires
 
-    async def send(frame: bytes | str) -> None:
-        if isinstance(frame, str):
-            await websocket.send({"type": "websocket.send", "text": frame})
+
+class ClientSession:
+    """What one client says, handled as it arrives: rate limit, decode, answer. Subscribes wait on the
+    database and Redis, so they run in a task, one at a time; requests that arrive meanwhile queue behind
+    them, so a subscribe followed by an unsubscribe ends unsubscribed."""
+
+    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "expiry")
+
+    def __init__(self, conn: Connection, node: Node, settings: Settings, expires: float) -> None:
+        self.conn = conn
+        self.node = node
+        rate = settings.max_messages_per_second
+        self.limiter = TokenBucket(rate, 4 * rate)
+        self.dropped = 0
+        self.waiting: list[Subscribe | Unsubscribe] | None = None
+        self.task: asyncio.Task[None] | None = None
+        # A session ends with its token: the browser renews its cookie and connects again.
+        self.expiry = asyncio.get_running_loop().call_later(max(0.0, expires - time.time()), conn.close, CLOSE_EXPIRED)
+
+    def on_message(self, data: str | bytes) -> None:
+        conn = self.conn
+        if conn.close_code is not None:
+            return
+        if not self.limiter.allow(time.monotonic()):
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 100 == 0:  # say so, without answering every flooding message
+                conn.send_message(Error(code="rate_limited", message="too many messages: slow down"))
+            if self.dropped >= MAX_DROPPED:
+                conn.close(CLOSE_FLOOD)
+            return
+        try:
+            request = decode_client(data, conn.format)
+        except BadMessage as exc:
+            conn.send_message(Error(code="bad_message", message=str(exc)))
+            return
+        if isinstance(request, Ping):
+            conn.send_message(Pong(time=now_ms(), id=request.id))
+        elif self.waiting is not None:
+            if len(self.waiting) >= MAX_WAITING:
+                conn.send_message(Error(code="rate_limited", message="too many requests waiting: slow down"))
+                return
+            self.waiting.append(request)
+        elif isinstance(request, Unsubscribe):
+            self.node.unsubscribe(conn, request.channel)
         else:
-            await websocket.send({"type": "websocket.send", "bytes": frame})
+            self.waiting = [request]
+            self.task = asyncio.get_running_loop().create_task(self._work())
 
-    conn = Connection(user_id, fmt, send, settings.max_pending_bytes)
-    node = runtime.node
-    node.attach(conn)
-    limiter = TokenBucket(settings.max_messages_per_second, 4 * settings.max_messages_per_second)
+    async def _work(self) -> None:
+        waiting = self.waiting
+        while waiting:
+            request = waiting.pop(0)
+            if isinstance(request, Subscribe):
+                await self.node.subscribe(self.conn, request.channel, request.cursor)
+            else:
+                self.node.unsubscribe(self.conn, request.channel)
+        self.waiting = None
+        self.task = None
+
+    def end(self) -> None:
+        """The connection is gone: stop what it started and let the node forget it."""
+        self.expiry.cancel()
+        if self.task is not None:
+            self.task.cancel()
+        self.node.detach(self.conn)
+
+
+class AsgiLink:
+    """The fallback link: a writer task awaits ASGI `send` for each pending frame, in order."""
+
+    writable = False  # every frame waits in the connection's outbound for the writer task
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self.websocket = websocket
+        self.closed = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    def write(self, frame: Frame) -> None:
+        raise AssertionError("the ASGI link is never writable directly")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def close(self, code: int, reason: str) -> None:
+        self.closed.set()
+
+    def ping(self) -> None:
+        pass  # the ASGI server keeps these connections alive itself
+
+    async def run(self, conn: Connection) -> None:
+        while True:
+            frame = conn.take()
+            if frame is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            data = frame.asgi
+            if isinstance(data, str):
+                await self.websocket.send({"type": "websocket.send", "text": data})
+            else:
+                await self.websocket.send({"type": "websocket.send", "bytes": data})
+
+
+async def _serve_asgi(websocket: WebSocket, conn: Connection, client: ClientSession) -> None:
+    link = AsgiLink(websocket)
+    conn.link = link
     tasks = {
-        asyncio.create_task(conn.run_writer(), name="ws-writer"),
-        asyncio.create_task(_read(websocket, conn, node, limiter), name="ws-reader"),
-        asyncio.create_task(conn.closed.wait(), name="ws-closed"),
-        asyncio.create_task(_expire(conn, expires), name="ws-expiry"),
+        asyncio.create_task(link.run(conn), name="ws-writer"),
+        asyncio.create_task(_read(websocket, client), name="ws-reader"),
+        asyncio.create_task(link.closed.wait(), name="ws-closed"),
     }
+    link.wake()
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        node.detach(conn)
+        client.end()
     if conn.close_code is not None:
         try:
             await asyncio.wait_for(websocket.close(conn.close_code, CLOSE_REASONS[conn.close_code]), CLOSE_TIMEOUT)
@@ -94,14 +207,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
             pass
 
 
-async def _expire(conn: Connection, expires: float) -> None:
-    """A session ends with its token: the browser renews its cookie and connects again."""
-    await asyncio.sleep(max(0.0, expires - time.time()))
-    conn.close(CLOSE_EXPIRED)
-
-
-async def _read(websocket: WebSocket, conn: Connection, node: Node, limiter: TokenBucket) -> None:
-    dropped = 0
+async def _read(websocket: WebSocket, client: ClientSession) -> None:
     while True:
         try:
             message = await websocket.receive()
@@ -109,26 +215,5 @@ async def _read(websocket: WebSocket, conn: Connection, node: Node, limiter: Tok
             return
         if message["type"] == "websocket.disconnect":
             return
-        if not limiter.allow(time.monotonic()):
-            dropped += 1
-            if dropped == 1 or dropped % 100 == 0:  # say so, without answering every flooding message
-                conn.send_message(Error(code="rate_limited", message="too many messages: slow down"))
-            if dropped >= MAX_DROPPED:
-                conn.close(CLOSE_FLOOD)
-                return
-            continue
         data = message.get("text")
-        if data is None:
-            data = message.get("bytes") or b""
-        try:
-            request = decode_client(data, conn.format)
-        except BadMessage as exc:
-            conn.send_message(Error(code="bad_message", message=str(exc)))
-            continue
-        match request:
-            case Subscribe(channel=channel, cursor=cursor):
-                await node.subscribe(conn, channel, cursor)
-            case Unsubscribe(channel=channel):
-                node.unsubscribe(conn, channel)
-            case Ping(id=ident):
-                conn.send_message(Pong(time=now_ms(), id=ident))
+        client.on_message(data if data is not None else message.get("bytes") or b"")

@@ -37,7 +37,7 @@ def test_arbitrary_bytes_in_either_format(data: bytes) -> None:
     decodes_or_refuses(data, "json")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(messages)
 def test_well_formed_but_wrong_messages(message: dict[str, object]) -> None:
     decodes_or_refuses(msgspec.json.encode(message), "json")
@@ -50,7 +50,7 @@ def test_deep_nesting_and_huge_numbers() -> None:
     decodes_or_refuses('{"type": "subscribe", "channel": "' + "\\ud800" + '"}', "json")
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=60))
 def test_channel_names_and_cursors_never_crash(name: str) -> None:
     try:

@@ -12,12 +12,8 @@ from gateway.hub.hub import Hub
 CHANNEL = "trajectory:1"
 
 
-async def _never(frame: bytes | str) -> None:  # the writer is not running in these tests
-    raise AssertionError("not sent in this test")
-
-
 def conn(fmt: str = "json") -> Connection:
-    c = Connection(user_id=1, fmt=fmt, send=_never, max_pending=1 << 20)  # type: ignore[arg-type]
+    c = Connection(user_id=1, fmt=fmt, max_pending=1 << 20)  # type: ignore[arg-type]  # unlinked: frames wait
     c.channels.add(CHANNEL)
     return c
 
@@ -34,7 +30,7 @@ def packed(seq: int, epoch: int = 1) -> bytes:
 def seqs(c: Connection) -> list[object]:
     out = []
     for frame, _ in c.outbound.frames:
-        m = json.loads(frame)
+        m = json.loads(frame.data)
         out.append(m["seq"] if m["type"] == "batch" else m["type"])
     return out
 
@@ -53,7 +49,7 @@ def test_msgpack_subscribers_get_the_relays_msgpack_bytes() -> None:
     c = conn("msgpack")
     hub.add(c, CHANNEL)
     hub.on_message(CHANNEL, packed(1))
-    assert c.outbound.frames[0][0] == message(1)[1]
+    assert c.outbound.frames[0][0].data == message(1)[1]
 
 
 def test_duplicates_and_older_epochs_are_dropped() -> None:

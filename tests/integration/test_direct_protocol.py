@@ -1,0 +1,172 @@
+"""The gateway's own websocket protocol on a real uvicorn server: a tiny app adopts its connections.
+
+What a client sees must be what any websocket server gives it: messages in order, pings answered, a clean
+closing handshake with our code, 1012 on shutdown; and a peer that stops reading must not grow the node's
+memory without bound (frames wait in the connection's bounded outbound, then it is resynced or closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import pytest
+import uvicorn
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+from gateway.core.wsframe import Frame
+from gateway.embedded import free_port
+from gateway.hub.connection import CLOSE_SLOW, Connection
+from gateway.web.direct import EXTENSION, DirectLink, DirectProtocol
+
+
+class EchoApp:
+    """Adopts every connection; echoes text messages upper-cased, "close" closes with 4321."""
+
+    def __init__(self) -> None:
+        self.conns: list[Connection] = []
+        self.lost = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        assert (await receive())["type"] == "websocket.connect"
+        await send({"type": "websocket.accept"})
+        conn = Connection(1, "json", max_pending=64 << 10)
+        self.conns.append(conn)
+
+        def on_message(data: str | bytes) -> None:
+            if data == "close":
+                conn.close(4321)
+            else:
+                text = data if isinstance(data, str) else data.decode()
+                conn.push(Frame(text.upper().encode(), text=True))
+
+        def on_lost() -> None:
+            self.lost += 1
+
+        conn.link = scope["extensions"][EXTENSION](on_message, on_lost, conn.flush)
+
+
+@pytest.fixture
+async def server() -> Any:
+    app = EchoApp()
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="none", ws=DirectProtocol, ws_per_message_deflate=False,
+                            log_level="warning", lifespan="on")
+    srv = uvicorn.Server(config)
+    task = asyncio.create_task(srv.serve())
+    while not srv.started:
+        await asyncio.sleep(0.01)
+    yield app, f"ws://127.0.0.1:{port}/", srv
+    srv.should_exit = True
+    await asyncio.wait_for(task, 10)
+
+
+async def test_messages_flow_both_ways_in_order(server: Any) -> None:
+    app, url, _ = server
+    async with websockets.connect(url) as ws:
+        for i in range(200):
+            await ws.send(f"m{i}")
+        got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(200)]
+        assert got == [f"M{i}" for i in range(200)]
+        assert isinstance(app.conns[0].link, DirectLink)
+        pong = await ws.ping(b"x")
+        await asyncio.wait_for(pong, 5)
+        big = "y" * 70_000  # a fragmented-by-size frame from the client, 64-bit length
+        await ws.send(big)
+        assert await asyncio.wait_for(ws.recv(), 5) == big.upper()
+
+
+async def test_fragmented_client_messages_are_joined(server: Any) -> None:
+    _, url, _ = server
+    async with websockets.connect(url) as ws:
+        await ws.send(iter(["ab", "cd", "ef"]))
+        assert await asyncio.wait_for(ws.recv(), 5) == "ABCDEF"
+
+
+async def test_a_server_close_reaches_the_client_with_its_code(server: Any) -> None:
+    app, url, _ = server
+    async with websockets.connect(url) as ws:
+        await ws.send("close")
+        with pytest.raises(ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), 5)
+        assert info.value.rcvd is not None and info.value.rcvd.code == 4321
+    for _ in range(100):
+        if app.lost:
+            break
+        await asyncio.sleep(0.02)
+    assert app.lost == 1
+
+
+async def test_a_client_close_is_answered(server: Any) -> None:
+    app, url, _ = server
+    ws = await websockets.connect(url)
+    await ws.close(1000, "bye")
+    assert ws.close_code == 1000
+    for _ in range(100):
+        if app.lost:
+            break
+        await asyncio.sleep(0.02)
+    assert app.lost == 1
+
+
+async def test_shutdown_tells_clients_to_reconnect(server: Any) -> None:
+    _, url, srv = server
+    async with websockets.connect(url) as ws:
+        srv.should_exit = True
+        with pytest.raises(ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), 10)
+        assert info.value.rcvd is not None and info.value.rcvd.code == 1012
+
+
+async def test_an_unmasked_client_frame_is_a_protocol_error(server: Any) -> None:
+    _, url, _ = server
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 101")
+    writer.write(b"\x81\x02hi")  # not masked
+    frame = await asyncio.wait_for(reader.readexactly(4), 5)
+    assert frame[0] == 0x88 and int.from_bytes(frame[2:4], "big") == 1002
+    writer.close()
+
+
+async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> None:
+    app, url, _ = server
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    loop = asyncio.get_running_loop()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    await loop.sock_sendall(
+        sock,
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    assert (await asyncio.wait_for(loop.sock_recv(sock, 1024), 5)).startswith(b"HTTP/1.1 101")
+    for _ in range(100):
+        if app.conns:
+            break
+        await asyncio.sleep(0.02)
+    conn = app.conns[-1]
+    conn.channels.add("trajectory:1")
+    frame = Frame(json.dumps({"type": "batch", "pad": "z" * 4000}).encode(), text=True)
+    for _ in range(2000):  # 8 MB at a peer that reads nothing: the kernel and the transport fill, then the outbound
+        conn.deliver("trajectory:1", 1, frame)
+        assert conn.outbound.size <= conn.outbound.limit + len(frame)
+        if conn.close_code is not None:
+            break
+    assert conn.close_code == CLOSE_SLOW
+    sock.close()
