@@ -81,7 +81,8 @@ async def test_cluster_metrics_average_live_clusters_and_leave_stale_ones_out(st
             assert response.status_code == 204
 
     def stats(f: Follower) -> dict | None:  # type: ignore[type-arg]
-        updates = [m["clusters"] for m in f.messages if m["type"] == "clusters"]
+        """What the team view shows: the snapshot's figures, then each update's."""
+        updates = [m["clusters"] for m in f.messages if m["type"] == "clusters" or (m["type"] == "snapshot" and m.get("clusters"))]
         return updates[-1] if updates else None
 
     async with Follower(stack.nodes[1].ws, team.token) as f:
