@@ -1,0 +1,85 @@
+"""`python -m bench <scenario> [--quick]`: start what is measured, run it, write bench/results/<scenario>.*
+
+Everything the run needs is started here: a fresh database on the machine's PostgreSQL (or an embedded
+one), a private valkey-server, the gateway's relay and node, each peer in turn. Set BENCH_DATABASE_URL or
+BENCH_REDIS_URL to use servers of your own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import secrets
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+from redis.asyncio import Redis
+
+from .infra import raise_open_files, start_infra
+from .report import write
+from .scenarios import SCENARIOS
+from .systems import SYSTEMS, Context, ensure_node_peers
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _progress(started: float):
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+    return say
+
+
+async def run(scenario: str, quick: bool, only: list[str], out: Path) -> dict:
+    say = _progress(time.monotonic())
+    limit = raise_open_files()
+    if any(n in ("node-ws", "socket.io") for n in (only or SYSTEMS)):
+        ensure_node_peers()
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+        say(f"starting PostgreSQL and Redis (open files limit {limit})")
+        infra = await start_infra(workdir)
+        pool = await asyncpg.create_pool(infra.database_url, min_size=2, max_size=8)
+        redis = Redis.from_url(infra.redis_url)
+        logdir = out / "logs"
+        logdir.mkdir(parents=True, exist_ok=True)
+        ctx = Context(infra.database_url, infra.redis_url, secrets.token_urlsafe(32), logdir)
+        try:
+            result = await SCENARIOS[scenario](ctx, pool, redis, quick, only, say)
+        finally:
+            await redis.aclose()
+            await pool.close()
+            await infra.close()
+    result.record["command"] = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result.record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    write(out, scenario, result.record, result.tables, result.curves)
+    say(f"wrote {out / scenario}.json, .md and .png")
+    print("\n".join(result.tables))
+    return result.record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--quick", action="store_true", help="small sizes: a test of the harness and of correctness")
+    parser.add_argument("--systems", help=f"comma-separated subset of {', '.join(SYSTEMS)}")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
+    args = parser.parse_args()
+    only = [s.strip() for s in args.systems.split(",")] if args.systems else []
+    unknown = [s for s in only if s not in SYSTEMS]
+    if unknown:
+        parser.error(f"unknown system(s): {', '.join(unknown)}")
+    record = asyncio.run(run(args.scenario, args.quick, only, args.out))
+    wrong = [name for name, figures in record["systems"].items() if name == "gateway" and not figures.get("correct")]
+    if wrong:
+        sys.exit("bench: the gateway's subscribers did not end at the database's state")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The workload: jobs in PostgreSQL, changed at a fixed rate, and the one tap every peer is fed by.
+
+Each transaction updates a few jobs of one trajectory (a cluster reporting progress) and returns their new
+versions and `updated_at` (the statement's time: the commit is a millisecond later). The gateway follows
+the database itself (trigger, outbox, relay); the peers get the same committed changes from the tap, which
+publishes each transaction's changes to Redis as `bench:<channel>`, stamped with that same time, so
+latency starts at the same instant for every system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import asyncpg
+import msgspec
+from redis.asyncio import Redis
+
+from gateway.web.auth import issue_token
+
+NEXT_STATUS = {"queued": "running", "running": "completed", "completed": "queued"}  # a cycle that never ends
+
+
+@dataclass
+class World:
+    """Teams with one member each, a cluster each, trajectories with their jobs."""
+
+    teams: list[int]
+    users: dict[int, int]  # team -> its member
+    trajectories: dict[int, list[int]]  # team -> trajectories
+    jobs: dict[int, list[int]]  # trajectory -> job ids
+    team_of: dict[int, int] = field(default_factory=dict)  # trajectory -> team
+
+    def token(self, secret: str, team: int) -> str:
+        return issue_token(secret, self.users[team], ttl=24 * 3600)
+
+
+async def build_world(pool: asyncpg.Pool, teams: int, trajectories_per_team: int, jobs_per_trajectory: int) -> World:
+    world = World([], {}, {}, {})
+    async with pool.acquire() as conn:
+        for t in range(teams):
+            team = await conn.fetchval("insert into teams (name) values ($1) returning id", f"Bench team {t}")
+            user = await conn.fetchval("insert into users (name) values ($1) returning id", f"Bench user {t}")
+            await conn.execute("insert into memberships values ($1, $2)", team, user)
+            cluster = await conn.fetchval("insert into clusters (team_id, name) values ($1, 'bench') returning id", team)
+            world.teams.append(team)
+            world.users[team] = user
+            world.trajectories[team] = []
+            for i in range(trajectories_per_team):
+                trajectory = await conn.fetchval(
+                    "insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Trajectory {t}.{i}"
+                )
+                world.trajectories[team].append(trajectory)
+                world.team_of[trajectory] = team
+                rows = await conn.fetch(
+                    "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
+                    " select $1, $2, $3, 'preprocess', 'Preprocess frame ' || f, f from generate_series(0, $4 - 1) f"
+                    " returning id",
+                    team, trajectory, cluster, jobs_per_trajectory,
+                )  # fmt: skip
+                world.jobs[trajectory] = [r["id"] for r in rows]
+    return world
+
+
+class TapMessage(msgspec.Struct):
+    channel: str
+    changes: list[dict]
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class Writer:
+    """Commits `rate` transactions a second of `per_tx` job changes each, over `concurrency` connections."""
+
+    pool: asyncpg.Pool
+    redis: Redis
+    world: World
+    per_tx: int = 5
+    concurrency: int = 4
+    tap_team_channel: bool = False  # peers' team rooms also get every change (steady)
+    committed: int = 0  # transactions
+    changes: int = 0
+    changed: set[int] = field(default_factory=set)  # job ids changed since `changed` was last cleared
+    late: int = 0  # transactions that started behind their schedule (the writer could not keep the rate)
+
+    async def run(self, rate: float, seconds: float, trajectories: Iterable[int]) -> None:
+        picks = itertools.cycle(list(trajectories))
+        queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=self.concurrency * 4)
+        workers = [asyncio.create_task(self._work(queue)) for _ in range(self.concurrency)]
+        start = time.monotonic()
+        n = int(rate * seconds)
+        for i in range(n):
+            due = start + i / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif delay < -0.1:
+                self.late += 1
+            await queue.put(next(picks))
+        for _ in workers:
+            await queue.put(None)
+        await asyncio.gather(*workers)
+
+    async def _work(self, queue: asyncio.Queue[int | None]) -> None:
+        while (trajectory := await queue.get()) is not None:
+            await self.change(trajectory)
+
+    async def change(self, trajectory: int) -> None:
+        ids = random.sample(self.world.jobs[trajectory], min(self.per_tx, len(self.world.jobs[trajectory])))
+        rows = await self.pool.fetch(
+            "update jobs set status = case status when 'queued' then 'running' when 'running' then 'completed'"
+            " else 'queued' end where id = any($1::bigint[])"
+            " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
+            ids,
+        )
+        self.committed += 1
+        self.changes += len(rows)
+        self.changed.update(ids)
+        changes = [{"id": r["id"], "version": r["version"], "status": r["status"], "t": r["t"]} for r in rows]
+        await self.redis.publish(f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes)))
+        if self.tap_team_channel:
+            team = self.world.team_of[trajectory]
+            await self.redis.publish(f"bench:team:{team}", _encode(TapMessage(f"team:{team}", changes)))
+
+
+async def database_state(pool: asyncpg.Pool, trajectory: int, only: set[int] | None = None) -> dict[int, tuple[int, str]]:
+    """A trajectory's listed jobs as subscribers should hold them: id -> (version, status)."""
+    rows = await pool.fetch(
+        "select id, version, status from jobs where trajectory_id = $1 and removed_at is null", trajectory
+    )
+    return {r["id"]: (r["version"], r["status"]) for r in rows if only is None or r["id"] in only}

@@ -1,0 +1,130 @@
+"""One measurement: a system started, its subscribers connected and live, a workload run, figures taken.
+
+Server CPU comes from /proc for the system's processes (the gateway's node and relay together) and is
+divided by what the subscribers counted. Memory per connection is the node's RSS with every subscriber
+connected and idle, less its RSS before the first one. Every measurement checks correctness too: each
+subscriber's final state must equal the database's (for peers, which send no snapshot: the jobs changed
+while they were connected); a subscriber missing a job is `lost`, one holding an older version `stale`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .procstat import cpu_seconds, rss_kb
+from .report import cdf
+from .subscribers import Fleet, FleetStates
+from .systems import Context, Running, System
+
+DRAIN = 1.5  # after the last commit: the gateway's largest batching tick is 50 ms, peers have no batching
+
+
+@dataclass
+class Plan:
+    subscribers: int
+    channels: Callable[[int], list[str]]  # subscriber i's channels
+    team_of_subscriber: Callable[[int], int]  # whose token subscriber i uses (gateway)
+    processes: int = 2
+    connect_rate: float = 1500.0
+
+
+@dataclass
+class Outcome:
+    figures: dict[str, Any]
+    curve: list[tuple[float, float]]
+    running: Running | None = None
+
+
+def _judge(states: FleetStates, expected: dict[str, dict[int, tuple[int, str]]]) -> tuple[int, int, int]:
+    """(subscribers checked, lost, stale): per subscriber, a missing job is lost, an older version stale."""
+    checked = lost = stale = 0
+    for channel, want in expected.items():
+        for group in states.groups.get(channel, []):
+            checked += group.subscribers
+            held = group.state or {}
+            if held == want:
+                continue
+            if any(job not in held for job in want):
+                lost += group.subscribers
+            elif any(held[job][0] < want[job][0] for job in want):
+                stale += group.subscribers
+            else:
+                lost += group.subscribers  # extra jobs it should not hold count as wrong state too
+        lost += states.not_live.get(channel, 0)
+    return checked, lost, stale
+
+
+async def measure(
+    system: System,
+    ctx: Context,
+    plan: Plan,
+    token: Callable[[int], str],
+    workload: Callable[[], Awaitable[None]],
+    expected: Callable[[bool], Awaitable[dict[str, dict[int, tuple[int, str]]]]],
+    progress: Callable[[str], None],
+) -> Outcome:
+    """Start `system`, connect `plan.subscribers`, run `workload`, take the figures, stop everything."""
+    running = system.start(ctx)
+    fleet: Fleet | None = None
+    try:
+        await asyncio.sleep(0.5)
+        rss_before = rss_kb(running.node_pids)
+        headers = (lambda i: {"Authorization": f"Bearer {token(plan.team_of_subscriber(i))}"}) if system.dialect.startswith("gateway") else None
+        fleet = Fleet(f"ws://127.0.0.1:{running.port}{system.path}", system.dialect, plan.channels, plan.subscribers,
+                      processes=plan.processes, headers=headers, connect_rate=plan.connect_rate)  # fmt: skip
+        started = time.monotonic()
+        await fleet.start()
+        live = await fleet.wait_live(60 + plan.subscribers / 100)
+        progress(f"{system.name}: {live['live']}/{plan.subscribers} live in {time.monotonic() - started:.1f} s")
+        await asyncio.sleep(1.0)  # joins are not acknowledged by the peers; let the connect burst settle
+        rss_idle = rss_kb(running.node_pids)
+        await fleet.reset_stats()
+        cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
+        await workload()
+        await asyncio.sleep(DRAIN)
+        cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
+        stats = await fleet.stats()
+        states = await fleet.states()
+        want = await expected(system.dialect.startswith("gateway"))
+        checked, lost, stale = _judge(states, want)
+        latency = stats.get("latency_ms") or {}
+        frames, deltas = stats.get("messages", 0), stats.get("deltas", 0)
+        figures = {
+            "subscribers": plan.subscribers,
+            "live": live["live"],
+            "cpu_s": round(cpu_used, 3),
+            "cpu_us_per_frame": round(cpu_used * 1e6 / frames, 3) if frames else None,
+            "cpu_us_per_delta": round(cpu_used * 1e6 / deltas, 3) if deltas else None,
+            "rss_kb_per_conn": round((rss_idle - rss_before) / plan.subscribers, 2),
+            "p50_ms": latency.get("p50"),
+            "p99_ms": latency.get("p99"),
+            "max_ms": latency.get("max"),
+            "frames": frames,
+            "deltas": deltas,
+            "frames_per_s": round(frames / elapsed, 1),
+            "deltas_per_s": round(deltas / elapsed, 1),
+            "resyncs": stats.get("resyncs", 0),
+            "closes": stats.get("closes", {}),
+            "gaps": stats.get("gaps", 0),
+            "checked": checked,
+            "lost": lost,
+            "stale": stale,
+            "correct": lost == 0 and stale == 0 and checked == _subscriptions(plan, want),
+        }
+        progress(
+            f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame, "
+            f"p99 {figures['p99_ms']} ms, {figures['rss_kb_per_conn']} KB/conn, lost {lost}, stale {stale}"
+        )
+        return Outcome(figures, cdf(stats.get("latency")), running)
+    finally:
+        if fleet is not None:
+            await fleet.stop()
+        running.stop()
+
+
+def _subscriptions(plan: Plan, checked: dict[str, Any]) -> int:
+    return sum(1 for i in range(plan.subscribers) for channel in plan.channels(i) if channel in checked)

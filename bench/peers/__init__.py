@@ -1,0 +1,1 @@
+"""Peer servers for the load benchmark: the stacks the gateway is compared against."""

@@ -1,0 +1,106 @@
+"""Starlette + encode/broadcaster peer: the textbook Python "websocket over Redis" app.
+
+A Redis ``Broadcast`` is connected in the lifespan; the websocket endpoint
+``/ws?channels=team:3,trajectory:17`` accepts, then, per channel, runs
+``async with broadcast.subscribe("bench:" + channel)`` and forwards every event's
+message verbatim with ``send_text``, next to a receive loop that notices the
+disconnect -- the shape of broadcaster's own README example. Served by uvicorn.
+
+broadcaster 0.3.1 (the latest release) does not work as shipped with redis-py 8,
+so two setup-path bugs are patched below; the per-message path (one Redis
+connection -> one asyncio.Queue per subscriber -> one task per websocket and
+channel -> send_text) is the library's own, untouched.
+
+    python bench/peers/broadcaster_app.py --port 8105 --redis redis://127.0.0.1:6379
+"""
+
+import argparse
+import asyncio
+from contextlib import asynccontextmanager
+
+import anyio
+import broadcaster
+import uvicorn
+from broadcaster._base import Subscriber
+from broadcaster._backends.redis import RedisBackend
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+
+
+class FixedRedisBackend(RedisBackend):
+    # 0.3.1 wakes its listener *before* SUBSCRIBE; redis-py 8's subscribe() yields
+    # before recording the channel, so the listener sees no subscription, stops,
+    # and sleeps until some *other* new channel is subscribed: messages are lost.
+    async def subscribe(self, channel: str) -> None:
+        await self._pubsub.subscribe(channel)
+        self._ready.set()
+
+
+class Broadcast(broadcaster.Broadcast):
+    # 0.3.1 registers a channel's first queue only after awaiting the backend, so
+    # websockets that subscribe to a new channel at the same moment overwrite each
+    # other's queue and all but the last receive nothing. Register first, then await.
+    @asynccontextmanager
+    async def subscribe(self, channel: str):
+        queue: asyncio.Queue = asyncio.Queue()
+        queues = self._subscribers.setdefault(channel, set())
+        queues.add(queue)
+        try:
+            if len(queues) == 1:
+                await self._backend.subscribe(channel)
+            yield Subscriber(queue)
+        finally:
+            queues.discard(queue)
+            if not queues and self._subscribers.get(channel) is queues:
+                del self._subscribers[channel]
+                await self._backend.unsubscribe(channel)
+            await queue.put(None)
+
+
+def build_app(redis_url: str) -> Starlette:
+    # Same as Broadcast(redis_url) (which requires a redis:// or rediss:// URL), with the fixed backend.
+    broadcast = Broadcast(backend=FixedRedisBackend(redis_url))
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await broadcast.connect()
+        yield
+        await broadcast.disconnect()
+
+    async def forward(websocket: WebSocket, channel: str):
+        async with broadcast.subscribe(channel="bench:" + channel) as subscriber:
+            async for event in subscriber:
+                await websocket.send_text(event.message)
+
+    async def endpoint(websocket: WebSocket):
+        await websocket.accept()
+        channels = dict.fromkeys(c for c in websocket.query_params.get("channels", "").split(",") if c)
+        async with anyio.create_task_group() as tg:
+            for channel in channels:
+                tg.start_soon(forward, websocket, channel)
+            async for _ in websocket.iter_text():
+                pass  # clients send nothing we act on; this loop just waits for the disconnect
+            tg.cancel_scope.cancel()
+
+    return Starlette(routes=[WebSocketRoute("/ws", endpoint)], lifespan=lifespan)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379")
+    args = parser.parse_args()
+    uvicorn.run(
+        build_app(args.redis),
+        host="127.0.0.1",
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        # ws left at "auto" (websockets-sansio in uvicorn 0.54, as `uvicorn[standard]` gives).
+        ws="auto",
+        # No per-connection log lines: the Node peers print none either.
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )

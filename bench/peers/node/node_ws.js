@@ -1,0 +1,68 @@
+/**
+ * Plain Node.js `ws` peer: what a Node team writes for "websocket fan-out from Redis".
+ *
+ * One WebSocketServer (no compression) on /ws?channels=team:3,trajectory:17, one
+ * node-redis connection doing PSUBSCRIBE bench:*, and for each Redis message a loop
+ * over that channel's clients calling client.send(payload): the payload is forwarded
+ * verbatim as one text frame.
+ *
+ *   node bench/peers/node/node_ws.js --port 8102 --redis redis://127.0.0.1:6379
+ */
+const http = require("http");
+const { WebSocketServer, WebSocket } = require("ws");
+const { createClient } = require("redis");
+const { parseArgs } = require("./args");
+
+const { port, redis: redisUrl } = parseArgs();
+const rooms = new Map(); // "bench:team:3" -> Set<WebSocket>
+
+const server = http.createServer((req, res) => res.writeHead(404).end());
+const wss = new WebSocketServer({ server, path: "/ws", perMessageDeflate: false });
+
+wss.on("connection", (ws, req) => {
+  const query = new URL(req.url, "http://localhost").searchParams;
+  const channels = [...new Set((query.get("channels") || "").split(",").filter(Boolean))].map(
+    (c) => "bench:" + c,
+  );
+  for (const ch of channels) {
+    if (!rooms.has(ch)) rooms.set(ch, new Set());
+    rooms.get(ch).add(ws);
+  }
+  ws.on("close", () => {
+    for (const ch of channels) {
+      const room = rooms.get(ch);
+      room.delete(ws);
+      if (room.size === 0) rooms.delete(ch);
+    }
+  });
+  ws.on("error", () => {}); // a client vanishing mid-write must not crash the process
+});
+
+const subscriber = createClient({ url: redisUrl });
+subscriber.on("error", (err) => console.error("redis:", err.message));
+
+async function main() {
+  await subscriber.connect();
+  await subscriber.pSubscribe("bench:*", (message, channel) => {
+    const room = rooms.get(channel);
+    if (!room) return;
+    for (const client of room) {
+      if (client.readyState === WebSocket.OPEN) client.send(message);
+    }
+  });
+  server.listen(port, "127.0.0.1", () => console.log(`node_ws listening on 127.0.0.1:${port}`));
+}
+
+function shutdown() {
+  for (const client of wss.clients) client.terminate();
+  wss.close();
+  server.close();
+  subscriber.quit().finally(() => process.exit(0));
+}
+process.on("SIGTERM", shutdown);
+process.on("SIGINT", shutdown);
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

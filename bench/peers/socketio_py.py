@@ -1,0 +1,79 @@
+"""python-socketio peer: the stock multi-node Socket.IO stack for a Python team.
+
+``socketio.AsyncServer`` (ASGI mode) with ``AsyncRedisManager`` as client manager,
+wrapped in ``socketio.ASGIApp`` and served by uvicorn. Clients connect to
+``/socket.io/?EIO=4&transport=websocket``, emit ``join`` with a channel name and
+enter that room. A background task does ``PSUBSCRIBE bench:*`` and re-emits each
+transaction as ONE ``sio.emit("job", change, room=channel)`` PER CHANGE; every
+emit goes through the Redis manager (delivered locally and published for the
+other nodes) exactly as in a multi-node deployment.
+
+    python bench/peers/socketio_py.py --port 8104 --redis redis://127.0.0.1:6379
+"""
+
+import argparse
+import asyncio
+import json
+
+import redis.asyncio as redis
+import socketio
+import uvicorn
+
+PREFIX = "bench:"
+
+
+def build_app(redis_url: str) -> socketio.ASGIApp:
+    # The manager's own channel must not match the tap's `bench:*` pattern.
+    manager = socketio.AsyncRedisManager(redis_url, channel="socketio")
+    sio = socketio.AsyncServer(async_mode="asgi", client_manager=manager)
+    client = redis.from_url(redis_url)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    tasks = []
+
+    @sio.on("join")
+    async def join(sid, channel):
+        if isinstance(channel, str):
+            await sio.enter_room(sid, channel)
+
+    async def tap():
+        async for msg in pubsub.listen():
+            channel = msg["channel"].decode()[len(PREFIX) :]
+            for change in json.loads(msg["data"])["changes"]:
+                change["channel"] = channel
+                await sio.emit("job", change, room=channel)
+
+    async def startup():
+        # uvicorn binds only after startup: subscribed before the port opens, nothing is missed.
+        # (It also keeps cancellation away from psubscribe, which redis-py 8.1 can swallow.)
+        await pubsub.psubscribe(PREFIX + "*")
+        tasks.append(sio.start_background_task(tap))
+
+    async def shutdown():
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await pubsub.aclose()
+        await client.aclose()
+
+    return socketio.ASGIApp(sio, on_startup=startup, on_shutdown=shutdown)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379")
+    args = parser.parse_args()
+    uvicorn.run(
+        build_app(args.redis),
+        host="127.0.0.1",
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        # ws left at "auto": with `uvicorn[standard]` (websockets installed) that is
+        # the websockets-sansio protocol in uvicorn 0.54 -- what a Python team gets.
+        ws="auto",
+        # No per-connection log lines: the Node peers print none either.
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )

@@ -1,0 +1,125 @@
+"""The systems measured side by side: the gateway and its peers, each started as the processes it runs as.
+
+Every system is told the same things (a port, the run's Redis, for the gateway its database) and reached
+by the same subscriber code in its own dialect. `server_pids` are the processes whose CPU and memory count:
+for the gateway, its node and its relay together.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .infra import free_port, wait_port
+
+HERE = Path(__file__).resolve().parent
+PEERS = HERE / "peers"
+NODE_PEERS = PEERS / "node"
+
+
+@dataclass
+class Running:
+    name: str
+    port: int
+    procs: list[subprocess.Popen]
+    node_pids: list[int]  # the processes that hold the websocket connections (memory per connection)
+    logs: list[Path] = field(default_factory=list)
+
+    @property
+    def server_pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@dataclass
+class System:
+    name: str
+    dialect: str  # bench.subscribers dialect
+    start: Callable[[Context], Running]
+    path: str = "/ws"  # the websocket path subscribers open (plain adds ?channels=, socketio /socket.io/)
+
+
+@dataclass
+class Context:
+    database_url: str
+    redis_url: str
+    secret: str
+    logdir: Path
+
+
+def _spawn(name: str, argv: list[str], ctx: Context, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+    log = ctx.logdir / f"{name}.log"
+    out = open(log, "ab")
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                            start_new_session=True)  # fmt: skip
+    out.close()
+    return proc, log
+
+
+def _gateway(ctx: Context) -> Running:
+    port = free_port()
+    env = {
+        "DATABASE_URL": ctx.database_url,
+        "REDIS_URL": ctx.redis_url,
+        "GATEWAY_SECRET": ctx.secret,
+        "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the benchmark's subscribers share a few users
+        "GATEWAY_LOG_LEVEL": "warning",
+    }
+    relay, relay_log = _spawn("gateway-relay", [sys.executable, "-m", "gateway.cli", "relay"], ctx, env)
+    node, node_log = _spawn("gateway-node", [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)], ctx, env)
+    try:
+        wait_port(port, node)
+    except RuntimeError:
+        Running("gateway", port, [node, relay], [node.pid]).stop()
+        raise
+    return Running("gateway", port, [node, relay], [node.pid], [node_log, relay_log])
+
+
+def _peer(name: str, argv: list[str]) -> Callable[[Context], Running]:
+    def start(ctx: Context) -> Running:
+        port = free_port()
+        proc, log = _spawn(name, [*argv, "--port", str(port), "--redis", ctx.redis_url], ctx)
+        try:
+            wait_port(port, proc)
+        except RuntimeError:
+            Running(name, port, [proc], [proc.pid]).stop()
+            raise
+        return Running(name, port, [proc], [proc.pid], [log])
+
+    return start
+
+
+SYSTEMS: dict[str, System] = {
+    "gateway": System("gateway", "gateway", _gateway),
+    "floor": System("floor", "plain", _peer("floor", [sys.executable, str(PEERS / "floor.py")])),
+    "node-ws": System("node-ws", "plain", _peer("node-ws", ["node", str(NODE_PEERS / "node_ws.js")])),
+    "socket.io": System("socket.io", "socketio", _peer("socket.io", ["node", str(NODE_PEERS / "socketio.js")]), path="/"),
+    "python-socketio": System("python-socketio", "socketio", _peer("python-socketio", [sys.executable, str(PEERS / "socketio_py.py")]), path="/"),
+    "broadcaster": System("broadcaster", "plain", _peer("broadcaster", [sys.executable, str(PEERS / "broadcaster_app.py")])),
+}
+PEER_NAMES = ["socket.io", "python-socketio", "broadcaster"]  # the peers every scenario compares with
+BASELINES = ["floor", "node-ws"]  # pure fan-out references (fanout only)
+
+
+def ensure_node_peers() -> None:
+    """The Node peers' packages, from the lock file; a missing Node.js is an error, never a silent skip."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        raise SystemExit("bench: Node.js and npm are needed for the Node peers (socket.io, node-ws); install them")
+    if not (NODE_PEERS / "node_modules").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_PEERS, check=True)

@@ -1,0 +1,39 @@
+"""The load-benchmark harness at its `--quick` sizes: a test of the harness and of correctness, not of speed.
+
+It starts every system itself (the gateway's relay and node, the raw-write floor, Node ws, socket.io with its
+Redis adapter, python-socketio, Starlette with broadcaster), feeds them the same committed changes, and
+must end with every gateway subscriber holding exactly the database's state. No timing is asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FIGURES = ("cpu_us_per_frame", "cpu_us_per_delta", "rss_kb_per_conn", "p50_ms", "p99_ms", "frames", "deltas", "lost", "stale")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database(tmp_path: Path) -> None:
+    env = {**os.environ}
+    if os.environ.get("TEST_DATABASE_URL"):
+        env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
+    done = subprocess.run([sys.executable, "-m", "bench", "fanout", "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    record = json.loads((tmp_path / "fanout.json").read_text())
+    systems = record["systems"]
+    assert set(systems) == {"gateway", "floor", "node-ws", "socket.io", "python-socketio", "broadcaster"}
+    for name, figures in systems.items():
+        assert all(key in figures for key in FIGURES), name
+        assert figures["deltas"] > 0, f"{name} delivered nothing"
+    gateway = systems["gateway"]
+    assert gateway["correct"] and gateway["lost"] == 0 and gateway["stale"] == 0
+    assert gateway["checked"] == gateway["subscribers"]
+    assert (tmp_path / "fanout.png").stat().st_size > 10_000
+    table = (tmp_path / "fanout.md").read_text()
+    assert "| gateway |" in table and "×" in table  # every figure as a ratio to the best peer
+    assert "live in" in done.stdout  # it shows progress while it runs
