@@ -63,7 +63,7 @@ async def measure(
     ctx: Context,
     plan: Plan,
     token: Callable[[int], str],
-    workload: Callable[[], Awaitable[None]],
+    workload: Callable[[Fleet], Awaitable[dict[str, Any] | None]],
     expected: Callable[[bool], Awaitable[dict[str, dict[int, tuple[int, str]]]]],
     progress: Callable[[str], None],
 ) -> Outcome:
@@ -83,10 +83,12 @@ async def measure(
         await asyncio.sleep(1.0)  # joins are not acknowledged by the peers; let the connect burst settle
         rss_idle = rss_kb(running.node_pids)
         await fleet.reset_stats()
+        each_before = [cpu_seconds([pid]) for pid in running.server_pids]
         cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
-        await workload()
+        extra = await workload(fleet) or {}
         await asyncio.sleep(DRAIN)
         cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
+        each = [round(cpu_seconds([pid]) - before, 3) for pid, before in zip(running.server_pids, each_before)]
         stats = await fleet.stats()
         states = await fleet.states()
         want = await expected(system.dialect.startswith("gateway"))
@@ -97,6 +99,7 @@ async def measure(
             "subscribers": plan.subscribers,
             "live": live["live"],
             "cpu_s": round(cpu_used, 3),
+            "cpu_s_per_process": each,  # the gateway: node, then relay
             "cpu_us_per_frame": round(cpu_used * 1e6 / frames, 3) if frames else None,
             "cpu_us_per_delta": round(cpu_used * 1e6 / deltas, 3) if deltas else None,
             "rss_kb_per_conn": round((rss_idle - rss_before) / plan.subscribers, 2),
@@ -114,6 +117,7 @@ async def measure(
             "lost": lost,
             "stale": stale,
             "correct": lost == 0 and stale == 0 and checked == _subscriptions(plan, want),
+            **extra,
         }
         progress(
             f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame, "

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from .load import Writer, World, build_world, database_state
 from .measure import Outcome, Plan, measure
+from .subscribers import Fleet
 from .report import markdown, ratios
 from .systems import BASELINES, PEER_NAMES, SYSTEMS, Context
 
@@ -47,7 +48,7 @@ async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
         for name in names:
             writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
 
-            async def workload(writer: Writer = writer) -> None:
+            async def workload(fleet: Fleet, writer: Writer = writer) -> None:
                 await writer.run(rate, seconds, [trajectory])
 
             async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
@@ -78,4 +79,54 @@ def _fanout_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
     return [""] + lines if lines else []
 
 
-SCENARIOS = {"fanout": fanout}
+async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
+    """C clients drop at once and reconnect at once while jobs keep changing: how long until all are current.
+
+    Gateway subscribers come back with their cursors and get exactly what they missed (no resync while the
+    history holds it); the node admits new connections at GATEWAY_ADMISSION_RATE (default 2,000 a second)
+    and tells the rest to come back after a jittered delay. Peers' clients just reconnect and join again.
+    """
+    size = 200 if quick else 4_000
+    world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=200)
+    team = world.teams[0]
+    trajectory = world.trajectories[team][0]
+    channel = f"trajectory:{trajectory}"
+    names = [n for n in ["gateway", *PEER_NAMES] if not only or n in only]
+    run = Run({"scenario": "storm", "quick": quick, "channel": channel, "subscribers": size})
+    systems: dict[str, dict[str, Any]] = {}
+    plan = Plan(size, lambda i: [channel], lambda i: team, connect_rate=1000.0)
+    for name in names:
+        writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
+
+        async def workload(fleet: Fleet, writer: Writer = writer) -> dict[str, Any]:
+            load = asyncio.create_task(writer.run(20, 60, [trajectory]))  # changes keep coming during the storm
+            try:
+                await asyncio.sleep(1.0)
+                result = await fleet.storm(timeout=120)
+                await asyncio.sleep(1.0)
+            finally:
+                load.cancel()
+                await asyncio.gather(load, return_exceptions=True)
+            return {"recovery_s": result.get("recovery_s"), "http_503": result.get("http_503", 0),
+                    "storm_resyncs": result.get("resyncs", 0), "storm_connects": result.get("connects", 0)}  # fmt: skip
+
+        async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
+            return {channel: await database_state(pool, trajectory, None if gateway else writer.changed)}
+
+        progress(f"storm C={size:,}: {name}")
+        outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress)
+        systems[name] = outcome.figures
+        run.curves[name] = outcome.curve
+        progress(f"{name}: all {size:,} current again {outcome.figures.get('recovery_s')} s after the drop, "
+                 f"{outcome.figures.get('http_503')} told to retry, {outcome.figures.get('storm_resyncs')} resyncs")  # fmt: skip
+    peers = [n for n in PEER_NAMES if n in systems]
+    run.record["systems"] = systems
+    run.record["ratios"] = ratios(systems, peers)
+    lines = ["", "| system | current again after (s) | told to retry (503) | resyncs | lost | stale |", "|---|---|---|---|---|---|"]
+    for name, f in systems.items():
+        lines.append(f"| {name} | {f.get('recovery_s')} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |")
+    run.tables.append(markdown(f"storm, C = {size:,} clients dropped and reconnected at once", systems, peers, lines))
+    return run
+
+
+SCENARIOS = {"fanout": fanout, "storm": storm}

@@ -34,6 +34,7 @@ class Link(Protocol):
     """Where a connection's frames go."""
 
     writable: bool  # write now; False: frames wait in the connection's outbound until `Connection.flush`
+    write_wire: Callable[[bytes], object] | None  # writes framed bytes to the socket (links the node writes itself)
 
     def write(self, frame: Frame) -> None: ...
 
@@ -49,7 +50,7 @@ class Link(Protocol):
 class Connection:
     __slots__ = (
         "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
-        "close_code", "on_resync", "link", "frames_sent", "bytes_sent", "_drained",
+        "close_code", "on_resync", "link", "fast", "frames_sent", "bytes_sent", "_drained",
     )  # fmt: skip
 
     def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
@@ -64,6 +65,9 @@ class Connection:
         self.close_code: int | None = None
         self.on_resync: Callable[[Connection, list[str]], None] | None = None
         self.link: Link = link if link is not None else _Unlinked()
+        # The hub's shortcut: the socket's write, while frames can go straight to it (the peer keeps up, nothing
+        # waits in the outbound, no channel buffers for a snapshot, open); None sends the hub through `deliver`.
+        self.fast: Callable[[bytes], object] | None = None
         self.frames_sent = 0
         self.bytes_sent = 0
         self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
@@ -72,9 +76,29 @@ class Connection:
         """End the connection with a documented code."""
         if self.close_code is None:
             self.close_code = code
+            self.fast = None
             self.link.close(code, CLOSE_REASONS.get(code, ""))
             if self._drained is not None:
                 self._drained.set()
+
+    def refresh(self) -> None:
+        """Take the hub's shortcut again if nothing stands in the way (see `fast`)."""
+        link = self.link
+        ok = link.writable and self.outbound.frames is None and not self.buffering and self.close_code is None
+        self.fast = link.write_wire if ok else None
+
+    def paused(self) -> None:
+        """The socket takes no more for now: frames wait in the outbound until `flush`."""
+        self.fast = None
+
+    def buffer(self, channel: str) -> None:
+        """Hold the channel's live frames while its snapshot or replay is read (see `release`)."""
+        self.buffering[channel] = []
+        self.fast = None
+
+    def stop_buffering(self, channel: str) -> None:
+        if self.buffering.pop(channel, None) is not None:
+            self.refresh()
 
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
         """A shared frame of a channel (called by the hub, never awaits)."""
@@ -94,6 +118,7 @@ class Connection:
             self.frames_sent += 1
             self.bytes_sent += len(frame)
             return
+        self.fast = None
         verdict = self.outbound.push(frame, force)
         if verdict is Verdict.RESYNC:
             dropped = sorted(self.channels)
@@ -119,7 +144,7 @@ class Connection:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
         self.channels.discard(channel)
         self.channel_teams.pop(channel, None)
-        self.buffering.pop(channel, None)
+        self.stop_buffering(channel)
         self.send_message(Resync(channel=channel, reason=reason))
 
     def take(self) -> Frame | None:
@@ -138,6 +163,7 @@ class Connection:
         while link.writable and self.close_code is None:
             frame = self.take()
             if frame is None:
+                self.refresh()
                 return
             link.write(frame)
 
@@ -166,13 +192,14 @@ class Connection:
             if self.outbound.size > self.outbound.limit // 2:
                 await self.drained(below=self.outbound.limit // 4)
                 waiting = self.buffering.get(channel)  # None: unsubscribed meanwhile
-        self.buffering.pop(channel, None)
+        self.stop_buffering(channel)
 
 
 class _Unlinked:
     """Not attached to a socket yet (and in unit tests): frames wait in the outbound."""
 
     writable = False
+    write_wire: Callable[[bytes], object] | None = None
 
     def write(self, frame: Frame) -> None:
         raise AssertionError("an unlinked connection writes nothing")

@@ -158,7 +158,7 @@ class Node:
             # The same answer whether it exists or not: a foreign team's ids are not revealed.
             conn.send_message(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
             return
-        conn.buffering[name] = []
+        conn.buffer(name)
         conn.channels.add(name)
         assert team_id is not None
         conn.channel_teams[name] = team_id
@@ -178,7 +178,7 @@ class Node:
     def unsubscribe(self, conn: Connection, name: str) -> None:
         conn.channel_teams.pop(name, None)
         conn.channels.discard(name)
-        conn.buffering.pop(name, None)
+        conn.stop_buffering(name)
         self.hub.remove(conn, name)
         self._leave_team(conn, name)
 

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 LOCK_KEY = 0x72656C6179  # "relay": partition 0
 IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
 BUSY_POLL = 0.005  # awake, between polls that found nothing
-LINGER = 0.2  # stay awake this long after the last change before sleeping
+LINGER = 0.2  # stay awake this long after the last change before sleeping...
+STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
 HELD_BACK_LOG_AFTER = 2.0
 LOCK_CHECK_TIMEOUT = 2.0
 PRUNE_EVERY = 60.0
@@ -132,6 +133,7 @@ class Relay:
         held_since: float | None = None
         last_held_log = 0.0
         last_change = time.monotonic()
+        gap = 1.0  # how far apart changes have come lately (a moving average), in seconds
         published_at: deque[tuple[float, str]] = deque()
         last_prune = time.monotonic()
         await conn.execute("update relay_wakeup set sleeping = false")
@@ -183,6 +185,7 @@ class Relay:
             if result.full:
                 continue
             if result.changes or result.held_back:
+                gap = 0.8 * gap + 0.2 * min(now - last_change, 1.0)
                 last_change = now
             delay = batch_delay(len(result.changes))
             if result.held_back and held_since is not None:
@@ -193,7 +196,7 @@ class Relay:
             if result.changes or result.held_back:
                 continue
             due = min(d for d in (core.next_due(), self.extras.next_due) if d is not None)
-            if now - last_change < LINGER:
+            if now - last_change < LINGER and gap < STEADY_GAP:
                 # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
                 wait = BUSY_POLL if due is None else min(BUSY_POLL, max(0.0, due - time.monotonic()))
                 await asyncio.sleep(wait)

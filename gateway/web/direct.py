@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -38,17 +38,18 @@ class DirectLink(asyncio.Protocol):
     """A handed-over websocket connection: writes shared frames, reads client messages, closes cleanly."""
 
     __slots__ = (
-        "transport", "writable", "reader", "on_message", "on_lost", "flush", "connections", "closing",
-        "awaiting_pong", "_abort",
+        "transport", "writable", "write_wire", "reader", "on_message", "on_lost", "conn", "connections",
+        "closing", "awaiting_pong", "_abort",
     )  # fmt: skip
 
     def __init__(self, transport: asyncio.Transport, max_size: int, connections: set[Any]) -> None:
         self.transport = transport
         self.writable = not transport.is_closing()
+        self.write_wire = transport.write
         self.reader = FrameReader(max_size)
         self.on_message: OnMessage = _ignore
         self.on_lost: OnLost = _nothing
-        self.flush: Callable[[], None] = _nothing  # the connection's: write what waited while paused
+        self.conn: Writer = _NoWriter()  # the hub's connection: told when the socket pauses and resumes
         self.connections = connections  # uvicorn's: a graceful shutdown calls `shutdown` on each
         self.closing = False
         self.awaiting_pong = False
@@ -69,6 +70,7 @@ class DirectLink(asyncio.Protocol):
             return
         self.closing = True
         self.writable = False
+        self.conn.paused()
         if self.transport.is_closing():
             return
         self.transport.write(close_frame(code, reason))
@@ -124,6 +126,7 @@ class DirectLink(asyncio.Protocol):
         if not self.closing:  # the peer began: answer with its code
             self.closing = True
             self.writable = False
+            self.conn.paused()
             code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1000
             self.transport.write(close_frame(code if code not in (1005, 1006, 1015) else 1000))
         self.transport.close()
@@ -133,20 +136,38 @@ class DirectLink(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.writable = False
+        self.conn.paused()
 
     def resume_writing(self) -> None:
         if not self.closing:
             self.writable = True
-            self.flush()
+            self.conn.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.writable = False
         self.closing = True
+        self.conn.paused()
         self.connections.discard(self)
         if self._abort is not None:
             self._abort.cancel()
             self._abort = None
         self.on_lost()
+
+
+class Writer(Protocol):
+    """The hub's side of a link (gateway.hub.connection.Connection)."""
+
+    def flush(self) -> None: ...
+
+    def paused(self) -> None: ...
+
+
+class _NoWriter:
+    def flush(self) -> None:
+        pass
+
+    def paused(self) -> None:
+        pass
 
 
 def _ignore(data: str | bytes) -> None:
@@ -169,12 +190,12 @@ class DirectProtocol(WebSocketsSansIOProtocol):
         if scope is not None and "Sec-WebSocket-Extensions" not in self.response.headers:
             scope["extensions"][EXTENSION] = self.adopt
 
-    def adopt(self, on_message: OnMessage, on_lost: OnLost, flush: Callable[[], None]) -> DirectLink:
+    def adopt(self, on_message: OnMessage, on_lost: OnLost, conn: Writer) -> DirectLink:
         """Hand the accepted connection over to a DirectLink (call right after accepting, before any await)."""
         if not self.handshake_complete or self.close_sent or self.disconnected:
             raise ClientDisconnected()
         link = DirectLink(self.transport, self.config.ws_max_size, self.connections)
-        link.on_message, link.on_lost, link.flush = on_message, on_lost, flush
+        link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
         self.stop_keepalive()  # the node pings every link at once instead of a timer per connection
         self.connections.discard(self)
         self.connections.add(link)  # type: ignore[arg-type]  # uvicorn only calls shutdown() on these

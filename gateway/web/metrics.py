@@ -37,9 +37,9 @@ class NodeCollector(Collector):
                                 value=sum(len(c.channels) for c in live))
         yield GaugeMetricFamily("gateway_channels", "Channels this node follows in Redis", value=len(hub.subscribers))
         yield CounterMetricFamily("gateway_frames_out", "Frames written to websockets",
-                                  value=node.closed_frames + sum(c.frames_sent for c in live))
+                                  value=hub.frames_direct + node.closed_frames + sum(c.frames_sent for c in live))
         yield CounterMetricFamily("gateway_bytes_out", "Bytes written to websockets",
-                                  value=node.closed_bytes + sum(c.bytes_sent for c in live))
+                                  value=hub.bytes_direct + node.closed_bytes + sum(c.bytes_sent for c in live))
         yield CounterMetricFamily("gateway_fanout_seconds", "Time handing shared frames to local subscribers",
                                   value=hub.fanout_seconds)
         yield CounterMetricFamily("gateway_fanout_messages", "Channel messages fanned out", value=hub.fanout_messages)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -49,11 +50,11 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
     if adopt is not None:
         try:
-            conn.link = adopt(client.on_message, client.end, conn.flush)
+            conn.link = adopt(client.on_message, client.end, conn)
         except ClientDisconnected:
             client.end()
             return
-        conn.flush()  # answers to what the client sent before the handover
+        conn.flush()  # answers to what the client sent before the handover, then the hub's shortcut
         return
     await _serve_asgi(websocket, conn, client)
 
@@ -152,6 +153,7 @@ class AsgiLink:
     """The fallback link: a writer task awaits ASGI `send` for each pending frame, in order."""
 
     writable = False  # every frame waits in the connection's outbound for the writer task
+    write_wire: Callable[[bytes], object] | None = None
 
     def __init__(self, websocket: WebSocket) -> None:
         self.websocket = websocket

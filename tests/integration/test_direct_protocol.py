@@ -51,7 +51,8 @@ class EchoApp:
         def on_lost() -> None:
             self.lost += 1
 
-        conn.link = scope["extensions"][EXTENSION](on_message, on_lost, conn.flush)
+        conn.link = scope["extensions"][EXTENSION](on_message, on_lost, conn)
+        conn.flush()
 
 
 @pytest.fixture
