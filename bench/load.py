@@ -94,18 +94,21 @@ class Writer:
         queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=self.concurrency * 4)
         workers = [asyncio.create_task(self._work(queue)) for _ in range(self.concurrency)]
         start = time.monotonic()
-        n = int(rate * seconds)
-        for i in range(n):
-            due = start + i / rate
-            delay = due - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            elif delay < -0.1:
-                self.late += 1
-            await queue.put(next(picks))
-        for _ in workers:
-            await queue.put(None)
-        await asyncio.gather(*workers)
+        try:
+            for i in range(int(rate * seconds)):
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                elif delay < -0.1:
+                    self.late += 1
+                await queue.put(next(picks))
+            for _ in workers:
+                await queue.put(None)
+            await asyncio.gather(*workers)
+        finally:  # stopped early (cancelled): the workers stop too
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
 
     async def _work(self, queue: asyncio.Queue[int | None]) -> None:
         while (trajectory := await queue.get()) is not None:

@@ -20,7 +20,7 @@ from .report import cdf
 from .subscribers import Fleet, FleetStates
 from .systems import Context, Running, System
 
-DRAIN = 1.5  # after the last commit: the gateway's largest batching tick is 50 ms, peers have no batching
+DRAIN = 1.0  # quiet this long after the last commit: everything committed has arrived
 
 
 @dataclass
@@ -86,7 +86,7 @@ async def measure(
         each_before = [cpu_seconds([pid]) for pid in running.server_pids]
         cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
         extra = await workload(fleet) or {}
-        await asyncio.sleep(DRAIN)
+        await _settle(fleet)
         cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
         each = [round(cpu_seconds([pid]) - before, 3) for pid, before in zip(running.server_pids, each_before)]
         stats = await fleet.stats()
@@ -128,6 +128,18 @@ async def measure(
         if fleet is not None:
             await fleet.stop()
         running.stop()
+
+
+async def _settle(fleet: Fleet, quiet: float = DRAIN, longest: float = 60.0) -> None:
+    """Until the subscribers have received nothing new for `quiet` seconds: what was committed has arrived."""
+    deadline = time.monotonic() + longest
+    last = -1
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet)
+        seen = (await fleet.stats()).get("messages", 0)
+        if seen == last:
+            return
+        last = seen
 
 
 def _subscriptions(plan: Plan, checked: dict[str, Any]) -> int:

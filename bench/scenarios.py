@@ -99,7 +99,7 @@ async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
         writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
 
         async def workload(fleet: Fleet, writer: Writer = writer) -> dict[str, Any]:
-            load = asyncio.create_task(writer.run(20, 60, [trajectory]))  # changes keep coming during the storm
+            load = asyncio.create_task(writer.run(2, 60, [trajectory]))  # changes keep coming during the storm
             try:
                 await asyncio.sleep(1.0)
                 result = await fleet.storm(timeout=120)

@@ -31,6 +31,7 @@ from ..core.wsframe import Frame
 from .connection import Connection
 from .hub import Hub
 from .presence import PresenceBoard
+from .shared import SharedReads
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than 
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
 MEMBERSHIP_CHECK_EVERY = 30.0
 KEEPALIVE_EVERY = 20.0  # one ping to every connection; one that has not answered by the next is closed
+MEMBER_TTL = 10.0  # a membership checked this recently is not asked again (removals revoke it at once)
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
@@ -75,6 +77,9 @@ class Node:
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
         self.subscriber = Subscriber(redis_url, self.hub.on_message, self._bus_lost, self._bus_restored, self._control)
         self._locks: dict[str, asyncio.Lock] = {}
+        self.shared = SharedReads()
+        self._channel_team: dict[str, int] = {}  # a channel's team never changes
+        self._members: dict[tuple[int, int], float] = {}  # (user, team) -> when found a member
         self._redis_subscribed: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._runners: list[asyncio.Task[None]] = []
@@ -148,8 +153,8 @@ class Node:
             )
             return
         try:
-            team_id = await queries.team_of_channel(self.pool, channel)
-            allowed = team_id is not None and await queries.is_member(self.pool, conn.user_id, team_id)
+            team_id = await self._team_of(channel)
+            allowed = team_id is not None and await self._is_member(conn.user_id, team_id)
         except _ERRORS as exc:
             log.warning("subscribe %s: membership check failed: %s", name, type(exc).__name__)
             conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
@@ -159,13 +164,14 @@ class Node:
             conn.send_message(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
             return
         conn.buffer(name)
+        since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
         conn.channels.add(name)
         assert team_id is not None
         conn.channel_teams[name] = team_id
         self.hub.add(conn, name)
         try:
             await self._reconcile(name)
-            if cursor is None or not await self._resume(conn, name, cursor):
+            if cursor is None or not await self._resume(conn, name, cursor, since):
                 await self._send_snapshot(conn, channel)
             if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
                 conn.teams_present.add(channel.id)  # an open view of the team: its user is online
@@ -174,6 +180,28 @@ class Node:
             log.warning("subscribe %s failed: %s", name, type(exc).__name__)
             self.unsubscribe(conn, name)
             conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+
+    async def _team_of(self, channel: Channel) -> int | None:
+        team_id = self._channel_team.get(channel.name)
+        if team_id is None:
+            team_id = await self.shared.read(("team", channel.name), lambda: queries.team_of_channel(self.pool, channel))
+            if team_id is not None:
+                if len(self._channel_team) > 100_000:
+                    self._channel_team.clear()
+                self._channel_team[channel.name] = team_id
+        return team_id
+
+    async def _is_member(self, user_id: int, team_id: int) -> bool:
+        key = (user_id, team_id)
+        checked = self._members.get(key)
+        if checked is not None and time.monotonic() - checked < MEMBER_TTL:
+            return True
+        member = await self.shared.read(("member", key), lambda: queries.is_member(self.pool, user_id, team_id))
+        if member:
+            self._members[key] = time.monotonic()
+        else:
+            self._members.pop(key, None)
+        return member
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
         conn.channel_teams.pop(name, None)
@@ -202,6 +230,7 @@ class Node:
                 self.revoke(change.team_id, change.user_id)
 
     def revoke(self, team_id: int, user_id: int) -> None:
+        self._members.pop((user_id, team_id), None)
         for conn in [c for c in self.connections if c.user_id == user_id]:
             for name in [n for n, t in conn.channel_teams.items() if t == team_id]:
                 self.unsubscribe(conn, name)
@@ -211,6 +240,8 @@ class Node:
         """The safety net for a control message Redis dropped: check every live subscription now and then."""
         while True:
             await asyncio.sleep(MEMBERSHIP_CHECK_EVERY)
+            stale = time.monotonic() - MEMBER_TTL
+            self._members = {k: at for k, at in self._members.items() if at > stale}
             pairs = {(c.user_id, t) for c in self.connections for t in c.channel_teams.values()}
             if not pairs:
                 continue
@@ -228,13 +259,13 @@ class Node:
 
     # -- resuming from a cursor
 
-    async def _resume(self, conn: Connection, name: str, cursor: str) -> bool:
+    async def _resume(self, conn: Connection, name: str, cursor: str, since: int) -> bool:
         """Replay exactly what the client missed since `cursor`; False when the history cannot."""
         at = parse_cursor(cursor)
         if at is None:
             return False
         epoch, seq = at
-        current = await history.position(self.redis, name)
+        current = await self.shared.read(("position", name), lambda: history.position(self.redis, name), since)
         if current is None:
             return False
         self._anchor(name, *current)
@@ -246,12 +277,12 @@ class Node:
         if seq == 0:
             # The snapshot came before the channel's first message: everything from 1 on was missed, as long
             # as the relay that published it is the one that was active then.
-            found = await history.entries(self.redis, name, 1, current[1])
+            found = await self._entries(name, 1, current[1])
             if not history.contiguous(found, 1, current[1]) or found[0].epoch != epoch:
                 return False
             missed = found
         else:
-            found = await history.entries(self.redis, name, seq, current[1])
+            found = await self._entries(name, seq, current[1])
             # The cursor's own message must still be there, from the same relay epoch: then what follows it
             # is exactly what the client has not seen.
             if not history.contiguous(found, seq, current[1]) or found[0].epoch != epoch:
@@ -268,6 +299,9 @@ class Node:
                 await conn.drained(below=conn.outbound.limit // 4)
         await conn.release(name, current[1])
         return True
+
+    async def _entries(self, name: str, first: int, last: int) -> list[history.Entry]:
+        return await self.shared.read(("entries", name, first, last), lambda: history.entries(self.redis, name, first, last))
 
     # -- snapshots
 
