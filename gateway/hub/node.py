@@ -8,6 +8,7 @@ channel's state and sends a snapshot; then it releases the buffered messages new
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import cast
@@ -172,7 +173,7 @@ class Node:
         try:
             await self._reconcile(name)
             if cursor is None or not await self._resume(conn, name, cursor, since):
-                await self._send_snapshot(conn, channel)
+                await self._send_snapshot(conn, channel, since)
             if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
                 conn.teams_present.add(channel.id)  # an open view of the team: its user is online
                 await self.presence.add(channel.id, conn.user_id)
@@ -305,17 +306,19 @@ class Node:
 
     # -- snapshots
 
-    async def _send_snapshot(self, conn: Connection, channel: Channel) -> None:
+    async def _send_snapshot(self, conn: Connection, channel: Channel, since: int) -> None:
+        """A snapshot reads only what was read after `since` (when the channel began buffering): subscribers
+        arriving together share those reads."""
         name = channel.name
         if channel.kind == "team":
-            seq = await self._send_team_snapshot(conn, channel)
+            seq = await self._send_team_snapshot(conn, channel, since)
         else:
-            seq = await self._send_jobs_snapshot(conn, channel)
+            seq = await self._send_jobs_snapshot(conn, channel, since)
         await conn.release(name, seq)
 
-    async def _send_team_snapshot(self, conn: Connection, channel: Channel) -> int:
+    async def _send_team_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         name = channel.name
-        state = await self._state(name)
+        state = await self.shared.read(("state", name), lambda: self._state(name), since)
         if b"seq" not in state and not await self.redis.exists(keys.EPOCH):
             # Redis lost everything (a restart): the relay publishes every team's state again shortly.
             deadline = time.monotonic() + STATE_WAIT
@@ -331,7 +334,7 @@ class Node:
             summaries = [_summary_decoder.decode(v) for k, v in state.items() if k.startswith(prefix)]
             total = int(state.get(b"total", len(summaries)))
         else:
-            counts, summaries = await queries.team_state(self.pool, channel.id)
+            counts, summaries = await self.shared.read(("team", channel.id), lambda: queries.team_state(self.pool, channel.id), since)
             total = len(summaries)
         summaries.sort(key=lambda s: s.updated_at.timestamp() if s.updated_at else 0.0, reverse=True)
         submission_prefix = SUBMISSION_STATE_PREFIX.encode()
@@ -363,16 +366,24 @@ class Node:
     async def _state(self, name: str) -> dict[bytes, bytes]:
         return cast(dict[bytes, bytes], await self.redis.hgetall(keys.state(name)))
 
-    async def _send_jobs_snapshot(self, conn: Connection, channel: Channel) -> int:
+    async def _send_jobs_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.
-        epoch, seq = await history.position(self.redis, channel.name) or (await self._fence(), 0)
+        name = channel.name
+        position = await self.shared.read(("position", name), lambda: history.position(self.redis, name), since)
+        epoch, seq = position or (await self._fence(), 0)
         self._anchor(channel.name, epoch, seq)
         cursor = make_cursor(epoch, seq)
         # Frame groups with their colour, computed here so the browser never recomputes thousands.
-        groups = await queries.trajectory_groups(self.pool, channel.id) if channel.kind == "trajectory" else []
+        groups = (
+            await self.shared.read(("groups", name), lambda: queries.trajectory_groups(self.pool, channel.id), since)
+            if channel.kind == "trajectory"
+            else []
+        )
         after, page = 0, 0
         while True:
-            jobs = await queries.jobs_page(self.pool, channel, after, MAX_JOBS_PER_BATCH)
+            jobs = await self.shared.read(
+                ("page", name, after), functools.partial(queries.jobs_page, self.pool, channel, after, MAX_JOBS_PER_BATCH), since
+            )
             final = len(jobs) < MAX_JOBS_PER_BATCH
             parts = _pages(channel.name, seq, cursor, jobs)
             if final:
