@@ -103,6 +103,8 @@ def plot(out: Path, scenario: str, systems: dict[str, dict[str, Any]], curves: d
         names = [n for n in systems if _number(systems[n].get(key))]
         ax.bar(names, [systems[n][key] for n in names], color=["#2a7" if n == "gateway" else "#888" for n in names])
         ax.set_title(label)
+        if key.startswith("cpu"):
+            ax.set_yscale("log")  # peers differ by orders of magnitude
         ax.tick_params(axis="x", rotation=30, labelsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"bench {scenario}")

@@ -124,7 +124,8 @@ async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
     run.record["ratios"] = ratios(systems, peers)
     lines = ["", "| system | current again after (s) | told to retry (503) | resyncs | lost | stale |", "|---|---|---|---|---|---|"]
     for name, f in systems.items():
-        lines.append(f"| {name} | {f.get('recovery_s')} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |")
+        recovery = f"{f['recovery_s']:.2f}" if f.get("recovery_s") is not None else "not within 120 s"
+        lines.append(f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |")
     run.tables.append(markdown(f"storm, C = {size:,} clients dropped and reconnected at once", systems, peers, lines))
     return run
 

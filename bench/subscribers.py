@@ -357,28 +357,28 @@ class _GSummary(_GMessage, tag="summary"):
     trajectories: list[_GTrajectory] = []
 
 
-class _GNotice(_GMessage, tag="notice"):
+class _GEvent(_GMessage):
+    """A channel message whose content the benchmark does not keep: only its position counts."""
+
     channel: str
     seq: int
     cursor: str
 
 
-class _GGlow(_GMessage, tag="glow"):
-    channel: str
-    seq: int
-    cursor: str
+class _GNotice(_GEvent, tag="notice"):
+    pass
 
 
-class _GPresence(_GMessage, tag="presence"):
-    channel: str
-    seq: int
-    cursor: str
+class _GGlow(_GEvent, tag="glow"):
+    pass
 
 
-class _GClusters(_GMessage, tag="clusters"):
-    channel: str
-    seq: int
-    cursor: str
+class _GPresence(_GEvent, tag="presence"):
+    pass
+
+
+class _GClusters(_GEvent, tag="clusters"):
+    pass
 
 
 class _GResync(_GMessage, tag="resync"):

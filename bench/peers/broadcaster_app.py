@@ -14,13 +14,11 @@ channel -> send_text) is the library's own, untouched.
     python bench/peers/broadcaster_app.py --port 8105 --redis redis://127.0.0.1:6379
 """
 
-import argparse
 import asyncio
 from contextlib import asynccontextmanager
 
 import anyio
 import broadcaster
-import uvicorn
 from broadcaster._base import Subscriber
 from broadcaster._backends.redis import RedisBackend
 from starlette.applications import Starlette
@@ -87,20 +85,6 @@ def build_app(redis_url: str) -> Starlette:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379")
-    args = parser.parse_args()
-    uvicorn.run(
-        build_app(args.redis),
-        host="127.0.0.1",
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        # ws left at "auto" (websockets-sansio in uvicorn 0.54, as `uvicorn[standard]` gives).
-        ws="auto",
-        # No per-connection log lines: the Node peers print none either.
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    from serve import serve  # a sibling module: the peers run as scripts
+
+    serve(build_app, __doc__.splitlines()[0])

@@ -11,13 +11,11 @@ other nodes) exactly as in a multi-node deployment.
     python bench/peers/socketio_py.py --port 8104 --redis redis://127.0.0.1:6379
 """
 
-import argparse
 import asyncio
 import json
 
 import redis.asyncio as redis
 import socketio
-import uvicorn
 
 PREFIX = "bench:"
 
@@ -59,21 +57,6 @@ def build_app(redis_url: str) -> socketio.ASGIApp:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379")
-    args = parser.parse_args()
-    uvicorn.run(
-        build_app(args.redis),
-        host="127.0.0.1",
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        # ws left at "auto": with `uvicorn[standard]` (websockets installed) that is
-        # the websockets-sansio protocol in uvicorn 0.54 -- what a Python team gets.
-        ws="auto",
-        # No per-connection log lines: the Node peers print none either.
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    from serve import serve  # a sibling module: the peers run as scripts
+
+    serve(build_app, __doc__.splitlines()[0])
