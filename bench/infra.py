@@ -90,13 +90,13 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"{proc.args} did not listen on {port} within {timeout:.0f} s")
+    raise RuntimeError(f"{proc.args!r} did not listen on {port} within {timeout:.0f} s")
 
 
 def raise_open_files() -> int:

@@ -110,6 +110,43 @@ class Writer:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
+    async def upload(self, trajectory: int, frames: int, stages: list[tuple[str, int | None]], chunk: int = 500) -> None:
+        """A burst, as a cluster reports one: `frames` jobs of each kind created queued, then moved through
+        running to completed, `chunk` jobs a transaction, kind after kind (an upload's preprocessing, then
+        each analysis of the pipeline)."""
+        team = self.world.team_of[trajectory]
+        cluster = await self.pool.fetchval("select id from clusters where team_id = $1 limit 1", team)
+        for kind, analysis in stages:
+            ids: list[int] = []
+            for start in range(0, frames, chunk):
+                rows = await self.pool.fetch(
+                    "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, analysis_id)"
+                    " select $1, $2, $3, $4, $5 || ' frame ' || f, f, $8 from generate_series($6::int, $7::int) f"
+                    " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
+                    team, trajectory, cluster, kind, kind.capitalize(), start, min(frames, start + chunk) - 1, analysis,
+                )  # fmt: skip
+                ids += [r["id"] for r in rows]
+                await self._tapped(trajectory, rows)
+            for status in ("running", "completed"):
+                for start in range(0, len(ids), chunk):
+                    rows = await self.pool.fetch(
+                        "update jobs set status = $2 where id = any($1::bigint[])"
+                        " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
+                        ids[start : start + chunk], status,
+                    )  # fmt: skip
+                    await self._tapped(trajectory, rows)
+
+    async def _tapped(self, trajectory: int, rows: list[asyncpg.Record]) -> None:
+        """Count a committed transaction's changes and publish them to the peers."""
+        self.committed += 1
+        self.changes += len(rows)
+        self.changed.update(r["id"] for r in rows)
+        changes = [{"id": r["id"], "version": r["version"], "status": r["status"], "t": r["t"]} for r in rows]
+        await self.redis.publish(f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes)))
+        if self.tap_team_channel:
+            team = self.world.team_of[trajectory]
+            await self.redis.publish(f"bench:team:{team}", _encode(TapMessage(f"team:{team}", changes)))
+
     async def _work(self, queue: asyncio.Queue[int | None]) -> None:
         while (trajectory := await queue.get()) is not None:
             await self.change(trajectory)
@@ -122,14 +159,24 @@ class Writer:
             " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
             ids,
         )
-        self.committed += 1
-        self.changes += len(rows)
-        self.changed.update(ids)
-        changes = [{"id": r["id"], "version": r["version"], "status": r["status"], "t": r["t"]} for r in rows]
-        await self.redis.publish(f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes)))
-        if self.tap_team_channel:
-            team = self.world.team_of[trajectory]
-            await self.redis.publish(f"bench:team:{team}", _encode(TapMessage(f"team:{team}", changes)))
+        await self._tapped(trajectory, rows)
+
+
+STATUSES = ("queued", "retrying", "running", "completed", "failed", "holding", "preempted")
+
+
+async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
+    """A team's counts per status of its listed jobs, as the team channel carries them."""
+    rows = await pool.fetch("select status, count(*) as n from jobs where team_id = $1 and removed_at is null group by status", team)
+    counts = dict.fromkeys(STATUSES, 0)
+    counts.update({r["status"]: r["n"] for r in rows})
+    return counts
+
+
+async def team_state(pool: asyncpg.Pool, team: int, only: set[int]) -> dict[int, tuple[int, str]]:
+    """The jobs of a team among `only`: what a peer's team room should have brought its subscribers."""
+    rows = await pool.fetch("select id, version, status from jobs where team_id = $1 and id = any($2::bigint[])", team, list(only))
+    return {r["id"]: (r["version"], r["status"]) for r in rows}
 
 
 async def database_state(pool: asyncpg.Pool, trajectory: int, only: set[int] | None = None) -> dict[int, tuple[int, str]]:

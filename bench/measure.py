@@ -17,7 +17,7 @@ from typing import Any
 
 from .procstat import cpu_seconds, rss_kb
 from .report import cdf
-from .subscribers import Fleet, FleetStates
+from .subscribers import Fleet, FleetStates, compare_states
 from .systems import Context, Running, System
 
 DRAIN = 1.0  # quiet this long after the last commit: everything committed has arrived
@@ -48,7 +48,9 @@ def _judge(states: FleetStates, expected: dict[str, dict[int, tuple[int, str]]])
             held = group.state or {}
             if held == want:
                 continue
-            if any(job not in held for job in want):
+            if any(isinstance(v, int) for v in (*want.values(), *held.values())):  # a team's counts: not the database's
+                stale += group.subscribers
+            elif any(job not in held for job in want):
                 lost += group.subscribers
             elif any(held[job][0] < want[job][0] for job in want):
                 stale += group.subscribers
@@ -93,6 +95,10 @@ async def measure(
         states = await fleet.states()
         want = await expected(system.dialect.startswith("gateway"))
         checked, lost, stale = _judge(states, want)
+        if lost or stale:
+            for channel, report in compare_states(states, want).items():
+                if report["differ"] or report["not_live"]:
+                    progress(f"{system.name}: {channel}: {report}")
         latency = stats.get("latency_ms") or {}
         frames, deltas = stats.get("messages", 0), stats.get("deltas", 0)
         figures = {

@@ -14,7 +14,9 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from .load import Writer, World, build_world, database_state
+from gateway.bus import keys
+
+from .load import Writer, World, build_world, database_state, team_counts, team_state
 from .measure import Outcome, Plan, measure
 from .subscribers import Fleet
 from .report import markdown, ratios
@@ -130,4 +132,154 @@ async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
     return run
 
 
-SCENARIOS = {"fanout": fanout, "storm": storm}
+async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
+    """Many teams, every subscriber on its team's channel and a quarter also on a trajectory panel, thousands of
+    job changes a second spread over the teams.
+
+    The gateway's team channel carries the team's counts and summaries, coalesced to at most 4 a second; the
+    peers' team rooms carry every change (what their users would build). So that both are counted alike, a
+    delivered delta here is one committed change brought to one subscriber that follows it: a peer's frame
+    brings one, a gateway batch or summary brings all the changes it reflects. The gateway's team subscribers
+    must end at the database's counts, its panels at the trajectory's jobs; a peer's subscribers at every job
+    changed while they were connected.
+    """
+    teams, per_team, jobs = (5, 2, 50) if quick else (50, 4, 100)
+    size = 100 if quick else 4_000
+    rate, seconds = (40.0, 3.0) if quick else (400.0, 10.0)  # commits a second, of 5 changes each
+    world = await build_world(pool, teams=teams, trajectories_per_team=per_team, jobs_per_trajectory=jobs)
+
+    def team_of(i: int) -> int:
+        return world.teams[i % teams]
+
+    def channels(i: int) -> list[str]:
+        team = team_of(i)
+        mine = [f"team:{team}"]
+        if i % 4 == 0:
+            mine.append(f"trajectory:{world.trajectories[team][(i // teams) % per_team]}")
+        return mine
+
+    trajectories = [t for team in world.teams for t in world.trajectories[team]]
+    names = [n for n in ["gateway", *PEER_NAMES] if not only or n in only]
+    run = Run({"scenario": "steady", "quick": quick, "teams": teams, "subscribers": size, "commits_per_s": rate, "seconds": seconds})
+    systems: dict[str, dict[str, Any]] = {}
+    plan = Plan(size, channels, team_of)
+    followers: dict[str, int] = {}
+    for i in range(size):
+        for channel in channels(i):
+            followers[channel] = followers.get(channel, 0) + 1
+    for name in names:
+        writer = Writer(pool, redis, world, per_tx=5, concurrency=4, tap_team_channel=True)
+
+        async def workload(fleet: Fleet, writer: Writer = writer) -> None:
+            await writer.run(rate, seconds, trajectories)
+
+        async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[Any, Any]]:
+            want: dict[str, dict[Any, Any]] = {}
+            for team in world.teams:
+                if gateway:
+                    want[f"team:{team}"] = await team_counts(pool, team)
+                else:
+                    want[f"team:{team}"] = await team_state(pool, team, writer.changed)
+                for trajectory in world.trajectories[team]:
+                    want[f"trajectory:{trajectory}"] = await database_state(pool, trajectory, None if gateway else writer.changed)
+            return {c: v for c, v in want.items() if c in followers}
+
+        progress(f"steady: {name}, {size:,} subscribers over {teams} teams, {rate:.0f} commits/s of 5 changes for {seconds:.0f} s")
+        outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress)
+        figures = outcome.figures
+        # (change, subscriber) pairs: every change reaches its team's followers and its trajectory's.
+        per_change = {t: followers.get(f"team:{world.team_of[t]}", 0) + followers.get(f"trajectory:{t}", 0) for t in trajectories}
+        delivered = writer.changes * sum(per_change.values()) / len(per_change) if figures["correct"] else figures["deltas"]
+        figures["changes"] = writer.changes
+        _count_pairs(figures, delivered)
+        systems[name] = figures
+        run.curves[name] = outcome.curve
+    peers = [n for n in PEER_NAMES if n in systems]
+    run.record["systems"] = systems
+    run.record["ratios"] = ratios(systems, peers)
+    run.tables.append(markdown(f"steady, {size:,} subscribers over {teams} teams, {rate * 5:,.0f} job changes a second", systems, peers))
+    return run
+
+
+async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
+    """A 10,000-frame upload and a three-analysis pipeline run on it: 40,000 jobs created and moved through
+    queued, running and completed in seconds (500 jobs a transaction), 500 subscribers on the team's channel,
+    100 on the trajectory's. The gateway coalesces (a job's latest state per batch, batches growing with the
+    load up to a 50 ms tick); what it must show is far fewer frames than changes on the trajectory channel,
+    with every subscriber ending exactly at the database's state."""
+    frames, team_subs, panel_subs = (500, 40, 10) if quick else (10_000, 500, 100)
+    world = await build_world(pool, teams=1, trajectories_per_team=0, jobs_per_trajectory=0)
+    team = world.teams[0]
+    size = team_subs + panel_subs
+    names = [n for n in ["gateway", *PEER_NAMES] if not only or n in only]
+    run = Run({"scenario": "burst", "quick": quick, "frames": frames, "subscribers": size})
+    systems: dict[str, dict[str, Any]] = {}
+    for n, name in enumerate(names):
+        trajectory = await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Upload {n}")
+        world.team_of[trajectory] = team
+        analyses = [await pool.fetchval("insert into analyses (trajectory_id, plugin) values ($1, $2) returning id", trajectory, plugin)
+                    for plugin in ("rmsd", "radius-of-gyration", "contact-map")]  # fmt: skip
+        stages: list[tuple[str, int | None]] = [("preprocess", None)] + [("analysis", a) for a in analyses]
+        channel = f"trajectory:{trajectory}"
+
+        def channels(i: int, channel: str = channel) -> list[str]:
+            return [f"team:{team}"] if i < team_subs else [channel]
+
+        writer = Writer(pool, redis, world, tap_team_channel=True)
+
+        async def workload(fleet: Fleet, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel,
+                           stages: list[tuple[str, int | None]] = stages) -> dict[str, Any]:  # fmt: skip
+            seq_before = await _published(redis, channel)
+            started = asyncio.get_running_loop().time()
+            await writer.upload(trajectory, frames, stages)
+            took = asyncio.get_running_loop().time() - started
+            return {"burst_seconds": round(took, 2), "gateway_trajectory_frames": await _published(redis, channel) - seq_before}
+
+        async def expected(gateway: bool, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel) -> dict[str, dict[Any, Any]]:
+            if gateway:
+                return {f"team:{team}": await team_counts(pool, team), channel: await database_state(pool, trajectory)}
+            return {f"team:{team}": await team_state(pool, team, writer.changed), channel: await database_state(pool, trajectory, writer.changed)}
+
+        progress(f"burst: {name}, {frames:,} frames x {len(stages)} stages, {team_subs} team and {panel_subs} panel subscribers")
+        outcome = await measure(SYSTEMS[name], ctx, Plan(size, channels, lambda i: team), lambda team: world.token(ctx.secret, team),
+                                workload, expected, progress)  # fmt: skip
+        figures = outcome.figures
+        figures["changes"] = writer.changes
+        _count_pairs(figures, writer.changes * size if figures["correct"] else figures["deltas"])
+        if name == "gateway":
+            trajectory_frames = figures.pop("gateway_trajectory_frames")
+        else:  # plain peers forward one frame per transaction, socket.io peers one per change
+            figures.pop("gateway_trajectory_frames")
+            trajectory_frames = writer.committed if SYSTEMS[name].dialect == "plain" else writer.changes
+        figures["trajectory_frames"] = trajectory_frames
+        figures["changes_per_trajectory_frame"] = round(writer.changes / trajectory_frames, 1) if trajectory_frames else None
+        systems[name] = figures
+        run.curves[name] = outcome.curve
+        progress(f"{name}: {writer.changes:,} changes in {figures['burst_seconds']} s, {trajectory_frames:,} frames on the trajectory channel")
+    peers = [n for n in PEER_NAMES if n in systems]
+    run.record["systems"] = systems
+    run.record["ratios"] = ratios(systems, peers)
+    lines = ["", "| system | job changes | frames on the trajectory channel | changes per frame |", "|---|---|---|---|"]
+    for name, f in systems.items():
+        lines.append(f"| {name} | {f['changes']:,} | {f['trajectory_frames']:,} | {f['changes_per_trajectory_frame']} |")
+    run.tables.append(markdown(f"burst, {frames:,}-frame upload and a three-analysis pipeline", systems, peers, lines))
+    return run
+
+
+def _count_pairs(figures: dict[str, Any], delivered: float) -> None:
+    """Count a delivered delta as one committed change brought to one subscriber that follows it (a batch or
+    summary that reflects many changes brings many): the same unit for coalescing and forwarding systems."""
+    if figures["deltas"]:
+        figures["deltas_per_s"] = round(figures["deltas_per_s"] * delivered / figures["deltas"], 1)
+    figures["deltas"] = int(delivered)
+    figures["cpu_us_per_delta"] = round(figures["cpu_s"] * 1e6 / delivered, 3) if delivered else None
+    figures["coalescing"] = round(delivered / figures["frames"], 1) if figures["frames"] else None
+
+
+async def _published(redis: Redis, channel: str) -> int:
+    """How many messages the relay has published on a channel (its position's seq)."""
+    value = await redis.get(keys.seq(channel))
+    return int(keys.text(value).split("-")[1]) if value else 0
+
+
+SCENARIOS = {"fanout": fanout, "storm": storm, "steady": steady, "burst": burst}

@@ -1475,8 +1475,8 @@ class _Worker:
                     found.append([state, 1, [sub.idx]])
         out = {}
         for name, found in groups.items():
-            team = _is_team(name)
-            out[name] = [(dict(s) if team and s is not None else (None if s is None else unpack_jobs(s)), k, ex)
+            # A gateway team channel's state is its counts (status -> n); every other state is packed jobs.
+            out[name] = [(None if s is None else dict(s) if any(isinstance(key, str) for key in s) else unpack_jobs(s), k, ex)
                          for s, k, ex in found]
         return {"groups": out, "not_live": not_live}
 
