@@ -7,7 +7,6 @@ on a free port, so that nobody else's pub/sub traffic lands in the measurements.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import socket
@@ -15,27 +14,14 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 
-from gateway.embedded import EmbeddedPostgres, EmbeddedValkey
+from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, postgres_reachable, with_database
 from gateway.store.migrate import migrate
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def _with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-async def _reachable(url: str) -> bool:
-    try:
-        conn = await asyncpg.connect(url, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
-        return False
-    await conn.close()
-    return True
 
 
 @dataclass
@@ -59,7 +45,7 @@ class Infra:
 async def start_infra(workdir: Path) -> Infra:
     stops = []
     admin = os.environ.get("BENCH_DATABASE_URL") or LOCAL_POSTGRES
-    if not await _reachable(admin):
+    if not await postgres_reachable(admin):
         embedded_pg = EmbeddedPostgres(workdir / "pg")
         admin = embedded_pg.start()
         stops.append(embedded_pg.stop)
@@ -69,7 +55,7 @@ async def start_infra(workdir: Path) -> Infra:
         await conn.execute(f'create database "{name}"')
     finally:
         await conn.close()
-    database_url = _with_database(admin, name)
+    database_url = with_database(admin, name)
     await migrate(database_url)
     redis_url = os.environ.get("BENCH_REDIS_URL")
     if not redis_url:
@@ -77,12 +63,6 @@ async def start_infra(workdir: Path) -> Infra:
         redis_url = valkey.start()
         stops.append(valkey.stop)
     return Infra(database_url, redis_url, admin, stops)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:

@@ -1425,6 +1425,7 @@ class _Worker:
         except Exception:
             reply = ("err", f"worker {os.getpid()}: {traceback.format_exc()}")
         try:
+            os.set_blocking(self.conn.fileno(), True)  # a big reply (a 40,000-job state) must go out whole
             self.conn.send(reply)
         except (OSError, EOFError):
             self.finish()

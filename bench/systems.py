@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .infra import free_port, wait_port
+from gateway.embedded import free_port
+
+from .infra import wait_port
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / "peers"

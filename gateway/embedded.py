@@ -6,6 +6,7 @@ so a fresh machine with only Python can run the product and its tests.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import socket
@@ -14,8 +15,26 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 log = logging.getLogger(__name__)
+
+
+async def postgres_reachable(url: str) -> bool:
+    """Whether a PostgreSQL server answers at `url` (the machine's, before an embedded one is started)."""
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(url, timeout=3)
+    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+        return False
+    await conn.close()
+    return True
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server's URL for another database."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
 def free_port() -> int:

@@ -21,33 +21,17 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port
+from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port, postgres_reachable, with_database
 from gateway.store.migrate import migrate
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def _with_database(url: str, name: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-async def _reachable(url: str) -> bool:
-    try:
-        conn = await asyncpg.connect(url, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
-        return False
-    await conn.close()
-    return True
 
 
 @pytest.fixture(scope="session")
 def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A URL with the right to create databases: TEST_DATABASE_URL, the machine's server, or an embedded one."""
     admin = os.environ.get("TEST_DATABASE_URL") or LOCAL_POSTGRES
-    if asyncio.run(_reachable(admin)):
+    if asyncio.run(postgres_reachable(admin)):
         yield admin
         return
     embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
@@ -67,7 +51,7 @@ def create_database(admin: str) -> str:
         await conn.close()
 
     asyncio.run(create())
-    url = _with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
+    url = with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
     asyncio.run(migrate(url))
     return url
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 FIGURES = ("cpu_us_per_frame", "cpu_us_per_delta", "rss_kb_per_conn", "p50_ms", "p99_ms", "frames", "deltas", "lost", "stale")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,3 +39,23 @@ def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database
     table = (tmp_path / "fanout.md").read_text()
     assert "| gateway |" in table and "×" in table  # every figure as a ratio to the best peer
     assert "live in" in done.stdout  # it shows progress while it runs
+
+
+@pytest.mark.parametrize("scenario", ["steady", "burst", "storm"])
+def test_every_scenario_runs_quick_and_the_gateway_ends_at_the_database(scenario: str, tmp_path: Path) -> None:
+    env = {**os.environ}
+    if os.environ.get("TEST_DATABASE_URL"):
+        env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
+    done = subprocess.run([sys.executable, "-m", "bench", scenario, "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    systems = json.loads((tmp_path / f"{scenario}.json").read_text())["systems"]
+    assert set(systems) == {"gateway", "socket.io", "python-socketio", "broadcaster"}
+    for name, figures in systems.items():
+        assert all(key in figures for key in FIGURES), name
+    gateway = systems["gateway"]
+    assert gateway["correct"] and gateway["lost"] == 0 and gateway["stale"] == 0
+    if scenario == "burst":  # far fewer frames than job changes on the trajectory channel
+        assert gateway["trajectory_frames"] * 20 <= gateway["changes"]
+    if scenario == "storm":  # every client resumed from its cursor: current again without a resync
+        assert gateway["recovery_s"] is not None and gateway["storm_resyncs"] == 0

@@ -143,6 +143,15 @@ async def test_an_unmasked_client_frame_is_a_protocol_error(server: Any) -> None
     writer.close()
 
 
+async def test_text_that_is_not_utf8_is_refused_with_1007(server: Any) -> None:
+    _, url, _ = server
+    async with websockets.connect(url) as ws:
+        await ws.send(b"\xff\xfe", text=True)  # sent as a text frame without checking
+        with pytest.raises(ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), 5)
+        assert info.value.rcvd is not None and info.value.rcvd.code == 1007
+
+
 async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> None:
     app, url, _ = server
     port = int(url.rsplit(":", 1)[1].strip("/"))
