@@ -43,6 +43,7 @@ MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than 
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages Redis dropped at the tail of a stream
 MEMBERSHIP_CHECK_EVERY = 30.0
 KEEPALIVE_EVERY = 20.0  # one ping to every connection; one that has not answered by the next is closed
+RETRY_SUBSCRIBE = 0.2  # seconds before a failed subscribe is tried once more
 MEMBER_TTL = 10.0  # a membership checked this recently is not asked again (removals revoke it at once)
 STATE_WAIT = 3.0  # a team's state missing from Redis (it restarted): wait this long for the relay
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
@@ -164,23 +165,30 @@ class Node:
             # The same answer whether it exists or not: a foreign team's ids are not revealed.
             conn.send_message(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
             return
-        conn.buffer(name)
-        since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
-        conn.channels.add(name)
         assert team_id is not None
-        conn.channel_teams[name] = team_id
-        self.hub.add(conn, name)
-        try:
-            await self._reconcile(name)
-            if cursor is None or not await self._resume(conn, name, cursor, since):
-                await self._send_snapshot(conn, channel, since)
-            if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
-                conn.teams_present.add(channel.id)  # an open view of the team: its user is online
-                await self.presence.add(channel.id, conn.user_id)
-        except _ERRORS as exc:
-            log.warning("subscribe %s failed: %s", name, type(exc).__name__)
-            self.unsubscribe(conn, name)
-            conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+        for attempt in (1, 2):
+            conn.buffer(name)
+            since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
+            conn.channels.add(name)
+            conn.channel_teams[name] = team_id
+            self.hub.add(conn, name)
+            try:
+                await self._reconcile(name)
+                if cursor is None or not await self._resume(conn, name, cursor, since):
+                    await self._send_snapshot(conn, channel, since)
+                if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
+                    conn.teams_present.add(channel.id)  # an open view of the team: its user is online
+                    await self.presence.add(channel.id, conn.user_id)
+                return
+            except _ERRORS as exc:
+                self.unsubscribe(conn, name)
+                if attempt == 1 and conn.close_code is None:
+                    # Often a pooled connection that died with a Redis or PostgreSQL restart: once more, fresh.
+                    log.info("subscribe %s: %s, trying again", name, type(exc).__name__)
+                    await asyncio.sleep(RETRY_SUBSCRIBE)
+                    continue
+                log.warning("subscribe %s failed: %s", name, type(exc).__name__)
+                conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
 
     async def _team_of(self, channel: Channel) -> int | None:
         team_id = self._channel_team.get(channel.name)
