@@ -18,7 +18,7 @@ from typing import Any
 from .procstat import cpu_seconds, rss_kb
 from .report import cdf
 from .subscribers import Fleet, FleetStates, compare_states
-from .systems import Context, Running, System
+from .systems import Context, System
 
 DRAIN = 1.0  # quiet this long after the last commit: everything committed has arrived
 
@@ -36,7 +36,6 @@ class Plan:
 class Outcome:
     figures: dict[str, Any]
     curve: list[tuple[float, float]]
-    running: Running | None = None
 
 
 def _judge(states: FleetStates, expected: dict[str, dict[int, tuple[int, str]]]) -> tuple[int, int, int]:
@@ -129,7 +128,7 @@ async def measure(
             f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame, "
             f"p99 {figures['p99_ms']} ms, {figures['rss_kb_per_conn']} KB/conn, lost {lost}, stale {stale}"
         )
-        return Outcome(figures, cdf(stats.get("latency")), running)
+        return Outcome(figures, cdf(stats.get("latency")))
     finally:
         if fleet is not None:
             await fleet.stop()

@@ -121,15 +121,11 @@ async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
         run.curves[name] = outcome.curve
         progress(f"{name}: all {size:,} current again {outcome.figures.get('recovery_s')} s after the drop, "
                  f"{outcome.figures.get('http_503')} told to retry, {outcome.figures.get('storm_resyncs')} resyncs")  # fmt: skip
-    peers = [n for n in PEER_NAMES if n in systems]
-    run.record["systems"] = systems
-    run.record["ratios"] = ratios(systems, peers)
     lines = ["", "| system | current again after (s) | told to retry (503) | resyncs | lost | stale |", "|---|---|---|---|---|---|"]
     for name, f in systems.items():
         recovery = f"{f['recovery_s']:.2f}" if f.get("recovery_s") is not None else "not within 120 s"
         lines.append(f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |")
-    run.tables.append(markdown(f"storm, C = {size:,} clients dropped and reconnected at once", systems, peers, lines))
-    return run
+    return _finish(run, systems, f"storm, C = {size:,} clients dropped and reconnected at once", lines)
 
 
 async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
@@ -194,11 +190,7 @@ async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
         _count_pairs(figures, delivered)
         systems[name] = figures
         run.curves[name] = outcome.curve
-    peers = [n for n in PEER_NAMES if n in systems]
-    run.record["systems"] = systems
-    run.record["ratios"] = ratios(systems, peers)
-    run.tables.append(markdown(f"steady, {size:,} subscribers over {teams} teams, {rate * 5:,.0f} job changes a second", systems, peers))
-    return run
+    return _finish(run, systems, f"steady, {size:,} subscribers over {teams} teams, {rate * 5:,.0f} job changes a second")
 
 
 async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
@@ -256,13 +248,18 @@ async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
         systems[name] = figures
         run.curves[name] = outcome.curve
         progress(f"{name}: {writer.changes:,} changes in {figures['burst_seconds']} s, {trajectory_frames:,} frames on the trajectory channel")
-    peers = [n for n in PEER_NAMES if n in systems]
-    run.record["systems"] = systems
-    run.record["ratios"] = ratios(systems, peers)
     lines = ["", "| system | job changes | frames on the trajectory channel | changes per frame |", "|---|---|---|---|"]
     for name, f in systems.items():
         lines.append(f"| {name} | {f['changes']:,} | {f['trajectory_frames']:,} | {f['changes_per_trajectory_frame']} |")
-    run.tables.append(markdown(f"burst, {frames:,}-frame upload and a three-analysis pipeline", systems, peers, lines))
+    return _finish(run, systems, f"burst, {frames:,}-frame upload and a three-analysis pipeline", lines)
+
+
+def _finish(run: Run, systems: dict[str, dict[str, Any]], title: str, lines: list[str] | None = None) -> Run:
+    """A single-size scenario's record and table: every system's figures, and their ratios to the best peer."""
+    peers = [n for n in PEER_NAMES if n in systems]
+    run.record["systems"] = systems
+    run.record["ratios"] = ratios(systems, peers)
+    run.tables.append(markdown(title, systems, peers, lines))
     return run
 
 

@@ -19,13 +19,19 @@ FIGURES = ("cpu_us_per_frame", "cpu_us_per_delta", "rss_kb_per_conn", "p50_ms", 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database(tmp_path: Path) -> None:
+def run_quick(scenario: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m bench <scenario> --quick`, on the tests' PostgreSQL when they were given one."""
     env = {**os.environ}
     if os.environ.get("TEST_DATABASE_URL"):
         env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
-    done = subprocess.run([sys.executable, "-m", "bench", "fanout", "--quick", "--out", str(tmp_path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "bench", scenario, "--quick", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database(tmp_path: Path) -> None:
+    done = run_quick("fanout", tmp_path)
     record = json.loads((tmp_path / "fanout.json").read_text())
     systems = record["systems"]
     assert set(systems) == {"gateway", "floor", "node-ws", "socket.io", "python-socketio", "broadcaster"}
@@ -43,12 +49,7 @@ def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database
 
 @pytest.mark.parametrize("scenario", ["steady", "burst", "storm"])
 def test_every_scenario_runs_quick_and_the_gateway_ends_at_the_database(scenario: str, tmp_path: Path) -> None:
-    env = {**os.environ}
-    if os.environ.get("TEST_DATABASE_URL"):
-        env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
-    done = subprocess.run([sys.executable, "-m", "bench", scenario, "--quick", "--out", str(tmp_path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_quick(scenario, tmp_path)
     systems = json.loads((tmp_path / f"{scenario}.json").read_text())["systems"]
     assert set(systems) == {"gateway", "socket.io", "python-socketio", "broadcaster"}
     for name, figures in systems.items():

@@ -55,6 +55,15 @@ class EchoApp:
         conn.flush()
 
 
+async def lost(app: EchoApp) -> int:
+    """How many connections the app has seen end, once one has (or after two seconds)."""
+    for _ in range(100):
+        if app.lost:
+            break
+        await asyncio.sleep(0.02)
+    return app.lost
+
+
 @pytest.fixture
 async def server() -> Any:
     app = EchoApp()
@@ -99,11 +108,7 @@ async def test_a_server_close_reaches_the_client_with_its_code(server: Any) -> N
         with pytest.raises(ConnectionClosed) as info:
             await asyncio.wait_for(ws.recv(), 5)
         assert info.value.rcvd is not None and info.value.rcvd.code == 4321
-    for _ in range(100):
-        if app.lost:
-            break
-        await asyncio.sleep(0.02)
-    assert app.lost == 1
+    assert await lost(app) == 1
 
 
 async def test_a_client_close_is_answered(server: Any) -> None:
@@ -111,11 +116,7 @@ async def test_a_client_close_is_answered(server: Any) -> None:
     ws = await websockets.connect(url)
     await ws.close(1000, "bye")
     assert ws.close_code == 1000
-    for _ in range(100):
-        if app.lost:
-            break
-        await asyncio.sleep(0.02)
-    assert app.lost == 1
+    assert await lost(app) == 1
 
 
 async def test_shutdown_tells_clients_to_reconnect(server: Any) -> None:
