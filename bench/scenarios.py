@@ -221,11 +221,11 @@ async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
 
         async def workload(fleet: Fleet, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel,
                            stages: list[tuple[str, int | None]] = stages) -> dict[str, Any]:  # fmt: skip
-            seq_before = await _published(redis, channel)
+            seq_before = await _published(redis, channel, team)
             started = asyncio.get_running_loop().time()
             await writer.upload(trajectory, frames, stages)
             took = asyncio.get_running_loop().time() - started
-            return {"burst_seconds": round(took, 2), "gateway_trajectory_frames": await _published(redis, channel) - seq_before}
+            return {"burst_seconds": round(took, 2), "gateway_trajectory_frames": await _published(redis, channel, team) - seq_before}
 
         async def expected(gateway: bool, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel) -> dict[str, dict[Any, Any]]:
             if gateway:
@@ -273,9 +273,9 @@ def _count_pairs(figures: dict[str, Any], delivered: float) -> None:
     figures["coalescing"] = round(delivered / figures["frames"], 1) if figures["frames"] else None
 
 
-async def _published(redis: Redis, channel: str) -> int:
+async def _published(redis: Redis, channel: str, team_id: int) -> int:
     """How many messages the relay has published on a channel (its position's seq)."""
-    value = await redis.get(keys.seq(channel))
+    value = await redis.get(keys.seq(keys.Partitions().tag(team_id), channel))
     return int(keys.text(value).split("-")[1]) if value else 0
 
 

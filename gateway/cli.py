@@ -63,6 +63,8 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
         job_retention=settings.job_retention,
         presence=not settings.single_user,
         metrics=not settings.local,
+        cluster=settings.redis_cluster,
+        partitions=settings.partitions,
     )
     _run(relay.run())
 
@@ -110,7 +112,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit("gateway: simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS) and REDIS_URL")
     simulation = Simulation(
         args.url, settings.redis_url, keys, silent=set(args.silent_cluster), frames=(args.frames // 2, args.frames),
-        speed=args.speed,
+        speed=args.speed, redis_cluster=settings.redis_cluster,
     )
     _run(simulation.run())
 

@@ -15,6 +15,11 @@ def _origins() -> tuple[str, ...]:
 class Settings:
     database_url: str = field(default_factory=lambda: os.environ.get("DATABASE_URL", ""))
     redis_url: str = field(default_factory=lambda: os.environ.get("REDIS_URL", ""))
+    # REDIS_URL names one node of a Redis Cluster (7+ or Valkey): sharded pub/sub, a connection per shard.
+    redis_cluster: bool = field(default_factory=lambda: os.environ.get("GATEWAY_REDIS_CLUSTER", "") == "1")
+    # Teams are split over this many partitions, each published by one active relay (any number of relay
+    # processes share them out). Every relay and node must agree on it: change it only with all stopped.
+    partitions: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_PARTITIONS", "1")))
     # Signs user tokens. Without one, `serve` refuses to start (the demo makes one up).
     secret: str = field(default_factory=lambda: os.environ.get("GATEWAY_SECRET", ""))
     # Allowed browser origins for the websocket; empty means same origin only.

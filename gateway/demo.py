@@ -47,6 +47,8 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None
             job_retention=settings.job_retention,
             presence=not settings.single_user,
             metrics=not settings.local,
+            cluster=settings.redis_cluster,
+            partitions=settings.partitions,
         )
         tasks = [
             asyncio.create_task(server.serve(), name="web"),
@@ -61,6 +63,7 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None
             [seeded.cluster_keys[c] for c in seeded.cluster_ids],
             silent={seeded.cluster_ids[1]},
             trajectories=seeded.trajectory_ids,
+            redis_cluster=settings.redis_cluster,
         )
         tasks.append(asyncio.create_task(simulation.run(), name="simulator"))
         token = issue_token(settings.secret, seeded.user_ids[0], settings.token_ttl)

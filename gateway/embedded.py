@@ -117,3 +117,83 @@ class EmbeddedValkey:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
             self._proc = None
+
+
+class EmbeddedValkeyCluster:
+    """A Redis Cluster of `shards` valkey-servers on loopback, each owning an equal range of slots (no
+    replicas): what the cluster tests and `python -m bench` run against."""
+
+    def __init__(self, data_dir: Path, shards: int = 3) -> None:
+        self.data_dir = data_dir
+        self.ports = [free_port() for _ in range(shards)]
+        self.bus_ports = [free_port() for _ in range(shards)]  # the default, port + 10000, may not exist
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports[0]}"
+
+    def start(self) -> str:
+        from redis import Redis
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for port, bus_port in zip(self.ports, self.bus_ports):
+            self._procs.append(subprocess.Popen(
+                [
+                    EmbeddedValkey.executable(),
+                    "--port", str(port),
+                    "--bind", "127.0.0.1",
+                    "--save", "",
+                    "--appendonly", "no",
+                    "--dir", str(self.data_dir),
+                    "--cluster-enabled", "yes",
+                    "--cluster-port", str(bus_port),
+                    "--cluster-config-file", f"nodes-{port}.conf",
+                    "--cluster-node-timeout", "2000",
+                    "--client-output-buffer-limit", "pubsub 64mb 16mb 60",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+        clients = [Redis(host="127.0.0.1", port=port, socket_connect_timeout=1) for port in self.ports]
+        try:
+            for client in clients:
+                _wait(client.ping)
+            step = 16384 // len(self.ports)
+            for i, client in enumerate(clients):
+                last = 16383 if i == len(clients) - 1 else (i + 1) * step - 1
+                client.execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
+            for port in self.ports[1:]:
+                clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, self.bus_ports[self.ports.index(port)])
+            _wait(lambda: all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients)
+                  and all(len(c.execute_command("CLUSTER SLOTS")) == len(clients) for c in clients))  # fmt: skip
+        finally:
+            for client in clients:
+                client.close()
+        return self.url
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._procs = []
+
+
+def _wait(ready: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if ready():
+                return
+        except OSError:
+            pass
+        except Exception as exc:  # redis's ConnectionError and friends while a server starts
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the valkey cluster did not come up: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise RuntimeError("the valkey cluster did not come up")
+        time.sleep(0.05)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from redis.asyncio import Redis
-
 from ..core.protocol import parse_cursor
 from . import keys
+from .connection import Bus
 
 
 @dataclass(frozen=True)
@@ -18,22 +17,24 @@ class Entry:
     msgpack: bytes
 
 
-async def position(redis: Redis, channel: str) -> tuple[int, int] | None:
+async def position(bus: Bus, tag: str, channel: str) -> tuple[int, int] | None:
     """(epoch, seq) of the channel's last message, or None when the bus knows nothing of it."""
-    value = await redis.get(keys.seq(channel))
+    value = await bus.redis.get(keys.seq(tag, channel))
     return parse_cursor(keys.text(value)) if value is not None else None
 
 
-async def positions(redis: Redis, channels: list[str]) -> dict[str, tuple[int, int] | None]:
-    values = await redis.mget([keys.seq(c) for c in channels]) if channels else []
-    return {c: parse_cursor(keys.text(v)) if v is not None else None for c, v in zip(channels, values)}
+async def positions(bus: Bus, channels: dict[str, str]) -> dict[str, tuple[int, int] | None]:
+    """Positions of channels given with their tags."""
+    names = list(channels)
+    values = await bus.mget([keys.seq(channels[c], c) for c in names])
+    return {c: parse_cursor(keys.text(v)) if v is not None else None for c, v in zip(names, values)}
 
 
-async def entries(redis: Redis, channel: str, first: int, last: int | None = None) -> list[Entry]:
+async def entries(bus: Bus, tag: str, channel: str, first: int, last: int | None = None) -> list[Entry]:
     """The channel's messages with sequence first..last (inclusive; last None: up to the newest)."""
     raw = cast(
         list[tuple[bytes, dict[bytes, bytes]]],
-        await redis.xrange(keys.history(channel), f"{first}-0", f"{last}-0" if last is not None else "+"),
+        await bus.redis.xrange(keys.history(tag, channel), f"{first}-0", f"{last}-0" if last is not None else "+"),
     )
     return [Entry(int(fields[b"e"]), int(ident.split(b"-")[0]), fields[b"m"]) for ident, fields in raw]
 

@@ -1,20 +1,20 @@
 """The relay's side of the bus: publish each message with its position, history and state, fenced by epoch.
 
-Each message goes out through one Lua script, atomically: refuse if a newer relay has taken over (the fence
-key holds the newest epoch), record the channel's position, append the message to the channel's bounded
-history (a stream whose ids are the channel's sequence numbers), write the light channel's state, publish.
+Each message goes out through one Lua script, atomically: refuse if a newer relay has taken over (the
+partition's fence key holds the newest epoch), record the channel's position, append the message to the
+channel's bounded history (a stream whose ids are the channel's sequence numbers), write the light
+channel's state, publish (SPUBLISH in a cluster: the shard that holds the keys).
 So a node that reads a channel's state sees it with the sequence it belongs to, and a relay that lost its
 lock cannot publish after its successor's first message.
 """
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from ..core import envelope
 from ..core.protocol import parse_cursor
 from ..core.relay import Publication
 from . import keys
+from .connection import MOVED, Bus
 
 _PUBLISH = """
 local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -71,58 +71,72 @@ class Fenced(Exception):
 
 
 class Publisher:
-    def __init__(self, redis: Redis, epoch: int, history_length: int, history_ttl: int) -> None:
-        self.redis = redis
+    """Publishes one partition's channels: all of its keys share the partition's tag, hence one server."""
+
+    def __init__(self, bus: Bus, tag: str, epoch: int, history_length: int, history_ttl: int) -> None:
+        self.bus = bus
+        self.tag = tag
         self.epoch = epoch
         self.history_length = history_length
         self.history_ttl = history_ttl
-        self._publish = redis.register_script(_PUBLISH)
-        self._take_over = redis.register_script(_TAKE_OVER)
-        self._fenced_set = redis.register_script(_FENCED_SET)
+        self._fence_key = keys.epoch(tag)
+        script = _PUBLISH.replace("'PUBLISH'", "'SPUBLISH'") if bus.cluster else _PUBLISH
+        self._publish = bus.redis.register_script(script)
+        self._take_over = bus.redis.register_script(_TAKE_OVER)
+        self._fenced_set = bus.redis.register_script(_FENCED_SET)
 
     async def take_over(self) -> None:
         """Raise the fence to this relay's epoch; from now on older relays' publishes are refused."""
-        if not await self._take_over(keys=[keys.EPOCH], args=[self.epoch]):
+        if not await self._take_over(keys=[self._fence_key], args=[self.epoch]):
             raise Fenced(f"epoch {self.epoch} is older than the fence")
+
+    async def fence_exists(self) -> bool:
+        """False when Redis lost the partition's keys (a restart)."""
+        return bool(await self.bus.redis.exists(self._fence_key))
 
     async def last_seqs(self, channels: list[str]) -> dict[str, int]:
         """The last sequence published on each channel, by any relay before this one (0 when none)."""
-        if not channels:
-            return {}
-        values = await self.redis.mget([keys.seq(c) for c in channels])
+        values = await self.bus.mget([keys.seq(self.tag, c) for c in channels])
         out: dict[str, int] = {}
         for channel, value in zip(channels, values):
             position = parse_cursor(keys.text(value)) if value is not None else None
             out[channel] = position[1] if position else 0
         return out
 
+    def marker(self, trajectory_id: int, wave: int) -> str:
+        return keys.finish_marker(self.tag, trajectory_id, wave)
+
     async def published_markers(self, markers: list[str]) -> set[str]:
         """Which of these once-only events some relay has published already."""
-        if not markers:
-            return set()
-        values = await self.redis.mget(markers)
+        values = await self.bus.mget(markers)
         return {m for m, v in zip(markers, values) if v is not None}
 
     async def relay_cursor(self) -> str | None:
         """Where in the outbox the previous relay had published up to."""
-        value = await self.redis.get(keys.RELAY_CURSOR)
+        value = await self.bus.redis.get(keys.relay_cursor(self.tag))
         return keys.text(value) if value is not None else None
 
     async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""
         if not publications and relay_cursor is None:
             return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            results = await self._run(pipe, publications, relay_cursor)
+        try:
+            server = await self.bus.server_for(self._fence_key)
+            async with server.pipeline(transaction=False) as pipe:
+                results = await self._run(pipe, publications, relay_cursor)
+        except MOVED:
+            await self.bus.refresh()  # the partition's slot moved: the caller retries on its new server
+            raise
         if not all(results):
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
 
     async def _run(self, pipe, publications: list[Publication], relay_cursor: str | None) -> list[object]:
+        tag = self.tag
         for p in publications:
             args: list[bytes | str | int] = [
                 p.epoch,
                 p.seq,
-                keys.pubsub(p.channel),
+                keys.pubsub(tag, p.channel),
                 envelope.pack(p.epoch, p.seq, p.json, p.msgpack),
                 p.msgpack,
                 self.history_length,
@@ -136,10 +150,10 @@ class Publisher:
                 for field, value in state_set.items():
                     args += [field, value]
                 args += p.state_del or []
-            script_keys = [keys.EPOCH, keys.seq(p.channel), keys.history(p.channel), keys.state(p.channel)]
+            script_keys = [self._fence_key, keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
             if p.marker is not None:
                 script_keys.append(p.marker)
             await self._publish(keys=script_keys, args=args, client=pipe)
         if relay_cursor is not None:
-            await self._fenced_set(keys=[keys.EPOCH, keys.RELAY_CURSOR], args=[self.epoch, relay_cursor], client=pipe)
+            await self._fenced_set(keys=[self._fence_key, keys.relay_cursor(tag)], args=[self.epoch, relay_cursor], client=pipe)
         return await pipe.execute()

@@ -1,8 +1,14 @@
-"""A node's side of the bus: one pub/sub connection, subscribed only to channels with a local subscriber.
+"""A node's side of the bus: pub/sub connections, subscribed only to channels with a local subscriber.
+
+One connection to a single Redis; in a Redis Cluster, one per shard that holds a subscribed channel
+(sharded pub/sub: SSUBSCRIBE on the shard that owns the channel's slot), plus the classic control channel.
 
 Redis pub/sub drops messages silently while a connection is down. redis-py would reconnect and resubscribe
 behind our back, so its retries are off here: a lost connection surfaces, `on_lost` tells the hub that
-anything may have been missed, and the loop reconnects with backoff and subscribes again.
+anything may have been missed, the link reconnects with backoff and subscribes again, and `on_restored`
+has the hub fill in from history what was published meanwhile. A slot that moves to another shard
+unsubscribes its channels (Redis sends `sunsubscribe`): they follow the slot to its new owner, and the move
+is handled as the same kind of gap.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from . import keys
+from .connection import Bus
 
 log = logging.getLogger(__name__)
 
@@ -29,113 +36,235 @@ _KEEPALIVE = {
     for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
     if hasattr(socket, name)
 }
+_MESSAGES = ("message", "smessage")
+_CONFIRMS = ("subscribe", "ssubscribe")
 
 
-class Subscriber:
-    def __init__(
-        self,
-        url: str,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_control: Callable[[bytes], None] = lambda data: None,
-    ) -> None:
-        # No health_check_interval: its PING would read replies concurrently with the read loop and steal
-        # subscribe confirmations. TCP keepalives notice a dead peer instead.
-        self._redis = Redis.from_url(
-            url,
-            retry=Retry(NoBackoff(), 0),
-            socket_keepalive=True,
-            socket_keepalive_options=_KEEPALIVE,
-        )
-        self._on_message = on_message
-        self._on_lost = on_lost
-        self._on_restored = on_restored
-        self._on_control = on_control
-        self._wanted: set[str] = set()
-        self._confirmed: dict[str, asyncio.Future[None]] = {}
-        self._pubsub: PubSub | None = None
-        self._connected = asyncio.Event()
-        self.reconnects = 0
+def _client(url: str | None = None, host: str = "", port: int = 0) -> Redis:
+    # No health_check_interval: its PING would read replies concurrently with the read loop and steal
+    # subscribe confirmations. TCP keepalives notice a dead peer instead.
+    options: dict = {"retry": Retry(NoBackoff(), 0), "socket_keepalive": True, "socket_keepalive_options": _KEEPALIVE}
+    return Redis.from_url(url, **options) if url else Redis(host=host, port=port, **options)
 
-    async def subscribe(self, channel: str, timeout: float = 5.0) -> None:
-        """Subscribe and wait until Redis confirms, so that nothing published afterwards can be missed."""
-        self._wanted.add(channel)
-        future = self._confirmed.get(channel)
-        if future is None or future.done() and future.exception() is not None:
-            future = self._confirmed[channel] = asyncio.get_running_loop().create_future()
-            if self._pubsub is not None and self._connected.is_set():
-                try:
-                    await self._pubsub.subscribe(keys.pubsub(channel))
-                except (RedisError, OSError):
-                    pass  # the read loop notices and resubscribes everything wanted
-        await asyncio.wait_for(asyncio.shield(future), timeout)
 
-    async def unsubscribe(self, channel: str) -> None:
-        self._wanted.discard(channel)
-        future = self._confirmed.pop(channel, None)
-        if future is not None and not future.done():
-            future.cancel()
-        if self._pubsub is not None and self._connected.is_set():
-            try:
-                await self._pubsub.unsubscribe(keys.pubsub(channel))
-            except (RedisError, OSError):
-                pass
+class _Link:
+    """One pub/sub connection to one server, and the channels (pub/sub names) wanted there."""
+
+    def __init__(self, owner: Subscriber, redis: Redis, address: tuple[str, int] | None) -> None:
+        self.owner = owner
+        self.redis = redis
+        self.address = address  # None: the single server of the URL
+        self.wanted: set[str] = set()
+        self.pubsub: PubSub | None = None
+        self.connected = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def send_subscribe(self, names: list[str]) -> None:
+        if self.pubsub is None or not self.connected.is_set():
+            return  # the read loop subscribes everything wanted when it connects
+        try:
+            await self._send(names, subscribe=True)
+        except (RedisError, OSError):
+            pass  # the read loop notices and resubscribes everything wanted
+
+    async def send_unsubscribe(self, names: list[str]) -> None:
+        if self.pubsub is None or not self.connected.is_set():
+            return
+        try:
+            await self._send(names, subscribe=False)
+        except (RedisError, OSError):
+            pass
+
+    async def _send(self, names: list[str], subscribe: bool) -> None:
+        assert self.pubsub is not None
+        classic = [n for n in names if n == keys.CONTROL or not self.owner.sharded]
+        sharded = [n for n in names if n not in classic]
+        if classic:
+            await (self.pubsub.subscribe if subscribe else self.pubsub.unsubscribe)(*classic)
+        for name in sharded:  # one command each: channels of several slots may not share an SSUBSCRIBE
+            await (self.pubsub.ssubscribe if subscribe else self.pubsub.sunsubscribe)(name)
 
     async def run(self) -> None:
         """Read until cancelled; reconnect with backoff and jitter when the connection is lost."""
         delay = 0.05
         while True:
-            pubsub = self._redis.pubsub()
+            pubsub = self.redis.pubsub()
             try:
                 await pubsub.connect()
-                self._pubsub = pubsub
-                self._connected.set()
-                for channel in self._wanted:
-                    future = self._confirmed.get(channel)
-                    if future is None or future.done():
-                        self._confirmed[channel] = asyncio.get_running_loop().create_future()
-                await pubsub.subscribe(keys.CONTROL, *(keys.pubsub(c) for c in self._wanted))
+                self.pubsub = pubsub
+                self.connected.set()
+                self.owner.expect(self.wanted)
+                await self._send(sorted(self.wanted), subscribe=True)
                 delay = 0.05
-                if self.reconnects:
-                    asyncio.get_running_loop().create_task(self._restored())
+                if self.owner.reconnects:
+                    asyncio.get_running_loop().create_task(self.owner.restored())
                 await self._read(pubsub)
             except (RedisError, OSError) as exc:
                 log.warning("redis subscription lost (%s); reconnecting", type(exc).__name__)
-            except Exception:  # the node's only subscription must not die with an unexpected error
+            except Exception:  # a node's subscription must not die with an unexpected error
                 log.exception("redis subscription failed; reconnecting")
             finally:
-                self._connected.clear()
-                self._pubsub = None
+                self.connected.clear()
+                self.pubsub = None
                 try:
                     await pubsub.aclose()
                 except (RedisError, OSError):
                     pass
-            self.reconnects += 1
-            self._on_lost()
+            self.owner.reconnects += 1
+            self.owner.on_lost()
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
+            await self.owner.rehome(self)
 
     async def _read(self, pubsub: PubSub) -> None:
+        owner = self.owner
         while True:
             message = await pubsub.get_message(ignore_subscribe_messages=False, timeout=None)
             if message is None:
                 continue
-            kind = message["type"]
-            name = message["channel"].decode() if isinstance(message["channel"], bytes) else message["channel"]
-            if name == keys.CONTROL:
-                if kind == b"message" or kind == "message":
-                    self._on_control(message["data"])
-                continue
-            channel = keys.channel_of(name)
-            if kind == b"message" or kind == "message":
-                self._on_message(channel, message["data"])
-            elif kind in (b"subscribe", "subscribe"):
-                future = self._confirmed.get(channel)
-                if future is not None and not future.done():
-                    future.set_result(None)
+            kind = keys.text(message["type"])
+            name = keys.text(message["channel"])
+            if kind in _MESSAGES:
+                if name == keys.CONTROL:
+                    owner.on_control(message["data"])
+                else:
+                    owner.on_message(keys.channel_of(name), message["data"])
+            elif kind in _CONFIRMS:
+                owner.confirm(name)
+            elif kind == "sunsubscribe" and name in self.wanted:
+                # Not asked for: the channel's slot moved to another shard.
+                self.wanted.discard(name)
+                owner.follow(name)
 
-    async def _restored(self) -> None:
+
+class Subscriber:
+    def __init__(
+        self,
+        bus: Bus,
+        on_message: OnMessage,
+        on_lost: Callable[[], None],
+        on_restored: Callable[[], None],
+        on_control: Callable[[bytes], None] = lambda data: None,
+    ) -> None:
+        self.bus = bus
+        self.sharded = bus.cluster
+        self.on_message = on_message
+        self.on_lost = on_lost
+        self._on_restored = on_restored
+        self.on_control = on_control
+        self._links: dict[tuple[str, int] | None, _Link] = {}
+        self._confirmed: dict[str, asyncio.Future[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.reconnects = 0
+        self.moves = 0  # channels that followed their slot to another shard
+
+    async def subscribe(self, tag: str, channel: str, timeout: float = 5.0) -> None:
+        """Subscribe and wait until Redis confirms, so that nothing published afterwards can be missed."""
+        name = keys.pubsub(tag, channel)
+        future = self._confirmed.get(name)
+        if future is None or future.done() and future.exception() is not None:
+            future = self._confirmed[name] = asyncio.get_running_loop().create_future()
+            link = await self._link_for(name)
+            link.wanted.add(name)
+            await link.send_subscribe([name])
+        await asyncio.wait_for(asyncio.shield(future), timeout)
+
+    async def unsubscribe(self, tag: str, channel: str) -> None:
+        name = keys.pubsub(tag, channel)
+        future = self._confirmed.pop(name, None)
+        if future is not None and not future.done():
+            future.cancel()
+        for link in self._links.values():
+            if name in link.wanted:
+                link.wanted.discard(name)
+                await link.send_unsubscribe([name])
+
+    async def run(self) -> None:
+        """Keep the links running until cancelled (the control channel's link from the start)."""
+        try:
+            delay = 0.05
+            while True:
+                try:
+                    link = await self._link_for(keys.CONTROL)
+                    link.wanted.add(keys.CONTROL)
+                    await link.send_subscribe([keys.CONTROL])
+                    break
+                except (RedisError, OSError) as exc:  # a cluster not reachable yet
+                    log.warning("redis unavailable (%s); retrying", type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            await asyncio.Event().wait()
+        finally:
+            tasks = [link.task for link in self._links.values() if link.task is not None] + list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _link_for(self, name: str) -> _Link:
+        address = await self.bus.address_for(name) if self.sharded else None
+        link = self._links.get(address)
+        if link is None:
+            redis = _client(host=address[0], port=address[1]) if address else _client(url=self.bus.url)
+            link = self._links[address] = _Link(self, redis, address)
+            link.task = asyncio.get_running_loop().create_task(link.run(), name=f"bus-link-{address}")
+        return link
+
+    # -- called by the links
+
+    def expect(self, names: set[str]) -> None:
+        """A link (re)connects: each of its channels awaits a fresh confirmation."""
+        loop = asyncio.get_running_loop()
+        for name in names:
+            future = self._confirmed.get(name)
+            if future is None or future.done():
+                self._confirmed[name] = loop.create_future()
+
+    def confirm(self, name: str) -> None:
+        future = self._confirmed.get(name)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def follow(self, name: str) -> None:
+        """A channel's slot moved: subscribe where it lives now; what was published meanwhile is a gap."""
+        self.moves += 1
+        self.on_lost()
+        task = asyncio.get_running_loop().create_task(self._follow(name))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _follow(self, name: str) -> None:
+        delay = 0.05
+        while name in self._confirmed:
+            try:
+                await self.bus.refresh()
+                link = await self._link_for(name)
+                self.expect({name})
+                link.wanted.add(name)
+                await link.send_subscribe([name])
+                await self.restored()
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("following a moved slot failed (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def rehome(self, link: _Link) -> None:
+        """After losing a shard: channels whose slot now lives elsewhere (a failover) move there."""
+        if not self.sharded:
+            return
+        try:
+            await self.bus.refresh()
+            for name in list(link.wanted):
+                target = await self._link_for(name)
+                if target is not link:
+                    link.wanted.discard(name)
+                    target.wanted.add(name)
+                    self.expect({name})
+                    await target.send_subscribe([name])
+        except (RedisError, OSError) as exc:
+            log.warning("could not reload the cluster's slots (%s)", type(exc).__name__)
+
+    async def restored(self) -> None:
         """Once Redis confirms every subscription again, anything published meanwhile can be fetched."""
         pending = [f for f in self._confirmed.values() if not f.done()]
         if pending:
@@ -143,4 +272,5 @@ class Subscriber:
         self._on_restored()
 
     async def aclose(self) -> None:
-        await self._redis.aclose()
+        for link in self._links.values():
+            await link.redis.aclose()

@@ -14,7 +14,7 @@ import uuid
 
 import asyncpg
 import msgspec
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from ..bus import keys
 from ..core.control import REMOVABLE, RETRYABLE, Action, ActionResult, Command, command_encoder, confirmation_decoder, toast
@@ -64,7 +64,9 @@ async def ask_clusters(
     waiting: set[int] = set()
     for cluster_id, job_ids in by_cluster.items():
         command = Command(id=command_id, action=action, jobs=job_ids, reply_to=reply_to, **extra)  # type: ignore[arg-type]
-        if await redis.publish(keys.cluster_commands(cluster_id), command_encoder.encode(command)):
+        listeners = await redis.publish(keys.cluster_commands(cluster_id), command_encoder.encode(command))
+        # A cluster's PUBLISH reaches every shard but counts one shard's listeners: there, wait for all.
+        if listeners or isinstance(redis, RedisCluster):
             waiting.add(cluster_id)
     confirmed: dict[int, set[int]] = {}
     deadline = time.monotonic() + timeout

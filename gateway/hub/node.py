@@ -15,10 +15,10 @@ from typing import cast
 
 import asyncpg
 import msgspec
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ..bus import history, keys
+from ..bus.connection import Bus
 from ..bus.subscriber import Subscriber
 from ..core.aggregate import MembershipChange
 from ..core.channels import BadChannel, Channel, parse_channel
@@ -69,15 +69,14 @@ def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:
 
 
 class Node:
-    def __init__(
-        self, pool: asyncpg.Pool, redis: Redis, redis_url: str, max_subscriptions: int, presence: bool = True
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, bus: Bus, max_subscriptions: int, presence: bool = True) -> None:
         self.pool = pool
-        self.redis = redis
+        self.bus = bus
+        self.redis = bus.redis
         self.max_subscriptions = max_subscriptions
-        self.presence = PresenceBoard(redis, enabled=presence)
+        self.presence = PresenceBoard(bus.redis, enabled=presence)
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
-        self.subscriber = Subscriber(redis_url, self.hub.on_message, self._bus_lost, self._bus_restored, self._control)
+        self.subscriber = Subscriber(bus, self.hub.on_message, self._bus_lost, self._bus_restored, self._control)
         self._locks: dict[str, asyncio.Lock] = {}
         self.shared = SharedReads()
         self._channel_team: dict[str, int] = {}  # a channel's team never changes
@@ -195,10 +194,14 @@ class Node:
         if team_id is None:
             team_id = await self.shared.read(("team", channel.name), lambda: queries.team_of_channel(self.pool, channel))
             if team_id is not None:
-                if len(self._channel_team) > 100_000:
-                    self._channel_team.clear()
+                if len(self._channel_team) > 100_000:  # keep what is followed: its tag is needed
+                    self._channel_team = {c: t for c, t in self._channel_team.items() if c in self.hub.subscribers or c in self._redis_subscribed}
                 self._channel_team[channel.name] = team_id
         return team_id
+
+    def _tag(self, name: str) -> str:
+        """The hash tag of a followed channel's keys in Redis: its team's partition's."""
+        return self.bus.partitions.tag(self._channel_team[name])
 
     async def _is_member(self, user_id: int, team_id: int) -> bool:
         key = (user_id, team_id)
@@ -274,7 +277,7 @@ class Node:
         if at is None:
             return False
         epoch, seq = at
-        current = await self.shared.read(("position", name), lambda: history.position(self.redis, name), since)
+        current = await self.shared.read(("position", name), lambda: history.position(self.bus, self._tag(name), name), since)
         if current is None:
             return False
         self._anchor(name, *current)
@@ -310,7 +313,9 @@ class Node:
         return True
 
     async def _entries(self, name: str, first: int, last: int) -> list[history.Entry]:
-        return await self.shared.read(("entries", name, first, last), lambda: history.entries(self.redis, name, first, last))
+        return await self.shared.read(
+            ("entries", name, first, last), lambda: history.entries(self.bus, self._tag(name), name, first, last)
+        )
 
     # -- snapshots
 
@@ -327,14 +332,14 @@ class Node:
     async def _send_team_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         name = channel.name
         state = await self.shared.read(("state", name), lambda: self._state(name), since)
-        if b"seq" not in state and not await self.redis.exists(keys.EPOCH):
+        if b"seq" not in state and not await self.redis.exists(keys.epoch(self._tag(name))):
             # Redis lost everything (a restart): the relay publishes every team's state again shortly.
             deadline = time.monotonic() + STATE_WAIT
             while b"seq" not in state and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
                 state = await self._state(name)
         seq = int(state.get(b"seq", 0))
-        epoch = int(state[b"epoch"]) if b"epoch" in state else await self._fence()
+        epoch = int(state[b"epoch"]) if b"epoch" in state else await self._fence(name)
         self._anchor(name, epoch, seq)
         if b"counts" in state:
             counts = _counts_decoder.decode(state[b"counts"])
@@ -366,19 +371,19 @@ class Node:
         )
         return seq
 
-    async def _fence(self) -> int:
+    async def _fence(self, name: str) -> int:
         """The active relay's epoch: a cursor at seq 0 names who would publish the channel's first message."""
-        value = await self.redis.get(keys.EPOCH)
+        value = await self.redis.get(keys.epoch(self._tag(name)))
         return int(value) if value is not None else 0
 
     async def _state(self, name: str) -> dict[bytes, bytes]:
-        return cast(dict[bytes, bytes], await self.redis.hgetall(keys.state(name)))
+        return cast(dict[bytes, bytes], await self.redis.hgetall(keys.state(self._tag(name), name)))
 
     async def _send_jobs_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.
         name = channel.name
-        position = await self.shared.read(("position", name), lambda: history.position(self.redis, name), since)
-        epoch, seq = position or (await self._fence(), 0)
+        position = await self.shared.read(("position", name), lambda: history.position(self.bus, self._tag(name), name), since)
+        epoch, seq = position or (await self._fence(name), 0)
         self._anchor(channel.name, epoch, seq)
         cursor = make_cursor(epoch, seq)
         # Frame groups with their colour, computed here so the browser never recomputes thousands.
@@ -424,7 +429,7 @@ class Node:
     async def _repair(self, channel: str, first: int, last: int) -> None:
         found: list[tuple[int, int, bytes]] | None = None
         try:
-            entries = await history.entries(self.redis, channel, first, last)
+            entries = await history.entries(self.bus, self._tag(channel), channel, first, last)
             if history.contiguous(entries, first, last):
                 found = [(e.epoch, e.seq, e.msgpack) for e in entries]
         except _ERRORS as exc:
@@ -457,8 +462,8 @@ class Node:
                 pass
 
     async def _check_once(self) -> None:
-        channels = list(self.hub.subscribers)
-        for channel, at in (await history.positions(self.redis, channels)).items():
+        channels = {c: self._tag(c) for c in self.hub.subscribers if c in self._channel_team}
+        for channel, at in (await history.positions(self.bus, channels)).items():
             stream = self.hub.streams.get(channel)
             if stream is None:
                 continue
@@ -483,12 +488,12 @@ class Node:
         async with lock:
             wanted = bool(self.hub.subscribers.get(channel))
             if wanted and channel not in self._redis_subscribed:
-                await self.subscriber.subscribe(channel)
+                await self.subscriber.subscribe(self._tag(channel), channel)
                 self._redis_subscribed.add(channel)
             elif not wanted and channel in self._redis_subscribed:
                 self._redis_subscribed.discard(channel)
-                await self.subscriber.unsubscribe(channel)
+                await self.subscriber.unsubscribe(self._tag(channel), channel)
             elif wanted:
-                await self.subscriber.subscribe(channel)  # returns at once when confirmed already
+                await self.subscriber.subscribe(self._tag(channel), channel)  # returns at once when confirmed already
         if not lock.locked() and not self.hub.subscribers.get(channel):
             self._locks.pop(channel, None)

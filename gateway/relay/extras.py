@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import cast
 
 import asyncpg
@@ -18,8 +19,11 @@ _figures = msgspec.msgpack.Decoder(ClusterFigures)
 
 
 class TeamExtras:
-    def __init__(self, redis: Redis, presence: bool = True, metrics: bool = True) -> None:
+    def __init__(
+        self, redis: Redis, presence: bool = True, metrics: bool = True, mine: Callable[[int], bool] = lambda team_id: True
+    ) -> None:
         self.redis = redis
+        self.mine = mine  # the teams of this relay's partition
         self.presence = presence  # off on single-user deployments
         self.metrics = metrics  # off in local mode
         self._last_presence: dict[int, Presence] = {}
@@ -32,7 +36,7 @@ class TeamExtras:
         out: list[tuple[int, Presence | ClusterStats]] = []
         wall = time.time()
         if self.presence:
-            teams = sorted(int(keys.text(raw)) for raw in await self.redis.smembers(keys.PRESENCE_TEAMS))
+            teams = sorted(t for t in map(int, map(keys.text, await self.redis.smembers(keys.PRESENCE_TEAMS))) if self.mine(t))
             rows = await conn.fetch(
                 "select team_id, count(*) as n from memberships where team_id = any($1::bigint[]) group by team_id", teams
             )
@@ -47,6 +51,8 @@ class TeamExtras:
         if self.metrics:
             for raw in await self.redis.smembers(keys.METRICS_TEAMS):
                 team_id = int(keys.text(raw))
+                if not self.mine(team_id):
+                    continue
                 reports = cast(dict[bytes, bytes], await self.redis.hgetall(keys.metrics(team_id)))
                 stats = cluster_stats([_figures.decode(v) for v in reports.values()], wall)
                 if not same_stats(self._last_stats.get(team_id), stats):

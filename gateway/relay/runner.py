@@ -1,15 +1,20 @@
-"""Run the relay: hold the partition's lock, tail the outbox, publish each cycle's batches.
+"""Run the relays: hold a partition's lock, tail its outbox rows, publish each cycle's batches.
 
-One relay is active; standbys wait on the advisory lock. The lock lives on a dedicated direct connection
-(a pool would release it on reset) with TCP keepalives, and is checked before every publish. Every
-takeover takes a new epoch and raises the bus's fence to it, so a relay that lost its lock cannot publish
-after its successor has started.
+Teams are split over partitions (`GATEWAY_PARTITIONS`, one by default). Each partition has one active relay
+at a time, the holder of its advisory lock. With one partition, one relay process is active and the others
+stand by on the lock. With several, the live relay processes share them out: each holds about its share
+and hands extras over when more relays join; the partitions of a relay that dies are taken by the others.
+
+A lock lives on a dedicated direct connection (a pool would release it on reset) with TCP keepalives, and
+is checked before every publish. Every takeover takes a new epoch and raises the partition's fence to it,
+so a relay that lost its lock cannot publish after its successor has started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 import time
 from collections import deque
@@ -18,10 +23,10 @@ from typing import Any
 
 import asyncpg
 import msgspec
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from ..bus import keys
+from ..bus.connection import Bus
 from ..bus.publisher import Fenced, Publisher
 from ..core import channels
 from ..core.finish import Wave
@@ -33,7 +38,9 @@ from ..store.outbox import Blocker, OutboxReader
 
 log = logging.getLogger(__name__)
 
-LOCK_KEY = 0x72656C6179  # "relay": partition 0
+LOCK_KEY = 0x72656C6179  # "relay": partition k's lock is LOCK_KEY + k
+MEMBER = "gateway-relay"  # the application_name of each relay process's own connection: PostgreSQL counts them
+SHARE_EVERY = 0.5  # how often a relay looks at its share of the partitions
 IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
 BUSY_POLL = 0.005  # awake, between polls that found nothing
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
@@ -50,6 +57,8 @@ class LostLock(Exception):
 
 
 class Relay:
+    """One relay process: serves the partitions it holds."""
+
     def __init__(
         self,
         database_url: str,
@@ -60,6 +69,8 @@ class Relay:
         job_retention: float = 24 * 3600.0,
         presence: bool = True,
         metrics: bool = True,
+        cluster: bool = False,
+        partitions: int = 1,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -69,6 +80,91 @@ class Relay:
         self.job_retention = job_retention  # a job is listed this long after its last change
         self.presence = presence
         self.metrics = metrics
+        self.cluster = cluster
+        self.count = partitions
+        self.serving: dict[int, PartitionRelay] = {}
+
+    async def run(self) -> None:
+        bus = Bus(self.redis_url, self.cluster, self.count)
+        try:
+            if self.count == 1:
+                await PartitionRelay(self, bus, 0).run()
+            else:
+                await self._share(bus)
+        finally:
+            await bus.aclose()
+
+    async def _share(self, bus: Bus) -> None:
+        """Hold about 1/N of the partitions (N live relays, as PostgreSQL counts their connections): take free
+        ones while below the share, hand extras over (stop serving, unlock) while above it."""
+        tasks: dict[int, asyncio.Task[None]] = {}
+        member: asyncpg.Connection | None = None
+        delay = 0.2
+        try:
+            while True:
+                for p in [p for p, t in tasks.items() if t.done()]:
+                    del tasks[p]
+                    self.serving.pop(p, None)
+                try:
+                    if member is None or member.is_closed():
+                        member = await asyncpg.connect(self.database_url, server_settings={"application_name": MEMBER})
+                    relays = await member.fetchval(
+                        "select count(*) from pg_stat_activity where application_name = $1 and datname = current_database()",
+                        MEMBER,
+                    )
+                    share = -(-self.count // max(1, relays))
+                    for p in sorted(tasks)[share:]:
+                        log.info("handing partition %d over (%d relays share %d partitions)", p, relays, self.count)
+                        tasks.pop(p).cancel()
+                        self.serving.pop(p, None)
+                    if len(tasks) < share:
+                        await self._take(bus, member, tasks, share)
+                    delay = 0.2
+                    await asyncio.sleep(SHARE_EVERY)
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+                    log.warning("relay cannot reach PostgreSQL (%s); retrying", type(exc).__name__)
+                    member = None
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            if member is not None:
+                member.terminate()
+
+    async def _take(self, bus: Bus, member: asyncpg.Connection, tasks: dict[int, asyncio.Task[None]], share: int) -> None:
+        held = {
+            r["key"] - LOCK_KEY
+            for r in await member.fetch(
+                "select (classid::bigint << 32) | objid::bigint as key from pg_locks where locktype = 'advisory'"
+                " and objsubid = 1 and granted and database = (select oid from pg_database where datname = current_database())"
+            )
+        }
+        free = [p for p in range(self.count) if p not in held and p not in tasks]
+        random.shuffle(free)  # relays starting together do not all reach for the same one
+        for p in free[: share - len(tasks)]:
+            lock_conn = await _lock_connection(self.database_url)
+            if not await lock_conn.fetchval("select pg_try_advisory_lock($1)", LOCK_KEY + p):
+                lock_conn.terminate()
+                continue
+            relay = self.serving[p] = PartitionRelay(self, bus, p)
+            tasks[p] = asyncio.create_task(relay.serve_once(lock_conn), name=f"relay-partition-{p}")
+
+
+class PartitionRelay:
+    """The active relay of one partition while its process holds the partition's lock."""
+
+    def __init__(self, process: Relay, bus: Bus, partition: int) -> None:
+        self.process = process
+        self.bus = bus
+        self.partition = partition
+        self.tag = bus.partitions.tags[partition]
+        self.database_url = process.database_url
+        self.history_length = process.history_length
+        self.history_ttl = process.history_ttl
+        self.retention = process.retention
+        self.job_retention = process.job_retention
         self._wake = asyncio.Event()
         self.published = 0
         self.lag = 0.0
@@ -80,7 +176,11 @@ class Relay:
         delay = 0.2
         while True:
             try:
-                await self._session()
+                lock_conn = await _lock_connection(self.database_url)
+                if not await lock_conn.fetchval("select pg_try_advisory_lock($1)", LOCK_KEY + self.partition):
+                    log.info("another relay is active; standing by")
+                    await lock_conn.execute("select pg_advisory_lock($1)", LOCK_KEY + self.partition)
+                await self._session(lock_conn)
                 return
             except (LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
                 log.warning("relay stopped serving (%s: %s); standing by again", type(exc).__name__, exc)
@@ -89,37 +189,38 @@ class Relay:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    async def _session(self) -> None:
-        lock_conn = await asyncpg.connect(
-            self.database_url, server_settings={"application_name": "gateway-relay-lock", **_KEEPALIVE}
-        )
-        _client_keepalive(lock_conn)
+    async def serve_once(self, lock_conn: asyncpg.Connection) -> None:
+        """Serve while the lock holds; on losing it, end (the process may take the partition again)."""
         try:
-            if not await lock_conn.fetchval("select pg_try_advisory_lock($1)", LOCK_KEY):
-                log.info("another relay is active; standing by")
-                await lock_conn.execute("select pg_advisory_lock($1)", LOCK_KEY)
+            await self._session(lock_conn)
+        except (LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            log.warning("partition %d: relay stopped serving (%s: %s)", self.partition, type(exc).__name__, exc)
+        except Exception:
+            log.exception("partition %d: relay stopped serving on an unexpected error", self.partition)
+
+    async def _session(self, lock_conn: asyncpg.Connection) -> None:
+        try:
             epoch = await lock_conn.fetchval("select nextval('relay_epochs')")
-            log.info("relay active, epoch %d", epoch)
+            log.info("relay active for partition %d, epoch %d", self.partition, epoch)
             await self._serve(lock_conn, epoch)
         finally:
             lock_conn.terminate()
 
     async def _serve(self, lock_conn: asyncpg.Connection, epoch: int) -> None:
-        conn = await asyncpg.connect(self.database_url, server_settings={"application_name": "gateway-relay"})
-        redis = Redis.from_url(self.redis_url)
+        conn = await asyncpg.connect(self.database_url, server_settings={"application_name": "gateway-relay-outbox"})
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
-            publisher = Publisher(redis, epoch, self.history_length, self.history_ttl)
+            await conn.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition)
+            publisher = Publisher(self.bus, self.tag, epoch, self.history_length, self.history_ttl)
             await _retry_redis(publisher.take_over)
-            reader = OutboxReader(conn)
-            self.extras = TeamExtras(redis, self.presence, self.metrics)
+            reader = OutboxReader(conn, self.partition, self.bus.partitions.count)
+            self.extras = TeamExtras(self.bus.redis, self.process.presence, self.process.metrics, reader.mine)
             core = RelayCore(epoch)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
-            await redis.aclose()
             conn.terminate()
 
     async def _loop(
@@ -136,7 +237,7 @@ class Relay:
         gap = 1.0  # how far apart changes have come lately (a moving average), in seconds
         published_at: deque[tuple[float, str]] = deque()
         last_prune = time.monotonic()
-        await conn.execute("update relay_wakeup set sleeping = false")
+        await self._sleeping(conn, False)
         while True:
             result = await reader.read()
             if result.changes:
@@ -152,7 +253,7 @@ class Relay:
             await self._publish(lock_conn, conn, core, publisher, now, reader.position if result.changes else None)
             memberships = core.take_memberships()
             if memberships:
-                await _retry_redis(lambda: publisher.redis.publish(keys.CONTROL, _membership_encoder.encode(memberships)))
+                await _retry_redis(lambda: self.bus.redis.publish(keys.CONTROL, _membership_encoder.encode(memberships)))
             if result.changes:
                 newest = max((c.job.updated_at for c in result.changes if isinstance(c, Change) and c.job.updated_at), default=None)
                 if newest is not None:
@@ -166,7 +267,8 @@ class Relay:
             if now - last_prune > min(PRUNE_EVERY, self.retention / 2, self.job_retention / 4):
                 last_prune = now
                 await self._prune(conn, published_at, now)
-                await self._sweep(conn)
+                if self.partition == 0:  # one sweep for all: it changes jobs, whose changes reach each partition
+                    await self._sweep(conn)
 
             if result.held_back:
                 held_since = held_since or now
@@ -214,7 +316,7 @@ class Relay:
     ) -> None:
         """Publish the cycle; while Redis is away keep it and retry, so nothing is dropped."""
         finishes = core.take_finishes(now)
-        markers = {(f.trajectory_id, f.wave): keys.finish_marker(f.trajectory_id, f.wave) for f in finishes}
+        markers = {(f.trajectory_id, f.wave): publisher.marker(f.trajectory_id, f.wave) for f in finishes}
         if finishes:
             # A predecessor may have published a finish before it could record it: never twice.
             done = await _retry_redis(lambda: publisher.published_markers(list(markers.values())))
@@ -252,7 +354,7 @@ class Relay:
             delay = min(delay * 2, 2.0)
             await self._check_lock(lock_conn)
             try:
-                if not await publisher.redis.exists(keys.EPOCH):
+                if not await publisher.fence_exists():
                     # Redis came back empty: fence again and send every team's whole state again.
                     await publisher.take_over()
                     core.mark_all_dirty()
@@ -315,10 +417,11 @@ class Relay:
             "blocker_pid": self._blocker.pid if self._blocker else 0,
             "blocker_xid": self._blocker.xid if self._blocker else 0,
         }
+        name = keys.relay_stats(self.tag)
         try:
-            async with publisher.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(keys.RELAY_STATS, mapping=stats)
-                pipe.expire(keys.RELAY_STATS, 30)
+            async with self.bus.redis.pipeline(transaction=False) as pipe:
+                pipe.hset(name, mapping=stats)
+                pipe.expire(name, 30)
                 await pipe.execute()
         except (RedisError, OSError):
             pass
@@ -333,7 +436,7 @@ class Relay:
     async def _sleep(self, conn: asyncpg.Connection, reader: OutboxReader, due: float | None) -> None:
         """Ask writers to wake us, look once more (a commit may have slipped in), then wait."""
         self._wake.clear()
-        await conn.execute("update relay_wakeup set sleeping = true")
+        await self._sleeping(conn, True)
         try:
             if not (await reader.peek()):
                 timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
@@ -342,7 +445,10 @@ class Relay:
                 except asyncio.TimeoutError:
                     pass
         finally:
-            await conn.execute("update relay_wakeup set sleeping = false")
+            await self._sleeping(conn, False)
+
+    async def _sleeping(self, conn: asyncpg.Connection, sleeping: bool) -> None:
+        await conn.execute("update relay_wakeup set sleeping = $2 where partition = $1", self.partition, sleeping)
 
     async def _sweep(self, conn: asyncpg.Connection) -> None:
         """Jobs past retention leave the lists through the captured path (counts stay exact); their rows stay
@@ -371,9 +477,11 @@ class Relay:
         while True:
             status = await conn.execute(
                 "delete from job_changes where seq in (select seq from job_changes"
-                " where (xid, seq) <= ($1::bigint, $2::bigint) limit 10000)",
+                " where (xid, seq) <= ($1::bigint, $2::bigint) and ($3::int = 1 or team_id % $3 = $4) limit 10000)",
                 int(xid),
                 int(seq),
+                self.bus.partitions.count,
+                self.partition,
             )
             if status == "DELETE 0" or not status.startswith("DELETE 10000"):
                 return
@@ -389,6 +497,12 @@ async def _retry_redis(call):
             log.warning("redis unavailable (%s); retrying", type(exc).__name__)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+async def _lock_connection(database_url: str) -> asyncpg.Connection:
+    conn = await asyncpg.connect(database_url, server_settings={"application_name": "gateway-relay-lock", **_KEEPALIVE})
+    _client_keepalive(conn)
+    return conn
 
 
 def _client_keepalive(conn: asyncpg.Connection) -> None:

@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 import msgspec
-from redis.asyncio import Redis
 
 from ..bus import keys
+from ..bus.connection import connect
 from ..core.control import Confirmation, command_decoder
 from ..core.status import after_failure
 
@@ -59,6 +59,7 @@ class SimCluster:
     seed: int | None = None
     report_metrics: bool = True
     preempt_rate: float = 0.05  # of runs on preemptible nodes
+    redis_cluster: bool = False
     jobs: dict[int, SimJob] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -71,7 +72,7 @@ class SimCluster:
         self._flushed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.http = httpx.AsyncClient(base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
-        self.redis = Redis.from_url(self.redis_url)
+        self.redis = connect(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
         self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for Retry Sync
 

@@ -26,11 +26,12 @@ class Simulation:
         speed: float = 1.0,
         concurrent: int = 3,
         seed: int | None = None,
+        redis_cluster: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.clusters = [
             SimCluster(gateway_url, redis_url, key, workers=4, speed=speed, seed=self.rng.randrange(2**31),
-                       confirm=int(key.split(".")[0][1:]) not in (silent or set()))
+                       confirm=int(key.split(".")[0][1:]) not in (silent or set()), redis_cluster=redis_cluster)
             for key in cluster_keys
         ]
         self.frames = frames

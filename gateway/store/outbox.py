@@ -41,7 +41,7 @@ select h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::tex
        (c.seq is null and exists (select 1 from job_changes b where b.xid >= h.horizon)) as held_back
 from h left join lateral (
     select xid, seq, entity, old_status, new_status, job from job_changes
-    where (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon
+    where (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon and ($6::int = 1 or team_id % $6 = $7)
     order by xid, seq
     limit $4
 ) c on true
@@ -68,10 +68,13 @@ class Blocker:
 
 
 class OutboxReader:
-    """Reads captured changes past a cursor; `load()` rebuilds aggregates from one consistent snapshot."""
+    """Reads one partition's captured changes past a cursor (a team is in partition `team_id % count`);
+    `load()` rebuilds its aggregates from one consistent snapshot."""
 
-    def __init__(self, conn: asyncpg.Connection) -> None:
+    def __init__(self, conn: asyncpg.Connection, partition: int = 0, count: int = 1) -> None:
         self.conn = conn
+        self.partition = partition
+        self.count = count
         self.xid = 0
         self.seq = 0
         self._base_snapshot: str | None = None
@@ -105,23 +108,32 @@ class OutboxReader:
             xid, _, seq = published.partition(":")
             if xid.isdigit() and seq.isdigit() and (int(xid), int(seq)) < (self.xid, self.seq):
                 self.xid, self.seq = int(xid), int(seq)
+        trajectories = {r["id"]: aggregate_of(r) for r in rows if self.mine(r["team_id"])}
+        self.waves = [w for w in self.waves if w["trajectory_id"] in trajectories]
         self.submissions = {}
         for r in submission_rows:
             record = _submission_decoder.decode(r["record"])
-            self.submissions[record.id] = SubmissionAggregate(record)
+            if self.mine(record.team_id):
+                self.submissions[record.id] = SubmissionAggregate(record)
         for r in task_rows:
+            if self.count > 1 and r["submission_id"] not in self.submissions:
+                continue  # another partition's
             agg = self.submissions.setdefault(r["submission_id"], SubmissionAggregate())
             agg.counts.add(r["status"], r["n"])
             agg.time_sum += r["time_sum"]
             agg.time_n += r["time_n"]
             if agg.last_change is None or (r["last_change"] and r["last_change"] > agg.last_change):
                 agg.last_change = r["last_change"]
-        trajectories = {r["id"]: aggregate_of(r) for r in rows}
         add_group_counts(trajectories, group_rows)
         return list(trajectories.values())
 
+    def mine(self, team_id: int) -> bool:
+        return team_id % self.count == self.partition
+
     async def read(self, limit: int = 5000) -> ReadResult:
-        rows = await self.conn.fetch(_READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)
+        rows = await self.conn.fetch(
+            _READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin, self.count, self.partition
+        )
         horizon: int = rows[0]["horizon"]
         changes: list[Change | SubmissionChange | MembershipChange] = []
         for r in rows:

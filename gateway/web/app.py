@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
-from redis.asyncio import Redis
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from ..bus.connection import Bus
 from ..config import Settings
 from ..core.ratelimit import TokenBucket
 from ..hub.node import Node
@@ -39,16 +39,16 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         install_redaction()
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
-        redis = Redis.from_url(settings.redis_url)
-        node = Node(pool, redis, settings.redis_url, settings.max_subscriptions, presence=not settings.single_user)
+        bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
+        node = Node(pool, bus, settings.max_subscriptions, presence=not settings.single_user)
         await node.start()
         admission = TokenBucket(settings.admission_rate, settings.admission_rate)
-        app.state.runtime = Runtime(settings=settings, pool=pool, redis=redis, node=node, admission=admission)
+        app.state.runtime = Runtime(settings=settings, pool=pool, bus=bus, node=node, admission=admission)
         try:
             yield
         finally:
             await node.stop()
-            await redis.aclose()
+            await bus.aclose()
             await pool.close()
 
     routes = [

@@ -24,9 +24,9 @@ HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready
 class NodeCollector(Collector):
     """Reads the live figures at scrape time; the relay's come from its stats in Redis (fetched before)."""
 
-    def __init__(self, runtime: Runtime, relay: dict[bytes, bytes]) -> None:
+    def __init__(self, runtime: Runtime, relays: list[dict[bytes, bytes]]) -> None:
         self.runtime = runtime
-        self.relay = relay
+        self.relays = relays
 
     def collect(self) -> Iterator[Metric]:
         node = self.runtime.node
@@ -47,30 +47,51 @@ class NodeCollector(Collector):
         yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)
         yield CounterMetricFamily("gateway_slow_closes", "Connections closed as slow consumers", value=node.slow_closes)
         yield CounterMetricFamily("gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects)
-        r = {k.decode(): v.decode() for k, v in self.relay.items()}
-        if r:
-            yield GaugeMetricFamily("relay_epoch", "The active relay's epoch", value=float(r.get("epoch", 0)))
-            yield GaugeMetricFamily("relay_lag_seconds", "Commit to publish, last cycle", value=float(r.get("lag_seconds", 0)))
-            held = GaugeMetricFamily("relay_held_back_seconds", "How long an open transaction holds the relay back",
-                                     labels=["pid", "xid"])
-            held.add_metric([r.get("blocker_pid", "0"), r.get("blocker_xid", "0")], float(r.get("held_back_seconds", 0)))
-            yield held
+        yield CounterMetricFamily("gateway_redis_slot_moves", "Channels that followed their slot to another shard",
+                                  value=node.subscriber.moves)
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            "epoch": GaugeMetricFamily("relay_epoch", "The partition's active relay's epoch", labels=["partition"]),
+            "lag": GaugeMetricFamily("relay_lag_seconds", "Commit to publish, last cycle", labels=["partition"]),
+            "held": GaugeMetricFamily("relay_held_back_seconds", "How long an open transaction holds the relay back",
+                                      labels=["partition", "pid", "xid"]),
+            "changes": CounterMetricFamily("relay_changes", "Captured changes applied", labels=["partition"]),
+            "deltas": CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", labels=["partition"]),
+            "ratio": GaugeMetricFamily("relay_coalescing_ratio", "Changes per delta published", labels=["partition"]),
+            "age": GaugeMetricFamily("relay_heartbeat_age_seconds", "Since the partition's relay last reported",
+                                     labels=["partition"]),
+        }
+        for partition, stats in enumerate(self.relays):
+            if not stats:
+                continue
+            r = {k.decode(): v.decode() for k, v in stats.items()}
+            p = str(partition)
             changes, deltas = float(r.get("changes", 0)), float(r.get("deltas", 0))
-            yield CounterMetricFamily("relay_changes", "Captured changes applied", value=changes)
-            yield CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", value=deltas)
-            yield GaugeMetricFamily("relay_coalescing_ratio", "Changes per delta published", value=changes / deltas if deltas else 0.0)
-            yield GaugeMetricFamily("relay_heartbeat_age_seconds", "Since the relay last reported",
-                                    value=max(0.0, time.time() - float(r.get("heartbeat", 0))))
+            families["epoch"].add_metric([p], float(r.get("epoch", 0)))
+            families["lag"].add_metric([p], float(r.get("lag_seconds", 0)))
+            families["held"].add_metric([p, r.get("blocker_pid", "0"), r.get("blocker_xid", "0")], float(r.get("held_back_seconds", 0)))
+            families["changes"].add_metric([p], changes)
+            families["deltas"].add_metric([p], deltas)
+            families["ratio"].add_metric([p], changes / deltas if deltas else 0.0)
+            families["age"].add_metric([p], max(0.0, time.time() - float(r.get("heartbeat", 0))))
+        yield from families.values()
+
+
+async def relay_stats(runtime: Runtime) -> list[dict[bytes, bytes]]:
+    """Each partition's relay figures (empty where no relay has reported)."""
+    async with runtime.redis.pipeline(transaction=False) as pipe:
+        for tag in runtime.bus.partitions.tags:
+            pipe.hgetall(keys.relay_stats(tag))
+        return cast(list[dict[bytes, bytes]], await pipe.execute())
 
 
 async def metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     try:
-        relay = cast(dict[bytes, bytes], await runtime.redis.hgetall(keys.RELAY_STATS))
+        relays = await relay_stats(runtime)
     except Exception:  # a scrape must answer even when Redis does not
-        relay = {}
+        relays = []
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NodeCollector(runtime, relay))
+    registry.register(NodeCollector(runtime, relays))
     return Response(generate_latest(registry), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
@@ -86,16 +107,15 @@ async def readyz(request: Request) -> Response:
         await asyncio.wait_for(runtime.pool.fetchval("select 1"), 2)
     except Exception:
         problems.append("postgresql unreachable")
-    relay: dict[bytes, bytes] = {}
     try:
-        await asyncio.wait_for(runtime.redis.ping(), 2)
-        relay = cast(dict[bytes, bytes], await runtime.redis.hgetall(keys.RELAY_STATS))
+        relays = await asyncio.wait_for(relay_stats(runtime), 2)
     except Exception:
         problems.append("redis unreachable")
     else:
-        if not relay or time.time() - float(relay.get(b"heartbeat", 0)) > HEARTBEAT:
+        # Every partition needs its relay: without one, its teams' changes do not reach anybody.
+        if any(not r or time.time() - float(r.get(b"heartbeat", 0)) > HEARTBEAT for r in relays):
             problems.append("no active relay")
-        elif float(relay.get(b"lag_seconds", 0)) > READY_LAG or float(relay.get(b"held_back_seconds", 0)) > READY_LAG:
+        elif any(float(r.get(b"lag_seconds", 0)) > READY_LAG or float(r.get(b"held_back_seconds", 0)) > READY_LAG for r in relays):
             problems.append("relay lagging")
     body = {"ready": not problems, "problems": problems}
     return JSONResponse(body, 200 if not problems else 503)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
-from redis.asyncio import Redis
-
+from ..bus.connection import Bus
 from ..config import Settings
 from ..core.ratelimit import TokenBucket
 from ..hub.node import Node
@@ -17,9 +17,14 @@ from ..hub.node import Node
 class Runtime:
     settings: Settings
     pool: asyncpg.Pool
-    redis: Redis
+    bus: Bus
     node: Node
     admission: TokenBucket | None = None
+
+    @property
+    def redis(self) -> Any:
+        """Redis for single-key commands (routed by slot in a cluster)."""
+        return self.bus.redis
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Same origin, or one listed in GATEWAY_ORIGINS."""

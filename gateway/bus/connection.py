@@ -1,0 +1,70 @@
+"""How a process reaches Redis: one server, or a Redis Cluster with sharded pub/sub.
+
+`redis` routes single-key commands (redis-py's cluster client follows MOVED by itself). The relay's scripted
+pipelines and the nodes' pub/sub connections go to one server each: `server_for` finds the one that holds a
+key's slot, and `refresh` reloads the slot map after a slot has moved or a server failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+
+from .keys import Partitions
+
+# The answers that mean "ask the cluster where this slot lives now".
+MOVED = (MovedError, AskError, TryAgainError, ClusterDownError)
+
+
+def connect(url: str, cluster: bool = False) -> Any:
+    """A client for single-key commands: of one server, or routing by slot over a cluster."""
+    return RedisCluster.from_url(url) if cluster else Redis.from_url(url)
+
+
+class Bus:
+    def __init__(self, url: str, cluster: bool = False, partitions: int = 1) -> None:
+        self.url = url
+        self.cluster = cluster
+        self.partitions = Partitions(partitions)
+        self.redis: Any = connect(url, cluster)
+        self._servers: dict[str, Redis] = {}
+
+    async def server_for(self, key: str) -> Redis:
+        """A client of the one server holding `key` (the only server when not clustered)."""
+        if not self.cluster:
+            return cast(Redis, self.redis)
+        return self.server(*await self.address_for(key))
+
+    async def address_for(self, key: str) -> tuple[str, int]:
+        cluster = cast(RedisCluster, self.redis)
+        await cluster.initialize()
+        node = cluster.get_node_from_key(key)
+        assert node is not None
+        return node.host, int(node.port)
+
+    def server(self, host: str, port: int) -> Redis:
+        name = f"{host}:{port}"
+        client = self._servers.get(name)
+        if client is None:
+            client = self._servers[name] = Redis(host=host, port=port)
+        return client
+
+    async def refresh(self) -> None:
+        """Reload the slot map (a slot moved, a server failed over)."""
+        if self.cluster:
+            await cast(RedisCluster, self.redis).nodes_manager.initialize()
+
+    async def mget(self, names: list[str]) -> list[bytes | None]:
+        """Values of keys that may live on different shards."""
+        if not names:
+            return []
+        if self.cluster:
+            return cast(list[bytes | None], await self.redis.mget_nonatomic(names))
+        return cast(list[bytes | None], await self.redis.mget(names))
+
+    async def aclose(self) -> None:
+        for client in self._servers.values():
+            await client.aclose()
+        await self.redis.aclose()
