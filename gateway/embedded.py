@@ -172,6 +172,35 @@ class EmbeddedValkeyCluster:
                 client.close()
         return self.url
 
+    def owner(self, slot: int) -> int:
+        """The port of the shard that serves `slot`."""
+        from redis import Redis
+
+        with Redis(host="127.0.0.1", port=self.ports[0]) as client:
+            for first, last, primary, *_ in client.execute_command("CLUSTER SLOTS"):
+                if first <= slot <= last:
+                    return int(primary[1])
+        raise LookupError(f"slot {slot} is not served")
+
+    def move_slot(self, slot: int, to_port: int) -> None:
+        """Migrate a slot and its keys to another shard, live, the way `valkey-cli --cluster reshard` does."""
+        from redis import Redis
+
+        from_port = self.owner(slot)
+        clients = {port: Redis(host="127.0.0.1", port=port) for port in self.ports}
+        try:
+            source, target = clients[from_port], clients[to_port]
+            source_id, target_id = (c.execute_command("CLUSTER MYID") for c in (source, target))
+            target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+            source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+            while names := source.execute_command("CLUSTER GETKEYSINSLOT", slot, 100):
+                source.execute_command("MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "REPLACE", "KEYS", *names)
+            for client in (target, source, *clients.values()):
+                client.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+        finally:
+            for client in clients.values():
+                client.close()
+
     def stop(self) -> None:
         for proc in self._procs:
             proc.terminate()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import redis
 from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
@@ -23,8 +24,15 @@ def connect(url: str, cluster: bool = False) -> Any:
     return RedisCluster.from_url(url) if cluster else Redis.from_url(url)
 
 
+# Sharded pub/sub on a plain asyncio connection (`PubSub.ssubscribe`), `RedisCluster.mget_nonatomic` and the
+# slot map's `nodes_manager.initialize()` are what cluster mode uses; tested with 8.1 (pyproject pins 8.x).
+CLUSTER_REDIS_PY = (8, 1)
+
+
 class Bus:
     def __init__(self, url: str, cluster: bool = False, partitions: int = 1) -> None:
+        if cluster and tuple(int(x) for x in redis.__version__.split(".")[:2]) < CLUSTER_REDIS_PY:
+            raise RuntimeError(f"GATEWAY_REDIS_CLUSTER needs redis-py >= 8.1, not {redis.__version__}")
         self.url = url
         self.cluster = cluster
         self.partitions = Partitions(partitions)

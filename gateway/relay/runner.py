@@ -211,6 +211,8 @@ class PartitionRelay:
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
             await conn.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition)
+            if self.partition == 0:  # fewer partitions than before: their rows would have writers NOTIFY for nobody
+                await conn.execute("delete from relay_wakeup where partition >= $1", self.bus.partitions.count)
             publisher = Publisher(self.bus, self.tag, epoch, self.history_length, self.history_ttl)
             await _retry_redis(publisher.take_over)
             reader = OutboxReader(conn, self.partition, self.bus.partitions.count)
