@@ -227,6 +227,8 @@ class SimCluster:
     # -- commands from the gateway
 
     async def _listen(self) -> None:
+        if self.redis_cluster:
+            await self.redis.initialize()  # the slot map, which the cluster's pubsub picks its node by
         pubsub = self.redis.pubsub()
         await pubsub.subscribe(keys.cluster_commands(self.cluster_id))
         self.listening.set()

@@ -24,6 +24,7 @@ from redis.crc import key_slot
 
 from gateway.bus import keys
 from gateway.embedded import EmbeddedValkeyCluster
+from gateway.sim.cluster import SimCluster
 from tests.conftest import Process, create_database, drop_database, spawn, wait_http
 from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs, make_team
@@ -216,3 +217,36 @@ async def test_relays_share_the_partitions_and_a_killed_relay_s_are_taken_over(
         for f in followers:
             await f.__aexit__()
         cworld.relays.remove(second)
+
+
+async def test_actions_and_presence_work_across_nodes_on_the_cluster(
+    cworld: ClusterWorld, cpool: asyncpg.Pool, teams: list[Team]
+) -> None:
+    team = teams[1]
+    # A cluster of the team reporting through one node, listening for commands on the Redis Cluster.
+    gpu = SimCluster(cworld.nodes[1].http, cworld.cluster.url, team.cluster_key, workers=0, redis_cluster=True)
+    await gpu.start()
+    try:
+        channel = f"trajectory:{team.trajectory_id}"
+        async with Follower(cworld.nodes[0].ws, team.token) as f:
+            await f.subscribe(f"team:{team.id}")
+            await f.subscribe(channel)
+            await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()))
+            ids = await gpu.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame",
+                                     "frame": i} for i in range(2)])  # fmt: skip
+            for job_id in ids:
+                gpu.jobs[job_id].status = "running"
+                gpu._report(gpu.jobs[job_id])
+            await gpu.flushed()
+            await f.wait_for(lambda f: {i for i, j in f.listed(channel).items() if j["status"] == "running"} >= set(ids))
+            # The user is online: the node marked it in Redis, the partition's relay published it.
+            await f.wait_for(lambda f: any(m["type"] in ("presence", "snapshot") and (m.get("presence") or {}).get("online") == 1
+                                           for m in f.messages), timeout=10)  # fmt: skip
+            # An action through the other node reaches the cluster and its confirmation comes back.
+            async with httpx.AsyncClient(base_url=cworld.nodes[1].http) as client:
+                response = await client.post(f"/api/trajectories/{team.trajectory_id}/remove-running",
+                                             headers={"Authorization": f"Bearer {team.token}"})  # fmt: skip
+            assert response.json()["acted"] >= 2 and response.json()["unconfirmed"] == []
+            await f.wait_for(lambda f: not set(ids) & set(f.listed(channel)))
+    finally:
+        await gpu.stop()
