@@ -10,19 +10,15 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 import pytest
 
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port, postgres_reachable, with_database
 from gateway.store.migrate import migrate
+from tests.world import Process, spawn, wait_http  # noqa: F401  (tests import them from here too)
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -99,61 +95,12 @@ def redis_url(valkey: EmbeddedValkey | None) -> str:
 
 
 @dataclass
-class Process:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log: Path
-    port: int = 0
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@dataclass
 class Stack:
     secret: str
     database_url: str
     redis_url: str
     relay: Process
     nodes: list[Process]
-
-
-def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
-    log = logdir / f"{name}.log"
-    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
-    return Process(name, proc, log, port)
-
-
-def wait_http(process: Process, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.proc.poll() is not None:
-            raise RuntimeError(f"{process.name} exited:\n{process.output()}")
-        try:
-            with urllib.request.urlopen(f"{process.http}/healthz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{process.name} did not become healthy:\n{process.output()}")
 
 
 @pytest.fixture(scope="session")

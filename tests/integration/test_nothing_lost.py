@@ -12,9 +12,6 @@ import random
 import secrets
 import signal
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import msgspec
@@ -22,54 +19,19 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.bus import keys
+from gateway.bus.connection import Bus
 from gateway.bus.publisher import Fenced, Publisher
 from gateway.core import envelope
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
 from gateway.core.relay import Publication
 from gateway.embedded import EmbeddedValkey, free_port
-from tests.conftest import Process, create_database, drop_database, spawn, wait_http
+from tests.conftest import create_database, drop_database
 from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs, make_team
-from tests.proxy import Proxy
+from tests.world import Process, World, postgres_proxy, spawn, wait_http
 
 HISTORY = 60  # short, so that a test can outrun it
-
-
-@dataclass
-class World:
-    database_url: str
-    valkey: EmbeddedValkey
-    secret: str
-    env: dict[str, str]
-    logdir: Path
-    nodes: list[Process]
-    relays: list[Process] = field(default_factory=list)
-
-    @property
-    def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.valkey.port}/0"
-
-    def start_relay(self, name: str, database_url: str | None = None, **extra: str) -> Process:
-        env = {**self.env, "DATABASE_URL": database_url or self.database_url, **extra}
-        relay = spawn(name, ["relay"], env, self.logdir)
-        self.relays.append(relay)
-        return relay
-
-    async def active_relay(self, timeout: float = 15.0) -> Process:
-        """The relay that holds the lock (its log says so last)."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
-            for relay in self.relays:
-                if relay.proc.poll() is None and relay.output().rstrip().count("relay active") > relay.output().count("standing by again"):
-                    return relay
-            await asyncio.sleep(0.1)
-        raise AssertionError("no active relay: " + " | ".join(r.output()[-500:] for r in self.relays))
-
-    def stop_relays(self) -> None:
-        for relay in self.relays:
-            relay.stop()
-        self.relays.clear()
 
 
 @pytest.fixture(scope="module")
@@ -224,12 +186,7 @@ async def test_active_relay_killed_mid_burst_loses_and_repeats_nothing(world: Wo
 
 async def test_relay_cut_from_postgres_stops_and_is_fenced_out(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
     world.stop_relays()
-    parts = urlsplit(world.database_url)
-    proxy = Proxy(parts.hostname or urlsplit("//" + parts.query.split("host=")[-1]).path, parts.port or 5432) if parts.hostname else None
-    if proxy is None:  # a Unix socket (embedded PostgreSQL)
-        proxy = Proxy(parts.query.split("host=")[1].split("&")[0] + f"/.s.PGSQL.{parts.port or 5432}")
-    await proxy.start()
-    proxied = urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}", query=""))
+    proxy, proxied = await postgres_proxy(world.database_url)
     try:
         isolated = world.start_relay("relay-proxied", proxied)
         await world.active_relay()
@@ -247,9 +204,11 @@ async def test_relay_cut_from_postgres_stops_and_is_fenced_out(world: World, wpo
             assert "stopped serving" in isolated.output() or isolated.proc.poll() is not None
 
             # The cut-off relay, were it to publish late, is refused by the fence...
-            redis = Redis.from_url(world.redis_url)
+            bus = Bus(world.redis_url)
+            redis = bus.redis
+            tag = bus.partitions.tag(wteam.id)
             try:
-                stale = Publisher(redis, old_epoch, HISTORY, 60)
+                stale = Publisher(bus, tag, old_epoch, HISTORY, 60)
                 channel = f"trajectory:{wteam.trajectory_id}"
                 bogus = Job(id=ids[0], team_id=wteam.id, trajectory_id=wteam.trajectory_id, cluster_id=wteam.cluster_id,
                             kind="preprocess", name="stale", status="failed", version=10**9)
@@ -257,12 +216,12 @@ async def test_relay_cut_from_postgres_stops_and_is_fenced_out(world: World, wpo
                 with pytest.raises(Fenced):
                     await stale.publish([Publication(channel=channel, epoch=old_epoch, seq=10**6, json=as_json, msgpack=as_msgpack)])
                 # ... and nodes drop an older epoch's message even if it reaches pub/sub.
-                await redis.publish(keys.pubsub(channel), envelope.pack(old_epoch, 10**6, as_json, as_msgpack))
+                await redis.publish(keys.pubsub(tag, channel), envelope.pack(old_epoch, 10**6, as_json, as_msgpack))
                 await asyncio.sleep(0.5)
                 assert all(j["name"] != "stale" for j in f.listed(channel).values())
                 assert f.problems == []
             finally:
-                await redis.aclose()
+                await bus.aclose()
         finally:
             await f.__aexit__()
     finally:

@@ -1,0 +1,124 @@
+"""Real gateway processes started from the CLI, and a world of them that a test (or `bench faults`) can break.
+
+Shared by the tests that kill and restart parts (test_nothing_lost.py, test_faults_under_load.py) and by
+`python -m bench faults`; no pytest here, so the benchmark can import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from gateway.embedded import EmbeddedValkey, free_port
+from tests.proxy import Proxy
+
+
+@dataclass
+class Process:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    port: int = 0
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
+    log = logdir / f"{name}.log"
+    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
+    return Process(name, proc, log, port)
+
+
+def wait_http(process: Process, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.proc.poll() is not None:
+            raise RuntimeError(f"{process.name} exited:\n{process.output()}")
+        try:
+            with urllib.request.urlopen(f"{process.http}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{process.name} did not become healthy:\n{process.output()}")
+
+
+@dataclass
+class World:
+    """A database, a private Valkey, gateway nodes and relays, each a real process that may be killed."""
+
+    database_url: str
+    valkey: EmbeddedValkey
+    secret: str
+    env: dict[str, str]
+    logdir: Path
+    nodes: list[Process]
+    relays: list[Process] = field(default_factory=list)
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.valkey.port}/0"
+
+    def start_node(self, name: str, port: int | None = None) -> Process:
+        """A node (on `port`, e.g. a killed node's, or a free one); wait_http() it before use."""
+        port = port or free_port()
+        return spawn(name, ["serve", "--port", str(port)], self.env, self.logdir, port)
+
+    def start_relay(self, name: str, database_url: str | None = None, **extra: str) -> Process:
+        env = {**self.env, "DATABASE_URL": database_url or self.database_url, **extra}
+        relay = spawn(name, ["relay"], env, self.logdir)
+        self.relays.append(relay)
+        return relay
+
+    async def active_relay(self, timeout: float = 15.0) -> Process:
+        """The relay that holds the lock: its log's last word on it is "relay active", not "standing by"."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            for relay in self.relays:
+                out = relay.output()
+                if relay.proc.poll() is None and out.rfind("relay active") > out.rfind("standing by"):
+                    return relay
+            await asyncio.sleep(0.1)
+        raise AssertionError("no active relay: " + " | ".join(r.output()[-500:] for r in self.relays))
+
+    def stop_relays(self) -> None:
+        for relay in self.relays:
+            relay.stop()
+        self.relays.clear()
+
+
+async def postgres_proxy(database_url: str) -> tuple[Proxy, str]:
+    """A started proxy to the database's server (TCP or the embedded server's Unix socket), and the URL
+    through it: a process given that URL can be cut off from PostgreSQL without PostgreSQL stopping."""
+    parts = urlsplit(database_url)
+    if parts.hostname:
+        proxy = Proxy(parts.hostname, parts.port or 5432)
+    else:  # a Unix socket: ?host=/dir
+        proxy = Proxy(parts.query.split("host=")[1].split("&")[0] + f"/.s.PGSQL.{parts.port or 5432}")
+    await proxy.start()
+    return proxy, urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}", query=""))
