@@ -79,11 +79,13 @@ class Writer:
     """Commits `rate` transactions a second of `per_tx` job changes each, over `concurrency` connections."""
 
     pool: asyncpg.Pool
-    redis: Redis
+    redis: Redis | None  # None: no tap (only the gateway is fed; `bench faults` restarts Redis under it)
     world: World
     per_tx: int = 5
     concurrency: int = 4
     tap_team_channel: bool = False  # peers' team rooms also get every change (steady)
+    tolerate_errors: bool = False  # a transaction that fails (PostgreSQL restarting) is skipped, not fatal
+    failed: int = 0  # transactions that failed and were skipped (tolerate_errors)
     committed: int = 0  # transactions
     changes: int = 0
     changed: set[int] = field(default_factory=set)  # job ids changed since `changed` was last cleared
@@ -141,6 +143,8 @@ class Writer:
         self.committed += 1
         self.changes += len(rows)
         self.changed.update(r["id"] for r in rows)
+        if self.redis is None:
+            return
         changes = [{"id": r["id"], "version": r["version"], "status": r["status"], "t": r["t"]} for r in rows]
         await self.redis.publish(f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes)))
         if self.tap_team_channel:
@@ -149,7 +153,13 @@ class Writer:
 
     async def _work(self, queue: asyncio.Queue[int | None]) -> None:
         while (trajectory := await queue.get()) is not None:
-            await self.change(trajectory)
+            try:
+                await self.change(trajectory)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+                if not self.tolerate_errors:
+                    raise
+                self.failed += 1
+                await asyncio.sleep(0.05)  # the database is away: do not spin
 
     async def change(self, trajectory: int) -> None:
         ids = random.sample(self.world.jobs[trajectory], min(self.per_tx, len(self.world.jobs[trajectory])))

@@ -38,7 +38,7 @@ class Outcome:
     curve: list[tuple[float, float]]
 
 
-def _judge(states: FleetStates, expected: dict[str, dict[int, tuple[int, str]]]) -> tuple[int, int, int]:
+def judge(states: FleetStates, expected: dict[str, dict[int, tuple[int, str]]]) -> tuple[int, int, int]:
     """(subscribers checked, lost, stale): per subscriber, a missing job is lost, an older version stale."""
     checked = lost = stale = 0
     for channel, want in expected.items():
@@ -87,13 +87,13 @@ async def measure(
         each_before = [cpu_seconds([pid]) for pid in running.server_pids]
         cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
         extra = await workload(fleet) or {}
-        await _settle(fleet)
+        await settle(fleet)
         cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
         each = [round(cpu_seconds([pid]) - before, 3) for pid, before in zip(running.server_pids, each_before)]
         stats = await fleet.stats()
         states = await fleet.states()
         want = await expected(system.dialect.startswith("gateway"))
-        checked, lost, stale = _judge(states, want)
+        checked, lost, stale = judge(states, want)
         if lost or stale:
             for channel, report in compare_states(states, want).items():
                 if report["differ"] or report["not_live"]:
@@ -135,7 +135,7 @@ async def measure(
         running.stop()
 
 
-async def _settle(fleet: Fleet, quiet: float = DRAIN, longest: float = 60.0) -> None:
+async def settle(fleet: Fleet, quiet: float = DRAIN, longest: float = 60.0) -> None:
     """Until the subscribers have received nothing new for `quiet` seconds: what was committed has arrived."""
     deadline = time.monotonic() + longest
     last = -1

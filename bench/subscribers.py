@@ -500,6 +500,22 @@ class GatewayDialect:
     def cursors(self) -> dict[str, str | None]:
         return {name: ch.cursor for name, ch in self.chans.items()}
 
+    def shows(self, marks: Mapping[str, tuple[str, Any, int]]) -> bool:
+        """Whether this subscriber holds each mark of its channels: ("job", id, version) a job at that
+        version or newer, ("count", status, n) a team's count of that status (see Fleet.until)."""
+        for name, ch in self.chans.items():
+            mark = marks.get(name)
+            if mark is None:
+                continue
+            kind, key, value = mark
+            if kind == "job":
+                held = ch.jobs.get(key)
+                if held is None or held >> SHIFT < value:
+                    return False
+            elif ch.counts is None or ch.counts.get(key) != value:
+                return False
+        return True
+
     # -- receiving
 
     def _follows(self, ch: _Channel, name: str, seq: int) -> bool:
@@ -1181,24 +1197,27 @@ INITIAL_BACKOFF = 0.25
 
 class Subscriber:
     """One simulated client: reconnects by itself (jittered exponential backoff, or the delay a 503 asks
-    for) and keeps its dialect's state and cursors across connections."""
+    for) and keeps its dialect's state and cursors across connections. Given several URLs (nodes behind a
+    load balancer), it starts on the first and moves to the next when a connection attempt fails."""
 
-    __slots__ = ("idx", "host", "port", "head", "dialect", "stats", "proto", "connected", "live", "backoff",
-                 "timer", "worker")
+    __slots__ = ("idx", "host", "port", "head", "addresses", "dialect", "stats", "proto", "connected", "live",
+                 "backoff", "timer", "worker")
 
-    def __init__(self, worker: _Worker | None, idx: int, url: str, channels: Sequence[str], headers: Sequence[str],
-                 dialect: str, stats: Stats) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("ws", "http"):
-            raise ValueError(f"{url}: only ws:// (or http://) URLs")
+    def __init__(self, worker: _Worker | None, idx: int, url: str | Sequence[str], channels: Sequence[str],
+                 headers: Sequence[str], dialect: str, stats: Stats) -> None:
         self.idx = idx
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
         self.stats = stats
         self.dialect = make_dialect(dialect, channels, stats)
-        path, query = self.dialect.target(parts.path or "/", parts.query)
-        target = path + ("?" + query if query else "")
-        self.head = request_head(self.host, self.port, target, [*self.dialect.headers, *headers])
+        self.addresses: list[tuple[str, int, bytes]] = []
+        for address in [url] if isinstance(url, str) else url:
+            parts = urlsplit(address)
+            if parts.scheme not in ("ws", "http"):
+                raise ValueError(f"{address}: only ws:// (or http://) URLs")
+            host, port = parts.hostname or "127.0.0.1", parts.port or 80
+            path, query = self.dialect.target(parts.path or "/", parts.query)
+            target = path + ("?" + query if query else "")
+            self.addresses.append((host, port, request_head(host, port, target, [*self.dialect.headers, *headers])))
+        self.host, self.port, self.head = self.addresses[0]
         self.proto: WSClient | None = None
         self.connected = False
         self.live = False
@@ -1320,13 +1339,16 @@ class Subscriber:
         self.proto = None
         self.stats.failed_connects += 1
         self.stats.count(self.stats.failures, reason)
+        if len(self.addresses) > 1:  # that node is gone: the next one
+            at = self.addresses.index((self.host, self.port, self.head))
+            self.host, self.port, self.head = self.addresses[(at + 1) % len(self.addresses)]
         self._retry(None)
 
 
 @dataclass
 class _Spec:
     dialect: str
-    subscribers: list[tuple[int, str, list[str], list[str]]]  # (index, url, channels, header lines)
+    subscribers: list[tuple[int, str | list[str], list[str], list[str]]]  # (index, url(s), channels, header lines)
     connect_rate: float | None  # connections a second for this worker; None: all at once
     handshake_timeout: float
     max_backoff: float
@@ -1500,6 +1522,15 @@ class _Worker:
                 "http_503": d[0], "failed_connects": d[1], "connects": d[2], "resyncs": d[3],
                 "snapshot_pages": d[4], "gaps": d[5], **self.gauges()}
 
+    async def cmd_until(self, marks: dict[str, tuple[str, Any, int]], timeout: float) -> float | None:
+        """When (time.time()) every subscriber first showed the marks of its channels; None past `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not all(sub.dialect.shows(marks) for sub in self.subs):  # type: ignore[attr-defined]
+            if time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(0.01)
+        return time.time()
+
     async def cmd_stop(self) -> dict[str, int]:
         self.stopping = True
         for sub in self.subs:
@@ -1588,7 +1619,8 @@ def _header_lines(headers: Mapping[str, str] | None) -> list[str]:
 class Fleet:
     """`n` subscribers over `processes` worker processes (subscriber i lives in worker i % processes).
 
-    url:      ``ws://host:port/...`` for all, or ``url(i)`` per subscriber (e.g. a token per user)
+    url:      ``ws://host:port/...`` for all, or ``url(i)`` per subscriber (e.g. a token per user); a list
+              of URLs: the first, then the next one each time a connection attempt fails (a killed node)
     dialect:  "gateway", "gateway-msgpack", "plain" or "socketio"
     channels: the channels of every subscriber, or ``channels(i)``
     headers:  extra handshake headers (``{"Authorization": "Bearer ..."}``), or ``headers(i)``
@@ -1598,18 +1630,19 @@ class Fleet:
     Callables run in the parent only. Every method is a coroutine; one runs at a time.
     """
 
-    def __init__(self, url: str | Callable[[int], str], dialect: str, channels: Sequence[str] | Callable[[int], Sequence[str]],
+    def __init__(self, url: str | Callable[[int], str | list[str]], dialect: str, channels: Sequence[str] | Callable[[int], Sequence[str]],
                  n: int, processes: int = 2, headers: Mapping[str, str] | Callable[[int], Mapping[str, str]] | None = None,
                  connect_rate: float | None = None, handshake_timeout: float = 10.0, max_backoff: float = 5.0) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self.n = n
         self.processes = max(1, min(processes, n)) if n else 1
-        shares: list[list[tuple[int, str, list[str], list[str]]]] = [[] for _ in range(self.processes)]
+        shares: list[list[tuple[int, str | list[str], list[str], list[str]]]] = [[] for _ in range(self.processes)]
         for i in range(n):
             address = _per(url, i)
-            if urlsplit(address).scheme not in ("ws", "http"):
-                raise ValueError(f"subscriber {i}: {address!r}: only ws:// (or http://) URLs")
+            for one in [address] if isinstance(address, str) else address:
+                if urlsplit(one).scheme not in ("ws", "http"):
+                    raise ValueError(f"subscriber {i}: {one!r}: only ws:// (or http://) URLs")
             shares[i % self.processes].append((i, address, list(_per(channels, i)), _header_lines(_per(headers, i))))
         rate = connect_rate / self.processes if connect_rate else None
         self._specs = [_Spec(dialect, share, rate, handshake_timeout, max_backoff) for share in shares]
@@ -1699,6 +1732,12 @@ class Fleet:
         start = min(p["abort_at"] for p in parts)
         out["recovery_s"] = max(done) - start if all(t is not None for t in done) else None
         return out
+
+    async def until(self, marks: dict[str, tuple[str, Any, int]], timeout: float = 60.0) -> float | None:
+        """Gateway dialects: when (time.time()) every subscriber held the marks of its channels (see
+        GatewayDialect.shows), e.g. a change committed just after a fault; None if some did not within `timeout`."""
+        done = await self._call("until", marks, timeout)
+        return None if any(t is None for t in done) else max(done)
 
     async def stop(self) -> None:
         """Close every connection (close frame 1000) and end the workers."""
