@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import secrets
@@ -64,9 +65,27 @@ async def run(scenario: str, quick: bool, only: list[str], out: Path) -> dict:
     return result.record
 
 
+async def run_faults(quick: bool, out: Path) -> dict:
+    """`faults` starts its own world (an embedded PostgreSQL it can restart): see bench/faults.py."""
+    from . import faults
+
+    say = _progress(time.monotonic())
+    raise_open_files()
+    with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
+        record = await faults.run(Path(tmp), quick, say)
+    record["command"] = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "faults.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "faults.md").write_text(faults.markdown(record))
+    say(f"wrote {out / 'faults'}.json and .md")
+    print(faults.markdown(record))
+    return record
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("scenario", choices=sorted([*SCENARIOS, "faults"]))
     parser.add_argument("--quick", action="store_true", help="small sizes: a test of the harness and of correctness")
     parser.add_argument("--systems", help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
@@ -75,6 +94,12 @@ def main() -> None:
     unknown = [s for s in only if s not in SYSTEMS]
     if unknown:
         parser.error(f"unknown system(s): {', '.join(unknown)}")
+    if args.scenario == "faults":
+        record = asyncio.run(run_faults(args.quick, args.out))
+        phases = record["phases"]
+        if any(p["lost"] or p["stale"] for p in phases) or any(p["recovery_s"] is None for p in phases[:-1]):
+            sys.exit("bench: a subscriber did not end at the database's state after a fault")
+        return
     record = asyncio.run(run(args.scenario, args.quick, only, args.out))
     wrong = [name for name, figures in record["systems"].items() if name == "gateway" and not figures.get("correct")]
     if wrong:

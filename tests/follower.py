@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import websockets
 
@@ -28,8 +30,12 @@ class ChannelState:
 
 
 class Follower:
-    def __init__(self, url: str, token: str, *, origin: str | None = None, resubscribe_on_gap: bool = False) -> None:
+    def __init__(self, url: str, token: str, *, origin: str | None = None, resubscribe_on_gap: bool = False,
+                 stallable: bool = False) -> None:
         self.url = url
+        # stall() must stop all reading: a 4 KB receive window, and no keepalive pings of our own (their
+        # pongs would go unread and the client would close the connection itself).
+        self.stallable = stallable
         # A client that sees a sequence jump subscribes again (docs/protocol.md); off, a jump is a problem.
         self.resubscribe_on_gap = resubscribe_on_gap
         self.gap_resubscribes = 0
@@ -46,9 +52,34 @@ class Follower:
 
     async def __aenter__(self) -> Follower:
         headers = {"Authorization": f"Bearer {self.token}"}
-        self.ws = await websockets.connect(self.url, additional_headers=headers, origin=self.origin, max_size=2**22)
+        options: dict[str, Any] = {}
+        if self.stallable:
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.setblocking(False)
+            parts = urlsplit(self.url)
+            await asyncio.get_running_loop().sock_connect(sock, (parts.hostname, parts.port))
+            options = {"sock": sock, "ping_interval": None}
+        self.ws = await websockets.connect(self.url, additional_headers=headers, origin=self.origin, max_size=2**22, **options)
         self._reader = asyncio.create_task(self._read())
         return self
+
+    def stall(self) -> None:
+        """Stop reading, as a client whose event loop is stuck: the library's small queue fills, then the
+        socket's receive window closes and the server's writes back up."""
+        if self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+
+    def wake(self) -> None:
+        """Read again: what waited in the socket first, then whatever the server did meanwhile."""
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read())
+
+    async def send_pong(self) -> None:
+        """An unsolicited pong (a heartbeat): a stalled client whose library still answers keepalives."""
+        assert self.ws is not None
+        await self.ws.pong()
 
     async def __aexit__(self, *exc: object) -> None:
         if self._reader is not None:

@@ -1,0 +1,472 @@
+"""`python -m bench faults [--quick]`: the `steady` load, and faults injected into it one after another.
+
+One world runs throughout: an embedded PostgreSQL (it is restarted, so never the machine's server), a private
+Valkey, two gateway nodes and two relays (one active, one standing by), each relay reaching PostgreSQL
+through its own TCP proxy so that it can be cut off. Subscribers (real websockets in worker processes, as in
+`steady`: every one on its team's channel, a quarter also on a trajectory panel) are spread over both nodes
+and move to the other node when theirs is gone, resuming from their cursors.
+
+Each phase runs the load, injects its fault mid-load, keeps the load going, stops it, lets the stream settle
+and compares every subscriber's state with the database (`lost`, `stale`: must be 0). Its time to recover is
+from the fault until every subscriber holds a change committed just after it (as soon as the database takes
+writes again): a marker, one job per trajectory moved to a status the load never writes. The last phase
+stops two clients from reading for a whole minute under the load (one still answering pings, one a stalled
+TCP peer): the node's memory must stay bounded, the others keep receiving, both end at the database's state.
+
+Only the gateway is measured (no peers). `tests/integration/test_faults_under_load.py` runs the quick size and
+asserts what a user would see; this command writes the figures to bench/results/faults.json and .md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import websockets
+
+from gateway.embedded import EmbeddedPostgres, EmbeddedValkey
+from gateway.store.migrate import migrate
+from gateway.web.auth import issue_token
+from tests.follower import Follower
+from tests.proxy import Proxy
+from tests.world import Process, World, postgres_proxy, wait_http
+
+from .load import Writer, build_world, database_state, team_counts
+from .load import World as Jobs
+from .measure import judge, settle
+from .procstat import rss_kb
+from .subscribers import Fleet
+
+Progress = Callable[[str], None]
+MAX_PENDING = 1 << 20  # the nodes' GATEWAY_MAX_PENDING_BYTES: a stalled client passes it within seconds
+PROBE_STATUSES = ("holding", "preempted")  # the markers' statuses: the load only cycles queued/running/completed
+DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)  # a broken connection, in its forms
+
+
+@dataclass
+class Size:
+    teams: int
+    trajectories_per_team: int
+    jobs_per_trajectory: int
+    subscribers: int
+    rate: float  # commits a second, 5 job changes each
+    before: float  # seconds of load before the fault
+    after: float  # seconds of load after it
+    stall: float = 60.0  # how long the two clients stop reading
+
+
+QUICK = Size(teams=5, trajectories_per_team=3, jobs_per_trajectory=60, subscribers=300, rate=100, before=1.5, after=3.5)
+FULL = Size(teams=20, trajectories_per_team=4, jobs_per_trajectory=100, subscribers=2_000, rate=200, before=3, after=8)
+
+
+@dataclass
+class Lab:
+    """The world, the PostgreSQL it restarts, each relay's proxy, and the jobs the load changes."""
+
+    world: World
+    pg: EmbeddedPostgres
+    pool: asyncpg.Pool
+    jobs: Jobs
+    probes: dict[int, int]  # trajectory -> its marker job (not in `jobs`: the load never touches it)
+    proxies: dict[str, Proxy] = field(default_factory=dict)  # relay name -> its way to PostgreSQL
+    marks: int = 0
+
+    async def start_relay(self, name: str) -> Process:
+        proxy, url = await postgres_proxy(self.world.database_url)
+        self.proxies[name] = proxy
+        return self.world.start_relay(name, url)
+
+    async def mark(self, channels: set[str]) -> dict[str, tuple[str, Any, int]]:
+        """Move every marker job to the next marker status, as soon as the database takes the write; what a
+        subscriber of each channel holds once it has that change (see Fleet.until)."""
+        self.marks += 1
+        status = PROBE_STATUSES[self.marks % 2]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                rows = await self.pool.fetch("update jobs set status = $2 where id = any($1::bigint[]) returning id, version, trajectory_id",
+                                             list(self.probes.values()), status)  # fmt: skip
+                break
+            except DB_DOWN:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
+        marks: dict[str, tuple[str, Any, int]] = {f"trajectory:{r['trajectory_id']}": ("job", r["id"], r["version"]) for r in rows}
+        for team in self.jobs.teams:
+            marks[f"team:{team}"] = ("count", status, len(self.jobs.trajectories[team]))
+        return {c: m for c, m in marks.items() if c in channels}
+
+    async def expected(self) -> dict[str, Any]:
+        """What every subscriber must end with: its team's counts, its trajectory's jobs."""
+        want: dict[str, Any] = {}
+        for team in self.jobs.teams:
+            want[f"team:{team}"] = await team_counts(self.pool, team)
+            for trajectory in self.jobs.trajectories[team]:
+                want[f"trajectory:{trajectory}"] = await database_state(self.pool, trajectory)
+        return want
+
+
+async def start_lab(workdir: Path, size: Size) -> Lab:
+    pg = EmbeddedPostgres(workdir / "pg")
+    database_url = pg.start()
+    await migrate(database_url)
+    valkey = EmbeddedValkey(workdir / "valkey")
+    valkey.start()
+    logdir = workdir / "logs"
+    logdir.mkdir(exist_ok=True)
+    secret = secrets.token_urlsafe(32)
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0", "GATEWAY_SECRET": secret,
+           "GATEWAY_MAX_PENDING_BYTES": str(MAX_PENDING), "GATEWAY_LOG_LEVEL": "INFO",
+           "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000"}  # fmt: skip  (the subscribers share one user per team)
+    world = World(database_url, valkey, secret, env, logdir, [])
+    pool = await asyncpg.create_pool(database_url, min_size=0, max_size=8)  # no floor to restore while PostgreSQL restarts
+    jobs = await build_world(pool, size.teams, size.trajectories_per_team, size.jobs_per_trajectory)
+    probes = {}
+    for team, trajectories in jobs.trajectories.items():
+        for trajectory in trajectories:
+            probes[trajectory] = await pool.fetchval(
+                "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, status)"
+                " select $1, $2, id, 'preprocess', 'Marker', 0, $3 from clusters where team_id = $1 returning id",
+                team, trajectory, PROBE_STATUSES[0],
+            )  # fmt: skip
+    lab = Lab(world, pg, pool, jobs, probes)
+    world.nodes = [world.start_node(f"node{i}") for i in range(2)]
+    await lab.start_relay("relay-1")
+    await world.active_relay()
+    await lab.start_relay("relay-2")  # standing by
+    for node in world.nodes:
+        await asyncio.to_thread(wait_http, node)
+    return lab
+
+
+async def stop_lab(lab: Lab) -> None:
+    await lab.pool.close()
+    for p in (*lab.world.nodes, *lab.world.relays):
+        p.stop()
+    for proxy in lab.proxies.values():
+        await proxy.close()
+    await asyncio.sleep(0.2)  # the proxies' pipes see their sockets gone and end
+    lab.world.valkey.stop()
+    lab.pg.stop()
+
+
+# -- the faults: each injects, then (once every subscriber is current again) restores what the next one needs
+
+
+async def relay_sigkill(lab: Lab) -> Callable[[], Awaitable[None]]:
+    active = await lab.world.active_relay()
+    active.proc.send_signal(signal.SIGKILL)
+
+    async def restore() -> None:
+        await lab.start_relay(f"relay-{len(lab.world.relays) + 1}")  # a standby again
+
+    return restore
+
+
+async def relay_cut_from_postgres(lab: Lab) -> Callable[[], Awaitable[None]]:
+    active = await lab.world.active_relay()
+    lab.proxies[active.name].cut()
+
+    async def restore() -> None:
+        lab.proxies[active.name].restore()  # the network heals: it comes back as a standby
+        if active.proc.poll() is not None:
+            await lab.start_relay(f"relay-{len(lab.world.relays) + 1}")
+
+    return restore
+
+
+async def redis_restart(lab: Lab) -> None:
+    await asyncio.to_thread(lab.world.valkey.stop)
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(lab.world.valkey.start)
+
+
+async def postgres_restart(lab: Lab) -> None:
+    await asyncio.to_thread(lab.pg.stop)  # every connection to it breaks: relays, nodes, the load
+    await asyncio.sleep(1.0)
+    await asyncio.to_thread(lab.pg.start)
+
+
+async def node_sigkill(lab: Lab) -> Callable[[], Awaitable[None]]:
+    doomed = lab.world.nodes[1]
+    doomed.proc.send_signal(signal.SIGKILL)  # its clients reconnect to node0 with their cursors
+
+    async def restore() -> None:
+        doomed.proc.wait()
+        lab.world.nodes[1] = lab.world.start_node(f"{doomed.name}-again", doomed.port)
+        await asyncio.to_thread(wait_http, lab.world.nodes[1])
+
+    return restore
+
+
+async def nothing(lab: Lab) -> None:
+    return None
+
+
+FAULTS: dict[str, Callable[[Lab], Awaitable[Any]]] = {
+    "none (baseline)": nothing,
+    "relay SIGKILLed": relay_sigkill,
+    "relay cut from PostgreSQL": relay_cut_from_postgres,
+    "Redis restarted": redis_restart,
+    "PostgreSQL restarted": postgres_restart,
+    "gateway node SIGKILLed": node_sigkill,
+}
+
+
+# -- running them
+
+
+def start_load(lab: Lab, size: Size, seconds: float) -> tuple[Writer, asyncio.Task[None]]:
+    """The steady load over every trajectory; a transaction that fails (the database restarting) is skipped."""
+    writer = Writer(lab.pool, None, lab.jobs, per_tx=5, concurrency=4, tolerate_errors=True)
+    trajectories = [t for team in lab.jobs.teams for t in lab.jobs.trajectories[team]]
+    return writer, asyncio.create_task(writer.run(size.rate, seconds, trajectories))
+
+
+async def phase(lab: Lab, fleet: Fleet, size: Size, name: str, fault: Callable[[Lab], Awaitable[Any]], channels: set[str]) -> dict[str, Any]:
+    await fleet.reset_stats()
+    writer, load = start_load(lab, size, size.before + size.after)
+    restore = None
+    relay_before = (await lab.world.active_relay()).name
+    try:
+        await asyncio.sleep(size.before)
+        started = time.time()
+        restore = await fault(lab)
+        current_at = await fleet.until(await lab.mark(channels), timeout=90)
+        await load
+    finally:
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+    if restore is not None:
+        await restore()
+    await settle(fleet)
+    figures = await judged(lab, fleet, name, writer, current_at - started if current_at else None)
+    figures.update(relay_before=relay_before, relay_after=(await lab.world.active_relay()).name)
+    return figures
+
+
+async def judged(lab: Lab, fleet: Fleet, name: str, writer: Writer, recovery: float | None) -> dict[str, Any]:
+    """A phase's figures: every subscriber's state against the database, and what the subscribers counted."""
+    stats = await fleet.stats()
+    states = await fleet.states()
+    want = await lab.expected()
+    checked, lost, stale = judge(states, {c: w for c, w in want.items() if c in states.groups})
+    latency = stats["latency_ms"]
+    return {
+        "fault": name, "recovery_s": None if recovery is None else round(recovery, 2), "checked": checked,
+        "lost": lost, "stale": stale, "gaps": stats["gaps"], "duplicates": stats["duplicates"], "resyncs": stats["resyncs"],
+        "snapshot_pages": stats["snapshot_pages"], "closes": stats["closes"], "reconnects": stats["connects"], "p50_ms": latency.get("p50"), "p99_ms": latency.get("p99"),
+        "max_ms": latency.get("max"), "changes": writer.changes, "failed_commits": writer.failed,
+    }  # fmt: skip
+
+
+def node_rss_kb(node: Process) -> int:
+    return rss_kb([node.proc.pid])
+
+
+def node_metric(node: Process, name: str) -> float:
+    with urllib.request.urlopen(f"{node.http}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise KeyError(name)
+
+
+async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str], progress: Progress) -> dict[str, Any]:
+    """Two clients on node0 stop reading for `size.stall` seconds under the load: one still answers pings
+    (a slow consumer), one sends nothing at all (a stalled TCP peer). Both follow every job of the first
+    teams (team-jobs and trajectory channels: hundreds of KB a second). Meanwhile a marker every 10 s must
+    reach every other subscriber, and the node's RSS is sampled each second."""
+    node = lab.world.nodes[0]
+    user = await lab.pool.fetchval("insert into users (name) values ('Watcher of every team') returning id")
+    teams = lab.jobs.teams[:5]
+    for team in teams:
+        await lab.pool.execute("insert into memberships values ($1, $2)", team, user)
+    token = issue_token(lab.world.secret, user, ttl=3600)
+    followed = [c for team in teams for c in (f"team-jobs:{team}", *(f"trajectory:{t}" for t in lab.jobs.trajectories[team]))]
+    slow, stalled = Follower(node.ws, token, stallable=True), Follower(node.ws, token, stallable=True)
+    await fleet.reset_stats()
+    writer, load = start_load(lab, size, size.stall + 10)
+    delays: list[float | None] = []
+    try:
+        for f in (slow, stalled):
+            await f.__aenter__()
+            for channel in followed:
+                await f.subscribe(channel)
+            await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()), timeout=30)
+        connections = await asyncio.to_thread(node_metric, node, "gateway_connections")
+        reference = asyncio.create_task(bytes_received(node.ws, token, followed, size.stall))
+        rss_before = node_rss_kb(node)
+        slow.stall()
+        stalled.stall()
+        progress(f"two clients stop reading for {size.stall:.0f} s (node0 RSS {rss_before / 1024:.0f} MiB)")
+        rss = [rss_before]
+        started = time.monotonic()
+        next_mark = started + 5
+        while time.monotonic() - started < size.stall:
+            await asyncio.sleep(1.0)
+            rss.append(node_rss_kb(node))
+            await slow.send_pong()  # alive, just not reading
+            if time.monotonic() >= next_mark:
+                t0 = time.time()
+                at = await fleet.until(await lab.mark(channels), timeout=30)
+                delays.append(round(at - t0, 3) if at else None)
+                next_mark = time.monotonic() + 10
+        reference_bytes = await reference
+        for _ in range(50):  # the reference client's close reaches the node
+            connections_after = await asyncio.to_thread(node_metric, node, "gateway_connections")
+            if connections_after < connections:
+                break
+            await asyncio.sleep(0.1)
+        stall_stats = await fleet.stats()
+        slow.wake()
+        stalled.wake()
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+        # The slow one resubscribes on `resync` by itself; the stalled one finds its connection gone and
+        # comes back with its cursors.
+        with contextlib.suppress(AssertionError):
+            await stalled.wait_for(lambda f: f.closed is not None, timeout=30)
+        await asyncio.sleep(1.0)  # the slow one has read its backlog
+        stalled_close, slow_close = close_code(stalled), close_code(slow)
+        for f in (slow, stalled):
+            if f.closed is not None:
+                await f.reconnect()
+        await settle(fleet)
+        want = await follower_expected(lab, followed)
+        current = []
+        for f in (slow, stalled):
+            try:
+                await f.wait_for(lambda f: held(f) == want, timeout=60)
+                current.append(True)
+            except AssertionError:
+                current.append(False)
+        figures = await judged(lab, fleet, "two clients stop reading for a minute", writer, None)
+        figures.update({
+            "stall_s": size.stall, "max_pending_bytes": MAX_PENDING, "node_rss_before_mb": round(rss_before / 1024, 1),
+            "node_rss_max_growth_mb": round((max(rss) - rss_before) / 1024, 1),
+            "reading_client_received_mb": round(reference_bytes / 2**20, 1),  # on the same channels, over the minute
+            "slow_current": current[0], "stalled_current": current[1],
+            "node_connections_before": connections, "node_connections_after": connections_after,
+            "slow_resyncs": sum(s.resyncs for s in slow.channels.values()), "slow_close": slow_close,
+            "stalled_resyncs": sum(s.resyncs for s in stalled.channels.values()), "stalled_close": stalled_close,
+            "slow_and_stalled_problems": slow.problems + stalled.problems, "others_marker_delays_s": delays,
+            "others_during_stall": {k: stall_stats[k] for k in ("resyncs", "gaps", "closes")},
+            "others_p50_ms": stall_stats["latency_ms"].get("p50"), "others_p99_ms": stall_stats["latency_ms"].get("p99"),
+        })  # fmt: skip
+        return figures
+    finally:
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+        for f in (slow, stalled):
+            await f.__aexit__()
+
+
+def close_code(f: Follower) -> int | None:
+    """How the server ended the connection: its close frame's code, 1006 without one (reset), None if open."""
+    if f.closed is None:
+        return None
+    return f.closed.rcvd.code if f.closed.rcvd is not None else 1006
+
+
+async def bytes_received(url: str, token: str, channels: list[str], seconds: float) -> int:
+    """What a client that keeps reading gets on `channels` in `seconds`: what a stalled one would pile up."""
+    total = 0
+    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {token}"}, max_size=2**22) as ws:
+        for channel in channels:
+            await ws.send(json.dumps({"type": "subscribe", "channel": channel}))
+        with contextlib.suppress(asyncio.TimeoutError):
+            async with asyncio.timeout(seconds):
+                async for message in ws:
+                    total += len(message)
+    return total
+
+
+async def follower_expected(lab: Lab, channels: list[str]) -> dict[str, dict[int, tuple[str, int]]]:
+    want = {}
+    for channel in channels:
+        kind, ident = channel.split(":")
+        column = "team_id" if kind == "team-jobs" else "trajectory_id"
+        rows = await lab.pool.fetch(f"select id, status, version from jobs where {column} = $1 and removed_at is null", int(ident))
+        want[channel] = {r["id"]: (r["status"], r["version"]) for r in rows}
+    return want
+
+
+def held(f: Follower) -> dict[str, dict[int, tuple[str, int]]]:
+    return {c: {i: (j["status"], j["version"]) for i, j in f.listed(c).items()} for c in f.channels}
+
+
+async def run(workdir: Path, quick: bool, progress: Progress) -> dict[str, Any]:
+    """Every fault in turn, then the stalled clients; the record (`phases`, one per fault)."""
+    size = QUICK if quick else FULL
+    lab = await start_lab(workdir, size)
+    jobs = lab.jobs
+    nodes = [n.ws for n in lab.world.nodes]
+
+    def channels_of(i: int) -> list[str]:  # as in `steady`
+        team = jobs.teams[i % size.teams]
+        mine = [f"team:{team}"]
+        if i % 4 == 0:
+            mine.append(f"trajectory:{jobs.trajectories[team][(i // size.teams) % size.trajectories_per_team]}")
+        return mine
+
+    channels = {c for i in range(size.subscribers) for c in channels_of(i)}
+    fleet = Fleet(lambda i: [nodes[i % 2], nodes[(i + 1) % 2]], "gateway", channels_of, size.subscribers, processes=2,
+                  headers=lambda i: {"Authorization": f"Bearer {jobs.token(lab.world.secret, jobs.teams[i % size.teams])}"},
+                  connect_rate=1000.0)  # fmt: skip
+    record: dict[str, Any] = {"scenario": "faults", "quick": quick, "size": asdict(size), "phases": []}
+    try:
+        await fleet.start()
+        live = await fleet.wait_live(120)
+        progress(f"{live['live']}/{size.subscribers} subscribers live on two nodes; {size.rate * 5:.0f} job changes/s")
+        for name, fault in FAULTS.items():
+            figures = await phase(lab, fleet, size, name, fault, channels)
+            record["phases"].append(figures)
+            progress(describe(figures))
+        figures = await stalled_clients(lab, fleet, size, channels, progress)
+        record["phases"].append(figures)
+        progress(describe(figures))
+    finally:
+        await fleet.stop()
+        await stop_lab(lab)
+    return record
+
+
+def describe(f: dict[str, Any]) -> str:
+    line = (f"{f['fault']}: current again after {f['recovery_s']} s, lost {f['lost']}, stale {f['stale']} of {f['checked']}, "
+            f"gaps {f['gaps']}, duplicates {f['duplicates']}, resyncs {f['resyncs']}, reconnects {f['reconnects']}, "
+            f"p99 {f['p99_ms']} ms, {f['changes']:,} changes ({f['failed_commits']} commits failed)")  # fmt: skip
+    if "stall_s" in f:
+        line += (f"; node0 RSS grew at most {f['node_rss_max_growth_mb']} MiB, slow client: {f['slow_resyncs']} resyncs, "
+                 f"close {f['slow_close']}; stalled peer: close {f['stalled_close']}; a reading client got {f['reading_client_received_mb']} MiB; "
+                 f"others' marker delays {f['others_marker_delays_s']} s")  # fmt: skip
+    return line
+
+
+def markdown(record: dict[str, Any]) -> str:
+    size = record["size"]
+    lines = [f"## faults under the steady load: {size['subscribers']:,} subscribers over {size['teams']} teams, "
+             f"{size['rate'] * 5:,.0f} job changes a second", "",
+             "| fault | current again after (s) | lost | stale | subscriptions checked | gaps | duplicates | resyncs | reconnects | p99 (ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for f in record["phases"]:
+        lines.append(f"| {f['fault']} | {f['recovery_s'] if f['recovery_s'] is not None else '-'} | {f['lost']} | {f['stale']} | "
+                     f"{f['checked']} | {f['gaps']} | {f['duplicates']} | {f['resyncs']} | {f['reconnects']} | {f['p99_ms']} |")  # fmt: skip
+    stall = record["phases"][-1]
+    lines += ["", f"Two clients stopped reading for {stall['stall_s']:.0f} s: node RSS grew at most {stall['node_rss_max_growth_mb']} MiB "
+              f"(bound {MAX_PENDING >> 20} MiB a connection) while a client reading the same channels received "
+              f"{stall['reading_client_received_mb']} MiB; the slow one got {stall['slow_resyncs']} resyncs "
+              f"(close: {stall['slow_close']}), the stalled peer was closed ({stall['stalled_close']}); a marker reached every other "
+              f"subscriber in {stall['others_marker_delays_s']} s."]  # fmt: skip
+    return "\n".join(lines) + "\n"
