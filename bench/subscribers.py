@@ -1525,7 +1525,7 @@ class _Worker:
     async def cmd_until(self, marks: dict[str, tuple[str, Any, int]], timeout: float) -> float | None:
         """When (time.time()) every subscriber first showed the marks of its channels; None past `timeout`."""
         deadline = time.monotonic() + timeout
-        while not all(sub.dialect.shows(marks) for sub in self.subs):  # type: ignore[attr-defined]
+        while not all(sub.dialect.shows(marks) for sub in self.subs):  # type: ignore[union-attr]
             if time.monotonic() > deadline:
                 return None
             await asyncio.sleep(0.01)
