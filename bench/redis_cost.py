@@ -1,0 +1,135 @@
+"""What one published batch costs a Redis shard, for the capacity plan (docs/scaling.md).
+
+    python -m bench.redis_cost [--messages 20000] [--nodes 1,4,16] [--cluster]
+
+The relay's real publish path (gateway.bus.publisher: one Lua script per message writing the position,
+the history stream, the state and the PUBLISH) against a private valkey-server, with 0..N gateway-node
+connections subscribed to every channel and reading. The server's own CPU, from /proc, divided by the
+messages: a fixed cost per message plus a cost per subscribing node (each gets its own copy). With
+`--cluster` the same against a three-shard cluster with sharded pub/sub, reporting each shard's share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+
+from gateway.bus import keys
+from gateway.bus.connection import Bus
+from gateway.bus.publisher import Publisher
+from gateway.core.model import Job
+from gateway.core.protocol import Batch, encode_both
+from gateway.core.relay import Publication
+from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster
+
+from .procstat import TICKS
+
+CHANNELS = 50
+BATCH_JOBS = 5  # jobs per published delta batch, about what a busy trajectory channel carries per tick
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _publications(count: int, epoch: int) -> list[Publication]:
+    jobs = [Job(id=i, team_id=1, trajectory_id=1, cluster_id=1, kind="analysis", name="Run plugin rmsd on frame",
+                status="running", version=3, frame=i) for i in range(BATCH_JOBS)]  # fmt: skip
+    out = []
+    for seq in range(1, count + 1):
+        channel = f"trajectory:{seq % CHANNELS}"
+        as_json, as_msgpack = encode_both(Batch(channel=channel, seq=seq, cursor=f"{epoch}-{seq}", jobs=jobs))
+        out.append(Publication(channel=channel, epoch=epoch, seq=seq // CHANNELS + 1, json=as_json, msgpack=as_msgpack))
+    return out
+
+
+async def _reader(bus: Bus, tag: str, ready: asyncio.Event, got: list[int]) -> None:
+    """A gateway node's bus connection: subscribed to every channel, reading everything."""
+    names = [keys.pubsub(tag, f"trajectory:{c}") for c in range(CHANNELS)]
+    server = await bus.server_for(names[0])
+    pubsub = server.pubsub()  # a connection of its own
+    for name in names:
+        await (pubsub.ssubscribe if bus.cluster else pubsub.subscribe)(name)
+    ready.set()
+    try:
+        while True:
+            message = await pubsub.get_message(timeout=None)
+            if message and message["type"] in (b"message", b"smessage", "message", "smessage"):
+                got[0] += 1
+    finally:
+        await pubsub.aclose()
+
+
+async def measure(bus: Bus, pids: list[int], messages: int, nodes: int, epoch: int) -> dict[str, float]:
+    tag = bus.partitions.tags[0]
+    publisher = Publisher(bus, tag, epoch, history_length=12_000, history_ttl=3600)
+    await publisher.take_over()
+    got = [0]
+    readies = [asyncio.Event() for _ in range(nodes)]
+    readers = [asyncio.create_task(_reader(bus, tag, r, got)) for r in readies]
+    for r in readies:
+        await r.wait()
+    publications = _publications(messages, epoch)
+    before = {p: _cpu_seconds(p) for p in pids}
+    started = time.perf_counter()
+    for i in range(0, messages, 200):  # the relay's cycle: one pipeline of a tick's messages
+        await publisher.publish(publications[i : i + 200])
+    while got[0] < messages * nodes and time.perf_counter() - started < 60:
+        await asyncio.sleep(0.01)
+    took = time.perf_counter() - started
+    after = {p: _cpu_seconds(p) for p in pids}
+    for task in readers:
+        task.cancel()
+    await asyncio.gather(*readers, return_exceptions=True)
+    cpu = sum(after[p] - before[p] for p in pids)
+    return {
+        "nodes": nodes,
+        "messages": messages,
+        "delivered": got[0],
+        "seconds": round(took, 3),
+        "server_cpu_s": round(cpu, 3),
+        "cpu_us_per_message": round(cpu * 1e6 / messages, 2),
+        "bytes_per_message": len(publications[0].json) + len(publications[0].msgpack),
+    }
+
+
+async def main(messages: int, node_counts: list[int], cluster: bool) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        if cluster:
+            server: EmbeddedValkey | EmbeddedValkeyCluster = EmbeddedValkeyCluster(Path(tmp), shards=3)
+            url = server.start()
+            pids = [p.pid for p in server._procs]
+        else:
+            server = EmbeddedValkey(Path(tmp))
+            url = server.start()
+            assert server._proc is not None
+            pids = [server._proc.pid]
+        bus = Bus(url, cluster=cluster)
+        try:
+            rows = [await measure(bus, pids, messages, n, epoch) for epoch, n in enumerate(node_counts, start=1)]
+        finally:
+            await bus.aclose()
+            server.stop()
+    fixed = rows[0]["cpu_us_per_message"] if rows[0]["nodes"] == 0 else None
+    per_node = None
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        per_node = round((b["cpu_us_per_message"] - a["cpu_us_per_message"]) / (b["nodes"] - a["nodes"]), 2)
+    return {"cluster": cluster, "rows": rows, "fixed_us_per_message": fixed, "us_per_message_per_node": per_node}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.redis_cost", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--nodes", default="0,4,16", help="subscribing gateway nodes to try, comma-separated")
+    parser.add_argument("--cluster", action="store_true", help="a three-shard cluster with sharded pub/sub")
+    args = parser.parse_args()
+    result = asyncio.run(main(args.messages, [int(n) for n in args.nodes.split(",")], args.cluster))
+    print(json.dumps(result, indent=2))
