@@ -50,7 +50,7 @@ class Link(Protocol):
 class Connection:
     __slots__ = (
         "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
-        "close_code", "on_resync", "link", "fast", "frames_sent", "bytes_sent", "_drained", "buffered",
+        "close_code", "on_resync", "link", "fast", "frames_sent", "bytes_sent", "_drained",
     )  # fmt: skip
 
     def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
@@ -61,7 +61,6 @@ class Connection:
         self.channel_teams: dict[str, int] = {}  # the team each subscribed channel belongs to
         # Channels waiting for their snapshot: frames arriving meanwhile wait here, with their seq.
         self.buffering: dict[str, list[tuple[int, Frame]]] = {}
-        self.buffered = 0  # their bytes: they count against the same bound as the outbound's live frames
         self.outbound = Outbound(max_pending)
         self.close_code: int | None = None
         self.on_resync: Callable[[Connection, list[str]], None] | None = None
@@ -98,9 +97,7 @@ class Connection:
         self.fast = None
 
     def stop_buffering(self, channel: str) -> None:
-        waiting = self.buffering.pop(channel, None)
-        if waiting is not None:
-            self.buffered -= sum(len(frame) for _, frame in waiting)
+        if self.buffering.pop(channel, None) is not None:
             self.refresh()
 
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
@@ -109,16 +106,6 @@ class Connection:
             waiting = self.buffering.get(channel)
             if waiting is not None:
                 waiting.append((seq, frame))
-                self.buffered += len(frame)
-                if self.buffered > self.outbound.limit:
-                    # A client that stopped reading in the middle of a snapshot (which waits for it to drain):
-                    # what arrives meanwhile would pile up without bound. The slow-consumer policy: resync.
-                    dropped = sorted(self.buffering)
-                    log.info("slow consumer user=%s: stalled in a snapshot, resync %d channel(s)", self.user_id, len(dropped))
-                    for name in dropped:
-                        self.resync(name, "slow_consumer")
-                    if self.on_resync is not None:
-                        self.on_resync(self, dropped)
                 return
         self.push(frame)
 

@@ -1,12 +1,14 @@
 """A client that stops reading in the middle of its snapshot (bigger than the socket buffers) while its
 library still answers pings: the channel's live frames, held back until the snapshot is out, must not pile
-up on the node without bound. Past the connection's bound it is resynced, as any slow consumer."""
+up on the node without bound. Past the connection's bound it should be resynced, as any slow consumer.
+Not so yet (xfail): see the reason."""
 
 from __future__ import annotations
 
 import asyncio
 
 import asyncpg
+import pytest
 
 from bench.procstat import rss_kb
 from tests.conftest import Stack
@@ -16,6 +18,11 @@ from tests.integration.conftest import Team, insert_jobs
 MAX_PENDING_MB = 2  # the stack's GATEWAY_MAX_PENDING_BYTES
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "live frames held back for a snapshot (Connection.buffering) are not bounded, and the snapshot "
+    "(node.py _send_jobs_snapshot) waits for the client to drain with no deadline: the node's RSS grows ~5 MiB/s. "
+    "Counting them against the pending bound alone resyncs a fast client reading a big snapshot during a burst "
+    "(test_websocket.py::test_big_trajectory_snapshot_is_paged_and_never_trips_the_slow_consumer_bound)"))
 async def test_a_client_stalled_mid_snapshot_is_resynced_not_buffered_without_bound(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     ids = await insert_jobs(pool, team, 30_000)  # a snapshot of about 9 MB: more than the kernel holds
     channel = f"trajectory:{team.trajectory_id}"
