@@ -1,0 +1,137 @@
+"""What a job change costs the relay, and how partitions spread it (for docs/scaling.md).
+
+    python -m bench.relay_cost [--changes 60000] [--layouts 1x1,4x2]
+
+A layout PxR runs R relay processes sharing P partitions. Four writers commit about `changes` job updates
+in transactions of 50 over 20 teams as fast as PostgreSQL takes them; the run ends when the relays' published
+change counts (their stats in Redis) have caught up. Reported: relay CPU per change from /proc (all relay
+processes together), and changes published per second of wall time (the relays keeping up or not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+from redis.asyncio import Redis
+
+from gateway.bus import keys
+
+from .infra import start_infra
+from .load import build_world
+from .procstat import TICKS
+
+TEAMS = 20
+BATCH = 50
+
+
+def _cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+async def _published(redis: Redis, partitions: keys.Partitions) -> int:
+    total = 0
+    for tag in partitions.tags:
+        value = await redis.hget(keys.relay_stats(tag), "changes")
+        total += int(value or 0)
+    return total
+
+
+async def _settled(redis: Redis, partitions: keys.Partitions) -> int:
+    """The relays' count once it stops moving (they caught up with the setup's inserts)."""
+    last, since = -1, time.monotonic()
+    while True:
+        now = await _published(redis, partitions)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > 2.5 and now > 0:
+            return now
+        await asyncio.sleep(0.2)
+
+
+async def run_layout(database_url: str, redis_url: str, count: int, relays: int, changes: int, logdir: Path) -> dict[str, object]:
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "GATEWAY_PARTITIONS": str(count),
+           "GATEWAY_LOG_LEVEL": "warning"}  # fmt: skip
+    procs = []
+    for i in range(relays):
+        with open(logdir / f"relay-{count}x{relays}-{i}.log", "wb") as log:
+            procs.append(subprocess.Popen([sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT))
+    pool = await asyncpg.create_pool(database_url, min_size=4, max_size=4)
+    redis = Redis.from_url(redis_url)
+    partitions = keys.Partitions(count)
+    try:
+        world = await build_world(pool, TEAMS, 2, 250)
+        ids = [j for jobs in world.jobs.values() for j in jobs]
+        base = await _settled(redis, partitions)
+        first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
+        cpu0 = sum(_cpu(p.pid) for p in procs)
+        started = time.monotonic()
+
+        async def write(seed: int, n: int) -> None:
+            rng = random.Random(seed)
+            statuses = ["queued", "running", "completed"]
+            for _ in range(n // BATCH):
+                async with pool.acquire() as conn:
+                    await conn.execute(
+                        "update jobs set status = $2 where id = any($1::bigint[])", rng.sample(ids, BATCH), rng.choice(statuses)
+                    )
+
+        await asyncio.gather(*(write(s, changes // 4) for s in range(4)))
+        written = time.monotonic() - started
+        # An update that leaves a job as it was captures nothing: count what the outbox got.
+        target = base + await pool.fetchval("select count(*) from job_changes where seq > $1", first)
+        while await _published(redis, partitions) < target and time.monotonic() - started < 300:
+            await asyncio.sleep(0.05)
+        took = time.monotonic() - started
+        cpu = sum(_cpu(p.pid) for p in procs) - cpu0
+        done = await _published(redis, partitions) - base
+        return {
+            "partitions": count,
+            "relays": relays,
+            "changes": done,
+            "write_seconds": round(written, 2),
+            "publish_seconds": round(took, 2),
+            "changes_per_s": round(done / took),
+            "relay_cpu_s": round(cpu, 2),
+            "relay_cpu_us_per_change": round(cpu * 1e6 / done, 1) if done else None,
+        }
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(10)
+        await redis.flushall()
+        await redis.aclose()
+        await pool.close()
+
+
+async def main(changes: int, layouts: list[tuple[int, int]]) -> list[dict[str, object]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for count, relays in layouts:
+            infra = await start_infra(Path(tmp) / f"{count}x{relays}")  # a fresh database each time
+            try:
+                rows.append(await run_layout(infra.database_url, infra.redis_url, count, relays, changes, Path(tmp)))
+            finally:
+                await infra.close()
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.relay_cost", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--changes", type=int, default=60_000)
+    parser.add_argument("--layouts", default="1x1,4x1,4x2", help="PxR: P partitions shared by R relay processes")
+    args = parser.parse_args()
+    asyncio.run(main(args.changes, [tuple(int(x) for x in layout.split("x")) for layout in args.layouts.split(",")]))  # type: ignore[misc]
