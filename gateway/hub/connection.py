@@ -60,7 +60,7 @@ class Connection:
         self.teams_present: set[int] = set()  # teams whose channel this connection follows (presence)
         self.channel_teams: dict[str, int] = {}  # the team each subscribed channel belongs to
         # Channels waiting for their snapshot: frames arriving meanwhile wait here, with their seq.
-        self.buffering: dict[str, list[tuple[int, Frame]]] = {}
+        self.buffering: dict[str, Held] = {}
         self.outbound = Outbound(max_pending)
         self.close_code: int | None = None
         self.on_resync: Callable[[Connection, list[str]], None] | None = None
@@ -93,7 +93,7 @@ class Connection:
 
     def buffer(self, channel: str) -> None:
         """Hold the channel's live frames while its snapshot or replay is read (see `release`)."""
-        self.buffering[channel] = []
+        self.buffering[channel] = Held()
         self.fast = None
 
     def stop_buffering(self, channel: str) -> None:
@@ -103,9 +103,14 @@ class Connection:
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
         """A shared frame of a channel (called by the hub, never awaits)."""
         if self.buffering:
-            waiting = self.buffering.get(channel)
-            if waiting is not None:
-                waiting.append((seq, frame))
+            held = self.buffering.get(channel)
+            if held is not None:
+                held.frames.append((seq, frame))
+                held.bytes += len(frame)
+                if held.bytes > self.outbound.limit:
+                    # Held back past the bound behind a snapshot the client is slow to take: drop them.
+                    # The channel's history has them; going live replays them from there.
+                    held.skipped, held.frames, held.bytes = seq, [], 0
                 return
         self.push(frame)
 
@@ -176,23 +181,45 @@ class Connection:
             await self._drained.wait()
         self._drained = None
 
-    async def release(self, channel: str, seq: int) -> None:
-        """After a snapshot or replay at `seq`: send what arrived meanwhile and is newer, then go live.
+    async def release(self, channel: str, seq: int) -> int | None:
+        """After a snapshot or replay at `seq`: send what arrived meanwhile and is newer, then go live (None).
 
         Like snapshot pages, these frames wait for the connection to drain instead of counting against
         the slow-consumer bound; frames keep arriving into the buffer until it is empty, so order holds.
+        When held frames newer than what was sent had to be dropped, the seq sent up to is returned instead:
+        the caller sends the rest from the channel's history, then releases again.
         """
-        waiting = self.buffering.get(channel)
+        held = self.buffering.get(channel)
         released = 0
-        while waiting is not None and released < len(waiting):
-            frame_seq, frame = waiting[released]
+        while held is not None:
+            if held.skipped > seq:
+                return seq
+            if released == len(held.frames):
+                break
+            frame_seq, frame = held.frames[released]
             released += 1
             if frame_seq > seq:
                 self.push(frame, force=True)
+                seq = frame_seq
             if self.outbound.size > self.outbound.limit // 2:
+                frames = held.frames
                 await self.drained(below=self.outbound.limit // 4)
-                waiting = self.buffering.get(channel)  # None: unsubscribed meanwhile
+                held = self.buffering.get(channel)  # None: unsubscribed meanwhile
+                if held is not None and held.frames is not frames:
+                    released = 0  # dropped and started again meanwhile
         self.stop_buffering(channel)
+        return None
+
+
+class Held:
+    """A channel's live frames held while its snapshot or replay goes out, within the connection's bound."""
+
+    __slots__ = ("frames", "bytes", "skipped")
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, Frame]] = []
+        self.bytes = 0
+        self.skipped = 0  # the newest seq dropped to stay within the bound
 
 
 class _Unlinked:

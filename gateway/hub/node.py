@@ -282,7 +282,7 @@ class Node:
             return False
         self._anchor(name, *current)
         if current == (epoch, seq):
-            await conn.release(name, seq)  # nothing missed
+            await self._go_live(conn, name, seq)  # nothing missed
             return True
         if current[1] <= seq or current[1] - seq > MAX_REPLAY:
             return False
@@ -300,16 +300,21 @@ class Node:
             if not history.contiguous(found, seq, current[1]) or found[0].epoch != epoch:
                 return False
             missed = found[1:]
-        for i, entry in enumerate(missed):
+        if await self._send_entries(conn, name, missed):
+            await self._go_live(conn, name, current[1])
+        return True
+
+    async def _send_entries(self, conn: Connection, name: str, entries: list[history.Entry]) -> bool:
+        """Send history entries in the connection's format, paced by its draining; False if it unsubscribed."""
+        for i, entry in enumerate(entries):
             if name not in conn.channels:
-                return True
+                return False
             if conn.format == "json":
                 conn.push(Frame(msgpack_to_json(entry.msgpack), text=True), force=True)
             else:
                 conn.push(Frame(entry.msgpack, text=False), force=True)
             if i % 100 == 99:
                 await conn.drained(below=conn.outbound.limit // 4)
-        await conn.release(name, current[1])
         return True
 
     async def _entries(self, name: str, first: int, last: int) -> list[history.Entry]:
@@ -327,7 +332,22 @@ class Node:
             seq = await self._send_team_snapshot(conn, channel, since)
         else:
             seq = await self._send_jobs_snapshot(conn, channel, since)
-        await conn.release(name, seq)
+        await self._go_live(conn, name, seq)
+
+    async def _go_live(self, conn: Connection, name: str, seq: int) -> None:
+        """Send what arrived while the snapshot or replay went out, then live frames. What the connection had
+        to drop meanwhile (the client was slow to take a big snapshot) comes from the channel's history."""
+        while (sent := await conn.release(name, seq)) is not None:
+            held = conn.buffering.get(name)
+            if held is None or name not in conn.channels:
+                return
+            found = await self._entries(name, sent + 1, held.skipped)
+            if not history.contiguous(found, sent + 1, held.skipped):
+                conn.resync(name, "slow_consumer")  # the history no longer reaches back that far
+                return
+            if not await self._send_entries(conn, name, found):
+                return
+            seq = found[-1].seq
 
     async def _send_team_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         name = channel.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from gateway.core import envelope
@@ -98,3 +99,34 @@ def test_a_node_behind_the_bus_position_fetches_the_rest() -> None:
     hub.repaired(CHANNEL, [(1, 2, message(2)[1]), (1, 3, message(3)[1])])
     hub.on_message(CHANNEL, packed(3))  # arriving late after all: a duplicate now
     assert seqs(c) == [1, 2, 3]
+
+
+async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_says_where_history_takes_over() -> None:
+    from gateway.core.wsframe import Frame
+
+    c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]
+    c.channels.add(CHANNEL)
+    c.buffer(CHANNEL)
+    for seq in range(1, 41):  # 40 frames of 200 bytes: twice the bound
+        c.deliver(CHANNEL, seq, Frame(b"x" * 200, text=True))
+    held = c.buffering[CHANNEL]
+    assert held.bytes <= 4096 and held.skipped > 20
+    assert [s for s, _ in held.frames] == list(range(held.skipped + 1, 41))
+    # The snapshot was at seq 5: 6..skipped are gone from the buffer, so release stops there for the history.
+    assert await c.release(CHANNEL, 5) == 5
+    # Once the history sent them, the rest goes out from the buffer (as the client reads) and the channel is live.
+    sent: list[Frame] = []
+
+    async def client_reads() -> None:
+        while True:
+            while (frame := c.take()) is not None:
+                sent.append(frame)
+            await asyncio.sleep(0)
+
+    reading = asyncio.create_task(client_reads())
+    try:
+        assert await c.release(CHANNEL, held.skipped) is None
+        await asyncio.sleep(0)
+    finally:
+        reading.cancel()
+    assert CHANNEL not in c.buffering and len(sent) == 40 - held.skipped
