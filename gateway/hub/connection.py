@@ -187,23 +187,28 @@ class Connection:
         Like snapshot pages, these frames wait for the connection to drain instead of counting against
         the slow-consumer bound; frames keep arriving into the buffer until it is empty, so order holds.
         When held frames newer than what was sent had to be dropped, the seq sent up to is returned instead:
-        the caller sends the rest from the channel's history, then releases again.
+        the caller sends the rest from the channel's history, then releases again. The channel goes live only
+        once the client has read most of it: a client slower than the stream catches up from the history
+        (what the node holds for it stays bounded) instead of tripping the live bound.
         """
         held = self.buffering.get(channel)
         released = 0
+        limit = self.outbound.limit
         while held is not None:
             if held.skipped > seq:
                 return seq
-            if released == len(held.frames):
-                break
-            frame_seq, frame = held.frames[released]
-            released += 1
-            if frame_seq > seq:
-                self.push(frame, force=True)
-                seq = frame_seq
-            if self.outbound.size > self.outbound.limit // 2:
+            caught_up = released == len(held.frames)
+            if caught_up and self.outbound.size <= limit // 4:
+                break  # live from here: the bound starts with room to spare
+            if not caught_up:
+                frame_seq, frame = held.frames[released]
+                released += 1
+                if frame_seq > seq:
+                    self.push(frame, force=True)
+                    seq = frame_seq
+            if caught_up or self.outbound.size > limit // 2:
                 frames = held.frames
-                await self.drained(below=self.outbound.limit // 4)
+                await self.drained(below=limit // 4)
                 held = self.buffering.get(channel)  # None: unsubscribed meanwhile
                 if held is not None and held.frames is not frames:
                     released = 0  # dropped and started again meanwhile

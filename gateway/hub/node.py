@@ -306,15 +306,16 @@ class Node:
 
     async def _send_entries(self, conn: Connection, name: str, entries: list[history.Entry]) -> bool:
         """Send history entries in the connection's format, paced by its draining; False if it unsubscribed."""
-        for i, entry in enumerate(entries):
+        limit = conn.outbound.limit
+        for entry in entries:
             if name not in conn.channels:
                 return False
             if conn.format == "json":
                 conn.push(Frame(msgpack_to_json(entry.msgpack), text=True), force=True)
             else:
                 conn.push(Frame(entry.msgpack, text=False), force=True)
-            if i % 100 == 99:
-                await conn.drained(below=conn.outbound.limit // 4)
+            if conn.outbound.size > limit // 2:  # batches can be big: pace by bytes, as release() does
+                await conn.drained(below=limit // 4)
         return True
 
     async def _entries(self, name: str, first: int, last: int) -> list[history.Entry]:
@@ -341,8 +342,9 @@ class Node:
             held = conn.buffering.get(name)
             if held is None or name not in conn.channels:
                 return
-            found = await self._entries(name, sent + 1, held.skipped)
-            if not history.contiguous(found, sent + 1, held.skipped):
+            last = held.skipped  # more may be dropped while the history is read: the next round sends those
+            found = await self._entries(name, sent + 1, last)
+            if not history.contiguous(found, sent + 1, last):
                 conn.resync(name, "slow_consumer")  # the history no longer reaches back that far
                 return
             if not await self._send_entries(conn, name, found):
