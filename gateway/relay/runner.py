@@ -166,6 +166,7 @@ class PartitionRelay:
         self.retention = process.retention
         self.job_retention = process.job_retention
         self._wake = asyncio.Event()
+        self._asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
         self.published = 0
         self.lag = 0.0
         self._stats_at = 0.0
@@ -241,6 +242,8 @@ class PartitionRelay:
         last_prune = time.monotonic()
         await self._sleeping(conn, False)
         while True:
+            if self._asleep:
+                self._wake.clear()  # writers still NOTIFY: a commit from now on wakes the next wait
             result = await reader.read()
             if result.changes:
                 unknown = core.unknown_trajectories(result.changes)
@@ -291,14 +294,16 @@ class PartitionRelay:
             if result.changes or result.held_back:
                 gap = 0.8 * gap + 0.2 * min(now - last_change, 1.0)
                 last_change = now
+                if self._asleep and gap < STEADY_GAP:
+                    await self._sleeping(conn, False)  # busy: poll, and spare the writers their NOTIFY
             delay = batch_delay(len(result.changes))
             if result.held_back and held_since is not None:
                 # Back off while an open transaction holds the horizon: it may stay open for long.
                 delay = max(delay, min(0.1, BUSY_POLL + (now - held_since) / 10))
             if delay:
                 await asyncio.sleep(delay)
-            if result.changes or result.held_back:
-                continue
+            if result.held_back or (result.changes and not self._asleep):
+                continue  # busy: read again at once (asleep, a commit since the read has set the wake-up)
             due = min(d for d in (core.next_due(), self.extras.next_due) if d is not None)
             if now - last_change < LINGER and gap < STEADY_GAP:
                 # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
@@ -436,21 +441,23 @@ class PartitionRelay:
             raise LostLock(f"lock connection failed: {type(exc).__name__}") from exc
 
     async def _sleep(self, conn: asyncpg.Connection, reader: OutboxReader, due: float | None) -> None:
-        """Ask writers to wake us, look once more (a commit may have slipped in), then wait."""
-        self._wake.clear()
-        await self._sleeping(conn, True)
+        """Wait for a writer's NOTIFY (or what is due). The relay stays marked asleep after it wakes, as long as
+        changes come slowly: two UPDATEs a cycle saved, and the next wait needs no second look."""
+        if not self._asleep:
+            # Ask writers to wake us, then look once more: a commit may have slipped in before the flag.
+            self._wake.clear()
+            await self._sleeping(conn, True)
+            if await reader.peek():
+                return
+        timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
         try:
-            if not (await reader.peek()):
-                timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
-                    pass
-        finally:
-            await self._sleeping(conn, False)
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
 
     async def _sleeping(self, conn: asyncpg.Connection, sleeping: bool) -> None:
         await conn.execute("update relay_wakeup set sleeping = $2 where partition = $1", self.partition, sleeping)
+        self._asleep = sleeping
 
     async def _sweep(self, conn: asyncpg.Connection) -> None:
         """Jobs past retention leave the lists through the captured path (counts stay exact); their rows stay
