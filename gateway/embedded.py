@@ -157,20 +157,27 @@ class EmbeddedValkeyCluster:
             ))  # fmt: skip
         clients = [Redis(host="127.0.0.1", port=port, socket_connect_timeout=1) for port in self.ports]
         try:
-            for client in clients:
-                _wait(client.ping)
-            step = 16384 // len(self.ports)
-            for i, client in enumerate(clients):
-                last = 16383 if i == len(clients) - 1 else (i + 1) * step - 1
-                client.execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
-            for port in self.ports[1:]:
-                clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, self.bus_ports[self.ports.index(port)])
-            _wait(lambda: all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients)
-                  and all(len(c.execute_command("CLUSTER SLOTS")) == len(clients) for c in clients))  # fmt: skip
+            self._form(clients)
+        except BaseException:
+            self.stop()  # a cluster that did not form must not leave its servers running
+            raise
         finally:
             for client in clients:
                 client.close()
         return self.url
+
+    def _form(self, clients: list[Any]) -> None:
+        """Give each server an equal range of slots and introduce them to each other."""
+        for client in clients:
+            _wait(client.ping)
+        step = 16384 // len(self.ports)
+        for i, client in enumerate(clients):
+            last = 16383 if i == len(clients) - 1 else (i + 1) * step - 1
+            client.execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
+        for port in self.ports[1:]:
+            clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, self.bus_ports[self.ports.index(port)])
+        _wait(lambda: all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients)
+              and all(len(c.execute_command("CLUSTER SLOTS")) == len(clients) for c in clients))  # fmt: skip
 
     def owner(self, slot: int) -> int:
         """The port of the shard that serves `slot`."""
