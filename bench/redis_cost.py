@@ -27,16 +27,10 @@ from gateway.core.protocol import Batch, encode_both
 from gateway.core.relay import Publication
 from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster
 
-from .procstat import TICKS
+from .procstat import cpu_seconds
 
 CHANNELS = 50
 BATCH_JOBS = 5  # jobs per published delta batch, about what a busy trajectory channel carries per tick
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def _publications(count: int, epoch: int) -> list[Publication]:
@@ -77,18 +71,18 @@ async def measure(bus: Bus, pids: list[int], messages: int, nodes: int, epoch: i
     for r in readies:
         await r.wait()
     publications = _publications(messages, epoch)
-    before = {p: _cpu_seconds(p) for p in pids}
+    before = cpu_seconds(pids)
     started = time.perf_counter()
     for i in range(0, messages, 200):  # the relay's cycle: one pipeline of a tick's messages
         await publisher.publish(publications[i : i + 200])
     while got[0] < messages * nodes and time.perf_counter() - started < 60:
         await asyncio.sleep(0.01)
     took = time.perf_counter() - started
-    after = {p: _cpu_seconds(p) for p in pids}
+    after = cpu_seconds(pids)
     for task in readers:
         task.cancel()
     await asyncio.gather(*readers, return_exceptions=True)
-    cpu = sum(after[p] - before[p] for p in pids)
+    cpu = after - before
     return {
         "nodes": nodes,
         "messages": messages,

@@ -28,16 +28,10 @@ from gateway.bus import keys
 
 from .infra import start_infra
 from .load import build_world
-from .procstat import TICKS
+from .procstat import cpu_seconds
 
 TEAMS = 20
 BATCH = 50
-
-
-def _cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 async def _published(redis: Redis, partitions: keys.Partitions) -> int:
@@ -75,7 +69,7 @@ async def run_layout(database_url: str, redis_url: str, count: int, relays: int,
         ids = [j for jobs in world.jobs.values() for j in jobs]
         base = await _settled(redis, partitions)
         first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
-        cpu0 = sum(_cpu(p.pid) for p in procs)
+        cpu0 = cpu_seconds(p.pid for p in procs)
         started = time.monotonic()
 
         async def write(seed: int, n: int) -> None:
@@ -94,7 +88,7 @@ async def run_layout(database_url: str, redis_url: str, count: int, relays: int,
         while await _published(redis, partitions) < target and time.monotonic() - started < 300:
             await asyncio.sleep(0.05)
         took = time.monotonic() - started
-        cpu = sum(_cpu(p.pid) for p in procs) - cpu0
+        cpu = cpu_seconds(p.pid for p in procs) - cpu0
         done = await _published(redis, partitions) - base
         return {
             "partitions": count,

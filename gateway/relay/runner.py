@@ -160,11 +160,6 @@ class PartitionRelay:
         self.bus = bus
         self.partition = partition
         self.tag = bus.partitions.tags[partition]
-        self.database_url = process.database_url
-        self.history_length = process.history_length
-        self.history_ttl = process.history_ttl
-        self.retention = process.retention
-        self.job_retention = process.job_retention
         self._wake = asyncio.Event()
         self._asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
         self.published = 0
@@ -177,7 +172,7 @@ class PartitionRelay:
         delay = 0.2
         while True:
             try:
-                lock_conn = await _lock_connection(self.database_url)
+                lock_conn = await _lock_connection(self.process.database_url)
                 if not await lock_conn.fetchval("select pg_try_advisory_lock($1)", LOCK_KEY + self.partition):
                     log.info("another relay is active; standing by")
                     await lock_conn.execute("select pg_advisory_lock($1)", LOCK_KEY + self.partition)
@@ -208,13 +203,13 @@ class PartitionRelay:
             lock_conn.terminate()
 
     async def _serve(self, lock_conn: asyncpg.Connection, epoch: int) -> None:
-        conn = await asyncpg.connect(self.database_url, server_settings={"application_name": "gateway-relay-outbox"})
+        conn = await asyncpg.connect(self.process.database_url, server_settings={"application_name": "gateway-relay-outbox"})
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
             await conn.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition)
             if self.partition == 0:  # fewer partitions than before: their rows would have writers NOTIFY for nobody
                 await conn.execute("delete from relay_wakeup where partition >= $1", self.bus.partitions.count)
-            publisher = Publisher(self.bus, self.tag, epoch, self.history_length, self.history_ttl)
+            publisher = Publisher(self.bus, self.tag, epoch, self.process.history_length, self.process.history_ttl)
             await _retry_redis(publisher.take_over)
             reader = OutboxReader(conn, self.partition, self.bus.partitions.count)
             self.extras = TeamExtras(self.bus.redis, self.process.presence, self.process.metrics, reader.mine)
@@ -269,7 +264,7 @@ class PartitionRelay:
             if result.changes:
                 published_at.append((now, reader.position))
 
-            if now - last_prune > min(PRUNE_EVERY, self.retention / 2, self.job_retention / 4):
+            if now - last_prune > min(PRUNE_EVERY, self.process.retention / 2, self.process.job_retention / 4):
                 last_prune = now
                 await self._prune(conn, published_at, now)
                 if self.partition == 0:  # one sweep for all: it changes jobs, whose changes reach each partition
@@ -466,19 +461,19 @@ class PartitionRelay:
             status = await conn.execute(
                 "update jobs set removed_at = now() where id in (select id from jobs where removed_at is null"
                 " and updated_at < now() - make_interval(secs => $1) limit 5000)",
-                self.job_retention,
+                self.process.job_retention,
             )
             if status != "UPDATE 5000":
                 break
         await conn.execute(
             "delete from jobs where id in (select id from jobs where removed_at < now() - make_interval(secs => $1) limit 5000)",
-            self.job_retention * 7,
+            self.process.job_retention * 7,
         )
 
     async def _prune(self, conn: asyncpg.Connection, published_at: deque[tuple[float, str]], now: float) -> None:
         """Delete outbox rows published more than `retention` seconds ago, in small batches."""
         cutoff: str | None = None
-        while published_at and now - published_at[0][0] > self.retention:
+        while published_at and now - published_at[0][0] > self.process.retention:
             cutoff = published_at.popleft()[1]
         if cutoff is None:
             return
