@@ -334,12 +334,13 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
         stalled.wake()
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
-        # The slow one resubscribes on `resync` by itself; the stalled one finds its connection gone and
-        # comes back with its cursors.
+        # The slow one catches up from the channels' history (or resubscribes on `resync` if the history no
+        # longer reaches back); the stalled one finds its connection gone and comes back with its cursors.
         with contextlib.suppress(AssertionError):
             await stalled.wait_for(lambda f: f.closed is not None, timeout=30)
         await asyncio.sleep(1.0)  # the slow one has read its backlog
         stalled_close, slow_close = close_code(stalled), close_code(slow)
+        catch_ups = await asyncio.to_thread(node_metric, node, "gateway_catch_ups_total")
         for f in (slow, stalled):
             if f.closed is not None:
                 await f.reconnect()
@@ -360,6 +361,7 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
             "slow_current": current[0], "stalled_current": current[1],
             "node_connections_before": connections, "node_connections_after": connections_after,
             "slow_resyncs": sum(s.resyncs for s in slow.channels.values()), "slow_close": slow_close,
+            "node_catch_ups": catch_ups,
             "stalled_resyncs": sum(s.resyncs for s in stalled.channels.values()), "stalled_close": stalled_close,
             "slow_and_stalled_problems": slow.problems + stalled.problems, "others_marker_delays_s": delays,
             "others_during_stall": {k: stall_stats[k] for k in ("resyncs", "gaps", "closes")},

@@ -81,7 +81,7 @@ def _gateway(ctx: Context) -> Running:
         "REDIS_URL": ctx.redis_url,
         "GATEWAY_SECRET": ctx.secret,
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the benchmark's subscribers share a few users
-        "GATEWAY_LOG_LEVEL": "warning",
+        "GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "warning"),
     }
     relay, relay_log = _spawn("gateway-relay", [sys.executable, "-m", "gateway.cli", "relay"], ctx, env)
     node, node_log = _spawn("gateway-node", [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)], ctx, env)

@@ -1,10 +1,12 @@
 """A connection's pending output: references to shared frames, bounded in bytes.
 
-A broadcast never waits for the slowest subscriber. When a connection's pending live bytes pass the bound,
-its pending frames are dropped and it is told to `resync`; if it passes the bound again before it has drained
-once, it cannot keep up and is closed. Frames for this connection alone (snapshot pages, replays, errors) are
-`forced`: they do not count against the live bound, because their senders wait for the connection to drain
-between pages instead, so a big snapshot never trips the slow-consumer bound.
+A broadcast never waits for the slowest subscriber. When a live frame would take a connection's pending bytes
+past the bound, the frame is not queued: the connection `LAG`s, its channels hold their frames (bounded too)
+and it gets what it missed from the channels' history once it has drained; what it already has pending stays.
+A connection that passes the bound again after it was told to resync (the history no longer reached back),
+before it has drained once, cannot keep up and is closed. Frames for this connection alone (snapshot pages,
+replays, errors) are `forced`: they do not count against the live bound, because their senders wait for the
+connection to drain between pages instead, so a big snapshot never trips the slow-consumer bound.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from collections.abc import Sized
 
 class Verdict(enum.Enum):
     QUEUED = "queued"
-    RESYNC = "resync"  # pending output dropped: the adapter sends resync and unsubscribes
-    CLOSE = "close"  # still cannot drain: the adapter closes with CLOSE_SLOW
+    LAG = "lag"  # not queued: the adapter holds the channels and catches them up from history once drained
+    CLOSE = "close"  # resynced and still cannot drain: the adapter closes with CLOSE_SLOW
 
 
 class Outbound:
@@ -28,17 +30,12 @@ class Outbound:
         self.frames: deque[tuple[Sized, bool]] | None = None  # made on first use: most connections keep up
         self.size = 0  # every pending byte
         self.live_size = 0  # pending bytes of shared live frames: what the bound applies to
-        self.resyncing = False  # dropped once and not drained since
+        self.resyncing = False  # told to resync as a slow consumer and not drained since
 
     def push(self, frame: Sized, force: bool = False) -> Verdict:
-        # An empty queue takes any one frame, so a frame larger than the bound cannot loop on resyncs.
+        # An empty queue takes any one frame, so a frame larger than the bound cannot loop on lags.
         if not force and self.live_size and self.live_size + len(frame) > self.limit:
-            if self.resyncing:
-                return Verdict.CLOSE
-            self.frames = None
-            self.size = self.live_size = 0
-            self.resyncing = True
-            return Verdict.RESYNC
+            return Verdict.CLOSE if self.resyncing else Verdict.LAG
         if self.frames is None:
             self.frames = deque()
         self.frames.append((frame, force))

@@ -50,7 +50,7 @@ class Link(Protocol):
 class Connection:
     __slots__ = (
         "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
-        "close_code", "on_resync", "link", "fast", "frames_sent", "bytes_sent", "_drained",
+        "close_code", "on_lag", "lags", "link", "fast", "frames_sent", "bytes_sent", "_drained",
     )  # fmt: skip
 
     def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
@@ -63,7 +63,9 @@ class Connection:
         self.buffering: dict[str, Held] = {}
         self.outbound = Outbound(max_pending)
         self.close_code: int | None = None
-        self.on_resync: Callable[[Connection, list[str]], None] | None = None
+        # A channel's live frame did not fit within the bound (see `deliver`): the node catches it up.
+        self.on_lag: Callable[[Connection, str, int], None] | None = None
+        self.lags = 0
         self.link: Link = link if link is not None else _Unlinked()
         # The hub's shortcut: the socket's write, while frames can go straight to it (the peer keeps up, nothing
         # waits in the outbound, no channel buffers for a snapshot, open); None sends the hub through `deliver`.
@@ -107,39 +109,46 @@ class Connection:
             if held is not None:
                 held.frames.append((seq, frame))
                 held.bytes += len(frame)
-                if held.bytes > self.outbound.limit:
-                    # Held back past the bound behind a snapshot the client is slow to take: drop them.
-                    # The channel's history has them; going live replays them from there.
+                if sum(h.bytes for h in self.buffering.values()) > self.outbound.limit:
+                    # Held back past the bound (all channels together) behind a snapshot or a backlog the
+                    # client is slow to take: drop this channel's. Its history has them; going live replays them.
                     held.skipped, held.frames, held.bytes = seq, [], 0
                 return
-        self.push(frame)
+        if self.push(frame) is Verdict.LAG:
+            self.lag(channel, seq)
 
-    def push(self, frame: Frame, force: bool = False) -> None:
+    def lag(self, channel: str, seq: int) -> None:
+        """The client fell behind on `channel` and frame `seq` did not fit: hold the channel's frames (within
+        the bound) and have the node send what it missed from the channel's history once it has drained.
+        What is pending stays: the client loses nothing and reloads nothing while the history reaches back."""
+        held = Held()
+        held.skipped = seq
+        self.buffering[channel] = held
+        self.fast = None
+        self.lags += 1
+        if self.on_lag is not None:
+            self.on_lag(self, channel, seq - 1)
+
+    def push(self, frame: Frame, force: bool = False) -> Verdict:
         if self.close_code is not None:
-            return
+            return Verdict.QUEUED
         link = self.link
         if link.writable and self.outbound.frames is None:  # the peer keeps up: straight to the socket
             link.write(frame)
             self.frames_sent += 1
             self.bytes_sent += len(frame)
-            return
+            return Verdict.QUEUED
         self.fast = None
         verdict = self.outbound.push(frame, force)
-        if verdict is Verdict.RESYNC:
-            dropped = sorted(self.channels)
-            log.info("slow consumer user=%s: dropped its pending output, resync %d channel(s)", self.user_id, len(dropped))
-            for channel in dropped:
-                self.resync(channel, "slow_consumer")
-            if self.on_resync is not None:
-                self.on_resync(self, dropped)
-        elif verdict is Verdict.CLOSE:
-            log.info("slow consumer user=%s: still cannot drain, closing", self.user_id)
+        if verdict is Verdict.CLOSE:
+            log.info("slow consumer user=%s: still cannot drain after a resync, closing", self.user_id)
             self.close(CLOSE_SLOW)
-            return
+            return verdict
         if link.writable:
             self.flush()
         else:
             link.wake()
+        return verdict
 
     def send_message(self, message: ServerMessage) -> None:
         """A message for this connection alone (snapshots, errors, pongs): encoded for its format."""
@@ -147,6 +156,8 @@ class Connection:
 
     def resync(self, channel: str, reason: str) -> None:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
+        if reason == "slow_consumer":
+            self.outbound.resyncing = True  # past the bound again before draining once: closed
         self.channels.discard(channel)
         self.channel_teams.pop(channel, None)
         self.stop_buffering(channel)
@@ -217,7 +228,8 @@ class Connection:
 
 
 class Held:
-    """A channel's live frames held while its snapshot or replay goes out, within the connection's bound."""
+    """A channel's live frames held while its snapshot or replay goes out; a connection's held frames, all
+    channels together, stay within its bound."""
 
     __slots__ = ("frames", "bytes", "skipped")
 

@@ -89,6 +89,7 @@ class Node:
         self.closed_bytes = 0  # sent by connections that have closed since
         self.closed_frames = 0
         self.slow_closes = 0
+        self.catch_ups = 0  # slow consumers' channels caught up from history instead of resynced
 
     async def start(self) -> None:
         self._runners = [
@@ -110,7 +111,7 @@ class Node:
     # -- connections
 
     def attach(self, conn: Connection) -> None:
-        conn.on_resync = self._dropped
+        conn.on_lag = self._lagged
         self.connections.add(conn)
         self.per_user[conn.user_id] = self.per_user.get(conn.user_id, 0) + 1
 
@@ -131,10 +132,11 @@ class Node:
         conn.channels.clear()
         conn.buffering.clear()
 
-    def _dropped(self, conn: Connection, channels: list[str]) -> None:
-        for channel in channels:
-            self.hub.remove(conn, channel)
-            self._leave_team(conn, channel)
+    def _resync(self, conn: Connection, channel: str, reason: str) -> None:
+        """Tell one client to reload a channel: it is unsubscribed until it subscribes again."""
+        conn.resync(channel, reason)
+        self.hub.remove(conn, channel)
+        self._leave_team(conn, channel)
 
     def _leave_team(self, conn: Connection, channel: str) -> None:
         kind, _, ident = channel.partition(":")
@@ -335,7 +337,7 @@ class Node:
             seq = await self._send_jobs_snapshot(conn, channel, since)
         await self._go_live(conn, name, seq)
 
-    async def _go_live(self, conn: Connection, name: str, seq: int) -> None:
+    async def _go_live(self, conn: Connection, name: str, seq: int, retries: int = 0) -> None:
         """Send what arrived while the snapshot or replay went out, then live frames. What the connection had
         to drop meanwhile (the client was slow to take a big snapshot) comes from the channel's history."""
         while (sent := await conn.release(name, seq)) is not None:
@@ -343,13 +345,37 @@ class Node:
             if held is None or name not in conn.channels:
                 return
             last = held.skipped  # more may be dropped while the history is read: the next round sends those
-            found = await self._entries(name, sent + 1, last)
+            for attempt in range(retries + 1):
+                try:
+                    found = await self._entries(name, sent + 1, last)
+                    break
+                except _ERRORS as exc:
+                    if attempt == retries:
+                        raise
+                    # Often a pooled connection that died with a Redis restart: again, on a fresh one.
+                    log.info("history of %s: %s, trying again", name, type(exc).__name__)
+                    await asyncio.sleep(RETRY_SUBSCRIBE)
             if not history.contiguous(found, sent + 1, last):
-                conn.resync(name, "slow_consumer")  # the history no longer reaches back that far
+                self._resync(conn, name, "slow_consumer")  # the history no longer reaches back that far
                 return
             if not await self._send_entries(conn, name, found):
                 return
             seq = found[-1].seq
+
+    def _lagged(self, conn: Connection, name: str, seq: int) -> None:
+        self.catch_ups += 1
+        self._spawn(self._catch_up(conn, name, seq))
+
+    async def _catch_up(self, conn: Connection, name: str, seq: int) -> None:
+        """A slow consumer fell behind on a channel after `seq` (`Connection.lag`): once it has drained, what
+        it missed comes from the channel's history, then it is live again."""
+        try:
+            await conn.drained(below=conn.outbound.limit // 4)
+            await self._go_live(conn, name, seq, retries=2)
+        except _ERRORS as exc:
+            log.warning("catching up %s: %s, resync", name, type(exc).__name__)
+            if name in conn.buffering and conn.close_code is None:
+                self._resync(conn, name, "slow_consumer")
 
     async def _send_team_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         name = channel.name

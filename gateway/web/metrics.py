@@ -45,6 +45,7 @@ class NodeCollector(Collector):
         yield CounterMetricFamily("gateway_fanout_messages", "Channel messages fanned out", value=hub.fanout_messages)
         yield CounterMetricFamily("gateway_gaps", "Lost bus messages noticed by sequence", value=hub.gaps)
         yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)
+        yield CounterMetricFamily("gateway_catch_ups", "Slow consumers' channels held and caught up from history", value=node.catch_ups)
         yield CounterMetricFamily("gateway_slow_closes", "Connections closed as slow consumers", value=node.slow_closes)
         yield CounterMetricFamily("gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects)
         yield CounterMetricFamily("gateway_redis_slot_moves", "Channels that followed their slot to another shard",

@@ -154,6 +154,8 @@ async def test_text_that_is_not_utf8_is_refused_with_1007(server: Any) -> None:
 
 
 async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> None:
+    """It lags (its channel's frames held within the bound for a catch-up from history); told to resync and
+    still not reading, it is closed with 4008."""
     app, url, _ = server
     port = int(url.rsplit(":", 1)[1].strip("/"))
     loop = asyncio.get_running_loop()
@@ -174,10 +176,12 @@ async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> 
     conn = app.conns[-1]
     conn.channels.add("trajectory:1")
     frame = Frame(json.dumps({"type": "batch", "pad": "z" * 4000}).encode(), text=True)
-    for _ in range(2000):  # 8 MB at a peer that reads nothing: the kernel and the transport fill, then the outbound
-        conn.deliver("trajectory:1", 1, frame)
+    for seq in range(1, 2001):  # 8 MB at a peer that reads nothing: the kernel and the transport fill, then the outbound
+        conn.deliver("trajectory:1", seq, frame)
         assert conn.outbound.size <= conn.outbound.limit + len(frame)
-        if conn.close_code is not None:
-            break
+    held = conn.buffering["trajectory:1"]
+    assert conn.lags == 1 and held.bytes <= conn.outbound.limit and conn.close_code is None
+    conn.resync("trajectory:1", "slow_consumer")  # the history would not have reached back
+    conn.deliver("trajectory:1", 2001, frame)
     assert conn.close_code == CLOSE_SLOW
     sock.close()

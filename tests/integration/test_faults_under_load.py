@@ -59,10 +59,10 @@ def test_two_clients_that_stop_reading_for_a_minute_are_bounded_and_the_others_k
     # stalled clients were sent: a client reading the same channels received all of it.
     bound_mb = 2 * faults.MAX_PENDING / 2**20 + 16
     assert p["node_rss_max_growth_mb"] < bound_mb < p["reading_client_received_mb"] * 2, p
-    # The slow one (alive, not reading) was resynced or closed with 4008; the stalled peer (answering
-    # nothing) was closed by the node: it finds its connection gone when it reads again (a close frame it
-    # could not read in time: reset).
-    assert p["slow_resyncs"] > 0 or p["slow_close"] == 4008, p
+    # The slow one (alive, not reading) lagged: its channels waited for it, and reading again it caught up
+    # from their history, neither resynced nor closed. The stalled peer (answering nothing) was closed by the
+    # node: it finds its connection gone when it reads again (a close frame it could not read in time: reset).
+    assert p["node_catch_ups"] > 0 and p["slow_resyncs"] == 0 and p["slow_close"] is None, p
     assert p["stalled_close"] in (1006, 1011, 4008) and p["node_connections_after"] == p["node_connections_before"] - 1, p
     # Both, once reading again (resubscribing or reconnecting with their cursors), hold the database's state.
     assert p["slow_current"] and p["stalled_current"] and p["slow_and_stalled_problems"] == [], p

@@ -130,3 +130,34 @@ async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_s
     finally:
         reading.cancel()
     assert CHANNEL not in c.buffering and len(sent) == 40 - held.skipped
+
+
+def test_a_client_past_the_bound_keeps_what_is_pending_and_its_channel_waits_for_the_history() -> None:
+    from gateway.core.wsframe import Frame
+
+    c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]  # unlinked: it reads nothing
+    c.channels.add(CHANNEL)
+    lagged: list[tuple[str, int]] = []
+    c.on_lag = lambda _conn, channel, seq: lagged.append((channel, seq))
+    for seq in range(1, 61):  # 60 frames of 200 bytes: three times the bound
+        c.deliver(CHANNEL, seq, Frame(b"x" * 200, text=True))
+    # The first 20 fit and stay pending; the 21st did not: the client has 1..20, the history brings the rest.
+    assert len(c.outbound) == 20 and lagged == [(CHANNEL, 20)]
+    held = c.buffering[CHANNEL]
+    assert held.skipped >= 21 and held.bytes <= 4096 and c.close_code is None
+    assert [s for s, _ in held.frames] == list(range(held.skipped + 1, 61))
+
+
+def test_frames_held_for_many_channels_stay_within_one_bound() -> None:
+    from gateway.core.wsframe import Frame
+
+    c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]
+    names = [f"trajectory:{i}" for i in range(1, 11)]
+    for name in names:
+        c.channels.add(name)
+        c.buffer(name)
+    for seq in range(1, 41):  # 10 channels x 40 frames of 200 bytes: twenty times the bound
+        for name in names:
+            c.deliver(name, seq, Frame(b"x" * 200, text=True))
+            assert sum(h.bytes for h in c.buffering.values()) <= 4096
+    assert all(c.buffering[name].skipped > 0 for name in names)  # each will take the rest from its history

@@ -1,4 +1,5 @@
-"""A connection's pending output: bounded, dropped for a resync once, closed if it still cannot drain."""
+"""A connection's pending output: bounded; past the bound a live frame is refused (the connection lags and
+catches up from history), and a connection still past it after a resync, before draining once, is closed."""
 
 from gateway.core.outbound import Outbound, Verdict
 
@@ -10,30 +11,30 @@ def test_frames_queue_until_the_bound() -> None:
     assert out.size == 10 and len(out) == 2
 
 
-def test_over_the_bound_the_backlog_is_dropped_for_a_resync() -> None:
+def test_over_the_bound_a_live_frame_is_refused_and_what_is_pending_stays() -> None:
     out = Outbound(limit=10)
     out.push(b"12345678")
-    assert out.push(b"abcdef") is Verdict.RESYNC
-    assert out.size == 0 and len(out) == 0
+    assert out.push(b"abcdef") is Verdict.LAG
+    assert out.size == 8 and len(out) == 1
+    assert out.push(b"abcdef") is Verdict.LAG  # lagging again is not a reason to close
+    assert [out.pop(), out.pop()] == [b"12345678", None]
 
 
-def test_still_over_the_bound_before_draining_means_close() -> None:
+def test_past_the_bound_after_a_resync_before_draining_means_close() -> None:
     out = Outbound(limit=10)
-    out.push(b"12345678")
-    out.push(b"abcdef")  # resync
+    out.resyncing = True  # the connection was told to resync as a slow consumer
     out.push(b"12345678")
     assert out.push(b"abcdef") is Verdict.CLOSE
 
 
 def test_draining_once_forgives_the_resync() -> None:
     out = Outbound(limit=10)
-    out.push(b"12345678")
-    out.push(b"abcdef")  # resync
+    out.resyncing = True
     out.push(b"123")
     assert out.pop() == b"123"
     assert out.pop() is None  # drained
     out.push(b"12345678")
-    assert out.push(b"abcdef") is Verdict.RESYNC
+    assert out.push(b"abcdef") is Verdict.LAG
 
 
 def test_an_empty_queue_takes_one_oversize_frame_and_forced_frames_always_go_in() -> None:
@@ -56,4 +57,4 @@ def test_forced_frames_do_not_count_against_the_live_bound() -> None:
     out.push(b"x" * 100, force=True)  # a snapshot page
     assert out.push(b"12345") is Verdict.QUEUED
     assert out.push(b"12345") is Verdict.QUEUED
-    assert out.push(b"1") is Verdict.RESYNC  # the live frames alone pass the bound
+    assert out.push(b"1") is Verdict.LAG  # the live frames alone pass the bound
