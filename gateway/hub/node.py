@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Iterable
 from typing import cast
 
 import asyncpg
@@ -31,6 +32,7 @@ from ..core.team import ClusterStats, Presence
 from ..core.wsframe import Frame
 from .connection import Connection
 from .hub import Hub
+from .backlog import Backlog
 from .presence import PresenceBoard
 from .shared import SharedReads
 
@@ -79,6 +81,7 @@ class Node:
         self.subscriber = Subscriber(bus, self.hub.on_message, self._bus_lost, self._bus_restored, self._control)
         self._locks: dict[str, asyncio.Lock] = {}
         self.shared = SharedReads()
+        self.backlog = Backlog(lambda channel, first, last: history.entries(self.bus, self._tag(channel), channel, first, last))
         self._channel_team: dict[str, int] = {}  # a channel's team never changes
         self._members: dict[tuple[int, int], float] = {}  # (user, team) -> when found a member
         self._redis_subscribed: set[str] = set()
@@ -308,17 +311,9 @@ class Node:
 
     async def _send_entries(self, conn: Connection, name: str, entries: list[history.Entry]) -> bool:
         """Send history entries in the connection's format, paced by its draining; False if it unsubscribed."""
-        limit = conn.outbound.limit
-        for entry in entries:
-            if name not in conn.channels:
-                return False
-            if conn.format == "json":
-                conn.push(Frame(msgpack_to_json(entry.msgpack), text=True), force=True)
-            else:
-                conn.push(Frame(entry.msgpack, text=False), force=True)
-            if conn.outbound.size > limit // 2:  # batches can be big: pace by bytes, as release() does
-                await conn.drained(below=limit // 4)
-        return True
+        if conn.format == "json":
+            return await self._send_frames(conn, name, (Frame(msgpack_to_json(e.msgpack), text=True) for e in entries))
+        return await self._send_frames(conn, name, (Frame(e.msgpack, text=False) for e in entries))
 
     async def _entries(self, name: str, first: int, last: int) -> list[history.Entry]:
         return await self.shared.read(
@@ -339,28 +334,44 @@ class Node:
 
     async def _go_live(self, conn: Connection, name: str, seq: int, retries: int = 0) -> None:
         """Send what arrived while the snapshot or replay went out, then live frames. What the connection had
-        to drop meanwhile (the client was slow to take a big snapshot) comes from the channel's history."""
+        to drop meanwhile (the client was slow) comes from the channel's history, a block at a time."""
         while (sent := await conn.release(name, seq)) is not None:
             held = conn.buffering.get(name)
             if held is None or name not in conn.channels:
                 return
             last = held.skipped  # more may be dropped while the history is read: the next round sends those
-            for attempt in range(retries + 1):
-                try:
-                    found = await self._entries(name, sent + 1, last)
-                    break
-                except _ERRORS as exc:
-                    if attempt == retries:
-                        raise
-                    # Often a pooled connection that died with a Redis restart: again, on a fresh one.
-                    log.info("history of %s: %s, trying again", name, type(exc).__name__)
-                    await asyncio.sleep(RETRY_SUBSCRIBE)
-            if not history.contiguous(found, sent + 1, last):
-                self._resync(conn, name, "slow_consumer")  # the history no longer reaches back that far
-                return
-            if not await self._send_entries(conn, name, found):
-                return
-            seq = found[-1].seq
+            while sent < last:
+                frames = await self._backlog_frames(conn, name, sent + 1, last, retries)
+                if frames is None:
+                    self._resync(conn, name, "slow_consumer")  # the history no longer reaches back that far
+                    return
+                if not await self._send_frames(conn, name, frames):
+                    return
+                sent += len(frames)
+            seq = sent
+
+    async def _backlog_frames(self, conn: Connection, name: str, first: int, last: int, retries: int) -> list[Frame] | None:
+        for attempt in range(retries + 1):
+            try:
+                return await self.backlog.frames(name, conn.format, first, last)
+            except _ERRORS as exc:
+                if attempt == retries:
+                    raise
+                # Often a pooled connection that died with a Redis restart: again, on a fresh one.
+                log.info("history of %s: %s, trying again", name, type(exc).__name__)
+                await asyncio.sleep(RETRY_SUBSCRIBE)
+        return None
+
+    async def _send_frames(self, conn: Connection, name: str, frames: Iterable[Frame]) -> bool:
+        """Send a channel's frames to one connection, paced by its draining; False if it unsubscribed."""
+        limit = conn.outbound.limit
+        for frame in frames:
+            if name not in conn.channels:
+                return False
+            conn.push(frame, force=True)
+            if conn.outbound.size > limit // 2:  # batches can be big: pace by bytes, as release() does
+                await conn.drained(below=limit // 4)
+        return True
 
     def _lagged(self, conn: Connection, name: str, seq: int) -> None:
         self.catch_ups += 1
@@ -490,6 +501,7 @@ class Node:
 
     def _bus_restored(self) -> None:
         """Subscribed again after a reconnect: whatever was published meanwhile comes from history."""
+        self.backlog.forget()  # unless Redis restarted and lost it: then sequence numbers start again
         self._spawn(self._check_soon())
 
     async def _check_soon(self) -> None:
@@ -517,6 +529,7 @@ class Node:
                 continue
             if at is None:
                 if stream.seq > 0:  # the bus lost this channel's position: Redis restarted
+                    self.backlog.forget()
                     self.hub.resync_channel(channel, "bus_reset")
                 continue
             self.hub.check_position(channel, *at)
