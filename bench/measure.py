@@ -67,8 +67,11 @@ async def measure(
     workload: Callable[[Fleet], Awaitable[dict[str, Any] | None]],
     expected: Callable[[bool], Awaitable[dict[str, dict[int, tuple[int, str]]]]],
     progress: Callable[[str], None],
+    after: Callable[[Fleet, Callable[[], float], dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
 ) -> Outcome:
-    """Start `system`, connect `plan.subscribers`, run `workload`, take the figures, stop everything."""
+    """Start `system`, connect `plan.subscribers`, run `workload`, take the figures, stop everything.
+    `after(fleet, cpu, figures)`, given the subscribers, a reader of the system's CPU seconds and the figures, measures
+    more of the same running system (fanout's saturation); what it returns joins the figures."""
     running = system.start(ctx)
     fleet: Fleet | None = None
     try:
@@ -128,6 +131,8 @@ async def measure(
             f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame, "
             f"p99 {figures['p99_ms']} ms, {figures['rss_kb_per_conn']} KB/conn, lost {lost}, stale {stale}"
         )
+        if after is not None:
+            figures.update(await after(fleet, lambda: cpu_seconds(running.server_pids), figures))
         return Outcome(figures, cdf(stats.get("latency")))
     finally:
         if fleet is not None:

@@ -7,6 +7,7 @@ markdown tables, and a latency curve per system for the plots.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from redis.asyncio import Redis
 from gateway.bus import keys
 
 from .load import Writer, World, build_world, database_state, team_counts, team_state
-from .measure import Outcome, Plan, measure
+from .measure import Outcome, Plan, measure, settle
 from .subscribers import Fleet
 from .report import markdown, ratios
 from .systems import BASELINES, PEER_NAMES, SYSTEMS, Context
@@ -32,8 +33,14 @@ class Run:
     curves: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
+SATURATION_STEPS = (2, 4, 8, 16, 32)  # commit rates, as multiples of the fixed rate
+SATURATION_P99_MS = 500.0  # past this p99 (commit to receipt) a system no longer keeps up
+
+
 async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
-    """One channel, C subscribers, a fixed rate of small batches (about 20,000 frames a second in all)."""
+    """One channel, C subscribers, a fixed rate of small batches (about 20,000 frames a second in all), then
+    saturation: the same running system at twice, four times ... the commit rate, a few seconds a step,
+    until it no longer keeps up."""
     sizes = [100] if quick else [1_000, 4_000]
     seconds = 2.0 if quick else 10.0
     frames_per_s = 2_000 if quick else 20_000
@@ -56,16 +63,82 @@ async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
             async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
                 return {channel: await database_state(pool, trajectory, None if gateway else writer.changed)}
 
+            async def saturate(fleet: Fleet, cpu: Callable[[], float], figures: dict[str, Any], size: int = size, rate: float = rate,
+                               name: str = name) -> dict[str, Any]:  # fmt: skip
+                if not figures["correct"] or (figures["p99_ms"] or 0) > SATURATION_P99_MS:
+                    progress(f"{name}: no saturation steps (it did not keep up with the fixed rate)")
+                    return {"saturation_steps": [], "saturation_deliveries_per_s": None}
+                return await _saturation(fleet, cpu, pool, redis, world, trajectory, size, rate, quick, lambda m: progress(f"{name}: {m}"))
+
             progress(f"fanout C={size:,}: {name}, {rate:.0f} commits/s of 5 changes for {seconds:.0f} s")
-            outcome: Outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress)
+            outcome: Outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected,
+                                             progress, after=saturate)  # fmt: skip
             outcome.figures.update(commits=writer.committed, changes=writer.changes, late_commits=writer.late)
             systems[name] = outcome.figures
             run.curves[f"{name} C={size}"] = outcome.curve
         peers = [n for n in PEER_NAMES if n in systems]
         run.record["runs"].append({"subscribers": size, "commits_per_s": rate, "systems": systems, "ratios": ratios(systems, peers)})
         run.tables.append(markdown(f"fanout, C = {size:,} subscribers on one channel", systems, peers, _fanout_checks(systems)))
+        run.tables.append(_saturation_table(size, rate, systems))
     run.record["systems"] = run.record["runs"][-1]["systems"]
     return run
+
+
+async def _saturation(fleet: Fleet, cpu: Callable[[], float], pool: asyncpg.Pool, redis: Redis, world: World, trajectory: int,
+                      size: int, rate: float, quick: bool, progress: Progress) -> dict[str, Any]:  # fmt: skip
+    """Raise the commit rate step by step until the system no longer keeps up: its p99 passes
+    SATURATION_P99_MS, or what was committed has not all arrived a second after the step."""
+    steps: list[dict[str, Any]] = []
+    for multiple in SATURATION_STEPS[:2] if quick else SATURATION_STEPS:
+        writer = Writer(pool, redis, world, per_tx=5, concurrency=4)
+        await fleet.reset_stats()
+        cpu_before, started = cpu(), time.monotonic()
+        await writer.run(rate * multiple, 1.0 if quick else 3.0, [trajectory])
+        committed_at = time.monotonic()
+        await settle(fleet, quiet=0.5, longest=30.0)
+        stats = await fleet.stats()
+        used, elapsed = cpu() - cpu_before, committed_at - started
+        frames, p99 = stats.get("messages", 0), (stats.get("latency_ms") or {}).get("p99")
+        drained = time.monotonic() - committed_at - 0.5  # how long the backlog took after the last commit
+        writer_limited = writer.late >= writer.committed / 10  # PostgreSQL took no more: the harness's limit, not the system's
+        kept_up = p99 is not None and p99 <= SATURATION_P99_MS and drained < 1.0
+        steps.append({
+            "commits_per_s": round(writer.committed / elapsed, 1), "changes_per_s": round(writer.changes / elapsed, 1),
+            "deliveries_per_s": round(writer.changes * size / elapsed), "frames_per_s": round(frames / elapsed),
+            "p99_ms": p99, "cpu_us_per_delivery": round(used * 1e6 / (writer.changes * size), 3) if writer.changes else None,
+            "drained_s": round(drained, 2), "kept_up": kept_up, "writer_limited": writer_limited,
+        })  # fmt: skip
+        progress(f"saturation x{multiple}: {steps[-1]['changes_per_s']:,.0f} changes/s, {steps[-1]['frames_per_s']:,} frames/s, "
+                 f"p99 {p99} ms, {'kept up' if kept_up else 'fell behind'}")  # fmt: skip
+        if not kept_up or writer_limited:
+            break
+    best = max((s for s in steps if s["kept_up"]), key=lambda s: s["deliveries_per_s"], default=None)
+    return {"saturation_steps": steps, "saturation_deliveries_per_s": best["deliveries_per_s"] if best else None}
+
+
+def _saturation_table(size: int, rate: float, systems: dict[str, dict[str, Any]]) -> str:
+    """Each system's highest step kept up: job changes a second brought to every subscriber."""
+    lines = [f"#### saturation, C = {size:,}: the commit rate raised from {rate:.0f} a second (x2, x4, ...) until a system "
+             f"no longer keeps up (p99 over {SATURATION_P99_MS:.0f} ms, or a backlog a second after the step)", "",
+             "| system | most job changes a second kept up | deliveries a second (changes x subscribers) | frames/s there | p99 ms there | CPU µs per delivery there | next step |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, f in systems.items():
+        steps = f.get("saturation_steps") or []
+        kept = [s for s in steps if s["kept_up"]]
+        best = max(kept, key=lambda s: s["deliveries_per_s"]) if kept else None
+        failed = next((s for s in steps if not s["kept_up"]), None)
+        if failed:
+            after = f"fell behind at {failed['changes_per_s']:,.0f} changes/s (p99 {failed['p99_ms']} ms)"
+        elif steps and steps[-1]["writer_limited"]:
+            after = "kept up with all the writer could commit"
+        else:
+            after = "kept up (highest step)"
+        if best is None:
+            lines.append(f"| {name} | none above the fixed rate | – | – | – | – | {after if steps else 'not run'} |")
+            continue
+        lines.append(f"| {name} | {best['changes_per_s']:,.0f} | {best['deliveries_per_s']:,} | {best['frames_per_s']:,} | "
+                     f"{best['p99_ms']} | {best['cpu_us_per_delivery']} | {after} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def _fanout_checks(systems: dict[str, dict[str, Any]]) -> list[str]:

@@ -10,6 +10,8 @@ lock cannot publish after its successor's first message.
 
 from __future__ import annotations
 
+from redis.exceptions import NoScriptError, ResponseError
+
 from ..core import envelope
 from ..core.protocol import parse_cursor
 from ..core.relay import Publication
@@ -122,38 +124,48 @@ class Publisher:
             return
         try:
             server = await self.bus.server_for(self._fence_key)
-            async with server.pipeline(transaction=False) as pipe:
-                results = await self._run(pipe, publications, relay_cursor)
+            results = await self._run(server, publications, relay_cursor)
+            if results and all(isinstance(r, NoScriptError) for r in results):
+                # Redis lost its scripts (a restart) and ran nothing of the cycle: load them, run it again.
+                for script in (self._publish, self._fenced_set):
+                    await server.script_load(script.script)
+                results = await self._run(server, publications, relay_cursor)
+            for result in results:
+                if isinstance(result, ResponseError):
+                    raise result
         except MOVED:
             await self.bus.refresh()  # the partition's slot moved: the caller retries on its new server
             raise
         if not all(results):
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
 
-    async def _run(self, pipe, publications: list[Publication], relay_cursor: str | None) -> list[object]:
+    async def _run(self, server, publications: list[Publication], relay_cursor: str | None) -> list[object]:
+        # EVALSHA as plain pipeline commands: redis-py's script objects would ask SCRIPT EXISTS first, a
+        # second round trip per cycle.
         tag = self.tag
-        for p in publications:
-            args: list[bytes | str | int] = [
-                p.epoch,
-                p.seq,
-                keys.pubsub(tag, p.channel),
-                envelope.pack(p.epoch, p.seq, p.json, p.msgpack),
-                p.msgpack,
-                self.history_length,
-                self.history_ttl,
-            ]
-            if p.state_set is None and not p.state_del:
-                args.append(-1)
-            else:
-                state_set = p.state_set or {}
-                args.append(len(state_set))
-                for field, value in state_set.items():
-                    args += [field, value]
-                args += p.state_del or []
-            script_keys = [self._fence_key, keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
-            if p.marker is not None:
-                script_keys.append(p.marker)
-            await self._publish(keys=script_keys, args=args, client=pipe)
-        if relay_cursor is not None:
-            await self._fenced_set(keys=[self._fence_key, keys.relay_cursor(tag)], args=[self.epoch, relay_cursor], client=pipe)
-        return await pipe.execute()
+        async with server.pipeline(transaction=False) as pipe:
+            for p in publications:
+                args: list[bytes | str | int] = [
+                    p.epoch,
+                    p.seq,
+                    keys.pubsub(tag, p.channel),
+                    envelope.pack(p.epoch, p.seq, p.json, p.msgpack),
+                    p.msgpack,
+                    self.history_length,
+                    self.history_ttl,
+                ]
+                if p.state_set is None and not p.state_del:
+                    args.append(-1)
+                else:
+                    state_set = p.state_set or {}
+                    args.append(len(state_set))
+                    for field, value in state_set.items():
+                        args += [field, value]
+                    args += p.state_del or []
+                script_keys = [self._fence_key, keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
+                if p.marker is not None:
+                    script_keys.append(p.marker)
+                pipe.evalsha(self._publish.sha, len(script_keys), *script_keys, *args)
+            if relay_cursor is not None:
+                pipe.evalsha(self._fenced_set.sha, 2, self._fence_key, keys.relay_cursor(tag), self.epoch, relay_cursor)
+            return await pipe.execute(raise_on_error=False)

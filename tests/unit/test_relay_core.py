@@ -112,7 +112,7 @@ def test_load_publishes_every_team_once_from_the_snapshot() -> None:
 
 def test_batching_waits_nothing_at_idle_and_up_to_a_tick_under_load() -> None:
     assert batch_delay(0) == 0
-    assert 0 < batch_delay(1) < 0.005
+    assert batch_delay(1) == 0.02  # a channel: at most 50 frames a second
     assert batch_delay(10_000) == 0.05
 
 
