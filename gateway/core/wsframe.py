@@ -75,6 +75,7 @@ class ProtocolError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+        self.messages: list[tuple[int, bytes]] = []  # complete messages that came before the broken frame
 
 
 class FrameReader:
@@ -93,8 +94,18 @@ class FrameReader:
         self._fragment_size = 0
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
-        buffer = self._buffer + data if self._buffer else data
+        """The complete messages in what has arrived. A broken frame raises ProtocolError, which carries the
+        messages that came before it in the same read: they are still the client's, to be handled first."""
         messages: list[tuple[int, bytes]] = []
+        try:
+            return self._feed(data, messages)
+        except ProtocolError as exc:
+            exc.messages = messages
+            self._buffer = b""
+            raise
+
+    def _feed(self, data: bytes, messages: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        buffer = self._buffer + data if self._buffer else data
         pos, end = 0, len(buffer)
         while end - pos >= 2:
             first, second = buffer[pos], buffer[pos + 1]

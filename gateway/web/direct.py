@@ -94,18 +94,24 @@ class DirectLink(asyncio.Protocol):
     # -- the transport's side
 
     def data_received(self, data: bytes) -> None:
+        error: ProtocolError | None = None
         try:
             messages = self.reader.feed(data)
         except ProtocolError as exc:
-            if self.closing:
-                self.transport.abort()
-            else:
-                self.close(exc.code, str(exc))
+            messages, error = exc.messages, exc  # what came before the broken frame is handled first
+        if not self._dispatch(messages) or error is None:
             return
+        if self.closing:
+            self.transport.abort()
+        else:
+            self.close(error.code, str(error))
+
+    def _dispatch(self, messages: list[tuple[int, bytes]]) -> bool:
+        """Handle the client's messages in order; False once the peer's close frame has come."""
         for opcode, payload in messages:
             if opcode == OP_CLOSE:
                 self._closed_by_peer(payload)
-                return
+                return False
             if self.closing:
                 continue  # only the peer's close frame matters now
             if opcode == OP_TEXT:
@@ -121,6 +127,7 @@ class DirectLink(asyncio.Protocol):
                 self.transport.write(build(OP_PONG, payload))
             elif opcode == OP_PONG:
                 self.awaiting_pong = False
+        return True
 
     def _closed_by_peer(self, payload: bytes) -> None:
         if not self.closing:  # the peer began: answer with its code

@@ -138,7 +138,10 @@ async def test_an_unmasked_client_frame_is_a_protocol_error(server: Any) -> None
     )
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
     assert head.startswith(b"HTTP/1.1 101")
-    writer.write(b"\x81\x02hi")  # not masked
+    # A ping, then an unmasked frame, in one write: the ping is still answered, then the socket closes.
+    writer.write(b"\x89\x81\x00\x00\x00\x00p" + b"\x81\x02hi")
+    pong = await asyncio.wait_for(reader.readexactly(3), 5)
+    assert pong == b"\x8a\x01p"
     frame = await asyncio.wait_for(reader.readexactly(4), 5)
     assert frame[0] == 0x88 and int.from_bytes(frame[2:4], "big") == 1002
     writer.close()

@@ -72,3 +72,11 @@ def test_an_oversized_length_is_refused_before_its_payload_arrives() -> None:
     with pytest.raises(ProtocolError) as info:
         FrameReader(max_size=1 << 16).feed(head + b"mask")
     assert info.value.code == 1009
+
+
+def test_messages_before_a_broken_frame_in_the_same_read_are_still_delivered() -> None:
+    reader = FrameReader(max_size=100)
+    with pytest.raises(ProtocolError) as info:
+        reader.feed(masked(OP_TEXT, b'{"type": "ping", "id": 1}') + masked(OP_PING, b"p") + build(OP_TEXT, b"not masked"))
+    assert info.value.code == 1002
+    assert info.value.messages == [(OP_TEXT, b'{"type": "ping", "id": 1}'), (OP_PING, b"p")]
