@@ -42,6 +42,7 @@ LOCK_KEY = 0x72656C6179  # "relay": partition k's lock is LOCK_KEY + k
 MEMBER = "gateway-relay"  # the application_name of each relay process's own connection: PostgreSQL counts them
 SHARE_EVERY = 0.5  # how often a relay looks at its share of the partitions
 IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
+SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that raced the flag
 BUSY_POLL = 0.005  # awake, between polls that found nothing
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
 STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
@@ -446,13 +447,16 @@ class PartitionRelay:
     async def _sleep(self, conn: asyncpg.Connection, reader: OutboxReader, due: float | None) -> None:
         """Wait for a writer's NOTIFY (or what is due). The relay stays marked asleep after it wakes, as long as
         changes come slowly: two UPDATEs a cycle saved, and the next wait needs no second look."""
+        timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
         if not self._asleep:
             # Ask writers to wake us, then look once more: a commit may have slipped in before the flag.
             self._wake.clear()
             await self._sleeping(conn, True)
             if await reader.peek():
                 return
-        timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
+            # A writer whose statement still saw the flag unset sends no NOTIFY, and may commit just after
+            # that look: look again shortly, once, instead of at the next due time.
+            timeout = min(timeout, SECOND_LOOK)
         try:
             await asyncio.wait_for(self._wake.wait(), timeout)
         except asyncio.TimeoutError:

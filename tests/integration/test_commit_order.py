@@ -26,7 +26,11 @@ async def test_late_commit_is_not_skipped_and_the_blocker_is_named(stack: Stack,
             await slow.execute("update jobs set status = 'running' where id = $1", early)
             blocker_pid = await slow.fetchval("select pg_backend_pid()")
             await pool.execute("update jobs set status = 'completed' where id = $1", late)
-            await asyncio.sleep(2.6)
+            # Held back for over two seconds, the relay names the open transaction that holds it.
+            for _ in range(200):
+                if f"pid={blocker_pid}" in stack.relay.output():
+                    break
+                await asyncio.sleep(0.05)
             # Nothing past the open transaction is published yet: publishing it now would let the
             # relay's cursor pass the slow transaction's change before it is visible.
             assert f.listed(channel)[late]["status"] == "queued"
