@@ -30,9 +30,9 @@ from ..core.submission import SubmissionRow
 from ..store import queries
 from ..core.team import ClusterStats, Presence
 from ..core.wsframe import Frame
+from .backlog import Backlog
 from .connection import Connection
 from .hub import Hub
-from .backlog import Backlog
 from .presence import PresenceBoard
 from .shared import SharedReads
 
@@ -351,16 +351,17 @@ class Node:
             seq = sent
 
     async def _backlog_frames(self, conn: Connection, name: str, first: int, last: int, retries: int) -> list[Frame] | None:
-        for attempt in range(retries + 1):
+        """Frames from `first` on (see `Backlog.frames`); None when the history no longer holds them."""
+        while True:
             try:
                 return await self.backlog.frames(name, conn.format, first, last)
             except _ERRORS as exc:
-                if attempt == retries:
+                if retries == 0:
                     raise
+                retries -= 1
                 # Often a pooled connection that died with a Redis restart: again, on a fresh one.
                 log.info("history of %s: %s, trying again", name, type(exc).__name__)
                 await asyncio.sleep(RETRY_SUBSCRIBE)
-        return None
 
     async def _send_frames(self, conn: Connection, name: str, frames: Iterable[Frame]) -> bool:
         """Send a channel's frames to one connection, paced by its draining; False if it unsubscribed."""

@@ -1,0 +1,88 @@
+"""Catching up from history in blocks: each block read once and framed once, however many clients need it.
+The history is a real Redis stream, written as the relay's publish script writes it."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.bus import history, keys
+from gateway.bus.connection import Bus
+from gateway.hub.backlog import BLOCK, Backlog
+
+
+class History:
+    """A channel's history on the bus, and a count of the backlog's reads of it."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.bus = Bus(redis_url)
+        self.tag = keys.Partitions().tag(1)
+        self.channel = f"trajectory:{secrets.randbelow(10**9)}"  # a fresh stream for each test
+        self.asked = 0
+
+    async def publish(self, first: int, last: int, keep: int | None = None) -> None:
+        """Messages first..last, each `{"seq": n}` in MessagePack, the stream trimmed to `keep` as MAXLEN does."""
+        name = keys.history(self.tag, self.channel)
+        for seq in range(first, last + 1):
+            await self.bus.redis.xadd(name, {"e": 1, "m": b"\x81\xa3seq\xcd" + seq.to_bytes(2, "big")}, id=f"{seq}-0",
+                                      maxlen=keep, approximate=False)  # fmt: skip
+
+    async def read(self, channel: str, first: int, last: int) -> list[history.Entry]:
+        self.asked += 1
+        return await history.entries(self.bus, self.tag, channel, first, last)
+
+    def backlog(self, cache_bytes: int | None = None) -> Backlog:
+        return Backlog(self.read) if cache_bytes is None else Backlog(self.read, cache_bytes)
+
+
+@pytest.fixture
+async def h(redis_url: str) -> AsyncIterator[History]:
+    h = History(redis_url)
+    try:
+        yield h
+    finally:
+        await h.bus.redis.aclose()
+
+
+def seqs(frames: list) -> list[int]:
+    return [int.from_bytes(f.data[-2:], "big") for f in frames]
+
+
+async def test_clients_catching_up_together_share_one_read_and_the_same_frames(h: History) -> None:
+    await h.publish(1, 100)
+    backlog = h.backlog()
+    got = await asyncio.gather(*(backlog.frames(h.channel, "msgpack", 5, 100) for _ in range(50)))
+    assert h.asked == 1
+    assert all(seqs(frames) == list(range(5, BLOCK + 1)) for frames in got)  # 5 up to the end of the first block
+    assert all(a is b for frames in got for a, b in zip(frames, got[0]))  # one frame object per message
+    assert await backlog.frames(h.channel, "msgpack", 1, 3) is not None and h.asked == 1  # cached
+
+
+async def test_the_newest_block_is_read_again_for_messages_newer_than_the_last_read(h: History) -> None:
+    await h.publish(1, 40)
+    backlog = h.backlog()
+    assert seqs(await backlog.frames(h.channel, "msgpack", 33, 40) or []) == list(range(33, 41))
+    await h.publish(41, 45)
+    assert seqs(await backlog.frames(h.channel, "msgpack", 41, 45) or []) == [41, 42, 43, 44, 45]
+    assert h.asked == 2
+
+
+async def test_messages_the_history_no_longer_holds_are_none(h: History) -> None:
+    await h.publish(1, 200, keep=100)
+    backlog = h.backlog()
+    assert await backlog.frames(h.channel, "msgpack", 50, 60) is None
+    assert seqs(await backlog.frames(h.channel, "msgpack", 150, 160) or []) == list(range(150, 161))
+
+
+async def test_the_cache_stays_within_its_budget_and_forgets_everything_on_a_reset(h: History) -> None:
+    await h.publish(1, BLOCK * 20)
+    backlog = h.backlog(cache_bytes=BLOCK * 2 * 8 * 10)  # ten blocks of 8-byte messages (and their frames)
+    for start in range(1, BLOCK * 20, BLOCK):
+        assert seqs(await backlog.frames(h.channel, "msgpack", start, start + BLOCK - 1) or []) == list(range(start, start + BLOCK))
+    assert backlog._bytes <= backlog.cache_bytes and len(backlog._cache) == 10
+    backlog.forget()
+    await backlog.frames(h.channel, "msgpack", 1, 1)
+    assert h.asked == 21
