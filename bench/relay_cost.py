@@ -1,11 +1,17 @@
 """What a job change costs the relay, and how partitions spread it (for docs/scaling.md).
 
     python -m bench.relay_cost [--changes 60000] [--layouts 1x1,4x2]
+    python -m bench.relay_cost --pace 0,5,20,50 [--seconds 10]
 
 A layout PxR runs R relay processes sharing P partitions. Four writers commit about `changes` job updates
 in transactions of 50 over 20 teams as fast as PostgreSQL takes them; the run ends when the relays' published
 change counts (their stats in Redis) have caught up. Reported: relay CPU per change from /proc (all relay
 processes together), and changes published per second of wall time (the relays keeping up or not).
+
+`--pace` measures the other end, what a commit costs a relay at a slow, steady pace (fanout's 5 and 20 commits
+a second): one relay, one trajectory, commits of 5 changes each at each given rate (0: the relay idle), the
+relay's CPU per second and per commit. At a slow pace every commit is a cycle of its own (wake-up, read,
+publish), so this is the relay's fixed cost per cycle.
 """
 
 from __future__ import annotations
@@ -110,6 +116,60 @@ async def run_layout(database_url: str, redis_url: str, count: int, relays: int,
         await pool.close()
 
 
+async def run_pace(database_url: str, redis_url: str, rates: list[float], seconds: float, logdir: Path) -> list[dict[str, object]]:
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "GATEWAY_LOG_LEVEL": "warning"}
+    with open(logdir / "relay-pace.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    redis = Redis.from_url(redis_url)
+    partitions = keys.Partitions(1)
+    rows: list[dict[str, object]] = []
+    try:
+        world = await build_world(pool, 1, 1, 200)
+        ids = next(iter(world.jobs.values()))
+        while not await redis.exists(keys.relay_stats(partitions.tags[0])):  # the relay is serving
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(2.0)
+        statuses = ["queued", "running", "completed"]
+        for rate in rates:
+            cpu0, started, commits = cpu_seconds([proc.pid]), time.monotonic(), 0
+            while (now := time.monotonic()) - started < seconds:
+                if rate:
+                    await pool.execute(
+                        "update jobs set status = $2 where id = any($1::bigint[])",
+                        random.sample(ids, 5), statuses[commits % 3],
+                    )  # fmt: skip
+                    commits += 1
+                    await asyncio.sleep(max(0.0, started + commits / rate - time.monotonic()))
+                else:
+                    await asyncio.sleep(seconds)
+            await asyncio.sleep(0.3)  # the last commit's cycle
+            cpu = cpu_seconds([proc.pid]) - cpu0
+            took = time.monotonic() - started
+            rows.append({
+                "commits_per_s": rate,
+                "commits": commits,
+                "relay_cpu_ms_per_s": round(cpu * 1e3 / took, 2),
+                "relay_cpu_us_per_commit": round(cpu * 1e6 / commits) if commits else None,
+            })  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        await redis.aclose()
+        await pool.close()
+    return rows
+
+
+async def pace(rates: list[float], seconds: float) -> list[dict[str, object]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        infra = await start_infra(Path(tmp))
+        try:
+            return await run_pace(infra.database_url, infra.redis_url, rates, seconds, Path(tmp))
+        finally:
+            await infra.close()
+
+
 async def main(changes: int, layouts: list[tuple[int, int]]) -> list[dict[str, object]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,5 +187,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.relay_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--changes", type=int, default=60_000)
     parser.add_argument("--layouts", default="1x1,4x1,4x2", help="PxR: P partitions shared by R relay processes")
+    parser.add_argument("--pace", help="commit rates (a second) for the slow-pace measure, e.g. 0,5,20,50")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long each pace runs")
     args = parser.parse_args()
+    if args.pace:
+        asyncio.run(pace([float(r) for r in args.pace.split(",")], args.seconds))
+        raise SystemExit
     asyncio.run(main(args.changes, [tuple(int(x) for x in layout.split("x")) for layout in args.layouts.split(",")]))  # type: ignore[misc]

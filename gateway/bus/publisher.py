@@ -1,9 +1,9 @@
 """The relay's side of the bus: publish each message with its position, history and state, fenced by epoch.
 
-Each message goes out through one Lua script, atomically: refuse if a newer relay has taken over (the
-partition's fence key holds the newest epoch), record the channel's position, append the message to the
-channel's bounded history (a stream whose ids are the channel's sequence numbers), write the light
-channel's state, publish (SPUBLISH in a cluster: the shard that holds the keys).
+A cycle's messages go out through one Lua script call, atomically: refuse if a newer relay has taken over
+(the partition's fence key holds the newest epoch); then for each message record the channel's position,
+append the message to the channel's bounded history (a stream whose ids are the channel's sequence
+numbers), write the light channel's state, publish (SPUBLISH in a cluster: the shard that holds the keys).
 So a node that reads a channel's state sees it with the sequence it belongs to, and a relay that lost its
 lock cannot publish after its successor's first message.
 """
@@ -18,40 +18,62 @@ from ..core.relay import Publication
 from . import keys
 from .connection import MOVED, Bus
 
+# One call publishes many messages of a cycle (a round trip and a command per cycle, not per message).
+# KEYS: the fence, the relay cursor, then per message its seq, history and state keys (and its marker).
+# ARGV: epoch, history MAXLEN, history TTL, the relay cursor ('' for none), then per message: seq, pub/sub
+# channel, envelope, the length of the envelope's MessagePack payload (its tail: the history entry, so the
+# payload is not sent twice), the state fields to set (count, then pairs; -1 when the message has no
+# state), the fields to delete (count, then names), whether a marker key follows.
 _PUBLISH = """
+local epoch = ARGV[1]
 local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
-if fence > tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[2], ARGV[1] .. '-' .. ARGV[2])
-local id = ARGV[2] .. '-0'
-local ok = pcall(redis.call, 'XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], id, 'e', ARGV[1], 'm', ARGV[5])
-if not ok then
-  -- the stream holds a later id (Redis kept a history the positions lost): start it again
-  redis.call('DEL', KEYS[3])
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], id, 'e', ARGV[1], 'm', ARGV[5])
-end
-redis.call('EXPIRE', KEYS[3], ARGV[7])
-local n = tonumber(ARGV[8])
-if n >= 0 then
-  redis.call('HSET', KEYS[4], 'seq', ARGV[2], 'epoch', ARGV[1])
-  local i = 9
-  while i < 9 + 2 * n do
-    redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
-    i = i + 2
+if fence > tonumber(epoch) then return 0 end
+local a, k = 5, 3
+while a <= #ARGV do
+  local seq, channel, env = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local hist, state = KEYS[k + 1], KEYS[k + 2]
+  redis.call('SET', KEYS[k], epoch .. '-' .. seq)
+  local entry = string.sub(env, -tonumber(ARGV[a + 3]))
+  local id = seq .. '-0'
+  if not pcall(redis.call, 'XADD', hist, 'MAXLEN', '~', ARGV[2], id, 'e', epoch, 'm', entry) then
+    -- the stream holds a later id (Redis kept a history the positions lost): start it again
+    redis.call('DEL', hist)
+    redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], id, 'e', epoch, 'm', entry)
   end
-  while i <= #ARGV do
-    redis.call('HDEL', KEYS[4], ARGV[i])
-    i = i + 1
+  redis.call('EXPIRE', hist, ARGV[3])
+  local n = tonumber(ARGV[a + 4])
+  a = a + 5
+  if n >= 0 then
+    redis.call('HSET', state, 'seq', seq, 'epoch', epoch)
+    for i = a, a + 2 * n - 1, 2 do
+      redis.call('HSET', state, ARGV[i], ARGV[i + 1])
+    end
+    a = a + 2 * n
+  elseif redis.call('EXISTS', state) == 1 then
+    -- an event (a glow, a notice) changes no state, but a snapshot of the state is now at this seq
+    redis.call('HSET', state, 'seq', seq, 'epoch', epoch)
   end
-elseif redis.call('EXISTS', KEYS[4]) == 1 then
-  -- an event (a glow, a notice) changes no state, but a snapshot of the state is now at this seq
-  redis.call('HSET', KEYS[4], 'seq', ARGV[2], 'epoch', ARGV[1])
+  local d = tonumber(ARGV[a])
+  for i = a + 1, a + d do
+    redis.call('HDEL', state, ARGV[i])
+  end
+  a = a + 1 + d
+  redis.call('PUBLISH', channel, env)
+  if ARGV[a] == '1' then
+    redis.call('SET', KEYS[k + 3], epoch, 'EX', 86400)  -- an event published once: a successor skips it
+    k = k + 1
+  end
+  a = a + 1
+  k = k + 3
 end
-redis.call('PUBLISH', ARGV[3], ARGV[4])
-if #KEYS >= 5 then
-  redis.call('SET', KEYS[5], ARGV[1], 'EX', 86400)  -- an event published once: a successor skips it
+if ARGV[4] ~= '' then
+  redis.call('SET', KEYS[2], ARGV[4])
 end
 return 1
 """
+
+# A call carries at most this many bytes of messages: one script holds Redis while it runs.
+CALL_BYTES = 1 << 20
 
 _TAKE_OVER = """
 local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -59,14 +81,6 @@ if fence > tonumber(ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
 """
-
-_FENCED_SET = """
-local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
-if fence > tonumber(ARGV[1]) then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-return 1
-"""
-
 
 class Fenced(Exception):
     """A newer relay has taken over: this one must stop publishing."""
@@ -85,7 +99,6 @@ class Publisher:
         script = _PUBLISH.replace("'PUBLISH'", "'SPUBLISH'") if bus.cluster else _PUBLISH
         self._publish = bus.redis.register_script(script)
         self._take_over = bus.redis.register_script(_TAKE_OVER)
-        self._fenced_set = bus.redis.register_script(_FENCED_SET)
 
     async def take_over(self) -> None:
         """Raise the fence to this relay's epoch; from now on older relays' publishes are refused."""
@@ -127,8 +140,7 @@ class Publisher:
             results = await self._run(server, publications, relay_cursor)
             if results and all(isinstance(r, NoScriptError) for r in results):
                 # Redis lost its scripts (a restart) and ran nothing of the cycle: load them, run it again.
-                for script in (self._publish, self._fenced_set):
-                    await server.script_load(script.script)
+                await server.script_load(self._publish.script)
                 results = await self._run(server, publications, relay_cursor)
             for result in results:
                 if isinstance(result, ResponseError):
@@ -141,31 +153,36 @@ class Publisher:
 
     async def _run(self, server, publications: list[Publication], relay_cursor: str | None) -> list[object]:
         # EVALSHA as plain pipeline commands: redis-py's script objects would ask SCRIPT EXISTS first, a
-        # second round trip per cycle.
+        # second round trip per cycle. Normally the whole cycle is one call.
         tag = self.tag
         async with server.pipeline(transaction=False) as pipe:
+            script_keys: list[str] = []
+            args: list[bytes | str | int] = []
+            size = 0
             for p in publications:
-                args: list[bytes | str | int] = [
-                    p.epoch,
-                    p.seq,
-                    keys.pubsub(tag, p.channel),
-                    envelope.pack(p.epoch, p.seq, p.json, p.msgpack),
-                    p.msgpack,
-                    self.history_length,
-                    self.history_ttl,
-                ]
+                if size > CALL_BYTES:
+                    pipe.evalsha(self._publish.sha, 2 + len(script_keys), *self._head(script_keys, args, ""))
+                    script_keys, args, size = [], [], 0
+                env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack)
+                size += len(env)
+                script_keys += [keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
+                args += [p.seq, keys.pubsub(tag, p.channel), env, len(p.msgpack)]
                 if p.state_set is None and not p.state_del:
                     args.append(-1)
                 else:
-                    state_set = p.state_set or {}
-                    args.append(len(state_set))
-                    for field, value in state_set.items():
+                    args.append(len(p.state_set or {}))
+                    for field, value in (p.state_set or {}).items():
                         args += [field, value]
-                    args += p.state_del or []
-                script_keys = [self._fence_key, keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
+                args.append(len(p.state_del or ()))
+                args += p.state_del or []
                 if p.marker is not None:
                     script_keys.append(p.marker)
-                pipe.evalsha(self._publish.sha, len(script_keys), *script_keys, *args)
-            if relay_cursor is not None:
-                pipe.evalsha(self._fenced_set.sha, 2, self._fence_key, keys.relay_cursor(tag), self.epoch, relay_cursor)
+                args.append(1 if p.marker is not None else 0)
+            pipe.evalsha(self._publish.sha, 2 + len(script_keys), *self._head(script_keys, args, relay_cursor or ""))
             return await pipe.execute(raise_on_error=False)
+
+    def _head(self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str) -> list[bytes | str | int]:
+        return [
+            self._fence_key, keys.relay_cursor(self.tag), *script_keys,
+            self.epoch, self.history_length, self.history_ttl, relay_cursor, *args,
+        ]  # fmt: skip

@@ -222,6 +222,8 @@ class PartitionRelay:
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
+            log.info("partition %d: state loaded (%d trajectories), reading from %s", self.partition,
+                     sum(len(t.trajectories) for t in core.aggregates.teams.values()), reader.position)  # fmt: skip
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
             conn.terminate()

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import secrets
 
+import pytest
+
 from gateway.bus import keys
 from gateway.bus.connection import Bus
-from gateway.bus.publisher import Publisher
+from gateway.bus.publisher import Fenced, Publisher
+from gateway.core import envelope
 from gateway.core.relay import Publication
 
 
@@ -33,6 +36,67 @@ async def test_an_event_moves_the_seq_of_the_channels_state(redis_url: str) -> N
         other = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
         await publisher.publish([Publication(channel=other, epoch=epoch, seq=1, json=b"{}", msgpack=b"\x80")])
         assert not await redis.exists(keys.state(tag, other))
+    finally:
+        await redis.flushdb()
+        await bus.aclose()
+
+
+async def test_a_cycle_bigger_than_one_call_is_published_whole_and_in_order(redis_url: str) -> None:
+    """A cycle goes out as one script call, split into several past CALL_BYTES: every message is published,
+    kept in the history (its MessagePack payload, cut from the envelope by the script) and the channels'
+    state updated, and the relay's cursor is written once, after the last message."""
+    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
+    redis = bus.redis
+    tag = bus.partitions.tags[0]
+    listener = redis.pubsub()
+    try:
+        epoch = 3
+        trajectory = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
+        team = f"team:{10**9 + secrets.randbelow(10**6)}"
+        await listener.subscribe(keys.pubsub(tag, trajectory), keys.pubsub(tag, team))
+        await listener.get_message(timeout=1.0)
+        await listener.get_message(timeout=1.0)
+        publisher = Publisher(bus, tag, epoch, 100, 60)
+        await publisher.take_over()
+        big = [b"\xc6" + (n * 7).to_bytes(4, "big") + bytes([n]) * 300_000 for n in range(1, 6)]  # 1.5 MB in all
+        cycle = [Publication(channel=trajectory, epoch=epoch, seq=n, json=b"[]", msgpack=payload) for n, payload in enumerate(big, 1)]
+        cycle.append(Publication(channel=team, epoch=epoch, seq=8, json=b"{}", msgpack=b"\x80",
+                                 state_set={"counts": b"c2", "t:1": b"s1"}, state_del=["t:2"]))  # fmt: skip
+        await redis.hset(keys.state(tag, team), mapping={"t:2": b"gone", "counts": b"c1"})
+        await publisher.publish(cycle, relay_cursor="77:12")
+
+        history = await redis.xrange(keys.history(tag, trajectory))
+        assert [entry_id for entry_id, _ in history] == [f"{n}-0".encode() for n in range(1, 6)]
+        assert [fields[b"m"] for _, fields in history] == big
+        assert await redis.get(keys.seq(tag, trajectory)) == b"3-5"
+        state = await redis.hgetall(keys.state(tag, team))
+        assert state == {b"seq": b"8", b"epoch": b"3", b"counts": b"c2", b"t:1": b"s1"}
+        assert await redis.get(keys.relay_cursor(tag)) == b"77:12"
+        received = []
+        while len(received) < 6:
+            message = await listener.get_message(timeout=2.0)
+            assert message is not None, f"only {len(received)} of 6 messages published"
+            if message["type"] == "message":
+                received.append(envelope.unpack(message["data"]))
+        assert [(e.seq, e.msgpack) for e in received] == [*((n, p) for n, p in enumerate(big, 1)), (8, b"\x80")]
+    finally:
+        await listener.aclose()
+        await redis.flushdb()
+        await bus.aclose()
+
+
+async def test_a_fenced_out_relay_publishes_nothing_of_its_cycle(redis_url: str) -> None:
+    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
+    redis = bus.redis
+    tag = bus.partitions.tags[0]
+    try:
+        channel = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
+        old, new = Publisher(bus, tag, 4, 100, 60), Publisher(bus, tag, 5, 100, 60)
+        await old.take_over()
+        await new.take_over()
+        with pytest.raises(Fenced):
+            await old.publish([Publication(channel=channel, epoch=4, seq=1, json=b"[]", msgpack=b"\x90")], relay_cursor="9:9")
+        assert not await redis.exists(keys.history(tag, channel), keys.seq(tag, channel), keys.relay_cursor(tag))
     finally:
         await redis.flushdb()
         await bus.aclose()
