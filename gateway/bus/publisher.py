@@ -10,6 +10,8 @@ lock cannot publish after its successor's first message.
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.exceptions import NoScriptError, ResponseError
 
 from ..core import envelope
@@ -99,6 +101,7 @@ class Publisher:
         script = _PUBLISH.replace("'PUBLISH'", "'SPUBLISH'") if bus.cluster else _PUBLISH
         self._publish = bus.redis.register_script(script)
         self._take_over = bus.redis.register_script(_TAKE_OVER)
+        self._conns: dict[int, Any] = {}  # server client -> the connection this publisher holds to it
 
     async def take_over(self) -> None:
         """Raise the fence to this relay's epoch; from now on older relays' publishes are refused."""
@@ -151,38 +154,71 @@ class Publisher:
         if not all(results):
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
 
-    async def _run(self, server, publications: list[Publication], relay_cursor: str | None) -> list[object]:
-        # EVALSHA as plain pipeline commands: redis-py's script objects would ask SCRIPT EXISTS first, a
-        # second round trip per cycle. Normally the whole cycle is one call.
-        tag = self.tag
-        async with server.pipeline(transaction=False) as pipe:
-            script_keys: list[str] = []
-            args: list[bytes | str | int] = []
-            size = 0
-            for p in publications:
-                if size > CALL_BYTES:
-                    pipe.evalsha(self._publish.sha, 2 + len(script_keys), *self._head(script_keys, args, ""))
-                    script_keys, args, size = [], [], 0
-                env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack)
-                size += len(env)
-                script_keys += [keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
-                args += [p.seq, keys.pubsub(tag, p.channel), env, len(p.msgpack)]
-                if p.state_set is None and not p.state_del:
-                    args.append(-1)
-                else:
-                    args.append(len(p.state_set or {}))
-                    for field, value in (p.state_set or {}).items():
-                        args += [field, value]
-                args.append(len(p.state_del or ()))
-                args += p.state_del or []
-                if p.marker is not None:
-                    script_keys.append(p.marker)
-                args.append(1 if p.marker is not None else 0)
-            pipe.evalsha(self._publish.sha, 2 + len(script_keys), *self._head(script_keys, args, relay_cursor or ""))
-            return await pipe.execute(raise_on_error=False)
+    async def _run(self, server: Any, publications: list[Publication], relay_cursor: str | None) -> list[object]:
+        calls = self._calls(publications, relay_cursor)
+        conn = await self._connection(server)
+        try:
+            await conn.send_packed_command(conn.pack_commands(calls), check_health=False)
+            results: list[object] = []
+            for _ in calls:
+                try:
+                    results.append(await conn.read_response())
+                except ResponseError as exc:  # an answer, not a broken connection: the caller decides
+                    results.append(exc)
+            return results
+        except BaseException:
+            # Whatever was sent may still be answered on it: never use this connection again.
+            del self._conns[id(server)]
+            await conn.disconnect()
+            await server.connection_pool.release(conn)
+            raise
 
-    def _head(self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str) -> list[bytes | str | int]:
+    async def _connection(self, server: Any) -> Any:
+        """The publisher's own connection to this server, held from the pool: the pool checks a connection
+        every time it hands it out, which costs more than the publish itself at a slow pace."""
+        conn = self._conns.get(id(server))
+        if conn is None:
+            conn = self._conns[id(server)] = await server.connection_pool.get_connection()
+        return conn
+
+    async def aclose(self) -> None:
+        """Give the held connections back to their pools."""
+        for conn in self._conns.values():
+            await conn.disconnect()
+        self._conns.clear()
+
+    def _calls(self, publications: list[Publication], relay_cursor: str | None) -> list[list[bytes | str | int]]:
+        """The cycle as EVALSHA commands: normally one. (redis-py's script objects would ask SCRIPT EXISTS
+        first, a second round trip per cycle.)"""
+        tag = self.tag
+        calls: list[list[bytes | str | int]] = []
+        script_keys: list[str] = []
+        args: list[bytes | str | int] = []
+        size = 0
+        for p in publications:
+            if size > CALL_BYTES:
+                calls.append(self._call(script_keys, args, ""))
+                script_keys, args, size = [], [], 0
+            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack)
+            size += len(env)
+            script_keys += [keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
+            args += [p.seq, keys.pubsub(tag, p.channel), env, len(p.msgpack)]
+            if p.state_set is None and not p.state_del:
+                args.append(-1)
+            else:
+                args.append(len(p.state_set or {}))
+                for field, value in (p.state_set or {}).items():
+                    args += [field, value]
+            args.append(len(p.state_del or ()))
+            args += p.state_del or []
+            if p.marker is not None:
+                script_keys.append(p.marker)
+            args.append(1 if p.marker is not None else 0)
+        calls.append(self._call(script_keys, args, relay_cursor or ""))
+        return calls
+
+    def _call(self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str) -> list[bytes | str | int]:
         return [
-            self._fence_key, keys.relay_cursor(self.tag), *script_keys,
+            "EVALSHA", self._publish.sha, 2 + len(script_keys), self._fence_key, keys.relay_cursor(self.tag), *script_keys,
             self.epoch, self.history_length, self.history_ttl, relay_cursor, *args,
         ]  # fmt: skip

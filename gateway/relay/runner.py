@@ -209,6 +209,7 @@ class PartitionRelay:
 
     async def _serve(self, lock_conn: asyncpg.Connection, epoch: int) -> None:
         conn = await asyncpg.connect(self.process.database_url, server_settings={"application_name": "gateway-relay-outbox"})
+        publisher: Publisher | None = None
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
             await conn.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition)
@@ -227,6 +228,8 @@ class PartitionRelay:
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
             conn.terminate()
+            if publisher is not None:
+                await publisher.aclose()
 
     async def _loop(
         self,
@@ -302,8 +305,14 @@ class PartitionRelay:
             if result.held_back and held_since is not None:
                 # Back off while an open transaction holds the horizon: it may stay open for long.
                 delay = max(delay, min(0.1, BUSY_POLL + (now - held_since) / 10))
-            if delay:
-                await asyncio.sleep(delay)
+            if self._asleep and not result.held_back:
+                # Changes come slowly: the tick's gathering is folded into the wait for the next NOTIFY (one
+                # wake-up a cycle instead of two; most commits come after the tick anyway).
+                not_before = now + delay
+            else:
+                not_before = 0.0
+                if delay:
+                    await asyncio.sleep(delay)
             if result.held_back or (result.changes and not self._asleep):
                 continue  # busy: read again at once (asleep, a commit since the read has set the wake-up)
             due = min(d for d in (core.next_due(), self.extras.next_due) if d is not None)
@@ -313,6 +322,8 @@ class PartitionRelay:
                 await asyncio.sleep(wait)
                 continue
             await self._sleep(conn, reader, due)
+            if not_before > time.monotonic():
+                await asyncio.sleep(not_before - time.monotonic())
 
     async def _publish(
         self,
@@ -460,8 +471,9 @@ class PartitionRelay:
             # that look: look again shortly, once, instead of at the next due time.
             timeout = min(timeout, SECOND_LOOK)
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
+        except TimeoutError:
             pass
 
     async def _sleeping(self, conn: asyncpg.Connection, sleeping: bool) -> None:
