@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import websockets
+
+from gateway.core.model import Job
+
+# A job's fields at their default are left out of the wire: a client puts them back.
+JOB_DEFAULTS = {f.encode_name: f.default for f in msgspec.structs.fields(Job) if f.default is not msgspec.NODEFAULT}
 
 
 @dataclass
@@ -180,6 +186,7 @@ class Follower:
     @staticmethod
     def _apply_jobs(state: ChannelState, jobs: Any) -> None:
         for job in jobs:
+            job = {**JOB_DEFAULTS, **job}
             seen = state.jobs.get(job["id"])
             if seen is None or job["version"] > seen["version"]:
                 state.jobs[job["id"]] = job

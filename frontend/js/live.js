@@ -2,6 +2,17 @@
 // every channel from its cursor, notices lost messages by their sequence, keeps the server clock's offset.
 
 const RESUMABLE = new Set(["batch", "summary", "notice", "glow", "presence", "clusters"]);
+// A job's or a group's fields at their default are left out of the wire (docs/protocol.md): put them back,
+// so the views read every field as the protocol defines it.
+const JOB_DEFAULTS = { attempts: 1, analysis_id: null, submission_id: null, frame: null, timestep: null, error: null,
+  created_at: null, updated_at: null, started_at: null, finished_at: null, removed_at: null };
+const GROUP_DEFAULTS = { frame: null, timestep: null, open: false };
+
+export function withDefaults(m) {
+  if (m.jobs) m.jobs = m.jobs.map((j) => ({ ...JOB_DEFAULTS, ...j }));
+  if (m.groups) m.groups = m.groups.map((g) => ({ ...GROUP_DEFAULTS, ...g }));
+  return m;
+}
 
 export class Live {
   constructor(onStatus, onExpired = async () => {}) {
@@ -43,7 +54,7 @@ export class Live {
       clearInterval(this.pinger);
       this.pinger = setInterval(() => this._send({ type: "ping" }), 15000);
     };
-    ws.onmessage = (event) => this._receive(JSON.parse(event.data));
+    ws.onmessage = (event) => this._receive(withDefaults(JSON.parse(event.data)));
     ws.onclose = async (event) => {
       clearInterval(this.pinger);
       if (this.ws !== ws) return;

@@ -48,9 +48,10 @@ def group_order(key: str) -> tuple[int, int]:
     return (1, 0) if key == GENERAL else (2, 0)
 
 
-class Group(msgspec.Struct, kw_only=True):
+class Group(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A group of a trajectory's jobs with its colour computed by the server (the browser never recomputes
-    thousands of frames). `total: 0` means the group is empty now: drop it."""
+    thousands of frames). `total: 0` means the group is empty now: drop it. Like a job's, its fields at their
+    default (null `frame` and `timestep`, `open` false) are left out of the wire; its counts are always whole."""
 
     key: str
     label: str

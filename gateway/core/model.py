@@ -7,11 +7,13 @@ from datetime import datetime
 import msgspec
 
 
-class Job(msgspec.Struct, kw_only=True):
+class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A job's whole current state. Deltas are absolute: a client keeps the highest `version` per `id`.
 
     A job with `removed_at` set has left the list (removed by a person, or past retention).
     Unknown fields are ignored on decode, so a column added to `jobs` later does not break the relay.
+    A field at its default (null, `attempts` 1) is left out of the wire: a fifth to a third of a delta's bytes,
+    written once per subscriber (docs/protocol.md).
     """
 
     id: int
