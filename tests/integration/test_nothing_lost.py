@@ -152,9 +152,20 @@ async def test_cursor_older_than_the_history_gets_a_snapshot(world: World, wpool
     try:
         assert f.ws is not None
         await f.ws.close()
-        for i in range(HISTORY * 3):  # each its own commit and, spaced out, its own batch
-            await wpool.execute("update jobs set status = $2 where id = $1", ids[i % 20], ("running", "queued")[(i // 20) % 2])
-            await asyncio.sleep(0.006)
+        # Outrun the history: MAXLEN ~ keeps up to a stream node (100 entries) past HISTORY, and the relay
+        # gathers commits that come closer than its tick into one batch. So write until the channel's seq is
+        # far past both.
+        channel = f"trajectory:{wteam.trajectory_id}"
+        redis = Redis.from_url(world.redis_url)
+        try:
+            i = 0
+            while (i := i + 1) < 5000:
+                await wpool.execute("update jobs set status = $2 where id = $1", ids[i % 20], ("running", "queued")[(i // 20) % 2])
+                await asyncio.sleep(0.006)
+                if i % 20 == 0 and int(((await redis.get(keys.seq(keys.Partitions(1).tags[0], channel))) or b"0-0").split(b"-")[1]) > HISTORY + 200:
+                    break
+        finally:
+            await redis.aclose()
         await f.reconnect()
         await converge(f, wpool, wteam)
         trajectory = f.channels[f"trajectory:{wteam.trajectory_id}"]
