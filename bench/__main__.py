@@ -28,6 +28,7 @@ from .scenarios import SCENARIOS
 from .systems import SYSTEMS, Context, ensure_node_peers
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROUNDS = ("fanout", "steady")  # the scenarios whose CPU figures are read as ratios between systems
 
 
 def _progress(started: float):
@@ -37,7 +38,7 @@ def _progress(started: float):
     return say
 
 
-async def run(scenario: str, quick: bool, only: list[str], out: Path) -> dict:
+async def run(scenario: str, quick: bool, only: list[str], out: Path, rounds: int = 1) -> dict:
     say = _progress(time.monotonic())
     limit = raise_open_files()
     if any(n in ("node-ws", "socket.io") for n in (only or SYSTEMS)):
@@ -52,7 +53,8 @@ async def run(scenario: str, quick: bool, only: list[str], out: Path) -> dict:
         logdir.mkdir(parents=True, exist_ok=True)
         ctx = Context(infra.database_url, infra.redis_url, secrets.token_urlsafe(32), logdir)
         try:
-            result = await SCENARIOS[scenario](ctx, pool, redis, quick, only, say)
+            options = {"rounds": rounds} if rounds > 1 else {}
+            result = await SCENARIOS[scenario](ctx, pool, redis, quick, only, say, **options)
         finally:
             await redis.aclose()
             await pool.close()
@@ -89,7 +91,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a test of the harness and of correctness")
     parser.add_argument("--systems", help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="fanout, steady: measure each system this many times, taking turns, and report the median round")  # fmt: skip
     args = parser.parse_args()
+    if args.rounds < 1 or (args.rounds > 1 and args.scenario not in ROUNDS):
+        parser.error(f"--rounds takes a positive count, and more than 1 only for {', '.join(ROUNDS)}")
     only = [s.strip() for s in args.systems.split(",")] if args.systems else []
     unknown = [s for s in only if s not in SYSTEMS]
     if unknown:
@@ -100,7 +106,7 @@ def main() -> None:
         if any(p["lost"] or p["stale"] for p in phases) or any(p["recovery_s"] is None for p in phases[:-1]):
             sys.exit("bench: a subscriber did not end at the database's state after a fault")
         return
-    record = asyncio.run(run(args.scenario, args.quick, only, args.out))
+    record = asyncio.run(run(args.scenario, args.quick, only, args.out, args.rounds))
     wrong = [name for name, figures in record["systems"].items() if name == "gateway" and not figures.get("correct")]
     if wrong:
         sys.exit("bench: the gateway's subscribers did not end at the database's state")
