@@ -2,8 +2,8 @@
 
     python -m bench.redis_cost [--messages 20000] [--nodes 1,4,16] [--cluster]
 
-The relay's real publish path (gateway.bus.publisher: one Lua script per message writing the position,
-the history stream, the state and the PUBLISH) against a private valkey-server, with 0..N gateway-node
+The relay's real publish path (gateway.bus.publisher: one Lua script call per cycle writing each message's
+position, history entry, state and PUBLISH) against a private valkey-server, with 0..N gateway-node
 connections subscribed to every channel and reading. The server's own CPU, from /proc, divided by the
 messages: a fixed cost per message plus a cost per subscribing node (each gets its own copy). With
 `--cluster` the same against a three-shard cluster with sharded pub/sub, reporting each shard's share.
