@@ -23,30 +23,45 @@ CACHE_BYTES = 32 << 20  # about 16 MiB of messages
 
 
 class Block:
-    __slots__ = ("first", "entries", "size", "_frames")
+    """Up to BLOCK history entries from `first` on, each framed in a format the first time a client needs it."""
 
-    def __init__(self, first: int, entries: list[Entry]) -> None:
+    __slots__ = ("first", "entries", "size", "_at", "_frames")
+
+    def __init__(self, first: int, entries: list[Entry], previous: Block | None = None) -> None:
         self.first = first
         self.entries = entries
         self.size = 2 * sum(len(e.msgpack) for e in entries)  # the messages, and their frames in about one format
-        self._frames: dict[str, list[Frame]] = {}
+        self._at = {e.seq: i for i, e in enumerate(entries)}
+        self._frames: dict[str, list[Frame | None]] = {}
+        if previous is not None:
+            # The same block read before it was full: its messages are the same, and so are their frames
+            # (a JSON frame is a transcoding, the dearest part of catching up through a burst's big batches).
+            for fmt, built in previous._frames.items():
+                mine = self._frames[fmt] = [None] * len(entries)
+                for i, e in enumerate(entries):
+                    j = previous._at.get(e.seq)
+                    if j is not None and previous.entries[j].epoch == e.epoch:
+                        mine[i] = built[j]
 
     def complete(self) -> bool:
         return len(self.entries) == BLOCK and all(e.seq == self.first + i for i, e in enumerate(self.entries))
 
     def frames(self, fmt: Format, first: int, last: int) -> list[Frame] | None:
         """Frames of messages first..last (within this block), or None when the block lacks one of them."""
+        i, j = self._at.get(first), self._at.get(last)
+        if i is None or j is None or j - i != last - first:
+            return None
         built = self._frames.get(fmt)
         if built is None:
-            if fmt == "json":
-                built = [Frame(msgpack_to_json(e.msgpack), text=True) for e in self.entries]
-            else:
-                built = [Frame(e.msgpack, text=False) for e in self.entries]
-            self._frames[fmt] = built
-        at = {e.seq: i for i, e in enumerate(self.entries)}
-        if first not in at or last not in at or at[last] - at[first] != last - first:
-            return None
-        return built[at[first] : at[last] + 1]
+            built = self._frames[fmt] = [None] * len(self.entries)
+        out: list[Frame] = []
+        for k in range(i, j + 1):
+            frame = built[k]
+            if frame is None:
+                msgpack = self.entries[k].msgpack
+                frame = built[k] = Frame(msgpack_to_json(msgpack), text=True) if fmt == "json" else Frame(msgpack, text=False)
+            out.append(frame)
+        return out
 
 
 class Backlog:
@@ -56,6 +71,8 @@ class Backlog:
         self._read = read
         self._shared = SharedReads()
         self._cache: OrderedDict[tuple[str, int], Block] = OrderedDict()
+        self._partial: OrderedDict[tuple[str, int], Block] = OrderedDict()  # newest blocks, still filling: their
+        # frames carry over to the next read of the same block
         self._bytes = 0
         self.cache_bytes = cache_bytes
         self.reads = 0  # blocks read from the bus (for tests and /metrics)
@@ -81,19 +98,33 @@ class Backlog:
             return block
         since = self._shared.mark() if fresh else 0
         block = await self._shared.read(key, lambda: self._fetch(channel, start), since)
-        if block.complete() and key not in self._cache:
-            self._cache[key] = block
+        kept = self._cache if block.complete() else self._partial
+        if kept.get(key) is not block:
+            self._drop(self._partial, key)  # a newer read of the newest block, or the block now full
+            self._drop(self._cache, key)
+            kept[key] = block
             self._bytes += block.size
-            while self._bytes > self.cache_bytes and self._cache:
-                _, old = self._cache.popitem(last=False)
-                self._bytes -= old.size
+        kept.move_to_end(key)
+        while self._bytes > self.cache_bytes and (self._cache or len(self._partial) > 1):
+            # Within one byte budget, complete blocks first out, least recently used first.
+            if self._cache:
+                self._drop(self._cache, next(iter(self._cache)))
+            else:
+                self._drop(self._partial, next(iter(self._partial)))
         return block
+
+    def _drop(self, blocks: OrderedDict[tuple[str, int], Block], key: tuple[str, int]) -> None:
+        old = blocks.pop(key, None)
+        if old is not None:
+            self._bytes -= old.size
 
     async def _fetch(self, channel: str, start: int) -> Block:
         self.reads += 1
-        return Block(start, await self._read(channel, start, start + BLOCK - 1))
+        entries = await self._read(channel, start, start + BLOCK - 1)
+        return Block(start, entries, self._partial.get((channel, start)))
 
     def forget(self) -> None:
         """Redis may have lost its history (it restarted): sequence numbers may mean other messages now."""
         self._cache.clear()
+        self._partial.clear()
         self._bytes = 0

@@ -7,9 +7,11 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator
 
+import msgspec
 import pytest
 
 from gateway.bus import history, keys
+from gateway.core.protocol import Batch, make_cursor
 from gateway.bus.connection import Bus
 from gateway.hub.backlog import BLOCK, Backlog
 
@@ -23,12 +25,15 @@ class History:
         self.channel = f"trajectory:{secrets.randbelow(10**9)}"  # a fresh stream for each test
         self.asked = 0
 
-    async def publish(self, first: int, last: int, keep: int | None = None) -> None:
-        """Messages first..last, each `{"seq": n}` in MessagePack, the stream trimmed to `keep` as MAXLEN does."""
+    async def publish(self, first: int, last: int, keep: int | None = None, batches: bool = False) -> None:
+        """Messages first..last, each `{"seq": n}` in MessagePack (or, with `batches`, an empty batch as the relay
+        encodes it), the stream trimmed to `keep` as MAXLEN does."""
         name = keys.history(self.tag, self.channel)
         for seq in range(first, last + 1):
-            await self.bus.redis.xadd(name, {"e": 1, "m": b"\x81\xa3seq\xcd" + seq.to_bytes(2, "big")}, id=f"{seq}-0",
-                                      maxlen=keep, approximate=False)  # fmt: skip
+            message = b"\x81\xa3seq\xcd" + seq.to_bytes(2, "big")
+            if batches:
+                message = msgspec.msgpack.encode(Batch(channel=self.channel, seq=seq, cursor=make_cursor(1, seq), jobs=[]))
+            await self.bus.redis.xadd(name, {"e": 1, "m": message}, id=f"{seq}-0", maxlen=keep, approximate=False)
 
     async def read(self, channel: str, first: int, last: int) -> list[history.Entry]:
         self.asked += 1
@@ -86,3 +91,25 @@ async def test_the_cache_stays_within_its_budget_and_forgets_everything_on_a_res
     backlog.forget()
     await backlog.frames(h.channel, "msgpack", 1, 1)
     assert h.asked == 21
+
+
+async def test_the_newest_block_read_again_keeps_the_frames_it_had(h: History) -> None:
+    """Clients catching up at the head of a burst read the newest block again and again as it fills: each
+    message is framed (for JSON clients, transcoded) once, not once per read."""
+    await h.publish(1, 40, batches=True)
+    backlog = h.backlog()
+    first = await backlog.frames(h.channel, "json", 33, 40) or []
+    assert [msgspec.json.decode(f.data)["seq"] for f in first] == list(range(33, 41))
+    await h.publish(41, 64, batches=True)  # the block fills up
+    again = await backlog.frames(h.channel, "json", 33, 64) or []
+    assert h.asked == 2 and [msgspec.json.decode(f.data)["seq"] for f in again] == list(range(33, 65))
+    assert all(a is b for a, b in zip(again, first))  # the same frame objects: framed once
+    assert backlog._bytes <= backlog.cache_bytes and list(backlog._cache) == [(h.channel, 33)] and not backlog._partial
+
+
+async def test_a_client_framed_only_what_it_asked_for(h: History) -> None:
+    await h.publish(1, BLOCK, batches=True)
+    backlog = h.backlog()
+    await backlog.frames(h.channel, "json", 30, BLOCK)
+    block = backlog._cache[(h.channel, 1)]
+    assert sum(f is not None for f in block._frames["json"]) == BLOCK - 29
