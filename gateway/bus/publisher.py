@@ -101,7 +101,6 @@ class Publisher:
         script = _PUBLISH.replace("'PUBLISH'", "'SPUBLISH'") if bus.cluster else _PUBLISH
         self._publish = bus.redis.register_script(script)
         self._take_over = bus.redis.register_script(_TAKE_OVER)
-        self._conns: dict[int, Any] = {}  # server client -> the connection this publisher holds to it
 
     async def take_over(self) -> None:
         """Raise the fence to this relay's epoch; from now on older relays' publishes are refused."""
@@ -155,37 +154,13 @@ class Publisher:
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
 
     async def _run(self, server: Any, publications: list[Publication], relay_cursor: str | None) -> list[object]:
-        calls = self._calls(publications, relay_cursor)
-        conn = await self._connection(server)
-        try:
-            await conn.send_packed_command(conn.pack_commands(calls), check_health=False)
-            results: list[object] = []
-            for _ in calls:
-                try:
-                    results.append(await conn.read_response())
-                except ResponseError as exc:  # an answer, not a broken connection: the caller decides
-                    results.append(exc)
-            return results
-        except BaseException:
-            # Whatever was sent may still be answered on it: never use this connection again.
-            del self._conns[id(server)]
-            await conn.disconnect()
-            await server.connection_pool.release(conn)
-            raise
-
-    async def _connection(self, server: Any) -> Any:
-        """The publisher's own connection to this server, held from the pool: the pool checks a connection
-        every time it hands it out, which costs more than the publish itself at a slow pace."""
-        conn = self._conns.get(id(server))
-        if conn is None:
-            conn = self._conns[id(server)] = await server.connection_pool.get_connection()
-        return conn
-
-    async def aclose(self) -> None:
-        """Give the held connections back to their pools."""
-        for conn in self._conns.values():
-            await conn.disconnect()
-        self._conns.clear()
+        # Through redis-py's pipeline, whose retries carry a cycle over a Redis that restarts within seconds.
+        # (A connection held by the publisher, without them, was cheaper at a slow pace, but every restart
+        # then went through the relay's own "Redis came back empty" path, where subscribers saw duplicates.)
+        async with server.pipeline(transaction=False) as pipe:
+            for call in self._calls(publications, relay_cursor):
+                pipe.execute_command(*call)
+            return await pipe.execute(raise_on_error=False)
 
     def _calls(self, publications: list[Publication], relay_cursor: str | None) -> list[list[bytes | str | int]]:
         """The cycle as EVALSHA commands: normally one. (redis-py's script objects would ask SCRIPT EXISTS

@@ -209,7 +209,6 @@ class PartitionRelay:
 
     async def _serve(self, lock_conn: asyncpg.Connection, epoch: int) -> None:
         conn = await asyncpg.connect(self.process.database_url, server_settings={"application_name": "gateway-relay-outbox"})
-        publisher: Publisher | None = None
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
             await conn.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition)
@@ -228,8 +227,6 @@ class PartitionRelay:
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
             conn.terminate()
-            if publisher is not None:
-                await publisher.aclose()
 
     async def _loop(
         self,
