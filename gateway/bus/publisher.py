@@ -10,8 +10,7 @@ lock cannot publish after its successor's first message.
 
 from __future__ import annotations
 
-from typing import Any
-
+from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from ..core import envelope
@@ -153,10 +152,9 @@ class Publisher:
         if not all(results):
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
 
-    async def _run(self, server: Any, publications: list[Publication], relay_cursor: str | None) -> list[object]:
-        # Through redis-py's pipeline, whose retries carry a cycle over a Redis that restarts within seconds.
-        # (A connection held by the publisher, without them, was cheaper at a slow pace, but every restart
-        # then went through the relay's own "Redis came back empty" path, where subscribers saw duplicates.)
+    async def _run(self, server: Redis, publications: list[Publication], relay_cursor: str | None) -> list[object]:
+        # Through redis-py's pipeline: its retries carry a cycle over a Redis that restarts within seconds
+        # (docs/operations.md says why the publisher does not hold a connection of its own).
         async with server.pipeline(transaction=False) as pipe:
             for call in self._calls(publications, relay_cursor):
                 pipe.execute_command(*call)
@@ -178,14 +176,14 @@ class Publisher:
             size += len(env)
             script_keys += [keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
             args += [p.seq, keys.pubsub(tag, p.channel), env, len(p.msgpack)]
-            if p.state_set is None and not p.state_del:
-                args.append(-1)
+            state_set, state_del = p.state_set or {}, p.state_del or []
+            if p.state_set is None and not state_del:
+                args.append(-1)  # no state with this message
             else:
-                args.append(len(p.state_set or {}))
-                for field, value in (p.state_set or {}).items():
+                args.append(len(state_set))
+                for field, value in state_set.items():
                     args += [field, value]
-            args.append(len(p.state_del or ()))
-            args += p.state_del or []
+            args += [len(state_del), *state_del]
             if p.marker is not None:
                 script_keys.append(p.marker)
             args.append(1 if p.marker is not None else 0)
