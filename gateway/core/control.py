@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .types import Id, Text
+
 Action = Literal["remove", "retry"]
 REMOVABLE = ("queued", "retrying", "running", "holding")  # Remove Running Jobs takes holding ones too
 RETRYABLE = ("failed",)  # not preempted ones: Retry Preempted does those
@@ -102,10 +104,10 @@ class SubmissionsAction(msgspec.Struct, forbid_unknown_fields=True):
 
     action: Literal["hold", "unhold", "kill", "retry", "retry_failed", "retry_preempted", "retry_sync", "reviewed",
                     "priority", "instance_type"]
-    submissions: Annotated[list[int], msgspec.Meta(max_length=1000)] = []
-    tasks: Annotated[list[int], msgspec.Meta(max_length=100_000)] = []
+    submissions: Annotated[list[Id], msgspec.Meta(max_length=1000)] = []
+    tasks: Annotated[list[Id], msgspec.Meta(max_length=100_000)] = []
     priority: Annotated[int, msgspec.Meta(ge=-1000, le=1000)] | None = None
-    instance_type: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    instance_type: Annotated[Text, msgspec.Meta(min_length=1, max_length=64)] | None = None
     cores: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
     memory_gb: Annotated[int, msgspec.Meta(ge=1, le=16384)] | None = None
 

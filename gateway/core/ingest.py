@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from .status import Kind, Status, TERMINAL
+from .types import Id, Text
 
 MAX_REPORTS = 10_000
 
@@ -19,17 +20,17 @@ class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Create a job (no `id`) or report on one (`id`), about attempt `attempt`."""
 
     status: Status
-    id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    id: Id | None = None
     attempt: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
-    error: Annotated[str, msgspec.Meta(max_length=4000)] | None = None
+    error: Annotated[Text, msgspec.Meta(max_length=4000)] | None = None
     # Only when creating:
-    trajectory_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    trajectory_id: Id | None = None
     kind: Kind | None = None
-    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    name: Annotated[Text, msgspec.Meta(min_length=1, max_length=200)] | None = None
     frame: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] | None = None
     timestep: float | None = None
-    analysis_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    submission_id: Annotated[int, msgspec.Meta(ge=1)] | None = None  # else derived (one per trajectory and work)
+    analysis_id: Id | None = None  # of the job's own trajectory
+    submission_id: Id | None = None  # else derived (one per trajectory and work)
 
 
 class IngestBatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -51,14 +52,14 @@ class IngestResponse(msgspec.Struct):
 class NewTrajectory(msgspec.Struct, forbid_unknown_fields=True):
     """A cluster that stores an uploaded trajectory registers it."""
 
-    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    name: Annotated[Text, msgspec.Meta(min_length=1, max_length=200)]
 
 
 class NewAnalysis(msgspec.Struct, forbid_unknown_fields=True):
     """A pipeline run registers each analysis it computes."""
 
-    trajectory_id: Annotated[int, msgspec.Meta(ge=1)]
-    plugin: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    trajectory_id: Id
+    plugin: Annotated[Text, msgspec.Meta(min_length=1, max_length=200)]
 
 
 Staging = Literal["upload_pending", "uploading", "sync_pending", "syncing", "sync_failed", "ready"]
@@ -67,12 +68,12 @@ Staging = Literal["upload_pending", "uploading", "sync_pending", "syncing", "syn
 class NewSubmission(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """A batch of work a tool submits; its jobs then name it (`submission_id`)."""
 
-    title: Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
-    project: Annotated[str, msgspec.Meta(max_length=200)] = ""
-    trajectory_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    user_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    title: Annotated[Text, msgspec.Meta(min_length=1, max_length=300)]
+    project: Annotated[Text, msgspec.Meta(max_length=200)] = ""
+    trajectory_id: Id | None = None
+    user_id: Id | None = None
     priority: Annotated[int, msgspec.Meta(ge=-1000, le=1000)] = 0
-    instance_type: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "standard"
+    instance_type: Annotated[Text, msgspec.Meta(min_length=1, max_length=64)] = "standard"
     cores: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 4
     memory_gb: Annotated[int, msgspec.Meta(ge=1, le=16384)] = 16
     preemptible: bool = False

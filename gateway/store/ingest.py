@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..core.ingest import IngestBatch, IngestResponse, IngestResult, InvalidReport, check_new_job, report_applies
+from ..core.ingest import IngestBatch, IngestResponse, IngestResult, InvalidReport, JobReport, check_new_job, report_applies
 
 # The same rules as core.ingest.report_applies, so that they hold whoever calls this path.
 _UPDATE = """
@@ -36,14 +36,19 @@ async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch
     for i, r in new:
         check_new_job(i, r)
     results: list[IngestResult | None] = [None] * len(batch.jobs)
-    async with pool.acquire() as conn, conn.transaction():
-        created = await _insert(conn, cluster_id, team_id, new)
-        for (i, _), job_id in zip(new, created):
-            results[i] = IngestResult(job_id, "created")
-        updated = await _update(conn, cluster_id, known)
-        for i, r in known:
-            assert r.id is not None
-            results[i] = IngestResult(r.id, "updated" if r.id in updated else "ignored")
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            created = await _insert(conn, cluster_id, team_id, new)
+            for (i, _), job_id in zip(new, created):
+                results[i] = IngestResult(job_id, "created")
+            updated = await _update(conn, cluster_id, known)
+            for i, r in known:
+                assert r.id is not None
+                results[i] = IngestResult(r.id, "updated" if r.id in updated else "ignored")
+    except asyncpg.ForeignKeyViolationError as exc:
+        # Checked above, but a row named can be deleted before the insert lands (sql/007_team_references.sql).
+        field = _FIELD_OF.get(exc.constraint_name or "", "a reference")
+        raise InvalidReport(f"jobs: {field} names a row deleted while the batch was written") from None
     jobs = [r for r in results if r is not None]
     return IngestResponse(
         created=len(created),
@@ -56,28 +61,8 @@ async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch
 async def _insert(conn: asyncpg.Connection, cluster_id: int, team_id: int, new: list) -> list[int]:
     if not new:
         return []
+    await _check_references(conn, team_id, new)
     reports = [r for _, r in new]
-    wanted = sorted({r.trajectory_id for r in reports})
-    ours = {
-        row["id"]
-        for row in await conn.fetch(
-            "select id from trajectories where id = any($1::bigint[]) and team_id = $2", wanted, team_id
-        )
-    }
-    for i, r in new:
-        if r.trajectory_id not in ours:
-            raise InvalidReport(f"jobs[{i}].trajectory_id: no trajectory {r.trajectory_id} in this cluster's team")
-    named = sorted({r.submission_id for r in reports if r.submission_id is not None})
-    if named:
-        found = {
-            row["id"]
-            for row in await conn.fetch(
-                "select id from submissions where id = any($1::bigint[]) and team_id = $2", named, team_id
-            )
-        }
-        for i, r in new:
-            if r.submission_id is not None and r.submission_id not in found:
-                raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} in this cluster's team")
     rows = await conn.fetch(
         _INSERT,
         team_id,
@@ -94,6 +79,46 @@ async def _insert(conn: asyncpg.Connection, cluster_id: int, team_id: int, new: 
         [r.submission_id for r in reports],
     )
     return [row["id"] for row in rows]
+
+
+# The team's rows among the ids a batch names ($1), each with the column a check needs.
+_TRAJECTORIES = "select id, team_id from trajectories where id = any($1::bigint[]) and team_id = $2"
+_ANALYSES = (
+    "select a.id, a.trajectory_id from analyses a join trajectories t on t.id = a.trajectory_id"
+    " where a.id = any($1::bigint[]) and t.team_id = $2"
+)
+_SUBMISSIONS = "select id, team_id from submissions where id = any($1::bigint[]) and team_id = $2"
+# The field a foreign key of sql/007_team_references.sql checks.
+_FIELD_OF = {
+    "jobs_trajectory_team": "trajectory_id",
+    "jobs_analysis_trajectory": "analysis_id",
+    "jobs_submission_team": "submission_id",
+    "submissions_trajectory_team": "trajectory_id",
+}
+
+
+async def _check_references(conn: asyncpg.Connection, team_id: int, new: list[tuple[int, JobReport]]) -> None:
+    """Every row a new job names is the cluster's team's: someone else's reads exactly like one that does not
+    exist, so a refusal tells nothing about other teams. An analysis must also be of the job's trajectory."""
+    trajectories = await _team_rows(conn, _TRAJECTORIES, team_id, [r.trajectory_id for _, r in new])
+    analyses = await _team_rows(conn, _ANALYSES, team_id, [r.analysis_id for _, r in new])
+    submissions = await _team_rows(conn, _SUBMISSIONS, team_id, [r.submission_id for _, r in new])
+    for i, r in new:
+        if r.trajectory_id not in trajectories:
+            raise InvalidReport(f"jobs[{i}].trajectory_id: no trajectory {r.trajectory_id} in this cluster's team")
+        if r.analysis_id is not None and r.analysis_id not in analyses:
+            raise InvalidReport(f"jobs[{i}].analysis_id: no analysis {r.analysis_id} in this cluster's team")
+        if r.analysis_id is not None and analyses[r.analysis_id] != r.trajectory_id:
+            raise InvalidReport(f"jobs[{i}].analysis_id: analysis {r.analysis_id} is not of trajectory {r.trajectory_id}")
+        if r.submission_id is not None and r.submission_id not in submissions:
+            raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} in this cluster's team")
+
+
+async def _team_rows(conn: asyncpg.Connection, query: str, team_id: int, wanted: list[int | None]) -> dict[int, int]:
+    ids = sorted({i for i in wanted if i is not None})
+    if not ids:
+        return {}
+    return {row[0]: row[1] for row in await conn.fetch(query, ids, team_id)}
 
 
 async def _update(conn: asyncpg.Connection, cluster_id: int, known: list) -> set[int]:

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..hub.presence import online_users
-from .guards import Refused, endpoint, member, runtime_of, session, user
+from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
 
 
 @endpoint
@@ -39,7 +39,7 @@ async def me(request: Request) -> Response:
 @endpoint
 async def team_members(request: Request) -> Response:
     """My Team: the members, and who is online now (across every node)."""
-    team_id = request.path_params["id"]
+    team_id = path_id(request)
     await member(request, user(request), team_id)
     runtime = runtime_of(request)
     rows = await runtime.pool.fetch(
@@ -57,7 +57,7 @@ async def team_members(request: Request) -> Response:
 @endpoint
 async def team_trajectories(request: Request) -> Response:
     """The dashboard's cards: the team's trajectories, newest first (the live counts come on the team channel)."""
-    team_id = request.path_params["id"]
+    team_id = path_id(request)
     await member(request, user(request), team_id)
     rows = await runtime_of(request).pool.fetch(
         "select id, name, created_at from trajectories where team_id = $1 order by created_at desc, id desc limit 500",

@@ -13,7 +13,7 @@ from ..bus import keys
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.team import ClusterFigures, MetricsReport
 from ..store.ingest import apply_reports
-from .guards import Refused, cluster, decode, endpoint, runtime_of
+from .guards import Refused, cluster, decode, endpoint, path_id, runtime_of
 
 _batch_decoder = msgspec.json.Decoder(IngestBatch)
 _trajectory_decoder = msgspec.json.Decoder(NewTrajectory)
@@ -108,14 +108,20 @@ async def ingest_submission(request: Request) -> Response:
 async def update_submission(request: Request) -> Response:
     """The staging cluster moves a submission's data along; the downloading tool marks it downloaded."""
     who = await cluster(request)
+    submission_id = path_id(request)
     body = await decode(request, _update_decoder)
-    status = await runtime_of(request).pool.execute(
+    pool = runtime_of(request).pool
+    status = await pool.execute(
         "update submissions set staging = coalesce($3::text, staging),"
         " downloaded_at = case when $4::boolean is null then downloaded_at"
         " when $4::boolean then coalesce(downloaded_at, now()) end"
         " where id = $1 and team_id = $2",
-        request.path_params["id"], who.team_id, body.staging, body.downloaded,
+        submission_id, who.team_id, body.staging, body.downloaded,
     )
-    if status == "UPDATE 0":
-        raise Refused(404, "not_found", f"no submission {request.path_params['id']} in this cluster's team")
+    # UPDATE 0 is also a change to what it already was (submissions_stamp skips those): only a submission
+    # not in the team is refused, and another team's reads as one that does not exist.
+    if status == "UPDATE 0" and not await pool.fetchval(
+        "select 1 from submissions where id = $1 and team_id = $2", submission_id, who.team_id
+    ):
+        raise Refused(404, "not_found", f"id: no submission {submission_id} in this cluster's team")
     return Response(status_code=204)

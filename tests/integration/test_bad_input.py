@@ -1,0 +1,163 @@
+"""Values PostgreSQL cannot take, sent to every route of a live node: ids past a bigint (asyncpg cannot send
+them) and NUL in text (PostgreSQL refuses it). Each is a 422 naming the field, or the 401 of a check that
+comes first; never a 500."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from starlette.routing import Route
+
+from gateway.config import Settings
+from gateway.embedded import free_port
+from gateway.web.app import create_app
+from tests.conftest import Process, Stack, spawn, wait_http
+from tests.integration.conftest import Team
+
+HUGE_IDS = [2**63, 2**64, 10**30]  # 2**63 - 1 is the largest id a bigint holds
+NUL_TEXTS = ["\x00", "name\x00with a NUL"]
+PATH_ID = f"id: expected an id from 1 to {2**63 - 1}"
+
+
+@dataclass(frozen=True)
+class Case:
+    method: str
+    path: str  # `{bad}` is where the bad value goes when the path carries it
+    who: str  # "cluster" or "user": whose credentials go with it
+    body: object = None  # `BAD` where the bad value goes
+    field: str = PATH_ID  # what the refusal must say: at least the field it names
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}" + ("" if self.field == PATH_ID else f" {self.field}")
+
+
+BAD = object()
+
+
+def job(**fields: object) -> dict[str, object]:
+    return {"jobs": [{"status": "queued", "trajectory_id": 1, "kind": "analysis", "name": "RDF", **fields}]}
+
+
+ID_CASES = [
+    Case("POST", "/api/ingest/jobs", "cluster", {"jobs": [{"id": BAD, "status": "running"}]}, "$.jobs[0].id"),
+    Case("POST", "/api/ingest/jobs", "cluster", job(trajectory_id=BAD), "$.jobs[0].trajectory_id"),
+    Case("POST", "/api/ingest/jobs", "cluster", job(analysis_id=BAD), "$.jobs[0].analysis_id"),
+    Case("POST", "/api/ingest/jobs", "cluster", job(submission_id=BAD), "$.jobs[0].submission_id"),
+    Case("POST", "/api/ingest/analyses", "cluster", {"trajectory_id": BAD, "plugin": "RDF"}, "$.trajectory_id"),
+    Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "trajectory_id": BAD}, "$.trajectory_id"),
+    Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "user_id": BAD}, "$.user_id"),
+    Case("POST", "/api/ingest/submissions/{bad}", "cluster", {"staging": "syncing"}),
+    Case("POST", "/api/trajectories/{bad}/remove-running", "user"),
+    Case("POST", "/api/trajectories/{bad}/retry-failed", "user"),
+    Case("POST", "/api/analyses/{bad}/retry-failed", "user"),
+    Case("GET", "/api/teams/{bad}/members", "user"),
+    Case("GET", "/api/teams/{bad}/trajectories", "user"),
+    Case("POST", "/api/submissions/actions", "user", {"action": "kill", "submissions": [BAD]}, "$.submissions[0]"),
+    Case("POST", "/api/submissions/actions", "user", {"action": "kill", "tasks": [BAD]}, "$.tasks[0]"),
+]
+TEXT_CASES = [
+    Case("POST", "/api/ingest/jobs", "cluster", job(name=BAD), "$.jobs[0].name"),
+    Case("POST", "/api/ingest/jobs", "cluster", {"jobs": [{"id": 1, "status": "failed", "error": BAD}]}, "$.jobs[0].error"),
+    Case("POST", "/api/ingest/trajectories", "cluster", {"name": BAD}, "$.name"),
+    Case("POST", "/api/ingest/analyses", "cluster", {"trajectory_id": 1, "plugin": BAD}, "$.plugin"),
+    Case("POST", "/api/ingest/submissions", "cluster", {"title": BAD}, "$.title"),
+    Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "project": BAD}, "$.project"),
+    Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "instance_type": BAD}, "$.instance_type"),
+    Case("POST", "/api/submissions/actions", "user", {"action": "instance_type", "submissions": [1], "instance_type": BAD},
+         "$.instance_type"),
+]
+# Routes that read nothing a caller chooses but its credentials (those are checked by signature or hash).
+NO_INPUT = {"/api/me", "/api/sign-in/users", "/api/sign-out", "/api/session/renew", "/api/ingest/metrics"}
+
+
+def put(value: object, into: object) -> object:
+    if into is BAD:
+        return value
+    if isinstance(into, dict):
+        return {k: put(value, v) for k, v in into.items()}
+    if isinstance(into, list):
+        return [put(value, v) for v in into]
+    return into
+
+
+def headers(case: Case, team: Team) -> dict[str, str]:
+    return {"Authorization": f"Bearer {team.cluster_key if case.who == 'cluster' else team.token}"}
+
+
+async def send(base: str, case: Case, value: object, team: Team) -> httpx.Response:
+    path = case.path.format(bad=value)
+    async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+        return await client.request(case.method, path, json=put(value, case.body), headers=headers(case, team))
+
+
+def refused_naming(response: httpx.Response, field: str) -> None:
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["error"] == "invalid" and field in body["message"], body
+
+
+@pytest.mark.parametrize("value", HUGE_IDS, ids=["2**63", "2**64", "10**30"])
+@pytest.mark.parametrize("case", ID_CASES, ids=str)
+async def test_an_id_past_a_bigint_is_refused_naming_the_field(stack: Stack, team: Team, case: Case, value: int) -> None:
+    refused_naming(await send(stack.nodes[0].http, case, value, team), case.field)
+
+
+@pytest.mark.parametrize("value", NUL_TEXTS, ids=["nul", "inner-nul"])
+@pytest.mark.parametrize("case", TEXT_CASES, ids=str)
+async def test_nul_in_text_is_refused_naming_the_field(stack: Stack, team: Team, case: Case, value: str) -> None:
+    refused_naming(await send(stack.nodes[0].http, case, value, team), case.field)
+
+
+async def test_the_largest_bigint_is_an_id_like_any_other(stack: Stack, team: Team) -> None:
+    """At the bound itself the request goes through: refused as a row that does not exist, not as input."""
+    largest = str(2**63 - 1)
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {team.token}"}) as client:
+        assert (await client.post(f"/api/trajectories/{largest}/retry-failed")).status_code == 403
+        assert (await client.get(f"/api/teams/{largest}/members")).status_code == 403
+
+
+@pytest.mark.parametrize("key", [f"c{2**63}.secret", f"c{10**19 - 1}.secret", "c\u00b2.secret", "c0.secret"])
+async def test_a_cluster_key_naming_an_impossible_cluster_is_unauthorized(stack: Stack, key: str) -> None:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        response = await client.post("/api/ingest/jobs", json={"jobs": [{"id": 1, "status": "running"}]},
+                                     headers={"Authorization": f"Bearer {key}".encode("latin-1")})
+    assert response.status_code == 401 and response.json()["error"] == "unauthorized"
+
+
+@pytest.fixture(scope="module")
+def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """A node in demo mode: the only one with a sign-in picker."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
+           "GATEWAY_DEMO": "1"}
+    node = spawn("node-demo", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("demo"), port)
+    try:
+        wait_http(node)
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize("value", [*HUGE_IDS, "9" * 30, 0, -1, 1.5, "\x00", True, None])
+async def test_sign_in_refuses_a_user_id_that_cannot_be_one(demo_node: Process, value: object) -> None:
+    async with httpx.AsyncClient(base_url=demo_node.http) as client:
+        response = await client.post("/api/sign-in", json={"user_id": value})
+    refused_naming(response, "user_id")
+
+
+async def test_sign_in_still_takes_a_user_id_as_digits(demo_node: Process, team: Team) -> None:
+    async with httpx.AsyncClient(base_url=demo_node.http) as client:
+        assert (await client.post("/api/sign-in", json={"user_id": str(team.user_id)})).status_code == 200
+        assert (await client.post("/api/sign-in", json={"user_id": team.user_id})).status_code == 200
+
+
+def test_every_route_that_takes_input_is_in_the_table() -> None:
+    """A new route joins the table (or NO_INPUT): the table is what keeps it from answering 500."""
+    covered = {c.path.replace("{bad}", "{id:int}") for c in (*ID_CASES, *TEXT_CASES)} | NO_INPUT | {"/api/sign-in"}
+    app = create_app(Settings(secret="x" * 32))
+    paths = {r.path for r in app.routes if isinstance(r, Route) and r.path.startswith("/api/")}
+    assert paths - covered == set()
