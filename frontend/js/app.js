@@ -225,11 +225,18 @@ function drawClustersPage() {
 
 // -- signing in
 
+const SIGN_IN_NOTES = {
+  ended: "Your session has ended: sign in again.",
+  expired: "That sign-in link has expired or was revoked.",
+};
+
 async function signIn() {
   const main = $("main");
+  const note = SIGN_IN_NOTES[new URLSearchParams(location.search).get("signin")];
   const users = await fetch("/api/sign-in/users");
   if (!users.ok) {
-    main.innerHTML = `<h1>Sign in</h1><p>Open the link with your token (<code>/?token=…</code>) to sign in.</p>`;
+    main.innerHTML = `<h1>Sign in</h1>${note ? `<p class="quiet">${note}</p>` : ""}
+      <p>Open the link with your token (<code>/?token=…</code>) to sign in.</p>`;
     return;
   }
   const list = (await users.json()).users;
@@ -286,16 +293,26 @@ function wire() {
 
 // -- the session: renewed before its token expires, without a reload
 
-let renewal = null;
+let renewal = null, sessionEnds = 0;
 function scheduleRenewal(expiresAt, serverNow) {
   clearTimeout(renewal);
+  // No later expiry: the session has reached its maximum age. When it ends the socket closes (4001), the
+  // renewal then is refused, and the person signs in again.
+  if (expiresAt <= sessionEnds) return;
+  sessionEnds = expiresAt;
   const lifetime = expiresAt - serverNow; // both from the server's clock: a skewed browser clock does not matter
   renewal = setTimeout(renewSession, Math.max(1000, lifetime * 0.8));
 }
 
 async function renewSession() {
-  const response = await fetch("/api/session/renew", { method: "POST" });
-  if (!response.ok) { location.reload(); return; } // expired for good: sign in again
+  const response = await fetch("/api/session/renew", { method: "POST" }).catch(() => null);
+  // Expired, revoked or past its maximum age: sign in again.
+  if (response && response.status === 401) { location.assign("/?signin=ended"); return; }
+  if (!response || !response.ok) { // rate limited or unreachable: the session is still good, try again shortly
+    const wait = Number(response && response.headers.get("Retry-After")) || 5;
+    await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+    return renewSession();
+  }
   const body = await response.json();
   scheduleRenewal(body.expires_at, body.time);
 }

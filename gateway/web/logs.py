@@ -6,13 +6,23 @@ import json
 import logging
 import re
 import time
+from urllib.parse import unquote
 
-_SECRET_QUERY = re.compile(r"((?:token|access_token|key)=)[^&\s\"']+", re.IGNORECASE)
+# A query parameter: its name is read percent-decoded, as a server would (`tok%65n` is `token`).
+_PARAMETER = re.compile(r"(?<![^?&;\s\"'])([^=&?;\s\"']+=)([^&\s\"']+)")
+_SECRET_NAMES = {"token", "access_token", "key"}
 _BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")  # a token under any name, or none
 
 
 def redact(text: str) -> str:
-    return _BEARER.sub(r"\1[redacted]", _SECRET_QUERY.sub(r"\1[redacted]", text))
+    text = _PARAMETER.sub(_redact_parameter, text)
+    return _JWT.sub("[redacted]", _BEARER.sub(r"\1[redacted]", text))
+
+
+def _redact_parameter(match: re.Match[str]) -> str:
+    name = match.group(1)
+    return name + "[redacted]" if unquote(name[:-1]).lower() in _SECRET_NAMES else match.group(0)
 
 
 class RedactSecrets(logging.Filter):
@@ -60,6 +70,8 @@ def configure(level: str, fmt: str) -> None:
         formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     handler.setFormatter(formatter)
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)  # "warning" works as well as "WARNING"
+    if logging.getLogger().level > logging.DEBUG:  # httpx logs a line per request: the simulator's drown the rest
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     install_redaction()
 
 

@@ -1,9 +1,15 @@
 """`/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (it can serve: PostgreSQL and Redis
-answer, and the relay is alive and not lagging)."""
+answer, and the relay is alive and not lagging).
+
+`/metrics` is for scrapers: with GATEWAY_METRICS_TOKEN set they send it as a bearer token; without, only a
+client on the node's own host may scrape, directly (a request a proxy forwards could come from anywhere).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import time
 from collections.abc import Iterator
 from typing import cast
@@ -53,8 +59,10 @@ class NodeCollector(Collector):
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "epoch": GaugeMetricFamily("relay_epoch", "The partition's active relay's epoch", labels=["partition"]),
             "lag": GaugeMetricFamily("relay_lag_seconds", "Commit to publish, last cycle", labels=["partition"]),
+            # Which transaction it is (pid, xid) is in the relay's log: a label per blocker would be a new
+            # series each time, and would show a scraper more than it needs.
             "held": GaugeMetricFamily("relay_held_back_seconds", "How long an open transaction holds the relay back",
-                                      labels=["partition", "pid", "xid"]),
+                                      labels=["partition"]),
             "changes": CounterMetricFamily("relay_changes", "Captured changes applied", labels=["partition"]),
             "deltas": CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", labels=["partition"]),
             "ratio": GaugeMetricFamily("relay_coalescing_ratio", "Changes per delta published", labels=["partition"]),
@@ -69,7 +77,7 @@ class NodeCollector(Collector):
             changes, deltas = float(r.get("changes", 0)), float(r.get("deltas", 0))
             families["epoch"].add_metric([p], float(r.get("epoch", 0)))
             families["lag"].add_metric([p], float(r.get("lag_seconds", 0)))
-            families["held"].add_metric([p, r.get("blocker_pid", "0"), r.get("blocker_xid", "0")], float(r.get("held_back_seconds", 0)))
+            families["held"].add_metric([p], float(r.get("held_back_seconds", 0)))
             families["changes"].add_metric([p], changes)
             families["deltas"].add_metric([p], deltas)
             families["ratio"].add_metric([p], changes / deltas if deltas else 0.0)
@@ -85,8 +93,33 @@ async def relay_stats(runtime: Runtime) -> list[dict[bytes, bytes]]:
         return cast(list[dict[bytes, bytes]], await pipe.execute())
 
 
+def scraper_refused(request: Request, token: str) -> JSONResponse | None:
+    """Why this caller may not read /metrics (None: it may)."""
+    if token:
+        auth = request.headers.get("authorization", "")
+        given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        if hmac.compare_digest(given.encode(), token.encode()):
+            return None
+        return JSONResponse({"error": "unauthorized", "message": "/metrics needs GATEWAY_METRICS_TOKEN as a bearer token"}, 401,
+                            headers={"WWW-Authenticate": "Bearer"})
+    forwarded = "x-forwarded-for" in request.headers or "forwarded" in request.headers
+    if not forwarded and request.client is not None and _loopback(request.client.host):
+        return None
+    return JSONResponse({"error": "forbidden", "message": "/metrics is served to this host only: set GATEWAY_METRICS_TOKEN"}, 403)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 async def metrics(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
+    refused = scraper_refused(request, runtime.settings.metrics_token)
+    if refused is not None:
+        return refused
     try:
         relays = await relay_stats(runtime)
     except Exception:  # a scrape must answer even when Redis does not

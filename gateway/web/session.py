@@ -1,27 +1,51 @@
-"""Signing in the browser: a token in the URL becomes an HttpOnly cookie; demo mode has a user picker."""
+"""Signing in the browser: a token in the URL becomes an HttpOnly cookie once the user confirms whom it signs
+in as (gateway.web.confirm); demo mode has a user picker. Renewals keep the session, never past its maximum
+age; signing out revokes it."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from pathlib import Path
+from urllib.parse import parse_qs
 
+import asyncpg
+import msgspec
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from .auth import TOKEN_COOKIE, InvalidToken, issue_token, verify_token
-from .guards import endpoint, runtime_of, user
+from ..core.types import MAX_ID, Id
+from ..hub.revocations import revoke
+from .auth import TOKEN_COOKIE, InvalidToken, issue_token
+from .body import BodyTooLarge, read_body
+from .confirm import confirmation_page, page
+from .guards import Refused, claims, endpoint, query_token, runtime_of, same_origin, token_of, user, verified
 from .runtime import Runtime
 
+log = logging.getLogger(__name__)
+
 INDEX = Path(__file__).resolve().parents[2] / "frontend" / "index.html"
+NO_STORE = {"Cache-Control": "no-store"}
+MAX_FORM_BYTES = 16 << 10
 
 
-def with_session(response: Response, request: Request, runtime: Runtime, token: str) -> Response:
+class SignIn(msgspec.Struct):
+    user_id: Id
+
+
+# Lax: the picker's user id may come as a string of digits, as it always could.
+_sign_in_decoder = msgspec.json.Decoder(SignIn, strict=False)
+
+
+def with_session(response: Response, request: Request, runtime: Runtime, token: str, expires: float | None = None) -> Response:
     response.set_cookie(
         TOKEN_COOKIE,
         token,
-        max_age=runtime.settings.token_ttl,
+        max_age=runtime.settings.token_ttl if expires is None else max(0, int(expires - time.time())),
         httponly=True,  # no script can read it
         samesite="strict",  # no other site's page sends it
+        # https: TLS here, or a proxy's X-Forwarded-Proto that uvicorn trusts (FORWARDED_ALLOW_IPS)
         secure=request.url.scheme == "https",
         path="/",
     )
@@ -29,16 +53,37 @@ def with_session(response: Response, request: Request, runtime: Runtime, token: 
 
 
 async def index(request: Request) -> Response:
-    """The app. `/?token=...` swaps the token for a cookie and redirects to a URL without it."""
-    runtime: Runtime = request.app.state.runtime
-    token = request.query_params.get("token")
-    if token:
-        try:
-            verify_token(runtime.settings.secret, token)
-        except InvalidToken:
-            return RedirectResponse("/?signin=expired", status_code=303)
-        return with_session(RedirectResponse(request.url.path, status_code=303), request, runtime, token)
-    return FileResponse(INDEX, headers={"Cache-Control": "no-store"})
+    """The app. `/?token=...` asks whom to sign in as first: the link alone sets no cookie."""
+    runtime = runtime_of(request)
+    token = query_token(request)
+    if token is None:
+        return FileResponse(INDEX, headers=NO_STORE)
+    try:
+        user_id = verified(runtime, token).user_id
+    except InvalidToken:
+        return RedirectResponse("/?signin=expired", status_code=303)
+    name = await runtime.pool.fetchval("select name from users where id = $1", user_id)
+    if name is None:
+        return RedirectResponse("/?signin=expired", status_code=303)
+    return HTMLResponse(confirmation_page(name, token, request.url.path), headers=NO_STORE)
+
+
+@endpoint
+async def confirm_sign_in(request: Request) -> Response:
+    """The confirmation page's button (`POST /sign-in`, a form): the token becomes the session cookie."""
+    same_origin(request, required=True, message="sign in from this gateway's own page")
+    runtime = runtime_of(request)
+    try:
+        form = parse_qs((await read_body(request, MAX_FORM_BYTES)).decode("utf-8", "replace"))
+    except BodyTooLarge as exc:
+        raise Refused(413, "too_large", str(exc)) from None
+    token = form.get("token", [""])[0]
+    try:
+        found = verified(runtime, token)
+    except InvalidToken:
+        return RedirectResponse("/?signin=expired", status_code=303)
+    redirect = RedirectResponse(page(form.get("next", ["/"])[0]), status_code=303)
+    return with_session(redirect, request, runtime, token, found.expires)
 
 
 async def demo_users(request: Request) -> Response:
@@ -49,21 +94,38 @@ async def demo_users(request: Request) -> Response:
     return JSONResponse({"users": [dict(r) for r in rows]})
 
 
+@endpoint
 async def demo_sign_in(request: Request) -> Response:
+    same_origin(request)  # no other site signs a browser in
     runtime: Runtime = request.app.state.runtime
     if not runtime.settings.demo:
         return JSONResponse({"error": "not_found", "message": "no user picker outside demo mode"}, 404)
     try:
-        user_id = int((await request.json())["user_id"])
-    except (ValueError, KeyError, TypeError):
-        return JSONResponse({"error": "invalid", "message": "user_id: expected an integer"}, 422)
+        user_id = _sign_in_decoder.decode(await request.body()).user_id
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return JSONResponse({"error": "invalid", "message": f"user_id: expected an id from 1 to {MAX_ID}"}, 422)
     if not await runtime.pool.fetchval("select 1 from users where id = $1", user_id):
         return JSONResponse({"error": "invalid", "message": f"user_id: no user {user_id}"}, 422)
     token = issue_token(runtime.settings.secret, user_id, runtime.settings.token_ttl)
     return with_session(JSONResponse({"ok": True}), request, runtime, token)
 
 
+@endpoint
 async def sign_out(request: Request) -> Response:
+    """Clears the cookie and revokes the session it held, on every node (its other tabs' sockets close)."""
+    same_origin(request)
+    runtime = runtime_of(request)
+    try:
+        found = verified(runtime, token_of(request))
+    except InvalidToken:
+        found = None  # nothing to revoke
+    if found is not None and found.token_id and runtime.revocations is not None:  # older tokens just lose the cookie
+        try:
+            runtime.revocations.apply(
+                await revoke(runtime.pool, runtime.redis, runtime.settings.session_max_age, token_id=found.token_id)
+            )
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the cookie goes anyway
+            log.warning("sign-out: revoking the session failed: %s", type(exc).__name__)
     response = JSONResponse({"ok": True})
     response.delete_cookie(TOKEN_COOKIE, path="/")
     return response
@@ -71,10 +133,14 @@ async def sign_out(request: Request) -> Response:
 
 @endpoint
 async def renew(request: Request) -> Response:
-    """A session about to expire gets a new cookie without a reload (the current token must still be valid)."""
+    """A session about to expire gets a new cookie without a reload (the current token must still be valid):
+    the same session (its id and start), never past GATEWAY_SESSION_MAX_AGE from its start."""
     runtime = runtime_of(request)
-    user_id = user(request, acting=True)
-    token = issue_token(runtime.settings.secret, user_id, runtime.settings.token_ttl)
-    expires = time.time() + runtime.settings.token_ttl
-    body = {"ok": True, "expires_at": int(expires * 1000), "time": int(time.time() * 1000)}
-    return with_session(JSONResponse(body), request, runtime, token)
+    settings = runtime.settings
+    user(request, acting=True)
+    found = claims(request)
+    now = int(time.time())  # whole seconds, as the token counts them
+    expires = int(min(now + settings.token_ttl, found.started + settings.session_max_age))
+    token = issue_token(settings.secret, found.user_id, expires - now, now, token_id=found.token_id, started=found.started)
+    body = {"ok": True, "expires_at": expires * 1000, "time": int(time.time() * 1000)}
+    return with_session(JSONResponse(body), request, runtime, token, expires)

@@ -1,0 +1,102 @@
+"""A node's revoked sessions: loaded from PostgreSQL at start, kept current by broadcasts on the control channel
+(the path membership removals take to every node), reloaded now and then in case Redis dropped one.
+
+Every handshake and HTTP request checks its token against the set in memory; a revocation that arrives ends
+the live websockets of the sessions it names with 4001, as an expired token would (the browser's renewal is
+then refused, and it signs in again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import asyncpg
+import msgspec
+from redis.exceptions import RedisError
+
+from ..bus import keys
+from ..core.revocation import Revocation, Revocations, decoder, encoder
+from ..store import revocations as stored
+from .connection import CLOSE_EXPIRED, Connection
+
+log = logging.getLogger(__name__)
+
+RELOAD_EVERY = 10.0  # seconds: the safety net for a broadcast this node missed
+_ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+class SessionRevocations:
+    def __init__(self, pool: asyncpg.Pool, connections: set[Connection], max_age: float) -> None:
+        self.pool = pool
+        self.connections = connections  # the node's live ones
+        self.max_age = max_age
+        self.known = Revocations()
+        self._task: asyncio.Task[None] | None = None
+
+    def revoked(self, user_id: int, token_id: str, started: float) -> bool:
+        return self.known.revoked(user_id, token_id, started)
+
+    async def start(self) -> None:
+        await self.load()
+        self._task = asyncio.create_task(self._reload(), name="revocations")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def load(self) -> None:
+        for revocation in self.known.merge(await stored.load(self.pool, self.max_age), time.time() - self.max_age):
+            self._end_sessions(revocation)
+
+    async def _reload(self) -> None:
+        while True:
+            await asyncio.sleep(RELOAD_EVERY)
+            try:
+                await asyncio.wait_for(self.load(), RELOAD_EVERY)
+            except _ERRORS as exc:
+                log.warning("reloading revocations failed: %s", type(exc).__name__)
+            except Exception:  # the safety net must not die with an unexpected error
+                log.exception("reloading revocations failed")
+
+    def receive(self, data: bytes) -> None:
+        """A revocation broadcast on the control channel (by `gateway revoke` or another node)."""
+        try:
+            self.apply(decoder.decode(data))
+        except msgspec.DecodeError:
+            log.warning("ignored an undecodable revocation")
+
+    def apply(self, revocation: Revocation) -> None:
+        if self.known.add(revocation):
+            self._end_sessions(revocation)
+
+    def _end_sessions(self, revocation: Revocation) -> None:
+        ended = [
+            conn
+            for conn in self.connections
+            if conn.user_id == revocation.user_id or (revocation.token_id is not None and conn.token_id == revocation.token_id)
+        ]
+        for conn in ended:
+            conn.close(CLOSE_EXPIRED)
+        if ended:
+            log.info("revoked: closed %d connection(s) of %s", len(ended), _named(revocation))
+
+
+async def revoke(db: stored.Database, redis: Any, max_age: float, user_id: int | None = None, token_id: str | None = None) -> Revocation:
+    """Record a revocation, then tell every node through `redis` (None: no Redis here); when no broadcast
+    reaches them, their reload finds it."""
+    revocation = await stored.record(db, max_age, user_id=user_id, token_id=token_id)
+    if redis is None:
+        return revocation
+    try:
+        await redis.publish(keys.CONTROL, encoder.encode(revocation))
+    except (RedisError, OSError) as exc:
+        log.warning("revocation stored but not broadcast (%s): nodes find it within %.0f s", type(exc).__name__, RELOAD_EVERY)
+    return revocation
+
+
+def _named(revocation: Revocation) -> str:
+    return f"user {revocation.user_id}" if revocation.user_id is not None else f"token {revocation.token_id}"
