@@ -103,9 +103,14 @@ def cluster_commands(cluster_id: int) -> str:
     return f"{PREFIX}cluster:{cluster_id}"
 
 
-def reply(command_id: str) -> str:
-    """The list a command's confirmations are pushed onto."""
-    return f"{PREFIX}reply:{command_id}"
+def reply(tag: str, command_id: str) -> str:
+    """The list a command's confirmations are pushed onto; `tag` is the waiting process's (one slot for all)."""
+    return f"{PREFIX}reply:{{{tag}}}:{command_id}"
+
+
+def replies_wake(tag: str) -> str:
+    """Wakes a process's confirmation listener when it has a new reply list to watch."""
+    return f"{PREFIX}reply:{{{tag}}}:wake"
 
 
 def text(value: bytes | str) -> str:

@@ -1,8 +1,9 @@
 """Send an action's commands to the clusters over Redis, wait for their confirmations, apply what they did.
 
 Each cluster listens on its command channel (`gw:cluster:<id>`, pub/sub) and pushes its confirmation onto the
-command's reply list. A cluster with no listener is known at once (PUBLISH reaches nobody); the others get
-one shared time budget. Only confirmed jobs change in PostgreSQL, through the captured path, so everyone
+command's reply list (gateway.bus.commands: read by one listener per process, so a waiting command holds no
+pooled connection). A cluster with no listener is known at once (PUBLISH reaches nobody); the others get one
+shared time budget. Only confirmed jobs change in PostgreSQL, through the captured path, so everyone
 watching sees the result live.
 """
 
@@ -14,32 +15,32 @@ import uuid
 
 import asyncpg
 import msgspec
-from redis.asyncio import Redis, RedisCluster
 
-from ..bus import keys
+from ..bus.commands import ClusterCommands
 from ..core.control import REMOVABLE, RETRYABLE, Action, ActionResult, Command, command_encoder, confirmation_decoder, toast
 
 log = logging.getLogger(__name__)
 
-REPLY_TTL = 60
-
 
 async def run_action(
-    pool: asyncpg.Pool, redis: Redis, action: Action, scope_sql: str, scope_id: int, timeout: float
+    pool: asyncpg.Pool, commands: ClusterCommands, action: Action, team_id: int, scope_sql: str, scope_id: int, timeout: float
 ) -> ActionResult:
-    """Act on the jobs `scope_sql` selects (a `where` on jobs with `$1`), through their clusters."""
+    """Act on team `team_id`'s jobs that `scope_sql` selects (a `where` on jobs with `$1`), through their clusters."""
     statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
+    # Only the acting team's jobs on its own clusters, whatever else names the scope's trajectory or analysis.
     rows = await pool.fetch(
         f"select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
-        f" where {scope_sql} and j.removed_at is null and j.status = any($2::text[])",
+        f" where {scope_sql} and j.team_id = $3 and c.team_id = $3 and j.removed_at is null"
+        f" and j.status = any($2::text[])",
         scope_id,
         statuses,
+        team_id,
     )
     if not rows:
         return toast(action, 0, 0, [])
     by_cluster, names = holders(rows)
     # Retry Failed Jobs is the clusters' `retry_failed`; their `retry` restarts every task (Submissions page).
-    confirmed = await ask_clusters(redis, "retry_failed" if action == "retry" else action, by_cluster, timeout)
+    confirmed = await ask_clusters(commands, "retry_failed" if action == "retry" else action, by_cluster, timeout)
     acted = await _apply(pool, action, confirmed, statuses)
     unconfirmed = [names[c] for c in by_cluster if c not in confirmed]
     return toast(action, len(rows), acted, unconfirmed)
@@ -56,40 +57,35 @@ def holders(rows: list[asyncpg.Record]) -> tuple[dict[int, list[int]], dict[int,
 
 
 async def ask_clusters(
-    redis: Redis, action: str, by_cluster: dict[int, list[int]], timeout: float, **extra: object
+    commands: ClusterCommands, action: str, by_cluster: dict[int, list[int]], timeout: float, **extra: object
 ) -> dict[int, set[int]]:
     """Send each cluster its command; the ids each one confirmed, for those that answered in time."""
     command_id = uuid.uuid4().hex
-    reply_to = keys.reply(command_id)
-    waiting: set[int] = set()
-    for cluster_id, job_ids in by_cluster.items():
-        command = Command(id=command_id, action=action, jobs=job_ids, reply_to=reply_to, **extra)  # type: ignore[arg-type]
-        listeners = await redis.publish(keys.cluster_commands(cluster_id), command_encoder.encode(command))
-        # A cluster's PUBLISH reaches every shard but counts one shard's listeners: there, wait for all.
-        if listeners or isinstance(redis, RedisCluster):
-            waiting.add(cluster_id)
     confirmed: dict[int, set[int]] = {}
-    deadline = time.monotonic() + timeout
-    try:
+    async with commands.replies(command_id) as replies:
+        waiting: set[int] = set()
+        for cluster_id, job_ids in by_cluster.items():
+            command = Command(id=command_id, action=action, jobs=job_ids, reply_to=replies.key, **extra)  # type: ignore[arg-type]
+            if await commands.send(cluster_id, command_encoder.encode(command)):
+                waiting.add(cluster_id)
+        deadline = time.monotonic() + timeout
         while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            reply = await redis.blpop([reply_to], timeout=left)
+            reply = await replies.next(deadline)
             if reply is None:
                 break
             try:
-                confirmation = confirmation_decoder.decode(reply[1])
+                confirmation = confirmation_decoder.decode(reply)
             except msgspec.ValidationError as exc:
                 log.warning("ignored a malformed confirmation for %s: %s", command_id, exc)
+                continue
+            except msgspec.DecodeError:
+                log.warning("ignored an undecodable confirmation for %s", command_id)
                 continue
             if confirmation.command != command_id or confirmation.cluster_id not in waiting:
                 continue
             waiting.discard(confirmation.cluster_id)
             # A cluster can only confirm the jobs it was asked about.
             confirmed[confirmation.cluster_id] = set(confirmation.jobs) & set(by_cluster[confirmation.cluster_id])
-    finally:
-        await redis.delete(reply_to)
     return confirmed
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import msgspec
+
+from .types import MAX_ID
 
 ChannelKind = Literal["team", "team-jobs", "trajectory"]
 KINDS: tuple[ChannelKind, ...] = ("team", "team-jobs", "trajectory")
@@ -26,14 +29,29 @@ class BadChannel(ValueError):
     pass
 
 
+# ASCII digits only (str.isdigit also takes "²" and "١", which int() then refuses or reads as another number),
+# no leading zero: one id has one spelling, so the name a client sends is the name used everywhere.
+_ID = re.compile(r"[1-9][0-9]{0,18}")
+
+
+def parse_id(text: str) -> int | None:
+    """A positive 64-bit id written the one canonical way, or None."""
+    if _ID.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if value <= MAX_ID else None
+
+
 def parse_channel(name: str) -> Channel:
-    """`team:7`, `team-jobs:7` or `trajectory:42`; anything else raises BadChannel with a readable reason."""
+    """`team:7`, `team-jobs:7` or `trajectory:42`; anything else raises BadChannel with a readable reason.
+    A channel that parses has exactly the name it was given (`Channel.name == name`)."""
     kind, sep, ident = name.partition(":")
     if not sep or kind not in KINDS:
         raise BadChannel(f"unknown channel {name[:80]!r}: expected team:<id>, team-jobs:<id> or trajectory:<id>")
-    if not ident.isdigit() or len(ident) > 18:
-        raise BadChannel(f"bad channel id in {name[:80]!r}")
-    return Channel(kind, int(ident))
+    channel_id = parse_id(ident)
+    if channel_id is None:
+        raise BadChannel(f"bad channel id in {name[:80]!r}: expected a positive integer without leading zeros")
+    return Channel(kind, channel_id)
 
 
 def team(team_id: int) -> str:

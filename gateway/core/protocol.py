@@ -7,7 +7,8 @@ applied. The same Structs travel as JSON text frames or, with the `msgpack` subp
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -26,17 +27,22 @@ class ClientMessage(msgspec.Struct, tag_field="type", tag=str.lower, forbid_unkn
     pass
 
 
+ChannelName = Annotated[str, msgspec.Meta(max_length=100)]
+# A client's ping id comes back in the pong: kept short, so a reply never costs much more than its request.
+PingId = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)] | Annotated[str, msgspec.Meta(max_length=128)] | None
+
+
 class Subscribe(ClientMessage):
-    channel: str
-    cursor: str | None = None
+    channel: ChannelName
+    cursor: Annotated[str, msgspec.Meta(max_length=40)] | None = None
 
 
 class Unsubscribe(ClientMessage):
-    channel: str
+    channel: ChannelName
 
 
 class Ping(ClientMessage):
-    id: int | str | None = None
+    id: PingId = None
 
 
 ClientMessages = Subscribe | Unsubscribe | Ping
@@ -142,7 +148,7 @@ class Error(ServerMessage):
 
 class Pong(ServerMessage):
     time: int
-    id: int | str | None = None
+    id: PingId = None
 
 
 ServerMessages = Snapshot | Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate | Resync | Error | Pong
@@ -197,9 +203,13 @@ def make_cursor(epoch: int, seq: int) -> str:
     return f"{epoch}-{seq}"
 
 
+_CURSOR = re.compile(r"(0|[1-9][0-9]{0,18})-(0|[1-9][0-9]{0,18})")  # ASCII digits, one spelling per value
+
+
 def parse_cursor(cursor: str) -> tuple[int, int] | None:
     """The (epoch, seq) inside a cursor, or None when it is not one of ours."""
-    epoch, sep, seq = cursor.partition("-")
-    if not sep or not epoch.isdigit() or not seq.isdigit() or len(cursor) > 40:
+    match = _CURSOR.fullmatch(cursor)
+    if match is None:
         return None
-    return int(epoch), int(seq)
+    epoch, seq = int(match[1]), int(match[2])
+    return (epoch, seq) if epoch < 2**63 and seq < 2**63 else None

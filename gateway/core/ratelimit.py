@@ -1,4 +1,5 @@
-"""A token bucket: at most `rate` events a second on average, bursts of `burst`. The caller passes the time."""
+"""Rate and concurrency limits, pure: a token bucket (at most `rate` events a second on average, bursts of
+`burst`; the caller passes the time) and a count of things in flight per key."""
 
 from __future__ import annotations
 
@@ -20,3 +21,55 @@ class TokenBucket:
             self.tokens -= 1
             return True
         return False
+
+
+class Concurrency:
+    """At most `limit` things in flight per key (a user's or a team's actions); keys with none in flight are
+    forgotten, so memory follows what is in flight."""
+
+    __slots__ = ("limit", "in_flight")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_flight: dict[object, int] = {}
+
+    def acquire(self, key: object) -> bool:
+        count = self.in_flight.get(key, 0)
+        if count >= self.limit:
+            return False
+        self.in_flight[key] = count + 1
+        return True
+
+    def release(self, key: object) -> None:
+        count = self.in_flight.pop(key, 0) - 1
+        if count > 0:
+            self.in_flight[key] = count
+
+
+class KeyedRate:
+    """A token bucket per key (a user, a cluster), made on first use. A bucket idle long enough to have refilled
+    is no different from a new one, so it is dropped: memory follows the keys active lately."""
+
+    __slots__ = ("rate", "burst", "buckets", "_sweep_at")
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.buckets: dict[object, TokenBucket] = {}
+        self._sweep_at = 1024
+
+    def wait(self, key: object, now: float) -> float:
+        """0 when the event may go ahead (and counts it), else the seconds until it may."""
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            if len(self.buckets) >= self._sweep_at:
+                self._sweep(now)
+            bucket = self.buckets[key] = TokenBucket(self.rate, self.burst)
+        if bucket.allow(now):
+            return 0.0
+        return (1 - bucket.tokens) / self.rate
+
+    def _sweep(self, now: float) -> None:
+        refilled = self.burst / self.rate
+        self.buckets = {k: b for k, b in self.buckets.items() if b.at is not None and now - b.at < refilled}
+        self._sweep_at = max(1024, 2 * len(self.buckets))  # sweeps stay rare however many keys are active

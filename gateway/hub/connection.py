@@ -16,13 +16,14 @@ from typing import Protocol
 
 from ..core.outbound import Outbound, Verdict
 from ..core.protocol import Format, Resync, ServerMessage, encode
-from ..core.wsframe import Frame
+from ..core.wsframe import OP_PONG, Frame, build
 
 log = logging.getLogger(__name__)
 
 CLOSE_EXPIRED = 4001  # the session's token expired: renew it and connect again
 CLOSE_SLOW = 4008  # could not drain its output even after a resync
 CLOSE_FLOOD = 4029  # kept sending far past the message rate limit
+MAX_REFUSED = 64  # replies in a row that found no room before the client is closed as a slow consumer
 CLOSE_REASONS = {
     CLOSE_EXPIRED: "token expired",
     CLOSE_SLOW: "slow consumer: could not drain",
@@ -43,14 +44,15 @@ class Link(Protocol):
 
     def close(self, code: int, reason: str) -> None: ...
 
-    def ping(self) -> None:
-        """Keepalive, for links the node keeps alive itself."""
+    def ping(self, wire: bytes, token: bytes) -> None:
+        """Keepalive, for links the node keeps alive itself: the framed ping, and the token a pong must carry."""
 
 
 class Connection:
     __slots__ = (
         "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
-        "close_code", "on_lag", "lags", "link", "fast", "frames_sent", "bytes_sent", "_drained",
+        "close_code", "on_lag", "lags", "link", "fast", "frames_sent", "bytes_sent", "refused", "_drained",
+        "token_id",
     )  # fmt: skip
 
     def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
@@ -72,7 +74,9 @@ class Connection:
         self.fast: Callable[[bytes], object] | None = None
         self.frames_sent = 0
         self.bytes_sent = 0
+        self.refused = 0  # replies in a row that did not fit within the bound
         self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
+        self.token_id = ""  # the session's (set at the handshake): revoking it closes this connection
 
     def close(self, code: int) -> None:
         """End the connection with a documented code."""
@@ -151,8 +155,29 @@ class Connection:
         return verdict
 
     def send_message(self, message: ServerMessage) -> None:
-        """A message for this connection alone (snapshots, errors, pongs): encoded for its format."""
+        """A message of the node's own for this connection alone (snapshot pages, resyncs): encoded for its
+        format, and not counted against the bound (their senders wait for the connection to drain)."""
         self.push(Frame(encode(message, self.format), self.format == "json"), force=True)
+
+    def reply(self, message: ServerMessage) -> None:
+        """The answer to one of the client's own messages (a pong, an error). It counts against the bound like a
+        live frame: a client that asks and never reads cannot make the node hold more than the bound. A reply that
+        does not fit is dropped, and a client whose replies keep finding no room is closed as a slow consumer."""
+        self._reply(Frame(encode(message, self.format), self.format == "json"))
+
+    def reply_pong(self, payload: bytes) -> None:
+        """The websocket pong to a client's ping: a reply like any other, within the same bound."""
+        self._reply(Frame.control(build(OP_PONG, payload)))
+
+    def _reply(self, frame: Frame) -> None:
+        verdict = self.push(frame)
+        if verdict is Verdict.QUEUED:
+            self.refused = 0
+        elif verdict is Verdict.LAG:
+            self.refused += 1
+            if self.refused >= MAX_REFUSED:
+                log.info("slow consumer user=%s: its replies found no room %d times, closing", self.user_id, self.refused)
+                self.close(CLOSE_SLOW)
 
     def resync(self, channel: str, reason: str) -> None:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
@@ -254,5 +279,5 @@ class _Unlinked:
     def close(self, code: int, reason: str) -> None:
         pass
 
-    def ping(self) -> None:
+    def ping(self, wire: bytes, token: bytes) -> None:
         pass

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import asyncpg
@@ -29,7 +30,7 @@ from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUBMISSION_STATE_P
 from ..core.submission import SubmissionRow
 from ..store import queries
 from ..core.team import ClusterStats, Presence
-from ..core.wsframe import Frame
+from ..core.wsframe import Frame, ping_frame
 from .backlog import Backlog
 from .connection import Connection
 from .hub import Hub
@@ -71,7 +72,10 @@ def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:
 
 
 class Node:
-    def __init__(self, pool: asyncpg.Pool, bus: Bus, max_subscriptions: int, presence: bool = True) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, bus: Bus, max_subscriptions: int, presence: bool = True, keepalive: float = KEEPALIVE_EVERY
+    ) -> None:
+        self.keepalive_every = keepalive
         self.pool = pool
         self.bus = bus
         self.redis = bus.redis
@@ -89,6 +93,7 @@ class Node:
         self._runners: list[asyncio.Task[None]] = []
         self.connections: set[Connection] = set()
         self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
+        self.on_revocation: Callable[[bytes], None] = lambda data: None  # gateway.hub.revocations listens
         self.closed_bytes = 0  # sent by connections that have closed since
         self.closed_frames = 0
         self.slow_closes = 0
@@ -151,10 +156,10 @@ class Node:
         try:
             channel = parse_channel(name)
         except BadChannel as exc:
-            conn.send_message(Error(code="bad_channel", message=str(exc), channel=name[:80]))
+            conn.reply(Error(code="bad_channel", message=str(exc), channel=name[:80]))
             return
         if name not in conn.channels and len(conn.channels) >= self.max_subscriptions:
-            conn.send_message(
+            conn.reply(
                 Error(code="too_many_subscriptions", message=f"at most {self.max_subscriptions} subscriptions per connection", channel=name)
             )
             return
@@ -163,11 +168,11 @@ class Node:
             allowed = team_id is not None and await self._is_member(conn.user_id, team_id)
         except _ERRORS as exc:
             log.warning("subscribe %s: membership check failed: %s", name, type(exc).__name__)
-            conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+            conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
             return
         if not allowed:
             # The same answer whether it exists or not: a foreign team's ids are not revealed.
-            conn.send_message(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
+            conn.reply(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
             return
         assert team_id is not None
         for attempt in (1, 2):
@@ -192,7 +197,7 @@ class Node:
                     await asyncio.sleep(RETRY_SUBSCRIBE)
                     continue
                 log.warning("subscribe %s failed: %s", name, type(exc).__name__)
-                conn.send_message(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+                conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
 
     async def _team_of(self, channel: Channel) -> int | None:
         team_id = self._channel_team.get(channel.name)
@@ -230,13 +235,18 @@ class Node:
     async def _keepalive(self) -> None:
         """Pings for every connection at once, instead of a timer per connection."""
         while True:
-            await asyncio.sleep(KEEPALIVE_EVERY)
+            await asyncio.sleep(self.keepalive_every)
+            token = secrets.token_bytes(8)
+            wire = ping_frame(token)
             for conn in list(self.connections):
-                conn.link.ping()
+                conn.link.ping(wire, token)
 
     # -- membership: a member removed from a team loses its subscriptions at once, on every node
 
     def _control(self, data: bytes) -> None:
+        if data[:1] == b"{":  # a revoked session (membership changes come as a list)
+            self.on_revocation(data)
+            return
         try:
             changes = _memberships_decoder.decode(data)
         except msgspec.DecodeError:

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from ..control.commands import run_action
 from ..core.control import Action
 from ..store import queries
-from .guards import endpoint, member, runtime_of, user
+from .guards import endpoint, member, path_id, runtime_of, user
 
 _encoder = msgspec.json.Encoder()
 
@@ -22,11 +22,13 @@ _encoder = msgspec.json.Encoder()
 async def _act(request: Request, action: Action, scope: str) -> Response:
     user_id = user(request, acting=True)
     runtime = runtime_of(request)
-    raw = request.path_params["id"]
+    raw = path_id(request)
     team_id = await (queries.team_of_analysis if scope == "analysis" else queries.team_of_trajectory)(runtime.pool, raw)
     await member(request, user_id, team_id, "only members of the team may act on its jobs")
+    assert team_id is not None
     where = "j.analysis_id = $1 and j.kind = 'analysis'" if scope == "analysis" else "j.trajectory_id = $1"
-    result = await run_action(runtime.pool, runtime.redis, action, where, raw, runtime.settings.command_timeout)
+    with runtime.actions.slot(user_id, team_id):
+        result = await run_action(runtime.pool, runtime.commands, action, team_id, where, raw, runtime.settings.command_timeout)
     return Response(_encoder.encode(result), media_type="application/json")
 
 

@@ -8,20 +8,25 @@ from pathlib import Path
 
 import asyncpg
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from ..bus.commands import ClusterCommands
 from ..bus.connection import Bus
 from ..config import Settings
-from ..core.ratelimit import TokenBucket
+from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
+from ..hub.revocations import SessionRevocations
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .api import me, team_members, team_trajectories
 from .submissions import submissions_action
-from .session import demo_sign_in, demo_users, index, renew, sign_out
+from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
 from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
+from .inflight import ActionLimits
+from .headers import SecurityHeaders
 from .logs import install_redaction
 from .metrics import healthz, metrics, readyz
 from .schema import asyncapi_document, openapi_document
@@ -40,14 +45,25 @@ def create_app(settings: Settings) -> Starlette:
         install_redaction()
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
         bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
-        node = Node(pool, bus, settings.max_subscriptions, presence=not settings.single_user)
+        node = Node(pool, bus, settings.max_subscriptions, presence=not settings.single_user, keepalive=settings.keepalive)
+        revocations = SessionRevocations(pool, node.connections, settings.session_max_age)
+        node.on_revocation = revocations.receive
+        await revocations.start()
         await node.start()
+        http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
         admission = TokenBucket(settings.admission_rate, settings.admission_rate)
-        app.state.runtime = Runtime(settings=settings, pool=pool, bus=bus, node=node, admission=admission)
+        commands = ClusterCommands(bus)
+        actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
+        app.state.runtime = Runtime(
+            settings=settings, pool=pool, bus=bus, node=node, commands=commands, actions=actions, admission=admission,
+            revocations=revocations, http_rate=http_rate,
+        )
         try:
             yield
         finally:
+            await commands.aclose()
             await node.stop()
+            await revocations.stop()
             await bus.aclose()
             await pool.close()
 
@@ -69,6 +85,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
         Route("/api/sign-out", sign_out, methods=["POST"]),
+        Route("/sign-in", confirm_sign_in, methods=["POST"]),  # the sign-in link's confirmation page posts here
         Route("/api/session/renew", renew, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
@@ -80,4 +97,4 @@ def create_app(settings: Settings) -> Starlette:
     ]
     if FRONTEND.is_dir():
         routes.append(Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend"))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])

@@ -6,17 +6,21 @@ A check that fails raises `Refused`; `@endpoint` turns it into the JSON error th
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import wraps
 from typing import TypeVar
+from urllib.parse import unquote, urlsplit
 
 import msgspec
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
+from ..core.types import MAX_ID, is_id
 from ..store import queries
-from .auth import TOKEN_COOKIE, InvalidToken, cluster_of_key, key_matches, token_session
+from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
 from .runtime import Runtime
 
@@ -24,12 +28,13 @@ T = TypeVar("T")
 
 
 class Refused(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
     def response(self) -> JSONResponse:
-        return JSONResponse({"error": self.code, "message": self.message}, self.status)
+        headers = None if self.retry_after is None else {"Retry-After": str(max(1, round(self.retry_after)))}
+        return JSONResponse({"error": self.code, "message": self.message}, self.status, headers=headers)
 
 
 def endpoint(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -39,8 +44,19 @@ def endpoint(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
             return await handler(request)
         except Refused as refused:
             return refused.response()
+        except ClientDisconnect:
+            # Gone mid-body (or cut at the body deadline): nobody reads an answer, and it is no server error.
+            return Response(status_code=400)
 
     return run
+
+
+def path_id(request: HTTPConnection, name: str = "id") -> int:
+    """A `{name:int}` path parameter that PostgreSQL can hold: Starlette's `int` takes any run of digits."""
+    value: int = request.path_params[name]
+    if not is_id(value):
+        raise Refused(422, "invalid", f"{name}: expected an id from 1 to {MAX_ID}")
+    return value
 
 
 def runtime_of(request: HTTPConnection) -> Runtime:
@@ -53,28 +69,84 @@ def token_of(request: HTTPConnection) -> str | None:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
-    return request.query_params.get("token") or request.cookies.get(TOKEN_COOKIE)
+    return query_token(request) or request.cookies.get(TOKEN_COOKIE)
+
+
+def query_token(request: HTTPConnection) -> str | None:
+    """`?token=`, its name spelled exactly so: the log redaction knows that name, not `tok%65n`, which
+    Starlette's query_params would decode to it."""
+    for part in request.scope.get("query_string", b"").split(b"&"):
+        name, sep, value = part.partition(b"=")
+        if name == b"token" and sep:
+            return unquote(value.decode("latin-1")) or None
+    return None
+
+
+def claims(request: HTTPConnection) -> Claims:
+    """The signed-in session, checked once per request: its token is valid, its session younger than
+    GATEWAY_SESSION_MAX_AGE and not revoked; an HTTP request also spends one of the user's rate."""
+    found: Claims | None = getattr(request.state, "claims", None)
+    if found is not None:
+        return found
+    runtime = runtime_of(request)
+    try:
+        found = verified(runtime, token_of(request))
+    except InvalidToken as exc:
+        raise Refused(401, "unauthorized", str(exc)) from None
+    if request.scope["type"] == "http":  # websockets have their own limits (admission, messages per second)
+        within_rate(request, ("user", found.user_id))
+    request.state.claims = found
+    return found
+
+
+def verified(runtime: Runtime, token: str | None) -> Claims:
+    """The session of a token that may be used now; raises InvalidToken saying why not."""
+    if not token:
+        raise InvalidToken("missing token")
+    found = read_token(runtime.settings.secret, token, runtime.settings.session_max_age)
+    if runtime.revocations is not None and runtime.revocations.revoked(found.user_id, found.token_id, found.started):
+        raise InvalidToken("token revoked")
+    return found
 
 
 def session(request: HTTPConnection) -> tuple[int, float]:
     """(user id, when the token expires) of the signed-in user."""
-    token = token_of(request)
-    try:
-        if not token:
-            raise InvalidToken("missing token")
-        return token_session(runtime_of(request).settings.secret, token)
-    except InvalidToken as exc:
-        raise Refused(401, "unauthorized", str(exc)) from None
+    found = claims(request)
+    return found.user_id, found.expires
 
 
 def user(request: HTTPConnection, acting: bool = False) -> int:
     """The signed-in user; `acting` (a request that changes something) also checks a browser's Origin."""
-    runtime = runtime_of(request)
     user_id, _ = session(request)
-    origin = request.headers.get("origin")
-    if acting and origin is not None and not runtime.origin_allowed(origin, request.headers.get("host", "")):
-        raise Refused(403, "origin_not_allowed", "this origin may not act on jobs")
+    if acting:
+        same_origin(request)
     return user_id
+
+
+def same_origin(request: HTTPConnection, required: bool = False, message: str = "this origin may not act on jobs") -> None:
+    """A browser's request that changes something comes from our own pages, or an origin GATEWAY_ORIGINS lists.
+    Tools send no Origin. `required` (signing in) refuses that too, the opaque `null`, and origins only the
+    wildcard admits: whom a browser is signed in as is decided on our pages or ones listed by name."""
+    origin = request.headers.get("origin")
+    if origin is None and not required:
+        return
+    runtime = runtime_of(request)
+    host = request.headers.get("host", "")
+    if origin is None:
+        allowed = False
+    elif required:
+        allowed = origin != "null" and (urlsplit(origin).netloc == host or origin.rstrip("/") in runtime.settings.origins)
+    else:
+        allowed = runtime.origin_allowed(origin, host)
+    if not allowed:
+        raise Refused(403, "origin_not_allowed", message)
+
+
+def within_rate(request: HTTPConnection, key: tuple[str, int]) -> None:
+    """One request of a user's or a cluster's rate (GATEWAY_HTTP_RATE); past it, 429 with Retry-After."""
+    limits = runtime_of(request).http_rate
+    if limits is not None and (wait := limits.wait(key, time.monotonic())):
+        raise Refused(429, "rate_limited", f"too many requests: at most {limits.rate:g} a second", retry_after=math.ceil(wait))
 
 
 async def member(request: Request, user_id: int, team_id: int | None, message: str = "not a member of this team") -> None:
@@ -98,6 +170,7 @@ async def cluster(request: Request) -> Cluster:
         row = await runtime_of(request).pool.fetchrow("select team_id, key_hash from clusters where id = $1", cluster_id)
     if cluster_id is None or row is None or not key_matches(key, row["key_hash"]):
         raise Refused(401, "unauthorized", "a valid cluster key is required")
+    within_rate(request, ("cluster", cluster_id))  # keyed by a checked key: nobody spends another's rate
     return Cluster(cluster_id, row["team_id"])
 
 

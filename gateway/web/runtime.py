@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import asyncpg
+
+from ..bus.commands import ClusterCommands
 from ..bus.connection import Bus
 from ..config import Settings
-from ..core.ratelimit import TokenBucket
+from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
+from ..hub.revocations import SessionRevocations
+
+if TYPE_CHECKING:
+    from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
 
 
 @dataclass
@@ -19,7 +25,11 @@ class Runtime:
     pool: asyncpg.Pool
     bus: Bus
     node: Node
+    commands: ClusterCommands
+    actions: ActionLimits
     admission: TokenBucket | None = None
+    revocations: SessionRevocations | None = None  # every session's token is checked against it
+    http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
 
     @property
     def redis(self) -> Any:

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from ..control.commands import ask_clusters, holders
 from ..control.tasks import run_task_action
 from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, unconfirmed_suffix
-from .guards import Refused, decode, endpoint, member, runtime_of, user
+from .guards import Refused, decode, endpoint, runtime_of, user
 from .runtime import Runtime
 
 _decoder = msgspec.json.Decoder(SubmissionsAction)
@@ -23,58 +23,82 @@ async def submissions_action(request: Request) -> Response:
     if not body.submissions and not body.tasks:
         raise Refused(422, "invalid", "select submissions or tasks")
     runtime = runtime_of(request)
-    # Every selected row must be the caller's team's: one team per request.
-    teams = {
-        r["team_id"]
-        for r in await runtime.pool.fetch(
-            "select team_id from submissions where id = any($1::bigint[])"
-            " union select team_id from jobs where id = any($2::bigint[])",
-            body.submissions,
-            body.tasks,
-        )
-    }
-    team_id = teams.pop() if len(teams) == 1 else None
-    await member(request, user_id, team_id, "only members of the team may act on its submissions")
-    assert team_id is not None
-    result = await _act(runtime, team_id, body)
+    team_id = await _team_of_selection(runtime, user_id, body)
+    with runtime.actions.slot(user_id, team_id):
+        result = await _act(runtime, team_id, body)
     return Response(_encoder.encode(result), media_type="application/json")
 
 
+# The selected rows of teams the caller is a member of (the others read as rows that do not exist).
+_SELECTION = """
+select 'submissions' as field, s.id, s.team_id from submissions s
+join memberships m on m.team_id = s.team_id and m.user_id = $3 where s.id = any($1::bigint[])
+union all
+select 'tasks', j.id, j.team_id from jobs j
+join memberships m on m.team_id = j.team_id and m.user_id = $3 where j.id = any($2::bigint[])
+"""
+
+
+async def _team_of_selection(runtime: Runtime, user_id: int, body: SubmissionsAction) -> int:
+    """The one team of every selected submission and task; each must be of a team the caller is in."""
+    rows = await runtime.pool.fetch(_SELECTION, body.submissions, body.tasks, user_id)
+    team_of = {(r["field"], r["id"]): r["team_id"] for r in rows}
+    for field, noun, ids in (("submissions", "submission", body.submissions), ("tasks", "task", body.tasks)):
+        for i, selected in enumerate(ids):
+            if (field, selected) not in team_of:
+                raise Refused(403, "forbidden", f"{field}[{i}]: no {noun} {selected} in your teams")
+    teams = set(team_of.values())
+    if len(teams) > 1:
+        raise Refused(422, "invalid", "select submissions and tasks of one team")
+    return teams.pop()
+
+
 async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
-    pool, redis, timeout = runtime.pool, runtime.redis, runtime.settings.command_timeout
+    pool, commands, timeout = runtime.pool, runtime.commands, runtime.settings.command_timeout
     chosen = body.submissions
     if body.action in TASK_ACTIONS:
-        result = await run_task_action(pool, redis, TASK_ACTIONS[body.action], team_id, chosen, body.tasks, timeout)
+        result = await run_task_action(pool, commands, TASK_ACTIONS[body.action], team_id, chosen, body.tasks, timeout)
         if body.action in ("hold", "unhold") and chosen:
             await pool.execute(
-                "update submissions set held = $2 where id = any($1::bigint[])", chosen, body.action == "hold"
+                "update submissions set held = $2 where id = any($1::bigint[]) and team_id = $3",
+                chosen,
+                body.action == "hold",
+                team_id,
             )
         return result
     if body.action == "reviewed":
-        status = await pool.execute("update submissions set reviewed = true where id = any($1::bigint[])", chosen)
+        status = await pool.execute(
+            "update submissions set reviewed = true where id = any($1::bigint[]) and team_id = $2", chosen, team_id
+        )
         return ActionResult(message=f"Marked {status.split()[-1]} submission(s) reviewed", acted=int(status.split()[-1]), unconfirmed=[])
     if body.action == "retry_sync":
         return await _retry_sync(runtime, team_id, chosen)
-    return await _edit(runtime, body)
+    return await _edit(runtime, team_id, body)
 
 
-async def _tasks_not_started(runtime: Runtime, submissions: list[int]) -> tuple[dict[int, list[int]], dict[int, str]]:
+async def _tasks_not_started(
+    runtime: Runtime, team_id: int, submissions: list[int]
+) -> tuple[dict[int, list[int]], dict[int, str]]:
     rows = await runtime.pool.fetch(
         "select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
-        " where j.submission_id = any($1::bigint[]) and j.removed_at is null"
+        " where j.submission_id = any($1::bigint[]) and j.team_id = $2 and c.team_id = $2 and j.removed_at is null"
         " and j.status in ('queued', 'retrying', 'holding')",
         submissions,
+        team_id,
     )
     return holders(rows)
 
 
-async def _edit(runtime: Runtime, body: SubmissionsAction) -> ActionResult:
+async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
     """Edit / Priority and Edit / Instance Type: recorded, and sent to the clusters for the tasks not yet run."""
     if body.action == "priority":
         if body.priority is None:
             return ActionResult(message="Choose a priority", acted=0, unconfirmed=[])
         status = await runtime.pool.execute(
-            "update submissions set priority = $2 where id = any($1::bigint[])", body.submissions, body.priority
+            "update submissions set priority = $2 where id = any($1::bigint[]) and team_id = $3",
+            body.submissions,
+            body.priority,
+            team_id,
         )
         what = f"Priority set to {body.priority}"
         extra_any: dict[str, object] = {"priority": body.priority}
@@ -83,16 +107,17 @@ async def _edit(runtime: Runtime, body: SubmissionsAction) -> ActionResult:
             return ActionResult(message="Choose an instance type", acted=0, unconfirmed=[])
         status = await runtime.pool.execute(
             "update submissions set instance_type = $2, cores = coalesce($3, cores), memory_gb = coalesce($4, memory_gb)"
-            " where id = any($1::bigint[])",
+            " where id = any($1::bigint[]) and team_id = $5",
             body.submissions,
             body.instance_type,
             body.cores,
             body.memory_gb,
+            team_id,
         )
         what = f"Instance type set to {body.instance_type}"
         extra_any = {"instance_type": body.instance_type}
-    by_cluster, names = await _tasks_not_started(runtime, body.submissions)
-    confirmed = await ask_clusters(runtime.redis, body.action, by_cluster, runtime.settings.command_timeout, **extra_any)
+    by_cluster, names = await _tasks_not_started(runtime, team_id, body.submissions)
+    confirmed = await ask_clusters(runtime.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any)
     silent = sorted(names[c] for c in by_cluster if c not in confirmed)
     n = int(status.split()[-1])
     return ActionResult(message=f"{what} on {n} submission(s){unconfirmed_suffix(silent)}", acted=n, unconfirmed=silent)
@@ -103,7 +128,9 @@ async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) ->
     failed = [
         r["id"]
         for r in await runtime.pool.fetch(
-            "select id from submissions where id = any($1::bigint[]) and staging = 'sync_failed'", submissions
+            "select id from submissions where id = any($1::bigint[]) and team_id = $2 and staging = 'sync_failed'",
+            submissions,
+            team_id,
         )
     ]
     if not failed:
@@ -111,7 +138,7 @@ async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) ->
     clusters = await runtime.pool.fetch("select id, name from clusters where team_id = $1", team_id)
     # For `sync` the ids a command carries (and a confirmation answers with) are submissions.
     by_cluster: dict[int, list[int]] = {r["id"]: failed for r in clusters}
-    confirmed = await ask_clusters(runtime.redis, "sync", by_cluster, runtime.settings.command_timeout, submissions=failed)
+    confirmed = await ask_clusters(runtime.commands, "sync", by_cluster, runtime.settings.command_timeout, submissions=failed)
     synced = sorted({s for ids in confirmed.values() for s in ids} & set(failed))
     if synced:
         await runtime.pool.execute(

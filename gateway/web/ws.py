@@ -18,13 +18,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from uvicorn.protocols.utils import ClientDisconnected
 
 from ..config import Settings
+from ..core.channels import BadChannel, parse_channel
 from ..core.protocol import MSGPACK_SUBPROTOCOL, BadMessage, Error, Format, Ping, Pong, Subscribe, Unsubscribe, decode_client
 from ..core.ratelimit import TokenBucket
 from ..core.wsframe import Frame
 from ..hub.connection import CLOSE_EXPIRED, CLOSE_FLOOD, CLOSE_REASONS, Connection
 from ..hub.node import Node, now_ms
 from .direct import EXTENSION
-from .guards import Refused, session
+from .guards import Refused, claims, session
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -45,12 +46,13 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
     settings, node = runtime.settings, runtime.node
     conn = Connection(user_id, fmt, settings.max_pending_bytes)
+    conn.token_id = claims(websocket).token_id  # checked in _admit (and kept): revoking it closes the connection
     client = ClientSession(conn, node, settings, expires)
     node.attach(conn)
     adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
     if adopt is not None:
         try:
-            conn.link = adopt(client.on_message, client.end, conn)
+            conn.link = adopt(client.on_message, client.end, conn, client.on_ping)
         except ClientDisconnected:
             client.end()
             return
@@ -103,43 +105,75 @@ class ClientSession:
 
     def on_message(self, data: str | bytes) -> None:
         conn = self.conn
-        if conn.close_code is not None:
-            return
-        if not self.limiter.allow(time.monotonic()):
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 100 == 0:  # say so, without answering every flooding message
-                conn.send_message(Error(code="rate_limited", message="too many messages: slow down"))
-            if self.dropped >= MAX_DROPPED:
-                conn.close(CLOSE_FLOOD)
+        if not self._admit():
             return
         try:
             request = decode_client(data, conn.format)
         except BadMessage as exc:
-            conn.send_message(Error(code="bad_message", message=str(exc)))
+            conn.reply(Error(code="bad_message", message=str(exc)))
             return
         if isinstance(request, Ping):
-            conn.send_message(Pong(time=now_ms(), id=request.id))
+            conn.reply(Pong(time=now_ms(), id=request.id))
         elif self.waiting is not None:
             if len(self.waiting) >= MAX_WAITING:
-                conn.send_message(Error(code="rate_limited", message="too many requests waiting: slow down"))
+                conn.reply(Error(code="rate_limited", message="too many requests waiting: slow down"))
                 return
             self.waiting.append(request)
         elif isinstance(request, Unsubscribe):
-            self.node.unsubscribe(conn, request.channel)
+            self._unsubscribe(request.channel)
         else:
             self.waiting = [request]
             self.task = asyncio.get_running_loop().create_task(self._work())
 
+    def on_ping(self, payload: bytes) -> None:
+        """A websocket ping: rate limited like messages, its pong counted against the connection's bound."""
+        if self._admit():
+            self.conn.reply_pong(payload)
+
+    def _admit(self) -> bool:
+        """Within the message rate (pings included); past it the message is dropped, said so now and then, and a
+        client that keeps flooding is closed."""
+        conn = self.conn
+        if conn.close_code is not None:
+            return False
+        if self.limiter.allow(time.monotonic()):
+            return True
+        self.dropped += 1
+        if self.dropped == 1 or self.dropped % 100 == 0:  # say so, without answering every flooding message
+            conn.reply(Error(code="rate_limited", message="too many messages: slow down"))
+        if self.dropped >= MAX_DROPPED:
+            conn.close(CLOSE_FLOOD)
+        return False
+
     async def _work(self) -> None:
         waiting = self.waiting
-        while waiting:
-            request = waiting.pop(0)
-            if isinstance(request, Subscribe):
-                await self.node.subscribe(self.conn, request.channel, request.cursor)
-            else:
-                self.node.unsubscribe(self.conn, request.channel)
-        self.waiting = None
-        self.task = None
+        try:
+            while waiting:
+                request = waiting.pop(0)
+                if isinstance(request, Unsubscribe):
+                    self._unsubscribe(request.channel)
+                    continue
+                try:
+                    await self.node.subscribe(self.conn, request.channel, request.cursor)
+                except Exception:
+                    # A bug must cost this one request, never the connection's later ones: say so and go on.
+                    log.exception("subscribe %r failed", request.channel[:80])
+                    self.conn.reply(_failed(request.channel))
+        finally:
+            self.waiting = None
+            self.task = None
+
+    def _unsubscribe(self, name: str) -> None:
+        try:
+            parse_channel(name)
+        except BadChannel as exc:
+            self.conn.reply(Error(code="bad_channel", message=str(exc), channel=name[:80]))
+            return
+        try:
+            self.node.unsubscribe(self.conn, name)
+        except Exception:
+            log.exception("unsubscribe %r failed", name)
+            self.conn.reply(_failed(name))
 
     def end(self) -> None:
         """The connection is gone: stop what it started and let the node forget it."""
@@ -147,6 +181,10 @@ class ClientSession:
         if self.task is not None:
             self.task.cancel()
         self.node.detach(self.conn)
+
+
+def _failed(channel: str) -> Error:
+    return Error(code="internal", message="the server failed to handle this request: try again", channel=channel[:80])
 
 
 class AsgiLink:
@@ -169,7 +207,7 @@ class AsgiLink:
     def close(self, code: int, reason: str) -> None:
         self.closed.set()
 
-    def ping(self) -> None:
+    def ping(self, wire: bytes, token: bytes) -> None:
         pass  # the ASGI server keeps these connections alive itself
 
     async def run(self, conn: Connection) -> None:
