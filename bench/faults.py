@@ -10,7 +10,8 @@ Each phase runs the load, injects its fault mid-load, keeps the load going, stop
 and compares every subscriber's state with the database (`lost`, `stale`: must be 0). Its time to recover is
 from the fault until every subscriber holds a change committed just after it (as soon as the database takes
 writes again): a marker, one job per trajectory moved to a status the load never writes. The last phase
-stops two clients from reading for a whole minute under the load (one still answering pings, one a stalled
+slows one client to a trickle and stops another from reading for a whole minute under the load (the slow one
+still draining its socket and so answering pings, the other a stalled
 TCP peer): the node's memory must stay bounded, the others keep receiving, both end at the database's state.
 
 Only the gateway is measured (no peers). `tests/integration/test_faults_under_load.py` runs the quick size and
@@ -50,6 +51,7 @@ from .subscribers import Fleet
 
 Progress = Callable[[str], None]
 MAX_PENDING = 1 << 20  # the nodes' GATEWAY_MAX_PENDING_BYTES: a stalled client passes it within seconds
+SLOW_READ_PAUSE = 0.05  # the slow client's pause after each message it reads: 20 a second
 PROBE_STATUSES = ("holding", "preempted")  # the markers' statuses: the load only cycles queued/running/completed
 DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)  # a broken connection, in its forms
 
@@ -63,7 +65,7 @@ class Size:
     rate: float  # commits a second, 5 job changes each
     before: float  # seconds of load before the fault
     after: float  # seconds of load after it
-    stall: float = 60.0  # how long the two clients stop reading
+    stall: float = 60.0  # how long one client reads slowly and another not at all
 
 
 QUICK = Size(teams=5, trajectories_per_team=3, jobs_per_trajectory=60, subscribers=300, rate=100, before=1.5, after=3.5)
@@ -284,8 +286,9 @@ def node_metric(node: Process, name: str) -> float:
 
 
 async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str], progress: Progress) -> dict[str, Any]:
-    """Two clients on node0 stop reading for `size.stall` seconds under the load: one still answers pings
-    (a slow consumer), one sends nothing at all (a stalled TCP peer). Both follow every job of the first
+    """Two clients on node0 fall behind for `size.stall` seconds under the load: one reads a message every
+    SLOW_READ_PAUSE seconds, far slower than its channels move (a slow consumer: it keeps draining its socket,
+    so it answers the keepalive pings in turn), one reads and sends nothing at all (a stalled TCP peer). Both follow every job of the first
     teams (team-jobs and trajectory channels: hundreds of KB a second). Meanwhile a marker every 10 s must
     reach every other subscriber, and the node's RSS is sampled each second."""
     node = lab.world.nodes[0]
@@ -308,16 +311,15 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
         connections = await asyncio.to_thread(node_metric, node, "gateway_connections")
         reference = asyncio.create_task(bytes_received(node.ws, token, followed, size.stall))
         rss_before = node_rss_kb(node)
-        slow.stall()
+        slow.trickle(SLOW_READ_PAUSE)
         stalled.stall()
-        progress(f"two clients stop reading for {size.stall:.0f} s (node0 RSS {rss_before / 1024:.0f} MiB)")
+        progress(f"a client reads slowly and another stops reading, for {size.stall:.0f} s (node0 RSS {rss_before / 1024:.0f} MiB)")
         rss = [rss_before]
         started = time.monotonic()
         next_mark = started + 5
         while time.monotonic() - started < size.stall:
             await asyncio.sleep(1.0)
             rss.append(node_rss_kb(node))
-            await slow.send_pong()  # alive, just not reading
             if time.monotonic() >= next_mark:
                 t0 = time.time()
                 at = await fleet.until(await lab.mark(channels), timeout=30)
@@ -353,7 +355,7 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
                 current.append(True)
             except AssertionError:
                 current.append(False)
-        figures = await judged(lab, fleet, "two clients stop reading for a minute", writer, None)
+        figures = await judged(lab, fleet, "a client reads slowly, another stops, for a minute", writer, None)
         figures.update({
             "stall_s": size.stall, "max_pending_bytes": MAX_PENDING, "node_rss_before_mb": round(rss_before / 1024, 1),
             "node_rss_max_growth_mb": round((max(rss) - rss_before) / 1024, 1),

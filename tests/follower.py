@@ -78,14 +78,15 @@ class Follower:
             self._reader = None
 
     def wake(self) -> None:
-        """Read again: what waited in the socket first, then whatever the server did meanwhile."""
-        if self._reader is None:
-            self._reader = asyncio.create_task(self._read())
+        """Read again at full speed: what waited in the socket first, then whatever the server did meanwhile."""
+        self.stall()  # a trickling reader stops between two messages
+        self._reader = asyncio.create_task(self._read())
 
-    async def send_pong(self) -> None:
-        """An unsolicited pong (a heartbeat): a stalled client whose library still answers keepalives."""
-        assert self.ws is not None
-        await self.ws.pong()
+    def trickle(self, pause: float) -> None:
+        """Read slowly, one message every `pause` seconds, as a client on a slow link or with a busy event loop:
+        it falls behind a fast stream, yet it keeps draining its socket (and so answers the node's pings)."""
+        self.stall()
+        self._reader = asyncio.create_task(self._read(pause))
 
     async def __aexit__(self, *exc: object) -> None:
         if self._reader is not None:
@@ -116,7 +117,7 @@ class Follower:
         assert self.ws is not None
         await self.ws.send(data)
 
-    async def _read(self) -> None:
+    async def _read(self, pause: float = 0.0) -> None:
         assert self.ws is not None
         try:
             async for raw in self.ws:
@@ -124,6 +125,8 @@ class Follower:
                 self.messages.append(message)
                 self._apply(message)
                 self._changed.set()
+                if pause:
+                    await asyncio.sleep(pause)
         except websockets.ConnectionClosed as exc:
             self.closed = exc  # the server went away; tests that expect it look here
             self._changed.set()

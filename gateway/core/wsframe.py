@@ -33,10 +33,35 @@ def build(opcode: int, payload: bytes) -> bytes:
 
 
 def close_frame(code: int, reason: str = "") -> bytes:
-    return build(OP_CLOSE, struct.pack("!H", code) + reason.encode()[:120])
+    assert sendable_close_code(code), f"{code} is not a close code to send"
+    return build(OP_CLOSE, struct.pack("!H", code) + reason.encode()[:120].decode(errors="ignore").encode())
 
 
-PING = build(OP_PING, b"gw")  # the keepalive ping: one frame shared by every connection
+def sendable_close_code(code: int) -> bool:
+    """A code an endpoint may put in a close frame (RFC 6455 7.4): defined ones, registered and private ones."""
+    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
+def parse_close(payload: bytes) -> tuple[int | None, str]:
+    """The code and reason of a peer's close frame (None: it gave no code); ProtocolError when invalid: 1002 for
+    a 1-byte payload or a code nobody may send, 1007 for a reason that is not UTF-8."""
+    if not payload:
+        return None, ""
+    if len(payload) == 1:
+        raise ProtocolError(1002, "a close frame's payload is empty or at least two bytes")
+    code = int.from_bytes(payload[:2], "big")
+    if not sendable_close_code(code):
+        raise ProtocolError(1002, f"close code {code} may not be sent")
+    try:
+        return code, payload[2:].decode()
+    except UnicodeDecodeError:
+        raise ProtocolError(1007, "a close reason must be UTF-8") from None
+
+
+def ping_frame(token: bytes) -> bytes:
+    """A keepalive ping: one frame per round shared by every connection; its token is new each round, so only
+    a peer that read the ping can answer it (a blind pong does not keep a dead peer alive)."""
+    return build(OP_PING, token)
 
 
 class Frame:
@@ -53,6 +78,13 @@ class Frame:
 
     def __len__(self) -> int:
         return len(self.data)
+
+    @classmethod
+    def control(cls, wire: bytes) -> Frame:
+        """A control frame (a pong) already framed, for the node's own websocket link only."""
+        frame = cls(wire, False)
+        frame._wire = wire
+        return frame
 
     @property
     def wire(self) -> bytes:
@@ -124,6 +156,8 @@ class FrameReader:
                 if end - at < 8:
                     break
                 (length,) = struct.unpack_from("!Q", buffer, at)
+                if length >> 63:
+                    raise ProtocolError(1002, "the most significant bit of a 64-bit length must be 0")
                 at += 8
             if opcode in _CONTROL_OPS:
                 if not fin or length > 125:

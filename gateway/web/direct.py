@@ -22,8 +22,8 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
-from ..core.wsframe import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, PING, Frame, FrameReader, ProtocolError
-from ..core.wsframe import build, close_frame
+from ..core.wsframe import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, Frame, FrameReader, ProtocolError
+from ..core.wsframe import build, close_frame, parse_close
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ EXTENSION = "gateway.direct"
 CLOSE_TIMEOUT = 2.0  # a peer that does not answer our close frame (or never drains) is cut off after this
 
 OnMessage = Callable[[str | bytes], None]
+OnPing = Callable[[bytes], None]
 OnLost = Callable[[], None]
 
 
@@ -38,8 +39,8 @@ class DirectLink(asyncio.Protocol):
     """A handed-over websocket connection: writes shared frames, reads client messages, closes cleanly."""
 
     __slots__ = (
-        "transport", "writable", "write_wire", "reader", "on_message", "on_lost", "conn", "connections",
-        "closing", "awaiting_pong", "_abort",
+        "transport", "writable", "write_wire", "reader", "on_message", "on_ping", "on_lost", "conn", "connections",
+        "closing", "failed", "ping_token", "drains", "_drains_at_ping", "_buffered_at_ping", "_abort",
     )  # fmt: skip
 
     def __init__(self, transport: asyncio.Transport, max_size: int, connections: set[Any]) -> None:
@@ -48,11 +49,16 @@ class DirectLink(asyncio.Protocol):
         self.write_wire = transport.write
         self.reader = FrameReader(max_size)
         self.on_message: OnMessage = _ignore
+        self.on_ping: OnPing = self._pong  # the app's session answers pings within its bounds
         self.on_lost: OnLost = _nothing
         self.conn: Writer = _NoWriter()  # the hub's connection: told when the socket pauses and resumes
         self.connections = connections  # uvicorn's: a graceful shutdown calls `shutdown` on each
-        self.closing = False
-        self.awaiting_pong = False
+        self.closing = False  # our close frame is sent (or the peer's came): no more messages either way
+        self.failed = False  # the client broke the protocol: nothing it sends is read any more (RFC 6455 7.1.7)
+        self.ping_token: bytes | None = None  # the keepalive ping the peer has not answered yet
+        self.drains = 0  # times the socket took more after backing up: the peer reads, however slowly
+        self._drains_at_ping = 0
+        self._buffered_at_ping = 0
         self._abort: asyncio.TimerHandle | None = None
 
     # -- the hub's side (gateway.hub.connection.Link)
@@ -66,25 +72,27 @@ class DirectLink(asyncio.Protocol):
     def close(self, code: int, reason: str = "") -> None:
         """Send a close frame and wait for the peer's (closing the socket with unread input would reset it,
         and the peer could lose our close frame); a peer that never answers is cut off."""
-        if self.closing:
-            return
-        self.closing = True
-        self.writable = False
-        self.conn.paused()
-        if self.transport.is_closing():
-            return
-        self.transport.write(close_frame(code, reason))
-        self._abort = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, self.transport.abort)
+        if self._send_close(code, reason):
+            self._abort = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, self.transport.abort)
 
-    def ping(self) -> None:
-        """Keepalive: a peer that has not answered the last ping by the next one is gone."""
+    def ping(self, wire: bytes, token: bytes) -> None:
+        """Keepalive: a peer that has not answered the last ping by the next one is gone, unless its socket has
+        drained since (a slow reader: our ping waits behind what it has not read yet). Only a pong carrying the
+        ping's token answers it, so a peer that reads nothing cannot pass by sending pongs of its own."""
         if self.closing:
             return
-        if self.awaiting_pong:
+        buffered = self.transport.get_write_buffer_size()
+        if self.ping_token is not None and not self._drained_since_ping(buffered):
             self.close(1011, "keepalive ping timeout")
             return
-        self.awaiting_pong = True
-        self.transport.write(PING)
+        self.ping_token = token
+        self._drains_at_ping, self._buffered_at_ping = self.drains, buffered
+        self.transport.write(wire)
+
+    def _drained_since_ping(self, buffered: int) -> bool:
+        # While the socket is backed up nothing but pings is added to the transport's buffer (frames wait in
+        # the hub's outbound), so a smaller buffer, or a resume, means the peer read.
+        return self.drains != self._drains_at_ping or buffered < self._buffered_at_ping
 
     # -- uvicorn's side
 
@@ -94,20 +102,19 @@ class DirectLink(asyncio.Protocol):
     # -- the transport's side
 
     def data_received(self, data: bytes) -> None:
+        if self.failed:
+            return
         error: ProtocolError | None = None
         try:
             messages = self.reader.feed(data)
         except ProtocolError as exc:
             messages, error = exc.messages, exc  # what came before the broken frame is handled first
-        if not self._dispatch(messages) or error is None:
-            return
-        if self.closing:
-            self.transport.abort()
-        else:
-            self.close(error.code, str(error))
+        if self._dispatch(messages) and error is not None:
+            self._fail(error.code, str(error))
 
     def _dispatch(self, messages: list[tuple[int, bytes]]) -> bool:
-        """Handle the client's messages in order; False once the peer's close frame has come."""
+        """Handle the client's messages in order; False once the connection is over (the peer's close came,
+        or a message broke the protocol)."""
         for opcode, payload in messages:
             if opcode == OP_CLOSE:
                 self._closed_by_peer(payload)
@@ -118,25 +125,55 @@ class DirectLink(asyncio.Protocol):
                 try:
                     text = payload.decode()
                 except UnicodeDecodeError:
-                    self.close(1007, "text message is not UTF-8")
-                    continue
+                    self._fail(1007, "text message is not UTF-8")
+                    return False
                 self.on_message(text)
             elif opcode == OP_BINARY:
                 self.on_message(payload)
             elif opcode == OP_PING:
-                self.transport.write(build(OP_PONG, payload))
-            elif opcode == OP_PONG:
-                self.awaiting_pong = False
+                self.on_ping(payload)
+            elif opcode == OP_PONG and payload == self.ping_token:
+                self.ping_token = None  # only an answer to our own ping proves the peer alive
         return True
 
     def _closed_by_peer(self, payload: bytes) -> None:
-        if not self.closing:  # the peer began: answer with its code
-            self.closing = True
-            self.writable = False
-            self.conn.paused()
-            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1000
-            self.transport.write(close_frame(code if code not in (1005, 1006, 1015) else 1000))
+        """The peer's close frame: a valid one is echoed (the handshake is then done), an invalid one answered
+        with 1002 or 1007; either way the TCP connection closes now."""
+        try:
+            code, _ = parse_close(payload)
+        except ProtocolError as exc:
+            code = exc.code
+        self._send_close(code or 1000)
         self.transport.close()
+
+    def _fail(self, code: int, reason: str) -> None:
+        """The client broke the protocol: our close frame, then our end of the TCP connection (the peer's
+        close, if any, is not waited for); a peer that does not close its end is cut off."""
+        self.failed = True
+        self._send_close(code, reason)
+        if self.transport.is_closing():
+            return
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # after the close frame: the peer reads it, then sees the end
+            if self._abort is None:
+                self._abort = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, self.transport.abort)
+        else:
+            self.transport.close()
+
+    def _send_close(self, code: int, reason: str = "") -> bool:
+        """Our close frame, once; False when one was sent already or the socket is gone."""
+        if self.closing:
+            return False
+        self.closing = True
+        self.writable = False
+        self.conn.paused()
+        if self.transport.is_closing():
+            return False
+        self.transport.write(close_frame(code, reason))
+        return True
+
+    def _pong(self, payload: bytes) -> None:
+        self.transport.write(build(OP_PONG, payload))
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -146,6 +183,7 @@ class DirectLink(asyncio.Protocol):
         self.conn.paused()
 
     def resume_writing(self) -> None:
+        self.drains += 1
         if not self.closing:
             self.writable = True
             self.conn.flush()
@@ -197,12 +235,15 @@ class DirectProtocol(WebSocketsSansIOProtocol):
         if scope is not None and "Sec-WebSocket-Extensions" not in self.response.headers:
             scope["extensions"][EXTENSION] = self.adopt
 
-    def adopt(self, on_message: OnMessage, on_lost: OnLost, conn: Writer) -> DirectLink:
-        """Hand the accepted connection over to a DirectLink (call right after accepting, before any await)."""
+    def adopt(self, on_message: OnMessage, on_lost: OnLost, conn: Writer, on_ping: OnPing | None = None) -> DirectLink:
+        """Hand the accepted connection over to a DirectLink (call right after accepting, before any await).
+        `on_ping` answers the client's pings (default: a pong at once, outside any bound)."""
         if not self.handshake_complete or self.close_sent or self.disconnected:
             raise ClientDisconnected()
         link = DirectLink(self.transport, self.config.ws_max_size, self.connections)
         link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
+        if on_ping is not None:
+            link.on_ping = on_ping
         self.stop_keepalive()  # the node pings every link at once instead of a timer per connection
         self.connections.discard(self)
         self.connections.add(link)  # type: ignore[arg-type]  # uvicorn only calls shutdown() on these

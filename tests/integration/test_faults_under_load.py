@@ -3,8 +3,8 @@
 `bench.faults` at its quick size: an embedded PostgreSQL (restarted), a private Valkey (restarted), two gateway
 nodes (one SIGKILLed) and two relays (the active one SIGKILLed, then cut off from PostgreSQL), 300 subscribers
 over five teams' channels and trajectory panels on both nodes, 500 job changes a second. Each fault is
-injected mid-load; after the load stops every subscriber must hold exactly the database's state. Then two
-clients stop reading for a whole minute under the same load. The figures (time to recover, latency) are
+injected mid-load; after the load stops every subscriber must hold exactly the database's state. Then for a
+whole minute under the same load one client reads slowly and another not at all. The figures (time to recover, latency) are
 printed (`pytest -s`), never asserted: `python -m bench faults` records them.
 """
 
@@ -52,15 +52,16 @@ def test_every_subscriber_ends_at_the_database_after_a_fault_under_load(record: 
         assert set(p["closes"]) == {1006} and p["reconnects"] == p["closes"][1006] > 0, p
 
 
-def test_two_clients_that_stop_reading_for_a_minute_are_bounded_and_the_others_keep_receiving(record: dict[str, Any]) -> None:
+def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others_keep_receiving(record: dict[str, Any]) -> None:
     p = record["phases"][-1]
     assert p["stall_s"] == 60
     # The node holds at most its bound per stalled connection (plus the heap's noise), far below what the
     # stalled clients were sent: a client reading the same channels received all of it.
     bound_mb = 2 * faults.MAX_PENDING / 2**20 + 16
     assert p["node_rss_max_growth_mb"] < bound_mb < p["reading_client_received_mb"] * 2, p
-    # The slow one (alive, not reading) lagged: its channels waited for it, and reading again it caught up
-    # from their history, neither resynced nor closed. The stalled peer (answering nothing) was closed by the
+    # The slow one (reading 20 messages a second, far behind its channels) lagged: its channels waited for it
+    # and it caught up from their history, neither resynced nor closed (its socket kept draining, so the
+    # keepalive did not take it for dead). The stalled peer (answering nothing) was closed by the
     # node: it finds its connection gone when it reads again (a close frame it could not read in time: reset).
     assert p["node_catch_ups"] > 0 and p["slow_resyncs"] == 0 and p["slow_close"] is None, p
     assert p["stalled_close"] in (1006, 1011, 4008) and p["node_connections_after"] == p["node_connections_before"] - 1, p

@@ -8,6 +8,7 @@ import struct
 import pytest
 
 from gateway.core.wsframe import OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_TEXT, Frame, FrameReader, ProtocolError, build
+from gateway.core.wsframe import close_frame, parse_close, sendable_close_code
 
 
 def masked(opcode: int, payload: bytes, fin: bool = True) -> bytes:
@@ -59,6 +60,7 @@ def test_fragments_are_joined_and_control_frames_pass_between_them() -> None:
         (masked(OP_TEXT, b"a", fin=False) + masked(OP_TEXT, b"b"), 1002),
         (masked(0x3, b"x"), 1002),
         (bytes([0xC1]) + masked(OP_TEXT, b"x")[1:], 1002),
+        (bytes([0x81, 0x80 | 127]) + struct.pack("!Q", 1 << 63) + b"\0\0\0\0", 1002),  # a 64-bit length's top bit
     ],
 )
 def test_broken_framing_is_refused_with_the_right_close_code(data: bytes, code: int) -> None:
@@ -80,3 +82,30 @@ def test_messages_before_a_broken_frame_in_the_same_read_are_still_delivered() -
         reader.feed(masked(OP_TEXT, b'{"type": "ping", "id": 1}') + masked(OP_PING, b"p") + build(OP_TEXT, b"not masked"))
     assert info.value.code == 1002
     assert info.value.messages == [(OP_TEXT, b'{"type": "ping", "id": 1}'), (OP_PING, b"p")]
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b"", (None, "")),
+        (struct.pack("!H", 1000), (1000, "")),
+        (struct.pack("!H", 4999) + "fin ✓".encode(), (4999, "fin ✓")),
+        (b"\x03", 1002),
+        *((struct.pack("!H", code), 1002) for code in (0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535)),
+        (struct.pack("!H", 1000) + b"\xc3", 1007),
+    ],
+)
+def test_a_peers_close_payload_is_read_or_refused(payload: bytes, expected: object) -> None:
+    if isinstance(expected, int):
+        with pytest.raises(ProtocolError) as info:
+            parse_close(payload)
+        assert info.value.code == expected
+    else:
+        assert parse_close(payload) == expected
+
+
+def test_the_node_never_frames_a_reserved_close_code() -> None:
+    assert [c for c in range(65536) if sendable_close_code(c)] == [*range(1000, 1004), *range(1007, 1015), *range(3000, 5000)]
+    with pytest.raises(AssertionError):
+        close_frame(1005)
+    assert parse_close(close_frame(1000, "é" * 100)[2:])[1] == "é" * 60  # cut to 120 bytes, still UTF-8
