@@ -1,27 +1,55 @@
 """A Python client for the gateway's feeds: connect with a token, subscribe, iterate over messages.
 
-    async with GatewayClient("http://127.0.0.1:8000", token) as client:
+    async with GatewayClient("http://127.0.0.1:8000", token_provider=get_token) as client:
         await client.subscribe("team-jobs:7")
         async for message in client:
             ...  # Snapshot, Batch, Summary, Notice, Glow, ... (msgspec Structs from gateway.core.protocol)
 
-It reconnects by itself with backoff and jitter and resumes every channel from its cursor (only what was
-missed, no snapshot); on `resync`, or a sequence that does not follow, it subscribes again without a cursor
-and yields the fresh snapshot. Snapshot pages come one by one (`page`, `final`), whatever the channel's size.
+Connecting, the first time as after a drop, is retried with backoff and jitter (a busy node's
+`retry_after_ms` is honoured) until it works, or `max_attempts` attempts in a row failed: `ConnectionFailed`.
+After a drop it resumes every channel from its cursor (only what was missed, no snapshot); on `resync`, or a
+sequence that does not follow, it subscribes again without a cursor and yields the fresh snapshot. Snapshot
+pages come one by one (`page`, `final`), whatever the channel's size.
+
+Tokens: a `token_provider` (a plain or async function returning a token; `token_from_command("gateway token
+--user 1")` runs a shell command for one) is asked again when the server refuses the token at the handshake
+(401) or closes a session whose token expired (4001). Without one, or when its fresh token is refused too,
+`Unauthorized` is raised.
+
+Errors (gateway.client_errors, all `GatewayError`) are raised from iteration, and `Unauthorized` and
+`ConnectionFailed` also from `subscribe` and `async with`; they end the client. A channel the server
+refuses for good (`Forbidden`, or `ChannelRefused` for a bad name or too many subscriptions) is dropped, never
+asked for again, recorded in `client.refused`, and raised from iteration once (a name over 100 characters
+is refused by `subscribe` itself); iterating again goes on with the other channels:
+
+    while True:
+        try:
+            async for message in client:
+                ...
+        except Forbidden as refused:
+            print("skipped", refused.channel)
+
+Other `error` messages are yielded (`rate_limited`, `bad_message`, and `unavailable`/`internal` about a
+channel, which the client asks for again after a backoff).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import enum
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Self
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import websockets
 
+from .client_errors import ChannelRefused, ConnectionFailed, Forbidden, GatewayError, Unauthorized
+from .client_tokens import TokenProvider, Tokens, token_from_command
 from .core.protocol import (
     MSGPACK_SUBPROTOCOL,
     Error,
@@ -36,10 +64,22 @@ from .core.protocol import (
     decode_server,
 )
 
+__all__ = [
+    "ChannelRefused", "ConnectionFailed", "Forbidden", "GatewayClient", "GatewayError", "State", "TokenProvider",
+    "Unauthorized", "token_from_command", "websocket_url",
+]  # fmt: skip
+
 log = logging.getLogger(__name__)
 
 _json = msgspec.json.Encoder()
 _msgpack = msgspec.msgpack.Encoder()
+
+CLOSE_TOKEN_EXPIRED = 4001  # docs/protocol.md: renew the token and connect again
+FIRST_DELAY = 0.25  # seconds before the first retry; doubles up to max_backoff
+REFUSALS = {"forbidden", "bad_channel", "too_many_subscriptions"}  # asking again would get the same answer
+TRY_AGAIN = {"unavailable", "internal"}  # the server says the same request may work later
+ERROR_CHANNEL_CHARS = 80  # the server cuts the channel named in some errors to this length
+MAX_CHANNEL_CHARS = 100  # a longer name is refused as a bad message, which names no channel to drop
 
 
 def websocket_url(url: str) -> str:
@@ -50,129 +90,335 @@ def websocket_url(url: str) -> str:
     return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
-def _retry_hint(exc: websockets.InvalidStatus) -> float | None:
-    try:
-        return float(msgspec.json.decode(exc.response.body)["retry_after_ms"]) / 1000
-    except (msgspec.DecodeError, KeyError, TypeError, ValueError):
-        return None
+class State(enum.Enum):
+    IDLE = "idle"  # never connected yet
+    OPEN = "open"
+    RECONNECTING = "reconnecting"
+    CLOSED = "closed"  # close() was called: iteration ends
+    FAILED = "failed"  # Unauthorized or ConnectionFailed: every call raises it again
 
 
 @dataclass
 class _Channel:
-    cursor: str | None = None
+    cursor: str | None = None  # where to resume: the last message applied
     seq: int | None = None
+    retry_delay: float = FIRST_DELAY  # before asking again after `unavailable`
 
 
 class GatewayClient:
-    def __init__(self, url: str, token: str, fmt: Format = "json", max_backoff: float = 15.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        fmt: Format = "json",
+        max_backoff: float = 15.0,
+        *,
+        token_provider: TokenProvider | None = None,
+        max_attempts: int | None = None,
+    ) -> None:
+        """`token`: the first token (None: ask `token_provider`). `max_attempts`: failed connection attempts in
+        a row before `ConnectionFailed` (None: retry forever)."""
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1 (or None: forever)")
         self.url = websocket_url(url)
-        self.token = token
+        self.tokens = Tokens(token, token_provider)
         self.format: Format = fmt
         self.max_backoff = max_backoff
+        self.max_attempts = max_attempts
         self.channels: dict[str, _Channel] = {}
+        self.refused: dict[str, ChannelRefused] = {}  # channels dropped for good, and why
+        self._due: dict[str, float] = {}  # channels to subscribe to again, at this loop time
         self.reconnects = 0
+        self._state = State.IDLE
+        self._failure: GatewayError | None = None
         self._ws: websockets.ClientConnection | None = None
-        self._closed = False
+        self._opening = asyncio.Lock()
+        self._closing = asyncio.Event()  # cuts short a wait between connection attempts
 
-    async def __aenter__(self) -> GatewayClient:
-        await self._connect()
+    @property
+    def token(self) -> str | None:
+        return self.tokens.current
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        if state is not self._state:
+            log.debug("%s: %s -> %s", self.url, self._state.value, state.value)
+            self._state = state
+
+    def _closed(self) -> bool:
+        """A method, not a comparison: the state changes across awaits, which type checkers do not see."""
+        return self._state is State.CLOSED
+
+    async def __aenter__(self) -> Self:
+        await self._ready()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
-        self._closed = True
+        if self.state is not State.FAILED:
+            self.state = State.CLOSED
+        self._closing.set()
         if self._ws is not None:
             await self._ws.close()
 
     async def subscribe(self, channel: str) -> None:
-        self.channels.setdefault(channel, _Channel())
-        await self._send(Subscribe(channel=channel, cursor=self.channels[channel].cursor))
+        """Ask for a channel (again, even one refused before); its snapshot, or the server's refusal, comes
+        through iteration."""
+        if len(channel) > MAX_CHANNEL_CHARS:
+            raise ChannelRefused(channel, "bad_channel", f"channel names are at most {MAX_CHANNEL_CHARS} characters")
+        await self._ready()
+        if self._closed():
+            raise RuntimeError("subscribe on a closed client")
+        self.refused.pop(channel, None)
+        state = self.channels.setdefault(channel, _Channel())
+        if not await self._send(Subscribe(channel=channel, cursor=state.cursor)):
+            self._due[channel] = 0.0  # reconnecting: the reader sends it once connected
 
     async def unsubscribe(self, channel: str) -> None:
         self.channels.pop(channel, None)
+        self._due.pop(channel, None)
         await self._send(Unsubscribe(channel=channel))
 
     async def ping(self) -> None:
         await self._send(Ping())
 
-    def __aiter__(self) -> AsyncIterator[ServerMessages]:
-        return self._messages()
+    def __aiter__(self) -> GatewayClient:
+        return self
 
-    async def _messages(self) -> AsyncIterator[ServerMessages]:
-        while not self._closed:
-            assert self._ws is not None
+    async def __anext__(self) -> ServerMessages:
+        """The next message for the caller; reconnects and resubscribes on the way."""
+        while True:
+            ws = await self._ready()
+            if ws is None:
+                raise StopAsyncIteration
+            await self._subscribe_due()
+            timeout = self._until_due()
             try:
-                raw = await self._ws.recv()
-            except websockets.ConnectionClosed:
-                if self._closed:
-                    return
-                await self._reconnect()
+                raw = await (ws.recv() if timeout is None else asyncio.wait_for(ws.recv(), timeout))
+            except TimeoutError:
+                continue  # a channel is due to be asked for again
+            except websockets.ConnectionClosed as closed:
+                if self._closed():
+                    raise StopAsyncIteration from None
+                await self._failing(self._recover(closed))
                 continue
-            message = decode_server(raw, self.format)
+            try:
+                message = decode_server(raw, self.format)
+            except msgspec.DecodeError as exc:  # a newer server's message: skip it rather than stop
+                log.warning("skipped a message this client cannot read: %s", exc)
+                continue
             if self._track(message):
-                yield message
+                return message
 
-    def _track(self, m: ServerMessages) -> bool:
-        """Keep each channel's cursor; notice what was lost. False: not for the caller."""
-        if isinstance(m, (Pong, Error)):
-            return True
-        channel: str | None = getattr(m, "channel", None)
-        state = self.channels.get(channel) if channel is not None else None
-        if state is None or channel is None:
-            return True
-        if isinstance(m, Resync):
-            state.cursor = state.seq = None
-            asyncio.get_running_loop().create_task(self._send(Subscribe(channel=channel)))
-            return True
-        if isinstance(m, Snapshot):
-            state.cursor, state.seq = m.cursor, m.seq
-            return True
-        seq = getattr(m, "seq")
-        if state.seq is not None and seq != state.seq + 1:
-            log.warning("%s: seq %d after %d, loading it again", channel, seq, state.seq)
-            state.cursor = state.seq = None
-            asyncio.get_running_loop().create_task(self._send(Subscribe(channel=channel)))
-            return False
-        state.cursor, state.seq = getattr(m, "cursor"), seq
-        return True
+    async def _ready(self) -> websockets.ClientConnection | None:
+        """The socket to use (None once closed); connects the first time; raises the client's failure."""
+        if self._failure is not None:
+            raise self._failure
+        if self.state is State.IDLE:
+            async with self._opening:
+                if self.state is State.IDLE:
+                    await self._failing(self._open(first=True))
+        return None if self._closed() else self._ws
 
-    async def _send(self, message: Subscribe | Unsubscribe | Ping) -> None:
-        if self._ws is None:
-            return
+    async def _failing(self, step: Awaitable[None]) -> None:
+        """Await `step`; Unauthorized or ConnectionFailed from it ends the client."""
         try:
-            await self._ws.send(_json.encode(message).decode() if self.format == "json" else _msgpack.encode(message))
-        except websockets.ConnectionClosed:
-            pass  # the read loop reconnects and subscribes everything again
+            await step
+        except (Unauthorized, ConnectionFailed) as exc:
+            self._failure = exc
+            self.state = State.FAILED
+            if self._ws is not None:
+                await self._ws.close()
+            raise
 
-    async def _connect(self) -> None:
+    async def _recover(self, closed: websockets.ConnectionClosed) -> None:
+        """The socket closed under us: renew the token if it expired, connect again, resubscribe."""
+        self.state = State.RECONNECTING
+        code = closed.rcvd.code if closed.rcvd is not None else None
+        # Not again for a token renewed by a recovery the caller cancelled: that one was never tried.
+        if code == CLOSE_TOKEN_EXPIRED and not self.tokens.fresh:
+            reason = closed.rcvd.reason if closed.rcvd is not None and closed.rcvd.reason else "token expired"
+            await self.tokens.renew(reason)  # Unauthorized when it cannot
+            log.info("%s closed the session (%s): renewed the token", self.url, reason)
+        elif code != CLOSE_TOKEN_EXPIRED:
+            log.info("%s: connection lost (%s): reconnecting", self.url, closed)
+        await self._open(first=False)
+        if self._closed():
+            return
+        self.reconnects += 1
+        # Sent by the read loop, each marked done once sent: a cancelled caller leaves none behind.
+        self._due = dict.fromkeys(self.channels, 0.0)
+
+    async def _open(self, first: bool) -> None:
+        """Connect, with backoff and jitter between attempts; raises Unauthorized or ConnectionFailed."""
+        delay = FIRST_DELAY
+        wait = 0.0 if first else _jitter(delay)  # after a drop, spread the reconnects of many clients
+        attempts = 0
+        while True:
+            if wait:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), wait)
+            if self._closed():
+                return
+            attempts += 1
+            hint: float | None = None
+            token = await self.tokens.get()  # a provider's own errors reach the caller as they are
+            try:
+                ws = await self._handshake(token)
+            except websockets.InvalidStatus as exc:
+                status, body = exc.response.status_code, _json_body(exc)
+                if status == 401:
+                    await self.tokens.renew(str(body.get("message") or "unauthorized"))  # or Unauthorized
+                    attempts, wait = attempts - 1, 0.0  # not the node's fault: try the new token at once
+                    continue
+                reason = f"HTTP {status}" + (f" {body['error']}" if "error" in body else "")
+                if status == 503:
+                    hint = _retry_after(exc, body)
+                elif status != 429 and status < 500:  # an origin or a path that retrying will not fix
+                    raise ConnectionFailed(self.url, attempts, f"{reason}: {body.get('message', 'refused')}") from None
+            except websockets.InvalidURI as exc:
+                raise ConnectionFailed(self.url, attempts, str(exc)) from None
+            except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+                reason = _describe(exc)
+            else:
+                if self._closed():
+                    await ws.close()
+                    return
+                self._ws = ws
+                self.tokens.accepted()
+                self.state = State.OPEN
+                return
+            if self.max_attempts is not None and attempts >= self.max_attempts:
+                raise ConnectionFailed(self.url, attempts, reason)
+            wait = hint if hint is not None else _jitter(delay)
+            delay = min(delay * 2, self.max_backoff)
+            log.warning("cannot connect to %s (%s): trying again in %.1f s", self.url, reason, wait)
+
+    async def _handshake(self, token: str) -> websockets.ClientConnection:
         subprotocols = [MSGPACK_SUBPROTOCOL] if self.format == "msgpack" else None
-        self._ws = await websockets.connect(
+        return await websockets.connect(
             self.url,
-            additional_headers={"Authorization": f"Bearer {self.token}"},
+            additional_headers={"Authorization": f"Bearer {token}"},
             subprotocols=subprotocols,  # type: ignore[arg-type]
             max_size=8 << 20,
             compression=None,
         )
 
-    async def _reconnect(self) -> None:
-        delay = 0.25
-        while not self._closed:
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            try:
-                await self._connect()
-            except websockets.InvalidStatus as exc:
-                if exc.response.status_code == 503:  # a storm: the node says when to come back
-                    delay = _retry_hint(exc) or delay
-                else:
-                    delay = min(delay * 2, self.max_backoff)
-                continue
-            except (OSError, websockets.InvalidHandshake) as exc:
-                log.warning("reconnect failed (%s); retrying", type(exc).__name__)
-                delay = min(delay * 2, self.max_backoff)
-                continue
-            self.reconnects += 1
-            for channel, state in self.channels.items():
-                await self._send(Subscribe(channel=channel, cursor=state.cursor))
+    def _track(self, m: ServerMessages) -> bool:
+        """Keep each channel's cursor; notice what was lost. False: not for the caller."""
+        if isinstance(m, Error):
+            return self._on_error(m)
+        if isinstance(m, Pong):
+            return True
+        state = self.channels.get(m.channel)
+        if state is None:
+            return True
+        if isinstance(m, Resync):
+            self._reload(m.channel, state)
+            return True
+        if isinstance(m, Snapshot):
+            self._due.pop(m.channel, None)
+            state.retry_delay = FIRST_DELAY
+            # Resume only from a whole snapshot: a cursor from page 0 of 3 would skip the other pages.
+            state.cursor, state.seq = (m.cursor, m.seq) if m.final else (None, None)
+            return True
+        if state.seq is not None and m.seq <= state.seq:
+            return False  # already applied
+        if state.seq is not None and m.seq != state.seq + 1:
+            log.warning("%s: seq %d after %d, loading it again", m.channel, m.seq, state.seq)
+            self._reload(m.channel, state)
+            return False
+        state.cursor, state.seq = m.cursor, m.seq
+        return True
+
+    def _on_error(self, m: Error) -> bool:
+        """Refusals drop their channel and are raised; `unavailable` schedules another try."""
+        name = self._own_channel(m.channel)
+        if name is None:
+            return True
+        if m.code in REFUSALS:
+            del self.channels[name]
+            self._due.pop(name, None)
+            refused = (Forbidden if m.code == "forbidden" else ChannelRefused)(name, m.code, m.message)
+            self.refused[name] = refused
+            raise refused
+        if m.code in TRY_AGAIN:
+            state = self.channels[name]
+            self._due[name] = asyncio.get_running_loop().time() + _jitter(state.retry_delay)
+            state.retry_delay = min(state.retry_delay * 2, self.max_backoff)
+        return True
+
+    def _own_channel(self, named: str | None) -> str | None:
+        if named is None or named in self.channels:
+            return named
+        if len(named) == ERROR_CHANNEL_CHARS:
+            return next((c for c in self.channels if c[:ERROR_CHANNEL_CHARS] == named), None)
+        return None
+
+    def _reload(self, name: str, state: _Channel) -> None:
+        """Forget where the channel was and ask for a fresh snapshot."""
+        state.cursor = state.seq = None
+        self._due[name] = 0.0
+
+    async def _subscribe_due(self) -> None:
+        if not self._due:
             return
+        now = asyncio.get_running_loop().time()
+        for name in [n for n, at in self._due.items() if at <= now]:
+            state = self.channels.get(name)
+            if state is not None and not await self._send(Subscribe(channel=name, cursor=state.cursor)):
+                return  # the connection is gone: the read loop finds out and reconnects
+            self._due.pop(name, None)
+
+    def _until_due(self) -> float | None:
+        if not self._due:
+            return None
+        return max(0.0, min(self._due.values()) - asyncio.get_running_loop().time())
+
+    async def _send(self, message: Subscribe | Unsubscribe | Ping) -> bool:
+        """False when there is no connection to send on (the read loop reconnects and subscribes again)."""
+        if self._ws is None:
+            return False
+        try:
+            await self._ws.send(_json.encode(message).decode() if self.format == "json" else _msgpack.encode(message))
+        except websockets.ConnectionClosed:
+            return False
+        return True
+
+
+def _jitter(delay: float) -> float:
+    return delay * (0.5 + random.random())
+
+
+def _json_body(exc: websockets.InvalidStatus) -> dict[str, object]:
+    try:
+        body = msgspec.json.decode(exc.response.body or b"")
+    except msgspec.DecodeError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _retry_after(exc: websockets.InvalidStatus, body: dict[str, object]) -> float | None:
+    """A busy node's delay: `retry_after_ms` in the body, else the `Retry-After` header (seconds)."""
+    for value, scale in ((body.get("retry_after_ms"), 1000), (exc.response.headers.get("Retry-After"), 1)):
+        try:
+            return float(value) / scale  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError) or "Connect call failed" in str(exc):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

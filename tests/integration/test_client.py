@@ -1,19 +1,61 @@
-"""Feeds for tools: the Python client and `gateway tail`."""
+"""Feeds for tools: the Python client against real nodes (`gateway tail` is in test_tail.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import os
-import sys
+import secrets
+from collections.abc import Callable
+from pathlib import Path
 
 import asyncpg
 import pytest
 
-from gateway.client import GatewayClient, websocket_url
-from gateway.core.protocol import Snapshot
-from tests.conftest import Stack
-from tests.integration.conftest import Team, insert_jobs
+from gateway.client import ConnectionFailed, Forbidden, GatewayClient, Unauthorized, websocket_url
+from gateway.core.protocol import Error, ServerMessages, Snapshot
+from gateway.embedded import free_port
+from gateway.web.auth import issue_token
+from tests.conftest import Stack, spawn, wait_http
+from tests.integration.conftest import Team, insert_jobs, make_team
+
+DEADLINE = 20.0  # tokens of 2-3 s expire, nodes start: generous for a loaded machine
+
+
+async def eventually(predicate: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, f"still waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+class Reader:
+    """Iterates a client in the background, keeping what it yields and the channels it raises Forbidden for."""
+
+    def __init__(self, client: GatewayClient) -> None:
+        self.client = client
+        self.messages: list[ServerMessages] = []
+        self.forbidden: list[Forbidden] = []
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                async for message in self.client:
+                    self.messages.append(message)
+                return
+            except Forbidden as refused:
+                self.forbidden.append(refused)  # the client goes on with its other channels
+
+    def job_ids(self) -> set[int]:
+        return {job.id for m in self.messages for job in getattr(m, "jobs", None) or ()}
+
+    def snapshots(self, channel: str) -> int:
+        return sum(isinstance(m, Snapshot) and m.channel == channel and m.final for m in self.messages)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
 
 
 def test_websocket_url_from_a_gateway_url() -> None:
@@ -34,7 +76,7 @@ async def test_client_resumes_after_a_dropped_connection_without_a_snapshot(
         await client.subscribe(channel)
         messages = aiter(client)
 
-        async def until(predicate) -> None:  # type: ignore[no-untyped-def]
+        async def until(predicate: Callable[[], bool]) -> None:
             nonlocal snapshots
             while not predicate():
                 m = await asyncio.wait_for(anext(messages), 10)
@@ -70,18 +112,118 @@ async def test_client_reads_a_paged_snapshot_of_a_40000_job_trajectory(stack: St
     assert len(jobs) == 40_000
 
 
-async def test_gateway_tail_prints_one_json_line_per_message(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
-    env = {**os.environ, "GATEWAY_URL": stack.nodes[0].http, "GATEWAY_TOKEN": team.token}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "tail", "--team", str(team.id), "--format", "msgpack",
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+async def test_client_renews_an_expired_token_through_its_provider_and_keeps_receiving(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    issued: list[str] = []
+
+    def fresh_token() -> str:
+        issued.append(issue_token(stack.secret, team.user_id, 3))
+        return issued[-1]
+
+    await insert_jobs(pool, team, 2)  # a channel with history, so the client resumes without a snapshot
+    channel = f"team-jobs:{team.id}"
+    short = issue_token(stack.secret, team.user_id, 2)
+    async with GatewayClient(stack.nodes[0].http, short, token_provider=fresh_token) as client:
+        await client.subscribe(channel)
+        reader = Reader(client)
+        try:
+            await eventually(lambda: reader.snapshots(channel) == 1, "the snapshot")
+            await eventually(lambda: issued and client.reconnects >= 1 and client.token == issued[-1], "a renewal (4001)")
+            (job_id,) = await insert_jobs(pool, team, 1)
+            await eventually(lambda: job_id in reader.job_ids(), "a job inserted after the renewal")
+        finally:
+            await reader.stop()
+    assert reader.snapshots(channel) == 1  # resumed from its cursor with the new token
+    assert not any(isinstance(m, Error) for m in reader.messages)
+
+
+async def test_client_without_a_provider_raises_unauthorized_when_its_token_expires(stack: Stack, team: Team) -> None:
+    channel = f"team-jobs:{team.id}"
+    async with GatewayClient(stack.nodes[0].http, issue_token(stack.secret, team.user_id, 2)) as client:
+        await client.subscribe(channel)
+
+        async def drain() -> None:
+            async for _ in client:
+                pass
+
+        with pytest.raises(Unauthorized) as raised:
+            await asyncio.wait_for(drain(), DEADLINE)
+        assert raised.value.reason == "token expired"
+        with pytest.raises(Unauthorized):  # the client is over: every call says why
+            await client.subscribe(channel)
+
+
+async def test_client_raises_unauthorized_at_the_handshake_and_asks_a_provider_only_once(stack: Stack, team: Team) -> None:
+    expired = issue_token(stack.secret, team.user_id, -10)
+    with pytest.raises(Unauthorized) as raised:
+        async with GatewayClient(stack.nodes[0].http, expired):
+            pass
+    assert raised.value.reason == "token expired"
+
+    asked: list[int] = []
+
+    async def forged() -> str:
+        asked.append(1)
+        return issue_token(secrets.token_urlsafe(32), team.user_id, 60)  # signed with another secret
+
+    with pytest.raises(Unauthorized) as raised:
+        async with GatewayClient(stack.nodes[0].http, expired, token_provider=forged):
+            pass
+    assert raised.value.reason == "invalid token" and len(asked) == 1  # no loop on a provider's bad tokens
+
+
+async def test_a_forbidden_channel_is_raised_once_and_never_asked_for_again(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    other = await make_team(pool, stack.secret)
+    mine, theirs = f"team-jobs:{team.id}", f"team-jobs:{other.id}"
+    async with GatewayClient(stack.nodes[0].http, team.token) as client:
+        await client.subscribe(theirs)
+        await client.subscribe(mine)
+        reader = Reader(client)
+        try:
+            await eventually(lambda: reader.forbidden and reader.snapshots(mine) == 1, "the refusal and the snapshot")
+            assert [f.channel for f in reader.forbidden] == [theirs]
+            assert list(client.channels) == [mine] and list(client.refused) == [theirs]
+
+            assert client._ws is not None
+            client._ws.transport.abort()  # the network drops: the client subscribes again to what it has
+            await eventually(lambda: client.reconnects == 1, "the reconnect")
+            (job_id,) = await insert_jobs(pool, team, 1)
+            await eventually(lambda: job_id in reader.job_ids(), "a job after the reconnect")
+        finally:
+            await reader.stop()
+    assert len(reader.forbidden) == 1 and not any(isinstance(m, Error) for m in reader.messages)
+
+
+async def test_client_gives_up_after_max_attempts_when_nothing_listens(team: Team) -> None:
+    client = GatewayClient(f"http://127.0.0.1:{free_port()}", team.token, max_attempts=3)
+    with pytest.raises(ConnectionFailed) as raised:
+        async with client:
+            pass
+    assert raised.value.attempts == 3 and raised.value.reason == "connection refused"
+    with pytest.raises(ConnectionFailed):
+        await client.subscribe(f"team-jobs:{team.id}")
+
+
+async def test_client_started_before_the_node_connects_once_it_is_up(
+    stack: Stack, team: Team, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    client = GatewayClient(f"http://127.0.0.1:{port}", team.token, max_backoff=0.5)
+    with caplog.at_level(logging.WARNING, logger="gateway.client"):
+        connecting = asyncio.create_task(client.__aenter__())
+        await eventually(lambda: "cannot connect" in caplog.text, "a refused attempt")
+    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret}
+    node = spawn("late-node", ["serve", "--port", str(port)], env, tmp_path, port)
     try:
-        first = json.loads(await asyncio.wait_for(proc.stdout.readline(), 10))  # type: ignore[union-attr]
-        assert (first["type"], first["channel"]) == ("snapshot", f"team-jobs:{team.id}")
-        (job_id,) = await insert_jobs(pool, team, 1)
-        line = json.loads(await asyncio.wait_for(proc.stdout.readline(), 10))  # type: ignore[union-attr]
-        assert line["type"] == "batch" and [j["id"] for j in line["jobs"]] == [job_id]
+        await asyncio.to_thread(wait_http, node)
+        await asyncio.wait_for(connecting, DEADLINE)
+        await client.subscribe(f"team-jobs:{team.id}")
+        first = await asyncio.wait_for(anext(client), DEADLINE)
+        assert isinstance(first, Snapshot) and client.reconnects == 0
     finally:
-        proc.terminate()
-        await proc.wait()
+        connecting.cancel()
+        await client.close()
+        await asyncio.to_thread(node.stop)
