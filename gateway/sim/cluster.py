@@ -2,7 +2,11 @@
 
 Its workers pick the cluster's own queued jobs, run them for realistic durations, fail some (a frame job gets
 three attempts: it waits again as `retrying`, then fails for good), and honour Remove and Retry commands,
-confirming what they did (unless told never to confirm, as a broken cluster would not).
+confirming what they did (unless told never to confirm, as a broken cluster would not). Its operator retries a
+failed sync after a while when nobody clicks Retry Sync, so an unattended demo never stalls on one.
+
+Every delay is in simulated seconds, divided by `speed`; only the pace of requests to the gateway is real time
+(the gateway limits each cluster's requests a second, and compressing time must not multiply them).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import heapq
 import itertools
 import logging
 import random
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +37,10 @@ ERRORS = [
     "plugin raised ValueError: cutoff radius must be positive",
     "node lost contact with the scheduler",
 ]
+REPORT_EVERY = 0.1  # real seconds: a cluster daemon's batching cadence, at most 10 requests a second
+METRICS_EVERY = 1.0  # simulated seconds, but never more often than REPORT_EVERY
+FINISHED_KEPT = 20_000  # finished jobs a cluster still knows (to retry them); older ones are forgotten
+STOP_REQUESTS_WITHIN = 5.0  # real seconds stop() lets requests already sent finish
 
 
 @dataclass
@@ -60,6 +69,8 @@ class SimCluster:
     report_metrics: bool = True
     preempt_rate: float = 0.05  # of runs on preemptible nodes
     redis_cluster: bool = False
+    sync_fail_rate: float = 0.1  # of staged uploads whose sync to fast storage fails
+    operator_delay: tuple[float, float] = (20.0, 60.0)  # simulated seconds before the operator retries a failed sync
     jobs: dict[int, SimJob] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -69,12 +80,19 @@ class SimCluster:
         self._order = itertools.count()
         self._work = asyncio.Event()
         self._reports: list[dict[str, Any]] = []
-        self._flushed = asyncio.Event()
+        self._reported = 0  # reports made so far...
+        self._sent = 0  # ...and handed to the gateway (in order: a failed batch goes back to the front)
+        self._progress = asyncio.Event()
+        self._busy = 0  # workers running a job
+        self._finished: deque[int] = deque()  # finished job ids, oldest first
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()  # work started by callbacks (downloads, artifact uploads)
+        self._requests: set[asyncio.Future[httpx.Response]] = set()
         self.http = httpx.AsyncClient(base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
         self.redis = connect(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
-        self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for Retry Sync
+        self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for a retry
+        self.sync_failures = 0  # how many syncs failed so far
 
     # -- lifecycle
 
@@ -87,31 +105,61 @@ class SimCluster:
         await asyncio.wait_for(self.listening.wait(), 10)
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        """Stop working, let the requests already sent finish, then close the connections."""
+        tasks = [*self._tasks, *self._background]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._requests:
+            _, late = await asyncio.wait(self._requests, timeout=STOP_REQUESTS_WITHIN)
+            for request in late:
+                request.cancel()
+            await asyncio.gather(*self._requests, return_exceptions=True)
         await self.http.aclose()
         await self.redis.aclose()
+
+    def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Start work that a callback cannot await; stop() ends it, and a failed request is one warning line."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+
+        def done(task: asyncio.Task[None]) -> None:
+            self._background.discard(task)
+            failure = None if task.cancelled() else task.exception()
+            if isinstance(failure, httpx.HTTPError):
+                log.warning("cluster %d: %s failed: %s", self.cluster_id, what, describe_failure(failure))
+            elif failure is not None:
+                log.error("cluster %d: %s failed", self.cluster_id, what, exc_info=failure)
+
+        task.add_done_callback(done)
+
+    async def _post(self, path: str, body: Any) -> httpx.Response:
+        """POST to the gateway. A request once sent finishes even if its caller is cancelled (stop() waits for
+        it): cut off half-way, the gateway would only see a client vanish mid-request."""
+        request = asyncio.ensure_future(self.http.post(path, json=body))
+        self._requests.add(request)
+        request.add_done_callback(self._requests.discard)
+        return await asyncio.shield(request)
 
     # -- the platform's side: registering work
 
     async def create_trajectory(self, name: str) -> int:
-        response = await self.http.post("/api/ingest/trajectories", json={"name": name})
+        response = await self._post("/api/ingest/trajectories", {"name": name})
         response.raise_for_status()
         return int(response.json()["id"])
 
     async def create_analysis(self, trajectory_id: int, plugin: str) -> int:
-        response = await self.http.post("/api/ingest/analyses", json={"trajectory_id": trajectory_id, "plugin": plugin})
+        response = await self._post("/api/ingest/analyses", {"trajectory_id": trajectory_id, "plugin": plugin})
         response.raise_for_status()
         return int(response.json()["id"])
 
     async def create_submission(self, **fields: Any) -> int:
-        response = await self.http.post("/api/ingest/submissions", json=fields)
+        response = await self._post("/api/ingest/submissions", fields)
         response.raise_for_status()
         return int(response.json()["id"])
 
     async def update_submission(self, submission_id: int, **fields: Any) -> None:
-        response = await self.http.post(f"/api/ingest/submissions/{submission_id}", json=fields)
+        response = await self._post(f"/api/ingest/submissions/{submission_id}", fields)
         response.raise_for_status()
 
     async def submit(
@@ -121,7 +169,7 @@ class SimCluster:
         ids: list[int] = []
         for start in range(0, len(reports), 1000):
             chunk = [{"status": "queued", **r} for r in reports[start : start + 1000]]
-            response = await self.http.post("/api/ingest/jobs", json={"jobs": chunk})
+            response = await self._post("/api/ingest/jobs", {"jobs": chunk})
             response.raise_for_status()
             for report, result in zip(chunk, response.json()["jobs"]):
                 job = self.jobs[result["id"]] = SimJob(result["id"], report["kind"], on_done=on_done, preemptible=preemptible)
@@ -130,15 +178,41 @@ class SimCluster:
             self._work.set()
         return ids
 
+    async def sync_retried(self, submission_id: int) -> None:
+        """Wait until a failed sync is retried: by a person's Retry Sync, or else by the cluster's operator, who
+        notices it within `operator_delay` (so a cluster nobody watches, or one whose confirmations never
+        arrive, still moves on)."""
+        retried = self.sync_failed[submission_id] = asyncio.Event()
+        self.sync_failures += 1
+        try:
+            await asyncio.wait_for(retried.wait(), self.rng.uniform(*self.operator_delay) / self.speed)
+        except TimeoutError:
+            log.debug("cluster %d: the operator retried the sync of submission %d", self.cluster_id, submission_id)
+        finally:
+            self.sync_failed.pop(submission_id, None)
+
+    def adopt(self, job_id: int, kind: str, attempt: int, status: str, priority: int = 0) -> None:
+        """Take up a job this cluster had before it restarted: held, it stays held; else it waits to run again."""
+        job = self.jobs[job_id] = SimJob(job_id, kind, attempt=attempt, priority=priority)
+        if status == "holding":
+            job.status = "holding"
+        else:
+            self._enqueue(job)
+
     # -- running work
 
     def _enqueue(self, job: SimJob) -> None:
         heapq.heappush(self.queue, (-job.priority, next(self._order), job.id))
         self._work.set()
 
+    def backlog(self) -> int:
+        """About how many jobs wait for a worker (entries of re-prioritised or removed jobs count until picked)."""
+        return len(self.queue)
+
     def queued_order(self) -> list[int]:
         """The jobs waiting, in the order workers will pick them (holding ones are left alone)."""
-        return [i for _, _, i in sorted(self.queue) if self.jobs[i].status in ("queued", "retrying") and not self.jobs[i].removed]
+        waiting = (self.jobs.get(i) for _, _, i in sorted(self.queue))
+        return [j.id for j in waiting if j is not None and j.status in ("queued", "retrying") and not j.removed]
 
     def _duration(self, kind: str) -> float:
         base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": 0.8, "artifact_upload": 0.3}.get(kind, 2.0)
@@ -159,12 +233,17 @@ class SimCluster:
             job.status = "running"
             run = job.run
             self._report(job)
-            await asyncio.sleep(self._duration(job.kind))
+            self._busy += 1
+            try:
+                await asyncio.sleep(self._duration(job.kind))
+            finally:
+                self._busy -= 1
             if job.removed or job.run != run:
                 continue  # stopped while it ran (removed, killed or restarted)
             if job.preemptible and self.rng.random() < self.preempt_rate:
                 job.status = "preempted"  # its node was taken away: not retried by itself (Retry Preempted does)
                 self._report(job)
+                self._finish(job)
                 continue
             if self.rng.random() < self.fail_rate:
                 status, attempt = after_failure(job.attempt)
@@ -178,51 +257,76 @@ class SimCluster:
             else:
                 job.status = "completed"
                 self._report(job)
+            self._finish(job)
             if job.on_done is not None:
                 job.on_done(job)
+
+    def _finish(self, job: SimJob) -> None:
+        """Remember a finished job for a while (it may be retried), then forget it: memory stays bounded all day."""
+        self._finished.append(job.id)
+        while len(self._finished) > FINISHED_KEPT:
+            old = self.jobs.get(self._finished.popleft())
+            if old is not None and (old.removed or old.status in ("completed", "failed", "preempted")):
+                del self.jobs[old.id]
 
     def _report(self, job: SimJob, error: str | None = None) -> None:
         report: dict[str, Any] = {"id": job.id, "attempt": job.attempt, "status": job.status}
         if error is not None:
             report["error"] = error
         self._reports.append(report)
+        self._reported += 1
 
     async def _reporter(self) -> None:
-        """Send reports in batches, as a cluster daemon would: one request every 100 ms at most."""
+        """Send reports in batches, as a cluster daemon would: one request every REPORT_EVERY at most. A batch the
+        gateway could not take now (no answer, 429, 5xx) goes again after a pause; one it refused is dropped."""
+        failing = False
         while True:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(REPORT_EVERY)
             if not self._reports:
-                self._flushed.set()
                 continue
             batch, self._reports = self._reports, []
             try:
-                response = await self.http.post("/api/ingest/jobs", json={"jobs": batch})
-                if response.status_code >= 400:
-                    log.warning("cluster %d: reports refused: %s", self.cluster_id, response.text[:200])
+                response = await self._post("/api/ingest/jobs", {"jobs": batch})
+                problem = None if response.status_code < 400 else f"HTTP {response.status_code}"
             except httpx.HTTPError as exc:
-                log.warning("cluster %d: reports failed (%s), retrying", self.cluster_id, type(exc).__name__)
+                response, problem = None, describe_failure(exc)
+            if problem is not None and (response is None or response.status_code == 429 or response.status_code >= 500):
+                if not failing:
+                    log.warning("cluster %d: reports not delivered (%s); retrying", self.cluster_id, problem)
+                failing = True
                 self._reports[:0] = batch
+                await asyncio.sleep(_retry_after(response))
+                continue
+            if failing:
+                log.warning("cluster %d: reports delivered again", self.cluster_id)
+                failing = False
+            if problem is not None and response is not None:
+                log.warning("cluster %d: reports refused (%s): %s", self.cluster_id, problem, response.text[:200])
+            self._sent += len(batch)
+            self._progress.set()
 
     async def _metrics(self) -> None:
         """CPU follows how many workers are busy; memory, disk and network wander plausibly."""
         memory, disk = self.rng.uniform(30, 60), self.rng.uniform(20, 70)
         while True:
-            busy = sum(1 for j in self.jobs.values() if j.status == "running" and not j.removed)
+            busy = self._busy
             cpu = min(100.0, 8 + 90 * busy / max(1, self.workers) + self.rng.uniform(-4, 4))
             memory = min(95.0, max(10.0, memory + self.rng.uniform(-2, 2)))
             disk = min(99.0, disk + self.rng.uniform(0, 0.05))
             network = round(busy * self.rng.uniform(5, 40), 1)
             figures = {"cpu": round(max(0.0, cpu), 1), "memory": round(memory, 1), "disk": round(disk, 1), "network": network}
             try:
-                await self.http.post("/api/ingest/metrics", json=figures)
+                await self._post("/api/ingest/metrics", figures)
             except httpx.HTTPError:
-                pass
-            await asyncio.sleep(1.0)
+                pass  # the next figures replace these anyway
+            await asyncio.sleep(max(METRICS_EVERY / self.speed, REPORT_EVERY))
 
     async def flushed(self) -> None:
-        """Wait until every report so far has been sent."""
-        self._flushed.clear()
-        await self._flushed.wait()
+        """Wait until every report so far has been handed to the gateway."""
+        target = self._reported
+        while self._sent < target:
+            self._progress.clear()
+            await self._progress.wait()
 
     # -- commands from the gateway
 
@@ -269,6 +373,7 @@ class SimCluster:
         active = ("queued", "retrying", "running", "holding")
         if action == "remove" and job.status in active:
             job.removed = True  # a running one stops; what it produced stays
+            self._finish(job)
         elif action == "hold" and job.status in ("queued", "retrying"):
             job.status = "holding"  # workers leave it alone
         elif action == "unhold" and job.status == "holding":
@@ -276,6 +381,7 @@ class SimCluster:
             self._enqueue(job)
         elif action == "kill" and job.status in active:
             job.status, job.run = "failed", job.run + 1
+            self._finish(job)
         elif action == "retry" or (action == "retry_failed" and job.status == "failed") or (
             action == "retry_preempted" and job.status == "preempted"
         ):
@@ -292,3 +398,18 @@ class SimCluster:
         else:
             return False
         return True
+
+
+def describe_failure(exc: httpx.HTTPError) -> str:
+    """One line for a failed request: its kind, and the status when the gateway answered."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} from {exc.request.url.path}"
+    return type(exc).__name__
+
+
+def _retry_after(response: httpx.Response | None) -> float:
+    """How long to wait before sending again: what a 429 says (Retry-After), else a second."""
+    try:
+        return min(30.0, float(response.headers.get("retry-after", 1))) if response is not None else 1.0
+    except ValueError:
+        return 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from .cluster import SimCluster, SimJob
@@ -17,22 +18,32 @@ PLUGINS = [
 TIMESTEP = 0.5  # ps between frames
 
 
-async def stage(cluster: SimCluster, submission_id: int, fail_rate: float = 0.1, pace: float = 0.4) -> None:
+async def stage(cluster: SimCluster, submission_id: int, fail_rate: float | None = None, pace: float = 0.4) -> None:
     """The submission's data on its way: uploading, then synced to the cluster's fast storage (which can fail,
-    and then waits for a person's Retry Sync)."""
+    `fail_rate` or the cluster's `sync_fail_rate` of the time, and then waits for Retry Sync or the operator)."""
     for state in ("uploading", "sync_pending", "syncing"):
         await asyncio.sleep(pace / cluster.speed)
         await cluster.update_submission(submission_id, staging=state)
-    if cluster.rng.random() < fail_rate:
+    if cluster.rng.random() < (cluster.sync_fail_rate if fail_rate is None else fail_rate):
         await asyncio.sleep(pace / cluster.speed)
         await cluster.update_submission(submission_id, staging="sync_failed")
-        retried = cluster.sync_failed[submission_id] = asyncio.Event()
-        await retried.wait()
+        await cluster.sync_retried(submission_id)
+        await cluster.update_submission(submission_id, staging="syncing")  # again (after Retry Sync the gateway shows it already)
         await asyncio.sleep(pace / cluster.speed)
     await cluster.update_submission(submission_id, staging="ready")
 
 
-def download_when_done(cluster: SimCluster, submission_id: int, tasks: int) -> Any:
+async def finish_staging(cluster: SimCluster, submission_id: int, state: str, pace: float = 0.4) -> None:
+    """A submission a previous run left staging: a failed sync waits for its retry as any would, the rest syncs."""
+    if state == "sync_failed":
+        await cluster.sync_retried(submission_id)
+    await asyncio.sleep(pace / cluster.speed)
+    await cluster.update_submission(submission_id, staging="syncing")
+    await asyncio.sleep(pace / cluster.speed)
+    await cluster.update_submission(submission_id, staging="ready")
+
+
+def download_when_done(cluster: SimCluster, submission_id: int, tasks: int) -> Callable[[SimJob], None]:
     """The download tool: once every task of the submission completed, fetch the results and say so."""
     left = {"n": tasks, "failed": False}
 
@@ -40,11 +51,10 @@ def download_when_done(cluster: SimCluster, submission_id: int, tasks: int) -> A
         left["n"] -= 1
         left["failed"] = left["failed"] or job.status != "completed"
         if left["n"] == 0 and not left["failed"]:
-            asyncio.get_running_loop().create_task(download())
+            cluster.spawn(download(), f"the download of submission {submission_id}")
 
     async def download() -> None:
         await cluster.flushed()  # the gateway has seen every task succeed before the results are fetched
-        await cluster.flushed()
         await asyncio.sleep(0.2 / cluster.speed)
         await cluster.update_submission(submission_id, downloaded=True)
 
@@ -84,9 +94,8 @@ async def pipeline(
         def done(job: SimJob, analysis_id: int = analysis_id, left: dict[str, int] = left) -> None:
             left["n"] -= 1
             if left["n"] == 0:
-                asyncio.get_running_loop().create_task(
-                    cluster.submit([{"trajectory_id": trajectory_id, "kind": "artifact_upload", "name": "Artifact Upload", "analysis_id": analysis_id}])
-                )
+                artifacts = {"trajectory_id": trajectory_id, "kind": "artifact_upload", "name": "Artifact Upload", "analysis_id": analysis_id}
+                cluster.spawn(_submitted(cluster, [artifacts]), f"the artifact upload of analysis {analysis_id}")
 
         await cluster.submit(
             [
@@ -101,3 +110,7 @@ async def pipeline(
 async def transfer(cluster: SimCluster, trajectory_id: int, kind: str = "storage_transfer") -> None:
     name = {"trajectory_transfer": "Trajectory Transfer", "analysis_transfer": "Analysis Transfer"}.get(kind, "Storage Transfer")
     await cluster.submit([{"trajectory_id": trajectory_id, "kind": kind, "name": name}])
+
+
+async def _submitted(cluster: SimCluster, reports: list[dict[str, Any]]) -> None:
+    await cluster.submit(reports)

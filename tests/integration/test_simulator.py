@@ -7,7 +7,9 @@ import asyncio
 import asyncpg
 
 from gateway.sim.cluster import SimCluster
+from gateway.sim.run import Simulation
 from gateway.sim.workloads import pipeline, upload
+from gateway.web.auth import new_cluster_key
 from tests.conftest import Stack
 from tests.follower import Follower
 from tests.integration.conftest import Team
@@ -59,7 +61,8 @@ async def test_staging_a_failed_sync_waits_for_retry_sync_then_downloads_after_s
 
     from gateway.sim.workloads import download_when_done, stage
 
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=2, fail_rate=0.0, speed=20, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=2, fail_rate=0.0, speed=20, report_metrics=False,
+                         operator_delay=(3600.0, 3600.0))  # only the person's Retry Sync moves it on here
     await cluster.start()
     try:
         sid = await cluster.create_submission(title="Upload of 2 frames", project="uploads", trajectory_id=team.trajectory_id, staging="upload_pending")
@@ -112,3 +115,69 @@ async def test_preemptible_runs_lose_tasks_to_preemption_and_retry_preempted_bri
         assert {(r["status"], r["attempts"]) for r in await pool.fetch("select status, attempts from jobs where id = any($1::bigint[])", ids)} == {("completed", 2)}
     finally:
         await cluster.stop()
+
+
+async def test_a_failed_sync_nobody_retries_is_retried_by_the_clusters_operator() -> None:
+    cluster = SimCluster("http://127.0.0.1:9", "redis://127.0.0.1:9/0", "c1.key", speed=100, operator_delay=(20.0, 30.0))
+    try:
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(cluster.sync_retried(7), 5)  # 20-30 simulated seconds, at 100 times real speed
+        assert asyncio.get_running_loop().time() - started >= 0.2
+        assert cluster.sync_failures == 1 and cluster.sync_failed == {}
+    finally:
+        await cluster.http.aclose()
+        await cluster.redis.aclose()
+
+
+async def test_a_restarted_cluster_takes_up_the_jobs_it_had_and_keeps_held_ones_held() -> None:
+    cluster = SimCluster("http://127.0.0.1:9", "redis://127.0.0.1:9/0", "c1.key")
+    try:
+        cluster.adopt(11, "preprocess", 1, "running")
+        cluster.adopt(12, "analysis", 2, "retrying", priority=5)
+        cluster.adopt(13, "preprocess", 1, "holding")
+        assert cluster.queued_order() == [12, 11]  # the higher priority first; the held one waits for Unhold
+        assert (cluster.jobs[12].attempt, cluster.jobs[13].status) == (2, "holding")
+    finally:
+        await cluster.http.aclose()
+        await cluster.redis.aclose()
+
+
+async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_failed_syncs_on_a_silent_cluster(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """What stalled the demo: uploads whose sync failed waited for a Retry Sync nobody clicked, each holding one of
+    the simulation's slots; after three (often on gpu-2, which never confirms), nothing new started."""
+    keys = [team.cluster_key]
+    for name in ("gpu-2", "cpu-big"):
+        async with pool.acquire() as conn:
+            cluster_id = await conn.fetchval("insert into clusters (team_id, name) values ($1, $2) returning id", team.id, name)
+            key, key_hash = new_cluster_key(cluster_id)
+            await conn.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
+        keys.append(key)
+    silent_id = int(keys[1].split(".")[0][1:])
+    # Every sync fails, and time runs 20 times faster: the operator retries after 1-3 s instead of 20-60 s.
+    simulation = Simulation(stack.nodes[0].http, stack.redis_url, keys, silent={silent_id}, trajectories=[team.trajectory_id],
+                            frames=(2, 4), speed=20, sync_fail_rate=1.0, seed=7)
+    (silent,) = [c for c in simulation.clusters if c.cluster_id == silent_id]
+    channel = f"team-jobs:{team.id}"
+    running = asyncio.create_task(simulation.run())
+    try:
+        async with Follower(stack.nodes[1].ws, team.token) as f:
+            await f.subscribe(channel)
+            await f.wait_for(lambda f: f.channels[channel].snapshot_done)
+            deadline = asyncio.get_running_loop().time() + 90
+            while silent.sync_failures < 6:  # twice the three that used to fill every slot
+                assert asyncio.get_running_loop().time() < deadline, f"{silent.sync_failures} failed syncs on the silent cluster"
+                assert not running.done(), running
+                await asyncio.sleep(0.1)
+            seen, started = set(f.channels[channel].jobs), simulation.started
+            await f.wait_for(lambda f: len(set(f.channels[channel].jobs) - seen) >= 10, timeout=60)  # new jobs keep coming
+        assert simulation.started > started
+        ready = await pool.fetchval(
+            "select count(*) from submissions s join jobs j on j.submission_id = s.id"
+            " where j.cluster_id = $1 and s.staging = 'ready'", silent_id)
+        assert ready > 0, "uploads on the silent cluster went on after their failed sync"
+        assert f.problems == []
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)

@@ -1,0 +1,163 @@
+"""`gateway demo` with its embedded servers: quiet once it is up, and Ctrl-C or SIGTERM stops everything it
+started (no traceback, no process left behind, exit status 0).
+
+Ctrl-C in a terminal signals the whole foreground process group, so SIGINT goes to the demo's group here;
+`kill` (SIGTERM) signals the demo alone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from gateway.embedded import free_port
+from tests.follower import Follower
+
+START_WITHIN = 90.0  # the embedded PostgreSQL's first start (initdb) on a busy machine
+STOP_WITHIN = 45.0  # the demo's own deadlines add up to about 25 s
+
+
+class Demo:
+    def __init__(self, data: Path, port: int, log: Path, proc: subprocess.Popen[bytes]) -> None:
+        self.data = data
+        self.port = port
+        self.log = log
+        self.proc = proc
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    async def banner(self) -> dict[str, str]:
+        """The token, database and Redis URLs the demo printed once it was up."""
+        deadline = time.monotonic() + START_WITHIN
+        while time.monotonic() < deadline:
+            out = self.output()
+            found = {
+                "token": re.search(r"/\?token=(\S+)", out),
+                "database_url": re.search(r"DATABASE_URL=(\S+)", out),
+                "redis_url": re.search(r"REDIS_URL=(\S+)", out),
+            }
+            if all(found.values()):
+                return {name: m.group(1) for name, m in found.items() if m is not None}
+            assert self.proc.poll() is None, f"the demo exited:\n{out}"
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"no banner within {START_WITHIN} s:\n{self.output()}")
+
+    async def ready(self) -> None:
+        deadline = time.monotonic() + START_WITHIN
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}") as client:
+            while time.monotonic() < deadline:
+                try:
+                    if (await client.get("/readyz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.2)
+        raise AssertionError(f"/readyz did not answer 200 within {START_WITHIN} s:\n{self.output()}")
+
+    def processes(self) -> set[int]:
+        """Every process the demo started: its descendants, and the embedded PostgreSQL (pg_ctl detaches it)."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry.name))
+        found, todo = set(), [self.proc.pid]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                found.add(child)
+                todo.append(child)
+        postmaster = self.data / "pg" / "postmaster.pid"
+        if postmaster.exists():
+            found.add(int(postmaster.read_text().split()[0]))
+        return found
+
+    def kill_everything(self) -> None:
+        """After a failed test: nothing of this demo may outlive it."""
+        for pid in self.processes() | {self.proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(10)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited: only its parent has not collected it yet
+
+
+def listening(url: str) -> bool:
+    host, port = re.match(r"redis://([^:/]+):(\d+)", url).groups()  # type: ignore[union-attr]
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+async def test_a_signal_stops_the_demo_and_everything_it_started(stop_signal: signal.Signals, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GATEWAY_SECRET")}
+    env["GATEWAY_LOG_LEVEL"] = "INFO"
+    port = free_port()
+    log = tmp_path / "demo.log"
+    # Not under tmp_path: run as root, PostgreSQL runs as another user, who may not enter pytest's private folder.
+    data = Path(tempfile.mkdtemp(prefix="gateway-demo-"))
+    with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "demo", "--port", str(port), "--data", str(data), "--speed", "3"],
+            env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,  # its own group, as in a terminal
+        )
+    demo = Demo(data, port, log, proc)
+    try:
+        banner = await demo.banner()
+        await demo.ready()
+        conn = await asyncpg.connect(banner["database_url"])
+        try:
+            team_id = await conn.fetchval("select id from teams where name = 'Demo Lab'")
+        finally:
+            await conn.close()
+        channel = f"team-jobs:{team_id}"
+        async with Follower(f"ws://127.0.0.1:{port}/ws", banner["token"]) as f:
+            await f.subscribe(channel)
+            await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=30)
+            # The clusters at work a while (at 3 times real speed): requests, downloads, failed syncs in flight.
+            await f.wait_for(lambda f: sum(m["type"] == "batch" for m in f.messages) >= 40, timeout=60)
+            started = demo.processes()
+            assert started, "the embedded servers should be running"
+            if stop_signal == signal.SIGINT:
+                os.killpg(proc.pid, stop_signal)  # with a subscriber still connected
+            else:
+                proc.send_signal(stop_signal)
+            status = await asyncio.to_thread(proc.wait, STOP_WITHIN)
+        out = demo.output()
+        assert status == 0, out
+        assert "Traceback" not in out and "Task exception was never retrieved" not in out, out
+        assert "HTTP Request:" not in out, "the simulator's requests should not be logged one by one"
+        assert " ERROR " not in out, out
+        assert [pid for pid in started if alive(pid)] == [], out
+        assert not (demo.data / "pg" / "postmaster.pid").exists()
+        assert not listening(banner["redis_url"])
+    finally:
+        if proc.poll() is None or any(alive(pid) for pid in demo.processes()):
+            demo.kill_everything()
+        shutil.rmtree(data, ignore_errors=True)
