@@ -3,6 +3,7 @@ the msgspec types the gateway itself decodes and encodes with, so they cannot dr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -13,90 +14,177 @@ from ..core.control import ActionResult, SubmissionsAction
 from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.protocol import ClientMessages, ServerMessages
 from ..core.team import MetricsReport
+from .answers import Created, Done, Me, Members, Problem, Renewed, Trajectories, Users
 
 REF = "#/components/schemas/{name}"
 
 
-class Created(msgspec.Struct):
-    id: int
+@dataclass(frozen=True)
+class Operation:
+    """One HTTP route under /api, as documented: who may call it, what it reads and what it answers."""
+
+    method: str
+    path: str
+    operation_id: str
+    tag: str
+    summary: str
+    who: str  # cluster | user | anyone
+    request: Any = None  # the JSON body's Struct
+    answer: Any = None  # the 200 body's Struct; None: 204, no body
+    not_found: str | None = None  # when it can answer 404
 
 
-class Problem(msgspec.Struct):
-    error: str
-    message: str
+# Every HTTP route under /api (tests/unit/test_schema.py holds this equal to the app's routes).
+ROUTES: list[Operation] = [
+    Operation("post", "/api/ingest/jobs", "ingestJobs", "ingest", "Create jobs and report on them, all or nothing", "cluster",
+              IngestBatch, IngestResponse),
+    Operation("post", "/api/ingest/trajectories", "registerTrajectory", "ingest", "Register a trajectory this cluster stores",
+              "cluster", NewTrajectory, Created),
+    Operation("post", "/api/ingest/analyses", "registerAnalysis", "ingest", "Register an analysis of a pipeline run",
+              "cluster", NewAnalysis, Created),
+    Operation("post", "/api/ingest/submissions", "submitWork", "ingest", "Submit a batch of work", "cluster",
+              NewSubmission, Created),
+    Operation("post", "/api/ingest/submissions/{id}", "updateSubmission", "ingest",
+              "Move a submission's data along, or mark it downloaded", "cluster", SubmissionUpdate, None,
+              "no such submission in this cluster's team"),
+    Operation("post", "/api/ingest/metrics", "reportMetrics", "ingest", "Report CPU, Memory, Disk and Network", "cluster",
+              MetricsReport, None),
+    Operation("post", "/api/trajectories/{id}/remove-running", "removeRunningJobs", "actions", "Remove Running Jobs",
+              "user", None, ActionResult),
+    Operation("post", "/api/trajectories/{id}/retry-failed", "retryFailedJobs", "actions", "Retry Failed Jobs", "user",
+              None, ActionResult),
+    Operation("post", "/api/analyses/{id}/retry-failed", "retryFailedFrames", "actions",
+              "Retry Failed Frames of an analysis", "user", None, ActionResult),
+    Operation("post", "/api/submissions/actions", "actOnSubmissions", "actions", "An action of the Submissions page",
+              "user", SubmissionsAction, ActionResult),
+    Operation("get", "/api/me", "me", "session", "The signed-in user and their teams", "user", None, Me),
+    Operation("get", "/api/teams/{id}/members", "teamMembers", "teams", "My Team: members and who is online", "user",
+              None, Members),
+    Operation("get", "/api/teams/{id}/trajectories", "teamTrajectories", "teams", "The team's trajectories, newest first",
+              "user", None, Trajectories),
+    Operation("get", "/api/sign-in/users", "demoUsers", "session", "Demo mode: the users to pick from", "anyone", None,
+              Users, "outside demo mode"),
+    Operation("post", "/api/sign-in", "demoSignIn", "session", "Demo mode: sign in as a user (sets the session cookie)",
+              "anyone", None, Done, "outside demo mode"),
+    Operation("post", "/api/sign-out", "signOut", "session", "Clear the session cookie and revoke its session", "anyone",
+              None, Done),
+    Operation("post", "/api/session/renew", "renewSession", "session",
+              "A new session cookie before the current one expires (never past the session's maximum age)", "user",
+              None, Renewed),
+]
 
-
-# (method, path, summary, who may call, request body, answer): every HTTP route under /api.
-ROUTES: list[tuple[str, str, str, str, Any, Any]] = [
-    ("post", "/api/ingest/jobs", "Create jobs and report on them, all or nothing", "cluster", IngestBatch, IngestResponse),
-    ("post", "/api/ingest/trajectories", "Register a trajectory this cluster stores", "cluster", NewTrajectory, Created),
-    ("post", "/api/ingest/analyses", "Register an analysis of a pipeline run", "cluster", NewAnalysis, Created),
-    ("post", "/api/ingest/submissions", "Submit a batch of work", "cluster", NewSubmission, Created),
-    ("post", "/api/ingest/submissions/{id}", "Move a submission's data along, or mark it downloaded", "cluster", SubmissionUpdate, None),
-    ("post", "/api/ingest/metrics", "Report CPU, Memory, Disk and Network", "cluster", MetricsReport, None),
-    ("post", "/api/trajectories/{id}/remove-running", "Remove Running Jobs", "user", None, ActionResult),
-    ("post", "/api/trajectories/{id}/retry-failed", "Retry Failed Jobs", "user", None, ActionResult),
-    ("post", "/api/analyses/{id}/retry-failed", "Retry Failed Frames of an analysis", "user", None, ActionResult),
-    ("post", "/api/submissions/actions", "An action of the Submissions page", "user", SubmissionsAction, ActionResult),
-    ("get", "/api/me", "The signed-in user and their teams", "user", None, None),
-    ("get", "/api/teams/{id}/members", "My Team: members and who is online", "user", None, None),
-    ("get", "/api/teams/{id}/trajectories", "The team's trajectories, newest first", "user", None, None),
-    ("get", "/api/sign-in/users", "Demo mode: the users to pick from", "anyone", None, None),
-    ("post", "/api/sign-in", "Demo mode: sign in as a user (sets the session cookie)", "anyone", None, None),
-    ("post", "/api/sign-out", "Clear the session cookie", "anyone", None, None),
-    ("post", "/api/session/renew", "A new session cookie before the current one expires", "user", None, None),
+TAGS = [
+    {"name": "ingest", "description": "Clusters report jobs and register what they refer to (a cluster key)"},
+    {"name": "actions", "description": "A person's actions on jobs, carried out by the clusters that hold them"},
+    {"name": "teams", "description": "A team's members and trajectories"},
+    {"name": "session", "description": "Who is signed in, and the browser's session cookie"},
 ]
 
 
 def asyncapi() -> dict[str, Any]:
-    (client, server), components = msgspec.json.schema_components([ClientMessages, ServerMessages], ref_template=REF)
+    """AsyncAPI 2.6: one message per protocol type (named by its `type` tag), each way of the one channel."""
+    client_types, server_types = _members(ClientMessages), _members(ServerMessages)
+    schemas, components = msgspec.json.schema_components(client_types + server_types, ref_template=REF)
+    del schemas  # each message refers to its type's component
+    messages = {_tag(t): _message(t) for t in client_types + server_types}
     return {
         "asyncapi": "2.6.0",
+        "id": "urn:jobs-gateway:websocket",
         "info": {
             "title": "Jobs gateway websocket protocol",
             "version": "1",
             "description": "One websocket at /ws; JSON text frames, or MessagePack binary frames with the `msgpack` "
             "subprotocol. See docs/protocol.md.",
+            "license": {"name": "Proprietary"},
+        },
+        "defaultContentType": "application/json",
+        "tags": [{"name": "jobs", "description": "Live job state per team and per trajectory"}],
+        "servers": {
+            "gateway": {
+                "url": "{host}",
+                "protocol": "wss",
+                "description": "Any gateway node (`ws` without TLS)",
+                "variables": {"host": {"default": "127.0.0.1:8000", "description": "the node's host and port"}},
+                "security": [{"token": []}],
+            }
         },
         "channels": {
             "/ws": {
-                "publish": {"summary": "Client to server", "message": {"payload": client}},
-                "subscribe": {"summary": "Server to client", "message": {"payload": server}},
+                "description": "Subscribe to team:<id>, team-jobs:<id> and trajectory:<id> on one connection",
+                "publish": {
+                    "operationId": "send",
+                    "summary": "Client to server",
+                    "message": {"oneOf": [{"$ref": f"#/components/messages/{_tag(t)}"} for t in client_types]},
+                },
+                "subscribe": {
+                    "operationId": "receive",
+                    "summary": "Server to client",
+                    "message": {"oneOf": [{"$ref": f"#/components/messages/{_tag(t)}"} for t in server_types]},
+                },
             }
         },
         "components": {
-            "schemas": components,
-            "securitySchemes": {"token": {"type": "httpBearerToken", "description": "Authorization: Bearer, ?token= or the session cookie"}},
+            "messages": messages,
+            "schemas": _strict_discriminators(components),
+            "securitySchemes": {
+                "token": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "A user token: Authorization: Bearer, or the browser's session cookie",
+                }
+            },
         },
     }
 
 
+def _members(union: Any) -> list[Any]:
+    return list(union.__args__)
+
+
+def _tag(struct: Any) -> str:
+    return str(struct.__struct_config__.tag)
+
+
+def _message(struct: Any) -> dict[str, Any]:
+    doc = (struct.__doc__ or "").strip().split("\n")[0]
+    return {
+        "messageId": _tag(struct),
+        "name": _tag(struct),
+        "title": struct.__name__,
+        "summary": doc or f"`{_tag(struct)}`",
+        "payload": {"$ref": REF.format(name=struct.__name__)},
+    }
+
+
+def _strict_discriminators(value: Any) -> Any:
+    """AsyncAPI 2's schemas take a discriminator as a property name, not JSON Schema's object."""
+    if isinstance(value, dict):
+        return {
+            k: v["propertyName"] if k == "discriminator" and isinstance(v, dict) else _strict_discriminators(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_strict_discriminators(v) for v in value]
+    return value
+
+
 def openapi() -> dict[str, Any]:
-    types = sorted({t for r in ROUTES for t in (r[4], r[5]) if t is not None} | {Problem}, key=lambda t: t.__name__)
-    _, components = msgspec.json.schema_components(types, ref_template=REF)
+    types = {t for r in ROUTES for t in (r.request, r.answer) if t is not None} | {Problem}
+    _, components = msgspec.json.schema_components(sorted(types, key=lambda t: t.__name__), ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, summary, who, request, answer in ROUTES:
-        operation: dict[str, Any] = {"summary": summary, "responses": {}}
-        if who != "anyone":
-            operation["security"] = [{"cluster_key" if who == "cluster" else "user_token": []}]
-        if "{id}" in path:
-            operation["parameters"] = [{"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}]
-        if request is not None:
-            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": {"$ref": REF.format(name=request.__name__)}}}}
-        ok: dict[str, Any] = {"description": "OK"}
-        if answer is not None:
-            ok["content"] = {"application/json": {"schema": {"$ref": REF.format(name=answer.__name__)}}}
-        operation["responses"]["200" if answer is not None or method == "get" else "204"] = ok
-        problem = {"content": {"application/json": {"schema": {"$ref": REF.format(name="Problem")}}}}
-        operation["responses"].update({
-            "401": {"description": "No valid token or key", **problem},
-            "403": {"description": "Not allowed", **problem},
-            "422": {"description": "Invalid: the message names the bad field", **problem},
-        })
-        paths.setdefault(path, {})[method] = operation
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method] = _operation(route)
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Jobs gateway HTTP API", "version": "1"},
+        "info": {
+            "title": "Jobs gateway HTTP API",
+            "version": "1",
+            "description": "Cluster ingest, a person's actions and the browser's session. Live job state streams over "
+            "the websocket at /ws (see /asyncapi.json).",
+        },
+        "servers": [{"url": "/", "description": "this gateway node (every node serves the same API)"}],
+        "tags": TAGS,
         "paths": paths,
         "components": {
             "schemas": components,
@@ -106,6 +194,49 @@ def openapi() -> dict[str, Any]:
             },
         },
     }
+
+
+def _operation(route: Operation) -> dict[str, Any]:
+    operation: dict[str, Any] = {"operationId": route.operation_id, "tags": [route.tag], "summary": route.summary}
+    if route.who != "anyone":
+        operation["security"] = [{"cluster_key" if route.who == "cluster" else "user_token": []}]
+    if "{id}" in route.path:
+        id_schema = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+        operation["parameters"] = [{"name": "id", "in": "path", "required": True, "schema": id_schema}]
+    if route.request is not None:
+        operation["requestBody"] = {"required": True, "content": _json(route.request)}
+    responses: dict[str, Any] = {}
+    if route.answer is None:
+        responses["204"] = {"description": "Done"}
+    else:
+        responses["200"] = {"description": "OK", "content": _json(route.answer)}
+    for status, description in _refusals(route):
+        responses[status] = {"description": description, "content": _json(Problem)}
+    operation["responses"] = responses
+    return operation
+
+
+def _refusals(route: Operation) -> list[tuple[str, str]]:
+    """The error answers a route can give, each with the Problem body."""
+    refusals = []
+    if route.request is not None:
+        refusals.append(("400", "Malformed: the body is not JSON"))
+    if route.who != "anyone":
+        refusals.append(("401", "No valid token or key"))
+    if route.who == "user" or route.method == "post" and route.who == "anyone":
+        refusals.append(("403", "Not allowed: not a member of the team, or a request from another origin"))
+    if route.not_found:
+        refusals.append(("404", f"Not found: {route.not_found}"))
+    if route.request is not None or route.method == "post":
+        refusals.append(("413", "The body is larger than the limit"))
+    if route.request is not None or "{id}" in route.path or route.operation_id == "demoSignIn":
+        refusals.append(("422", "Invalid: the message names the bad field"))
+    refusals.append(("429", "Too many requests: retry after the Retry-After header's seconds"))
+    return refusals
+
+
+def _json(struct: Any) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": REF.format(name=struct.__name__)}}}
 
 
 _ASYNCAPI = asyncapi()

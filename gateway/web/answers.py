@@ -1,0 +1,80 @@
+"""The JSON bodies the HTTP API answers with, as msgspec Structs: the handlers encode them, and the OpenAPI
+document is generated from them (gateway.web.schema), so the two cannot drift apart."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Created(msgspec.Struct):
+    id: int
+
+
+class Problem(msgspec.Struct):
+    """Every refusal: a machine-readable `error` code and a `message` a person can read (it names the field)."""
+
+    error: str
+    message: str
+
+
+class Named(msgspec.Struct):
+    id: int
+    name: str
+
+
+class Me(msgspec.Struct):
+    """The signed-in user, their teams and the session's expiry."""
+
+    user: Named
+    teams: list[Named]
+    single_user: bool
+    local: bool
+    demo: bool
+    expires_at: int  # the session's token, in milliseconds since the Unix epoch: renew before then
+    time: int  # the server's clock, to read expires_at by
+
+
+class Member(msgspec.Struct):
+    id: int
+    name: str
+    online: bool
+
+
+class Members(msgspec.Struct, omit_defaults=True):
+    """My Team: the members, and how many are online (absent in a single-user deployment)."""
+
+    members: list[Member]
+    online: int | None = None
+
+
+class TrajectoryRow(msgspec.Struct):
+    id: int
+    name: str
+    created_at: str  # ISO 8601
+
+
+class Trajectories(msgspec.Struct):
+    """The team's trajectories, newest first (at most 500)."""
+
+    trajectories: list[TrajectoryRow]
+
+
+class Users(msgspec.Struct):
+    """Demo mode: the users to pick from."""
+
+    users: list[Named]
+
+
+class Done(msgspec.Struct):
+    ok: bool = True
+
+
+class Renewed(msgspec.Struct):
+    """A new session cookie was set; when it expires, and the server's clock (milliseconds since the epoch)."""
+
+    ok: bool
+    expires_at: int
+    time: int
+
+
+encoder = msgspec.json.Encoder()

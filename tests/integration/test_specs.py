@@ -1,0 +1,55 @@
+"""The published specs, as served by a live node, accepted by tools this project did not write: the AsyncAPI
+reference parser (`@asyncapi/parser`, from npm) and `openapi-spec-validator`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from openapi_spec_validator import validate
+
+from tests.conftest import Stack
+
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+
+
+def node_tools() -> Path:
+    """tests/tools with its npm packages installed (`npm ci` the first time)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        if os.environ.get("GATEWAY_REQUIRE_NODE") == "1":
+            pytest.fail("Node.js and npm are required (GATEWAY_REQUIRE_NODE=1) for the AsyncAPI reference parser")
+        pytest.skip("Node.js and npm are needed for the AsyncAPI reference parser")
+    if not (TOOLS / "node_modules" / "@asyncapi" / "parser").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=TOOLS, check=True, timeout=600)
+    return TOOLS
+
+
+async def served(stack: Stack, path: str) -> dict:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        response = await client.get(path)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
+    return response.json()
+
+
+async def test_the_asyncapi_document_parses_with_the_reference_parser(stack: Stack, tmp_path: Path) -> None:
+    tools = node_tools()
+    document = tmp_path / "asyncapi.json"
+    document.write_text(json.dumps(await served(stack, "/asyncapi.json")))
+    run = subprocess.run(["node", str(tools / "validate_asyncapi.mjs"), str(document)], capture_output=True, text=True, timeout=120)
+    diagnostics = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    errors = [d for d in diagnostics if d["severity"] == 0]
+    assert run.returncode == 0 and not errors, errors or run.stderr
+
+
+async def test_the_openapi_document_passes_openapi_spec_validator(stack: Stack) -> None:
+    document = await served(stack, "/openapi.json")
+    validate(document)  # raises with the reason when the document is not valid OpenAPI
+    operations = [op for path in document["paths"].values() for op in path.values()]
+    assert all(op.get("operationId") and op.get("tags") for op in operations)
+    assert len({op["operationId"] for op in operations}) == len(operations)
+    assert document["servers"]
