@@ -114,6 +114,9 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         "REDIS_URL": redis_url,
         "GATEWAY_SECRET": secret,
         "GATEWAY_MAX_PENDING_BYTES": str(2 << 20),
+        # Tests pace chunked writes tenths of a second apart; on a busy machine a 0.2 s sleep can pass the
+        # default half second, so the finish's settle time is four times longer here.
+        "GATEWAY_FINISH_SETTLE": "2",
         "GATEWAY_LOG_LEVEL": "INFO",
     }
     relay = spawn("relay", ["relay"], env, logdir)

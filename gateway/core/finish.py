@@ -50,8 +50,9 @@ class Finish:
 
 @dataclass
 class FinishTracker:
-    """Open waves per trajectory; turns `active == 0` for SETTLE seconds into one Finish."""
+    """Open waves per trajectory; turns `active == 0` for `settle` seconds into one Finish."""
 
+    settle: float = SETTLE
     waves: dict[int, Wave] = field(default_factory=dict)
     last_wave: dict[int, int] = field(default_factory=dict)  # closed waves, so numbers keep rising
     # (trajectory, wave, time of the change that opened it) for waves opened this cycle
@@ -83,13 +84,13 @@ class FinishTracker:
         wave.idle_since = now if active_after == 0 else None
 
     def next_due(self) -> float | None:
-        due = [w.idle_since + SETTLE for w in self.waves.values() if w.idle_since is not None]
+        due = [w.idle_since + self.settle for w in self.waves.values() if w.idle_since is not None]
         return min(due) if due else None
 
     def take_finished(self, now: float, team_of: dict[int, int]) -> list[Finish]:
         out = []
         for trajectory_id, wave in list(self.waves.items()):
-            if wave.idle_since is None or now < wave.idle_since + SETTLE:
+            if wave.idle_since is None or now < wave.idle_since + self.settle:
                 continue
             del self.waves[trajectory_id]
             self.last_wave[trajectory_id] = wave.number

@@ -12,7 +12,7 @@ import msgspec
 
 from . import channels
 from .aggregate import Aggregates, Change, MembershipChange, SubmissionChange, TeamAggregate, TrajectoryAggregate
-from .finish import Finish, FinishTracker
+from .finish import SETTLE, Finish, FinishTracker
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
 from .submission import SubmissionAggregate, SubmissionRecord
@@ -53,13 +53,13 @@ def batch_delay(changes_last_cycle: int) -> float:
 
 
 class RelayCore:
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, settle: float = SETTLE) -> None:
         self.epoch = epoch
         self.aggregates = Aggregates()
         self._seqs: dict[str, int] = {}
         self._jobs: dict[int, Job] = {}  # this cycle's deltas, latest version per job
         self._team_sent_at: dict[int, float] = {}
-        self.finishes = FinishTracker()
+        self.finishes = FinishTracker(settle)
         self.submissions: dict[int, SubmissionAggregate] = {}
         self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
         self._dirty_submissions: dict[int, set[int]] = {}  # per team

@@ -29,7 +29,7 @@ from ..bus import keys
 from ..bus.connection import Bus
 from ..bus.publisher import Fenced, Publisher
 from ..core import channels
-from ..core.finish import Wave
+from ..core.finish import SETTLE, Wave
 from ..core.team import ClusterStats, Presence
 from .extras import TeamExtras
 from ..core.relay import Publication, RelayCore, batch_delay
@@ -75,6 +75,7 @@ class Relay:
         metrics: bool = True,
         cluster: bool = False,
         partitions: int = 1,
+        finish_settle: float = SETTLE,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -86,6 +87,7 @@ class Relay:
         self.metrics = metrics
         self.cluster = cluster
         self.count = partitions
+        self.finish_settle = finish_settle  # seconds with no active job before a trajectory's work counts as finished
         self.serving: dict[int, PartitionRelay] = {}
 
     async def run(self) -> None:
@@ -218,7 +220,7 @@ class PartitionRelay:
             await _retry_redis(publisher.take_over)
             reader = OutboxReader(conn, self.partition, self.bus.partitions.count)
             self.extras = TeamExtras(self.bus.redis, self.process.presence, self.process.metrics, reader.mine)
-            core = RelayCore(epoch)
+            core = RelayCore(epoch, self.process.finish_settle)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
