@@ -1,4 +1,4 @@
-"""`gateway demo | serve | relay | migrate | token | cluster-key`."""
+"""`gateway demo | serve | relay | migrate | token | revoke | cluster-key`."""
 
 from __future__ import annotations
 
@@ -22,12 +22,14 @@ log = logging.getLogger("gateway")
 
 
 def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
+    from .web.http import HttpLimits, bounded_protocol
+
     return uvicorn.Config(
         app,  # type: ignore[arg-type]
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=bounded_protocol(HttpLimits.from_settings(settings)),  # httptools, with bounds before the app sees a request
         ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
         ws_max_size=settings.max_message_bytes,
         ws_per_message_deflate=False,  # it would defeat frames shared by every subscriber
@@ -65,6 +67,7 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
         metrics=not settings.local,
         cluster=settings.redis_cluster,
         partitions=settings.partitions,
+        finish_settle=settings.finish_settle,
     )
     _run(relay.run())
 
@@ -78,10 +81,43 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
-    from .web.auth import issue_token
+    from .web.auth import issue_token, read_token
 
     _require(settings, "secret")
-    print(issue_token(settings.secret, args.user, args.ttl or settings.token_ttl))
+    ttl = args.ttl or settings.token_ttl
+    if ttl > settings.session_max_age:  # it would stop working then anyway
+        sys.exit(f"gateway: --ttl is at most GATEWAY_SESSION_MAX_AGE ({settings.session_max_age} s)")
+    token = issue_token(settings.secret, args.user, ttl)
+    print(token)
+    # Beside the token, not in stdout: `$(gateway token ...)` stays the token alone.
+    print(f"token id {read_token(settings.secret, token).token_id}: `gateway revoke --token-id` ends it", file=sys.stderr)
+
+
+def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
+    """End sessions on every node: all of a user's so far, or the one a token id names."""
+    import asyncpg
+
+    from .bus.connection import Bus
+    from .hub.revocations import RELOAD_EVERY, revoke
+
+    _require(settings, "database_url")
+
+    async def run() -> None:
+        conn = await asyncpg.connect(settings.database_url)
+        bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions) if settings.redis_url else None
+        try:
+            if args.user is not None and not await conn.fetchval("select 1 from users where id = $1", args.user):
+                sys.exit(f"gateway: no user {args.user}")
+            redis = bus.redis if bus is not None else None
+            await revoke(conn, redis, settings.session_max_age, user_id=args.user, token_id=args.token_id)
+        finally:
+            await conn.close()
+            if bus is not None:
+                await bus.aclose()
+
+    asyncio.run(run())
+    what = f"every session of user {args.user} so far" if args.user is not None else f"the session of token id {args.token_id}"
+    print(f"revoked {what}" + ("" if settings.redis_url else f" (no REDIS_URL: nodes find it within {RELOAD_EVERY:.0f} s)"))
 
 
 def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
@@ -118,44 +154,54 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_tail(args: argparse.Namespace, settings: Settings) -> None:
-    """Print every message of the team's feed (or a trajectory's) as one JSON line, until interrupted."""
-    import msgspec
-
-    from .client import GatewayClient
+    """Print every message of the team's feed (or a trajectory's) as one JSON line, until interrupted;
+    a failure is one line on stderr, with the exit status gateway/tail.py lists."""
+    from .tail import Tail
 
     token = args.token or os.environ.get("GATEWAY_TOKEN", "")
-    if not token:
-        sys.exit("gateway: tail needs --token or GATEWAY_TOKEN")
-    channels = [f"trajectory:{args.trajectory}"] if args.trajectory else [f"team-jobs:{args.team}"]
+    if not token and not args.token_command:
+        sys.exit("gateway: tail needs --token, GATEWAY_TOKEN or --token-command")
     if args.trajectory is None and args.team is None:
         sys.exit("gateway: tail needs --team or --trajectory")
-    encoder = msgspec.json.Encoder()
-
-    async def tail() -> None:
-        async with GatewayClient(args.url, token, fmt=args.format) as client:
-            for channel in channels:
-                await client.subscribe(channel)
-            async for message in client:
-                sys.stdout.write(encoder.encode(message).decode() + "\n")
-                sys.stdout.flush()
-
-    _run(tail())
+    if args.attempts is not None and args.attempts < 1:
+        sys.exit("gateway: --attempts is at least 1")
+    channel = f"trajectory:{args.trajectory}" if args.trajectory else f"team-jobs:{args.team}"
+    tail = Tail(args.url, channel, token or None, args.token_command, args.format, args.attempts)
+    _run(tail.run())
+    sys.exit(tail.status)
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
-    from .demo import run_demo
+    from .demo import DemoError, run_demo
 
-    _run(run_demo(settings, args.host, args.port, Path(args.data)))
+    if args.speed <= 0:
+        sys.exit("gateway: --speed must be above 0")
+    try:
+        _run(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed))
+    except DemoError as exc:  # everything it started is stopped by now
+        sys.exit(f"gateway: {exc}")
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
-    """Run until done or interrupted; Ctrl-C and SIGTERM cancel the main task so cleanups run."""
+    """Run until done or interrupted; Ctrl-C, SIGTERM and SIGHUP (its terminal closed) cancel the main task so
+    cleanups run. The second signal does not: it would cut them short (the demo's embedded servers would outlive
+    it). A third one does, for a cleanup that hangs."""
 
     async def runner() -> None:
         task = asyncio.ensure_future(main)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, task.cancel)
+        signals = 0
+
+        def stop() -> None:
+            nonlocal signals
+            signals += 1
+            if signals == 2:
+                log.warning("still stopping; signal once more to stop without waiting")
+            else:
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop)
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
@@ -180,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--data", default=os.environ.get("GATEWAY_DATA", ".gateway-data"), help="folder for embedded servers")
+    p.add_argument("--speed", type=float, default=1.0, help="how much faster than real the simulated clusters work")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("serve", help="run a gateway node (web and websockets)")
@@ -195,6 +242,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--team", type=int, help="follow the team's full job feed (team-jobs:<id>)")
     p.add_argument("--trajectory", type=int, help="follow one trajectory instead")
     p.add_argument("--format", choices=["json", "msgpack"], default="json", help="the wire format (output is JSON lines)")
+    p.add_argument(
+        "--token-command", default=os.environ.get("GATEWAY_TOKEN_COMMAND"),
+        help="a shell command that prints a fresh token, run whenever one is needed, e.g. 'gateway token --user 1'"
+        " (env GATEWAY_TOKEN_COMMAND)",
+    )  # fmt: skip
+    p.add_argument("--attempts", type=int, help="connection attempts in a row before giving up (default: forever)")
     p.set_defaults(func=cmd_tail)
 
     p = sub.add_parser("simulate", help="run simulated clusters against a gateway (ingest API and Redis commands)")
@@ -210,6 +263,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--user", type=int, required=True)
     p.add_argument("--ttl", type=int, default=0, help="seconds (default GATEWAY_TOKEN_TTL)")
     p.set_defaults(func=cmd_token)
+
+    p = sub.add_parser("revoke", help="end sessions on every node: all of a user's so far, or one token id's")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", type=int, help="every session of this user started before now")
+    who.add_argument("--token-id", help="the session of this token id (its `jti` claim; renewals keep it)")
+    p.set_defaults(func=cmd_revoke)
 
     p = sub.add_parser("cluster-key", help="issue a new ingest key for a cluster (the old one stops working)")
     p.add_argument("--cluster", type=int, required=True)
