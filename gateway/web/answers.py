@@ -4,6 +4,7 @@ document is generated from them (gateway.web.schema), so the two cannot drift ap
 from __future__ import annotations
 
 import msgspec
+from starlette.responses import Response
 
 
 class Created(msgspec.Struct):
@@ -78,3 +79,8 @@ class Renewed(msgspec.Struct):
 
 
 encoder = msgspec.json.Encoder()
+
+
+def answer(body: msgspec.Struct, status: int = 200) -> Response:
+    """A JSON answer encoded from its Struct (the type the OpenAPI document names for it)."""
+    return Response(encoder.encode(body), status, media_type="application/json")

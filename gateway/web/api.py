@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..hub.presence import online_users
+from .answers import Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
 
 
@@ -23,16 +24,16 @@ async def me(request: Request) -> Response:
         user_id,
     )
     settings = runtime.settings
-    return JSONResponse(
-        {
-            "user": dict(found),
-            "teams": [dict(t) for t in teams],
-            "single_user": settings.single_user,
-            "local": settings.local,
-            "demo": settings.demo,
-            "expires_at": int(expires * 1000),  # the session's token: renew before then
-            "time": int(time.time() * 1000),  # the server's clock, to read expires_at by
-        }
+    return answer(
+        Me(
+            user=Named(found["id"], found["name"]),
+            teams=[Named(t["id"], t["name"]) for t in teams],
+            single_user=settings.single_user,
+            local=settings.local,
+            demo=settings.demo,
+            expires_at=int(expires * 1000),  # the session's token: renew before then
+            time=int(time.time() * 1000),  # the server's clock, to read expires_at by
+        )
     )
 
 
@@ -47,11 +48,10 @@ async def team_members(request: Request) -> Response:
         team_id,
     )
     online = set() if runtime.settings.single_user else await online_users(runtime.redis, team_id)
-    members = [{"id": r["id"], "name": r["name"], "online": r["id"] in online} for r in rows]
-    body: dict[str, object] = {"members": members}
-    if not runtime.settings.single_user:
-        body["online"] = sum(1 for m in members if m["online"])
-    return JSONResponse(body)
+    members = [Member(r["id"], r["name"], r["id"] in online) for r in rows]
+    if runtime.settings.single_user:
+        return answer(Members(members))
+    return answer(Members(members, online=sum(1 for m in members if m.online)))
 
 
 @endpoint
@@ -63,6 +63,4 @@ async def team_trajectories(request: Request) -> Response:
         "select id, name, created_at from trajectories where team_id = $1 order by created_at desc, id desc limit 500",
         team_id,
     )
-    return JSONResponse(
-        {"trajectories": [{"id": r["id"], "name": r["name"], "created_at": r["created_at"].isoformat()} for r in rows]}
-    )
+    return answer(Trajectories([TrajectoryRow(r["id"], r["name"], r["created_at"].isoformat()) for r in rows]))

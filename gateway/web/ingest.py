@@ -7,12 +7,13 @@ import time
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..bus import keys
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.team import ClusterFigures, MetricsReport
 from ..store.ingest import apply_reports
+from .answers import Created, answer
 from .guards import Refused, cluster, decode, endpoint, path_id, runtime_of
 
 _batch_decoder = msgspec.json.Decoder(IngestBatch)
@@ -44,7 +45,7 @@ async def ingest_trajectory(request: Request) -> Response:
     new_id = await runtime_of(request).pool.fetchval(
         "insert into trajectories (team_id, name) values ($1, $2) returning id", who.team_id, body.name
     )
-    return JSONResponse({"id": new_id})
+    return answer(Created(new_id))
 
 
 @endpoint
@@ -61,7 +62,7 @@ async def ingest_analysis(request: Request) -> Response:
     )
     if new_id is None:
         raise Refused(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
-    return JSONResponse({"id": new_id})
+    return answer(Created(new_id))
 
 
 @endpoint
@@ -101,7 +102,7 @@ async def ingest_submission(request: Request) -> Response:
         who.team_id, body.trajectory_id, body.user_id, body.project, body.title, body.priority, body.instance_type,
         body.cores, body.memory_gb, body.preemptible, body.staging,
     )
-    return JSONResponse({"id": new_id})
+    return answer(Created(new_id))
 
 
 @endpoint

@@ -17,6 +17,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 
 from ..core.types import MAX_ID, Id
 from ..hub.revocations import revoke
+from .answers import Done, Named, Renewed, Users, answer
 from .auth import TOKEN_COOKIE, InvalidToken, issue_token
 from .body import BodyTooLarge, read_body
 from .confirm import confirmation_page, page
@@ -91,7 +92,7 @@ async def demo_users(request: Request) -> Response:
     if not runtime.settings.demo:
         return JSONResponse({"error": "not_found", "message": "no user picker outside demo mode"}, 404)
     rows = await runtime.pool.fetch("select id, name from users order by id")
-    return JSONResponse({"users": [dict(r) for r in rows]})
+    return answer(Users([Named(r["id"], r["name"]) for r in rows]))
 
 
 @endpoint
@@ -107,7 +108,7 @@ async def demo_sign_in(request: Request) -> Response:
     if not await runtime.pool.fetchval("select 1 from users where id = $1", user_id):
         return JSONResponse({"error": "invalid", "message": f"user_id: no user {user_id}"}, 422)
     token = issue_token(runtime.settings.secret, user_id, runtime.settings.token_ttl)
-    return with_session(JSONResponse({"ok": True}), request, runtime, token)
+    return with_session(answer(Done()), request, runtime, token)
 
 
 @endpoint
@@ -126,7 +127,7 @@ async def sign_out(request: Request) -> Response:
             )
         except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the cookie goes anyway
             log.warning("sign-out: revoking the session failed: %s", type(exc).__name__)
-    response = JSONResponse({"ok": True})
+    response = answer(Done())
     response.delete_cookie(TOKEN_COOKIE, path="/")
     return response
 
@@ -142,5 +143,5 @@ async def renew(request: Request) -> Response:
     now = int(time.time())  # whole seconds, as the token counts them
     expires = int(min(now + settings.token_ttl, found.started + settings.session_max_age))
     token = issue_token(settings.secret, found.user_id, expires - now, now, token_id=found.token_id, started=found.started)
-    body = {"ok": True, "expires_at": expires * 1000, "time": int(time.time() * 1000)}
-    return with_session(JSONResponse(body), request, runtime, token, expires)
+    body = Renewed(ok=True, expires_at=expires * 1000, time=int(time.time() * 1000))
+    return with_session(answer(body), request, runtime, token, expires)

@@ -10,10 +10,13 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 from openapi_spec_validator import validate
 
+from gateway.web.answers import Me, Members, Trajectories
 from tests.conftest import Stack
+from tests.integration.conftest import Team
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
@@ -53,3 +56,18 @@ async def test_the_openapi_document_passes_openapi_spec_validator(stack: Stack) 
     assert all(op.get("operationId") and op.get("tags") for op in operations)
     assert len({op["operationId"] for op in operations}) == len(operations)
     assert document["servers"]
+
+
+async def test_what_the_routes_answer_is_what_the_document_says(stack: Stack, team: Team) -> None:
+    """The GET routes' bodies decode, strictly, as the Structs the OpenAPI document names for them."""
+    document = await served(stack, "/openapi.json")
+    headers = {"Authorization": f"Bearer {team.token}"}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers=headers) as client:
+        for path, struct in (("/api/me", Me), (f"/api/teams/{team.id}/members", Members),
+                             (f"/api/teams/{team.id}/trajectories", Trajectories)):
+            response = await client.get(path)
+            assert response.status_code == 200, (path, response.text)
+            msgspec.json.decode(response.content, type=struct, strict=True)
+            templated = path.replace(str(team.id), "{id}")
+            schema = document["paths"][templated]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+            assert schema["$ref"].endswith(f"/{struct.__name__}")
