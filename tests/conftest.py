@@ -37,8 +37,8 @@ def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         embedded.stop()
 
 
-def create_database(admin: str) -> str:
-    """A fresh, migrated database; its URL."""
+def create_database(admin: str, migrated: bool = True) -> str:
+    """A fresh database, migrated unless told otherwise; its URL."""
     name = f"gwtest_{os.getpid()}_{secrets.token_hex(3)}"
 
     async def create() -> None:
@@ -48,7 +48,8 @@ def create_database(admin: str) -> str:
 
     asyncio.run(create())
     url = with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
-    asyncio.run(migrate(url))
+    if migrated:
+        asyncio.run(migrate(url))
     return url
 
 

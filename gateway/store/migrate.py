@@ -1,4 +1,4 @@
-"""Apply the numbered migrations in sql/ once each, in order, recorded in `schema_migrations`."""
+"""Apply the numbered migrations in gateway/sql/ once each, in order, recorded in `schema_migrations`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,15 @@ from pathlib import Path
 
 import asyncpg
 
+from ..resources import SQL as SQL_DIR
+
 log = logging.getLogger(__name__)
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 _LOCK_KEY = 0x6A6F6273  # serialises concurrent `gateway migrate` runs
+
+
+class NoMigrations(RuntimeError):
+    """The package has no migration files: an install that lost them would otherwise "apply 0" and go on."""
 
 
 def migration_files(directory: Path = SQL_DIR) -> list[Path]:
@@ -19,6 +24,9 @@ def migration_files(directory: Path = SQL_DIR) -> list[Path]:
 
 async def migrate(dsn: str, directory: Path = SQL_DIR) -> list[str]:
     """Apply what is missing; returns the names applied. Safe to run again and from several processes."""
+    files = migration_files(directory)
+    if not files:
+        raise NoMigrations(f"no migrations in {directory}: the package is incomplete (reinstall it)")
     conn = await asyncpg.connect(dsn)
     applied: list[str] = []
     try:
@@ -28,7 +36,7 @@ async def migrate(dsn: str, directory: Path = SQL_DIR) -> list[str]:
             " name text primary key, applied_at timestamptz not null default now())"
         )
         done = {r["name"] for r in await conn.fetch("select name from schema_migrations")}
-        for path in migration_files(directory):
+        for path in files:
             if path.name in done:
                 continue
             async with conn.transaction():
