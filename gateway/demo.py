@@ -19,12 +19,14 @@ import uvicorn
 
 from .config import Settings
 from .embedded import EmbeddedPostgres, EmbeddedValkey
+from .relay.metrics import RelayCollector
 from .relay.runner import Relay
 from .seed import Seeded, seed_demo
 from .sim.run import Simulation
 from .store.migrate import migrate
 from .web.app import create_app
 from .web.auth import issue_token
+from .web.metrics import also_export
 
 log = logging.getLogger("gateway.demo")
 
@@ -93,8 +95,8 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
     """The web server, the relay and the simulated clusters, until cancelled or one of them stops."""
     from .cli import uvicorn_config
 
-    config = uvicorn_config(create_app(settings), settings, host, port, log_level="warning",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    app = create_app(settings)
+    config = uvicorn_config(app, settings, host, port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     server = DemoServer(config)
     relay = Relay(
         settings.database_url,
@@ -108,6 +110,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
         partitions=settings.partitions,
         finish_settle=settings.finish_settle,
     )
+    also_export(app, RelayCollector(relay.figures))  # the relay runs in this process: its figures on the node's /metrics
     web = asyncio.create_task(_web(server, port), name="web server")
     relaying = asyncio.create_task(relay.run(), name="relay")
     producing: asyncio.Task[None] | None = None
@@ -126,6 +129,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
             speed=speed,
             redis_cluster=settings.redis_cluster,
             staging=seeded.staging,
+            users=seeded.user_ids,  # its members submit the uploads and pipeline runs
         )
         for cluster in simulation.clusters:  # what a previous run left queued or running goes on
             for job in seeded.unfinished:

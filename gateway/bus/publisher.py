@@ -10,6 +10,8 @@ lock cannot publish after its successor's first message.
 
 from __future__ import annotations
 
+import time
+
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
@@ -168,11 +170,12 @@ class Publisher:
         script_keys: list[str] = []
         args: list[bytes | str | int] = []
         size = 0
+        published = time.time()  # in each envelope: nodes measure publish to write from it
         for p in publications:
             if size > CALL_BYTES:
                 calls.append(self._call(script_keys, args, ""))
                 script_keys, args, size = [], [], 0
-            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack)
+            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published)
             size += len(env)
             script_keys += [keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
             args += [p.seq, keys.pubsub(tag, p.channel), env, len(p.msgpack)]

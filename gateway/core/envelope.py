@@ -2,6 +2,8 @@
 
 A node reads only the small header (epoch, seq) to order and fence; the payloads are written to
 subscribers untouched, so a channel's message costs one encoding whatever the number of subscribers.
+The MessagePack payload stays the array's last field: the relay's publish script cuts the history entry
+from the envelope's tail (gateway.bus.publisher).
 """
 
 from __future__ import annotations
@@ -12,17 +14,50 @@ import msgspec
 class Envelope(msgspec.Struct, array_like=True):
     epoch: int
     seq: int
+    # The relay's clock when it published (Unix seconds; 0: unknown): nodes measure publish to write from it.
+    published: float
     json: bytes
     msgpack: bytes
 
 
+class _Legacy(msgspec.Struct, array_like=True):
+    """A relay from before `published` (a node upgraded first decodes it still)."""
+
+    epoch: int
+    seq: int
+    json: bytes
+    msgpack: bytes
+
+
+class _Stamp(msgspec.Struct, array_like=True):
+    """The header alone: the payloads that follow are skipped, not copied."""
+
+    epoch: int
+    seq: int
+    published: float
+
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Envelope)
+_legacy_decoder = msgspec.msgpack.Decoder(_Legacy)
+_stamp_decoder = msgspec.msgpack.Decoder(_Stamp)
 
 
-def pack(epoch: int, seq: int, json: bytes, msgpack: bytes) -> bytes:
-    return _encoder.encode(Envelope(epoch, seq, json, msgpack))
+def pack(epoch: int, seq: int, json: bytes, msgpack: bytes, published: float = 0.0) -> bytes:
+    return _encoder.encode(Envelope(epoch, seq, published, json, msgpack))
 
 
 def unpack(data: bytes) -> Envelope:
-    return _decoder.decode(data)
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError:
+        old = _legacy_decoder.decode(data)
+        return Envelope(old.epoch, old.seq, 0.0, old.json, old.msgpack)
+
+
+def published_at(data: bytes) -> float:
+    """When the relay published this envelope (0.0 when it did not say)."""
+    try:
+        return _stamp_decoder.decode(data).published
+    except msgspec.DecodeError:  # a legacy envelope (see `_Legacy`), or not one of ours
+        return 0.0

@@ -22,8 +22,10 @@ from redis.exceptions import RedisError
 from ..bus import history, keys
 from ..bus.connection import Bus
 from ..bus.subscriber import Subscriber
+from ..core import envelope
 from ..core.aggregate import MembershipChange
 from ..core.channels import BadChannel, Channel, parse_channel
+from ..core.histogram import Histogram
 from ..core.model import Counts, TrajectorySummary
 from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
 from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUBMISSION_STATE_PREFIX, SUMMARY_STATE_PREFIX
@@ -82,7 +84,8 @@ class Node:
         self.max_subscriptions = max_subscriptions
         self.presence = PresenceBoard(bus.redis, enabled=presence)
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._schedule_repair)
-        self.subscriber = Subscriber(bus, self.hub.on_message, self._bus_lost, self._bus_restored, self._control)
+        self.publish_to_write = Histogram()  # /metrics: the relay's publish to this node's write, per message
+        self.subscriber = Subscriber(bus, self._on_bus_message, self._bus_lost, self._bus_restored, self._control)
         self._locks: dict[str, asyncio.Lock] = {}
         self.shared = SharedReads()
         self.backlog = Backlog(lambda channel, first, last: history.entries(self.bus, self._tag(channel), channel, first, last))
@@ -115,6 +118,17 @@ class Node:
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.presence.clear()
         await self.subscriber.aclose()
+
+    def _on_bus_message(self, channel: str, data: bytes) -> None:
+        """The hub writes the message to the channel's subscribers; one it did write (not a duplicate, not held
+        for a repair, not for nobody) counts toward publish-to-write latency, on the relay's clock."""
+        hub = self.hub
+        fanned = hub.fanout_messages
+        hub.on_message(channel, data)
+        if hub.fanout_messages != fanned:
+            published = envelope.published_at(data)
+            if published:
+                self.publish_to_write.observe(max(0.0, time.time() - published))
 
     # -- connections
 

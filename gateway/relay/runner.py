@@ -32,8 +32,9 @@ from ..core import channels
 from ..core.finish import SETTLE, Wave
 from ..core.team import ClusterStats, Presence
 from .extras import TeamExtras
+from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from ..core.relay import Publication, RelayCore, batch_delay
-from ..core.aggregate import Change
+from ..core.aggregate import Change, MembershipChange, SubmissionChange
 from ..store.outbox import Blocker, OutboxReader
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class Relay:
         cluster: bool = False,
         partitions: int = 1,
         finish_settle: float = SETTLE,
+        metrics_endpoint: Endpoint | None = None,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -89,15 +91,22 @@ class Relay:
         self.count = partitions
         self.finish_settle = finish_settle  # seconds with no active job before a trajectory's work counts as finished
         self.serving: dict[int, PartitionRelay] = {}
+        self.figures: dict[int, PartitionFigures] = {}  # per partition this process has served: its /metrics
+        self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
 
     async def run(self) -> None:
         bus = Bus(self.redis_url, self.cluster, self.count)
+        exporter = Exporter(self.metrics_endpoint, RelayCollector(self.figures)) if self.metrics_endpoint else None
         try:
+            if exporter is not None:
+                await exporter.start()
             if self.count == 1:
                 await PartitionRelay(self, bus, 0).run()
             else:
                 await self._share(bus)
         finally:
+            if exporter is not None:
+                await exporter.stop()
             await bus.aclose()
 
     async def _share(self, bus: Bus) -> None:
@@ -169,7 +178,7 @@ class PartitionRelay:
         self._wake = asyncio.Event()
         self._asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
         self.published = 0
-        self.lag = 0.0
+        self.figures = process.figures.setdefault(partition, PartitionFigures())
         self._stats_at = 0.0
         self._lock_proven = 0.0  # when the lock's session last answered
         self._blocker: Blocker | None = None
@@ -221,6 +230,7 @@ class PartitionRelay:
             reader = OutboxReader(conn, self.partition, self.bus.partitions.count)
             self.extras = TeamExtras(self.bus.redis, self.process.presence, self.process.metrics, reader.mine)
             core = RelayCore(epoch, self.process.finish_settle)
+            self.figures.serving(core)
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
@@ -228,6 +238,7 @@ class PartitionRelay:
                      sum(len(t.trajectories) for t in core.aggregates.teams.values()), reader.position)  # fmt: skip
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
+            self.figures.stopped()
             conn.terminate()
 
     async def _loop(
@@ -264,9 +275,7 @@ class PartitionRelay:
             if memberships:
                 await _retry_redis(lambda: self.bus.redis.publish(keys.CONTROL, _membership_encoder.encode(memberships)))
             if result.changes:
-                newest = max((c.job.updated_at for c in result.changes if isinstance(c, Change) and c.job.updated_at), default=None)
-                if newest is not None:
-                    self.lag = max(0.0, time.time() - newest.timestamp())  # commit to publish
+                self._observe_published(result.changes)
             if now - self._stats_at >= 1.0:
                 self._stats_at = now
                 await self._write_stats(publisher, core, held_since, now)
@@ -292,6 +301,7 @@ class PartitionRelay:
             else:
                 held_since = None
                 self._blocker = None
+            self.figures.held_since = held_since
 
             if result.full:
                 continue
@@ -323,6 +333,20 @@ class PartitionRelay:
             await self._sleep(conn, reader, due)
             if not_before > time.monotonic():
                 await asyncio.sleep(not_before - time.monotonic())
+
+    def _observe_published(self, changes: list[Change | SubmissionChange | MembershipChange]) -> None:
+        """The cycle's changes are on the bus: commit (the writer's statement time, on PostgreSQL's clock) to
+        publish, for each, and the newest one's as the partition's lag."""
+        now = time.time()
+        latency = self.figures.commit_to_publish
+        newest = None
+        for change in changes:
+            if isinstance(change, Change) and change.job.updated_at is not None:
+                at = change.job.updated_at.timestamp()
+                latency.observe(max(0.0, now - at))
+                newest = at if newest is None or at > newest else newest
+        if newest is not None:
+            self.figures.lag = max(0.0, now - newest)
 
     async def _publish(
         self,
@@ -364,6 +388,7 @@ class PartitionRelay:
             try:
                 await publisher.publish(publications, cursor)
                 self.published += len(publications)
+                self.figures.published += len(publications)
                 if markers:  # published first, recorded second: a crash between is caught by the markers
                     await self._record_waves_closed(conn, list(markers))
                 return
@@ -424,11 +449,12 @@ class PartitionRelay:
         )
 
     async def _write_stats(self, publisher: Publisher, core: RelayCore, held_since: float | None, now: float) -> None:
-        """What /metrics and /readyz on every node show of the relay: a heartbeat, lag, what holds it back."""
+        """What /readyz on every node reads of the relay: a heartbeat, lag, what holds it back. (Its /metrics
+        figures are its own: gateway.relay.metrics.)"""
         stats: Mapping[str | bytes | bytearray | memoryview | int | float, Any] = {
             "epoch": core.epoch,
             "heartbeat": time.time(),
-            "lag_seconds": round(self.lag, 4),
+            "lag_seconds": round(self.figures.lag, 4),
             "changes": core.changes_applied,
             "deltas": core.deltas_taken,
             "published": self.published,

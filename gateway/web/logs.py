@@ -1,4 +1,9 @@
-"""Keep tokens out of the logs: uvicorn logs websocket and HTTP paths with their query strings."""
+"""Logging for every process: one line per event, text or JSON (`GATEWAY_LOG_FORMAT=json`), tokens kept out
+(uvicorn logs websocket and HTTP paths with their query strings).
+
+In JSON, an access line carries its request in fields (`method`, `path`, `status`, `duration_ms`), and any
+line logged with `extra={"fields": {...}}` carries those (a websocket's close, gateway.web.ws).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,10 @@ import json
 import logging
 import re
 import time
+from contextvars import ContextVar
 from urllib.parse import unquote
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 # A query parameter: its name is read percent-decoded, as a server would (`tok%65n` is `token`).
 _PARAMETER = re.compile(r"(?<![^?&;\s\"'])([^=&?;\s\"']+=)([^&\s\"']+)")
@@ -45,6 +53,37 @@ class DropDenialNoise(logging.Filter):
         return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
+# When the app got the request: uvicorn logs its access line when the response starts, from the same task.
+_request_started: ContextVar[float | None] = ContextVar("gateway_request_started", default=None)
+
+
+class RequestTimer:
+    """Notes when each HTTP request reached the app, for its access line's duration (one clock read)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = _request_started.set(time.perf_counter())
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _request_started.reset(token)
+
+
+class AccessTiming(logging.Filter):
+    """Puts the request's time so far (to its response's start) on its access line's record, as `duration`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        started = _request_started.get()
+        if started is not None:
+            record.duration = time.perf_counter() - started
+        return True
+
+
 class JsonLines(logging.Formatter):
     """One JSON object per line (`GATEWAY_LOG_FORMAT=json`), for log pipelines."""
 
@@ -55,9 +94,19 @@ class JsonLines(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
+            # uvicorn's arguments, in its AccessFormatter's order; the path is redacted already (RedactSecrets).
+            client, method, path, http_version, status = record.args
+            entry.update(client=client, method=method, path=path, http_version=http_version, status=status)
+            duration = getattr(record, "duration", None)
+            if duration is not None:
+                entry["duration_ms"] = round(duration * 1000, 3)
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return json.dumps(entry, ensure_ascii=False, default=str)
 
 
 def configure(level: str, fmt: str) -> None:
@@ -81,6 +130,9 @@ def install_redaction() -> None:
     error_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, DropDenialNoise) for f in error_log.filters):
         error_log.addFilter(noise)
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, AccessTiming) for f in access.filters):
+        access.addFilter(AccessTiming())
     flt = RedactSecrets()
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "gateway", ""):
         logger = logging.getLogger(name)

@@ -1,26 +1,26 @@
 """`/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (it can serve: PostgreSQL and Redis
 answer, and the relay is alive and not lagging).
 
-`/metrics` is for scrapers: with GATEWAY_METRICS_TOKEN set they send it as a bearer token; without, only a
-client on the node's own host may scrape, directly (a request a proxy forwards could come from anywhere).
+`/metrics` is for scrapers (gateway.web.exposition says who may scrape). A node exports its own figures and
+the process's; the relay's are the relay process's own to export (gateway.relay.metrics), except in
+`gateway demo`, whose relay runs in this process: `also_export` adds them here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import time
 from collections.abc import Iterator
 from typing import cast
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..bus import keys
+from .exposition import exposition, scraper_refused
 from .runtime import Runtime
 
 READY_LAG = 10.0  # seconds: a relay further behind than this makes the node not ready
@@ -28,7 +28,7 @@ HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready
 
 
 class NodeCollector(Collector):
-    """Reads the live figures at scrape time; the relay's come from its stats in Redis (fetched before)."""
+    """Reads the live figures at scrape time; the relays' heartbeats come from Redis (fetched before)."""
 
     def __init__(self, runtime: Runtime, relays: list[dict[bytes, bytes]]) -> None:
         self.runtime = runtime
@@ -42,13 +42,19 @@ class NodeCollector(Collector):
         yield GaugeMetricFamily("gateway_subscriptions", "Channel subscriptions of open connections",
                                 value=sum(len(c.channels) for c in live))
         yield GaugeMetricFamily("gateway_channels", "Channels this node follows in Redis", value=len(hub.subscribers))
-        yield CounterMetricFamily("gateway_frames_out", "Frames written to websockets",
+        yield CounterMetricFamily("gateway_sent_frames", "Frames written to websockets",
                                   value=hub.frames_direct + node.closed_frames + sum(c.frames_sent for c in live))
-        yield CounterMetricFamily("gateway_bytes_out", "Bytes written to websockets",
+        yield CounterMetricFamily("gateway_sent_bytes", "Bytes written to websockets",
                                   value=hub.bytes_direct + node.closed_bytes + sum(c.bytes_sent for c in live))
         yield CounterMetricFamily("gateway_fanout_seconds", "Time handing shared frames to local subscribers",
                                   value=hub.fanout_seconds)
         yield CounterMetricFamily("gateway_fanout_messages", "Channel messages fanned out", value=hub.fanout_messages)
+        latency = node.publish_to_write
+        yield HistogramMetricFamily(
+            "gateway_publish_to_write_seconds",
+            "From the relay's publish (its clock) to this node writing the message to its subscribers' sockets",
+            buckets=latency.buckets(), sum_value=latency.sum,
+        )
         yield CounterMetricFamily("gateway_gaps", "Lost bus messages noticed by sequence", value=hub.gaps)
         yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)
         yield CounterMetricFamily("gateway_catch_ups", "Slow consumers' channels held and caught up from history", value=node.catch_ups)
@@ -56,33 +62,18 @@ class NodeCollector(Collector):
         yield CounterMetricFamily("gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects)
         yield CounterMetricFamily("gateway_redis_slot_moves", "Channels that followed their slot to another shard",
                                   value=node.subscriber.moves)
-        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
-            "epoch": GaugeMetricFamily("relay_epoch", "The partition's active relay's epoch", labels=["partition"]),
-            "lag": GaugeMetricFamily("relay_lag_seconds", "Commit to publish, last cycle", labels=["partition"]),
-            # Which transaction it is (pid, xid) is in the relay's log: a label per blocker would be a new
-            # series each time, and would show a scraper more than it needs.
-            "held": GaugeMetricFamily("relay_held_back_seconds", "How long an open transaction holds the relay back",
-                                      labels=["partition"]),
-            "changes": CounterMetricFamily("relay_changes", "Captured changes applied", labels=["partition"]),
-            "deltas": CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", labels=["partition"]),
-            "ratio": GaugeMetricFamily("relay_coalescing_ratio", "Changes per delta published", labels=["partition"]),
-            "age": GaugeMetricFamily("relay_heartbeat_age_seconds", "Since the partition's relay last reported",
-                                     labels=["partition"]),
-        }
+        # What /readyz judges, as this node sees it (every node sees the same heartbeat: aggregate with max()).
+        age = GaugeMetricFamily("gateway_relay_heartbeat_age_seconds", "Since the partition's relay last reported in Redis",
+                                labels=["partition"])
         for partition, stats in enumerate(self.relays):
-            if not stats:
-                continue
-            r = {k.decode(): v.decode() for k, v in stats.items()}
-            p = str(partition)
-            changes, deltas = float(r.get("changes", 0)), float(r.get("deltas", 0))
-            families["epoch"].add_metric([p], float(r.get("epoch", 0)))
-            families["lag"].add_metric([p], float(r.get("lag_seconds", 0)))
-            families["held"].add_metric([p], float(r.get("held_back_seconds", 0)))
-            families["changes"].add_metric([p], changes)
-            families["deltas"].add_metric([p], deltas)
-            families["ratio"].add_metric([p], changes / deltas if deltas else 0.0)
-            families["age"].add_metric([p], max(0.0, time.time() - float(r.get("heartbeat", 0))))
-        yield from families.values()
+            if stats:
+                age.add_metric([str(partition)], max(0.0, time.time() - float(stats.get(b"heartbeat", 0))))
+        yield age
+
+
+def also_export(app: Starlette, collector: Collector) -> None:
+    """Add a collector of this process to the node's /metrics (the demo's in-process relay)."""
+    app.state.extra_collectors = [*getattr(app.state, "extra_collectors", []), collector]
 
 
 async def relay_stats(runtime: Runtime) -> list[dict[bytes, bytes]]:
@@ -91,28 +82,6 @@ async def relay_stats(runtime: Runtime) -> list[dict[bytes, bytes]]:
         for tag in runtime.bus.partitions.tags:
             pipe.hgetall(keys.relay_stats(tag))
         return cast(list[dict[bytes, bytes]], await pipe.execute())
-
-
-def scraper_refused(request: Request, token: str) -> JSONResponse | None:
-    """Why this caller may not read /metrics (None: it may)."""
-    if token:
-        auth = request.headers.get("authorization", "")
-        given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        if hmac.compare_digest(given.encode(), token.encode()):
-            return None
-        return JSONResponse({"error": "unauthorized", "message": "/metrics needs GATEWAY_METRICS_TOKEN as a bearer token"}, 401,
-                            headers={"WWW-Authenticate": "Bearer"})
-    forwarded = "x-forwarded-for" in request.headers or "forwarded" in request.headers
-    if not forwarded and request.client is not None and _loopback(request.client.host):
-        return None
-    return JSONResponse({"error": "forbidden", "message": "/metrics is served to this host only: set GATEWAY_METRICS_TOKEN"}, 403)
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def metrics(request: Request) -> Response:
@@ -124,9 +93,7 @@ async def metrics(request: Request) -> Response:
         relays = await relay_stats(runtime)
     except Exception:  # a scrape must answer even when Redis does not
         relays = []
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(NodeCollector(runtime, relays))
-    return Response(generate_latest(registry), media_type="text/plain; version=0.0.4; charset=utf-8")
+    return exposition([NodeCollector(runtime, relays), *getattr(request.app.state, "extra_collectors", [])])
 
 
 async def healthz(request: Request) -> Response:

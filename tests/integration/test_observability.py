@@ -1,15 +1,35 @@
-"""What operators read: /metrics, /healthz, /readyz."""
+"""What operators read: /metrics (a node's and the relay's own), /healthz, /readyz.
+
+The relay-metrics tests run their own world (a fresh database, a private Valkey, a relay with its metrics
+endpoint, two nodes): the shared stack's relay serves none.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
 import asyncpg
 import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
-from tests.conftest import Stack
+from gateway.embedded import EmbeddedValkey, free_port
+from tests.conftest import Process, Stack, create_database, drop_database, spawn, wait_http
 from tests.follower import Follower
-from tests.integration.conftest import Team, insert_jobs
+from tests.integration.conftest import Team, insert_jobs, make_team
+
+# Every label the exposition may carry: each has few values (partitions are GATEWAY_PARTITIONS; python_info's
+# describe the interpreter). A label per connection, user, channel or transaction would grow without bound.
+BOUNDED_LABELS = {"partition", "le", "implementation", "major", "minor", "patchlevel", "version"}
+HISTOGRAMS = {"node": "gateway_publish_to_write_seconds", "relay": "relay_commit_to_publish_seconds"}
 
 
 def value(text: str, name: str) -> float:
@@ -19,22 +39,46 @@ def value(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
-async def test_metrics_count_connections_frames_and_the_relay(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+def samples(text: str) -> list[Sample]:
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def promtool_check(text: str) -> None:
+    """`promtool check metrics` on the exposition: it parses it and lints names, units, help and types."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("GATEWAY_REQUIRE_PROMTOOL") == "1":
+            pytest.fail("GATEWAY_REQUIRE_PROMTOOL=1 but promtool is not installed (Debian: the prometheus package)")
+        pytest.skip("promtool is not installed")
+    checked = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
+
+
+async def scrape(url: str, **headers: str) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        return await client.get(url, headers=headers)
+
+
+async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     async with Follower(stack.nodes[0].ws, team.token) as f:
         await f.subscribe(f"trajectory:{team.trajectory_id}")
         await f.wait_for(lambda f: f.channels[f"trajectory:{team.trajectory_id}"].snapshot_done)
         (job_id,) = await insert_jobs(pool, team, 1)
         await f.wait_for(lambda f: job_id in f.listed(f"trajectory:{team.trajectory_id}"))
-        await asyncio.sleep(1.2)  # the relay reports about once a second
-        async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-            text = (await client.get("/metrics")).text
+        text = (await scrape(f"{stack.nodes[0].http}/metrics")).text
     assert value(text, "gateway_connections") >= 1
     assert value(text, "gateway_subscriptions") >= 1
-    assert value(text, "gateway_frames_out_total") >= 2  # the snapshot and the batch at least
-    assert value(text, "gateway_bytes_out_total") > 0
-    assert value(text, "relay_changes_total") >= 1
-    assert value(text, "relay_heartbeat_age_seconds") < 5
-    assert "relay_held_back_seconds{" in text and "relay_lag_seconds" in text
+    assert value(text, "gateway_sent_frames_total") >= 2  # the snapshot and the batch at least
+    assert value(text, "gateway_sent_bytes_total") > 0
+    assert value(text, "gateway_publish_to_write_seconds_count") >= 1  # the batch, written as it arrived
+    assert value(text, 'gateway_relay_heartbeat_age_seconds{partition="0"}') < 5
+    assert value(text, "process_resident_memory_bytes") > 0
+    # The relay's own figures are the relay's to export: a node re-exporting them made sum() count them twice.
+    assert not [line for line in text.splitlines() if line.startswith(("relay_", "# HELP relay_"))]
+
+
+async def test_node_metrics_pass_promtool(stack: Stack) -> None:
+    promtool_check((await scrape(f"{stack.nodes[1].http}/metrics")).text)
 
 
 async def test_health_and_readiness(stack: Stack) -> None:
@@ -42,3 +86,185 @@ async def test_health_and_readiness(stack: Stack) -> None:
         assert (await client.get("/healthz")).json()["ok"] is True
         ready = await client.get("/readyz")
     assert ready.status_code == 200 and ready.json() == {"ready": True, "problems": []}
+
+
+@dataclass
+class Observed:
+    """A relay that serves its own /metrics, and two nodes."""
+
+    database_url: str
+    secret: str
+    relay: Process
+    relay_metrics: str
+    nodes: list[Process]
+
+
+@pytest.fixture(scope="module")
+def observed(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
+    database_url = create_database(pg_admin)
+    valkey = EmbeddedValkey(tmp_path_factory.mktemp("valkey-observed"))
+    valkey.start()
+    logdir = tmp_path_factory.mktemp("observed-logs")
+    secret = secrets.token_urlsafe(32)
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0", "GATEWAY_SECRET": secret}
+    metrics_port = free_port()
+    relay = spawn("observed-relay", ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(metrics_port)}, logdir)
+    nodes = []
+    for i in range(2):
+        port = free_port()
+        nodes.append(spawn(f"observed-node{i}", ["serve", "--port", str(port)], env, logdir, port))
+    try:
+        for node in nodes:
+            wait_http(node)
+        yield Observed(database_url, secret, relay, f"http://127.0.0.1:{metrics_port}/metrics", nodes)
+    finally:
+        for p in (*nodes, relay):
+            p.stop()
+        valkey.stop()
+        drop_database(pg_admin, database_url)
+
+
+@pytest.fixture(scope="module")
+async def observed_pool(observed: Observed) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(observed.database_url, min_size=1, max_size=4)
+    yield pool
+    await pool.close()
+
+
+async def _relay_text(observed: Observed, timeout: float = 20.0) -> str:
+    """The relay's /metrics once it serves partition 0."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            text = (await scrape(observed.relay_metrics)).text
+            if 'relay_epoch{partition="0"}' in text:
+                return text
+        except httpx.TransportError:
+            pass
+        if asyncio.get_running_loop().time() > deadline or observed.relay.proc.poll() is not None:
+            raise AssertionError(f"the relay serves no metrics:\n{observed.relay.output()[-2000:]}")
+        await asyncio.sleep(0.1)
+
+
+async def _published_through(observed: Observed, pool: asyncpg.Pool) -> None:
+    """A change committed, published by the relay and written by node 0 to a subscriber."""
+    team = await make_team(pool, observed.secret)
+    await _relay_text(observed)
+    async with Follower(observed.nodes[0].ws, team.token) as f:
+        channel = f"trajectory:{team.trajectory_id}"
+        await f.subscribe(channel)
+        await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=20)
+        (job_id,) = await insert_jobs(pool, team, 1)
+        await f.wait_for(lambda f: job_id in f.listed(channel), timeout=20)
+
+
+async def test_the_relay_exports_its_own_metrics_once(observed: Observed, observed_pool: asyncpg.Pool) -> None:
+    await _published_through(observed, observed_pool)
+    relay = await _relay_text(observed)
+    nodes = [(await scrape(f"{n.http}/metrics")).text for n in observed.nodes]
+    relay_names = {s.name for s in samples(relay) if s.name.startswith("relay_")}
+    assert {"relay_epoch", "relay_lag_seconds", "relay_held_back_seconds", "relay_changes_total", "relay_deltas_total",
+            "relay_published_messages_total", "relay_active_partitions", "relay_commit_to_publish_seconds_count"} <= relay_names
+    for name in relay_names:  # each relay series exactly once across the relay and both nodes
+        everywhere = [s for text in (relay, *nodes) for s in samples(text) if s.name == name]
+        assert len({tuple(sorted(s.labels.items())) for s in everywhere}) == len(everywhere), name
+        assert all(s.name != name for text in nodes for s in samples(text)), name
+    assert value(relay, 'relay_changes_total{partition="0"}') >= 1
+    assert value(relay, "relay_active_partitions") == 1
+
+
+async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
+    observed: Observed, observed_pool: asyncpg.Pool
+) -> None:
+    await _published_through(observed, observed_pool)
+    expositions = {"node": (await scrape(f"{observed.nodes[0].http}/metrics")).text, "relay": await _relay_text(observed)}
+    for who, text in expositions.items():
+        found = samples(text)
+        names = {s.name for s in found}
+        histogram = HISTOGRAMS[who]
+        buckets = [s for s in found if s.name == f"{histogram}_bucket"]
+        assert len({s.labels["le"] for s in buckets}) > 5 and any(s.labels["le"] == "+Inf" for s in buckets), who
+        assert max(s.value for s in found if s.name == f"{histogram}_count") >= 1, who
+        assert {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_start_time_seconds", "python_info"} <= names, who
+        labels = {label for s in found for label in s.labels}
+        assert labels <= BOUNDED_LABELS, (who, labels - BOUNDED_LABELS)  # no pid, xid, connection or user
+        promtool_check(text)
+
+
+async def test_the_relays_endpoint_is_for_this_host_only_without_a_token(observed: Observed) -> None:
+    await _relay_text(observed)
+    forwarded = await scrape(observed.relay_metrics, **{"X-Forwarded-For": "203.0.113.7"})
+    assert forwarded.status_code == 403 and forwarded.json()["error"] == "forbidden"
+
+
+@pytest.fixture
+def demo(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """`gateway demo` on a fresh database and a private Valkey: its relay runs inside the web process."""
+    database_url = create_database(pg_admin)
+    valkey = EmbeddedValkey(tmp_path_factory.mktemp("valkey-demo"))
+    valkey.start()
+    data = tmp_path_factory.mktemp("demo-data")
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0"}
+    env.pop("GATEWAY_SECRET", None)
+    port = free_port()
+    process = spawn("demo", ["demo", "--port", str(port), "--data", str(data)], env, data, port)
+    try:
+        wait_http(process, timeout=60)
+        yield process
+    finally:
+        process.stop()
+        valkey.stop()
+        drop_database(pg_admin, database_url)
+
+
+async def test_the_demo_exports_its_in_process_relay_once(demo: Process) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while 'relay_epoch{partition="0"}' not in (text := (await scrape(f"{demo.http}/metrics")).text):
+        assert asyncio.get_running_loop().time() < deadline, text
+        await asyncio.sleep(0.2)
+    found = samples(text)
+    series = [(s.name, tuple(sorted(s.labels.items()))) for s in found]
+    assert len(series) == len(set(series))  # every series once: the node's, the relay's and the process's
+    names = {s.name for s in found}
+    assert {"gateway_connections", "relay_epoch", "relay_commit_to_publish_seconds_count", "process_cpu_seconds_total"} <= names
+    promtool_check(text)
+
+
+@pytest.fixture
+def two_relays(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[Process, str]]]:
+    """Two relay processes sharing two partitions, each with its metrics endpoint (no nodes)."""
+    database_url = create_database(pg_admin)
+    valkey = EmbeddedValkey(tmp_path_factory.mktemp("valkey-relays"))
+    valkey.start()
+    logdir = tmp_path_factory.mktemp("relays-logs")
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0", "GATEWAY_PARTITIONS": "2"}
+    relays = []
+    for name in ("relay-a", "relay-b"):
+        port = free_port()
+        relays.append((spawn(name, ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(port)}, logdir), f"http://127.0.0.1:{port}/metrics"))
+    try:
+        yield relays
+    finally:
+        for relay, _ in relays:
+            relay.stop()
+        valkey.stop()
+        drop_database(pg_admin, database_url)
+
+
+def test_relays_sharing_partitions_export_each_partition_once(two_relays: list[tuple[Process, str]]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        texts = []
+        for relay, url in two_relays:
+            try:
+                texts.append(httpx.get(url).text)
+            except httpx.TransportError:
+                texts.append("")
+        epochs = [s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_epoch"]
+        if sorted(epochs) == ["0", "1"] and all("relay_active_partitions 1.0" in text for text in texts):
+            # Each serves one, and exports only its own: a sum() over relays counts each partition once.
+            changes = [s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_changes_total"]
+            assert sorted(changes) == ["0", "1"], texts
+            break
+        assert time.monotonic() < deadline, (texts, [r.output()[-1000:] for r, _ in two_relays])
+        time.sleep(0.2)

@@ -1,0 +1,173 @@
+"""The relay's own figures and its /metrics endpoint (`GATEWAY_RELAY_METRICS_PORT`).
+
+Each relay process exports what it does for the partitions it serves, so every relay series exists once and a
+`sum()` over relays adds up. Nodes do not re-export them (they read the relay's heartbeat in Redis only for
+/readyz); `gateway demo` runs its relay inside the web process, whose /metrics then carries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import uvicorn
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..core.histogram import Histogram
+from ..core.relay import RelayCore
+from ..web.exposition import exposition, scraper_refused
+
+log = logging.getLogger(__name__)
+
+STOP_WITHIN = 2.0  # seconds for the endpoint's server to close before it is cancelled
+
+
+@dataclass
+class PartitionFigures:
+    """One partition's figures in this process. Counters add up over every time it served the partition (a
+    takeover starts a new RelayCore, whose own counts start at zero)."""
+
+    core: RelayCore | None = None  # while serving
+    changes_before: int = 0  # what earlier RelayCores of this process counted
+    deltas_before: int = 0
+    published: int = 0
+    lag: float = 0.0  # commit to publish of the newest change, in the last cycle that had changes
+    held_since: float | None = None  # monotonic: since when an open transaction holds the stream back
+    commit_to_publish: Histogram = field(default_factory=Histogram)
+
+    def serving(self, core: RelayCore) -> None:
+        self.core = core
+        self.lag, self.held_since = 0.0, None
+
+    def stopped(self) -> None:
+        if self.core is not None:
+            self.changes_before += self.core.changes_applied
+            self.deltas_before += self.core.deltas_taken
+        self.core = None
+        self.held_since = None
+
+    @property
+    def changes(self) -> int:
+        return self.changes_before + (self.core.changes_applied if self.core else 0)
+
+    @property
+    def deltas(self) -> int:
+        return self.deltas_before + (self.core.deltas_taken if self.core else 0)
+
+
+class RelayCollector(Collector):
+    """Reads a relay process's figures at scrape time; `partition` is the only label (GATEWAY_PARTITIONS bounds it).
+
+    A partition's series are exported only while this process serves it: across relays, each partition's are
+    exported once at any time. Counters resume from this process's earlier count if it serves the partition again.
+    """
+
+    def __init__(self, figures: dict[int, PartitionFigures]) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        active = [(p, f, f.core) for p, f in sorted(self.figures.items()) if f.core is not None]
+        yield GaugeMetricFamily("relay_active_partitions", "Partitions this relay process serves now", value=len(active))
+        epoch = GaugeMetricFamily("relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"])
+        lag = GaugeMetricFamily("relay_lag_seconds", "Commit to publish of the newest change, last cycle with changes",
+                                labels=["partition"])
+        # Which transaction (pid, xid) is in the relay's log: a label per blocker would be a new series each time.
+        held = GaugeMetricFamily("relay_held_back_seconds", "How long an open transaction has held the partition back",
+                                 labels=["partition"])
+        ratio = GaugeMetricFamily("relay_coalescing_ratio", "Changes per job delta published, since this process started",
+                                  labels=["partition"])
+        now = time.monotonic()
+        for p, f, core in active:
+            epoch.add_metric([str(p)], core.epoch)
+            lag.add_metric([str(p)], f.lag)
+            held.add_metric([str(p)], now - f.held_since if f.held_since is not None else 0.0)
+            ratio.add_metric([str(p)], f.changes / f.deltas if f.deltas else 0.0)
+        yield from (epoch, lag, held, ratio)
+        changes = CounterMetricFamily("relay_changes", "Captured changes applied", labels=["partition"])
+        deltas = CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", labels=["partition"])
+        published = CounterMetricFamily("relay_published_messages", "Messages published on the bus", labels=["partition"])
+        latency = HistogramMetricFamily(
+            "relay_commit_to_publish_seconds",
+            "From a change's statement time in PostgreSQL to the relay's publish of it, per change",
+            labels=["partition"],
+        )
+        for p, f, _ in active:
+            changes.add_metric([str(p)], f.changes)
+            deltas.add_metric([str(p)], f.deltas)
+            published.add_metric([str(p)], f.published)
+            latency.add_metric([str(p)], f.commit_to_publish.buckets(), f.commit_to_publish.sum)
+        yield from (changes, deltas, published, latency)
+
+
+@dataclass
+class Endpoint:
+    """Where the relay serves /metrics, and the token scrapers send (GATEWAY_METRICS_TOKEN, as for nodes)."""
+
+    port: int
+    host: str = "127.0.0.1"
+    token: str = ""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the relay's own (gateway.cli._run) stop the whole process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Exporter:
+    """A tiny HTTP server in the relay's event loop: /metrics and nothing else."""
+
+    def __init__(self, endpoint: Endpoint, collector: Collector) -> None:
+        self.endpoint = endpoint
+        self.collector = collector
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _metrics(self, request: Request) -> Response:
+        refused = scraper_refused(request, self.endpoint.token)
+        return refused if refused is not None else exposition([self.collector])
+
+    async def start(self) -> None:
+        """Listen; a port that cannot be bound is logged and the relay goes on relaying without it (a standby on
+        the same host, say): Prometheus shows the failed scrape."""
+        host, port = self.endpoint.host, self.endpoint.port
+        try:
+            sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        except OSError as exc:
+            log.error("relay metrics: cannot listen on %s:%d (%s); serving none", host, port, exc)
+            return
+        app = Starlette(routes=[Route("/metrics", self._metrics)])
+        config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None, log_level="warning",
+                                access_log=False, proxy_headers=False, server_header=False, ws="none",
+                                limit_concurrency=16)  # fmt: skip
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._serve(self._server, sock), name="relay-metrics")
+        log.info("relay metrics on http://%s:%d/metrics", host, port)
+
+    @staticmethod
+    async def _serve(server: _Server, sock: socket.socket) -> None:
+        try:
+            await server.serve(sockets=[sock])
+        except SystemExit:  # uvicorn exits when it cannot start: the relay must not
+            log.error("relay metrics: the server stopped")
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        try:
+            await asyncio.wait_for(self._task, STOP_WITHIN)  # past it, wait_for cancels the server's task
+        except asyncio.TimeoutError:
+            log.warning("relay metrics: the server did not stop within %.0f s", STOP_WITHIN)

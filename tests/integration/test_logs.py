@@ -1,0 +1,87 @@
+"""A node's log in JSON (`GATEWAY_LOG_FORMAT=json`): access lines with their request in fields, tokens redacted,
+and one line per websocket's close with its code, duration and bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.embedded import free_port
+from gateway.web.auth import issue_token
+from tests.conftest import Process, Stack, spawn, wait_http
+from tests.follower import Follower
+from tests.integration.conftest import Team
+
+Entry = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def json_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
+           "GATEWAY_LOG_FORMAT": "json", "GATEWAY_LOG_LEVEL": "INFO"}
+    node = spawn("node-json-logs", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("json-logs"), port)
+    try:
+        wait_http(node)
+        yield node
+    finally:
+        node.stop()
+
+
+def entries(node: Process) -> list[Entry]:
+    """Every line of the node's log, each a JSON object."""
+    return [json.loads(line) for line in node.output().splitlines() if line.strip()]
+
+
+async def wait_for_entries(node: Process, wanted: Callable[[Entry], bool], timeout: float = 15.0) -> list[Entry]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = [e for e in entries(node) if wanted(e)]
+        if found or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.1)
+
+
+async def test_every_line_is_json_and_an_access_line_carries_its_request(json_node: Process, team: Team) -> None:
+    async with httpx.AsyncClient(base_url=json_node.http) as client:
+        answer = await client.get("/api/me", params={"token": team.token, "probe": "access"})
+    assert answer.status_code == 200
+    found = await wait_for_entries(json_node, lambda e: e["logger"] == "uvicorn.access" and "probe=access" in e.get("path", ""))
+    assert len(found) == 1, entries(json_node)
+    line = found[0]
+    assert (line["method"], line["status"], line["level"]) == ("GET", 200, "info")
+    assert line["path"] == "/api/me?token=[redacted]&probe=access"
+    assert isinstance(line["duration_ms"], float) and 0 <= line["duration_ms"] < 10_000
+    assert team.token not in json_node.output()
+
+
+async def test_a_websocket_closed_by_the_server_is_logged_once_with_code_duration_and_bytes(
+    json_node: Process, stack: Stack, team: Team
+) -> None:
+    short = issue_token(stack.secret, team.user_id, 2)  # the node closes it with 4001 when it expires
+    async with Follower(json_node.ws, short) as f:
+        await f.subscribe(f"team:{team.id}")
+        await f.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done)
+        await f.wait_for(lambda f: f.closed is not None, timeout=10)
+    found = await wait_for_entries(json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id)
+    assert len(found) == 1, found
+    line = found[0]
+    assert line["code"] == 4001 and line["level"] == "info" and line["logger"] == "gateway.web.ws"
+    assert 1000 <= line["duration_ms"] < 10_000
+    assert line["bytes_sent"] > 0 and line["frames_sent"] >= 1  # the snapshot at least
+    assert line["message"].startswith("websocket closed: code 4001 after ")
+
+
+async def test_a_websocket_the_client_closes_is_logged_once(json_node: Process, team: Team) -> None:
+    async with Follower(json_node.ws, team.token) as f:
+        await f.subscribe(f"team:{team.id}")
+        await f.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done)
+    found = await wait_for_entries(json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id)
+    assert len(found) == 1, found
+    assert found[0]["code"] in (None, 1000) and found[0]["bytes_sent"] > 0

@@ -1,0 +1,77 @@
+"""The relay's own /metrics: what a partition it serves exports, and who may scrape the endpoint."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.core.relay import RelayCore
+from gateway.embedded import free_port
+from gateway.relay.metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
+from gateway.web.exposition import exposition
+
+
+def _series(figures: dict[int, PartitionFigures]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = exposition([RelayCollector(figures)]).body.decode()  # type: ignore[union-attr]
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text) for s in family.samples if s.name.startswith("relay_")
+    }  # fmt: skip
+
+
+def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
+    figures = PartitionFigures()
+    core = RelayCore(7)
+    figures.serving(core)
+    core.changes_applied, core.deltas_taken = 10, 4
+    figures.published = 3
+    figures.commit_to_publish.observe(0.02)
+    series = _series({0: figures})
+    p = (("partition", "0"),)
+    assert series[("relay_active_partitions", ())] == 1
+    assert series[("relay_epoch", p)] == 7
+    assert (series[("relay_changes_total", p)], series[("relay_deltas_total", p)]) == (10, 4)
+    assert series[("relay_coalescing_ratio", p)] == 2.5
+    assert series[("relay_published_messages_total", p)] == 3
+    assert series[("relay_commit_to_publish_seconds_bucket", (("le", "0.025"), ("partition", "0")))] == 1
+    assert series[("relay_commit_to_publish_seconds_count", p)] == 1
+
+
+def test_a_partition_handed_over_is_not_exported_and_its_counts_resume_if_it_comes_back() -> None:
+    figures = PartitionFigures()
+    first = RelayCore(7)
+    figures.serving(first)
+    first.changes_applied = 10
+    figures.stopped()
+    assert _series({0: figures}) == {("relay_active_partitions", ()): 0}  # another relay exports it now
+    second = RelayCore(9)
+    figures.serving(second)
+    second.changes_applied = 1
+    assert _series({0: figures})[("relay_changes_total", (("partition", "0"),))] == 11  # a counter never goes back
+
+
+async def test_the_endpoint_wants_the_token_when_one_is_set() -> None:
+    port = free_port()
+    exporter = Exporter(Endpoint(port, token="scrape-me-0123456789"), RelayCollector({}))
+    await exporter.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            refused = await client.get("/metrics")
+            scraped = await client.get("/metrics", headers={"Authorization": "Bearer scrape-me-0123456789"})
+    finally:
+        await exporter.stop()
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+    assert scraped.status_code == 200 and "relay_active_partitions 0.0" in scraped.text and "process_cpu_seconds_total" in scraped.text
+
+
+async def test_a_port_in_use_is_logged_and_the_relay_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        exporter = Exporter(Endpoint(taken.getsockname()[1]), RelayCollector({}))
+        with caplog.at_level(logging.ERROR, logger="gateway.relay.metrics"):
+            await exporter.start()
+        await exporter.stop()
+    assert "relay metrics: cannot listen on 127.0.0.1:" in caplog.text
