@@ -107,7 +107,7 @@ def main() -> None:
             sys.exit("bench: a subscriber did not end at the database's state after a fault")
         return
     record = asyncio.run(run(args.scenario, args.quick, only, args.out, args.rounds))
-    wrong = [name for name, figures in record["systems"].items() if name == "gateway" and not figures.get("correct")]
+    wrong = [name for name, figures in record["systems"].items() if name.startswith("gateway") and not figures.get("correct")]
     if wrong:
         sys.exit("bench: the gateway's subscribers did not end at the database's state")
 

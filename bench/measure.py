@@ -79,13 +79,14 @@ async def measure(
         rss_before = rss_kb(running.node_pids)
         headers = (lambda i: {"Authorization": f"Bearer {token(plan.team_of_subscriber(i))}"}) if system.dialect.startswith("gateway") else None
         fleet = Fleet(f"ws://127.0.0.1:{running.port}{system.path}", system.dialect, plan.channels, plan.subscribers,
-                      processes=plan.processes, headers=headers, connect_rate=plan.connect_rate)  # fmt: skip
+                      processes=plan.processes, headers=headers, connect_rate=plan.connect_rate, deflate=system.deflate)  # fmt: skip
         started = time.monotonic()
         await fleet.start()
         live = await fleet.wait_live(60 + plan.subscribers / 100)
         progress(f"{system.name}: {live['live']}/{plan.subscribers} live in {time.monotonic() - started:.1f} s")
         await asyncio.sleep(1.0)  # joins are not acknowledged by the peers; let the connect burst settle
         rss_idle = rss_kb(running.node_pids)
+        connect_bytes = (await fleet.stats()).get("bytes", 0)  # handshakes and snapshots, as they came off the sockets
         await fleet.reset_stats()
         each_before = [cpu_seconds([pid]) for pid in running.server_pids]
         cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
@@ -111,6 +112,9 @@ async def measure(
             "cpu_us_per_frame": round(cpu_used * 1e6 / frames, 3) if frames else None,
             "cpu_us_per_delta": round(cpu_used * 1e6 / deltas, 3) if deltas else None,
             "rss_kb_per_conn": round((rss_idle - rss_before) / plan.subscribers, 2),
+            # Bytes on the wire per subscriber: connecting (handshake, snapshot), then the measured phase.
+            "connect_kb_per_sub": round(connect_bytes / 1024 / plan.subscribers, 2),
+            "kb_per_sub": round(stats.get("bytes", 0) / 1024 / plan.subscribers, 2),
             "p50_ms": latency.get("p50"),
             "p99_ms": latency.get("p99"),
             "max_ms": latency.get("max"),

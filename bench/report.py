@@ -12,6 +12,8 @@ COLUMNS = [
     ("cpu_us_per_frame", "CPU µs/frame"),
     ("cpu_us_per_delta", "CPU µs/delta"),
     ("rss_kb_per_conn", "KB/conn"),
+    ("connect_kb_per_sub", "KB/sub in (connect)"),
+    ("kb_per_sub", "KB/sub in (measured)"),
     ("p50_ms", "p50 ms"),
     ("p99_ms", "p99 ms"),
     ("max_ms", "max ms"),

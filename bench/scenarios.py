@@ -21,7 +21,7 @@ from .load import Writer, World, build_world, database_state, team_counts, team_
 from .measure import Outcome, Plan, measure, settle
 from .subscribers import Fleet
 from .report import markdown, ratios
-from .systems import BASELINES, PEER_NAMES, SYSTEMS, Context
+from .systems import BASELINES, COMPRESSED, PEER_NAMES, SYSTEMS, Context
 
 Progress = Callable[[str], None]
 
@@ -50,7 +50,7 @@ async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
     team = world.teams[0]
     trajectory = world.trajectories[team][0]
     channel = f"trajectory:{trajectory}"
-    names = [n for n in ["gateway", *BASELINES, *PEER_NAMES] if not only or n in only]
+    names = [n for n in ["gateway", COMPRESSED[0], *BASELINES, COMPRESSED[1], *PEER_NAMES] if not only or n in only]
     run = Run({"scenario": "fanout", "quick": quick, "channel": channel, "seconds": seconds, "runs": []})
     for size in sizes:
         rate = frames_per_s / size  # transactions a second, each a batch of 5 job changes: one frame per subscriber
@@ -158,7 +158,27 @@ def _fanout_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(f"- gateway CPU per frame: {gw['cpu_us_per_frame'] / node['cpu_us_per_frame']:.2f} × Node ws (target < 1)")
     if gw:
         lines.append(f"- gateway memory per idle connection: {gw['rss_kb_per_conn']:.1f} KB (target ≤ 10)")
+    lines += _compression_checks(systems)
     return [""] + lines if lines else []
+
+
+def _compression_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
+    """permessage-deflate (issue #19): the gateway's CPU per frame compressing against not, and against Node ws
+    compressing; bytes on the wire per subscriber, connecting (snapshot) and measured (live) together."""
+    gw, z, node_z = systems.get("gateway"), systems.get("gateway-deflate"), systems.get("node-ws-deflate")
+    lines: list[str] = []
+    if gw and z and gw.get("cpu_us_per_frame") and z.get("cpu_us_per_frame"):
+        lines.append(f"- gateway compressing: CPU per frame {z['cpu_us_per_frame'] / gw['cpu_us_per_frame']:.2f} × uncompressed (target ≤ 1.2)")
+    if z and node_z and z.get("cpu_us_per_frame") and node_z.get("cpu_us_per_frame"):
+        lines.append(f"- gateway compressing: CPU per frame {z['cpu_us_per_frame'] / node_z['cpu_us_per_frame']:.2f} × Node ws compressing (target < 1)")
+    if gw and z:
+        plain = gw.get("connect_kb_per_sub", 0) + gw.get("kb_per_sub", 0)
+        deflated = z.get("connect_kb_per_sub", 0) + z.get("kb_per_sub", 0)
+        if plain:
+            lines.append(f"- gateway compressing: {deflated:.1f} KB on the wire per subscriber against {plain:.1f} KB, "
+                         f"{deflated / plain:.2f} × (target ≤ 0.25; snapshot {z.get('connect_kb_per_sub')} against "
+                         f"{gw.get('connect_kb_per_sub')} KB, live {z.get('kb_per_sub')} against {gw.get('kb_per_sub')} KB)")  # fmt: skip
+    return lines
 
 
 async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:

@@ -1,7 +1,7 @@
 """Websocket subscribers for the load benchmark: thousands of them, cheap enough not to be the bottleneck.
 
-Each subscriber is a raw ``asyncio.Protocol`` websocket client (RFC 6455, no compression, ws:// only) on
-uvloop, with no websockets library on the hot path: received frames are parsed from one ``bytearray`` and
+Each subscriber is a raw ``asyncio.Protocol`` websocket client (RFC 6455, ws:// only) on uvloop, with no
+websockets library on the hot path: received frames are parsed from one ``bytearray`` and
 messages decoded with msgspec into small Structs holding only the fields the benchmark needs. Subscribers
 are spread over worker processes (multiprocessing, spawn context) driven by a :class:`Fleet` in the
 harness's process over Pipes.
@@ -26,6 +26,12 @@ status); for the gateway's ``team:N`` channels, the latest ``counts``):
 A change (plain, socketio) with ``removed`` true or ``removed_at`` set removes the job. ``t`` is the
 change's time in milliseconds since the Unix epoch (seconds are accepted too: values below 1e11 are
 taken as seconds).
+
+Compression (``Fleet(deflate=True)``): every subscriber offers permessage-deflate (RFC 7692) as browsers do
+(``permessage-deflate; client_max_window_bits``) and sends its own messages uncompressed. A server that answers
+``server_no_context_takeover`` (the gateway) has each compressed message inflated with a fresh context; one
+that keeps its context (Node ``ws`` by default) with one inflate context per connection. ``bytes`` counts
+what came off the socket, compressed.
 
 Latency: receive time (``time.time()`` when the bytes arrived) minus the job's ``updated_at`` (gateway)
 or ``t`` (plain, socketio), in milliseconds, recorded in a :class:`Histogram` per worker process (exact
@@ -62,6 +68,7 @@ import resource
 import signal
 import time
 import traceback
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -75,6 +82,8 @@ MAX_MESSAGE = 64 << 20  # a bigger message (or fragmented message) closes with 1
 MAX_HEAD = 64 << 10  # HTTP response head
 
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+DEFLATE_OFFER = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits"
+_FLUSH_TAIL = b"\x00\x00\xff\xff"  # RFC 7692 7.2.2: put back before inflating a message
 
 UTC = timezone.utc
 MAX_GAP_SAMPLES = 20
@@ -970,7 +979,7 @@ class WSClient(asyncio.Protocol):
     """
 
     __slots__ = ("handler", "stats", "transport", "buf", "key", "phase", "status", "resp_headers", "body_need",
-                 "frag", "frag_op", "close_code", "_head")
+                 "frag", "frag_op", "frag_z", "close_code", "_head", "inflate", "_inflater")
 
     def __init__(self, handler: Handler, head: bytes) -> None:
         self.handler = handler
@@ -984,6 +993,9 @@ class WSClient(asyncio.Protocol):
         self.body_need = -1
         self.frag: bytearray | None = None
         self.frag_op = 0
+        self.frag_z = False  # the fragmented message is compressed
+        self.inflate = 0  # permessage-deflate: 0 not negotiated, 1 a fresh context per message, 2 one per connection
+        self._inflater: Any = None  # the connection's context (inflate == 2)
         self.close_code: int | None = None
         self._head = head
 
@@ -1062,6 +1074,10 @@ class WSClient(asyncio.Protocol):
                 if headers.get("sec-websocket-accept", "").encode() != accept_key(self.key):
                     self._give_up("bad_accept")
                     return False
+                extensions = headers.get("sec-websocket-extensions", "")
+                if extensions.startswith("permessage-deflate"):
+                    self.inflate = 1 if "server_no_context_takeover" in extensions else 2
+                    self._inflater = zlib.decompressobj(-15) if self.inflate == 2 else None
                 self.phase = _OPEN
                 self.handler.ws_open(self)
                 return self.phase == _OPEN
@@ -1133,10 +1149,13 @@ class WSClient(asyncio.Protocol):
             if key is not None:
                 payload = bytearray(unmask(payload, key))
             op = b0 & 0x0F
-            if b0 & 0x70:
-                del buf[:pos]
-                self._fail(1002)
-                return
+            compressed = False
+            if b0 & 0x70:  # RSV1 marks the first frame of a compressed message; nothing else is defined
+                if b0 & 0x70 != 0x40 or not self.inflate or not (op == OP_TEXT or op == OP_BINARY):
+                    del buf[:pos]
+                    self._fail(1002)
+                    return
+                compressed = True
             if op >= 0x8:
                 if op == OP_PING:
                     st.server_pings += 1
@@ -1168,19 +1187,31 @@ class WSClient(asyncio.Protocol):
                     return
                 if not b0 & 0x80:
                     continue
-                payload, op, self.frag = frag, self.frag_op, None
+                payload, op, compressed, self.frag = frag, self.frag_op, self.frag_z, None
             elif op == OP_TEXT or op == OP_BINARY:
                 if self.frag is not None:
                     del buf[:pos]
                     self._fail(1002)
                     return
                 if not b0 & 0x80:
-                    self.frag, self.frag_op = payload, op
+                    self.frag, self.frag_op, self.frag_z = payload, op, compressed
                     continue
             else:
                 del buf[:pos]
                 self._fail(1002)
                 return
+            if compressed:
+                inflater = self._inflater if self.inflate == 2 else zlib.decompressobj(-15)
+                try:
+                    payload = inflater.decompress(payload + _FLUSH_TAIL, MAX_MESSAGE + 1)
+                except zlib.error:
+                    del buf[:pos]
+                    self._fail(1002)
+                    return
+                if len(payload) > MAX_MESSAGE:
+                    del buf[:pos]
+                    self._fail(1009)
+                    return
             st.messages += 1
             on_message(op, payload, now)
             if self.phase != _OPEN:
@@ -1626,13 +1657,15 @@ class Fleet:
     headers:  extra handshake headers (``{"Authorization": "Bearer ..."}``), or ``headers(i)``
     connect_rate: new connections a second over the whole fleet at start (None: all at once);
               reconnects are paced by backoff and by the delays the server asks for (503).
+    deflate:  offer permessage-deflate, as browsers do (see the module's docstring).
 
     Callables run in the parent only. Every method is a coroutine; one runs at a time.
     """
 
     def __init__(self, url: str | Callable[[int], str | list[str]], dialect: str, channels: Sequence[str] | Callable[[int], Sequence[str]],
                  n: int, processes: int = 2, headers: Mapping[str, str] | Callable[[int], Mapping[str, str]] | None = None,
-                 connect_rate: float | None = None, handshake_timeout: float = 10.0, max_backoff: float = 5.0) -> None:
+                 connect_rate: float | None = None, handshake_timeout: float = 10.0, max_backoff: float = 5.0,
+                 deflate: bool = False) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self.n = n
@@ -1643,7 +1676,8 @@ class Fleet:
             for one in [address] if isinstance(address, str) else address:
                 if urlsplit(one).scheme not in ("ws", "http"):
                     raise ValueError(f"subscriber {i}: {one!r}: only ws:// (or http://) URLs")
-            shares[i % self.processes].append((i, address, list(_per(channels, i)), _header_lines(_per(headers, i))))
+            lines = _header_lines(_per(headers, i)) + ([DEFLATE_OFFER] if deflate else [])
+            shares[i % self.processes].append((i, address, list(_per(channels, i)), lines))
         rate = connect_rate / self.processes if connect_rate else None
         self._specs = [_Spec(dialect, share, rate, handshake_timeout, max_backoff) for share in shares]
         self._procs: list[Any] = []

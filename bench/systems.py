@@ -55,6 +55,7 @@ class System:
     dialect: str  # bench.subscribers dialect
     start: Callable[[Context], Running]
     path: str = "/ws"  # the websocket path subscribers open (plain adds ?channels=, socketio /socket.io/)
+    deflate: bool = False  # subscribers offer permessage-deflate (as browsers do), and the server takes it
 
 
 @dataclass
@@ -111,12 +112,17 @@ SYSTEMS: dict[str, System] = {
     "gateway": System("gateway", "gateway", _gateway),
     "floor": System("floor", "plain", _peer("floor", [sys.executable, str(PEERS / "floor.py")])),
     "node-ws": System("node-ws", "plain", _peer("node-ws", ["node", str(NODE_PEERS / "node_ws.js")])),
+    # Compression negotiated: the gateway deflates each shared frame once; Node ws deflates per connection.
+    "gateway-deflate": System("gateway-deflate", "gateway", _gateway, deflate=True),
+    "node-ws-deflate": System("node-ws-deflate", "plain", _peer("node-ws-deflate", ["node", str(NODE_PEERS / "node_ws.js"), "--deflate", "1"]),
+                              deflate=True),  # fmt: skip
     "socket.io": System("socket.io", "socketio", _peer("socket.io", ["node", str(NODE_PEERS / "socketio.js")]), path="/"),
     "python-socketio": System("python-socketio", "socketio", _peer("python-socketio", [sys.executable, str(PEERS / "socketio_py.py")]), path="/"),
     "broadcaster": System("broadcaster", "plain", _peer("broadcaster", [sys.executable, str(PEERS / "broadcaster_app.py")])),
 }
 PEER_NAMES = ["socket.io", "python-socketio", "broadcaster"]  # the peers every scenario compares with
 BASELINES = ["floor", "node-ws"]  # pure fan-out references (fanout only)
+COMPRESSED = ["gateway-deflate", "node-ws-deflate"]  # fanout only: the same run with permessage-deflate negotiated
 
 
 def ensure_node_peers() -> None:

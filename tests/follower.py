@@ -65,7 +65,9 @@ class Follower:
             sock.setblocking(False)
             parts = urlsplit(self.url)
             await asyncio.get_running_loop().sock_connect(sock, (parts.hostname, parts.port))
-            options = {"sock": sock, "ping_interval": None}
+            # Uncompressed: permessage-deflate would shrink what it leaves unread tenfold, and the kernel's
+            # buffers, not the node's bound, would hold it.
+            options = {"sock": sock, "ping_interval": None, "compression": None}
         self.ws = await websockets.connect(self.url, additional_headers=headers, origin=self.origin, max_size=2**22, **options)
         self._reader = asyncio.create_task(self._read())
         return self

@@ -3,11 +3,20 @@
 A channel message is framed once and the same bytes are written to every subscriber: a server's frames are
 not masked, so nothing in them depends on the connection. Client frames are masked and rare (subscribes,
 pings); the reader unmasks them with websockets' C helper.
+
+Compression (permessage-deflate, RFC 7692) keeps that: the node compresses with no context taken over from
+one message to the next (`server_no_context_takeover`), so a message's compressed bytes depend on nothing
+but the message and the window size. A frame is deflated once, on first use, and the same compressed frame
+(RSV1 set) goes to every subscriber that negotiated compression, beside the plain frame for the others: the
+shape of gorilla/websocket's PreparedMessage. Clients are told not to take context over either
+(`client_no_context_takeover`), so each compressed client message is inflated on its own, with nothing kept
+per connection.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 
 try:
     from websockets.speedups import apply_mask
@@ -17,19 +26,51 @@ except ImportError:  # pragma: no cover - the pure-Python fallback of the same f
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 _DATA_OPS = (OP_TEXT, OP_BINARY)
 _CONTROL_OPS = (OP_CLOSE, OP_PING, OP_PONG)
+RSV1 = 0x40  # the first frame of a compressed message
+
+# Compression (docs/performance.md, "Compression", measures these on the demo's messages).
+WINDOW_BITS = 15  # the node's LZ77 window, unless a client asks for a smaller one (server_max_window_bits)
+DEFLATE_MIN = 256  # smaller messages go uncompressed: they would shrink by under a quarter (tens of bytes) for 4-7 µs
+SHARED_LEVEL = 6  # a shared frame is deflated once, whatever the number of subscribers: compress well
+PRIVATE_LEVEL = 1  # a frame for one connection (its snapshot pages) costs its deflate on that one: compress fast
+# zlib's hash table: at 4 it compresses these messages as well as at 8 and a deflate allocates 136 KB instead of
+# 256 KB, which made the demo's mix of messages three times faster to deflate (the allocator gives less back).
+MEM_LEVEL = 4
+_TAIL = b"\x00\x00\xff\xff"  # what a sync flush ends with: removed by the sender, put back by the receiver
 
 
-def header(opcode: int, length: int) -> bytes:
-    """The header of one unmasked, final frame."""
+def header(opcode: int, length: int, rsv: int = 0) -> bytes:
+    """The header of one unmasked, final frame (`rsv`: RSV1 for a compressed message)."""
+    first = 0x80 | rsv | opcode
     if length < 126:
-        return bytes((0x80 | opcode, length))
+        return bytes((first, length))
     if length < 1 << 16:
-        return struct.pack("!BBH", 0x80 | opcode, 126, length)
-    return struct.pack("!BBQ", 0x80 | opcode, 127, length)
+        return struct.pack("!BBH", first, 126, length)
+    return struct.pack("!BBQ", first, 127, length)
 
 
 def build(opcode: int, payload: bytes) -> bytes:
     return header(opcode, len(payload)) + payload
+
+
+def deflate(data: bytes, wbits: int = WINDOW_BITS, level: int = SHARED_LEVEL) -> bytes:
+    """One message's payload compressed on its own (RFC 7692 7.2.1: no context from any other message)."""
+    compressor = zlib.compressobj(level, zlib.DEFLATED, -wbits, MEM_LEVEL)
+    out = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    return out[:-4]  # the sync flush's empty stored block, which the receiver appends again
+
+
+def inflate(payload: bytes, max_size: int) -> bytes:
+    """A client's compressed message, decompressed on its own (client_no_context_takeover) to at most
+    `max_size` bytes: a larger one (a decompression bomb) is ProtocolError 1009, data that is not DEFLATE 1002."""
+    decompressor = zlib.decompressobj(-15)  # a 32 KiB window inflates whatever window the client used
+    try:
+        data = decompressor.decompress(payload + _TAIL, max_size + 1)
+    except zlib.error:
+        raise ProtocolError(1002, "a compressed message that does not inflate") from None
+    if len(data) > max_size:
+        raise ProtocolError(1009, f"message larger than {max_size} bytes once decompressed")
+    return data
 
 
 def close_frame(code: int, reason: str = "") -> bytes:
@@ -66,23 +107,29 @@ def ping_frame(token: bytes) -> bytes:
 
 class Frame:
     """One message for subscribers, encoded once: its payload, and on first use its websocket framing (for
-    connections the node writes itself) or its text (for connections behind the standard ASGI interface)."""
+    connections the node writes itself), its compressed framing (for those of them that negotiated
+    permessage-deflate, one per window size) or its text (for connections behind the standard ASGI interface).
 
-    __slots__ = ("data", "text", "_wire", "_str")
+    `level` is the zlib level it is deflated at: SHARED_LEVEL for a frame many subscribers share (its cost is
+    paid once), PRIVATE_LEVEL for one connection's own (its snapshot pages), 0 never (control frames)."""
 
-    def __init__(self, data: bytes, text: bool) -> None:
+    __slots__ = ("data", "text", "level", "_wire", "_str", "_deflated")
+
+    def __init__(self, data: bytes, text: bool, level: int = SHARED_LEVEL) -> None:
         self.data = data
         self.text = text
+        self.level = level
         self._wire: bytes | None = None
         self._str: str | None = None
+        self._deflated: dict[int, bytes] | None = None  # window bits -> compressed frame
 
     def __len__(self) -> int:
         return len(self.data)
 
     @classmethod
     def control(cls, wire: bytes) -> Frame:
-        """A control frame (a pong) already framed, for the node's own websocket link only."""
-        frame = cls(wire, False)
+        """A control frame (a pong) already framed, for the node's own websocket link only: never compressed."""
+        frame = cls(wire, False, level=0)
         frame._wire = wire
         return frame
 
@@ -91,6 +138,24 @@ class Frame:
         if self._wire is None:
             self._wire = build(OP_TEXT if self.text else OP_BINARY, self.data)
         return self._wire
+
+    def deflated(self, wbits: int) -> bytes:
+        """The frame for a connection that negotiated permessage-deflate with this window: compressed, RSV1 set,
+        built once per window size; the plain frame when the message is too small to gain (RSV1 is per message)."""
+        cache = self._deflated
+        if cache is None:
+            if not self.level or len(self.data) < DEFLATE_MIN:
+                return self.wire
+            cache = self._deflated = {}
+        wire = cache.get(wbits)
+        if wire is None:
+            payload = deflate(self.data, wbits, self.level)
+            wire = cache[wbits] = header(OP_TEXT if self.text else OP_BINARY, len(payload), RSV1) + payload
+        return wire
+
+    def wire_for(self, wbits: int) -> bytes:
+        """The framing for a connection: plain (0), or deflated with that window."""
+        return self.deflated(wbits) if wbits else self.wire
 
     @property
     def asgi(self) -> str | bytes:
@@ -114,16 +179,20 @@ class FrameReader:
     """Turns a client's bytes into complete messages `(opcode, payload)`; fragments are joined.
 
     Control frames (ping, pong, close) come out as they arrive, even between the fragments of a message.
+    With `inflate` (permessage-deflate was negotiated) a message whose first frame has RSV1 set is compressed:
+    it comes out decompressed, at most `max_size` bytes either way.
     """
 
-    __slots__ = ("max_size", "_buffer", "_fragments", "_fragment_op", "_fragment_size")
+    __slots__ = ("max_size", "inflate", "_buffer", "_fragments", "_fragment_op", "_fragment_size", "_fragment_rsv1")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(self, max_size: int, inflate: bool = False) -> None:
         self.max_size = max_size
+        self.inflate = inflate
         self._buffer = b""
         self._fragments: list[bytes] | None = None
         self._fragment_op = 0
         self._fragment_size = 0
+        self._fragment_rsv1 = False
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """The complete messages in what has arrived. A broken frame raises ProtocolError, which carries the
@@ -142,8 +211,9 @@ class FrameReader:
         while end - pos >= 2:
             first, second = buffer[pos], buffer[pos + 1]
             fin, opcode, length = first & 0x80, first & 0x0F, second & 0x7F
-            if first & 0x70:
-                raise ProtocolError(1002, "reserved bits set (no extension was negotiated)")
+            rsv = first & 0x70
+            if rsv and (rsv != RSV1 or not self.inflate or opcode not in _DATA_OPS):
+                raise ProtocolError(1002, _reserved_bits(rsv, opcode, self.inflate))
             if not second & 0x80:
                 raise ProtocolError(1002, "client frames must be masked")
             at = pos + 2
@@ -171,7 +241,7 @@ class FrameReader:
             mask = buffer[at : at + 4]
             payload = apply_mask(buffer[at + 4 : at + 4 + length], mask)
             pos = at + 4 + length
-            message = self._message(opcode, bool(fin), payload)
+            message = self._message(opcode, bool(fin), bool(rsv), payload)
             if message is not None:
                 messages.append(message)
         self._buffer = buffer[pos:] if pos < end else b""
@@ -179,7 +249,7 @@ class FrameReader:
             raise ProtocolError(1009, f"message larger than {self.max_size} bytes")
         return messages
 
-    def _message(self, opcode: int, fin: bool, payload: bytes) -> tuple[int, bytes] | None:
+    def _message(self, opcode: int, fin: bool, rsv1: bool, payload: bytes) -> tuple[int, bytes] | None:
         if opcode in _CONTROL_OPS:
             return opcode, payload
         if opcode == OP_CONT:
@@ -189,12 +259,22 @@ class FrameReader:
             self._fragment_size += len(payload)
             if not fin:
                 return None
-            message = (self._fragment_op, b"".join(self._fragments))
+            opcode, payload, rsv1 = self._fragment_op, b"".join(self._fragments), self._fragment_rsv1
             self._fragments, self._fragment_size = None, 0
-            return message
-        if self._fragments is not None:
+        elif self._fragments is not None:
             raise ProtocolError(1002, "a new message began before the last one ended")
-        if fin:
-            return opcode, payload
-        self._fragments, self._fragment_op, self._fragment_size = [payload], opcode, len(payload)
-        return None
+        elif not fin:
+            self._fragments, self._fragment_op, self._fragment_size = [payload], opcode, len(payload)
+            self._fragment_rsv1 = rsv1
+            return None
+        return opcode, inflate(payload, self.max_size) if rsv1 else payload
+
+
+def _reserved_bits(rsv: int, opcode: int, inflate: bool) -> str:
+    if rsv != RSV1 or not inflate:
+        return "reserved bits set (no extension was negotiated that defines them)"
+    if opcode == OP_CONT:
+        return "RSV1 is set on the first frame of a compressed message only"
+    if opcode in _CONTROL_OPS:
+        return "control frames are never compressed"
+    return f"unknown opcode {opcode}"

@@ -1,8 +1,9 @@
 """What clients that fell behind catch up from: a channel's history, read in aligned blocks of messages.
 
 A burst leaves many slow clients of a channel at about the same place. Each block is read from Redis once
-and framed once per wire format, however many clients catch up through it, and a client's backlog is sent a
-block at a time as it drains: what catching up costs the node is what live delivery costs, one shared frame
+and framed once per wire format (and deflated once, for the clients that negotiated compression: the Frames
+are shared), however many clients catch up through it, and a client's backlog is sent a block at a time as
+it drains: what catching up costs the node is what live delivery costs, one shared frame
 written per client. Complete blocks stay cached (least recently used first out, within a byte budget): the
 messages at a channel's sequence numbers never change while Redis keeps its history, and the node forgets
 them all when Redis may have lost it.

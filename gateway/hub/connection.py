@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ..core.outbound import Outbound, Verdict
 from ..core.protocol import Format, Resync, ServerMessage, encode
-from ..core.wsframe import OP_PONG, Frame, build
+from ..core.wsframe import OP_PONG, PRIVATE_LEVEL, Frame, build
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class Link(Protocol):
 
     writable: bool  # write now; False: frames wait in the connection's outbound until `Connection.flush`
     write_wire: Callable[[bytes], object] | None  # writes framed bytes to the socket (links the node writes itself)
+    deflate: int  # the framing `write_wire` takes: 0 plain, else deflated with this window (Frame.wire_for)
 
     def write(self, frame: Frame) -> None: ...
 
@@ -51,8 +52,8 @@ class Link(Protocol):
 class Connection:
     __slots__ = (
         "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
-        "close_code", "on_lag", "lags", "link", "fast", "frames_sent", "bytes_sent", "refused", "_drained",
-        "token_id",
+        "close_code", "on_lag", "lags", "link", "fast", "wire_kind", "frames_sent", "bytes_sent", "refused",
+        "_drained", "token_id",
     )  # fmt: skip
 
     def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
@@ -72,6 +73,7 @@ class Connection:
         # The hub's shortcut: the socket's write, while frames can go straight to it (the peer keeps up, nothing
         # waits in the outbound, no channel buffers for a snapshot, open); None sends the hub through `deliver`.
         self.fast: Callable[[bytes], object] | None = None
+        self.wire_kind = wire_kind(fmt, 0)  # which framing `fast` takes (see `wire_kind`), set with it
         self.frames_sent = 0
         self.bytes_sent = 0
         self.refused = 0  # replies in a row that did not fit within the bound
@@ -92,6 +94,7 @@ class Connection:
         link = self.link
         ok = link.writable and self.outbound.frames is None and not self.buffering and self.close_code is None
         self.fast = link.write_wire if ok else None
+        self.wire_kind = wire_kind(self.format, link.deflate)
 
     def paused(self) -> None:
         """The socket takes no more for now: frames wait in the outbound until `flush`."""
@@ -156,14 +159,15 @@ class Connection:
 
     def send_message(self, message: ServerMessage) -> None:
         """A message of the node's own for this connection alone (snapshot pages, resyncs): encoded for its
-        format, and not counted against the bound (their senders wait for the connection to drain)."""
-        self.push(Frame(encode(message, self.format), self.format == "json"), force=True)
+        format, and not counted against the bound (their senders wait for the connection to drain). Deflated, if
+        the connection compresses, at the fast level: this connection alone pays for it."""
+        self.push(Frame(encode(message, self.format), self.format == "json", PRIVATE_LEVEL), force=True)
 
     def reply(self, message: ServerMessage) -> None:
         """The answer to one of the client's own messages (a pong, an error). It counts against the bound like a
         live frame: a client that asks and never reads cannot make the node hold more than the bound. A reply that
         does not fit is dropped, and a client whose replies keep finding no room is closed as a slow consumer."""
-        self._reply(Frame(encode(message, self.format), self.format == "json"))
+        self._reply(Frame(encode(message, self.format), self.format == "json", PRIVATE_LEVEL))
 
     def reply_pong(self, payload: bytes) -> None:
         """The websocket pong to a client's ping: a reply like any other, within the same bound."""
@@ -252,6 +256,15 @@ class Connection:
         return None
 
 
+WIRE_KINDS = 32  # wire_kind() < this
+
+
+def wire_kind(fmt: Format, deflate: int) -> int:
+    """A small int naming the bytes a connection's socket takes for a shared message: its format (bit 0) and
+    its compression window (0 plain, else 9 to 15), so that the hub builds each kind once per message."""
+    return deflate << 1 | (fmt == "msgpack")
+
+
 class Held:
     """A channel's live frames held while its snapshot or replay goes out; a connection's held frames, all
     channels together, stay within its bound."""
@@ -269,6 +282,7 @@ class _Unlinked:
 
     writable = False
     write_wire: Callable[[bytes], object] | None = None
+    deflate = 0
 
     def write(self, frame: Frame) -> None:
         raise AssertionError("an unlinked connection writes nothing")

@@ -1,7 +1,8 @@
 """The node's fan-out: which local connections follow which channel, fed by one bus subscription.
 
 A channel's message arrives once from Redis and is written to every local subscriber as the same object:
-one decode of the envelope header, one frame per wire format, no per-subscriber encoding.
+one decode of the envelope header, one frame per wire format, no per-subscriber encoding; for subscribers
+that negotiated compression, one deflate per format (and window size), the same compressed bytes for all.
 
 Redis pub/sub drops messages silently (reconnects, output-buffer limits). A message whose sequence does not
 follow the last one delivered opens a repair: newer messages wait while the adapter fetches the missing
@@ -19,7 +20,7 @@ from ..core.envelope import Envelope
 from ..core.protocol import msgpack_to_json
 from ..core.sequence import Arrival, ChannelStream
 from ..core.wsframe import Frame
-from .connection import Connection
+from .connection import WIRE_KINDS, Connection
 
 log = logging.getLogger(__name__)
 
@@ -133,29 +134,24 @@ class Hub:
         if not subs:
             return
         started = time.perf_counter()
-        as_json = as_msgpack = None
-        json_wire = msgpack_wire = b""
-        direct = direct_bytes = 0
+        frames: list[Frame | None] = [None, None]  # the message in each format: JSON, MessagePack
+        wires: list[bytes | None] = [None] * WIRE_KINDS  # its framing for each kind of socket (wire_kind)
+        written = [0] * WIRE_KINDS
         for conn in tuple(subs):
-            if conn.format == "json":
-                if as_json is None:
-                    as_json = Frame(json if json is not None else msgpack_to_json(msgpack), text=True)
-                    json_wire = as_json.wire
-                frame, wire = as_json, json_wire
-            else:
-                if as_msgpack is None:
-                    as_msgpack = Frame(msgpack, text=False)
-                    msgpack_wire = as_msgpack.wire
-                frame, wire = as_msgpack, msgpack_wire
             write = conn.fast
             if write is not None:  # the common case: straight to the socket
+                kind = conn.wire_kind
+                wire = wires[kind]
+                if wire is None:
+                    wire = wires[kind] = _frame(frames, kind & 1, json, msgpack).wire_for(kind >> 1)
                 write(wire)
-                direct += 1
-                direct_bytes += len(frame)
+                written[kind] += 1
             else:
-                conn.deliver(channel, seq, frame)
-        self.frames_direct += direct
-        self.bytes_direct += direct_bytes
+                conn.deliver(channel, seq, _frame(frames, int(conn.format == "msgpack"), json, msgpack))
+        for kind, count in enumerate(written):
+            if count:
+                self.frames_direct += count
+                self.bytes_direct += count * len(frames[kind & 1] or b"")  # the messages' bytes, as connections count
         self.fanout_messages += 1
         self.fanout_seconds += time.perf_counter() - started
 
@@ -168,3 +164,14 @@ class Hub:
             self.resyncs += 1
             conn.resync(channel, reason)
             self.remove(conn, channel)
+
+
+def _frame(frames: list[Frame | None], msgpack_format: int, json: bytes | None, msgpack: bytes) -> Frame:
+    """A message's shared frame in a format (0 JSON, transcoded once when the bus carried none; 1 MessagePack)."""
+    frame = frames[msgpack_format]
+    if frame is None:
+        if msgpack_format:
+            frame = frames[1] = Frame(msgpack, text=False)
+        else:
+            frame = frames[0] = Frame(json if json is not None else msgpack_to_json(msgpack), text=True)
+    return frame

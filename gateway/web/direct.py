@@ -5,6 +5,11 @@ connection, may hand it over through `scope["extensions"]["gateway.direct"]`: th
 `DirectLink` as its protocol, and the ASGI coroutine, its task, its queue and the handshake's request end.
 What stays per connection is the link (a few slots), the uvloop transport and the hub's `Connection`.
 
+Compression (permessage-deflate) is negotiated in the handshake by gateway.web.deflate, which makes every
+compressed message independent of the connection: the link then writes each shared frame's compressed
+framing, built once per frame (gateway.core.wsframe), and inflates what the client compresses, each message
+on its own. Nothing about compression is kept per connection but the window size.
+
 The hub writes each shared, pre-framed message with one `transport.write`; a peer that stops reading makes
 the transport call `pause_writing`, and frames then wait in the connection's bounded outbound until
 `resume_writing`. Client messages are parsed as they arrive and handed to a callback: no coroutine waits
@@ -24,6 +29,7 @@ from websockets.http11 import Request
 
 from ..core.wsframe import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, Frame, FrameReader, ProtocolError
 from ..core.wsframe import build, close_frame, parse_close
+from .deflate import SharedDeflate, shared_window
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +45,24 @@ class DirectLink(asyncio.Protocol):
     """A handed-over websocket connection: writes shared frames, reads client messages, closes cleanly."""
 
     __slots__ = (
-        "transport", "writable", "write_wire", "reader", "on_message", "on_ping", "on_lost", "conn", "connections",
-        "closing", "failed", "ping_token", "drains", "_drains_at_ping", "_buffered_at_ping", "_abort",
+        "transport", "writable", "write_wire", "deflate", "reader", "on_message", "on_ping", "on_lost", "conn",
+        "connections", "closing", "close_code", "failed", "ping_token", "drains", "_drains_at_ping", "_buffered_at_ping",
+        "_abort",
     )  # fmt: skip
 
-    def __init__(self, transport: asyncio.Transport, max_size: int, connections: set[Any]) -> None:
+    def __init__(self, transport: asyncio.Transport, max_size: int, connections: set[Any], deflate: int = 0) -> None:
         self.transport = transport
         self.writable = not transport.is_closing()
         self.write_wire = transport.write
-        self.reader = FrameReader(max_size)
+        self.deflate = deflate  # permessage-deflate's window bits for what the node sends; 0: not negotiated
+        self.reader = FrameReader(max_size, inflate=bool(deflate))
         self.on_message: OnMessage = _ignore
         self.on_ping: OnPing = self._pong  # the app's session answers pings within its bounds
         self.on_lost: OnLost = _nothing
         self.conn: Writer = _NoWriter()  # the hub's connection: told when the socket pauses and resumes
         self.connections = connections  # uvicorn's: a graceful shutdown calls `shutdown` on each
         self.closing = False  # our close frame is sent (or the peer's came): no more messages either way
+        self.close_code: int | None = None  # the code of the close frame we sent (the log's close line reads it)
         self.failed = False  # the client broke the protocol: nothing it sends is read any more (RFC 6455 7.1.7)
         self.ping_token: bytes | None = None  # the keepalive ping the peer has not answered yet
         self.drains = 0  # times the socket took more after backing up: the peer reads, however slowly
@@ -64,7 +73,7 @@ class DirectLink(asyncio.Protocol):
     # -- the hub's side (gateway.hub.connection.Link)
 
     def write(self, frame: Frame) -> None:
-        self.transport.write(frame.wire)
+        self.transport.write(frame.deflated(self.deflate) if self.deflate else frame.wire)
 
     def wake(self) -> None:
         pass  # the transport calls resume_writing when it can take more
@@ -169,6 +178,7 @@ class DirectLink(asyncio.Protocol):
         self.conn.paused()
         if self.transport.is_closing():
             return False
+        self.close_code = code
         self.transport.write(close_frame(code, reason))
         return True
 
@@ -224,15 +234,26 @@ def _nothing() -> None:
 
 
 class DirectProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O websocket protocol with the `gateway.direct` extension (`--ws` takes this class)."""
+    """uvicorn's sans-I/O websocket protocol with the `gateway.direct` extension (`--ws` takes this class).
+
+    With `ws_per_message_deflate` (GATEWAY_COMPRESSION) it negotiates permessage-deflate as
+    gateway.web.deflate does, in place of uvicorn's settings (which keep a compression context per connection)."""
 
     adopted: DirectLink | None = None
+    deflate = 0  # the negotiated window bits (0: no compression)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn.available_extensions = [SharedDeflate()] if self.config.ws_per_message_deflate else []
 
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
         scope = getattr(self, "scope", None)  # absent when the handshake itself was refused
-        # Shared frames are plain frames: a connection that negotiated compression stays on ASGI.
-        if scope is not None and "Sec-WebSocket-Extensions" not in self.response.headers:
+        if scope is None:
+            return
+        window = shared_window(self.conn.extensions)
+        if window is not None:  # anything else negotiated stays on ASGI (none is, with SharedDeflate alone)
+            self.deflate = window
             scope["extensions"][EXTENSION] = self.adopt
 
     def adopt(self, on_message: OnMessage, on_lost: OnLost, conn: Writer, on_ping: OnPing | None = None) -> DirectLink:
@@ -240,7 +261,7 @@ class DirectProtocol(WebSocketsSansIOProtocol):
         `on_ping` answers the client's pings (default: a pong at once, outside any bound)."""
         if not self.handshake_complete or self.close_sent or self.disconnected:
             raise ClientDisconnected()
-        link = DirectLink(self.transport, self.config.ws_max_size, self.connections)
+        link = DirectLink(self.transport, self.config.ws_max_size, self.connections, self.deflate)
         link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
         if on_ping is not None:
             link.on_ping = on_ping

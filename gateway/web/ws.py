@@ -30,6 +30,22 @@ from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
+
+class _ClientTextNotUtf8(logging.Filter):
+    """uvicorn's sans-I/O websocket protocol (the ASGI fallback's, and ours before the hand-over) logs a client's
+    text message that is not UTF-8 as an ERROR with a traceback, then closes with 1007: the client's fault, told
+    here in one WARNING line (the node's own link closes with 1007 and logs nothing)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], UnicodeDecodeError) and str(record.msg).startswith("Invalid UTF-8"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg, record.args = "client sent a text message that is not UTF-8: closed with 1007", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger("uvicorn.error").addFilter(_ClientTextNotUtf8())
+
 CLOSE_TIMEOUT = 2.0
 MAX_DROPPED = 1000  # messages dropped by the rate limit before the connection is closed
 MAX_WAITING = 256  # requests queued behind a subscribe in flight
@@ -90,7 +106,7 @@ class ClientSession:
     database and Redis, so they run in a task, one at a time; requests that arrive meanwhile queue behind
     them, so a subscribe followed by an unsubscribe ends unsubscribed."""
 
-    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "expiry")
+    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "expiry", "opened")
 
     def __init__(self, conn: Connection, node: Node, settings: Settings, expires: float) -> None:
         self.conn = conn
@@ -102,6 +118,7 @@ class ClientSession:
         self.task: asyncio.Task[None] | None = None
         # A session ends with its token: the browser renews its cookie and connects again.
         self.expiry = asyncio.get_running_loop().call_later(max(0.0, expires - time.time()), conn.close, CLOSE_EXPIRED)
+        self.opened = time.monotonic()
 
     def on_message(self, data: str | bytes) -> None:
         conn = self.conn
@@ -181,6 +198,18 @@ class ClientSession:
         if self.task is not None:
             self.task.cancel()
         self.node.detach(self.conn)
+        _log_closed(self.conn, time.monotonic() - self.opened)
+
+
+def _log_closed(conn: Connection, duration: float) -> None:
+    """One line per websocket. The code is ours when we closed it; else the link's, if it keeps the one it
+    exchanged; None ("-" in text): the client left, or the network dropped it. Bytes: what went through the
+    connection's own writes (frames the hub wrote straight to the socket are counted node-wide only, in /metrics)."""
+    code = conn.close_code if conn.close_code is not None else getattr(conn.link, "close_code", None)
+    fields = {"event": "websocket_closed", "code": code, "duration_ms": round(duration * 1000, 1),
+              "bytes_sent": conn.bytes_sent, "frames_sent": conn.frames_sent, "user_id": conn.user_id}  # fmt: skip
+    log.info("websocket closed: code %s after %.1f s, %d bytes in %d frames (user %s)", "-" if code is None else code,
+             duration, conn.bytes_sent, conn.frames_sent, conn.user_id, extra={"fields": fields})  # fmt: skip
 
 
 def _failed(channel: str) -> Error:
@@ -192,6 +221,7 @@ class AsgiLink:
 
     writable = False  # every frame waits in the connection's outbound for the writer task
     write_wire: Callable[[bytes], object] | None = None
+    deflate = 0  # the ASGI server compresses, if it negotiated that
 
     def __init__(self, websocket: WebSocket) -> None:
         self.websocket = websocket

@@ -34,13 +34,16 @@ def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database
     done = run_quick("fanout", tmp_path)
     record = json.loads((tmp_path / "fanout.json").read_text())
     systems = record["systems"]
-    assert set(systems) == {"gateway", "floor", "node-ws", "socket.io", "python-socketio", "broadcaster"}
+    assert set(systems) == {
+        "gateway", "gateway-deflate", "floor", "node-ws", "node-ws-deflate", "socket.io", "python-socketio", "broadcaster",
+    }
     for name, figures in systems.items():
         assert all(key in figures for key in FIGURES), name
         assert figures["deltas"] > 0, f"{name} delivered nothing"
-    gateway = systems["gateway"]
-    assert gateway["correct"] and gateway["lost"] == 0 and gateway["stale"] == 0
-    assert gateway["checked"] == gateway["subscribers"]
+    for name in ("gateway", "gateway-deflate"):  # compressing subscribers end at the database's state too
+        gateway = systems[name]
+        assert gateway["correct"] and gateway["lost"] == 0 and gateway["stale"] == 0, name
+        assert gateway["checked"] == gateway["subscribers"], name
     assert (tmp_path / "fanout.png").stat().st_size > 10_000
     table = (tmp_path / "fanout.md").read_text()
     assert "| gateway |" in table and "×" in table  # every figure as a ratio to the best peer

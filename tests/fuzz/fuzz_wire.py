@@ -4,7 +4,8 @@
     python -m tests.fuzz.fuzz_wire -max_total_time=600        # or -runs=N; a corpus folder to keep findings
 
 What must hold for any input:
-- `FrameReader.feed` returns complete messages or raises `ProtocolError` with 1002 or 1009, nothing else;
+- `FrameReader.feed` returns complete messages or raises `ProtocolError` with 1002 or 1009, nothing else,
+  with permessage-deflate negotiated or not (a compressed message inflates within the limit, or fails);
   no message is over the size limit, no control payload over 125 bytes, and it never holds more than the
   limit (plus a header) in its buffer. Fed the same bytes in any chunks, it gives the same messages (or the
   same error): a message never depends on how TCP split it.
@@ -28,9 +29,9 @@ with atheris.instrument_imports():
 MAX_SIZE = 256  # small, so that the fuzzer reaches the size limit often
 
 
-def read(data: bytes, cuts: list[int]) -> tuple[list[tuple[int, bytes]], int | None]:
+def read(data: bytes, cuts: list[int], inflate: bool = False) -> tuple[list[tuple[int, bytes]], int | None]:
     """Feed `data` in chunks ending at `cuts`: the messages, and the close code of the error if any."""
-    reader = FrameReader(MAX_SIZE)
+    reader = FrameReader(MAX_SIZE, inflate)
     messages: list[tuple[int, bytes]] = []
     start = 0
     try:
@@ -45,12 +46,13 @@ def read(data: bytes, cuts: list[int]) -> tuple[list[tuple[int, bytes]], int | N
 
 
 def frames(fdp: atheris.FuzzedDataProvider) -> None:
+    inflate = fdp.ConsumeBool()
     data = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 2048))
     cuts = sorted({fdp.ConsumeIntInRange(0, len(data)) for _ in range(fdp.ConsumeIntInRange(0, 8))})
-    whole = read(data, [])
+    whole = read(data, [], inflate)
     for opcode, payload in whole[0]:
         assert len(payload) <= MAX_SIZE and (opcode not in (0x8, 0x9, 0xA) or len(payload) <= 125)
-    chunked = read(data, cuts)
+    chunked = read(data, cuts, inflate)
     # The same error, whatever the chunks; without one, the same messages. (With one, the connection closes:
     # what the chunks before the bad frame held may or may not have been handled, which no longer matters.)
     assert chunked[1] == whole[1], (data, cuts)

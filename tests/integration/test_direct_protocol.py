@@ -64,11 +64,10 @@ async def lost(app: EchoApp) -> int:
     return app.lost
 
 
-@pytest.fixture
-async def server() -> Any:
+async def serve(deflate: bool) -> Any:
     app = EchoApp()
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="none", ws=DirectProtocol, ws_per_message_deflate=False,
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="none", ws=DirectProtocol, ws_per_message_deflate=deflate,
                             log_level="warning", lifespan="on")
     srv = uvicorn.Server(config)
     task = asyncio.create_task(srv.serve())
@@ -77,6 +76,18 @@ async def server() -> Any:
     yield app, f"ws://127.0.0.1:{port}/", srv
     srv.should_exit = True
     await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+async def server() -> Any:
+    async for running in serve(deflate=False):
+        yield running
+
+
+@pytest.fixture
+async def deflating_server() -> Any:
+    async for running in serve(deflate=True):
+        yield running
 
 
 async def test_messages_flow_both_ways_in_order(server: Any) -> None:
@@ -92,6 +103,31 @@ async def test_messages_flow_both_ways_in_order(server: Any) -> None:
         big = "y" * 70_000  # a fragmented-by-size frame from the client, 64-bit length
         await ws.send(big)
         assert await asyncio.wait_for(ws.recv(), 5) == big.upper()
+
+
+async def test_a_compressing_client_is_adopted_and_speaks_compressed_both_ways(deflating_server: Any) -> None:
+    """Python websockets offers permessage-deflate by default: the link inflates its messages, whole or
+    fragmented, and writes compressed frames (deflated once, whoever reads them)."""
+    app, url, _ = deflating_server
+    async with websockets.connect(url) as ws:
+        assert ws.response.headers["Sec-WebSocket-Extensions"] == (
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+        await ws.send("a" * 5000)
+        assert await asyncio.wait_for(ws.recv(), 5) == "A" * 5000
+        link = app.conns[0].link
+        assert isinstance(link, DirectLink) and link.deflate == 15 and app.conns[0].wire_kind == 30
+        await ws.send(iter(["ab" * 1000, "cd" * 1000, "ef"]))  # compressed, in three frames
+        assert await asyncio.wait_for(ws.recv(), 5) == "AB" * 1000 + "CD" * 1000 + "EF"
+        await ws.send("small")  # under the threshold both ways: RSV1 is per message
+        assert await asyncio.wait_for(ws.recv(), 5) == "SMALL"
+
+
+async def test_without_compression_configured_none_is_negotiated(server: Any) -> None:
+    _, url, _ = server
+    async with websockets.connect(url) as ws:
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers
+        await ws.send("a" * 5000)
+        assert await asyncio.wait_for(ws.recv(), 5) == "A" * 5000
 
 
 async def test_fragmented_client_messages_are_joined(server: Any) -> None:

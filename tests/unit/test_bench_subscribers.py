@@ -6,11 +6,13 @@ import base64
 import json
 import math
 import time
+import zlib
 
 import pytest
 
 from bench import procstat
 from bench.subscribers import (
+    DEFLATE_OFFER,
     OP_BINARY,
     OP_CLOSE,
     OP_PING,
@@ -187,6 +189,53 @@ def test_frames_in_the_same_packet_as_the_101() -> None:
     proto.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: " + accept_key(key) + b"\r\n\r\n"
                         + server_frame(OP_TEXT, b"hello") + server_frame(OP_BINARY, b"\x00\x01"))
     assert rec.messages == [(OP_TEXT, b"hello"), (OP_BINARY, b"\x00\x01")]
+
+
+def deflating(extensions: bytes) -> tuple[WSClient, FakeTransport, Recorder]:
+    """A client whose 101 answered its permessage-deflate offer with `extensions`."""
+    rec = Recorder()
+    proto = WSClient(rec, request_head("h", 1, "/ws", [DEFLATE_OFFER]))
+    transport = FakeTransport()
+    proto.connection_made(transport)  # type: ignore[arg-type]
+    assert b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" in transport.written
+    key = bytes(transport.written).split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
+    proto.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: " + accept_key(key)
+                        + b"\r\nSec-WebSocket-Extensions: " + extensions + b"\r\n\r\n")
+    return proto, transport, rec
+
+
+def compressed_frame(opcode: int, payload: bytes, compressor: object = None, fin: bool = True) -> bytes:
+    c = compressor or zlib.compressobj(6, zlib.DEFLATED, -15)
+    data = (c.compress(payload) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]  # type: ignore[attr-defined]
+    frame = server_frame(opcode, data, fin=fin)
+    return bytes((frame[0] | 0x40,)) + frame[1:]
+
+
+def test_compressed_messages_are_inflated_each_alone_without_context_takeover() -> None:
+    proto, _, rec = deflating(b"permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+    big = b'{"jobs": [' + b'{"id": 1, "status": "running"}, ' * 100 + b"{}]}"
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    z = (c.compress(big) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+    first = server_frame(OP_TEXT, z[:20], fin=False)
+    fragmented = bytes((first[0] | 0x40,)) + first[1:] + server_frame(0x0, z[20:])  # RSV1 on the first frame only
+    data = compressed_frame(OP_TEXT, big) + server_frame(OP_TEXT, b"plain") + fragmented  # RSV1 is per message
+    for i in range(0, len(data), 9):
+        proto.data_received(data[i : i + 9])
+    assert rec.messages == [(OP_TEXT, big), (OP_TEXT, b"plain"), (OP_TEXT, big)]
+    assert rec.stats.bytes < len(big)  # what came off the socket, compressed (the 101 included)
+
+
+def test_compressed_messages_keep_one_context_when_the_server_takes_it_over() -> None:
+    proto, _, rec = deflating(b"permessage-deflate")  # Node ws's default: the server's context carries over
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    proto.data_received(compressed_frame(OP_TEXT, b"hello " * 50, compressor) + compressed_frame(OP_TEXT, b"hello " * 50, compressor))
+    assert rec.messages == [(OP_TEXT, b"hello " * 50)] * 2
+
+
+def test_rsv1_without_compression_negotiated_is_a_protocol_error() -> None:
+    proto, _, rec = opened()
+    proto.data_received(compressed_frame(OP_TEXT, b"x" * 100))
+    assert rec.events[-1] == ("closed", 1002) and rec.messages == []
 
 
 @pytest.mark.parametrize("size", [0, 125, 126, 300, 65535, 65536, 70000])

@@ -7,6 +7,7 @@ import json
 
 from gateway.core import envelope
 from gateway.core.protocol import Batch, encode_both, make_cursor
+from gateway.core.wsframe import Frame
 from gateway.hub.connection import Connection
 from gateway.hub.hub import Hub
 
@@ -43,6 +44,53 @@ def test_one_frame_object_goes_to_every_subscriber() -> None:
     hub.add(b, CHANNEL)
     hub.on_message(CHANNEL, packed(1))
     assert a.outbound.frames[0][0] is b.outbound.frames[0][0]
+
+
+class SocketLink:
+    """A link the hub writes straight to (`fast`), recording the bytes, like the node's own websocket link."""
+
+    writable = True
+
+    def __init__(self, deflate: int = 0) -> None:
+        self.deflate = deflate
+        self.written: list[bytes] = []
+        self.write_wire = self.written.append
+
+    def write(self, frame: Frame) -> None:
+        self.written.append(frame.wire_for(self.deflate))
+
+    def wake(self) -> None:
+        pass
+
+    def close(self, code: int, reason: str) -> None:
+        pass
+
+    def ping(self, wire: bytes, token: bytes) -> None:
+        pass
+
+
+def linked(fmt: str = "json", deflate: int = 0) -> tuple[Connection, SocketLink]:
+    link = SocketLink(deflate)
+    c = Connection(user_id=1, fmt=fmt, max_pending=1 << 20, link=link)  # type: ignore[arg-type]
+    c.refresh()
+    return c, link
+
+
+def test_compressing_subscribers_share_one_deflated_frame_beside_the_plain_one() -> None:
+    hub = Hub()
+    batch = Batch(channel=CHANNEL, seq=1, cursor=make_cursor(1, 1), jobs=[])
+    as_json, as_msgpack = encode_both(batch)
+    as_json = as_json[:-1] + b',"pad":"' + b"x" * 1000 + b'"}'  # big enough to be worth compressing
+    plain, deflating, deflating_too, small_window, msgpack_deflating = (
+        linked(), linked(deflate=15), linked(deflate=15), linked(deflate=10), linked("msgpack", 15))
+    for c, _ in (plain, deflating, deflating_too, small_window, msgpack_deflating):
+        hub.add(c, CHANNEL)
+    hub.on_message(CHANNEL, envelope.pack(1, 1, as_json, as_msgpack))
+    [p], [d1], [d2], [w], [m] = (link.written for _, link in (plain, deflating, deflating_too, small_window, msgpack_deflating))
+    assert p == Frame(as_json, text=True).wire and d1[0] == 0xC1 and d1 is d2 and len(d1) < len(p) / 4
+    assert w is not d1 and w[0] == 0xC1  # deflated again for its window (here to the same bytes)
+    assert m == Frame(as_msgpack, text=False).wire  # under the threshold: uncompressed, RSV1 clear
+    assert hub.frames_direct == 5 and hub.bytes_direct == 4 * len(as_json) + len(as_msgpack)
 
 
 def test_msgpack_subscribers_get_the_relays_msgpack_bytes() -> None:

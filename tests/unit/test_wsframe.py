@@ -1,20 +1,22 @@
-"""Websocket framing: shared frames are built once; client frames are unmasked, joined, and checked."""
+"""Websocket framing: shared frames are built once (plain and deflated); client frames are unmasked, joined,
+inflated and checked."""
 
 from __future__ import annotations
 
 import os
 import struct
+import zlib
 
 import pytest
 
-from gateway.core.wsframe import OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_TEXT, Frame, FrameReader, ProtocolError, build
-from gateway.core.wsframe import close_frame, parse_close, sendable_close_code
+from gateway.core.wsframe import DEFLATE_MIN, OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT, Frame, FrameReader
+from gateway.core.wsframe import ProtocolError, build, close_frame, deflate, parse_close, sendable_close_code
 
 
-def masked(opcode: int, payload: bytes, fin: bool = True) -> bytes:
+def masked(opcode: int, payload: bytes, fin: bool = True, rsv: int = 0) -> bytes:
     mask = os.urandom(4)
     n = len(payload)
-    head = bytes([(0x80 if fin else 0) | opcode])
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
     if n < 126:
         head += bytes([0x80 | n])
     elif n < 1 << 16:
@@ -109,3 +111,92 @@ def test_the_node_never_frames_a_reserved_close_code() -> None:
     with pytest.raises(AssertionError):
         close_frame(1005)
     assert parse_close(close_frame(1000, "é" * 100)[2:])[1] == "é" * 60  # cut to 120 bytes, still UTF-8
+
+
+# -- permessage-deflate
+
+JSON = b'{"type":"batch","channel":"trajectory:42","jobs":[' + b",".join(
+    b'{"id":%d,"status":"running","version":3,"kind":"analysis","name":"Radial Distribution Function"}' % i for i in range(40)
+) + b"]}"
+
+
+def parse_server_frame(wire: bytes) -> tuple[int, bool, bytes]:
+    """(opcode, rsv1, payload) of one unmasked frame."""
+    length, at = wire[1] & 0x7F, 2
+    if length == 126:
+        (length,), at = struct.unpack_from("!H", wire, 2), 4
+    elif length == 127:
+        (length,), at = struct.unpack_from("!Q", wire, 2), 10
+    assert len(wire) == at + length and wire[0] & 0x80
+    return wire[0] & 0x0F, bool(wire[0] & 0x40), wire[at:]
+
+
+def client_inflate(payload: bytes) -> bytes:
+    """What a client does with a compressed message (RFC 7692 7.2.2), with a fresh context."""
+    return zlib.decompressobj(-15).decompress(payload + b"\x00\x00\xff\xff")
+
+
+@pytest.mark.parametrize("text", [True, False])
+def test_a_deflated_frame_has_rsv1_and_inflates_to_the_message(text: bool) -> None:
+    frame = Frame(JSON, text=text)
+    opcode, rsv1, payload = parse_server_frame(frame.deflated(15))
+    assert opcode == (OP_TEXT if text else OP_BINARY) and rsv1
+    assert client_inflate(payload) == JSON and len(payload) < len(JSON) / 4
+
+
+def test_a_frame_is_deflated_once_per_window_and_the_same_bytes_serve_everyone() -> None:
+    frame = Frame(JSON, text=True)
+    wire = frame.deflated(15)
+    assert frame.deflated(15) is wire and frame.wire_for(15) is wire
+    small_window = frame.deflated(9)
+    assert small_window is not wire and client_inflate(parse_server_frame(small_window)[2]) == JSON
+    assert frame.wire_for(0) is frame.wire and not frame.wire[0] & 0x40
+
+
+def test_a_message_compresses_to_the_same_bytes_wherever_it_was_compressed() -> None:
+    """server_no_context_takeover: nothing of one message's compression depends on what came before."""
+    assert Frame(JSON, text=True).deflated(15) == Frame(JSON, text=True).deflated(15) == Frame(JSON, True).wire_for(15)
+    assert deflate(JSON) == deflate(JSON)
+
+
+def test_small_messages_and_control_frames_go_uncompressed() -> None:
+    small = Frame(b"x" * (DEFLATE_MIN - 1), text=True)
+    assert small.deflated(15) is small.wire
+    pong = Frame.control(build(OP_PONG, b"p" * 125))
+    assert pong.deflated(15) is pong.wire
+    assert Frame(b"x" * DEFLATE_MIN, text=True).deflated(15)[0] == 0xC1  # FIN, RSV1, text
+
+
+def test_compressed_client_messages_are_inflated_whole_or_fragmented() -> None:
+    reader = FrameReader(max_size=1 << 16, inflate=True)
+    z = deflate(JSON)
+    data = masked(OP_TEXT, z, rsv=0x40) + masked(OP_TEXT, b"plain")  # RSV1 is per message
+    data += masked(OP_BINARY, z[:10], fin=False, rsv=0x40) + masked(OP_PING, b"p") + masked(OP_CONT, z[10:])
+    data += masked(OP_TEXT, deflate(b""), rsv=0x40)
+    out = []
+    for i in range(0, len(data), 5):  # split anywhere
+        out += reader.feed(data[i : i + 5])
+    assert out == [(OP_TEXT, JSON), (OP_TEXT, b"plain"), (OP_PING, b"p"), (OP_BINARY, JSON), (OP_TEXT, b"")]
+
+
+@pytest.mark.parametrize(
+    ("data", "inflate", "code"),
+    [
+        (masked(OP_TEXT, deflate(b"hi"), rsv=0x40), False, 1002),  # RSV1 without compression negotiated
+        (masked(OP_TEXT, b"a", fin=False, rsv=0x40) + masked(OP_CONT, b"b", rsv=0x40), True, 1002),  # on a continuation
+        (masked(OP_PING, b"p", rsv=0x40), True, 1002),  # on a control frame
+        (masked(OP_TEXT, b"x", rsv=0x20), True, 1002),  # RSV2 means nothing here
+        (masked(OP_TEXT, b"\xff\xff\xff\xff", rsv=0x40), True, 1002),  # not DEFLATE data
+        (masked(OP_TEXT, deflate(b"\0" * 1_000_000), rsv=0x40), True, 1009),  # a bomb: 1 MB from about 1 KB
+        (masked(OP_TEXT, deflate(b"x" * 101), rsv=0x40), True, 1009),  # just over the bound once inflated
+    ],
+    ids=["rsv1-not-negotiated", "rsv1-continuation", "rsv1-control", "rsv2", "not-deflate", "bomb", "one-over"],
+)
+def test_bad_compressed_frames_are_refused_with_the_right_close_code(data: bytes, inflate: bool, code: int) -> None:
+    with pytest.raises(ProtocolError) as info:
+        FrameReader(max_size=100, inflate=inflate).feed(data)
+    assert info.value.code == code
+
+
+def test_a_compressed_message_of_exactly_the_bound_is_taken() -> None:
+    assert FrameReader(max_size=100, inflate=True).feed(masked(OP_TEXT, deflate(b"x" * 100), rsv=0x40)) == [(OP_TEXT, b"x" * 100)]

@@ -1,6 +1,6 @@
-// Shared `--port P --redis URL` parsing for the Node peers (kept tiny on purpose).
+// Shared `--port P --redis URL [--deflate 1]` parsing for the Node peers (kept tiny on purpose).
 function parseArgs(argv = process.argv.slice(2)) {
-  const opts = { port: 0, redis: "redis://127.0.0.1:6379" };
+  const opts = { port: 0, redis: "redis://127.0.0.1:6379", deflate: "0" };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
     if (!(key in opts) || argv[i + 1] === undefined) {

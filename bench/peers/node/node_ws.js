@@ -1,23 +1,29 @@
 /**
  * Plain Node.js `ws` peer: what a Node team writes for "websocket fan-out from Redis".
  *
- * One WebSocketServer (no compression) on /ws?channels=team:3,trajectory:17, one
- * node-redis connection doing PSUBSCRIBE bench:*, and for each Redis message a loop
- * over that channel's clients calling client.send(payload): the payload is forwarded
- * verbatim as one text frame.
+ * One WebSocketServer on /ws?channels=team:3,trajectory:17, one node-redis connection
+ * doing PSUBSCRIBE bench:*, and for each Redis message a loop over that channel's
+ * clients calling client.send(payload): the payload is forwarded verbatim as one text
+ * frame.
  *
- *   node bench/peers/node/node_ws.js --port 8102 --redis redis://127.0.0.1:6379
+ * No compression by default. With `--deflate 1`, permessage-deflate as ws ships it
+ * (`perMessageDeflate: true`: a compression context kept per connection, each message
+ * deflated for each client), except its threshold: ws compresses nothing under 1 KB by
+ * default, and the tap's messages are about 350 bytes, so it is the gateway's (256).
+ *
+ *   node bench/peers/node/node_ws.js --port 8102 --redis redis://127.0.0.1:6379 [--deflate 1]
  */
 const http = require("http");
 const { WebSocketServer, WebSocket } = require("ws");
 const { createClient } = require("redis");
 const { parseArgs } = require("./args");
 
-const { port, redis: redisUrl } = parseArgs();
+const { port, redis: redisUrl, deflate } = parseArgs();
 const rooms = new Map(); // "bench:team:3" -> Set<WebSocket>
 
 const server = http.createServer((req, res) => res.writeHead(404).end());
-const wss = new WebSocketServer({ server, path: "/ws", perMessageDeflate: false });
+const perMessageDeflate = deflate === "1" ? { threshold: 256 } : false;
+const wss = new WebSocketServer({ server, path: "/ws", perMessageDeflate });
 
 wss.on("connection", (ws, req) => {
   const query = new URL(req.url, "http://localhost").searchParams;
