@@ -3,11 +3,16 @@
 
 export const BUCKET_OF = { queued: "queued", retrying: "queued", holding: "queued", running: "running", completed: "done", failed: "failed", preempted: "failed" };
 const TRANSFERS = new Set(["trajectory_transfer", "analysis_transfer", "storage_transfer"]);
-const COLOURS = { running: "blue", queued: "amber", retrying: "amber", holding: "amber", completed: "green", failed: "red", preempted: "red", neutral: "neutral", empty: "neutral" };
+// How each status is shown, a job's or a group's: [word, colour]. Colour is never the only signal.
+const SHOWN = {
+  queued: ["queued", "amber"], retrying: ["retrying", "amber"], running: ["running", "blue"],
+  completed: ["completed", "green"], failed: ["failed", "red"], holding: ["holding", "amber"],
+  preempted: ["preempted", "red"], neutral: ["partly failed", "neutral"], empty: ["", "neutral"],
+};
 
 export function buckets(counts) {
   const out = { queued: 0, running: 0, done: 0, failed: 0 };
-  for (const [status, n] of Object.entries(counts)) out[BUCKET_OF[status]] += n;
+  for (const [status, n] of Object.entries(counts)) if (BUCKET_OF[status]) out[BUCKET_OF[status]] += n;
   return out;
 }
 
@@ -21,7 +26,10 @@ export function groupStatus(counts) {
   return "neutral";
 }
 
-export const colour = (status) => COLOURS[status] || "neutral";
+export const colour = (status) => (SHOWN[status] ? SHOWN[status][1] : "neutral");
+
+/** The word next to the colour; a status no table knows yet (a later migration's) shows as itself. */
+export const word = (status) => (SHOWN[status] ? SHOWN[status][0] : String(status ?? ""));
 
 export function ringLabel(counts) {
   const b = buckets(counts);

@@ -1,11 +1,17 @@
 // A trajectory's jobs as Frame > Job rows, virtualized: only the rows in view are in the DOM (at most a few
 // hundred, whatever the size of the trajectory). Group colours come from the server.
-import { colour, groupLabel } from "./rules.js";
-import { ago, esc, took } from "./ui.js";
+//
+// Rows are keyed and updated in place (their text, colour and attributes), never redrawn wholesale, and while the
+// tree is held (the pointer over it, a menu open ...) its rows keep their places: new jobs wait, announced.
+// Keyboard: one row is in the tab order; arrows move, Enter or Space opens a group, the context-menu key (or
+// Shift+F10) opens the trajectory's actions.
+import { colour, groupLabel, word } from "./rules.js";
+import { ago, isMenuKey, placeChildren, setAttr, setText, took } from "./ui.js";
+import { newsText } from "./order.js";
 
 const ROW = 34; // px, every row (a failed job's error sits under its name)
-const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", neutral: "•" };
-const WORD = { running: "running", queued: "queued", retrying: "retrying", completed: "done", failed: "failed", neutral: "partly failed", empty: "" };
+export const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", neutral: "•" }; // colour is never the only signal
+const RETRYABLE = new Set(["failed", "preempted"]); // counted as Failed: Retry Failed Frames takes both
 
 function order(key) {
   if (key.startsWith("frame:")) return [0, Number(key.slice(6))];
@@ -13,113 +19,248 @@ function order(key) {
 }
 
 export class JobTree {
-  constructor(container, live, onRetry, { filter = null, onTaskMenu = null } = {}) {
+  /**
+   * options: label (the tree's name), filter (only these jobs: a submission's tasks), held() (keep rows in place),
+   * onGroupMenu(anchor, x, y) (the trajectory's actions), onJobMenu(job, anchor, x, y) (a task's actions),
+   * onRetry(job, anchor) (Retry Failed Frames of its analysis), runLabel(job) (tells same-named jobs apart).
+   */
+  constructor(container, live, options = {}) {
     this.el = container;
     this.live = live;
-    this.onRetry = onRetry;
-    this.filter = filter; // only these jobs (a submission's tasks), when set
-    this.onTaskMenu = onTaskMenu;
+    this.o = { label: "Jobs", role: "tree", filter: null, held: () => false, onGroupMenu: null, onJobMenu: null, onRetry: null, runLabel: () => "", ...options };
     this.state = null;
     this.expanded = new Set();
     this.collapsed = new Set();
     this.rows = [];
     this.rowsVersion = -1;
+    this.kept = false; // the rows shown are held in place: flatten again once no longer held
+    this.waiting = 0;
+    this.elements = new Map(); // row key -> its element, for the rows in view
+    this.focusKey = null;
     this.el.classList.add("tree");
-    this.el.setAttribute("role", "tree");
-    this.el.innerHTML = `<div class="spacer"></div><div class="rows"></div>`;
-    this.spacer = this.el.firstChild;
-    this.list = this.el.lastChild;
-    this.el.addEventListener("scroll", () => this.render(true));
-    this.el.addEventListener("click", (e) => this._click(e));
-    this.el.addEventListener("contextmenu", (e) => {
-      const row = e.target.closest("[data-job]");
-      if (!row || !this.onTaskMenu) return;
+    this.el.innerHTML = `<div class="tree-bar"><span class="tree-caption quiet small">Frames and jobs</span><button class="news" type="button" hidden></button></div>
+      <div class="tree-scroll" role="tree"><div class="spacer"></div><div class="rows"></div></div>`;
+    this.news = this.el.querySelector(".news");
+    this.scroller = this.el.querySelector(".tree-scroll");
+    this.scroller.setAttribute("aria-label", this.o.label);
+    this.scroller.setAttribute("role", this.o.role); // a group when it sits under a trajectory's row of a tree
+    this.spacer = this.scroller.firstChild;
+    this.list = this.scroller.lastChild;
+    this.news.addEventListener("click", () => { this.kept = false; this._flatten(false); this.render(true); });
+    this.scroller.addEventListener("scroll", () => this.render(true));
+    this.scroller.addEventListener("click", (e) => this._click(e));
+    this.scroller.addEventListener("contextmenu", (e) => {
+      const row = e.target.closest("[data-key]");
+      if (!row) return;
       e.preventDefault();
-      this.onTaskMenu(Number(row.dataset.job), e.clientX, e.clientY);
+      this._menu(row, e.clientX, e.clientY);
     });
-    this.el.addEventListener("keydown", (e) => {
-      if ((e.key === "Enter" || e.key === " ") && e.target.dataset.group) { e.preventDefault(); this._toggle(e.target.dataset.group); }
-    });
+    this.scroller.addEventListener("keydown", (e) => this._key(e));
+    this.scroller.addEventListener("focusin", (e) => { const row = e.target.closest("[data-key]"); if (row) this.focusKey = row.dataset.key; });
   }
 
-  show(state) { this.state = state; this.rowsVersion = -1; this.el.scrollTop = 0; this.render(true); }
+  show(state) { this.state = state; this.rowsVersion = -1; this.kept = false; this.scroller.scrollTop = 0; this.render(true); }
 
-  _isOpen(group, count) {
+  _isOpen(group) {
     if (this.collapsed.has(group.key)) return false;
-    return this.expanded.has(group.key) || group.open || count <= 60;
+    return this.expanded.has(group.key) || group.open; // only groups holding storage transfers open by themselves
   }
 
-  _toggle(key) {
+  _toggle(key, open = null) {
     const group = this.state.groups.get(key);
     if (!group) return;
-    if (this._isOpen(group, this.state.groups.size)) { this.collapsed.add(key); this.expanded.delete(key); }
-    else { this.expanded.add(key); this.collapsed.delete(key); }
-    this.rowsVersion = -1;
+    const now = open === null ? !this._isOpen(group) : open;
+    if (now === this._isOpen(group)) return;
+    if (now) { this.expanded.add(key); this.collapsed.delete(key); } else { this.collapsed.add(key); this.expanded.delete(key); }
+    this._flatten(false); // the person's own doing: the rows below move, as they expect
     this.render(true);
   }
 
   _click(e) {
+    const row = e.target.closest("[data-key]");
+    if (!row) return;
+    this.focusKey = row.dataset.key;
     const retry = e.target.closest("[data-retry]");
-    if (retry) { this.onRetry(Number(retry.dataset.retry)); return; }
-    const row = e.target.closest("[data-group]");
-    if (row) this._toggle(row.dataset.group);
+    if (retry) { const job = this.state.jobs.get(Number(row.dataset.job)); if (job && this.o.onRetry) this.o.onRetry(job, row); return; }
+    const button = e.target.closest(".menu-button");
+    if (button) { const r = button.getBoundingClientRect(); this._menu(row, r.left, r.bottom); return; }
+    if (row.dataset.group) this._toggle(row.dataset.group);
   }
 
-  _flatten() {
+  _menu(row, x, y) {
+    if (row.dataset.group) { if (this.o.onGroupMenu) this.o.onGroupMenu(row, x, y); return; }
+    const job = this.state.jobs.get(Number(row.dataset.job)) || (this.rows.find((r) => r.key === row.dataset.key) || {}).job;
+    if (job && this.o.onJobMenu) this.o.onJobMenu(job, row, x, y);
+  }
+
+  _key(e) {
+    const row = e.target.closest("[data-key]");
+    if (!row || e.target.closest("button")) return;
+    const i = this.rows.findIndex((r) => r.key === row.dataset.key);
+    const move = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: this.rows.length - 1 }[e.key];
+    if (move !== undefined) { e.preventDefault(); this.focusRow(Math.max(0, Math.min(this.rows.length - 1, move))); return; }
+    const r = this.rows[i];
+    if (!r) return;
+    if (r.group && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this._toggle(r.group.key); }
+    else if (r.group && e.key === "ArrowRight") { e.preventDefault(); this._toggle(r.group.key, true); }
+    else if (r.group && e.key === "ArrowLeft") { e.preventDefault(); this._toggle(r.group.key, false); }
+    else if (r.job && e.key === "ArrowLeft") {
+      e.preventDefault();
+      let g = i; while (g > 0 && !this.rows[g].group) g--;
+      this.focusRow(g);
+    } else if (isMenuKey(e)) {
+      e.preventDefault();
+      const rect = row.getBoundingClientRect();
+      this._menu(row, rect.left + 40, rect.bottom);
+    }
+  }
+
+  /** Move keyboard focus to row `i`, scrolling it into view. */
+  focusRow(i) {
+    const r = this.rows[i];
+    if (!r) return;
+    this.focusKey = r.key;
+    const top = i * ROW, height = this.scroller.clientHeight;
+    if (top < this.scroller.scrollTop) this.scroller.scrollTop = top;
+    else if (top + ROW > this.scroller.scrollTop + height) this.scroller.scrollTop = top + ROW - height;
+    this.render(true);
+    const el = this.elements.get(r.key);
+    if (el) el.focus();
+  }
+
+  focusFirst() { if (this.rows.length) this.focusRow(Math.max(0, this.rows.findIndex((r) => r.key === this.focusKey))); }
+
+  _fresh() {
     const s = this.state;
     const rows = [];
     const keys = [...s.groups.keys()].sort((a, b) => { const x = order(a), y = order(b); return x[0] - y[0] || x[1] - y[1]; });
     for (const key of keys) {
       const group = s.groups.get(key);
       let jobs = [...(s.byGroup.get(key) || new Map()).values()];
-      if (this.filter) { jobs = jobs.filter(this.filter); if (!jobs.length) continue; }
-      const open = this._isOpen(group, keys.length);
-      rows.push({ group, open });
+      if (this.o.filter) { jobs = jobs.filter(this.o.filter); if (!jobs.length) continue; }
+      const open = this._isOpen(group);
+      rows.push({ key: `g:${key}`, group, open });
       if (!open) continue;
       jobs.sort((a, b) => a.name.localeCompare(b.name) || a.id - b.id);
-      for (const job of jobs) rows.push({ job });
+      const names = new Map();
+      for (const job of jobs) names.set(job.name, (names.get(job.name) || 0) + 1);
+      for (const job of jobs) rows.push({ key: `j:${job.id}`, job, same: names.get(job.name) > 1 });
     }
-    this.rows = rows;
-    this.rowsVersion = s.version;
+    return rows;
   }
 
-  /** Draw the rows in view; `force` after scrolling or toggling, else only when the data moved. */
+  /** The rows to show: the latest, or (held) the ones shown, each with its latest data, the new ones waiting. */
+  _flatten(held) {
+    const fresh = this._fresh();
+    this.rowsVersion = this.state.version;
+    if (!held || !this.rows.length) { this.rows = fresh; this.kept = false; this.waiting = 0; return; }
+    const latest = new Map(fresh.map((r) => [r.key, r]));
+    const s = this.state;
+    this.rows = this.rows.map((r) => {
+      if (latest.has(r.key)) return latest.get(r.key);
+      if (r.group) { const g = s.groups.get(r.group.key); return g ? { ...r, group: g } : { ...r, gone: true }; }
+      const job = s.jobs.get(r.job.id);
+      return job ? { ...r, job } : { ...r, gone: true };
+    });
+    const shown = new Set(this.rows.map((r) => r.key));
+    this.waiting = fresh.reduce((n, r) => n + (shown.has(r.key) ? 0 : 1), 0);
+    this.kept = true;
+  }
+
+  /** Draw the rows in view: after scrolling or toggling (`force`), when the data moved, or to catch up. */
   render(force = false) {
     if (!this.state) return;
-    if (this.rowsVersion !== this.state.version) { this._flatten(); force = true; }
-    if (!force) return;
+    const held = this.o.held();
+    if (this.rowsVersion !== this.state.version || (this.kept && !held)) { this._flatten(held); force = true; }
+    this.news.hidden = !this.waiting;
+    setText(this.news, newsText(this.waiting));
+    // Every call patches the rows in view (ages move with the clock); only what changed is touched.
     const now = this.live.now();
     this.spacer.style.height = `${this.rows.length * ROW}px`;
-    const height = this.el.clientHeight || 480;
-    const first = Math.max(0, Math.floor(this.el.scrollTop / ROW) - 10);
+    const height = this.scroller.clientHeight || 480;
+    const first = Math.max(0, Math.floor(this.scroller.scrollTop / ROW) - 10);
     const last = Math.min(this.rows.length, first + Math.ceil(height / ROW) + 20);
     this.list.style.transform = `translateY(${first * ROW}px)`;
-    const html = [];
-    for (let i = first; i < last; i++) html.push(this._row(this.rows[i], now));
-    const focused = this.list.contains(document.activeElement) ? document.activeElement.dataset.group : undefined;
-    this.list.innerHTML = html.join("") || `<div class="empty quiet">${this.state.ready ? "No jobs" : "Loading…"}</div>`;
-    if (focused !== undefined) {
-      const again = this.list.querySelector(`[data-group="${CSS.escape(focused)}"]`);
-      if (again) again.focus(); // a redraw keeps keyboard focus where it was
+    const keep = new Map();
+    const nodes = [];
+    if (!this.rows.length) {
+      const empty = this.elements.get("empty") || Object.assign(document.createElement("div"), { className: "empty quiet" });
+      setText(empty, this.state.ready ? "No jobs" : "Loading…");
+      keep.set("empty", empty);
+      nodes.push(empty);
     }
+    const focusAt = this.rows.findIndex((r) => r.key === this.focusKey);
+    const tabKey = focusAt >= first && focusAt < last ? this.focusKey : this.rows.length ? this.rows[first].key : null;
+    for (let i = first; i < last; i++) {
+      const r = this.rows[i];
+      const kind = r.group ? "group" : "job";
+      let el = this.elements.get(r.key);
+      if (!el || el.dataset.kind !== kind) el = kind === "group" ? this._groupRow() : this._jobRow();
+      if (kind === "group") this._fillGroup(el, r); else this._fillJob(el, r, now);
+      el.dataset.key = r.key;
+      el.tabIndex = r.key === tabKey ? 0 : -1;
+      keep.set(r.key, el);
+      nodes.push(el);
+    }
+    this.elements = keep;
+    placeChildren(this.list, nodes);
   }
 
-  _row(r, now) {
-    if (r.group) {
-      const g = r.group, c = colour(g.status);
-      const label = g.key.startsWith("frame:") && g.timestep !== null ? `${esc(g.label)} <span class="quiet">t = ${g.timestep} ps</span>` : esc(groupLabel(g.key, g.total));
-      return `<div class="row group ${c}" role="treeitem" aria-expanded="${r.open}" tabindex="0" data-group="${esc(g.key)}">
-        <span class="twisty">${r.open ? "▾" : "▸"}</span><span class="icon" aria-hidden="true">${ICON[c]}</span>
-        <span class="label">${label}</span><span class="status">${WORD[g.status] || ""}</span>
-        <span class="count">${g.counts.completed}/${g.total}</span></div>`;
-    }
+  _groupRow() {
+    const el = document.createElement("div");
+    el.dataset.kind = "group";
+    el.setAttribute("role", "treeitem");
+    el.setAttribute("aria-level", "1");
+    el.innerHTML = `<span class="twisty" aria-hidden="true"></span><span class="icon" aria-hidden="true"></span>
+      <span class="label"></span><span class="ts quiet"></span><span class="status"></span><span class="count"></span>
+      <button class="menu-button" type="button" tabindex="-1" aria-haspopup="menu">⋯</button>`;
+    return el;
+  }
+
+  _fillGroup(el, r) {
+    const g = r.group, c = colour(g.status);
+    const label = g.key.startsWith("frame:") ? g.label : groupLabel(g.key, g.total);
+    const [twisty, icon, name, ts, status, count, button] = el.children;
+    el.className = `row group ${c}${r.gone ? " gone" : ""}`;
+    el.dataset.group = g.key;
+    setAttr(el, "aria-expanded", String(r.open));
+    setText(twisty, r.open ? "▾" : "▸");
+    setText(icon, ICON[c]);
+    setText(name, label);
+    setText(ts, g.key.startsWith("frame:") && g.timestep !== null ? `t = ${g.timestep} ps` : "");
+    setText(status, word(g.status));
+    setText(count, `${g.counts.completed}/${g.total}`);
+    setAttr(button, "aria-label", `Trajectory actions (${label})`);
+  }
+
+  _jobRow() {
+    const el = document.createElement("div");
+    el.dataset.kind = "job";
+    el.setAttribute("role", "treeitem");
+    el.setAttribute("aria-level", "2");
+    el.innerHTML = `<span class="icon" aria-hidden="true"></span><span class="name-col"><span class="name-line"><span class="label"></span>
+      <span class="run quiet"></span></span><span class="error"></span></span><span class="status"></span><span class="quiet when"></span>
+      <span class="quiet took"></span><button class="retry" type="button" tabindex="-1" data-retry hidden>Retry</button>`;
+    return el;
+  }
+
+  _fillJob(el, r, now) {
     const j = r.job, c = colour(j.status);
-    const retry = j.status === "failed" && j.kind === "analysis" && j.analysis_id
-      ? `<button class="retry" data-retry="${j.analysis_id}" aria-label="Retry failed frames of ${esc(j.name)}">Retry</button>` : "";
-    const error = j.error ? `<span class="error" title="${esc(j.error)}">${esc(j.error)}</span>` : "";
-    return `<div class="row job ${c}" role="treeitem" data-job="${j.id}">
-      <span class="icon" aria-hidden="true">${ICON[c]}</span><span class="name-col"><span class="label">${esc(j.name)}</span>${error}</span>
-      <span class="status">${WORD[j.status]}</span><span class="quiet when" data-at="${esc(j.updated_at)}">${ago(j.updated_at, now)}</span>
-      <span class="quiet">${took(j)}</span>${retry}</div>`;
+    const [icon, nameCol, status, when, tookEl, retry] = el.children;
+    const [line, error] = nameCol.children;
+    const [label, run] = line.children;
+    el.className = `row job ${c}${r.gone ? " gone" : ""}`;
+    el.dataset.job = j.id;
+    setText(icon, ICON[c]);
+    setText(label, j.name);
+    setText(run, r.same ? this.o.runLabel(j) : "");
+    setText(error, j.error || "");
+    setAttr(error, "title", j.error || null);
+    setText(status, word(j.status));
+    setText(when, ago(j.updated_at, now));
+    setText(tookEl, took(j));
+    const retryable = RETRYABLE.has(j.status) && j.kind === "analysis" && j.analysis_id !== null && Boolean(this.o.onRetry);
+    retry.hidden = !retryable;
+    setAttr(retry, "aria-label", retryable ? `Retry failed frames of ${j.name}` : null);
   }
 }

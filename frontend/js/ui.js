@@ -1,4 +1,4 @@
-// Small pieces the views share: escaping, times, toasts, the context menu.
+// Small pieces the views share: escaping, times, toasts, the context menu, dialogs, and acting with a busy state.
 
 export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
@@ -20,50 +20,224 @@ export function took(job) {
   return `took ${Math.floor(s / 60)}m ${Math.round(s % 60)}s`;
 }
 
-export function toast(text, level = "success") {
-  const el = document.createElement("div");
-  el.className = `toast ${level}`;
-  el.setAttribute("role", level === "warning" ? "alert" : "status");
-  el.textContent = text;
-  document.getElementById("toasts").append(el);
-  setTimeout(() => el.remove(), 6000);
+/** A moment as a person reads it: the time of day, with the date when it is not today. */
+export function clock(iso, now = Date.now()) {
+  if (!iso) return "";
+  const at = new Date(iso);
+  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
+  return at.toDateString() === new Date(now).toDateString() ? time : `${at.toLocaleDateString()} ${time}`;
 }
 
+/** Set an element's text only when it changed: nothing under the pointer is replaced. */
+export function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
+export function setAttr(el, name, value) {
+  if (value === null || value === undefined || value === false) { if (el.hasAttribute(name)) el.removeAttribute(name); return; }
+  const v = value === true ? "" : String(value);
+  if (el.getAttribute(name) !== v) el.setAttribute(name, v);
+}
+
+/** Keep `parent`'s children exactly `nodes`, in order, moving only the ones out of place (a hovered or focused
+ * node that stays is never taken out of the document). */
+export function placeChildren(parent, nodes) {
+  let at = parent.firstChild;
+  for (const node of nodes) {
+    if (node === at) { at = at.nextSibling; continue; }
+    parent.insertBefore(node, at);
+  }
+  while (at) { const next = at.nextSibling; parent.removeChild(at); at = next; }
+}
+
+// -- toasts: one place under the page, in the layout's flow, so they never cover a control
+
+const TOASTS_KEPT = 4;
+const TOAST_TIME = { success: 6000, info: 6000, warning: 12000, error: 12000 };
+
+export function toast(text, level = "success") {
+  const box = document.getElementById("toasts");
+  const el = document.createElement("div");
+  el.className = `toast ${level}`;
+  el.setAttribute("role", level === "warning" || level === "error" ? "alert" : "status");
+  const words = document.createElement("span");
+  words.textContent = text;
+  const close = document.createElement("button");
+  close.className = "toast-close";
+  close.setAttribute("aria-label", "Dismiss");
+  close.textContent = "×";
+  close.addEventListener("click", () => el.remove());
+  el.append(words, close);
+  box.append(el);
+  while (box.children.length > TOASTS_KEPT) box.firstElementChild.remove();
+  if (level !== "busy") setTimeout(() => el.remove(), TOAST_TIME[level] || 6000);
+  return el;
+}
+
+/** What an action's answer says, styled by what really happened (the gateway decides: `level`). */
+export function showResult(ok, body) {
+  if (!ok) return toast(body && body.message ? body.message : "Something went wrong", "error");
+  return toast(body.message || "Done", body.level || "success");
+}
+
+let busyCount = 0;
+
+/** Run an action's request with a busy state: a toast that says what it waits for (a cluster may take up to
+ * its confirmation timeout), `aria-busy` on what it acts on, then the result's toast in its place. */
+export async function acting(what, request, target = null) {
+  const pending = toast(`${what}: waiting for the clusters to confirm…`, "busy");
+  pending.setAttribute("aria-busy", "true");
+  busyCount++;
+  document.body.dataset.busy = String(busyCount);
+  if (target) target.setAttribute("aria-busy", "true");
+  try {
+    const { ok, body } = await request();
+    showResult(ok, body);
+    return { ok, body };
+  } catch {
+    showResult(false, { message: "The gateway could not be reached" });
+    return { ok: false, body: {} };
+  } finally {
+    pending.remove();
+    busyCount--;
+    document.body.dataset.busy = String(busyCount);
+    if (target) target.removeAttribute("aria-busy");
+  }
+}
+
+export async function send(path, { method = "POST", body = undefined } = {}) {
+  const init = { method };
+  if (body !== undefined) { init.headers = { "content-type": "application/json" }; init.body = JSON.stringify(body); }
+  const response = await fetch(path, init);
+  const answer = await response.json().catch(() => ({}));
+  return { ok: response.ok, body: answer };
+}
+
+export const post = (path) => send(path);
+
+// -- focus: back where it came from
+
+/** Where focus goes back to: the element, or (it was redrawn) the element that took its place. */
+export function focusBack(opener) {
+  if (!opener) return;
+  if (opener.isConnected) { opener.focus(); return; }
+  const key = opener.dataset && opener.dataset.key;
+  const again = key ? document.querySelector(`[data-key="${CSS.escape(key)}"]`) : null;
+  if (again) again.focus();
+}
+
+// -- the context menu
+
 let openMenu = null;
+let menuOpener = null;
 
-export function closeMenu() { if (openMenu) { openMenu.remove(); openMenu = null; } }
+export const menuOpen = () => openMenu !== null;
 
-/** A context menu of [label, action] at (x, y); keyboard: arrows, Enter, Escape. */
-export function menu(x, y, items, label) {
+export function closeMenu(restore = false) {
+  if (!openMenu) return;
+  openMenu.remove();
+  openMenu = null;
+  const opener = menuOpener;
+  menuOpener = null;
+  if (restore) focusBack(opener);
+  document.dispatchEvent(new CustomEvent("menuclosed"));
+}
+
+/** A menu of items at (x, y), kept inside the viewport. An item is [label, action] or {label, action, checked}.
+ * Keyboard: arrows, Home, End, Enter, Escape; focus goes back to `opener` when it closes. */
+export function menu(x, y, items, label, opener = document.activeElement) {
   closeMenu();
   const el = (openMenu = document.createElement("ul"));
+  menuOpener = opener;
   el.className = "menu";
   el.setAttribute("role", "menu");
   el.setAttribute("aria-label", label);
-  el.style.left = `${x}px`;
-  el.style.top = `${y}px`;
-  for (const [text, action] of items) {
+  for (const item of items) {
+    const { label: text, action, checked } = Array.isArray(item) ? { label: item[0], action: item[1] } : item;
     const li = document.createElement("li");
-    li.setAttribute("role", "menuitem");
+    li.setAttribute("role", checked === undefined ? "menuitem" : "menuitemcheckbox");
+    if (checked !== undefined) li.setAttribute("aria-checked", String(checked));
     li.tabIndex = -1;
     li.textContent = text;
-    li.addEventListener("click", () => { closeMenu(); action(); });
+    li.addEventListener("click", () => { closeMenu(true); action(); });
     li.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); li.click(); } });
     el.append(li);
   }
   el.addEventListener("keydown", (e) => {
     const all = [...el.children];
     const i = all.indexOf(document.activeElement);
-    if (e.key === "ArrowDown") { e.preventDefault(); all[(i + 1) % all.length].focus(); }
-    if (e.key === "ArrowUp") { e.preventDefault(); all[(i - 1 + all.length) % all.length].focus(); }
-    if (e.key === "Escape") closeMenu();
+    const to = { ArrowDown: (i + 1) % all.length, ArrowUp: (i - 1 + all.length) % all.length, Home: 0, End: all.length - 1 }[e.key];
+    if (to !== undefined) { e.preventDefault(); all[to].focus(); }
+    if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeMenu(true); }
+    if (e.key === "Tab") { e.preventDefault(); closeMenu(true); }
   });
   document.body.append(el);
+  // Inside the viewport, whatever the width (through the CSSOM: the policy refuses style attributes).
+  const r = el.getBoundingClientRect();
+  el.style.left = `${Math.max(4, Math.min(x, innerWidth - r.width - 4))}px`;
+  el.style.top = `${Math.max(4, y + r.height > innerHeight - 4 ? y - r.height : y)}px`;
   el.firstChild.focus();
 }
 
-export async function post(path) {
-  const response = await fetch(path, { method: "POST" });
-  const body = await response.json().catch(() => ({}));
-  return { ok: response.ok, body };
+/** A menu under the element it belongs to (a menu button, or a row opened by keyboard). */
+export function menuAt(anchor, items, label) {
+  const r = anchor.getBoundingClientRect();
+  menu(r.left + Math.min(40, r.width / 2), r.bottom, items, label, anchor);
+}
+
+/** The keys that open a context menu from the keyboard. */
+export const isMenuKey = (e) => e.key === "ContextMenu" || (e.key === "F10" && e.shiftKey);
+
+// -- dialogs: native modal <dialog>s (focus stays inside, Escape cancels), focus back to the opener on close
+
+let openDialogs = 0;
+export const dialogOpen = () => openDialogs > 0;
+let dialogSeq = 0;
+
+/** A modal form. `fields` is HTML; `check(form)` returns an error message or null. Resolves with the form's
+ * data, or null when cancelled. */
+export function formDialog({ title, fields, submit, check = () => null, opener = document.activeElement, danger = false }) {
+  const id = `dialog-${++dialogSeq}`;
+  const dlg = document.createElement("dialog");
+  dlg.className = "dialog";
+  dlg.setAttribute("aria-labelledby", `${id}-title`);
+  dlg.innerHTML = `<form method="dialog" novalidate>
+    <h2 id="${id}-title">${esc(title)}</h2>
+    <div class="dialog-body">${fields}</div>
+    <p class="dialog-error" id="${id}-error" role="alert" hidden></p>
+    <div class="dialog-buttons"><button type="button" value="cancel" class="cancel">Cancel</button>
+      <button type="submit" value="ok" class="${danger ? "danger" : "primary"}">${esc(submit)}</button></div>
+  </form>`;
+  document.body.append(dlg);
+  openDialogs++;
+  const form = dlg.querySelector("form");
+  const error = dlg.querySelector(".dialog-error");
+  for (const input of form.querySelectorAll("input, select")) input.setAttribute("aria-describedby", `${id}-error`);
+  return new Promise((resolve) => {
+    let result = null;
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const problem = check(form);
+      for (const input of form.querySelectorAll("input, select")) input.setAttribute("aria-invalid", String(Boolean(problem)));
+      if (problem) { error.textContent = problem; error.hidden = false; form.querySelector("input, select")?.focus(); return; }
+      result = Object.fromEntries(new FormData(form).entries());
+      dlg.close();
+    });
+    dlg.querySelector(".cancel").addEventListener("click", () => dlg.close());
+    dlg.addEventListener("close", () => {
+      dlg.remove();
+      openDialogs--;
+      focusBack(opener);
+      document.dispatchEvent(new CustomEvent("menuclosed"));
+      resolve(result);
+    });
+    dlg.showModal();
+    (form.querySelector("input, select") || form.querySelector(".cancel")).focus(); // a question starts on Cancel
+  });
+}
+
+/** Are you sure? Resolves true when confirmed. */
+export async function confirmDialog({ title, text, confirm, opener = document.activeElement }) {
+  const answer = await formDialog({ title, fields: `<p>${esc(text)}</p>`, submit: confirm, opener, danger: true });
+  return answer !== null;
 }

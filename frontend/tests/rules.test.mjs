@@ -6,6 +6,10 @@ import * as rules from "../js/rules.js";
 
 const v = JSON.parse(readFileSync(new URL("../vectors/jobs-view.json", import.meta.url)));
 
+test("statuses: word, colour and bucket", () => v.statuses.forEach((c) => {
+  assert.deepEqual([rules.word(c.status), rules.colour(c.status), rules.BUCKET_OF[c.status] ?? null], [c.word, c.colour, c.bucket], c.status);
+}));
+test("a status no table knows shows as itself", () => assert.deepEqual([rules.word("frozen"), rules.colour("frozen")], ["frozen", "neutral"]));
 test("buckets", () => v.buckets.forEach((c) => assert.deepEqual(rules.buckets(c.counts), c.expect)));
 test("group status", () => v.group_status.forEach((c) => assert.equal(rules.groupStatus(c.counts), c.expect, c.why)));
 test("colour", () => v.colour.forEach((c) => assert.equal(rules.colour(c.status), c.expect)));

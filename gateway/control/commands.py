@@ -9,6 +9,7 @@ watching sees the result live.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -25,11 +26,16 @@ log = logging.getLogger(__name__)
 async def run_action(
     pool: asyncpg.Pool, commands: ClusterCommands, action: Action, team_id: int, scope_sql: str, scope_id: int, timeout: float
 ) -> ActionResult:
-    """Act on team `team_id`'s jobs that `scope_sql` selects (a `where` on jobs with `$1`), through their clusters."""
+    """Act on team `team_id`'s jobs that `scope_sql` selects (a `where` on jobs with `$1`), through their clusters.
+
+    Remove Running Jobs sends the clusters `remove`. Retry Failed Jobs takes what the Jobs view counts as Failed:
+    the clusters get `retry_failed` for the failed jobs and `retry_preempted` for the preempted ones (their
+    `retry` restarts every task: the Submissions page's Retry).
+    """
     statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
     # Only the acting team's jobs on its own clusters, whatever else names the scope's trajectory or analysis.
     rows = await pool.fetch(
-        f"select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        f"select j.id, j.cluster_id, c.name, j.status from jobs j join clusters c on c.id = j.cluster_id"
         f" where {scope_sql} and j.team_id = $3 and c.team_id = $3 and j.removed_at is null"
         f" and j.status = any($2::text[])",
         scope_id,
@@ -38,12 +44,25 @@ async def run_action(
     )
     if not rows:
         return toast(action, 0, 0, [])
-    by_cluster, names = holders(rows)
-    # Retry Failed Jobs is the clusters' `retry_failed`; their `retry` restarts every task (Submissions page).
-    confirmed = await ask_clusters(commands, "retry_failed" if action == "retry" else action, by_cluster, timeout)
+    if action == "remove":
+        parts = [("remove", rows)]
+    else:
+        parts = [(command, [r for r in rows if r["status"] == status])
+                 for command, status in (("retry_failed", "failed"), ("retry_preempted", "preempted"))]
+        parts = [(command, part) for command, part in parts if part]
+    asked = [holders(part) for _, part in parts]
+    answers = await asyncio.gather(*(ask_clusters(commands, command, by_cluster, timeout)
+                                     for (command, _), (by_cluster, _) in zip(parts, asked)))
+    confirmed: dict[int, set[int]] = {}
+    unconfirmed: set[str] = set()
+    for (by_cluster, names), answer in zip(asked, answers):
+        for cluster_id, ids in answer.items():
+            confirmed.setdefault(cluster_id, set()).update(ids)
+        unconfirmed.update(names[c] for c in by_cluster if c not in answer)
     acted = await _apply(pool, action, confirmed, statuses)
-    unconfirmed = [names[c] for c in by_cluster if c not in confirmed]
-    return toast(action, len(rows), acted, unconfirmed)
+    preempted = {r["id"] for r in rows if r["status"] == "preempted"}
+    acted_preempted = sum(1 for ids in confirmed.values() for i in ids if i in preempted)
+    return toast(action, len(rows), acted, sorted(unconfirmed), preempted=acted_preempted)
 
 
 def holders(rows: list[asyncpg.Record]) -> tuple[dict[int, list[int]], dict[int, str]]:

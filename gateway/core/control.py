@@ -15,7 +15,10 @@ from .types import Id, Text
 
 Action = Literal["remove", "retry"]
 REMOVABLE = ("queued", "retrying", "running", "holding")  # Remove Running Jobs takes holding ones too
-RETRYABLE = ("failed",)  # not preempted ones: Retry Preempted does those
+# Retry Failed Jobs takes what the Jobs view counts as Failed: failed jobs, and preempted ones (their clusters
+# get `retry_failed` for the first and `retry_preempted` for the second).
+RETRYABLE = ("failed", "preempted")
+Level = Literal["success", "warning", "info"]
 
 
 class Command(msgspec.Struct, tag_field="type", tag="command", omit_defaults=True):
@@ -43,9 +46,14 @@ class Confirmation(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ActionResult(msgspec.Struct):
+    """What an action did, and the toast that says so (`message`, word for word, styled by `level`)."""
+
     message: str  # the toast, word for word
-    acted: int
+    acted: int  # how many things really changed
     unconfirmed: list[str]  # clusters that did not confirm in time
+    # success: everything it found changed; warning: some did not (a cluster did not confirm, or did not act);
+    # info: there was nothing to act on.
+    level: Level = "success"
 
 
 def unconfirmed_suffix(names: list[str]) -> str:
@@ -56,14 +64,28 @@ def unconfirmed_suffix(names: list[str]) -> str:
     return f"; clusters {', '.join(names)} did not confirm"
 
 
-def toast(action: Action, found: int, acted: int, unconfirmed: list[str]) -> ActionResult:
-    """What the person is told: found is how many jobs qualified, acted how many changed."""
-    names = sorted(unconfirmed)
+def outcome(done: str, found: int, acted: int, unconfirmed: list[str], *, nothing: str, note: str = "") -> ActionResult:
+    """Every action's toast, from what it found and what really changed.
+
+    `done` holds `{n}`: the count changed, written `3 of 5` when fewer changed than were found. `nothing` is the
+    whole toast when nothing qualified. `note` follows the count (say, how many of them were preempted). Success
+    only when everything found changed; a cluster that did not confirm is named.
+    """
+    names = sorted(set(unconfirmed))
+    if not found and not names:
+        return ActionResult(message=nothing, acted=0, unconfirmed=[], level="info")
+    n = f"{acted}" if acted == found else f"{acted} of {found}"
+    level: Level = "success" if acted == found and acted > 0 and not names else "warning"
+    return ActionResult(message=f"{done.format(n=n)}{note}{unconfirmed_suffix(names)}", acted=acted, unconfirmed=names, level=level)
+
+
+def toast(action: Action, found: int, acted: int, unconfirmed: list[str], preempted: int = 0) -> ActionResult:
+    """Remove Running Jobs and Retry Failed Jobs (or Frames): found is how many jobs qualified, acted how many
+    changed, preempted how many of those were preempted ones."""
     if action == "remove":
-        message = "No queued or running jobs found" if not found else f"Removed {acted} job(s){unconfirmed_suffix(names)}"
-    else:
-        message = "No failed jobs found to retry" if not found else f"Queued {acted} failed job(s) for retry{unconfirmed_suffix(names)}"
-    return ActionResult(message=message, acted=acted, unconfirmed=names)
+        return outcome("Removed {n} job(s)", found, acted, unconfirmed, nothing="No queued or running jobs found")
+    note = f" ({preempted} of them preempted)" if preempted else ""
+    return outcome("Queued {n} failed job(s) for retry", found, acted, unconfirmed, nothing="No failed jobs found to retry", note=note)
 
 
 command_encoder = msgspec.json.Encoder()
@@ -108,18 +130,17 @@ class SubmissionsAction(msgspec.Struct, forbid_unknown_fields=True):
     tasks: Annotated[list[Id], msgspec.Meta(max_length=100_000)] = []
     priority: Annotated[int, msgspec.Meta(ge=-1000, le=1000)] | None = None
     instance_type: Annotated[Text, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    # The instance type decides cores and memory; given, they must match it.
     cores: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
     memory_gb: Annotated[int, msgspec.Meta(ge=1, le=16384)] | None = None
+    reviewed: bool = True  # Reviewed: false takes the mark away again
 
 
 def task_toast(action: TaskAction, found: int, acted: int, unconfirmed: list[str]) -> ActionResult:
-    names = sorted(unconfirmed)
-    if not found:
-        return ActionResult(message=f"No tasks to {action.name.replace('_', ' ')}", acted=0, unconfirmed=names)
     verb = action.verb
     if verb.startswith("Queued"):
         kind = verb.removeprefix("Queued").removesuffix("for retry").strip()
-        message = f"Queued {acted} {kind + ' ' if kind else ''}task(s) for retry{unconfirmed_suffix(names)}"
+        done = f"Queued {{n}} {kind + ' ' if kind else ''}task(s) for retry"
     else:
-        message = f"{verb} {acted} task(s){unconfirmed_suffix(names)}"
-    return ActionResult(message=message, acted=acted, unconfirmed=names)
+        done = f"{verb} {{n}} task(s)"
+    return outcome(done, found, acted, unconfirmed, nothing=f"No tasks to {action.name.replace('_', ' ')}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Status = Literal["queued", "retrying", "running", "completed", "failed", "holding", "preempted"]
 Kind = Literal[
@@ -78,22 +78,39 @@ def group_status(counts: Mapping[str, int]) -> GroupStatus:
     return "neutral"  # partly done, partly failed
 
 
-COLOURS: dict[str, str] = {
-    "running": "blue",
-    "queued": "amber",
-    "retrying": "amber",
-    "completed": "green",
-    "failed": "red",
-    "holding": "amber",
-    "preempted": "red",
-    "neutral": "neutral",
-    "empty": "neutral",
+class Shown(NamedTuple):
+    """How a status is shown: its word (colour is never the only signal) and its colour."""
+
+    word: str
+    colour: str
+
+
+# The one table of what a person sees for each status, a job's and a group's. The browser's mirror
+# (frontend/js/rules.js) and this one both pass the JSON vectors' `statuses` table, which lists every status.
+SHOWN: dict[str, Shown] = {
+    "queued": Shown("queued", "amber"),
+    "retrying": Shown("retrying", "amber"),
+    "running": Shown("running", "blue"),
+    "completed": Shown("completed", "green"),
+    "failed": Shown("failed", "red"),
+    "holding": Shown("holding", "amber"),  # on hold: waits like a queued job
+    "preempted": Shown("preempted", "red"),  # counted as Failed
+    # A group's status only:
+    "neutral": Shown("partly failed", "neutral"),  # partly done and partly failed
+    "empty": Shown("", "neutral"),
 }
+COLOURS: dict[str, str] = {status: shown.colour for status, shown in SHOWN.items()}
 
 
 def colour(status: str) -> str:
     """The colour of a job's status or a group's status: amber queued, blue running, green done, red failed."""
     return COLOURS.get(status, "neutral")
+
+
+def word(status: str) -> str:
+    """The word shown next to the colour; a status no table knows yet shows as itself, never as nothing."""
+    shown = SHOWN.get(status)
+    return status if shown is None else shown.word
 
 
 def ring_fill(counts: Mapping[str, int]) -> float:

@@ -37,6 +37,16 @@ ERRORS = [
     "plugin raised ValueError: cutoff radius must be positive",
     "node lost contact with the scheduler",
 ]
+# The kinds of render node a simulated cluster offers (declared to the gateway at start); the spot ones are
+# preemptible: their nodes may be taken away mid-run.
+INSTANCE_TYPES: list[dict[str, Any]] = [
+    {"name": "standard", "cores": 4, "memory_gb": 16},
+    {"name": "highmem", "cores": 8, "memory_gb": 64},
+    {"name": "highcpu", "cores": 32, "memory_gb": 64},
+    {"name": "gpu-large", "cores": 32, "memory_gb": 128},
+    {"name": "standard-spot", "cores": 4, "memory_gb": 16, "preemptible": True},
+    {"name": "highcpu-spot", "cores": 32, "memory_gb": 64, "preemptible": True},
+]
 REPORT_EVERY = 0.1  # real seconds: a cluster daemon's batching cadence, at most 10 requests a second
 METRICS_EVERY = 1.0  # simulated seconds, but never more often than REPORT_EVERY
 FINISHED_KEPT = 20_000  # finished jobs a cluster still knows (to retry them); older ones are forgotten
@@ -72,6 +82,7 @@ class SimCluster:
     sync_fail_rate: float = 0.1  # of staged uploads whose sync to fast storage fails
     operator_delay: tuple[float, float] = (20.0, 60.0)  # simulated seconds before the operator retries a failed sync
     jobs: dict[int, SimJob] = field(default_factory=dict)
+    instance_types: list[dict[str, Any]] = field(default_factory=lambda: list(INSTANCE_TYPES))
 
     def __post_init__(self) -> None:
         self.cluster_id = int(self.key.split(".")[0][1:])
@@ -97,6 +108,9 @@ class SimCluster:
     # -- lifecycle
 
     async def start(self) -> None:
+        if self.instance_types:
+            response = await self._post("/api/ingest/instance-types", {"instance_types": self.instance_types})
+            response.raise_for_status()
         self._tasks = [asyncio.create_task(self._listen(), name=f"cluster-{self.cluster_id}-commands")]
         self._tasks += [asyncio.create_task(self._worker(), name=f"cluster-{self.cluster_id}-worker") for _ in range(self.workers)]
         self._tasks.append(asyncio.create_task(self._reporter(), name=f"cluster-{self.cluster_id}-reports"))

@@ -39,6 +39,7 @@ class Simulation:
         sync_fail_rate: float = 0.1,
         operator_delay: tuple[float, float] = (20.0, 60.0),
         staging: dict[int, str] | None = None,
+        users: list[int] | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.speed = speed
@@ -54,6 +55,7 @@ class Simulation:
         self.fresh = list(trajectories or [])  # existing trajectories with nothing uploaded yet
         self.staging = dict(staging or {})  # submissions a previous run left staging: carried on to ready
         self.started = 0  # workloads started so far
+        self.users = list(users or [])  # the team members who submit uploads and pipeline runs (USER)
 
     async def run(self) -> None:
         """Produce work until cancelled; then stop the workloads and the clusters, letting sent requests finish."""
@@ -77,6 +79,9 @@ class Simulation:
             await asyncio.gather(*running, return_exceptions=True)
             await asyncio.gather(*(cluster.stop() for cluster in self.clusters), return_exceptions=True)
 
+    def _user(self) -> int | None:
+        return self.rng.choice(self.users) if self.users else None
+
     def _free(self) -> list[SimCluster]:
         """The clusters whose queues are short enough for new work (with none, new work waits)."""
         return [c for c in self.clusters if c.backlog() <= BACKLOG_PER_WORKER * c.workers]
@@ -94,11 +99,12 @@ class Simulation:
                     name = f"{self.rng.choice(MOLECULES)} run {self.rng.randint(100, 999)}"
                     trajectory_id = await cluster.create_trajectory(name)
                 self.known[trajectory_id] = (cluster, frames)
-                await upload(cluster, trajectory_id, frames, staged=True)
+                await upload(cluster, trajectory_id, frames, staged=True, user_id=self._user())
             elif roll < 0.85:
                 trajectory_id, (_, frames) = self.rng.choice(list(self.known.items()))
                 plugins = self.rng.sample(PLUGINS, self.rng.randint(1, 3))
-                await pipeline(self.rng.choice(free), trajectory_id, frames, plugins, preemptible=self.rng.random() < 0.4)
+                await pipeline(self.rng.choice(free), trajectory_id, frames, plugins, preemptible=self.rng.random() < 0.4,
+                               user_id=self._user())
             else:
                 trajectory_id, (cluster, _) = self.rng.choice(list(self.known.items()))
                 kind = self.rng.choice(["storage_transfer", "trajectory_transfer", "analysis_transfer"])

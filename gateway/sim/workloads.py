@@ -16,6 +16,7 @@ PLUGINS = [
     "Coordination Analysis",
 ]
 TIMESTEP = 0.5  # ps between frames
+PROJECTS = ["membranes", "folding", "ion channels", "materials"]
 
 
 async def stage(cluster: SimCluster, submission_id: int, fail_rate: float | None = None, pace: float = 0.4) -> None:
@@ -61,12 +62,26 @@ def download_when_done(cluster: SimCluster, submission_id: int, tasks: int) -> C
     return done
 
 
-async def upload(cluster: SimCluster, trajectory_id: int, frames: int, staged: bool = False) -> None:
-    """An uploaded trajectory: one preprocess job per frame, then the preview's rasterize job."""
+def instance_type(cluster: SimCluster, preemptible: bool) -> dict[str, Any]:
+    """One of the cluster's instance types: a preemptible (spot) one, or not."""
+    fitting = [t for t in cluster.instance_types if bool(t.get("preemptible")) == preemptible]
+    return cluster.rng.choice(fitting) if fitting else {"name": "standard", "cores": 4, "memory_gb": 16}
+
+
+def as_submitted(kind: dict[str, Any]) -> dict[str, Any]:
+    """A submission's fields for an instance type: its name, cores, memory, and PREEMPTIBLE from the type."""
+    return {"instance_type": kind["name"], "cores": kind["cores"], "memory_gb": kind["memory_gb"],
+            "preemptible": bool(kind.get("preemptible"))}
+
+
+async def upload(cluster: SimCluster, trajectory_id: int, frames: int, staged: bool = False, user_id: int | None = None) -> None:
+    """An uploaded trajectory: one preprocess job per frame, then the preview's rasterize job. `user_id`: the team
+    member who uploaded it (the Submissions page's USER)."""
     submission_id = None
     if staged:
         submission_id = await cluster.create_submission(
-            title=f"Upload of {frames} frames", project="uploads", trajectory_id=trajectory_id, staging="upload_pending"
+            title=f"Upload of {frames} frames", project="uploads", trajectory_id=trajectory_id, staging="upload_pending",
+            **({"user_id": user_id} if user_id is not None else {}), **as_submitted(instance_type(cluster, False)),
         )
         await stage(cluster, submission_id)
     reports: list[dict[str, Any]] = [
@@ -83,10 +98,19 @@ async def upload(cluster: SimCluster, trajectory_id: int, frames: int, staged: b
 
 
 async def pipeline(
-    cluster: SimCluster, trajectory_id: int, frames: int, plugins: list[str], preemptible: bool = False
+    cluster: SimCluster, trajectory_id: int, frames: int, plugins: list[str], preemptible: bool = False,
+    user_id: int | None = None, project: str | None = None,
 ) -> None:
-    """A pipeline run: one job per analysis under each frame; each analysis uploads its artifacts when done.
-    On preemptible nodes some runs lose their node (preempted) now and then."""
+    """A pipeline run, submitted by a team member (`user_id`) as one submission on one of the cluster's instance
+    types: one job per analysis under each frame; each analysis uploads its artifacts when done. On a
+    preemptible instance type some runs lose their node (preempted) now and then."""
+    submission_id = None
+    if user_id is not None:
+        submission_id = await cluster.create_submission(
+            title=f"Pipeline run: {', '.join(plugins)}", project=project or cluster.rng.choice(PROJECTS),
+            trajectory_id=trajectory_id, user_id=user_id, **as_submitted(instance_type(cluster, preemptible)),
+        )
+    tag = {} if submission_id is None else {"submission_id": submission_id}
     for plugin in plugins:
         analysis_id = await cluster.create_analysis(trajectory_id, plugin)
         left = {"n": frames}
@@ -94,12 +118,14 @@ async def pipeline(
         def done(job: SimJob, analysis_id: int = analysis_id, left: dict[str, int] = left) -> None:
             left["n"] -= 1
             if left["n"] == 0:
-                artifacts = {"trajectory_id": trajectory_id, "kind": "artifact_upload", "name": "Artifact Upload", "analysis_id": analysis_id}
+                artifacts = {"trajectory_id": trajectory_id, "kind": "artifact_upload", "name": "Artifact Upload",
+                             "analysis_id": analysis_id, **tag}
                 cluster.spawn(_submitted(cluster, [artifacts]), f"the artifact upload of analysis {analysis_id}")
 
         await cluster.submit(
             [
-                {"trajectory_id": trajectory_id, "kind": "analysis", "name": plugin, "analysis_id": analysis_id, "frame": f, "timestep": f * TIMESTEP}
+                {"trajectory_id": trajectory_id, "kind": "analysis", "name": plugin, "analysis_id": analysis_id, "frame": f,
+                 "timestep": f * TIMESTEP, **tag}
                 for f in range(frames)
             ],
             on_done=done,

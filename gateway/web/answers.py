@@ -60,6 +60,26 @@ class Trajectories(msgspec.Struct):
     trajectories: list[TrajectoryRow]
 
 
+class AnalysisRow(msgspec.Struct, kw_only=True):
+    """One analysis of a trajectory (a plugin of a pipeline run) and its frames: `frames` jobs, of which
+    `completed` are done, `failed` failed (preempted ones included), `running` and `queued` still at work."""
+
+    id: int
+    plugin: str
+    created_at: str  # ISO 8601: when its pipeline run started it
+    frames: int
+    completed: int
+    failed: int
+    running: int
+    queued: int
+
+
+class Analyses(msgspec.Struct):
+    """The analysis listing: a trajectory's analyses, newest first (at most 200)."""
+
+    analyses: list[AnalysisRow]
+
+
 class Users(msgspec.Struct):
     """Demo mode: the users to pick from."""
 

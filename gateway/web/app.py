@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import asyncpg
 from starlette.applications import Starlette
@@ -16,29 +15,29 @@ from starlette.staticfiles import StaticFiles
 
 from ..bus.commands import ClusterCommands
 from ..bus.connection import Bus
-from ..config import Settings
+from ..config import Settings, check_secret
 from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
+from ..resources import FRONTEND
 from .actions import remove_running, retry_failed, retry_failed_frames
+from .analyses import delete_analysis, trajectory_analyses
+from .instance_types import declare_instance_types, submission_instance_types
 from .api import me, team_members, team_trajectories
 from .submissions import submissions_action
 from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
 from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
 from .inflight import ActionLimits
 from .headers import SecurityHeaders
-from .logs import install_redaction
+from .logs import RequestTimer, install_redaction
 from .metrics import healthz, metrics, readyz
 from .schema import asyncapi_document, openapi_document
 from .runtime import Runtime
 from .ws import websocket_endpoint
 
-FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
-
 
 def create_app(settings: Settings) -> Starlette:
-    if len(settings.secret) < 32:
-        raise ValueError("GATEWAY_SECRET must be at least 32 characters: it signs every user token")
+    check_secret(settings.secret)  # the same check as every command that signs tokens
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -81,6 +80,10 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),
         Route("/api/submissions/actions", submissions_action, methods=["POST"]),
+        Route("/api/submissions/instance-types", submission_instance_types),
+        Route("/api/ingest/instance-types", declare_instance_types, methods=["POST"]),
+        Route("/api/trajectories/{id:int}/analyses", trajectory_analyses),
+        Route("/api/analyses/{id:int}", delete_analysis, methods=["DELETE"]),
         Route("/api/teams/{id:int}/trajectories", team_trajectories),
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
@@ -95,6 +98,5 @@ def create_app(settings: Settings) -> Starlette:
         Route("/", index),
         Route("/submissions", index),
     ]
-    if FRONTEND.is_dir():
-        routes.append(Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend"))
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+    routes.append(Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend"))  # a missing folder fails here
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequestTimer), Middleware(SecurityHeaders)])

@@ -98,9 +98,10 @@ async def ingest_submission(request: Request) -> Response:
         raise Refused(422, "invalid", f"user_id: no member {body.user_id} of this cluster's team")
     new_id = await pool.fetchval(
         "insert into submissions (team_id, trajectory_id, user_id, project, title, priority, instance_type, cores,"
-        " memory_gb, preemptible, staging) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) returning id",
+        " memory_gb, preemptible, staging, cluster_id) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        " returning id",
         who.team_id, body.trajectory_id, body.user_id, body.project, body.title, body.priority, body.instance_type,
-        body.cores, body.memory_gb, body.preemptible, body.staging,
+        body.cores, body.memory_gb, body.preemptible, body.staging, who.id,  # the cluster that stages and runs it
     )
     return answer(Created(new_id))
 

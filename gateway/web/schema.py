@@ -14,7 +14,8 @@ from ..core.control import ActionResult, SubmissionsAction
 from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.protocol import ClientMessages, ServerMessages
 from ..core.team import MetricsReport
-from .answers import Created, Done, Me, Members, Problem, Renewed, Trajectories, Users
+from ..core.instance_types import InstanceTypes, Offered
+from .answers import Analyses, Created, Done, Me, Members, Problem, Renewed, Trajectories, Users
 
 REF = "#/components/schemas/{name}"
 
@@ -32,6 +33,7 @@ class Operation:
     request: Any = None  # the JSON body's Struct
     answer: Any = None  # the 200 body's Struct; None: 204, no body
     not_found: str | None = None  # when it can answer 404
+    query: tuple[tuple[str, str], ...] = ()  # (name, description) of repeatable integer query parameters
 
 
 # Every HTTP route under /api (tests/unit/test_schema.py holds this equal to the app's routes).
@@ -57,6 +59,16 @@ ROUTES: list[Operation] = [
               "Retry Failed Frames of an analysis", "user", None, ActionResult),
     Operation("post", "/api/submissions/actions", "actOnSubmissions", "actions", "An action of the Submissions page",
               "user", SubmissionsAction, ActionResult),
+    Operation("get", "/api/submissions/instance-types", "submissionInstanceTypes", "actions",
+              "The instance types Edit / Instance Type may choose for the submissions named by `?submission=`", "user",
+              None, Offered, query=(("submission", "a selected submission's id; repeat for each (at most 1,000)"),)),
+    Operation("post", "/api/ingest/instance-types", "declareInstanceTypes", "ingest",
+              "Declare the instance types this cluster offers (replaces its list)", "cluster", InstanceTypes, None),
+    Operation("get", "/api/trajectories/{id}/analyses", "trajectoryAnalyses", "actions",
+              "The analysis listing: a trajectory's analyses and their frames, newest first", "user", None, Analyses),
+    Operation("delete", "/api/analyses/{id}", "deleteAnalysis", "actions",
+              "Delete analysis: stop its jobs through their clusters and delete its results", "user", None,
+              ActionResult, "no such analysis, or it was deleted"),
     Operation("get", "/api/me", "me", "session", "The signed-in user and their teams", "user", None, Me),
     Operation("get", "/api/teams/{id}/members", "teamMembers", "teams", "My Team: members and who is online", "user",
               None, Members),
@@ -200,9 +212,15 @@ def _operation(route: Operation) -> dict[str, Any]:
     operation: dict[str, Any] = {"operationId": route.operation_id, "tags": [route.tag], "summary": route.summary}
     if route.who != "anyone":
         operation["security"] = [{"cluster_key" if route.who == "cluster" else "user_token": []}]
+    id_schema = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+    parameters: list[dict[str, Any]] = []
     if "{id}" in route.path:
-        id_schema = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
-        operation["parameters"] = [{"name": "id", "in": "path", "required": True, "schema": id_schema}]
+        parameters.append({"name": "id", "in": "path", "required": True, "schema": id_schema})
+    for name, description in route.query:
+        parameters.append({"name": name, "in": "query", "required": True, "description": description,
+                           "schema": {"type": "array", "items": id_schema}, "style": "form", "explode": True})
+    if parameters:
+        operation["parameters"] = parameters
     if route.request is not None:
         operation["requestBody"] = {"required": True, "content": _json(route.request)}
     responses: dict[str, Any] = {}
@@ -229,7 +247,7 @@ def _refusals(route: Operation) -> list[tuple[str, str]]:
         refusals.append(("404", f"Not found: {route.not_found}"))
     if route.request is not None or route.method == "post":
         refusals.append(("413", "The body is larger than the limit"))
-    if route.request is not None or "{id}" in route.path or route.operation_id == "demoSignIn":
+    if route.request is not None or "{id}" in route.path or route.query or route.operation_id == "demoSignIn":
         refusals.append(("422", "Invalid: the message names the bad field"))
     refusals.append(("429", "Too many requests: retry after the Retry-After header's seconds"))
     return refusals

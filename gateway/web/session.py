@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
 from urllib.parse import parse_qs
 
 import asyncpg
@@ -17,6 +16,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 
 from ..core.types import MAX_ID, Id
 from ..hub.revocations import revoke
+from ..resources import INDEX
 from .answers import Done, Named, Renewed, Users, answer
 from .auth import TOKEN_COOKIE, InvalidToken, issue_token
 from .body import BodyTooLarge, read_body
@@ -26,7 +26,6 @@ from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-INDEX = Path(__file__).resolve().parents[2] / "frontend" / "index.html"
 NO_STORE = {"Cache-Control": "no-store"}
 MAX_FORM_BYTES = 16 << 10
 

@@ -8,8 +8,10 @@ from starlette.responses import Response
 
 from ..control.commands import ask_clusters, holders
 from ..control.tasks import run_task_action
-from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, unconfirmed_suffix
+from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, outcome
+from ..core.instance_types import InstanceType, refusal
 from .guards import Refused, decode, endpoint, runtime_of, user
+from .instance_types import offered
 from .runtime import Runtime
 
 _decoder = msgspec.json.Decoder(SubmissionsAction)
@@ -67,13 +69,24 @@ async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Actio
             )
         return result
     if body.action == "reviewed":
-        status = await pool.execute(
-            "update submissions set reviewed = true where id = any($1::bigint[]) and team_id = $2", chosen, team_id
-        )
-        return ActionResult(message=f"Marked {status.split()[-1]} submission(s) reviewed", acted=int(status.split()[-1]), unconfirmed=[])
+        return await _reviewed(runtime, team_id, chosen, body.reviewed)
     if body.action == "retry_sync":
         return await _retry_sync(runtime, team_id, chosen)
     return await _edit(runtime, team_id, body)
+
+
+async def _reviewed(runtime: Runtime, team_id: int, submissions: list[int], reviewed: bool) -> ActionResult:
+    """Reviewed marks the submissions (or, with `reviewed: false`, takes the mark away); those already so are
+    left alone, and counted out."""
+    status = await runtime.pool.execute(
+        "update submissions set reviewed = $3 where id = any($1::bigint[]) and team_id = $2 and reviewed <> $3",
+        submissions,
+        team_id,
+        reviewed,
+    )
+    n = int(status.split()[-1])
+    word = "reviewed" if reviewed else "not reviewed"
+    return outcome(f"Marked {{n}} submission(s) {word}", n, n, [], nothing=f"Already marked {word}")
 
 
 async def _tasks_not_started(
@@ -91,9 +104,11 @@ async def _tasks_not_started(
 
 async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
     """Edit / Priority and Edit / Instance Type: recorded, and sent to the clusters for the tasks not yet run."""
+    if not body.submissions:
+        raise Refused(422, "invalid", "submissions: select the submissions to edit")
     if body.action == "priority":
         if body.priority is None:
-            return ActionResult(message="Choose a priority", acted=0, unconfirmed=[])
+            raise Refused(422, "invalid", "priority: a whole number from -1000 to 1000 is required")
         status = await runtime.pool.execute(
             "update submissions set priority = $2 where id = any($1::bigint[]) and team_id = $3",
             body.submissions,
@@ -103,45 +118,64 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
         what = f"Priority set to {body.priority}"
         extra_any: dict[str, object] = {"priority": body.priority}
     else:
-        if body.instance_type is None:
-            return ActionResult(message="Choose an instance type", acted=0, unconfirmed=[])
+        chosen = await _instance_type(runtime, team_id, body)
         status = await runtime.pool.execute(
-            "update submissions set instance_type = $2, cores = coalesce($3, cores), memory_gb = coalesce($4, memory_gb)"
-            " where id = any($1::bigint[]) and team_id = $5",
+            "update submissions set instance_type = $2, cores = $3, memory_gb = $4, preemptible = $5"
+            " where id = any($1::bigint[]) and team_id = $6",
             body.submissions,
-            body.instance_type,
-            body.cores,
-            body.memory_gb,
+            chosen.name,
+            chosen.cores,
+            chosen.memory_gb,
+            chosen.preemptible,
             team_id,
         )
-        what = f"Instance type set to {body.instance_type}"
-        extra_any = {"instance_type": body.instance_type}
+        what = f"Instance type set to {chosen.name}"
+        extra_any = {"instance_type": chosen.name}
     by_cluster, names = await _tasks_not_started(runtime, team_id, body.submissions)
     confirmed = await ask_clusters(runtime.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any)
-    silent = sorted(names[c] for c in by_cluster if c not in confirmed)
+    silent = [names[c] for c in by_cluster if c not in confirmed]
     n = int(status.split()[-1])
-    return ActionResult(message=f"{what} on {n} submission(s){unconfirmed_suffix(silent)}", acted=n, unconfirmed=silent)
+    return outcome(f"{what} on {{n}} submission(s)", len(body.submissions), n, silent, nothing="No submissions to edit")
+
+
+async def _instance_type(runtime: Runtime, team_id: int, body: SubmissionsAction) -> InstanceType:
+    """The chosen type, if every cluster holding the submissions offers it; else a 422 naming what they offer."""
+    if body.instance_type is None:
+        raise Refused(422, "invalid", "instance_type: choose one of the cluster's instance types")
+    choices = await offered(runtime.pool, team_id, body.submissions)
+    found = next((t for t in choices.instance_types if t.name == body.instance_type), None)
+    if found is None:
+        raise Refused(422, "invalid", refusal(body.instance_type, choices.instance_types, choices.clusters))
+    if body.cores is not None and body.cores != found.cores:
+        raise Refused(422, "invalid", f"cores: instance type {found.name} has {found.cores} cores")
+    if body.memory_gb is not None and body.memory_gb != found.memory_gb:
+        raise Refused(422, "invalid", f"memory_gb: instance type {found.name} has {found.memory_gb} GB")
+    return found
 
 
 async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) -> ActionResult:
-    """Sync again the selected submissions whose sync failed; the cluster storing the data confirms."""
-    failed = [
-        r["id"]
-        for r in await runtime.pool.fetch(
-            "select id from submissions where id = any($1::bigint[]) and team_id = $2 and staging = 'sync_failed'",
-            submissions,
-            team_id,
-        )
-    ]
+    """Sync again the selected submissions whose sync failed: each is asked of the cluster staging it (one
+    written before submissions named their cluster is asked of every cluster of the team). Only what a cluster
+    confirms is shown syncing; a cluster that does not confirm is named."""
+    failed = await runtime.pool.fetch(
+        "select id, cluster_id from submissions where id = any($1::bigint[]) and team_id = $2 and staging = 'sync_failed'",
+        submissions,
+        team_id,
+    )
     if not failed:
-        return ActionResult(message="No submissions whose sync failed", acted=0, unconfirmed=[])
-    clusters = await runtime.pool.fetch("select id, name from clusters where team_id = $1", team_id)
+        return outcome("", 0, 0, [], nothing="No submissions whose sync failed")
+    clusters = {r["id"]: r["name"] for r in await runtime.pool.fetch("select id, name from clusters where team_id = $1", team_id)}
     # For `sync` the ids a command carries (and a confirmation answers with) are submissions.
-    by_cluster: dict[int, list[int]] = {r["id"]: failed for r in clusters}
-    confirmed = await ask_clusters(runtime.commands, "sync", by_cluster, runtime.settings.command_timeout, submissions=failed)
-    synced = sorted({s for ids in confirmed.values() for s in ids} & set(failed))
+    by_cluster: dict[int, list[int]] = {}
+    for r in failed:
+        for cluster_id in [r["cluster_id"]] if r["cluster_id"] in clusters else clusters:
+            by_cluster.setdefault(cluster_id, []).append(r["id"])
+    confirmed = await ask_clusters(runtime.commands, "sync", by_cluster, runtime.settings.command_timeout)
+    synced = sorted({s for ids in confirmed.values() for s in ids} & {r["id"] for r in failed})
     if synced:
         await runtime.pool.execute(
             "update submissions set staging = 'syncing' where id = any($1::bigint[]) and staging = 'sync_failed'", synced
         )
-    return ActionResult(message=f"Retrying sync of {len(synced)} submission(s)", acted=len(synced), unconfirmed=[])
+    # A cluster that did not confirm is named when it was asked about a submission nobody confirmed.
+    silent = [clusters[c] for c, ids in by_cluster.items() if c not in confirmed and set(ids) - set(synced)]
+    return outcome("Retrying sync of {n} submission(s)", len(failed), len(synced), silent, nothing="No submissions whose sync failed")

@@ -8,10 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from tests.integration.conftest import pool, team  # noqa: F401  (the same fixtures as the integration tests)
+from tests.browser.helpers import sign_in
+from tests.conftest import Stack
+from tests.integration.conftest import Team, pool, team  # noqa: F401  (the same fixtures as the integration tests)
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -37,3 +40,19 @@ async def browser() -> AsyncIterator[object]:
         b = await p.chromium.launch(executable_path=path, args=ARGS)
         yield b
         await b.close()
+
+
+@pytest.fixture
+async def page(browser: Any, stack: Stack, team: Team) -> AsyncIterator[Any]:
+    """A signed-in page, 1200 x 800, live. Playwright's polling waits evaluate strings, which the
+    Content-Security-Policy refuses (no 'unsafe-eval'): these tests bypass it,
+    test_the_app_runs_under_its_content_security_policy does not. A page error fails the test."""
+    context = await browser.new_context(viewport={"width": 1200, "height": 800}, bypass_csp=True)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    await sign_in(page, stack.nodes[0].http, team.token)
+    await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
+    yield page
+    await context.close()
+    assert errors == []

@@ -58,6 +58,9 @@ ID_CASES = [
     Case("GET", "/api/teams/{bad}/trajectories", "user"),
     Case("POST", "/api/submissions/actions", "user", {"action": "kill", "submissions": [BAD]}, "$.submissions[0]"),
     Case("POST", "/api/submissions/actions", "user", {"action": "kill", "tasks": [BAD]}, "$.tasks[0]"),
+    Case("GET", "/api/trajectories/{bad}/analyses", "user"),
+    Case("DELETE", "/api/analyses/{bad}", "user"),
+    Case("GET", "/api/submissions/instance-types?submission={bad}", "user", field="submission[0]: expected an id"),
 ]
 TEXT_CASES = [
     Case("POST", "/api/ingest/jobs", "cluster", job(name=BAD), "$.jobs[0].name"),
@@ -69,6 +72,8 @@ TEXT_CASES = [
     Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "instance_type": BAD}, "$.instance_type"),
     Case("POST", "/api/submissions/actions", "user", {"action": "instance_type", "submissions": [1], "instance_type": BAD},
          "$.instance_type"),
+    Case("POST", "/api/ingest/instance-types", "cluster", {"instance_types": [{"name": BAD, "cores": 4, "memory_gb": 16}]},
+         "$.instance_types[0].name"),
 ]
 # Routes that read nothing a caller chooses but its credentials (those are checked by signature or hash).
 NO_INPUT = {"/api/me", "/api/sign-in/users", "/api/sign-out", "/api/session/renew", "/api/ingest/metrics"}
@@ -157,7 +162,7 @@ async def test_sign_in_still_takes_a_user_id_as_digits(demo_node: Process, team:
 
 def test_every_route_that_takes_input_is_in_the_table() -> None:
     """A new route joins the table (or NO_INPUT): the table is what keeps it from answering 500."""
-    covered = {c.path.replace("{bad}", "{id:int}") for c in (*ID_CASES, *TEXT_CASES)} | NO_INPUT | {"/api/sign-in"}
+    covered = {c.path.split("?")[0].replace("{bad}", "{id:int}") for c in (*ID_CASES, *TEXT_CASES)} | NO_INPUT | {"/api/sign-in"}
     app = create_app(Settings(secret="x" * 32))
     paths = {r.path for r in app.routes if isinstance(r, Route) and r.path.startswith("/api/")}
     assert paths - covered == set()

@@ -238,7 +238,7 @@ ACTIONS: dict[str, tuple[Callable[[Teams], dict[str, object]], Act, str]] = {
         lambda t: {"team_id": t.other.id, "trajectory_id": t.mine.trajectory_id, "cluster_id": t.other.cluster_id,
                    "kind": "preprocess", "name": "x", "status": "running"},
         lambda s, t: send(s, "POST", f"/api/trajectories/{t.mine.trajectory_id}/remove-running", t.mine.token),
-        "Removed 0 job(s); cluster gpu-1 did not confirm",
+        "Removed 0 of 1 job(s); cluster gpu-1 did not confirm",
     ),
     "retry a trajectory's jobs on another team's cluster": (
         lambda t: {"team_id": t.mine.id, "trajectory_id": t.mine.trajectory_id, "cluster_id": t.other.cluster_id,
@@ -250,7 +250,7 @@ ACTIONS: dict[str, tuple[Callable[[Teams], dict[str, object]], Act, str]] = {
         lambda t: {"team_id": t.other.id, "trajectory_id": t.other.trajectory_id, "cluster_id": t.other.cluster_id,
                    "submission_id": t.submission, "kind": "preprocess", "name": "x", "status": "running"},
         lambda s, t: send(s, "POST", "/api/submissions/actions", t.mine.token, {"action": "kill", "submissions": [t.submission]}),
-        "Killed 0 task(s); cluster gpu-1 did not confirm",  # my own queued task's cluster only (nobody listens)
+        "Killed 0 of 1 task(s); cluster gpu-1 did not confirm",  # my own queued task's cluster only (nobody listens)
     ),
     "reprioritise a submission": (
         lambda t: {"team_id": t.other.id, "trajectory_id": t.other.trajectory_id, "cluster_id": t.other.cluster_id,

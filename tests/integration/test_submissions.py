@@ -146,3 +146,117 @@ async def test_another_teams_submissions_are_refused(stack: Stack, pool: asyncpg
                                      headers={"Authorization": f"Bearer {team.token}"})
     assert response.status_code == 403
     assert await pool.fetchval("select status from jobs where id = $1", job_id) == "queued"
+
+
+async def silent_cluster(stack: Stack, pool: asyncpg.Pool, team: Team) -> SimCluster:
+    """A second cluster of the team, gpu-2, that acts but never confirms."""
+    from tests.integration.test_actions import add_cluster
+
+    c = SimCluster(stack.nodes[0].http, stack.redis_url, await add_cluster(pool, team, "gpu-2"), workers=0, report_metrics=False,
+                   confirm=False)
+    await c.start()
+    return c
+
+
+async def act_raw(stack: Stack, team: Team, **body: Any) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        return await client.post("/api/submissions/actions", json=body, headers={"Authorization": f"Bearer {team.token}"})
+
+
+async def test_every_task_action_names_a_silent_cluster_and_is_no_success(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    gpu2 = await silent_cluster(stack, pool, team)
+    try:
+        mine = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": i} for i in range(2)])
+        theirs = await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": i} for i in range(2)])
+        tasks = mine + theirs
+        for action, before, toast in (
+            ("hold", "queued", "Held 2 of 4 task(s)"),
+            ("unhold", "holding", "Released 2 of 4 task(s)"),
+            ("kill", "queued", "Killed 2 of 4 task(s)"),
+            ("retry_failed", "failed", "Queued 2 of 4 failed task(s) for retry"),
+            ("retry_preempted", "preempted", "Queued 2 of 4 preempted task(s) for retry"),
+            ("retry", "completed", "Queued 2 of 4 task(s) for retry"),
+        ):
+            await pool.execute("update jobs set status = $2 where id = any($1::bigint[])", tasks, before)
+            for c, ids in ((cluster, mine), (gpu2, theirs)):
+                for i in ids:
+                    c.jobs[i].status = before
+            result = await act(stack, team, action=action, tasks=tasks)
+            assert result == {"message": f"{toast}; cluster gpu-2 did not confirm", "acted": 2, "unconfirmed": ["gpu-2"],
+                              "level": "warning"}, action
+            assert {r["status"] for r in await pool.fetch("select status from jobs where id = any($1::bigint[])", theirs)} == {before}
+    finally:
+        await gpu2.stop()
+
+
+async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_when_silent(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    gpu2 = await silent_cluster(stack, pool, team)
+    try:
+        theirs = [await gpu2.create_submission(title=f"Upload {i}", staging="sync_failed") for i in range(3)]
+        mine = await cluster.create_submission(title="Upload 4", staging="sync_failed")
+        waiting = {sid: gpu2.sync_failed.setdefault(sid, asyncio.Event()) for sid in theirs}
+        cluster.sync_failed[mine] = asyncio.Event()
+        result = await act(stack, team, action="retry_sync", submissions=[*theirs, mine])
+        assert result == {"message": "Retrying sync of 1 of 4 submission(s); cluster gpu-2 did not confirm", "acted": 1,
+                          "unconfirmed": ["gpu-2"], "level": "warning"}
+        assert all(event.is_set() for event in waiting.values())  # it did resume them: it only never said so
+        assert await pool.fetchval("select staging from submissions where id = $1", mine) == "syncing"
+        cluster.sync_failed.clear()
+        gpu2.confirm = True
+        for sid in theirs:
+            gpu2.sync_failed[sid] = asyncio.Event()
+        result = await act(stack, team, action="retry_sync", submissions=theirs)
+        assert (result["message"], result["level"]) == ("Retrying sync of 3 submission(s)", "success")
+        again = await act(stack, team, action="retry_sync", submissions=theirs)
+        assert (again["message"], again["level"]) == ("No submissions whose sync failed", "info")
+    finally:
+        await gpu2.stop()
+
+
+async def test_edits_name_a_silent_cluster(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    gpu2 = await silent_cluster(stack, pool, team)
+    try:
+        (task,) = await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 0}])
+        sid = await submission_of(pool, task)
+        result = await act(stack, team, action="priority", submissions=[sid], priority=5)
+        assert (result["message"], result["level"]) == ("Priority set to 5 on 1 submission(s); cluster gpu-2 did not confirm", "warning")
+        result = await act(stack, team, action="instance_type", submissions=[sid], instance_type="highmem")
+        assert (result["message"], result["level"]) == ("Instance type set to highmem on 1 submission(s); cluster gpu-2 did not confirm", "warning")
+    finally:
+        await gpu2.stop()
+
+
+async def test_reviewed_toggles(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    ids, _ = await tasks(cluster, team, 1)
+    sid = await submission_of(pool, ids[0])
+    assert await act(stack, team, action="reviewed", submissions=[sid]) == {
+        "message": "Marked 1 submission(s) reviewed", "acted": 1, "unconfirmed": [], "level": "success"}
+    again = await act(stack, team, action="reviewed", submissions=[sid])
+    assert (again["message"], again["level"]) == ("Already marked reviewed", "info")
+    undone = await act(stack, team, action="reviewed", submissions=[sid], reviewed=False)
+    assert (undone["message"], undone["level"]) == ("Marked 1 submission(s) not reviewed", "success")
+    assert await pool.fetchval("select reviewed from submissions where id = $1", sid) is False
+
+
+async def test_instance_types_are_the_clusters_and_others_are_refused(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+    sid = await cluster.create_submission(title="Render", instance_type="standard")
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        offered = await client.get(f"/api/submissions/instance-types?submission={sid}", headers={"Authorization": f"Bearer {team.token}"})
+    assert offered.status_code == 200
+    body = offered.json()
+    assert body["clusters"] == ["gpu-1"]
+    assert {t["name"]: (t["cores"], t["memory_gb"], t["preemptible"]) for t in body["instance_types"]} == {
+        "standard": (4, 16, False), "highmem": (8, 64, False), "highcpu": (32, 64, False), "gpu-large": (32, 128, False),
+        "standard-spot": (4, 16, True), "highcpu-spot": (32, 64, True)}
+    refused = await act_raw(stack, team, action="instance_type", submissions=[sid], instance_type="7")
+    assert refused.status_code == 422
+    assert refused.json()["message"] == ("instance_type: 7 is not an instance type of cluster gpu-1 (offers: standard, "
+                                         "standard-spot, highmem, highcpu, highcpu-spot, gpu-large)")
+    wrong = await act_raw(stack, team, action="instance_type", submissions=[sid], instance_type="highmem", cores=2)
+    assert (wrong.status_code, wrong.json()["message"]) == (422, "cores: instance type highmem has 8 cores")
+    spot = await act(stack, team, action="instance_type", submissions=[sid], instance_type="highcpu-spot")
+    assert spot["message"] == "Instance type set to highcpu-spot on 1 submission(s)"
+    row = await pool.fetchrow("select instance_type, cores, memory_gb, preemptible from submissions where id = $1", sid)
+    assert tuple(row) == ("highcpu-spot", 32, 64, True)  # a preemptible type makes it PREEMPTIBLE
+    missing = await act_raw(stack, team, action="priority", submissions=[sid])
+    assert (missing.status_code, missing.json()["message"]) == (422, "priority: a whole number from -1000 to 1000 is required")

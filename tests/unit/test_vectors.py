@@ -13,7 +13,7 @@ import pytest
 from gateway.core.finish import notice_title
 from gateway.core.grouping import group_key, group_label, make_group
 from gateway.core.model import Counts
-from gateway.core.status import buckets, colour, group_status, ring_fill, ring_label
+from gateway.core.status import BUCKET_OF, STATUSES, buckets, colour, group_status, ring_fill, ring_label, word
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS: dict[str, Any] = json.loads((ROOT / "frontend" / "vectors" / "jobs-view.json").read_text())
@@ -21,6 +21,22 @@ VECTORS: dict[str, Any] = json.loads((ROOT / "frontend" / "vectors" / "jobs-view
 
 def cases(name: str) -> list[dict[str, Any]]:
     return VECTORS[name]
+
+
+@pytest.mark.parametrize("case", cases("statuses"), ids=lambda c: c["status"])
+def test_every_status_has_its_word_colour_and_bucket(case: dict[str, Any]) -> None:
+    assert (word(case["status"]), colour(case["status"])) == (case["word"], case["colour"])
+    assert BUCKET_OF.get(case["status"]) == case["bucket"]
+
+
+def test_the_status_table_lists_every_status_of_a_job_and_of_a_group() -> None:
+    listed = {c["status"] for c in cases("statuses")}
+    assert set(STATUSES) | {"neutral", "empty"} == listed
+    assert {c["expect"] for c in cases("group_status")} <= listed
+
+
+def test_a_status_no_table_knows_shows_as_itself() -> None:
+    assert (word("frozen"), colour("frozen")) == ("frozen", "neutral")
 
 
 @pytest.mark.parametrize("case", cases("buckets"))

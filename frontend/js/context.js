@@ -1,0 +1,12 @@
+// What the views share: the signed-in person, the team's live state, the connection, and a redraw.
+import { TeamState } from "./state.js";
+
+export const app = {
+  me: null, // /api/me
+  teamId: null,
+  live: null, // the live connection
+  team: new TeamState(), // the team channel's state
+  memberNames: new Map(), // user id -> name
+  schedule: () => {}, // redraw at the next animation frame
+  onNotice: () => {}, // a trajectory channel's finish notice
+};

@@ -1,0 +1,196 @@
+// The panel at the right of the dashboard: one trajectory's jobs (or one submission's tasks), and its analyses.
+import { app } from "./context.js";
+import { Aim, StableOrder, holding } from "./order.js";
+import { JobTree } from "./tree.js";
+import { follow, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
+import { acting, clock, confirmDialog, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
+
+export class Panel {
+  constructor(el) {
+    this.el = el;
+    this.id = null;
+    this.tree = null;
+    this.opener = null;
+    this.tab = "jobs";
+    this.rows = new Map(); // analysis id -> row
+    this.listed = new StableOrder(); // the listing's order: held, like every list, while the person aims at it
+    this.aim = new Aim(el, () => app.schedule());
+  }
+
+  get isOpen() { return this.id !== null; }
+
+  held() { return holding([this.aim]); }
+
+  /** Open on a trajectory (`submission`: only that submission's tasks, with the task actions). */
+  open(id, name, { submission = null, taskMenu = null, tab = "jobs", opener = document.activeElement } = {}) {
+    this.close(false);
+    this.id = id;
+    this.name = name;
+    this.opener = opener;
+    this.tab = tab;
+    const el = this.el;
+    el.hidden = false;
+    el.innerHTML = `<div class="panel-head"><h2 id="panel-title" tabindex="-1"></h2>
+        <button class="menu-button" type="button" aria-haspopup="menu" id="panel-menu">⋯</button>
+        <button id="panel-close" type="button" aria-label="Close">×</button></div>
+      <div class="tabs" role="tablist" aria-label="Views of the trajectory"${submission === null ? "" : " hidden"}>
+        <button type="button" role="tab" id="tab-jobs" aria-controls="panel-jobs">Jobs</button>
+        <button type="button" role="tab" id="tab-analyses" aria-controls="panel-analyses">Analyses</button></div>
+      <div class="tab-panel" id="panel-jobs" role="tabpanel" aria-labelledby="tab-jobs"><div class="tree-host" data-traj="${id}"></div></div>
+      <div class="tab-panel" id="panel-analyses" role="tabpanel" aria-labelledby="tab-analyses">
+        <p class="quiet listing-note">Loading…</p>
+        <table class="analyses" hidden><caption class="visually-hidden"></caption><thead><tr><th scope="col">Analysis</th>
+          <th scope="col">Frames</th><th scope="col">Started</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+          <tbody></tbody></table></div>`;
+    const title = el.querySelector("#panel-title");
+    title.textContent = name;
+    title.title = name;
+    el.setAttribute("aria-labelledby", "panel-title");
+    el.querySelector("#panel-menu").setAttribute("aria-label", `Actions of ${name}`);
+    el.querySelector("caption").textContent = `Analyses of ${name}`;
+    this.rows = new Map();
+    this.listed = new StableOrder();
+    this.tree = new JobTree(el.querySelector(".tree-host"), app.live, {
+      label: submission === null ? `Jobs of ${name}` : `Tasks of ${name}`,
+      filter: submission === null ? null : (job) => job.submission_id === submission,
+      held: () => this.held(),
+      onGroupMenu: (anchor, x, y) => trajectoryMenu(id, name, anchor, x, y),
+      onJobMenu: taskMenu || ((job, anchor, x, y) => jobMenu(id, name, job, anchor, x, y)),
+      onRetry: (job) => retryFrames(job.analysis_id, job.name).then(() => loadAnalyses(id, true)),
+      runLabel: runLabel(id),
+    });
+    this.tree.show(follow(id));
+    loadAnalyses(id, true);
+    el.querySelector("#panel-close").addEventListener("click", () => this.close());
+    el.querySelector("#panel-menu").addEventListener("click", (e) => {
+      const r = e.currentTarget.getBoundingClientRect();
+      trajectoryMenu(id, name, e.currentTarget, r.left, r.bottom);
+    });
+    const tabs = [...el.querySelectorAll("[role=tab]")];
+    for (const t of tabs) {
+      t.addEventListener("click", () => this.show(t.id === "tab-jobs" ? "jobs" : "analyses"));
+      t.addEventListener("keydown", (e) => {
+        if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
+        e.preventDefault();
+        const other = tabs[(tabs.indexOf(t) + 1) % tabs.length];
+        this.show(other.id === "tab-jobs" ? "jobs" : "analyses");
+        other.focus();
+      });
+    }
+    el.querySelector(".analyses tbody").addEventListener("click", (e) => this._analysisClick(e));
+    this.show(tab);
+    title.focus();
+  }
+
+  show(tab) {
+    this.tab = tab;
+    for (const [name, tabId, panelId] of [["jobs", "tab-jobs", "panel-jobs"], ["analyses", "tab-analyses", "panel-analyses"]]) {
+      const on = name === tab;
+      const t = this.el.querySelector(`#${tabId}`);
+      t.setAttribute("aria-selected", String(on));
+      t.tabIndex = on ? 0 : -1;
+      this.el.querySelector(`#${panelId}`).hidden = !on;
+    }
+    if (tab === "jobs" && this.tree) this.tree.render(true);
+    if (tab === "analyses") { loadAnalyses(this.id); this.drawAnalyses(); }
+  }
+
+  close(restore = true) {
+    if (this.id === null) return;
+    unfollow(this.id);
+    this.id = null;
+    this.tree = null;
+    this.el.hidden = true;
+    this.el.innerHTML = "";
+    if (restore) focusBack(this.opener);
+    this.opener = null;
+    app.schedule();
+  }
+
+  draw() {
+    if (this.id === null) return;
+    if (this.tab === "jobs") this.tree.render();
+    else { loadAnalyses(this.id); this.drawAnalyses(); }
+  }
+
+  // -- the analysis listing: each analysis's frames, Retry Failed Frames and Delete analysis
+
+  drawAnalyses() {
+    const a = analysesOf(this.id);
+    const note = this.el.querySelector(".listing-note");
+    const table = this.el.querySelector(".analyses");
+    if (!note) return;
+    const list = a.list || [];
+    setText(note, a.error ? a.error : a.list === null ? "Loading…" : list.length ? "" : "No analyses of this trajectory");
+    note.hidden = Boolean(a.list && list.length && !a.error);
+    table.hidden = !list.length;
+    const now = app.live.now();
+    const keep = new Map();
+    const nodes = [];
+    const byId = new Map(list.map((row) => [row.id, row]));
+    for (const id of this.listed.next(list.map((row) => row.id), this.held())) {
+      const row = byId.get(id);
+      if (!row) continue; // deleted: its row leaves at once (the person deleted it, or will see the toast)
+      const tr = this.rows.get(row.id) || this._analysisRow(row);
+      this._fillAnalysis(tr, row, now);
+      keep.set(row.id, tr);
+      nodes.push(tr);
+    }
+    this.rows = keep;
+    placeChildren(table.querySelector("tbody"), nodes);
+  }
+
+  _analysisRow(row) {
+    const tr = document.createElement("tr");
+    tr.dataset.analysis = row.id;
+    tr.innerHTML = `<td class="plugin"></td><td class="frames"><span class="done"></span><span class="failed red"></span><span class="left quiet"></span></td>
+      <td class="started"></td><td><div class="actions"><button type="button" data-retry-frames>Retry Failed Frames</button>
+      <button type="button" class="delete" data-delete>Delete analysis</button></div></td>`;
+    return tr;
+  }
+
+  _fillAnalysis(tr, row, now) {
+    const [plugin, frames, started, actions] = tr.children;
+    const [done, failed, left] = frames.children;
+    setText(plugin, row.plugin);
+    setText(done, `${row.completed}/${row.frames} frames done`);
+    setText(failed, row.failed ? `${row.failed} failed` : "");
+    setText(left, row.running + row.queued ? `${row.running + row.queued} to go` : "");
+    setText(started, clock(row.created_at, now));
+    const [retry, del] = actions.firstElementChild.children;
+    setAttr(retry, "aria-label", `Retry Failed Frames of ${row.plugin}`);
+    setAttr(retry, "aria-disabled", row.failed ? null : "true");
+    retry.classList.toggle("unavailable", !row.failed);
+    setAttr(del, "aria-label", `Delete analysis ${row.plugin} (${clock(row.created_at, now)})`);
+  }
+
+  async _analysisClick(e) {
+    const tr = e.target.closest("[data-analysis]");
+    if (!tr) return;
+    const row = analysesOf(this.id).rows.get(Number(tr.dataset.analysis));
+    if (!row) return;
+    const id = this.id;
+    const button = e.target.closest("button");
+    if (e.target.closest("[data-retry-frames]")) {
+      if (!row.failed) { tr.querySelector("[data-retry-frames]").focus(); return; }
+      await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr);
+      loadAnalyses(id, true);
+    } else if (e.target.closest("[data-delete]")) {
+      const sure = await confirmDialog({
+        title: `Delete analysis ${row.plugin}?`,
+        text: "Its jobs still queued or running are stopped on their clusters, and its results (its jobs, one per frame, "
+          + "and their artifact upload) are deleted for the whole team. This cannot be undone.",
+        confirm: "Delete analysis",
+        opener: button,
+      });
+      if (!sure) return;
+      await acting(`Delete analysis ${row.plugin}`, () => send(`/api/analyses/${row.id}`, { method: "DELETE" }), tr);
+      await loadAnalyses(id, true);
+      if (this.id === id) {
+        const next = this.el.querySelector(".analyses [data-delete]") || this.el.querySelector("#tab-analyses");
+        if (next && !button.isConnected) next.focus(); // its row is gone: focus stays in the listing
+      }
+    }
+  }
+}
+

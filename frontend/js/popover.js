@@ -1,0 +1,209 @@
+// The Jobs popover: the counts, every trajectory (most recent first) with its jobs a click away, and Clusters.
+//
+// The counts and the Clusters block stay in view; only the list scrolls. Rows are keyed and change in place;
+// while the person aims at the popover (pointer, keyboard focus, an open menu) they keep their order, new
+// trajectories are announced ("2 new, show"), and the order catches up when the pointer leaves.
+import { app } from "./context.js";
+import { Aim, StableOrder, holding, newsText } from "./order.js";
+import { buckets, colour, word } from "./rules.js";
+import { ICON, JobTree } from "./tree.js";
+import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
+import { ago, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
+
+const ZERO = { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0, holding: 0, preempted: 0 };
+
+export class Popover {
+  constructor(el, ring, panel = null) {
+    this.el = el;
+    this.ring = ring;
+    this.panel = panel; // while it is open, the rows keep their places too
+    this.order = new StableOrder();
+    this.rows = new Map(); // trajectory id -> its row element
+    this.seen = new Map(); // trajectory id -> its last summary (a row held in place after it left the list)
+    this.openId = null; // the expanded trajectory
+    this.tree = null;
+    this.focusId = null; // the row in the tab order
+    this.el.innerHTML = `
+      <div class="counts" role="group" aria-label="Job counts">
+        <div><b data-bucket="queued">0</b>Queued</div><div><b data-bucket="running">0</b>Running</div>
+        <div><b data-bucket="done">0</b>Done</div><div><b data-bucket="failed">0</b>Failed</div>
+      </div>
+      <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><button type="button" class="news" hidden></button></div>
+      <div class="pop-list">
+        <p class="empty quiet" hidden>No jobs in the last 24 hours</p>
+        <div class="pop-tree" role="tree" aria-labelledby="pop-title"></div>
+      </div>
+      <div class="block">
+        <span class="clusters-none quiet">Clusters: none reporting</span>
+        <span class="clusters-live"><span class="c-n"></span><span class="c-cpu"></span><span class="c-memory"></span><span class="c-disk"></span><span class="c-network"></span></span>
+        <a href="#/clusters" class="open-clusters" data-close>Open clusters</a>
+        <a href="#/team" class="online" data-close></a>
+      </div>`;
+    this.list = this.el.querySelector(".pop-tree");
+    this.empty = this.el.querySelector(".empty");
+    this.news = this.el.querySelector(".news");
+    this.aim = new Aim(this.el, () => app.schedule());
+    this.news.addEventListener("click", () => { this.order.release(); this.draw(); });
+    this.el.addEventListener("click", (e) => this._click(e));
+    this.el.addEventListener("keydown", (e) => this._key(e));
+    this.el.addEventListener("contextmenu", (e) => {
+      const head = e.target.closest("[data-head]");
+      if (!head) return; // the rows of an expanded trajectory's tree have their own menu
+      e.preventDefault();
+      this._menu(head, e.clientX, e.clientY);
+    });
+    this.el.addEventListener("focusin", (e) => { const head = e.target.closest("[data-head]"); if (head) this.focusId = Number(head.dataset.head); });
+  }
+
+  get isOpen() { return !this.el.hidden; }
+
+  held() { return holding([this.aim], () => this.panel !== null && this.panel.isOpen); }
+
+  setOpen(open) {
+    this.el.hidden = !open;
+    this.ring.setAttribute("aria-expanded", String(open));
+    if (!open) return;
+    this.order.release(); // it opens in the latest order
+    this.draw();
+    const first = this.list.querySelector("[data-head]");
+    if (first) first.focus();
+  }
+
+  _name(id) { const s = app.team.summaries.get(id) || this.seen.get(id); return s ? s.name : `Trajectory ${id}`; }
+
+  _menu(head, x, y) { const id = Number(head.dataset.head); trajectoryMenu(id, this._name(id), head, x, y); }
+
+  _click(e) {
+    if (e.target.closest("[data-close]")) { this.setOpen(false); return; } // its links lead away: it closes
+    const head = e.target.closest("[data-head]");
+    if (!head) return;
+    const button = e.target.closest(".menu-button");
+    if (button) { const r = button.getBoundingClientRect(); this._menu(head, r.left, r.bottom); return; }
+    this.toggle(Number(head.dataset.head));
+  }
+
+  _key(e) {
+    const head = e.target.closest("[data-head]");
+    if (!head || e.target !== head) return;
+    const heads = [...this.list.querySelectorAll("[data-head]")];
+    const i = heads.indexOf(head);
+    const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: heads.length - 1 }[e.key];
+    if (to !== undefined) { e.preventDefault(); const next = heads[Math.max(0, Math.min(heads.length - 1, to))]; next.focus(); return; }
+    const id = Number(head.dataset.head);
+    if (e.key === "Enter" || e.key === " ") { e.preventDefault(); this.toggle(id); }
+    else if (e.key === "ArrowRight" && this.openId !== id) { e.preventDefault(); this.toggle(id); }
+    else if (e.key === "ArrowLeft" && this.openId === id) { e.preventDefault(); this.toggle(id); }
+    else if (isMenuKey(e)) { e.preventDefault(); const r = head.getBoundingClientRect(); this._menu(head, r.left + 20, r.bottom); }
+  }
+
+  /** Expand a trajectory (its frames and jobs), or fold it again. */
+  toggle(id) {
+    if (this.openId !== null) {
+      unfollow(this.openId);
+      if (this.tree) this.tree.el.remove();
+      this.tree = null;
+    }
+    this.openId = this.openId === id ? null : id;
+    if (this.openId !== null) {
+      const name = this._name(id);
+      const host = document.createElement("div");
+      host.className = "traj-jobs";
+      this.tree = new JobTree(host, app.live, {
+        label: `Jobs of ${name}`,
+        role: "group",
+        held: () => this.held(),
+        onGroupMenu: (anchor, x, y) => trajectoryMenu(id, name, anchor, x, y),
+        onJobMenu: (job, anchor, x, y) => jobMenu(id, name, job, anchor, x, y),
+        onRetry: (job) => retryFrames(job.analysis_id, job.name),
+        runLabel: runLabel(id),
+      });
+      this.tree.show(follow(id));
+    }
+    this.draw();
+  }
+
+  draw() {
+    if (!this.isOpen) return;
+    const b = buckets(app.team.counts || ZERO);
+    for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, String(b[el.dataset.bucket]));
+    const latest = app.team.recent();
+    for (const s of latest) this.seen.set(s.id, s);
+    const ids = this.order.next(latest.map((s) => s.id), this.held());
+    const now = app.live.now();
+    const nodes = [];
+    const keep = new Map();
+    const focusId = ids.includes(this.focusId) ? this.focusId : ids[0];
+    for (const id of ids) {
+      const s = app.team.summaries.get(id) || this.seen.get(id);
+      if (!s) continue;
+      const el = this.rows.get(id) || this._row(id);
+      this._fill(el, s, now, !app.team.summaries.has(id), id === focusId);
+      keep.set(id, el);
+      nodes.push(el);
+    }
+    for (const id of this.seen.keys()) if (!keep.has(id) && !app.team.summaries.has(id)) this.seen.delete(id);
+    this.rows = keep;
+    placeChildren(this.list, nodes);
+    this.empty.hidden = nodes.length > 0;
+    this.list.hidden = nodes.length === 0;
+    this.news.hidden = !this.order.waiting;
+    setText(this.news, newsText(this.order.waiting));
+    this._block();
+    if (this.tree) this.tree.render();
+  }
+
+  _row(id) {
+    const el = document.createElement("div");
+    el.className = "traj";
+    el.dataset.traj = id;
+    el.innerHTML = `<div class="head" role="treeitem" aria-expanded="false" tabindex="-1" data-head="${id}" data-key="t:${id}">
+      <span class="icon" aria-hidden="true"></span><span class="name"></span>
+      <button class="menu-button" type="button" tabindex="-1" aria-haspopup="menu">⋯</button>
+      <span class="meta"><span class="progress"></span><span class="state"></span><span class="when quiet"></span></span></div>`;
+    return el;
+  }
+
+  _fill(el, s, now, gone, tabbable) {
+    const head = el.firstElementChild;
+    const [icon, name, button, meta] = head.children;
+    const [progress, state, when] = meta.children;
+    const c = colour(s.status);
+    el.className = `traj ${app.team.isGlowing(s.id) ? "glow" : ""}${gone ? " gone" : ""}`;
+    head.className = `head ${c}`;
+    head.tabIndex = tabbable ? 0 : -1;
+    setAttr(head, "aria-expanded", String(this.openId === s.id));
+    setText(icon, ICON[c]);
+    setText(name, s.name);
+    setAttr(name, "title", s.name);
+    setAttr(button, "aria-label", `Actions of ${s.name}`);
+    setText(progress, `${s.completed}/${s.total} jobs completed`);
+    setText(state, word(s.status));
+    setText(when, ago(s.updated_at, now));
+    if (this.openId === s.id && this.tree && this.tree.el.parentNode !== el) el.append(this.tree.el);
+  }
+
+  _block() {
+    const block = this.el.querySelector(".block");
+    block.hidden = false;
+    const local = app.me.local;
+    const s = app.team.clusters;
+    const none = this.el.querySelector(".clusters-none"), live = this.el.querySelector(".clusters-live");
+    none.hidden = local || Boolean(s && s.reporting);
+    live.hidden = local || !(s && s.reporting);
+    this.el.querySelector(".open-clusters").hidden = local;
+    if (s && s.reporting) {
+      const [n, cpu, memory, disk, network] = live.children;
+      setText(n, `Clusters (${s.reporting})`);
+      setText(cpu, `CPU ${s.cpu}%`);
+      cpu.className = `c-cpu ${s.cpu_high ? "cpu-high" : ""}`;
+      setText(memory, `Memory ${s.memory}%`);
+      setText(disk, `Disk ${s.disk}%`);
+      setText(network, `Network ${s.network} MB/s`);
+    }
+    const online = this.el.querySelector(".online");
+    const p = app.team.presence;
+    online.hidden = app.me.single_user || !p;
+    if (p) setText(online, `${p.online} / ${p.members} online`);
+    block.hidden = local && online.hidden;
+  }
+}

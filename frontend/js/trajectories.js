@@ -1,0 +1,103 @@
+// A trajectory's live jobs (one subscription each, shared by the popover and the panel), its actions, and its
+// analyses (the listing, and the start times that tell same-named jobs of two pipeline runs apart).
+import { app } from "./context.js";
+import { TrajectoryState } from "./state.js";
+import { acting, clock, menu, send } from "./ui.js";
+
+const followed = new Map(); // id -> { state, users }
+
+export function follow(id) {
+  let t = followed.get(id);
+  if (!t) {
+    t = { state: new TrajectoryState(id), users: 0 };
+    followed.set(id, t);
+    app.live.subscribe(`trajectory:${id}`, (m) => {
+      if (m.type === "notice") { app.onNotice(id, m); return; }
+      t.state.apply(m);
+      learnAnalyses(id, m.jobs || []);
+      app.schedule();
+    });
+  }
+  t.users++;
+  return t.state;
+}
+
+export function unfollow(id) {
+  const t = followed.get(id);
+  if (t && --t.users === 0) { followed.delete(id); app.live.unsubscribe(`trajectory:${id}`); }
+}
+
+/** Remove Running Jobs and Retry Failed Jobs: what a trajectory's group offers (right-click, the context-menu
+ * key, its menu button), in the popover and in the panel. */
+export function trajectoryMenu(id, name, anchor, x, y) {
+  menu(x, y, [
+    ["Remove Running Jobs", () => acting("Remove Running Jobs", () => send(`/api/trajectories/${id}/remove-running`))],
+    ["Retry Failed Jobs", () => acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`))],
+  ], `Actions of ${name}`, anchor);
+}
+
+/** A job's menu in the Jobs view: Retry Failed Frames for a failed analysis job, then its trajectory's actions. */
+export function jobMenu(trajectoryId, name, job, anchor, x, y) {
+  const items = [];
+  if ((job.status === "failed" || job.status === "preempted") && job.kind === "analysis" && job.analysis_id !== null) {
+    items.push([`Retry Failed Frames of ${job.name}`, () => retryFrames(job.analysis_id, job.name)]);
+  }
+  items.push(
+    ["Remove Running Jobs", () => acting("Remove Running Jobs", () => send(`/api/trajectories/${trajectoryId}/remove-running`))],
+    ["Retry Failed Jobs", () => acting("Retry Failed Jobs", () => send(`/api/trajectories/${trajectoryId}/retry-failed`))],
+  );
+  menu(x, y, items, `Actions of ${name}`, anchor);
+}
+
+/** Retry Failed Frames of the analysis a failed job belongs to. */
+export const retryFrames = (analysisId, plugin) =>
+  acting(`Retry Failed Frames of ${plugin}`, () => send(`/api/analyses/${analysisId}/retry-failed`));
+
+// -- analyses
+
+const analyses = new Map(); // trajectory id -> { rows: Map(id -> row), list: [...], at: ms, loading: Promise|null }
+const REFRESH = 2000; // ms: the listing's counts refresh at most this often while someone looks
+
+export function analysesOf(trajectoryId) {
+  let a = analyses.get(trajectoryId);
+  if (!a) analyses.set(trajectoryId, (a = { rows: new Map(), list: null, at: 0, loading: null, error: null }));
+  return a;
+}
+
+/** Fetch the listing again unless it is fresh (`force`: now). */
+export function loadAnalyses(trajectoryId, force = false) {
+  const a = analysesOf(trajectoryId);
+  if (a.loading || (!force && Date.now() - a.at < REFRESH)) return a.loading;
+  a.loading = (async () => {
+    try {
+      const { ok, body } = await send(`/api/trajectories/${trajectoryId}/analyses`, { method: "GET" });
+      a.error = ok ? null : body.message || "The analyses could not be loaded";
+      if (ok) { a.list = body.analyses; a.rows = new Map(body.analyses.map((r) => [r.id, r])); }
+    } catch {
+      a.error = "The gateway could not be reached";
+    } finally {
+      a.at = Date.now();
+      a.loading = null;
+      app.schedule();
+    }
+  })();
+  return a.loading;
+}
+
+function learnAnalyses(trajectoryId, jobs) {
+  // An analysis the listing does not know yet (a new pipeline run): its start time is worth a fetch.
+  const a = analysesOf(trajectoryId);
+  for (const job of jobs) {
+    if (job.analysis_id !== null && !job.removed_at && !a.rows.has(job.analysis_id)) { loadAnalyses(trajectoryId); return; }
+  }
+}
+
+/** What tells same-named jobs apart: the start time of the pipeline run that made the job's analysis, else when
+ * the job was created. */
+export function runLabel(trajectoryId) {
+  return (job) => {
+    const row = job.analysis_id !== null ? analysesOf(trajectoryId).rows.get(job.analysis_id) : null;
+    if (row) return `run started ${clock(row.created_at, app.live.now())}`;
+    return job.created_at ? `started ${clock(job.created_at, app.live.now())}` : `#${job.id}`;
+  };
+}

@@ -1,0 +1,100 @@
+"""The analysis listing: a trajectory's analyses with their frames' progress, and Delete analysis.
+
+`GET /api/trajectories/<id>/analyses` lists them, newest first. `DELETE /api/analyses/<id>` deletes one: its
+jobs still queued or running are stopped through their clusters (as Remove Running Jobs does), then its results
+are deleted: in this data model an analysis's results are its jobs (one per frame, kind `analysis`, and the
+Artifact Upload that stores them), so they leave every list and count for everyone (tombstoned through the
+captured path, like a removed job), and the analysis leaves the listing. If a cluster does not confirm that it
+stopped the analysis's jobs, nothing is deleted: the toast names it, and Delete can be tried again. Removing
+jobs (Remove Running Jobs) never deletes results; deleting the analysis does.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..control.commands import run_action
+from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
+from ..store import queries
+from .answers import AnalysisRow, Analyses, answer
+from .guards import Refused, endpoint, member, path_id, runtime_of, user
+
+_encoder = msgspec.json.Encoder()
+LISTED = 200  # analyses a listing shows, newest first
+
+_LISTING = """
+select a.id, a.plugin, a.created_at,
+       count(j.id) filter (where j.kind = 'analysis') as frames,
+       count(j.id) filter (where j.kind = 'analysis' and j.status = 'completed') as completed,
+       count(j.id) filter (where j.kind = 'analysis' and j.status in ('failed', 'preempted')) as failed,
+       count(j.id) filter (where j.kind = 'analysis' and j.status = 'running') as running,
+       count(j.id) filter (where j.kind = 'analysis' and j.status in ('queued', 'retrying', 'holding')) as queued
+from analyses a
+left join jobs j on j.analysis_id = a.id and j.trajectory_id = a.trajectory_id and j.removed_at is null
+where a.trajectory_id = $1 and a.deleted_at is null
+group by a.id
+order by a.created_at desc, a.id desc
+limit $2
+"""
+
+
+@endpoint
+async def trajectory_analyses(request: Request) -> Response:
+    trajectory_id = path_id(request)
+    pool = runtime_of(request).pool
+    await member(request, user(request), await queries.team_of_trajectory(pool, trajectory_id))
+    rows = await pool.fetch(_LISTING, trajectory_id, LISTED)
+    return answer(Analyses([
+        AnalysisRow(
+            id=r["id"], plugin=r["plugin"], created_at=r["created_at"].isoformat(), frames=r["frames"],
+            completed=r["completed"], failed=r["failed"], running=r["running"], queued=r["queued"],
+        )
+        for r in rows
+    ]))
+
+
+@endpoint
+async def delete_analysis(request: Request) -> Response:
+    user_id = user(request, acting=True)
+    analysis_id = path_id(request)
+    runtime = runtime_of(request)
+    pool = runtime.pool
+    team_id = await queries.team_of_analysis(pool, analysis_id)
+    await member(request, user_id, team_id, "only members of the team may delete its analyses")
+    assert team_id is not None
+    found = await pool.fetchrow("select plugin, deleted_at from analyses where id = $1", analysis_id)
+    if found is None or found["deleted_at"] is not None:
+        raise Refused(404, "not_found", f"id: no analysis {analysis_id}")
+    plugin = found["plugin"]
+    active = await pool.fetchval(
+        "select count(*) from jobs where analysis_id = $1 and team_id = $2 and removed_at is null"
+        " and status = any($3::text[])",
+        analysis_id,
+        team_id,
+        list(REMOVABLE),
+    )
+    with runtime.actions.slot(user_id, team_id):
+        stopped = await run_action(
+            pool, runtime.commands, "remove", team_id, "j.analysis_id = $1", analysis_id, runtime.settings.command_timeout
+        ) if active else ActionResult(message="", acted=0, unconfirmed=[])
+    if stopped.unconfirmed:
+        result = ActionResult(
+            message=f"{plugin} not deleted: stopped {stopped.acted} of {active} job(s){unconfirmed_suffix(stopped.unconfirmed)}",
+            acted=stopped.acted, unconfirmed=stopped.unconfirmed, level="warning",
+        )
+        return Response(_encoder.encode(result), media_type="application/json")
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("update analyses set deleted_at = now() where id = $1 and deleted_at is null", analysis_id)
+        removed = await conn.execute(
+            "update jobs set removed_at = now() where analysis_id = $1 and team_id = $2 and removed_at is null",
+            analysis_id,
+            team_id,
+        )
+    results = int(removed.split()[-1])
+    parts = [f"stopped {stopped.acted} job(s)"] if active else []
+    parts.append(f"deleted {results} result(s)")
+    result = ActionResult(message=f"Deleted analysis {plugin}: {', '.join(parts)}", acted=results + stopped.acted,
+                          unconfirmed=[], level="success")
+    return Response(_encoder.encode(result), media_type="application/json")

@@ -1,0 +1,98 @@
+"""Instance types: a cluster declares the kinds of render node it offers; Edit / Instance Type offers those.
+
+`POST /api/ingest/instance-types` (a cluster key) replaces the cluster's list. `GET
+/api/submissions/instance-types?submission=1&submission=2` (a member) answers the types every cluster holding
+those submissions offers: the Edit / Instance Type dialog's choices, the same list the action is checked against.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..core.instance_types import InstanceType, InstanceTypes, Offered, common
+from ..core.types import is_id
+from .answers import answer
+from .guards import Refused, cluster, decode, endpoint, runtime_of, user
+
+_decoder = msgspec.json.Decoder(InstanceTypes)
+MAX_SELECTED = 1000
+
+
+@endpoint
+async def declare_instance_types(request: Request) -> Response:
+    who = await cluster(request)
+    body = await decode(request, _decoder)
+    names = [t.name for t in body.instance_types]
+    if len(set(names)) != len(names):
+        raise Refused(422, "invalid", "instance_types: each name once")
+    async with runtime_of(request).pool.acquire() as conn, conn.transaction():
+        await conn.execute("delete from instance_types where cluster_id = $1", who.id)
+        await conn.executemany(
+            "insert into instance_types (cluster_id, name, cores, memory_gb, preemptible) values ($1, $2, $3, $4, $5)",
+            [(who.id, t.name, t.cores, t.memory_gb, t.preemptible) for t in body.instance_types],
+        )
+    return Response(status_code=204)
+
+
+@endpoint
+async def submission_instance_types(request: Request) -> Response:
+    user_id = user(request)
+    raw = request.query_params.getlist("submission")
+    if not raw or len(raw) > MAX_SELECTED:
+        raise Refused(422, "invalid", f"submission: name 1 to {MAX_SELECTED} submissions")
+    ids = []
+    for i, value in enumerate(raw):
+        if not value.isascii() or not value.isdigit() or not is_id(int(value)):
+            raise Refused(422, "invalid", f"submission[{i}]: expected an id")
+        ids.append(int(value))
+    pool = runtime_of(request).pool
+    rows = await pool.fetch(
+        "select s.id, s.team_id from submissions s join memberships m on m.team_id = s.team_id and m.user_id = $2"
+        " where s.id = any($1::bigint[])",
+        ids,
+        user_id,
+    )
+    teams = {r["id"]: r["team_id"] for r in rows}
+    for i, sid in enumerate(ids):
+        if sid not in teams:
+            raise Refused(403, "forbidden", f"submission[{i}]: no submission {sid} in your teams")
+    if len(set(teams.values())) > 1:
+        raise Refused(422, "invalid", "select submissions of one team")
+    return answer(await offered(pool, next(iter(teams.values())), ids))
+
+
+async def offered(pool: asyncpg.Pool, team_id: int, submissions: list[int]) -> Offered:
+    """The types every cluster holding these submissions offers: each submission's own cluster, else the clusters
+    of its tasks, else (nothing runs it yet) any of the team's clusters."""
+    holders = await pool.fetch(
+        "select s.id, s.cluster_id from submissions s where s.id = any($1::bigint[]) and s.team_id = $2"
+        " and s.cluster_id is not null"
+        " union select distinct j.submission_id, j.cluster_id from jobs j join submissions s on s.id = j.submission_id"
+        " where s.id = any($1::bigint[]) and s.team_id = $2 and s.cluster_id is null and j.team_id = $2",
+        submissions,
+        team_id,
+    )
+    clusters = await pool.fetch("select id, name from clusters where team_id = $1 order by name", team_id)
+    names = {r["id"]: r["name"] for r in clusters}
+    types: dict[int, dict[str, InstanceType]] = {c: {} for c in names}
+    for r in await pool.fetch(
+        "select t.cluster_id, t.name, t.cores, t.memory_gb, t.preemptible from instance_types t"
+        " join clusters c on c.id = t.cluster_id where c.team_id = $1 order by t.cores, t.memory_gb, t.name",
+        team_id,
+    ):
+        types[r["cluster_id"]][r["name"]] = InstanceType(
+            name=r["name"], cores=r["cores"], memory_gb=r["memory_gb"], preemptible=r["preemptible"]
+        )
+    held = {r["cluster_id"] for r in holders if r["cluster_id"] in names}
+    unplaced = set(submissions) - {r["id"] for r in holders}
+    if unplaced or not held:  # a submission no cluster runs yet may go to any of them
+        union: dict[str, InstanceType] = {}
+        for c in names:
+            for name, t in types[c].items():
+                union.setdefault(name, t)
+        offers = [union] + [types[c] for c in sorted(held)]
+        return Offered(instance_types=common(offers), clusters=sorted(names[c] for c in (held or names)))
+    return Offered(instance_types=common(types[c] for c in sorted(held)), clusters=sorted(names[c] for c in held))
