@@ -71,20 +71,7 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
     _require(settings, "database_url", "redis_url")
     port = getattr(args, "metrics_port", None) or settings.relay_metrics_port  # `relay --metrics-port`, where parsed
     endpoint = Endpoint(port, settings.relay_metrics_host, settings.metrics_token) if port else None
-    relay = Relay(
-        settings.database_url,
-        settings.redis_url,
-        history_length=settings.history_length,
-        retention=settings.outbox_retention,
-        job_retention=settings.job_retention,
-        presence=not settings.single_user,
-        metrics=not settings.local,
-        cluster=settings.redis_cluster,
-        partitions=settings.partitions,
-        finish_settle=settings.finish_settle,
-        metrics_endpoint=endpoint,
-    )
-    _run(relay.run())
+    _run(Relay.from_settings(settings, endpoint).run())
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:

@@ -98,18 +98,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
     app = create_app(settings)
     config = uvicorn_config(app, settings, host, port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     server = DemoServer(config)
-    relay = Relay(
-        settings.database_url,
-        settings.redis_url,
-        history_length=settings.history_length,
-        retention=settings.outbox_retention,
-        job_retention=settings.job_retention,
-        presence=not settings.single_user,
-        metrics=not settings.local,
-        cluster=settings.redis_cluster,
-        partitions=settings.partitions,
-        finish_settle=settings.finish_settle,
-    )
+    relay = Relay.from_settings(settings)
     also_export(app, RelayCollector(relay.figures))  # the relay runs in this process: its figures on the node's /metrics
     web = asyncio.create_task(_web(server, port), name="web server")
     relaying = asyncio.create_task(relay.run(), name="relay")

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from ..bus import keys
 from ..bus.connection import Bus
 from ..bus.publisher import Fenced, Publisher
+from ..config import Settings
 from ..core import channels
 from ..core.finish import SETTLE, Wave
 from ..core.team import ClusterStats, Presence
@@ -93,6 +94,23 @@ class Relay:
         self.serving: dict[int, PartitionRelay] = {}
         self.figures: dict[int, PartitionFigures] = {}  # per partition this process has served: its /metrics
         self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, metrics_endpoint: Endpoint | None = None) -> Relay:
+        """The relay `gateway relay` and `gateway demo` run, as the environment configures it."""
+        return cls(
+            settings.database_url,
+            settings.redis_url,
+            history_length=settings.history_length,
+            retention=settings.outbox_retention,
+            job_retention=settings.job_retention,
+            presence=not settings.single_user,
+            metrics=not settings.local,
+            cluster=settings.redis_cluster,
+            partitions=settings.partitions,
+            finish_settle=settings.finish_settle,
+            metrics_endpoint=metrics_endpoint,
+        )
 
     async def run(self) -> None:
         bus = Bus(self.redis_url, self.cluster, self.count)

@@ -6,21 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import struct
 from collections.abc import AsyncIterator
 
 import pytest
 import websockets
-from websockets.exceptions import ConnectionClosed
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Event, Ping, Request, TextMessage
-from wsproto.utilities import RemoteProtocolError
 
 from gateway.embedded import free_port
 from tests.conftest import Process, Stack, spawn, wait_http
 from tests.integration.conftest import Team
-from tests.integration.test_abuse import eager_node, rss_kib, upgrade_request  # noqa: F401  (a fixture)
+from tests.integration.test_abuse import eager_node, growth_while_never_reading  # noqa: F401  (a fixture)
 
 VALID = [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999]
 INVALID = [0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535]
@@ -255,26 +252,5 @@ async def test_a_ping_flood_is_rate_limited_like_messages_and_closed_with_4029(s
 async def test_pongs_a_client_never_reads_stay_within_its_bound(eager_node: Process, team: Team) -> None:
     """300,000 websocket pings and never a read grew the node by 50 MiB: every pong was written outside any
     bound. Pongs are replies now: past the bound they are refused, then the client is closed as slow."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the kernel holds little for us either
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", eager_node.port))
-    await loop.sock_sendall(sock, upgrade_request(eager_node.port, team.token))
-    assert (await asyncio.wait_for(loop.sock_recv(sock, 1024), 10)).startswith(b"HTTP/1.1 101")
-    before = rss_kib(eager_node)
-    ping = client_frame(0x9, b"p" * 125)
-    try:
-        async with asyncio.timeout(60):
-            for _ in range(300):
-                await loop.sock_sendall(sock, ping * 1000)
-    except (ConnectionError, OSError):
-        pass  # the node gave up on us already
-    try:
-        async with asyncio.timeout(60):
-            while "replies found no room" not in eager_node.output():
-                await asyncio.sleep(0.1)
-    finally:
-        grown = rss_kib(eager_node) - before
-        sock.close()
+    grown = await growth_while_never_reading(eager_node, team, client_frame(0x9, b"p" * 125) * 1000, 300)
     assert grown < 8 * 1024, f"the node grew {grown} KiB for one client that never reads"
