@@ -67,6 +67,15 @@ class Demo:
                 await asyncio.sleep(0.2)
         raise AssertionError(f"/readyz did not answer 200 within {START_WITHIN} s:\n{self.output()}")
 
+    async def team_channel(self, banner: dict[str, str]) -> str:
+        """The demo team's full job feed, found in the demo's own database."""
+        conn = await asyncpg.connect(banner["database_url"])
+        try:
+            team_id = await conn.fetchval("select id from teams where name = 'Demo Lab'")
+        finally:
+            await conn.close()
+        return f"team-jobs:{team_id}"
+
     def processes(self) -> set[int]:
         """Every process the demo started: its descendants, and the embedded PostgreSQL (pg_ctl detaches it)."""
         children: dict[int, list[int]] = {}
@@ -131,12 +140,7 @@ async def test_a_signal_stops_the_demo_and_everything_it_started(stop_signal: si
     try:
         banner = await demo.banner()
         await demo.ready()
-        conn = await asyncpg.connect(banner["database_url"])
-        try:
-            team_id = await conn.fetchval("select id from teams where name = 'Demo Lab'")
-        finally:
-            await conn.close()
-        channel = f"team-jobs:{team_id}"
+        channel = await demo.team_channel(banner)
         async with Follower(f"ws://127.0.0.1:{port}/ws", banner["token"]) as f:
             await f.subscribe(channel)
             await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=30)

@@ -21,7 +21,6 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 
@@ -214,12 +213,7 @@ async def test_the_demo_from_an_empty_folder_goes_live_and_stops_cleanly(demo: I
     try:
         banner = await running.banner()
         await running.ready()
-        conn = await asyncpg.connect(banner["database_url"])
-        try:
-            team_id = await conn.fetchval("select id from teams where name = 'Demo Lab'")
-        finally:
-            await conn.close()
-        channel = f"team-jobs:{team_id}"
+        channel = await running.team_channel(banner)
         async with Follower(f"ws://127.0.0.1:{port}/ws", banner["token"]) as f:
             await f.subscribe(channel)
             await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=30)
