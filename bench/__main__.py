@@ -60,7 +60,11 @@ async def run(scenario: str, quick: bool, only: list[str], out: Path, rounds: in
             await pool.close()
             await infra.close()
     result.record["command"] = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result.record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    result.record["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     write(out, scenario, result.record, result.tables, result.curves)
     say(f"wrote {out / scenario}.json, .md and .png")
     print("\n".join(result.tables))
@@ -91,8 +95,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a test of the harness and of correctness")
     parser.add_argument("--systems", help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="fanout, steady: measure each system this many times, taking turns, and report the median round")  # fmt: skip
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="fanout, steady: measure each system this many times, taking turns, and report the median round",
+    )
     args = parser.parse_args()
     if args.rounds < 1 or (args.rounds > 1 and args.scenario not in ROUNDS):
         parser.error(f"--rounds takes a positive count, and more than 1 only for {', '.join(ROUNDS)}")
@@ -107,7 +115,9 @@ def main() -> None:
             sys.exit("bench: a subscriber did not end at the database's state after a fault")
         return
     record = asyncio.run(run(args.scenario, args.quick, only, args.out, args.rounds))
-    wrong = [name for name, figures in record["systems"].items() if name.startswith("gateway") and not figures.get("correct")]
+    wrong = [
+        name for name, figures in record["systems"].items() if name.startswith("gateway") and not figures.get("correct")
+    ]
     if wrong:
         sys.exit("bench: the gateway's subscribers did not end at the database's state")
 

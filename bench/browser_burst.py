@@ -28,8 +28,11 @@ def one_round() -> list[float]:
     """The longest tasks (ms, longest first) of one run of the burst; [] when none passed 50 ms."""
     done = subprocess.run(
         [sys.executable, "-m", "pytest", TEST, "-s", "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     found = PRINTED.search(done.stdout)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"the browser burst did not run:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")

@@ -43,8 +43,8 @@ from tests.follower import Follower
 from tests.proxy import Proxy
 from tests.world import Process, World, postgres_proxy, wait_http
 
-from .load import Writer, build_world, database_state, team_counts
 from .load import World as Jobs
+from .load import Writer, build_world, database_state, team_counts
 from .measure import judge, settle
 from .procstat import rss_kb
 from .subscribers import Fleet
@@ -53,7 +53,12 @@ Progress = Callable[[str], None]
 MAX_PENDING = 1 << 20  # the nodes' GATEWAY_MAX_PENDING_BYTES: a stalled client passes it within seconds
 SLOW_READ_PAUSE = 0.05  # the slow client's pause after each message it reads: 20 a second
 PROBE_STATUSES = ("holding", "preempted")  # the markers' statuses: the load only cycles queued/running/completed
-DB_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)  # a broken connection, in its forms
+DB_DOWN = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)  # a broken connection, in its forms
 
 
 @dataclass
@@ -97,14 +102,19 @@ class Lab:
         deadline = time.monotonic() + 60
         while True:
             try:
-                rows = await self.pool.fetch("update jobs set status = $2 where id = any($1::bigint[]) returning id, version, trajectory_id",
-                                             list(self.probes.values()), status)  # fmt: skip
+                rows = await self.pool.fetch(
+                    "update jobs set status = $2 where id = any($1::bigint[]) returning id, version, trajectory_id",
+                    list(self.probes.values()),
+                    status,
+                )
                 break
             except DB_DOWN:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.05)
-        marks: dict[str, tuple[str, Any, int]] = {f"trajectory:{r['trajectory_id']}": ("job", r["id"], r["version"]) for r in rows}
+        marks: dict[str, tuple[str, Any, int]] = {
+            f"trajectory:{r['trajectory_id']}": ("job", r["id"], r["version"]) for r in rows
+        }
         for team in self.jobs.teams:
             marks[f"team:{team}"] = ("count", status, len(self.jobs.trajectories[team]))
         return {c: m for c, m in marks.items() if c in channels}
@@ -128,11 +138,19 @@ async def start_lab(workdir: Path, size: Size) -> Lab:
     logdir = workdir / "logs"
     logdir.mkdir(exist_ok=True)
     secret = secrets.token_urlsafe(32)
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0", "GATEWAY_SECRET": secret,
-           "GATEWAY_MAX_PENDING_BYTES": str(MAX_PENDING), "GATEWAY_LOG_LEVEL": "INFO",
-           "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000"}  # fmt: skip  (the subscribers share one user per team)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0",
+        "GATEWAY_SECRET": secret,
+        "GATEWAY_MAX_PENDING_BYTES": str(MAX_PENDING),
+        "GATEWAY_LOG_LEVEL": "INFO",
+        "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",
+    }  # the subscribers share one user per team
     world = World(database_url, valkey, secret, env, logdir, [])
-    pool = await asyncpg.create_pool(database_url, min_size=0, max_size=8)  # no floor to restore while PostgreSQL restarts
+    pool = await asyncpg.create_pool(
+        database_url, min_size=0, max_size=8
+    )  # no floor to restore while PostgreSQL restarts
     jobs = await build_world(pool, size.teams, size.trajectories_per_team, size.jobs_per_trajectory)
     probes = {}
     for team, trajectories in jobs.trajectories.items():
@@ -140,8 +158,10 @@ async def start_lab(workdir: Path, size: Size) -> Lab:
             probes[trajectory] = await pool.fetchval(
                 "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, status)"
                 " select $1, $2, id, 'preprocess', 'Marker', 0, $3 from clusters where team_id = $1 returning id",
-                team, trajectory, PROBE_STATUSES[0],
-            )  # fmt: skip
+                team,
+                trajectory,
+                PROBE_STATUSES[0],
+            )
     lab = Lab(world, pg, pool, jobs, probes)
     world.nodes = [world.start_node(f"node{i}") for i in range(2)]
     await lab.start_relay("relay-1")
@@ -236,7 +256,9 @@ def start_load(lab: Lab, size: Size, seconds: float) -> tuple[Writer, asyncio.Ta
     return writer, asyncio.create_task(writer.run(size.rate, seconds, trajectories))
 
 
-async def phase(lab: Lab, fleet: Fleet, size: Size, name: str, fault: Callable[[Lab], Awaitable[Any]], channels: set[str]) -> dict[str, Any]:
+async def phase(
+    lab: Lab, fleet: Fleet, size: Size, name: str, fault: Callable[[Lab], Awaitable[Any]], channels: set[str]
+) -> dict[str, Any]:
     await fleet.reset_stats()
     writer, load = start_load(lab, size, size.before + size.after)
     restore = None
@@ -297,7 +319,9 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
     for team in teams:
         await lab.pool.execute("insert into memberships values ($1, $2)", team, user)
     token = issue_token(lab.world.secret, user, ttl=3600)
-    followed = [c for team in teams for c in (f"team-jobs:{team}", *(f"trajectory:{t}" for t in lab.jobs.trajectories[team]))]
+    followed = [
+        c for team in teams for c in (f"team-jobs:{team}", *(f"trajectory:{t}" for t in lab.jobs.trajectories[team]))
+    ]
     slow, stalled = Follower(node.ws, token, stallable=True), Follower(node.ws, token, stallable=True)
     await fleet.reset_stats()
     writer, load = start_load(lab, size, size.stall + 10)
@@ -313,7 +337,9 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
         rss_before = node_rss_kb(node)
         slow.trickle(SLOW_READ_PAUSE)
         stalled.stall()
-        progress(f"a client reads slowly and another stops reading, for {size.stall:.0f} s (node0 RSS {rss_before / 1024:.0f} MiB)")
+        progress(
+            f"a client reads slowly and another stops reading, for {size.stall:.0f} s (node0 RSS {rss_before / 1024:.0f} MiB)"
+        )
         rss = [rss_before]
         started = time.monotonic()
         next_mark = started + 5
@@ -356,19 +382,31 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
             except AssertionError:
                 current.append(False)
         figures = await judged(lab, fleet, "a client reads slowly, another stops, for a minute", writer, None)
-        figures.update({
-            "stall_s": size.stall, "max_pending_bytes": MAX_PENDING, "node_rss_before_mb": round(rss_before / 1024, 1),
-            "node_rss_max_growth_mb": round((max(rss) - rss_before) / 1024, 1),
-            "reading_client_received_mb": round(reference_bytes / 2**20, 1),  # on the same channels, over the minute
-            "slow_current": current[0], "stalled_current": current[1],
-            "node_connections_before": connections, "node_connections_after": connections_after,
-            "slow_resyncs": sum(s.resyncs for s in slow.channels.values()), "slow_close": slow_close,
-            "node_catch_ups": catch_ups,
-            "stalled_resyncs": sum(s.resyncs for s in stalled.channels.values()), "stalled_close": stalled_close,
-            "slow_and_stalled_problems": slow.problems + stalled.problems, "others_marker_delays_s": delays,
-            "others_during_stall": {k: stall_stats[k] for k in ("resyncs", "gaps", "closes")},
-            "others_p50_ms": stall_stats["latency_ms"].get("p50"), "others_p99_ms": stall_stats["latency_ms"].get("p99"),
-        })  # fmt: skip
+        figures.update(
+            {
+                "stall_s": size.stall,
+                "max_pending_bytes": MAX_PENDING,
+                "node_rss_before_mb": round(rss_before / 1024, 1),
+                "node_rss_max_growth_mb": round((max(rss) - rss_before) / 1024, 1),
+                "reading_client_received_mb": round(
+                    reference_bytes / 2**20, 1
+                ),  # on the same channels, over the minute
+                "slow_current": current[0],
+                "stalled_current": current[1],
+                "node_connections_before": connections,
+                "node_connections_after": connections_after,
+                "slow_resyncs": sum(s.resyncs for s in slow.channels.values()),
+                "slow_close": slow_close,
+                "node_catch_ups": catch_ups,
+                "stalled_resyncs": sum(s.resyncs for s in stalled.channels.values()),
+                "stalled_close": stalled_close,
+                "slow_and_stalled_problems": slow.problems + stalled.problems,
+                "others_marker_delays_s": delays,
+                "others_during_stall": {k: stall_stats[k] for k in ("resyncs", "gaps", "closes")},
+                "others_p50_ms": stall_stats["latency_ms"].get("p50"),
+                "others_p99_ms": stall_stats["latency_ms"].get("p99"),
+            }
+        )
         return figures
     finally:
         load.cancel()
@@ -402,7 +440,9 @@ async def follower_expected(lab: Lab, channels: list[str]) -> dict[str, dict[int
     for channel in channels:
         kind, ident = channel.split(":")
         column = "team_id" if kind == "team-jobs" else "trajectory_id"
-        rows = await lab.pool.fetch(f"select id, status, version from jobs where {column} = $1 and removed_at is null", int(ident))
+        rows = await lab.pool.fetch(
+            f"select id, status, version from jobs where {column} = $1 and removed_at is null", int(ident)
+        )
         want[channel] = {r["id"]: (r["status"], r["version"]) for r in rows}
     return want
 
@@ -426,9 +466,15 @@ async def run(workdir: Path, quick: bool, progress: Progress) -> dict[str, Any]:
         return mine
 
     channels = {c for i in range(size.subscribers) for c in channels_of(i)}
-    fleet = Fleet(lambda i: [nodes[i % 2], nodes[(i + 1) % 2]], "gateway", channels_of, size.subscribers, processes=2,
-                  headers=lambda i: {"Authorization": f"Bearer {jobs.token(lab.world.secret, jobs.teams[i % size.teams])}"},
-                  connect_rate=1000.0)  # fmt: skip
+    fleet = Fleet(
+        lambda i: [nodes[i % 2], nodes[(i + 1) % 2]],
+        "gateway",
+        channels_of,
+        size.subscribers,
+        processes=2,
+        headers=lambda i: {"Authorization": f"Bearer {jobs.token(lab.world.secret, jobs.teams[i % size.teams])}"},
+        connect_rate=1000.0,
+    )
     record: dict[str, Any] = {"scenario": "faults", "quick": quick, "size": asdict(size), "phases": []}
     try:
         await fleet.start()
@@ -448,29 +494,41 @@ async def run(workdir: Path, quick: bool, progress: Progress) -> dict[str, Any]:
 
 
 def describe(f: dict[str, Any]) -> str:
-    line = (f"{f['fault']}: current again after {f['recovery_s']} s, lost {f['lost']}, stale {f['stale']} of {f['checked']}, "
-            f"gaps {f['gaps']}, duplicates {f['duplicates']}, resyncs {f['resyncs']}, reconnects {f['reconnects']}, "
-            f"p99 {f['p99_ms']} ms, {f['changes']:,} changes ({f['failed_commits']} commits failed)")  # fmt: skip
+    line = (
+        f"{f['fault']}: current again after {f['recovery_s']} s, lost {f['lost']}, stale {f['stale']} of {f['checked']}, "
+        f"gaps {f['gaps']}, duplicates {f['duplicates']}, resyncs {f['resyncs']}, reconnects {f['reconnects']}, "
+        f"p99 {f['p99_ms']} ms, {f['changes']:,} changes ({f['failed_commits']} commits failed)"
+    )
     if "stall_s" in f:
-        line += (f"; node0 RSS grew at most {f['node_rss_max_growth_mb']} MiB, slow client: {f['slow_resyncs']} resyncs, "
-                 f"close {f['slow_close']}; stalled peer: close {f['stalled_close']}; a reading client got {f['reading_client_received_mb']} MiB; "
-                 f"others' marker delays {f['others_marker_delays_s']} s")  # fmt: skip
+        line += (
+            f"; node0 RSS grew at most {f['node_rss_max_growth_mb']} MiB, slow client: {f['slow_resyncs']} resyncs, "
+            f"close {f['slow_close']}; stalled peer: close {f['stalled_close']}; a reading client got {f['reading_client_received_mb']} MiB; "
+            f"others' marker delays {f['others_marker_delays_s']} s"
+        )
     return line
 
 
 def markdown(record: dict[str, Any]) -> str:
     size = record["size"]
-    lines = [f"## faults under the steady load: {size['subscribers']:,} subscribers over {size['teams']} teams, "
-             f"{size['rate'] * 5:,.0f} job changes a second", "",
-             "| fault | current again after (s) | lost | stale | subscriptions checked | gaps | duplicates | resyncs | reconnects | p99 (ms) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"## faults under the steady load: {size['subscribers']:,} subscribers over {size['teams']} teams, "
+        f"{size['rate'] * 5:,.0f} job changes a second",
+        "",
+        "| fault | current again after (s) | lost | stale | subscriptions checked | gaps | duplicates | resyncs | reconnects | p99 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for f in record["phases"]:
-        lines.append(f"| {f['fault']} | {f['recovery_s'] if f['recovery_s'] is not None else '-'} | {f['lost']} | {f['stale']} | "
-                     f"{f['checked']} | {f['gaps']} | {f['duplicates']} | {f['resyncs']} | {f['reconnects']} | {f['p99_ms']} |")  # fmt: skip
+        lines.append(
+            f"| {f['fault']} | {f['recovery_s'] if f['recovery_s'] is not None else '-'} | {f['lost']} | {f['stale']} | "
+            f"{f['checked']} | {f['gaps']} | {f['duplicates']} | {f['resyncs']} | {f['reconnects']} | {f['p99_ms']} |"
+        )
     stall = record["phases"][-1]
-    lines += ["", f"Two clients stopped reading for {stall['stall_s']:.0f} s: node RSS grew at most {stall['node_rss_max_growth_mb']} MiB "
-              f"(bound {MAX_PENDING >> 20} MiB a connection) while a client reading the same channels received "
-              f"{stall['reading_client_received_mb']} MiB; the slow one got {stall['slow_resyncs']} resyncs "
-              f"(close: {stall['slow_close']}), the stalled peer was closed ({stall['stalled_close']}); a marker reached every other "
-              f"subscriber in {stall['others_marker_delays_s']} s."]  # fmt: skip
+    lines += [
+        "",
+        f"Two clients stopped reading for {stall['stall_s']:.0f} s: node RSS grew at most {stall['node_rss_max_growth_mb']} MiB "
+        f"(bound {MAX_PENDING >> 20} MiB a connection) while a client reading the same channels received "
+        f"{stall['reading_client_received_mb']} MiB; the slow one got {stall['slow_resyncs']} resyncs "
+        f"(close: {stall['slow_close']}), the stalled peer was closed ({stall['stalled_close']}); a marker reached every other "
+        f"subscriber in {stall['others_marker_delays_s']} s.",
+    ]
     return "\n".join(lines) + "\n"

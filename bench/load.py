@@ -46,7 +46,9 @@ async def build_world(pool: asyncpg.Pool, teams: int, trajectories_per_team: int
             team = await conn.fetchval("insert into teams (name) values ($1) returning id", f"Bench team {t}")
             user = await conn.fetchval("insert into users (name) values ($1) returning id", f"Bench user {t}")
             await conn.execute("insert into memberships values ($1, $2)", team, user)
-            cluster = await conn.fetchval("insert into clusters (team_id, name) values ($1, 'bench') returning id", team)
+            cluster = await conn.fetchval(
+                "insert into clusters (team_id, name) values ($1, 'bench') returning id", team
+            )
             world.teams.append(team)
             world.users[team] = user
             world.trajectories[team] = []
@@ -60,8 +62,11 @@ async def build_world(pool: asyncpg.Pool, teams: int, trajectories_per_team: int
                     "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
                     " select $1, $2, $3, 'preprocess', 'Preprocess frame ' || f, f from generate_series(0, $4 - 1) f"
                     " returning id",
-                    team, trajectory, cluster, jobs_per_trajectory,
-                )  # fmt: skip
+                    team,
+                    trajectory,
+                    cluster,
+                    jobs_per_trajectory,
+                )
                 world.jobs[trajectory] = [r["id"] for r in rows]
     return world
 
@@ -112,7 +117,9 @@ class Writer:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    async def upload(self, trajectory: int, frames: int, stages: list[tuple[str, int | None]], chunk: int = 500) -> None:
+    async def upload(
+        self, trajectory: int, frames: int, stages: list[tuple[str, int | None]], chunk: int = 500
+    ) -> None:
         """A burst, as a cluster reports one: `frames` jobs of each kind created queued, then moved through
         running to completed, `chunk` jobs a transaction, kind after kind (an upload's preprocessing, then
         each analysis of the pipeline)."""
@@ -125,8 +132,15 @@ class Writer:
                     "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, analysis_id)"
                     " select $1, $2, $3, $4, $5 || ' frame ' || f, f, $8 from generate_series($6::int, $7::int) f"
                     " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
-                    team, trajectory, cluster, kind, kind.capitalize(), start, min(frames, start + chunk) - 1, analysis,
-                )  # fmt: skip
+                    team,
+                    trajectory,
+                    cluster,
+                    kind,
+                    kind.capitalize(),
+                    start,
+                    min(frames, start + chunk) - 1,
+                    analysis,
+                )
                 ids += [r["id"] for r in rows]
                 await self._tapped(trajectory, rows)
             for status in ("running", "completed"):
@@ -134,8 +148,9 @@ class Writer:
                     rows = await self.pool.fetch(
                         "update jobs set status = $2 where id = any($1::bigint[])"
                         " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
-                        ids[start : start + chunk], status,
-                    )  # fmt: skip
+                        ids[start : start + chunk],
+                        status,
+                    )
                     await self._tapped(trajectory, rows)
 
     async def _tapped(self, trajectory: int, rows: list[asyncpg.Record]) -> None:
@@ -146,7 +161,9 @@ class Writer:
         if self.redis is None:
             return
         changes = [{"id": r["id"], "version": r["version"], "status": r["status"], "t": r["t"]} for r in rows]
-        await self.redis.publish(f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes)))
+        await self.redis.publish(
+            f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes))
+        )
         if self.tap_team_channel:
             team = self.world.team_of[trajectory]
             await self.redis.publish(f"bench:team:{team}", _encode(TapMessage(f"team:{team}", changes)))
@@ -177,7 +194,9 @@ STATUSES = ("queued", "retrying", "running", "completed", "failed", "holding", "
 
 async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
     """A team's counts per status of its listed jobs, as the team channel carries them."""
-    rows = await pool.fetch("select status, count(*) as n from jobs where team_id = $1 and removed_at is null group by status", team)
+    rows = await pool.fetch(
+        "select status, count(*) as n from jobs where team_id = $1 and removed_at is null group by status", team
+    )
     counts = dict.fromkeys(STATUSES, 0)
     counts.update({r["status"]: r["n"] for r in rows})
     return counts
@@ -185,11 +204,15 @@ async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
 
 async def team_state(pool: asyncpg.Pool, team: int, only: set[int]) -> dict[int, tuple[int, str]]:
     """The jobs of a team among `only`: what a peer's team room should have brought its subscribers."""
-    rows = await pool.fetch("select id, version, status from jobs where team_id = $1 and id = any($2::bigint[])", team, list(only))
+    rows = await pool.fetch(
+        "select id, version, status from jobs where team_id = $1 and id = any($2::bigint[])", team, list(only)
+    )
     return {r["id"]: (r["version"], r["status"]) for r in rows}
 
 
-async def database_state(pool: asyncpg.Pool, trajectory: int, only: set[int] | None = None) -> dict[int, tuple[int, str]]:
+async def database_state(
+    pool: asyncpg.Pool, trajectory: int, only: set[int] | None = None
+) -> dict[int, tuple[int, str]]:
     """A trajectory's listed jobs as subscribers should hold them: id -> (version, status)."""
     rows = await pool.fetch(
         "select id, version, status from jobs where trajectory_id = $1 and removed_at is null", trajectory

@@ -77,9 +77,21 @@ async def measure(
     try:
         await asyncio.sleep(0.5)
         rss_before = rss_kb(running.node_pids)
-        headers = (lambda i: {"Authorization": f"Bearer {token(plan.team_of_subscriber(i))}"}) if system.dialect.startswith("gateway") else None
-        fleet = Fleet(f"ws://127.0.0.1:{running.port}{system.path}", system.dialect, plan.channels, plan.subscribers,
-                      processes=plan.processes, headers=headers, connect_rate=plan.connect_rate, deflate=system.deflate)  # fmt: skip
+        headers = (
+            (lambda i: {"Authorization": f"Bearer {token(plan.team_of_subscriber(i))}"})
+            if system.dialect.startswith("gateway")
+            else None
+        )
+        fleet = Fleet(
+            f"ws://127.0.0.1:{running.port}{system.path}",
+            system.dialect,
+            plan.channels,
+            plan.subscribers,
+            processes=plan.processes,
+            headers=headers,
+            connect_rate=plan.connect_rate,
+            deflate=system.deflate,
+        )
         started = time.monotonic()
         await fleet.start()
         live = await fleet.wait_live(60 + plan.subscribers / 100)

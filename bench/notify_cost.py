@@ -35,10 +35,14 @@ async def _setup(admin: str) -> str:
     url = admin.rsplit("/", 1)[0] + f"/{name}" if "?" not in admin else admin.replace("/postgres?", f"/{name}?")
     await migrate(url)
     conn = await asyncpg.connect(url)
-    await conn.execute("insert into teams (name) values ('bench'); insert into users (name) values ('b');"
-                       "insert into clusters (team_id, name) values (1, 'c'); insert into trajectories (team_id, name) values (1, 't')")
-    await conn.execute("insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
-                       " select 1, 1, 1, 'preprocess', 'f', g from generate_series(1, 10000) g")
+    await conn.execute(
+        "insert into teams (name) values ('bench'); insert into users (name) values ('b');"
+        "insert into clusters (team_id, name) values (1, 'c'); insert into trajectories (team_id, name) values (1, 't')"
+    )
+    await conn.execute(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
+        " select 1, 1, 1, 'preprocess', 'f', g from generate_series(1, 10000) g"
+    )
     await conn.close()
     return url
 
@@ -66,7 +70,9 @@ async def _round(url: str, writers: int, seconds: float, notify: bool) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument(
+        "--database-url", default=os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    )
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
@@ -75,7 +81,7 @@ async def main() -> None:
     embedded = None
     try:
         await (await asyncpg.connect(admin, timeout=3)).close()
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+    except (TimeoutError, OSError, asyncpg.PostgresError):
         from gateway.embedded import EmbeddedPostgres
 
         embedded = EmbeddedPostgres(Path(tempfile.mkdtemp()))

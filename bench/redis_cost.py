@@ -18,7 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from gateway.bus import keys
 from gateway.bus.connection import Bus
 from gateway.bus.publisher import Publisher
@@ -34,8 +33,20 @@ BATCH_JOBS = 5  # jobs per published delta batch, about what a busy trajectory c
 
 
 def _publications(count: int, epoch: int) -> list[Publication]:
-    jobs = [Job(id=i, team_id=1, trajectory_id=1, cluster_id=1, kind="analysis", name="Run plugin rmsd on frame",
-                status="running", version=3, frame=i) for i in range(BATCH_JOBS)]  # fmt: skip
+    jobs = [
+        Job(
+            id=i,
+            team_id=1,
+            trajectory_id=1,
+            cluster_id=1,
+            kind="analysis",
+            name="Run plugin rmsd on frame",
+            status="running",
+            version=3,
+            frame=i,
+        )
+        for i in range(BATCH_JOBS)
+    ]
     out = []
     for seq in range(1, count + 1):
         channel = f"trajectory:{seq % CHANNELS}"

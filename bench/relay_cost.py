@@ -60,13 +60,24 @@ async def _settled(redis: Redis, partitions: keys.Partitions) -> int:
         await asyncio.sleep(0.2)
 
 
-async def run_layout(database_url: str, redis_url: str, count: int, relays: int, changes: int, logdir: Path) -> dict[str, object]:
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "GATEWAY_PARTITIONS": str(count),
-           "GATEWAY_LOG_LEVEL": "warning"}  # fmt: skip
+async def run_layout(
+    database_url: str, redis_url: str, count: int, relays: int, changes: int, logdir: Path
+) -> dict[str, object]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "GATEWAY_PARTITIONS": str(count),
+        "GATEWAY_LOG_LEVEL": "warning",
+    }
     procs = []
     for i in range(relays):
         with open(logdir / f"relay-{count}x{relays}-{i}.log", "wb") as log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            )
     pool = await asyncpg.create_pool(database_url, min_size=4, max_size=4)
     redis = Redis.from_url(redis_url)
     partitions = keys.Partitions(count)
@@ -84,7 +95,9 @@ async def run_layout(database_url: str, redis_url: str, count: int, relays: int,
             for _ in range(n // BATCH):
                 async with pool.acquire() as conn:
                     await conn.execute(
-                        "update jobs set status = $2 where id = any($1::bigint[])", rng.sample(ids, BATCH), rng.choice(statuses)
+                        "update jobs set status = $2 where id = any($1::bigint[])",
+                        rng.sample(ids, BATCH),
+                        rng.choice(statuses),
                     )
 
         await asyncio.gather(*(write(s, changes // 4) for s in range(4)))
@@ -116,10 +129,14 @@ async def run_layout(database_url: str, redis_url: str, count: int, relays: int,
         await pool.close()
 
 
-async def run_pace(database_url: str, redis_url: str, rates: list[float], seconds: float, logdir: Path) -> list[dict[str, object]]:
+async def run_pace(
+    database_url: str, redis_url: str, rates: list[float], seconds: float, logdir: Path
+) -> list[dict[str, object]]:
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "GATEWAY_LOG_LEVEL": "warning"}
     with open(logdir / "relay-pace.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
     redis = Redis.from_url(redis_url)
     partitions = keys.Partitions(1)
@@ -133,12 +150,13 @@ async def run_pace(database_url: str, redis_url: str, rates: list[float], second
         statuses = ["queued", "running", "completed"]
         for rate in rates:
             cpu0, started, commits = cpu_seconds([proc.pid]), time.monotonic(), 0
-            while (now := time.monotonic()) - started < seconds:
+            while time.monotonic() - started < seconds:
                 if rate:
                     await pool.execute(
                         "update jobs set status = $2 where id = any($1::bigint[])",
-                        random.sample(ids, 5), statuses[commits % 3],
-                    )  # fmt: skip
+                        random.sample(ids, 5),
+                        statuses[commits % 3],
+                    )
                     commits += 1
                     await asyncio.sleep(max(0.0, started + commits / rate - time.monotonic()))
                 else:
@@ -146,12 +164,14 @@ async def run_pace(database_url: str, redis_url: str, rates: list[float], second
             await asyncio.sleep(0.3)  # the last commit's cycle
             cpu = cpu_seconds([proc.pid]) - cpu0
             took = time.monotonic() - started
-            rows.append({
-                "commits_per_s": rate,
-                "commits": commits,
-                "relay_cpu_ms_per_s": round(cpu * 1e3 / took, 2),
-                "relay_cpu_us_per_commit": round(cpu * 1e6 / commits) if commits else None,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "commits_per_s": rate,
+                    "commits": commits,
+                    "relay_cpu_ms_per_s": round(cpu * 1e3 / took, 2),
+                    "relay_cpu_us_per_commit": round(cpu * 1e6 / commits) if commits else None,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     finally:
         proc.terminate()

@@ -27,7 +27,9 @@ COLUMNS = [
 
 
 def best_peer(systems: dict[str, dict[str, Any]], peers: list[str], key: str) -> float | None:
-    values = [systems[p][key] for p in peers if p in systems and _number(systems[p].get(key)) and systems[p].get("correct")]
+    values = [
+        systems[p][key] for p in peers if p in systems and _number(systems[p].get(key)) and systems[p].get("correct")
+    ]
     if not values:  # no peer was correct: compare with the best of them anyway, and say so in the table
         values = [systems[p][key] for p in peers if p in systems and _number(systems[p].get(key))]
     return min(values) if values else None
@@ -62,8 +64,12 @@ def _fmt(v: Any) -> str:
 
 def markdown(title: str, systems: dict[str, dict[str, Any]], peers: list[str], extra: list[str] | None = None) -> str:
     rel = ratios(systems, peers)
-    lines = [f"### {title}", "", "| system | " + " | ".join(label for _, label in COLUMNS) + " | correct |",
-             "|---" * (len(COLUMNS) + 2) + "|"]  # fmt: skip
+    lines = [
+        f"### {title}",
+        "",
+        "| system | " + " | ".join(label for _, label in COLUMNS) + " | correct |",
+        "|---" * (len(COLUMNS) + 2) + "|",
+    ]
     for name, figures in systems.items():
         cells = []
         for key, _ in COLUMNS:
@@ -76,14 +82,18 @@ def markdown(title: str, systems: dict[str, dict[str, Any]], peers: list[str], e
     return "\n".join(lines + (extra or [])) + "\n"
 
 
-def write(out: Path, scenario: str, record: dict[str, Any], tables: list[str], curves: dict[str, list[tuple[float, float]]]) -> None:
+def write(
+    out: Path, scenario: str, record: dict[str, Any], tables: list[str], curves: dict[str, list[tuple[float, float]]]
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{scenario}.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
     (out / f"{scenario}.md").write_text(f"## `{scenario}`\n\n`{record['command']}`\n\n" + "\n".join(tables))
     plot(out, scenario, record["systems"], curves)
 
 
-def plot(out: Path, scenario: str, systems: dict[str, dict[str, Any]], curves: dict[str, list[tuple[float, float]]]) -> None:
+def plot(
+    out: Path, scenario: str, systems: dict[str, dict[str, Any]], curves: dict[str, list[tuple[float, float]]]
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,8 +110,10 @@ def plot(out: Path, scenario: str, systems: dict[str, dict[str, Any]], curves: d
     ax.set_title("Latency CDF")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    for ax, key, label in ((axes[1], "cpu_us_per_delta", "server CPU µs per delivered delta"),
-                           (axes[2], "rss_kb_per_conn", "server RSS KB per connection")):  # fmt: skip
+    for ax, key, label in (
+        (axes[1], "cpu_us_per_delta", "server CPU µs per delivered delta"),
+        (axes[2], "rss_kb_per_conn", "server RSS KB per connection"),
+    ):
         names = [n for n in systems if _number(systems[n].get(key))]
         ax.bar(names, [systems[n][key] for n in names], color=["#2a7" if n == "gateway" else "#888" for n in names])
         ax.set_title(label)

@@ -17,10 +17,10 @@ from redis.asyncio import Redis
 
 from gateway.bus import keys
 
-from .load import Writer, World, build_world, database_state, team_counts, team_state
+from .load import World, Writer, build_world, database_state, team_counts, team_state
 from .measure import Outcome, Plan, measure, settle
-from .subscribers import Fleet
 from .report import markdown, ratios
+from .subscribers import Fleet
 from .systems import BASELINES, COMPRESSED, PEER_NAMES, SYSTEMS, Context
 
 Progress = Callable[[str], None]
@@ -37,8 +37,9 @@ SATURATION_STEPS = (2, 4, 8, 16, 32)  # commit rates, as multiples of the fixed 
 SATURATION_P99_MS = 500.0  # past this p99 (commit to receipt) a system no longer keeps up
 
 
-async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress,
-                 rounds: int = 1) -> Run:  # fmt: skip
+async def fanout(
+    ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress, rounds: int = 1
+) -> Run:
     """One channel, C subscribers, a fixed rate of small batches (about 20,000 frames a second in all), then
     saturation: the same running system at twice, four times ... the commit rate, a few seconds a step,
     until it no longer keeps up. With `rounds`, every system's fixed rate is measured that many times,
@@ -61,22 +62,40 @@ async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
             writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
 
             async def workload(fleet: Fleet, writer: Writer = writer) -> None:
-                await writer.run(rate, seconds, [trajectory])
+                await writer.run(rate, seconds, [trajectory])  # noqa: B023  (called at once, inside the loop)
 
             async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
                 return {channel: await database_state(pool, trajectory, None if gateway else writer.changed)}
 
-            async def saturate(fleet: Fleet, cpu: Callable[[], float], figures: dict[str, Any], size: int = size, rate: float = rate,
-                               name: str = name) -> dict[str, Any]:  # fmt: skip
+            async def saturate(
+                fleet: Fleet,
+                cpu: Callable[[], float],
+                figures: dict[str, Any],
+                size: int = size,
+                rate: float = rate,
+                name: str = name,
+            ) -> dict[str, Any]:
                 if not figures["correct"] or (figures["p99_ms"] or 0) > SATURATION_P99_MS:
                     progress(f"{name}: no saturation steps (it did not keep up with the fixed rate)")
                     return {"saturation_steps": [], "saturation_deliveries_per_s": None}
-                return await _saturation(fleet, cpu, pool, redis, world, trajectory, size, rate, quick, lambda m: progress(f"{name}: {m}"))
+                return await _saturation(
+                    fleet, cpu, pool, redis, world, trajectory, size, rate, quick, lambda m: progress(f"{name}: {m}")
+                )
 
-            progress(f"fanout C={size:,}: {name}, {rate:.0f} commits/s of 5 changes for {seconds:.0f} s"
-                     + (f" (round {turn + 1} of {rounds})" if rounds > 1 else ""))  # fmt: skip
-            outcome: Outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected,
-                                             progress, after=saturate if turn == rounds - 1 else None)  # fmt: skip
+            progress(
+                f"fanout C={size:,}: {name}, {rate:.0f} commits/s of 5 changes for {seconds:.0f} s"
+                + (f" (round {turn + 1} of {rounds})" if rounds > 1 else "")
+            )
+            outcome: Outcome = await measure(
+                SYSTEMS[name],
+                ctx,
+                plan,
+                lambda team: world.token(ctx.secret, team),
+                workload,
+                expected,
+                progress,
+                after=saturate if turn == rounds - 1 else None,
+            )
             outcome.figures.update(commits=writer.committed, changes=writer.changes, late_commits=writer.late)
             measured.setdefault(name, []).append(outcome)
         for name, outcomes in measured.items():
@@ -84,15 +103,29 @@ async def fanout(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
             systems[name] = median.figures
             run.curves[f"{name} C={size}"] = median.curve
         peers = [n for n in PEER_NAMES if n in systems]
-        run.record["runs"].append({"subscribers": size, "commits_per_s": rate, "systems": systems, "ratios": ratios(systems, peers)})
-        run.tables.append(markdown(f"fanout, C = {size:,} subscribers on one channel", systems, peers, _fanout_checks(systems)))
+        run.record["runs"].append(
+            {"subscribers": size, "commits_per_s": rate, "systems": systems, "ratios": ratios(systems, peers)}
+        )
+        run.tables.append(
+            markdown(f"fanout, C = {size:,} subscribers on one channel", systems, peers, _fanout_checks(systems))
+        )
         run.tables.append(_saturation_table(size, rate, systems))
     run.record["systems"] = run.record["runs"][-1]["systems"]
     return run
 
 
-async def _saturation(fleet: Fleet, cpu: Callable[[], float], pool: asyncpg.Pool, redis: Redis, world: World, trajectory: int,
-                      size: int, rate: float, quick: bool, progress: Progress) -> dict[str, Any]:  # fmt: skip
+async def _saturation(
+    fleet: Fleet,
+    cpu: Callable[[], float],
+    pool: asyncpg.Pool,
+    redis: Redis,
+    world: World,
+    trajectory: int,
+    size: int,
+    rate: float,
+    quick: bool,
+    progress: Progress,
+) -> dict[str, Any]:
     """Raise the commit rate step by step until the system no longer keeps up: its p99 passes
     SATURATION_P99_MS, or what was committed has not all arrived a second after the step."""
     steps: list[dict[str, Any]] = []
@@ -107,16 +140,27 @@ async def _saturation(fleet: Fleet, cpu: Callable[[], float], pool: asyncpg.Pool
         used, elapsed = cpu() - cpu_before, committed_at - started
         frames, p99 = stats.get("messages", 0), (stats.get("latency_ms") or {}).get("p99")
         drained = time.monotonic() - committed_at - 0.5  # how long the backlog took after the last commit
-        writer_limited = writer.late >= writer.committed / 10  # PostgreSQL took no more: the harness's limit, not the system's
+        writer_limited = (
+            writer.late >= writer.committed / 10
+        )  # PostgreSQL took no more: the harness's limit, not the system's
         kept_up = p99 is not None and p99 <= SATURATION_P99_MS and drained < 1.0
-        steps.append({
-            "commits_per_s": round(writer.committed / elapsed, 1), "changes_per_s": round(writer.changes / elapsed, 1),
-            "deliveries_per_s": round(writer.changes * size / elapsed), "frames_per_s": round(frames / elapsed),
-            "p99_ms": p99, "cpu_us_per_delivery": round(used * 1e6 / (writer.changes * size), 3) if writer.changes else None,
-            "drained_s": round(drained, 2), "kept_up": kept_up, "writer_limited": writer_limited,
-        })  # fmt: skip
-        progress(f"saturation x{multiple}: {steps[-1]['changes_per_s']:,.0f} changes/s, {steps[-1]['frames_per_s']:,} frames/s, "
-                 f"p99 {p99} ms, {'kept up' if kept_up else 'fell behind'}")  # fmt: skip
+        steps.append(
+            {
+                "commits_per_s": round(writer.committed / elapsed, 1),
+                "changes_per_s": round(writer.changes / elapsed, 1),
+                "deliveries_per_s": round(writer.changes * size / elapsed),
+                "frames_per_s": round(frames / elapsed),
+                "p99_ms": p99,
+                "cpu_us_per_delivery": round(used * 1e6 / (writer.changes * size), 3) if writer.changes else None,
+                "drained_s": round(drained, 2),
+                "kept_up": kept_up,
+                "writer_limited": writer_limited,
+            }
+        )
+        progress(
+            f"saturation x{multiple}: {steps[-1]['changes_per_s']:,.0f} changes/s, {steps[-1]['frames_per_s']:,} frames/s, "
+            f"p99 {p99} ms, {'kept up' if kept_up else 'fell behind'}"
+        )
         if not kept_up or writer_limited:
             break
     best = max((s for s in steps if s["kept_up"]), key=lambda s: s["deliveries_per_s"], default=None)
@@ -125,10 +169,13 @@ async def _saturation(fleet: Fleet, cpu: Callable[[], float], pool: asyncpg.Pool
 
 def _saturation_table(size: int, rate: float, systems: dict[str, dict[str, Any]]) -> str:
     """Each system's highest step kept up: job changes a second brought to every subscriber."""
-    lines = [f"#### saturation, C = {size:,}: the commit rate raised from {rate:.0f} a second (x2, x4, ...) until a system "
-             f"no longer keeps up (p99 over {SATURATION_P99_MS:.0f} ms, or a backlog a second after the step)", "",
-             "| system | most job changes a second kept up | deliveries a second (changes x subscribers) | frames/s there | p99 ms there | CPU µs per delivery there | next step |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"#### saturation, C = {size:,}: the commit rate raised from {rate:.0f} a second (x2, x4, ...) until a system "
+        f"no longer keeps up (p99 over {SATURATION_P99_MS:.0f} ms, or a backlog a second after the step)",
+        "",
+        "| system | most job changes a second kept up | deliveries a second (changes x subscribers) | frames/s there | p99 ms there | CPU µs per delivery there | next step |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, f in systems.items():
         steps = f.get("saturation_steps") or []
         kept = [s for s in steps if s["kept_up"]]
@@ -143,8 +190,10 @@ def _saturation_table(size: int, rate: float, systems: dict[str, dict[str, Any]]
         if best is None:
             lines.append(f"| {name} | none above the fixed rate | – | – | – | – | {after if steps else 'not run'} |")
             continue
-        lines.append(f"| {name} | {best['changes_per_s']:,.0f} | {best['deliveries_per_s']:,} | {best['frames_per_s']:,} | "
-                     f"{best['p99_ms']} | {best['cpu_us_per_delivery']} | {after} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {best['changes_per_s']:,.0f} | {best['deliveries_per_s']:,} | {best['frames_per_s']:,} | "
+            f"{best['p99_ms']} | {best['cpu_us_per_delivery']} | {after} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -153,9 +202,13 @@ def _fanout_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
     gw, floor, node = systems.get("gateway"), systems.get("floor"), systems.get("node-ws")
     lines: list[str] = []
     if gw and floor and gw.get("cpu_us_per_frame") and floor.get("cpu_us_per_frame"):
-        lines.append(f"- gateway CPU per frame: {gw['cpu_us_per_frame'] / floor['cpu_us_per_frame']:.2f} × the raw-write floor (target ≤ 1.15)")
+        lines.append(
+            f"- gateway CPU per frame: {gw['cpu_us_per_frame'] / floor['cpu_us_per_frame']:.2f} × the raw-write floor (target ≤ 1.15)"
+        )
     if gw and node and gw.get("cpu_us_per_frame") and node.get("cpu_us_per_frame"):
-        lines.append(f"- gateway CPU per frame: {gw['cpu_us_per_frame'] / node['cpu_us_per_frame']:.2f} × Node ws (target < 1)")
+        lines.append(
+            f"- gateway CPU per frame: {gw['cpu_us_per_frame'] / node['cpu_us_per_frame']:.2f} × Node ws (target < 1)"
+        )
     if gw:
         lines.append(f"- gateway memory per idle connection: {gw['rss_kb_per_conn']:.1f} KB (target ≤ 10)")
     lines += _compression_checks(systems)
@@ -168,20 +221,28 @@ def _compression_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
     gw, z, node_z = systems.get("gateway"), systems.get("gateway-deflate"), systems.get("node-ws-deflate")
     lines: list[str] = []
     if gw and z and gw.get("cpu_us_per_frame") and z.get("cpu_us_per_frame"):
-        lines.append(f"- gateway compressing: CPU per frame {z['cpu_us_per_frame'] / gw['cpu_us_per_frame']:.2f} × uncompressed (target ≤ 1.2)")
+        lines.append(
+            f"- gateway compressing: CPU per frame {z['cpu_us_per_frame'] / gw['cpu_us_per_frame']:.2f} × uncompressed (target ≤ 1.2)"
+        )
     if z and node_z and z.get("cpu_us_per_frame") and node_z.get("cpu_us_per_frame"):
-        lines.append(f"- gateway compressing: CPU per frame {z['cpu_us_per_frame'] / node_z['cpu_us_per_frame']:.2f} × Node ws compressing (target < 1)")
+        lines.append(
+            f"- gateway compressing: CPU per frame {z['cpu_us_per_frame'] / node_z['cpu_us_per_frame']:.2f} × Node ws compressing (target < 1)"
+        )
     if gw and z:
         plain = gw.get("connect_kb_per_sub", 0) + gw.get("kb_per_sub", 0)
         deflated = z.get("connect_kb_per_sub", 0) + z.get("kb_per_sub", 0)
         if plain:
-            lines.append(f"- gateway compressing: {deflated:.1f} KB on the wire per subscriber against {plain:.1f} KB, "
-                         f"{deflated / plain:.2f} × (target ≤ 0.25; snapshot {z.get('connect_kb_per_sub')} against "
-                         f"{gw.get('connect_kb_per_sub')} KB, live {z.get('kb_per_sub')} against {gw.get('kb_per_sub')} KB)")  # fmt: skip
+            lines.append(
+                f"- gateway compressing: {deflated:.1f} KB on the wire per subscriber against {plain:.1f} KB, "
+                f"{deflated / plain:.2f} × (target ≤ 0.25; snapshot {z.get('connect_kb_per_sub')} against "
+                f"{gw.get('connect_kb_per_sub')} KB, live {z.get('kb_per_sub')} against {gw.get('kb_per_sub')} KB)"
+            )
     return lines
 
 
-async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
+async def storm(
+    ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress
+) -> Run:
     """C clients drop at once and reconnect at once while jobs keep changing: how long until all are current.
 
     Gateway subscribers come back with their cursors and get exactly what they missed (no resync while the
@@ -209,27 +270,42 @@ async def storm(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
             finally:
                 load.cancel()
                 await asyncio.gather(load, return_exceptions=True)
-            return {"recovery_s": result.get("recovery_s"), "http_503": result.get("http_503", 0),
-                    "storm_resyncs": result.get("resyncs", 0), "storm_connects": result.get("connects", 0)}  # fmt: skip
+            return {
+                "recovery_s": result.get("recovery_s"),
+                "http_503": result.get("http_503", 0),
+                "storm_resyncs": result.get("resyncs", 0),
+                "storm_connects": result.get("connects", 0),
+            }
 
         async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
             return {channel: await database_state(pool, trajectory, None if gateway else writer.changed)}
 
         progress(f"storm C={size:,}: {name}")
-        outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress)
+        outcome = await measure(
+            SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress
+        )
         systems[name] = outcome.figures
         run.curves[name] = outcome.curve
-        progress(f"{name}: all {size:,} current again {outcome.figures.get('recovery_s')} s after the drop, "
-                 f"{outcome.figures.get('http_503')} told to retry, {outcome.figures.get('storm_resyncs')} resyncs")  # fmt: skip
-    lines = ["", "| system | current again after (s) | told to retry (503) | resyncs | lost | stale |", "|---|---|---|---|---|---|"]
+        progress(
+            f"{name}: all {size:,} current again {outcome.figures.get('recovery_s')} s after the drop, "
+            f"{outcome.figures.get('http_503')} told to retry, {outcome.figures.get('storm_resyncs')} resyncs"
+        )
+    lines = [
+        "",
+        "| system | current again after (s) | told to retry (503) | resyncs | lost | stale |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, f in systems.items():
         recovery = f"{f['recovery_s']:.2f}" if f.get("recovery_s") is not None else "not within 120 s"
-        lines.append(f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |")
+        lines.append(
+            f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |"
+        )
     return _finish(run, systems, f"storm, C = {size:,} clients dropped and reconnected at once", lines)
 
 
-async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress,
-                 rounds: int = 1) -> Run:  # fmt: skip
+async def steady(
+    ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress, rounds: int = 1
+) -> Run:
     """Many teams, every subscriber on its team's channel and a quarter also on a trajectory panel, thousands of
     job changes a second spread over the teams.
 
@@ -257,7 +333,16 @@ async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
 
     trajectories = [t for team in world.teams for t in world.trajectories[team]]
     names = [n for n in ["gateway", *PEER_NAMES] if not only or n in only]
-    run = Run({"scenario": "steady", "quick": quick, "teams": teams, "subscribers": size, "commits_per_s": rate, "seconds": seconds})
+    run = Run(
+        {
+            "scenario": "steady",
+            "quick": quick,
+            "teams": teams,
+            "subscribers": size,
+            "commits_per_s": rate,
+            "seconds": seconds,
+        }
+    )
     systems: dict[str, dict[str, Any]] = {}
     plan = Plan(size, channels, team_of)
     followers: dict[str, int] = {}
@@ -279,16 +364,26 @@ async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
                 else:
                     want[f"team:{team}"] = await team_state(pool, team, writer.changed)
                 for trajectory in world.trajectories[team]:
-                    want[f"trajectory:{trajectory}"] = await database_state(pool, trajectory, None if gateway else writer.changed)
+                    want[f"trajectory:{trajectory}"] = await database_state(
+                        pool, trajectory, None if gateway else writer.changed
+                    )
             return {c: v for c, v in want.items() if c in followers}
 
-        progress(f"steady: {name}, {size:,} subscribers over {teams} teams, {rate:.0f} commits/s of 5 changes for {seconds:.0f} s"
-                 + (f" (round {turn + 1} of {rounds})" if rounds > 1 else ""))  # fmt: skip
-        outcome = await measure(SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress)
+        progress(
+            f"steady: {name}, {size:,} subscribers over {teams} teams, {rate:.0f} commits/s of 5 changes for {seconds:.0f} s"
+            + (f" (round {turn + 1} of {rounds})" if rounds > 1 else "")
+        )
+        outcome = await measure(
+            SYSTEMS[name], ctx, plan, lambda team: world.token(ctx.secret, team), workload, expected, progress
+        )
         figures = outcome.figures
         # (change, subscriber) pairs: every change reaches its team's followers and its trajectory's.
-        per_change = {t: followers.get(f"team:{world.team_of[t]}", 0) + followers.get(f"trajectory:{t}", 0) for t in trajectories}
-        delivered = writer.changes * sum(per_change.values()) / len(per_change) if figures["correct"] else figures["deltas"]
+        per_change = {
+            t: followers.get(f"team:{world.team_of[t]}", 0) + followers.get(f"trajectory:{t}", 0) for t in trajectories
+        }
+        delivered = (
+            writer.changes * sum(per_change.values()) / len(per_change) if figures["correct"] else figures["deltas"]
+        )
         figures["changes"] = writer.changes
         _count_pairs(figures, delivered)
         measured.setdefault(name, []).append(outcome)
@@ -296,10 +391,14 @@ async def steady(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, on
         median = median_round(outcomes, "cpu_us_per_delta")
         systems[name] = median.figures
         run.curves[name] = median.curve
-    return _finish(run, systems, f"steady, {size:,} subscribers over {teams} teams, {rate * 5:,.0f} job changes a second")
+    return _finish(
+        run, systems, f"steady, {size:,} subscribers over {teams} teams, {rate * 5:,.0f} job changes a second"
+    )
 
 
-async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress) -> Run:
+async def burst(
+    ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress
+) -> Run:
     """A 10,000-frame upload and a three-analysis pipeline run on it: 40,000 jobs created and moved through
     queued, running and completed in seconds (500 jobs a transaction), 500 subscribers on the team's channel,
     100 on the trajectory's. The gateway coalesces (a job's latest state per batch, batches growing with the
@@ -313,10 +412,16 @@ async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
     run = Run({"scenario": "burst", "quick": quick, "frames": frames, "subscribers": size})
     systems: dict[str, dict[str, Any]] = {}
     for n, name in enumerate(names):
-        trajectory = await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Upload {n}")
+        trajectory = await pool.fetchval(
+            "insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Upload {n}"
+        )
         world.team_of[trajectory] = team
-        analyses = [await pool.fetchval("insert into analyses (trajectory_id, plugin) values ($1, $2) returning id", trajectory, plugin)
-                    for plugin in ("rmsd", "radius-of-gyration", "contact-map")]  # fmt: skip
+        analyses = [
+            await pool.fetchval(
+                "insert into analyses (trajectory_id, plugin) values ($1, $2) returning id", trajectory, plugin
+            )
+            for plugin in ("rmsd", "radius-of-gyration", "contact-map")
+        ]
         stages: list[tuple[str, int | None]] = [("preprocess", None)] + [("analysis", a) for a in analyses]
         channel = f"trajectory:{trajectory}"
 
@@ -325,22 +430,44 @@ async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
 
         writer = Writer(pool, redis, world, tap_team_channel=True)
 
-        async def workload(fleet: Fleet, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel,
-                           stages: list[tuple[str, int | None]] = stages) -> dict[str, Any]:  # fmt: skip
+        async def workload(
+            fleet: Fleet,
+            writer: Writer = writer,
+            trajectory: int = trajectory,
+            channel: str = channel,
+            stages: list[tuple[str, int | None]] = stages,
+        ) -> dict[str, Any]:
             seq_before = await _published(redis, channel, team)
             started = asyncio.get_running_loop().time()
             await writer.upload(trajectory, frames, stages)
             took = asyncio.get_running_loop().time() - started
-            return {"burst_seconds": round(took, 2), "gateway_trajectory_frames": await _published(redis, channel, team) - seq_before}
+            return {
+                "burst_seconds": round(took, 2),
+                "gateway_trajectory_frames": await _published(redis, channel, team) - seq_before,
+            }
 
-        async def expected(gateway: bool, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel) -> dict[str, dict[Any, Any]]:
+        async def expected(
+            gateway: bool, writer: Writer = writer, trajectory: int = trajectory, channel: str = channel
+        ) -> dict[str, dict[Any, Any]]:
             if gateway:
                 return {f"team:{team}": await team_counts(pool, team), channel: await database_state(pool, trajectory)}
-            return {f"team:{team}": await team_state(pool, team, writer.changed), channel: await database_state(pool, trajectory, writer.changed)}
+            return {
+                f"team:{team}": await team_state(pool, team, writer.changed),
+                channel: await database_state(pool, trajectory, writer.changed),
+            }
 
-        progress(f"burst: {name}, {frames:,} frames x {len(stages)} stages, {team_subs} team and {panel_subs} panel subscribers")
-        outcome = await measure(SYSTEMS[name], ctx, Plan(size, channels, lambda i: team), lambda team: world.token(ctx.secret, team),
-                                workload, expected, progress)  # fmt: skip
+        progress(
+            f"burst: {name}, {frames:,} frames x {len(stages)} stages, {team_subs} team and {panel_subs} panel subscribers"
+        )
+        outcome = await measure(
+            SYSTEMS[name],
+            ctx,
+            Plan(size, channels, lambda i: team),
+            lambda team: world.token(ctx.secret, team),
+            workload,
+            expected,
+            progress,
+        )
         figures = outcome.figures
         figures["changes"] = writer.changes
         _count_pairs(figures, writer.changes * size if figures["correct"] else figures["deltas"])
@@ -350,13 +477,19 @@ async def burst(ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, onl
             figures.pop("gateway_trajectory_frames")
             trajectory_frames = writer.committed if SYSTEMS[name].dialect == "plain" else writer.changes
         figures["trajectory_frames"] = trajectory_frames
-        figures["changes_per_trajectory_frame"] = round(writer.changes / trajectory_frames, 1) if trajectory_frames else None
+        figures["changes_per_trajectory_frame"] = (
+            round(writer.changes / trajectory_frames, 1) if trajectory_frames else None
+        )
         systems[name] = figures
         run.curves[name] = outcome.curve
-        progress(f"{name}: {writer.changes:,} changes in {figures['burst_seconds']} s, {trajectory_frames:,} frames on the trajectory channel")
+        progress(
+            f"{name}: {writer.changes:,} changes in {figures['burst_seconds']} s, {trajectory_frames:,} frames on the trajectory channel"
+        )
     lines = ["", "| system | job changes | frames on the trajectory channel | changes per frame |", "|---|---|---|---|"]
     for name, f in systems.items():
-        lines.append(f"| {name} | {f['changes']:,} | {f['trajectory_frames']:,} | {f['changes_per_trajectory_frame']} |")
+        lines.append(
+            f"| {name} | {f['changes']:,} | {f['trajectory_frames']:,} | {f['changes_per_trajectory_frame']} |"
+        )
     return _finish(run, systems, f"burst, {frames:,}-frame upload and a three-analysis pipeline", lines)
 
 

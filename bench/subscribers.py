@@ -71,8 +71,8 @@ import traceback
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Protocol, Union
+from datetime import UTC, datetime
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
 import msgspec
@@ -85,7 +85,7 @@ OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x
 DEFLATE_OFFER = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits"
 _FLUSH_TAIL = b"\x00\x00\xff\xff"  # RFC 7692 7.2.2: put back before inflating a message
 
-UTC = timezone.utc
+UTC = UTC
 MAX_GAP_SAMPLES = 20
 
 # ---------------------------------------------------------------------------------------------------------
@@ -174,7 +174,17 @@ class Histogram:
     def summary(self) -> dict[str, float | int | None]:
         """count, mean, p50, p90, p99, p99.9, min, max (ms), negative."""
         if not self.count:
-            return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "p999": None, "min": None, "max": None, "negative": 0}
+            return {
+                "count": 0,
+                "mean": None,
+                "p50": None,
+                "p90": None,
+                "p99": None,
+                "p999": None,
+                "min": None,
+                "max": None,
+                "negative": 0,
+            }
         return {
             "count": self.count,
             "mean": self.total / self.count,
@@ -241,7 +251,9 @@ class Stats:
             setattr(self, name, 0)
         self.closes: dict[int, int] = {}  # close code -> count (1006: the connection dropped without a close frame)
         self.errors: dict[str, int] = {}  # gateway error code -> count
-        self.failures: dict[str, int] = {}  # failed connect: HTTP status ("503") or reason ("ConnectionRefusedError", "timeout")
+        self.failures: dict[
+            str, int
+        ] = {}  # failed connect: HTTP status ("503") or reason ("ConnectionRefusedError", "timeout")
         self.gap_samples: list[tuple[float, str, int, int]] = []  # the first gaps: (time, channel, seq held, seq got)
         self.latency = Histogram()
         self.summary_latency = Histogram()
@@ -252,8 +264,15 @@ class Stats:
 
     def export(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name) for name in self.COUNTERS}
-        out.update(closes=dict(self.closes), errors=dict(self.errors), failures=dict(self.failures),
-                   gap_samples=list(self.gap_samples), latency=self.latency, summary_latency=self.summary_latency, since=self.since)
+        out.update(
+            closes=dict(self.closes),
+            errors=dict(self.errors),
+            failures=dict(self.failures),
+            gap_samples=list(self.gap_samples),
+            latency=self.latency,
+            summary_latency=self.summary_latency,
+            since=self.since,
+        )
         return out
 
 
@@ -402,7 +421,7 @@ class _GError(_GMessage, tag="error"):
 
 
 class _GPong(_GMessage, tag="pong"):
-    id: Union[int, str, None] = None
+    id: int | str | None = None
 
 
 class _GOther(msgspec.Struct):
@@ -414,7 +433,7 @@ class _GOther(msgspec.Struct):
     cursor: str | None = None
 
 
-_GTypes = Union[_GBatch, _GSnapshot, _GSummary, _GNotice, _GGlow, _GPresence, _GClusters, _GResync, _GError, _GPong]
+_GTypes = _GBatch | _GSnapshot | _GSummary | _GNotice | _GGlow | _GPresence | _GClusters | _GResync | _GError | _GPong
 _gjson = msgspec.json.Decoder(_GTypes)
 _gmsgpack = msgspec.msgpack.Decoder(_GTypes)
 _gjson_other = msgspec.json.Decoder(_GOther)
@@ -441,7 +460,18 @@ RETRY_UNAVAILABLE = (0.5, 1.5)  # seconds: subscribe again after an `unavailable
 class GatewayDialect:
     """This project's gateway (docs/protocol.md). ``fmt="msgpack"`` asks for the msgpack subprotocol."""
 
-    __slots__ = ("stats", "chans", "send", "notify", "ponged", "ping_id", "binary", "_decode", "_decode_other", "_connected")
+    __slots__ = (
+        "stats",
+        "chans",
+        "send",
+        "notify",
+        "ponged",
+        "ping_id",
+        "binary",
+        "_decode",
+        "_decode_other",
+        "_connected",
+    )
 
     def __init__(self, channels: Sequence[str], stats: Stats, fmt: str = "json") -> None:
         self.stats = stats
@@ -503,8 +533,10 @@ class GatewayDialect:
 
     def states(self) -> dict[str, Any]:
         """{channel: {job_id: (version, status)}} ({status: count} for team channels)."""
-        return {name: (dict(s) if s is not None and _is_team(name) else (None if s is None else unpack_jobs(s)))
-                for name, s in self.raw_states().items()}
+        return {
+            name: (dict(s) if s is not None and _is_team(name) else (None if s is None else unpack_jobs(s)))
+            for name, s in self.raw_states().items()
+        }
 
     def cursors(self) -> dict[str, str | None]:
         return {name: ch.cursor for name, ch in self.chans.items()}
@@ -694,7 +726,7 @@ class _Change(msgspec.Struct):
     t: float | None = None
     channel: str | None = None
     removed: bool = False
-    removed_at: Union[str, float, None] = None
+    removed_at: str | float | None = None
 
 
 class _PlainMessage(msgspec.Struct):
@@ -775,7 +807,7 @@ class PlainDialect:
         _apply_changes(jobs, m.changes, now, self.stats)
 
 
-_sio_event = msgspec.json.Decoder(tuple[str, Union[_Change, list[_Change]]]).decode
+_sio_event = msgspec.json.Decoder(tuple[str, _Change | list[_Change]]).decode
 _sio_any = msgspec.json.Decoder().decode
 
 
@@ -883,7 +915,7 @@ class SocketIODialect:
             _apply_changes(jobs, (c,), now, self.stats)
 
 
-Dialect = Union[GatewayDialect, PlainDialect, SocketIODialect]
+Dialect = GatewayDialect | PlainDialect | SocketIODialect
 DIALECTS = ("gateway", "gateway-msgpack", "plain", "socketio")
 
 
@@ -916,7 +948,9 @@ def mask_frame(opcode: int, payload: bytes, fin: bool = True) -> bytes:
     key = random.getrandbits(32).to_bytes(4, "big")
     if not n:
         return head + key
-    masked = (int.from_bytes(payload, "big") ^ int.from_bytes(key * ((n + 3) >> 2), "big") >> (((-n) & 3) << 3)).to_bytes(n, "big")
+    masked = (
+        int.from_bytes(payload, "big") ^ int.from_bytes(key * ((n + 3) >> 2), "big") >> (((-n) & 3) << 3)
+    ).to_bytes(n, "big")
     return head + key + masked
 
 
@@ -924,7 +958,9 @@ def unmask(payload: bytes | bytearray, key: bytes | bytearray) -> bytes:
     n = len(payload)
     if not n:
         return b""
-    return (int.from_bytes(payload, "big") ^ int.from_bytes(bytes(key) * ((n + 3) >> 2), "big") >> (((-n) & 3) << 3)).to_bytes(n, "big")
+    return (
+        int.from_bytes(payload, "big") ^ int.from_bytes(bytes(key) * ((n + 3) >> 2), "big") >> (((-n) & 3) << 3)
+    ).to_bytes(n, "big")
 
 
 def accept_key(key: bytes) -> bytes:
@@ -933,8 +969,14 @@ def accept_key(key: bytes) -> bytes:
 
 def request_head(host: str, port: int, target: str, headers: Iterable[str] = ()) -> bytes:
     """The upgrade request without its Sec-WebSocket-Key line and final blank line."""
-    lines = [f"GET {target} HTTP/1.1", f"Host: {host}:{port}", "Upgrade: websocket", "Connection: Upgrade",
-             "Sec-WebSocket-Version: 13", *headers]
+    lines = [
+        f"GET {target} HTTP/1.1",
+        f"Host: {host}:{port}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Version: 13",
+        *headers,
+    ]
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
@@ -978,8 +1020,24 @@ class WSClient(asyncio.Protocol):
     pong; a close frame is answered with a masked close and the transport closed.
     """
 
-    __slots__ = ("handler", "stats", "transport", "buf", "key", "phase", "status", "resp_headers", "body_need",
-                 "frag", "frag_op", "frag_z", "close_code", "_head", "inflate", "_inflater")
+    __slots__ = (
+        "handler",
+        "stats",
+        "transport",
+        "buf",
+        "key",
+        "phase",
+        "status",
+        "resp_headers",
+        "body_need",
+        "frag",
+        "frag_op",
+        "frag_z",
+        "close_code",
+        "_head",
+        "inflate",
+        "_inflater",
+    )
 
     def __init__(self, handler: Handler, head: bytes) -> None:
         self.handler = handler
@@ -1231,11 +1289,32 @@ class Subscriber:
     for) and keeps its dialect's state and cursors across connections. Given several URLs (nodes behind a
     load balancer), it starts on the first and moves to the next when a connection attempt fails."""
 
-    __slots__ = ("idx", "host", "port", "head", "addresses", "dialect", "stats", "proto", "connected", "live",
-                 "backoff", "timer", "worker")
+    __slots__ = (
+        "idx",
+        "host",
+        "port",
+        "head",
+        "addresses",
+        "dialect",
+        "stats",
+        "proto",
+        "connected",
+        "live",
+        "backoff",
+        "timer",
+        "worker",
+    )
 
-    def __init__(self, worker: _Worker | None, idx: int, url: str | Sequence[str], channels: Sequence[str],
-                 headers: Sequence[str], dialect: str, stats: Stats) -> None:
+    def __init__(
+        self,
+        worker: _Worker | None,
+        idx: int,
+        url: str | Sequence[str],
+        channels: Sequence[str],
+        headers: Sequence[str],
+        dialect: str,
+        stats: Stats,
+    ) -> None:
         self.idx = idx
         self.stats = stats
         self.dialect = make_dialect(dialect, channels, stats)
@@ -1407,8 +1486,10 @@ class _Worker:
         self.handshake_timeout = spec.handshake_timeout
         self.max_backoff = spec.max_backoff
         self.connect_rate = spec.connect_rate
-        self.subs = [Subscriber(self, idx, url, channels, headers, spec.dialect, self.stats)
-                     for idx, url, channels, headers in spec.subscribers]
+        self.subs = [
+            Subscriber(self, idx, url, channels, headers, spec.dialect, self.stats)
+            for idx, url, channels, headers in spec.subscribers
+        ]
         self.n = len(self.subs)
         self.connected = 0
         self.live = 0
@@ -1497,7 +1578,7 @@ class _Worker:
         event = self.all_live if what == "live" else self.all_connected
         try:
             await asyncio.wait_for(event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         return self.gauges()
 
@@ -1530,8 +1611,10 @@ class _Worker:
         out = {}
         for name, found in groups.items():
             # A gateway team channel's state is its counts (status -> n); every other state is packed jobs.
-            out[name] = [(None if s is None else dict(s) if any(isinstance(key, str) for key in s) else unpack_jobs(s), k, ex)
-                         for s, k, ex in found]
+            out[name] = [
+                (None if s is None else dict(s) if any(isinstance(key, str) for key in s) else unpack_jobs(s), k, ex)
+                for s, k, ex in found
+            ]
         return {"groups": out, "not_live": not_live}
 
     async def cmd_storm(self, timeout: float) -> dict[str, Any]:
@@ -1545,13 +1628,21 @@ class _Worker:
             sub.connect()
         try:
             await asyncio.wait_for(self.all_live.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         after = (st.failures.get("503", 0), st.failed_connects, st.connects, st.resyncs, st.snapshot_pages, st.gaps)
         d = [a - b for a, b in zip(after, before)]
-        return {"abort_at": abort_at, "live_at": self.all_live_at if self.live == self.n else None,
-                "http_503": d[0], "failed_connects": d[1], "connects": d[2], "resyncs": d[3],
-                "snapshot_pages": d[4], "gaps": d[5], **self.gauges()}
+        return {
+            "abort_at": abort_at,
+            "live_at": self.all_live_at if self.live == self.n else None,
+            "http_503": d[0],
+            "failed_connects": d[1],
+            "connects": d[2],
+            "resyncs": d[3],
+            "snapshot_pages": d[4],
+            "gaps": d[5],
+            **self.gauges(),
+        }
 
     async def cmd_until(self, marks: dict[str, tuple[str, Any, int]], timeout: float) -> float | None:
         """When (time.time()) every subscriber first showed the marks of its channels; None past `timeout`."""
@@ -1626,14 +1717,20 @@ def compare_states(states: FleetStates, expected: Mapping[str, Any]) -> dict[str
         groups = states.groups.get(name, [])
         equal = sum(g.subscribers for g in groups if g.state == want)
         bad = [g for g in groups if g.state != want]
-        report: dict[str, Any] = {"subscribers": equal + sum(g.subscribers for g in bad), "equal": equal,
-                                  "differ": sum(g.subscribers for g in bad), "not_live": states.not_live.get(name, 0)}
+        report: dict[str, Any] = {
+            "subscribers": equal + sum(g.subscribers for g in bad),
+            "equal": equal,
+            "differ": sum(g.subscribers for g in bad),
+            "not_live": states.not_live.get(name, 0),
+        }
         if bad:
             worst = bad[0].state or {}
             want_d = want or {}
             report["missing"] = sorted(k for k in want_d if k not in worst)[:10]
             report["extra"] = sorted(k for k in worst if k not in want_d)[:10]
-            report["wrong"] = [(k, worst[k], want_d[k]) for k in sorted(k for k in want_d if k in worst and worst[k] != want_d[k])][:10]
+            report["wrong"] = [
+                (k, worst[k], want_d[k]) for k in sorted(k for k in want_d if k in worst and worst[k] != want_d[k])
+            ][:10]
             report["examples"] = bad[0].examples
         out[name] = report
     return out
@@ -1662,10 +1759,19 @@ class Fleet:
     Callables run in the parent only. Every method is a coroutine; one runs at a time.
     """
 
-    def __init__(self, url: str | Callable[[int], str | list[str]], dialect: str, channels: Sequence[str] | Callable[[int], Sequence[str]],
-                 n: int, processes: int = 2, headers: Mapping[str, str] | Callable[[int], Mapping[str, str]] | None = None,
-                 connect_rate: float | None = None, handshake_timeout: float = 10.0, max_backoff: float = 5.0,
-                 deflate: bool = False) -> None:
+    def __init__(
+        self,
+        url: str | Callable[[int], str | list[str]],
+        dialect: str,
+        channels: Sequence[str] | Callable[[int], Sequence[str]],
+        n: int,
+        processes: int = 2,
+        headers: Mapping[str, str] | Callable[[int], Mapping[str, str]] | None = None,
+        connect_rate: float | None = None,
+        handshake_timeout: float = 10.0,
+        max_backoff: float = 5.0,
+        deflate: bool = False,
+    ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self.n = n

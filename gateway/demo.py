@@ -99,7 +99,9 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
     config = uvicorn_config(app, settings, host, port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     server = DemoServer(config)
     relay = Relay.from_settings(settings)
-    also_export(app, RelayCollector(relay.figures))  # the relay runs in this process: its figures on the node's /metrics
+    also_export(
+        app, RelayCollector(relay.figures)
+    )  # the relay runs in this process: its figures on the node's /metrics
     web = asyncio.create_task(_web(server, port), name="web server")
     relaying = asyncio.create_task(relay.run(), name="relay")
     producing: asyncio.Task[None] | None = None

@@ -6,7 +6,6 @@ so a fresh machine with only Python can run the product and its tests.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import shutil
@@ -27,7 +26,7 @@ async def postgres_reachable(url: str) -> bool:
 
     try:
         conn = await asyncpg.connect(url, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+    except (TimeoutError, OSError, asyncpg.PostgresError):
         return False
     await conn.close()
     return True
@@ -106,13 +105,19 @@ class EmbeddedValkey:
         self._proc = subprocess.Popen(
             [
                 self.executable(),
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self.data_dir),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.data_dir),
                 # a slow subscriber is cut off rather than growing Redis's memory without bound
-                "--client-output-buffer-limit", "pubsub 64mb 16mb 60",
+                "--client-output-buffer-limit",
+                "pubsub 64mb 16mb 60",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -160,23 +165,35 @@ class EmbeddedValkeyCluster:
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
         for port, bus_port in zip(self.ports, self.bus_ports):
-            self._procs.append(subprocess.Popen(
-                [
-                    EmbeddedValkey.executable(),
-                    "--port", str(port),
-                    "--bind", "127.0.0.1",
-                    "--save", "",
-                    "--appendonly", "no",
-                    "--dir", str(self.data_dir),
-                    "--cluster-enabled", "yes",
-                    "--cluster-port", str(bus_port),
-                    "--cluster-config-file", f"nodes-{port}.conf",
-                    "--cluster-node-timeout", "2000",
-                    "--client-output-buffer-limit", "pubsub 64mb 16mb 60",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            ))  # fmt: skip
+            self._procs.append(
+                subprocess.Popen(
+                    [
+                        EmbeddedValkey.executable(),
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--dir",
+                        str(self.data_dir),
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-port",
+                        str(bus_port),
+                        "--cluster-config-file",
+                        f"nodes-{port}.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                        "--client-output-buffer-limit",
+                        "pubsub 64mb 16mb 60",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         clients = [Redis(host="127.0.0.1", port=port, socket_connect_timeout=1) for port in self.ports]
         try:
             self._form(clients)
@@ -198,8 +215,12 @@ class EmbeddedValkeyCluster:
             client.execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
         for port in self.ports[1:]:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, self.bus_ports[self.ports.index(port)])
-        _wait(lambda: all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients)
-              and all(len(c.execute_command("CLUSTER SLOTS")) == len(clients) for c in clients))  # fmt: skip
+        _wait(
+            lambda: (
+                all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients)
+                and all(len(c.execute_command("CLUSTER SLOTS")) == len(clients) for c in clients)
+            )
+        )
 
     def owner(self, slot: int) -> int:
         """The port of the shard that serves `slot`."""

@@ -57,27 +57,52 @@ async def seed_demo(dsn: str) -> Seeded:
                 other = await conn.fetchval("insert into teams (name) values ('Other Lab') returning id")
                 ouid = await conn.fetchval("insert into users (name) values ('Outsider') returning id")
                 await conn.execute("insert into memberships values ($1, $2)", other, ouid)
-            users = [r["user_id"] for r in await conn.fetch("select user_id from memberships where team_id = $1 order by user_id", team_id)]
-            clusters = [r["id"] for r in await conn.fetch("select id from clusters where team_id = $1 order by id", team_id)]
-            trajectories = [r["id"] for r in await conn.fetch(  # the ones with nothing uploaded yet
-                "select id from trajectories t where team_id = $1"
-                " and not exists (select 1 from jobs j where j.trajectory_id = t.id and j.removed_at is null) order by id",
-                team_id,
-            )]
+            users = [
+                r["user_id"]
+                for r in await conn.fetch(
+                    "select user_id from memberships where team_id = $1 order by user_id", team_id
+                )
+            ]
+            clusters = [
+                r["id"] for r in await conn.fetch("select id from clusters where team_id = $1 order by id", team_id)
+            ]
+            trajectories = [
+                r["id"]
+                for r in await conn.fetch(  # the ones with nothing uploaded yet
+                    "select id from trajectories t where team_id = $1"
+                    " and not exists (select 1 from jobs j where j.trajectory_id = t.id and j.removed_at is null) order by id",
+                    team_id,
+                )
+            ]
             other_team = await conn.fetchval("select id from teams where name = 'Other Lab'")
             other_user = await conn.fetchval("select user_id from memberships where team_id = $1 limit 1", other_team)
-            seeded = Seeded(team_id, users, clusters, trajectory_ids=trajectories, other_team_id=other_team, other_user_id=other_user)
+            seeded = Seeded(
+                team_id,
+                users,
+                clusters,
+                trajectory_ids=trajectories,
+                other_team_id=other_team,
+                other_user_id=other_user,
+            )
             for cid in clusters:
                 key, key_hash = new_cluster_key(cid)
                 await conn.execute("update clusters set key_hash = $2 where id = $1", cid, key_hash)
                 seeded.cluster_keys[cid] = key
-            seeded.unfinished = [Unfinished(**r) for r in await conn.fetch(
-                "select j.id, j.cluster_id, j.kind, j.attempts, j.status, coalesce(s.priority, 0) as priority"
-                " from jobs j left join submissions s on s.id = j.submission_id"
-                " where j.team_id = $1 and j.removed_at is null and j.status in ('queued', 'retrying', 'running', 'holding')"
-                " order by j.id", team_id)]  # fmt: skip
-            seeded.staging = dict(await conn.fetch(
-                "select id, staging from submissions where team_id = $1 and staging <> 'ready' order by id", team_id))  # fmt: skip
+            seeded.unfinished = [
+                Unfinished(**r)
+                for r in await conn.fetch(
+                    "select j.id, j.cluster_id, j.kind, j.attempts, j.status, coalesce(s.priority, 0) as priority"
+                    " from jobs j left join submissions s on s.id = j.submission_id"
+                    " where j.team_id = $1 and j.removed_at is null and j.status in ('queued', 'retrying', 'running', 'holding')"
+                    " order by j.id",
+                    team_id,
+                )
+            ]
+            seeded.staging = dict(
+                await conn.fetch(
+                    "select id, staging from submissions where team_id = $1 and staging <> 'ready' order by id", team_id
+                )
+            )
             return seeded
     finally:
         await conn.close()

@@ -36,8 +36,15 @@ class ChannelState:
 
 
 class Follower:
-    def __init__(self, url: str, token: str, *, origin: str | None = None, resubscribe_on_gap: bool = False,
-                 stallable: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        origin: str | None = None,
+        resubscribe_on_gap: bool = False,
+        stallable: bool = False,
+    ) -> None:
         self.url = url
         # stall() must stop all reading: a 4 KB receive window, and no keepalive pings of our own (their
         # pongs would go unread and the client would close the connection itself).
@@ -68,7 +75,9 @@ class Follower:
             # Uncompressed: permessage-deflate would shrink what it leaves unread tenfold, and the kernel's
             # buffers, not the node's bound, would hold it.
             options = {"sock": sock, "ping_interval": None, "compression": None}
-        self.ws = await websockets.connect(self.url, additional_headers=headers, origin=self.origin, max_size=2**22, **options)
+        self.ws = await websockets.connect(
+            self.url, additional_headers=headers, origin=self.origin, max_size=2**22, **options
+        )
         self._reader = asyncio.create_task(self._read())
         return self
 
@@ -149,7 +158,9 @@ class Follower:
             state.cursor = None
             state.awaiting_snapshot = True
             assert self.ws is not None
-            asyncio.get_running_loop().create_task(self.ws.send(json.dumps({"type": "subscribe", "channel": m["channel"]})))
+            asyncio.get_running_loop().create_task(
+                self.ws.send(json.dumps({"type": "subscribe", "channel": m["channel"]}))
+            )
             return
         if kind == "snapshot":
             if m.get("page", 0) == 0:
@@ -202,6 +213,7 @@ class Follower:
 
     async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
         """Wait until `predicate(self)` holds; fails the test with what was seen otherwise."""
+
         async def loop() -> None:
             while not predicate(self):
                 self._changed.clear()
@@ -209,6 +221,6 @@ class Follower:
 
         try:
             await asyncio.wait_for(loop(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             seen = [(m["type"], m.get("channel"), m.get("seq"), m.get("code")) for m in self.messages[-8:]]
             raise AssertionError(f"condition not met within {timeout}s; last messages: {seen}") from None

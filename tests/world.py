@@ -50,7 +50,9 @@ class Process:
 def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
     log = logdir / f"{name}.log"
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", *args], env=env, stdout=handle, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", *args], env=env, stdout=handle, stderr=subprocess.STDOUT
+        )
     return Process(name, proc, log, port)
 
 

@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 
 import anyio
 import broadcaster
-from broadcaster._base import Subscriber
 from broadcaster._backends.redis import RedisBackend
+from broadcaster._base import Subscriber
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket

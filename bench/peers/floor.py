@@ -169,6 +169,7 @@ async def main(port: int, redis_url: str):
     if not feed.cancelled():
         feed.result()  # the Redis tap died: exit with its error, not as a clean stop
 
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)

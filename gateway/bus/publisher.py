@@ -85,6 +85,7 @@ redis.call('SET', KEYS[1], ARGV[1])
 return 1
 """
 
+
 class Fenced(Exception):
     """A newer relay has taken over: this one must stop publishing."""
 
@@ -193,8 +194,19 @@ class Publisher:
         calls.append(self._call(script_keys, args, relay_cursor or ""))
         return calls
 
-    def _call(self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str) -> list[bytes | str | int]:
+    def _call(
+        self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str
+    ) -> list[bytes | str | int]:
         return [
-            "EVALSHA", self._publish.sha, 2 + len(script_keys), self._fence_key, keys.relay_cursor(self.tag), *script_keys,
-            self.epoch, self.history_length, self.history_ttl, relay_cursor, *args,
-        ]  # fmt: skip
+            "EVALSHA",
+            self._publish.sha,
+            2 + len(script_keys),
+            self._fence_key,
+            keys.relay_cursor(self.tag),
+            *script_keys,
+            self.epoch,
+            self.history_length,
+            self.history_ttl,
+            relay_cursor,
+            *args,
+        ]

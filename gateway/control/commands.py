@@ -18,13 +18,28 @@ import asyncpg
 import msgspec
 
 from ..bus.commands import ClusterCommands
-from ..core.control import REMOVABLE, RETRYABLE, Action, ActionResult, Command, command_encoder, confirmation_decoder, toast
+from ..core.control import (
+    REMOVABLE,
+    RETRYABLE,
+    Action,
+    ActionResult,
+    Command,
+    command_encoder,
+    confirmation_decoder,
+    toast,
+)
 
 log = logging.getLogger(__name__)
 
 
 async def run_action(
-    pool: asyncpg.Pool, commands: ClusterCommands, action: Action, team_id: int, scope_sql: str, scope_id: int, timeout: float
+    pool: asyncpg.Pool,
+    commands: ClusterCommands,
+    action: Action,
+    team_id: int,
+    scope_sql: str,
+    scope_id: int,
+    timeout: float,
 ) -> ActionResult:
     """Act on team `team_id`'s jobs that `scope_sql` selects (a `where` on jobs with `$1`), through their clusters.
 
@@ -47,12 +62,15 @@ async def run_action(
     if action == "remove":
         parts = [("remove", rows)]
     else:
-        parts = [(command, [r for r in rows if r["status"] == status])
-                 for command, status in (("retry_failed", "failed"), ("retry_preempted", "preempted"))]
+        parts = [
+            (command, [r for r in rows if r["status"] == status])
+            for command, status in (("retry_failed", "failed"), ("retry_preempted", "preempted"))
+        ]
         parts = [(command, part) for command, part in parts if part]
     asked = [holders(part) for _, part in parts]
-    answers = await asyncio.gather(*(ask_clusters(commands, command, by_cluster, timeout)
-                                     for (command, _), (by_cluster, _) in zip(parts, asked)))
+    answers = await asyncio.gather(
+        *(ask_clusters(commands, command, by_cluster, timeout) for (command, _), (by_cluster, _) in zip(parts, asked))
+    )
     confirmed: dict[int, set[int]] = {}
     unconfirmed: set[str] = set()
     for (by_cluster, names), answer in zip(asked, answers):

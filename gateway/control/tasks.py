@@ -10,7 +10,13 @@ from .commands import ask_clusters, holders
 
 
 async def run_task_action(
-    pool: asyncpg.Pool, commands: ClusterCommands, action: TaskAction, team_id: int, submissions: list[int], tasks: list[int], timeout: float
+    pool: asyncpg.Pool,
+    commands: ClusterCommands,
+    action: TaskAction,
+    team_id: int,
+    submissions: list[int],
+    tasks: list[int],
+    timeout: float,
 ) -> ActionResult:
     """Act on the tasks of the selected submissions (or the selected tasks) that `action` takes."""
     rows = await pool.fetch(

@@ -76,7 +76,9 @@ def outcome(done: str, found: int, acted: int, unconfirmed: list[str], *, nothin
         return ActionResult(message=nothing, acted=0, unconfirmed=[], level="info")
     n = f"{acted}" if acted == found else f"{acted} of {found}"
     level: Level = "success" if acted == found and acted > 0 and not names else "warning"
-    return ActionResult(message=f"{done.format(n=n)}{note}{unconfirmed_suffix(names)}", acted=acted, unconfirmed=names, level=level)
+    return ActionResult(
+        message=f"{done.format(n=n)}{note}{unconfirmed_suffix(names)}", acted=acted, unconfirmed=names, level=level
+    )
 
 
 def toast(action: Action, found: int, acted: int, unconfirmed: list[str], preempted: int = 0) -> ActionResult:
@@ -85,7 +87,14 @@ def toast(action: Action, found: int, acted: int, unconfirmed: list[str], preemp
     if action == "remove":
         return outcome("Removed {n} job(s)", found, acted, unconfirmed, nothing="No queued or running jobs found")
     note = f" ({preempted} of them preempted)" if preempted else ""
-    return outcome("Queued {n} failed job(s) for retry", found, acted, unconfirmed, nothing="No failed jobs found to retry", note=note)
+    return outcome(
+        "Queued {n} failed job(s) for retry",
+        found,
+        acted,
+        unconfirmed,
+        nothing="No failed jobs found to retry",
+        note=note,
+    )
 
 
 command_encoder = msgspec.json.Encoder()
@@ -94,6 +103,7 @@ confirmation_decoder = msgspec.json.Decoder(Confirmation)
 
 
 # -- the Submissions page's actions, on submissions or on tasks
+
 
 class TaskAction(msgspec.Struct, frozen=True):
     """Which tasks an action takes, what they become once their cluster confirms, and what the toast says."""
@@ -111,11 +121,23 @@ TASK_ACTIONS: dict[str, TaskAction] = {
         TaskAction(name="hold", takes=("queued", "retrying"), becomes="holding", verb="Held"),
         TaskAction(name="unhold", takes=("holding",), becomes="queued", verb="Released"),
         TaskAction(name="kill", takes=("queued", "retrying", "running", "holding"), becomes="failed", verb="Killed"),
-        TaskAction(name="retry", takes=("completed", "failed", "preempted", "queued", "retrying", "running", "holding"),
-                   becomes="retrying", verb="Queued for retry", new_attempt=True),
-        TaskAction(name="retry_failed", takes=("failed",), becomes="retrying", verb="Queued failed for retry", new_attempt=True),
-        TaskAction(name="retry_preempted", takes=("preempted",), becomes="retrying", verb="Queued preempted for retry",
-                   new_attempt=True),
+        TaskAction(
+            name="retry",
+            takes=("completed", "failed", "preempted", "queued", "retrying", "running", "holding"),
+            becomes="retrying",
+            verb="Queued for retry",
+            new_attempt=True,
+        ),
+        TaskAction(
+            name="retry_failed", takes=("failed",), becomes="retrying", verb="Queued failed for retry", new_attempt=True
+        ),
+        TaskAction(
+            name="retry_preempted",
+            takes=("preempted",),
+            becomes="retrying",
+            verb="Queued preempted for retry",
+            new_attempt=True,
+        ),
     )
 }
 KILLED = "Killed by a user"  # the error a killed task shows
@@ -124,8 +146,18 @@ KILLED = "Killed by a user"  # the error a killed task shows
 class SubmissionsAction(msgspec.Struct, forbid_unknown_fields=True):
     """`POST /api/submissions/actions`: one action on selected submissions, or on selected tasks."""
 
-    action: Literal["hold", "unhold", "kill", "retry", "retry_failed", "retry_preempted", "retry_sync", "reviewed",
-                    "priority", "instance_type"]
+    action: Literal[
+        "hold",
+        "unhold",
+        "kill",
+        "retry",
+        "retry_failed",
+        "retry_preempted",
+        "retry_sync",
+        "reviewed",
+        "priority",
+        "instance_type",
+    ]
     submissions: Annotated[list[Id], msgspec.Meta(max_length=1000)] = []
     tasks: Annotated[list[Id], msgspec.Meta(max_length=100_000)] = []
     priority: Annotated[int, msgspec.Meta(ge=-1000, le=1000)] | None = None

@@ -23,7 +23,11 @@ def notice_title(has_analysis: bool, has_rasterize: bool, failed: bool) -> tuple
     if has_analysis:
         return ("Analysis completed with errors", WARNING) if failed else ("Analysis completed successfully!", SUCCESS)
     if has_rasterize:
-        return ("Rasterization completed with errors", WARNING) if failed else ("Rasterization completed successfully", SUCCESS)
+        return (
+            ("Rasterization completed with errors", WARNING)
+            if failed
+            else ("Rasterization completed successfully", SUCCESS)
+        )
     return ("Jobs completed with errors", WARNING) if failed else ("Jobs completed successfully", SUCCESS)
 
 
@@ -65,7 +69,13 @@ class FinishTracker:
             self.waves[trajectory_id] = open_wave
 
     def job_changed(
-        self, trajectory_id: int, kind: str, status: str | None, active_after: int, now: float, at: datetime | None = None
+        self,
+        trajectory_id: int,
+        kind: str,
+        status: str | None,
+        active_after: int,
+        now: float,
+        at: datetime | None = None,
     ) -> None:
         """A job of the trajectory changed; `active_after` is the trajectory's active count after it."""
         wave = self.waves.get(trajectory_id)

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .status import Kind, Status, TERMINAL
+from .status import TERMINAL, Kind, Status
 from .types import Id, Text
 
 MAX_REPORTS = 10_000

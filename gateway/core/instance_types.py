@@ -54,8 +54,11 @@ def refusal(name: str, offered: list[InstanceType], clusters: list[str]) -> str:
     """Why an instance type is refused, naming what is offered."""
     where = f"cluster {clusters[0]}" if len(clusters) == 1 else f"clusters {', '.join(clusters)}"
     if not offered:
-        return f"instance_type: {where} offer no instance types in common" if len(clusters) > 1 else (
-            f"instance_type: {where} offers no instance types")
+        return (
+            f"instance_type: {where} offer no instance types in common"
+            if len(clusters) > 1
+            else (f"instance_type: {where} offers no instance types")
+        )
     choices = ", ".join(t.name for t in offered)
     verb = "offers" if len(clusters) == 1 else "offer in common"
     return f"instance_type: {name} is not an instance type of {where} ({verb}: {choices})"

@@ -15,8 +15,8 @@ from .aggregate import Aggregates, Change, MembershipChange, SubmissionChange, T
 from .finish import SETTLE, Finish, FinishTracker
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
-from .submission import SubmissionAggregate, SubmissionRecord
 from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
+from .submission import SubmissionAggregate, SubmissionRecord
 from .team import ClusterStats, Presence
 
 MAX_JOBS_PER_BATCH = 500
@@ -85,7 +85,9 @@ class RelayCore:
     def unknown_trajectories(self, changes: Iterable[Change | SubmissionChange | MembershipChange]) -> set[int]:
         """Trajectories whose names the adapter must look up before `apply()`."""
         return {
-            c.job.trajectory_id for c in changes if isinstance(c, Change) and not self.aggregates.known(c.job.trajectory_id)
+            c.job.trajectory_id
+            for c in changes
+            if isinstance(c, Change) and not self.aggregates.known(c.job.trajectory_id)
         }
 
     def load_submissions(self, loaded: Iterable[SubmissionAggregate]) -> None:
@@ -252,8 +254,13 @@ class RelayCore:
             channel = channels.trajectory(f.trajectory_id)
             seq = self._next_seq(channel)
             notice = Notice(
-                channel=channel, seq=seq, cursor=make_cursor(self.epoch, seq),
-                trajectory_id=f.trajectory_id, wave=f.wave, title=f.title, level=f.level,
+                channel=channel,
+                seq=seq,
+                cursor=make_cursor(self.epoch, seq),
+                trajectory_id=f.trajectory_id,
+                wave=f.wave,
+                title=f.title,
+                level=f.level,
             )
             publication = self._publication(channel, seq, notice)
             if not f.glow:
@@ -262,7 +269,13 @@ class RelayCore:
             if f.glow:
                 team_channel = channels.team(f.team_id)
                 seq = self._next_seq(team_channel)
-                glow = Glow(channel=team_channel, seq=seq, cursor=make_cursor(self.epoch, seq), trajectory_id=f.trajectory_id, wave=f.wave)
+                glow = Glow(
+                    channel=team_channel,
+                    seq=seq,
+                    cursor=make_cursor(self.epoch, seq),
+                    trajectory_id=f.trajectory_id,
+                    wave=f.wave,
+                )
                 publication = self._publication(team_channel, seq, glow)
                 publication.marker = markers.get((f.trajectory_id, f.wave))  # set once both went out
                 out.append(publication)
@@ -274,7 +287,9 @@ class RelayCore:
         seq = self._next_seq(channel)
         cursor = make_cursor(self.epoch, seq)
         if isinstance(update, Presence):
-            message: PresenceUpdate | ClustersUpdate = PresenceUpdate(channel=channel, seq=seq, cursor=cursor, presence=update)
+            message: PresenceUpdate | ClustersUpdate = PresenceUpdate(
+                channel=channel, seq=seq, cursor=cursor, presence=update
+            )
             field = "presence"
         else:
             message = ClustersUpdate(channel=channel, seq=seq, cursor=cursor, clusters=update)
@@ -284,7 +299,9 @@ class RelayCore:
         return publication
 
     def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
-        wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {channels.team(f.team_id) for f in finishes if f.glow}
+        wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {
+            channels.team(f.team_id) for f in finishes if f.glow
+        }
         return [c for c in wanted if c not in self._seqs]
 
     # -- internals

@@ -76,4 +76,11 @@ def same_stats(a: ClusterStats | None, b: ClusterStats) -> bool:
     if a is None:
         return False
     strip = lambda s: [(c.id, c.cpu, c.memory, c.disk, c.network, c.live) for c in s.clusters]  # noqa: E731
-    return (a.reporting, a.cpu, a.memory, a.disk, a.network, strip(a)) == (b.reporting, b.cpu, b.memory, b.disk, b.network, strip(b))
+    return (a.reporting, a.cpu, a.memory, a.disk, a.network, strip(a)) == (
+        b.reporting,
+        b.cpu,
+        b.memory,
+        b.disk,
+        b.network,
+        strip(b),
+    )

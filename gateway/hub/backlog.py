@@ -60,7 +60,9 @@ class Block:
             frame = built[k]
             if frame is None:
                 msgpack = self.entries[k].msgpack
-                frame = built[k] = Frame(msgpack_to_json(msgpack), text=True) if fmt == "json" else Frame(msgpack, text=False)
+                frame = built[k] = (
+                    Frame(msgpack_to_json(msgpack), text=True) if fmt == "json" else Frame(msgpack, text=False)
+                )
             out.append(frame)
         return out
 

@@ -51,10 +51,25 @@ class Link(Protocol):
 
 class Connection:
     __slots__ = (
-        "user_id", "format", "channels", "teams_present", "channel_teams", "buffering", "outbound",
-        "close_code", "on_lag", "lags", "link", "fast", "wire_kind", "frames_sent", "bytes_sent", "refused",
-        "_drained", "token_id",
-    )  # fmt: skip
+        "user_id",
+        "format",
+        "channels",
+        "teams_present",
+        "channel_teams",
+        "buffering",
+        "outbound",
+        "close_code",
+        "on_lag",
+        "lags",
+        "link",
+        "fast",
+        "wire_kind",
+        "frames_sent",
+        "bytes_sent",
+        "refused",
+        "_drained",
+        "token_id",
+    )
 
     def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
         self.user_id = user_id
@@ -180,7 +195,9 @@ class Connection:
         elif verdict is Verdict.LAG:
             self.refused += 1
             if self.refused >= MAX_REFUSED:
-                log.info("slow consumer user=%s: its replies found no room %d times, closing", self.user_id, self.refused)
+                log.info(
+                    "slow consumer user=%s: its replies found no room %d times, closing", self.user_id, self.refused
+                )
                 self.close(CLOSE_SLOW)
 
     def resync(self, channel: str, reason: str) -> None:

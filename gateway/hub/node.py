@@ -30,9 +30,9 @@ from ..core.model import Counts, TrajectorySummary
 from ..core.protocol import Error, Snapshot, make_cursor, msgpack_to_json, parse_cursor
 from ..core.relay import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH, SUBMISSION_STATE_PREFIX, SUMMARY_STATE_PREFIX
 from ..core.submission import SubmissionRow
-from ..store import queries
 from ..core.team import ClusterStats, Presence
 from ..core.wsframe import Frame, ping_frame
+from ..store import queries
 from .backlog import Backlog
 from .connection import Connection
 from .hub import Hub
@@ -75,7 +75,12 @@ def _pages(channel: str, seq: int, cursor: str, jobs: list) -> list[Snapshot]:
 
 class Node:
     def __init__(
-        self, pool: asyncpg.Pool, bus: Bus, max_subscriptions: int, presence: bool = True, keepalive: float = KEEPALIVE_EVERY
+        self,
+        pool: asyncpg.Pool,
+        bus: Bus,
+        max_subscriptions: int,
+        presence: bool = True,
+        keepalive: float = KEEPALIVE_EVERY,
     ) -> None:
         self.keepalive_every = keepalive
         self.pool = pool
@@ -88,7 +93,9 @@ class Node:
         self.subscriber = Subscriber(bus, self._on_bus_message, self._bus_lost, self._bus_restored, self._control)
         self._locks: dict[str, asyncio.Lock] = {}
         self.shared = SharedReads()
-        self.backlog = Backlog(lambda channel, first, last: history.entries(self.bus, self._tag(channel), channel, first, last))
+        self.backlog = Backlog(
+            lambda channel, first, last: history.entries(self.bus, self._tag(channel), channel, first, last)
+        )
         self._channel_team: dict[str, int] = {}  # a channel's team never changes
         self._members: dict[tuple[int, int], float] = {}  # (user, team) -> when found a member
         self._redis_subscribed: set[str] = set()
@@ -174,7 +181,11 @@ class Node:
             return
         if name not in conn.channels and len(conn.channels) >= self.max_subscriptions:
             conn.reply(
-                Error(code="too_many_subscriptions", message=f"at most {self.max_subscriptions} subscriptions per connection", channel=name)
+                Error(
+                    code="too_many_subscriptions",
+                    message=f"at most {self.max_subscriptions} subscriptions per connection",
+                    channel=name,
+                )
             )
             return
         try:
@@ -216,10 +227,16 @@ class Node:
     async def _team_of(self, channel: Channel) -> int | None:
         team_id = self._channel_team.get(channel.name)
         if team_id is None:
-            team_id = await self.shared.read(("team", channel.name), lambda: queries.team_of_channel(self.pool, channel))
+            team_id = await self.shared.read(
+                ("team", channel.name), lambda: queries.team_of_channel(self.pool, channel)
+            )
             if team_id is not None:
                 if len(self._channel_team) > 100_000:  # keep what is followed: its tag is needed
-                    self._channel_team = {c: t for c, t in self._channel_team.items() if c in self.hub.subscribers or c in self._redis_subscribed}
+                    self._channel_team = {
+                        c: t
+                        for c, t in self._channel_team.items()
+                        if c in self.hub.subscribers or c in self._redis_subscribed
+                    }
                 self._channel_team[channel.name] = team_id
         return team_id
 
@@ -275,7 +292,9 @@ class Node:
         for conn in [c for c in self.connections if c.user_id == user_id]:
             for name in [n for n, t in conn.channel_teams.items() if t == team_id]:
                 self.unsubscribe(conn, name)
-                conn.send_message(Error(code="forbidden", message="you are no longer a member of this team", channel=name))
+                conn.send_message(
+                    Error(code="forbidden", message="you are no longer a member of this team", channel=name)
+                )
 
     async def _recheck_memberships(self) -> None:
         """The safety net for a control message Redis dropped: check every live subscription now and then."""
@@ -306,7 +325,9 @@ class Node:
         if at is None:
             return False
         epoch, seq = at
-        current = await self.shared.read(("position", name), lambda: history.position(self.bus, self._tag(name), name), since)
+        current = await self.shared.read(
+            ("position", name), lambda: history.position(self.bus, self._tag(name), name), since
+        )
         if current is None:
             return False
         self._anchor(name, *current)
@@ -374,7 +395,9 @@ class Node:
                 sent += len(frames)
             seq = sent
 
-    async def _backlog_frames(self, conn: Connection, name: str, first: int, last: int, retries: int) -> list[Frame] | None:
+    async def _backlog_frames(
+        self, conn: Connection, name: str, first: int, last: int, retries: int
+    ) -> list[Frame] | None:
         """Frames from `first` on (see `Backlog.frames`); None when the history no longer holds them."""
         while True:
             try:
@@ -431,7 +454,9 @@ class Node:
             summaries = [_summary_decoder.decode(v) for k, v in state.items() if k.startswith(prefix)]
             total = int(state.get(b"total", len(summaries)))
         else:
-            counts, summaries = await self.shared.read(("team", channel.id), lambda: queries.team_state(self.pool, channel.id), since)
+            counts, summaries = await self.shared.read(
+                ("team", channel.id), lambda: queries.team_state(self.pool, channel.id), since
+            )
             total = len(summaries)
         summaries.sort(key=lambda s: s.updated_at.timestamp() if s.updated_at else 0.0, reverse=True)
         submission_prefix = SUBMISSION_STATE_PREFIX.encode()
@@ -466,7 +491,9 @@ class Node:
     async def _send_jobs_snapshot(self, conn: Connection, channel: Channel, since: int) -> int:
         # The position is read before the rows: every batch at or below it was committed before the read.
         name = channel.name
-        position = await self.shared.read(("position", name), lambda: history.position(self.bus, self._tag(name), name), since)
+        position = await self.shared.read(
+            ("position", name), lambda: history.position(self.bus, self._tag(name), name), since
+        )
         epoch, seq = position or (await self._fence(name), 0)
         self._anchor(channel.name, epoch, seq)
         cursor = make_cursor(epoch, seq)
@@ -479,14 +506,27 @@ class Node:
         after, page = 0, 0
         while True:
             jobs = await self.shared.read(
-                ("page", name, after), functools.partial(queries.jobs_page, self.pool, channel, after, MAX_JOBS_PER_BATCH), since
+                ("page", name, after),
+                functools.partial(queries.jobs_page, self.pool, channel, after, MAX_JOBS_PER_BATCH),
+                since,
             )
             final = len(jobs) < MAX_JOBS_PER_BATCH
             parts = _pages(channel.name, seq, cursor, jobs)
             if final:
                 for start in range(0, len(groups), GROUPS_PER_PAGE):  # groups travel in pages of their own
                     chunk = groups[start : start + GROUPS_PER_PAGE]
-                    parts.append(Snapshot(channel=channel.name, seq=seq, cursor=cursor, time=0, page=0, final=False, jobs=[], groups=chunk))
+                    parts.append(
+                        Snapshot(
+                            channel=channel.name,
+                            seq=seq,
+                            cursor=cursor,
+                            time=0,
+                            page=0,
+                            final=False,
+                            jobs=[],
+                            groups=chunk,
+                        )
+                    )
             for i, part in enumerate(parts):
                 part.page, part.final = page, final and i == len(parts) - 1
                 part.time = now_ms()

@@ -77,7 +77,8 @@ class SessionRevocations:
         ended = [
             conn
             for conn in self.connections
-            if conn.user_id == revocation.user_id or (revocation.token_id is not None and conn.token_id == revocation.token_id)
+            if conn.user_id == revocation.user_id
+            or (revocation.token_id is not None and conn.token_id == revocation.token_id)
         ]
         for conn in ended:
             conn.close(CLOSE_EXPIRED)
@@ -85,7 +86,9 @@ class SessionRevocations:
             log.info("revoked: closed %d connection(s) of %s", len(ended), _named(revocation))
 
 
-async def revoke(db: stored.Database, redis: Any, max_age: float, user_id: int | None = None, token_id: str | None = None) -> Revocation:
+async def revoke(
+    db: stored.Database, redis: Any, max_age: float, user_id: int | None = None, token_id: str | None = None
+) -> Revocation:
     """Record a revocation, then tell every node through `redis` (None: no Redis here); when no broadcast
     reaches them, their reload finds it."""
     revocation = await stored.record(db, max_age, user_id=user_id, token_id=token_id)
@@ -94,7 +97,9 @@ async def revoke(db: stored.Database, redis: Any, max_age: float, user_id: int |
     try:
         await redis.publish(keys.CONTROL, encoder.encode(revocation))
     except (RedisError, OSError) as exc:
-        log.warning("revocation stored but not broadcast (%s): nodes find it within %.0f s", type(exc).__name__, RELOAD_EVERY)
+        log.warning(
+            "revocation stored but not broadcast (%s): nodes find it within %.0f s", type(exc).__name__, RELOAD_EVERY
+        )
     return revocation
 
 

@@ -40,5 +40,3 @@ class SharedReads:
             del self._inflight[key]
         if not future.cancelled():
             future.exception()  # retrieved: every caller may have gone
-
-

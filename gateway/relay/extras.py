@@ -20,7 +20,11 @@ _figures = msgspec.msgpack.Decoder(ClusterFigures)
 
 class TeamExtras:
     def __init__(
-        self, redis: Redis, presence: bool = True, metrics: bool = True, mine: Callable[[int], bool] = lambda team_id: True
+        self,
+        redis: Redis,
+        presence: bool = True,
+        metrics: bool = True,
+        mine: Callable[[int], bool] = lambda team_id: True,
     ) -> None:
         self.redis = redis
         self.mine = mine  # the teams of this relay's partition
@@ -36,9 +40,12 @@ class TeamExtras:
         out: list[tuple[int, Presence | ClusterStats]] = []
         wall = time.time()
         if self.presence:
-            teams = sorted(t for t in map(int, map(keys.text, await self.redis.smembers(keys.PRESENCE_TEAMS))) if self.mine(t))
+            teams = sorted(
+                t for t in map(int, map(keys.text, await self.redis.smembers(keys.PRESENCE_TEAMS))) if self.mine(t)
+            )
             rows = await conn.fetch(
-                "select team_id, count(*) as n from memberships where team_id = any($1::bigint[]) group by team_id", teams
+                "select team_id, count(*) as n from memberships where team_id = any($1::bigint[]) group by team_id",
+                teams,
             )
             members = {r["team_id"]: r["n"] for r in rows}
             for team_id in teams:

@@ -77,15 +77,24 @@ class RelayCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         active = [(p, f, f.core) for p, f in sorted(self.figures.items()) if f.core is not None]
-        yield GaugeMetricFamily("relay_active_partitions", "Partitions this relay process serves now", value=len(active))
-        epoch = GaugeMetricFamily("relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"])
-        lag = GaugeMetricFamily("relay_lag_seconds", "Commit to publish of the newest change, last cycle with changes",
-                                labels=["partition"])
+        yield GaugeMetricFamily(
+            "relay_active_partitions", "Partitions this relay process serves now", value=len(active)
+        )
+        epoch = GaugeMetricFamily(
+            "relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"]
+        )
+        lag = GaugeMetricFamily(
+            "relay_lag_seconds", "Commit to publish of the newest change, last cycle with changes", labels=["partition"]
+        )
         # Which transaction (pid, xid) is in the relay's log: a label per blocker would be a new series each time.
-        held = GaugeMetricFamily("relay_held_back_seconds", "How long an open transaction has held the partition back",
-                                 labels=["partition"])
-        ratio = GaugeMetricFamily("relay_coalescing_ratio", "Changes per job delta published, since this process started",
-                                  labels=["partition"])
+        held = GaugeMetricFamily(
+            "relay_held_back_seconds", "How long an open transaction has held the partition back", labels=["partition"]
+        )
+        ratio = GaugeMetricFamily(
+            "relay_coalescing_ratio",
+            "Changes per job delta published, since this process started",
+            labels=["partition"],
+        )
         now = time.monotonic()
         for p, f, core in active:
             epoch.add_metric([str(p)], core.epoch)
@@ -95,7 +104,9 @@ class RelayCollector(Collector):
         yield from (epoch, lag, held, ratio)
         changes = CounterMetricFamily("relay_changes", "Captured changes applied", labels=["partition"])
         deltas = CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", labels=["partition"])
-        published = CounterMetricFamily("relay_published_messages", "Messages published on the bus", labels=["partition"])
+        published = CounterMetricFamily(
+            "relay_published_messages", "Messages published on the bus", labels=["partition"]
+        )
         latency = HistogramMetricFamily(
             "relay_commit_to_publish_seconds",
             "From a change's statement time in PostgreSQL to the relay's publish of it, per change",
@@ -149,9 +160,19 @@ class Exporter:
             log.error("relay metrics: cannot listen on %s:%d (%s); serving none", host, port, exc)
             return
         app = Starlette(routes=[Route("/metrics", self._metrics)])
-        config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None, log_level="warning",
-                                access_log=False, proxy_headers=False, server_header=False, ws="none",
-                                limit_concurrency=16)  # fmt: skip
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            ws="none",
+            limit_concurrency=16,
+        )
         self._server = _Server(config)
         self._task = asyncio.create_task(self._serve(self._server, sock), name="relay-metrics")
         log.info("relay metrics on http://%s:%d/metrics", host, port)
@@ -169,5 +190,5 @@ class Exporter:
         self._server.should_exit = True
         try:
             await asyncio.wait_for(self._task, STOP_WITHIN)  # past it, wait_for cancels the server's task
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("relay metrics: the server did not stop within %.0f s", STOP_WITHIN)

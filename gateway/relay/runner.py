@@ -30,13 +30,13 @@ from ..bus.connection import Bus
 from ..bus.publisher import Fenced, Publisher
 from ..config import Settings
 from ..core import channels
+from ..core.aggregate import Change, MembershipChange, SubmissionChange
 from ..core.finish import SETTLE, Wave
+from ..core.relay import Publication, RelayCore, batch_delay
 from ..core.team import ClusterStats, Presence
+from ..store.outbox import Blocker, OutboxReader
 from .extras import TeamExtras
 from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
-from ..core.relay import Publication, RelayCore, batch_delay
-from ..core.aggregate import Change, MembershipChange, SubmissionChange
-from ..store.outbox import Blocker, OutboxReader
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class Relay:
                         await self._take(bus, member, tasks, share)
                     delay = 0.2
                     await asyncio.sleep(SHARE_EVERY)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("relay cannot reach PostgreSQL (%s); retrying", type(exc).__name__)
                     member = None
                     await asyncio.sleep(delay)
@@ -166,7 +166,9 @@ class Relay:
             if member is not None:
                 member.terminate()
 
-    async def _take(self, bus: Bus, member: asyncpg.Connection, tasks: dict[int, asyncio.Task[None]], share: int) -> None:
+    async def _take(
+        self, bus: Bus, member: asyncpg.Connection, tasks: dict[int, asyncio.Task[None]], share: int
+    ) -> None:
         held = {
             r["key"] - LOCK_KEY
             for r in await member.fetch(
@@ -212,7 +214,7 @@ class PartitionRelay:
                     await lock_conn.execute("select pg_advisory_lock($1)", LOCK_KEY + self.partition)
                 await self._session(lock_conn)
                 return
-            except (LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("relay stopped serving (%s: %s); standing by again", type(exc).__name__, exc)
             except Exception:  # a relay must outlive whatever a broken connection throws: stand by, try again
                 log.exception("relay stopped serving on an unexpected error; standing by again")
@@ -223,7 +225,7 @@ class PartitionRelay:
         """Serve while the lock holds; on losing it, end (the process may take the partition again)."""
         try:
             await self._session(lock_conn)
-        except (LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("partition %d: relay stopped serving (%s: %s)", self.partition, type(exc).__name__, exc)
         except Exception:
             log.exception("partition %d: relay stopped serving on an unexpected error", self.partition)
@@ -237,10 +239,14 @@ class PartitionRelay:
             lock_conn.terminate()
 
     async def _serve(self, lock_conn: asyncpg.Connection, epoch: int) -> None:
-        conn = await asyncpg.connect(self.process.database_url, server_settings={"application_name": "gateway-relay-outbox"})
+        conn = await asyncpg.connect(
+            self.process.database_url, server_settings={"application_name": "gateway-relay-outbox"}
+        )
         try:
             await conn.add_listener("job_changes", lambda *_: self._wake.set())
-            await conn.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition)
+            await conn.execute(
+                "insert into relay_wakeup (partition) values ($1) on conflict do nothing", self.partition
+            )
             if self.partition == 0:  # fewer partitions than before: their rows would have writers NOTIFY for nobody
                 await conn.execute("delete from relay_wakeup where partition >= $1", self.bus.partitions.count)
             publisher = Publisher(self.bus, self.tag, epoch, self.process.history_length, self.process.history_ttl)
@@ -252,8 +258,12 @@ class PartitionRelay:
             core.load(await reader.load(await _retry_redis(publisher.relay_cursor)))
             core.load_submissions(reader.submissions.values())
             await self._restore_waves(conn, reader, core)
-            log.info("partition %d: state loaded (%d trajectories), reading from %s", self.partition,
-                     sum(len(t.trajectories) for t in core.aggregates.teams.values()), reader.position)  # fmt: skip
+            log.info(
+                "partition %d: state loaded (%d trajectories), reading from %s",
+                self.partition,
+                sum(len(t.trajectories) for t in core.aggregates.teams.values()),
+                reader.position,
+            )
             await self._loop(lock_conn, conn, reader, core, publisher)
         finally:
             self.figures.stopped()
@@ -291,7 +301,9 @@ class PartitionRelay:
             await self._publish(lock_conn, conn, core, publisher, now, reader.position if result.changes else None)
             memberships = core.take_memberships()
             if memberships:
-                await _retry_redis(lambda: self.bus.redis.publish(keys.CONTROL, _membership_encoder.encode(memberships)))
+                await _retry_redis(
+                    lambda: self.bus.redis.publish(keys.CONTROL, _membership_encoder.encode(memberships))  # noqa: B023  (called at once)
+                )
             if result.changes:
                 self._observe_published(result.changes)
             if now - self._stats_at >= 1.0:
@@ -314,7 +326,12 @@ class PartitionRelay:
                     if blocker is not None:
                         log.warning(
                             "relay held back %.1fs by open transaction xid=%d pid=%d (%s, open %.1fs): %s",
-                            now - held_since, blocker.xid, blocker.pid, blocker.state, blocker.age_seconds, blocker.query,
+                            now - held_since,
+                            blocker.xid,
+                            blocker.pid,
+                            blocker.state,
+                            blocker.age_seconds,
+                            blocker.query,
                         )
             else:
                 held_since = None
@@ -393,7 +410,9 @@ class PartitionRelay:
         if missing:
             core.set_seqs(await _retry_redis(lambda: publisher.last_seqs(missing)))
         publications: list[Publication] = (
-            core.take_job_publications() + core.take_team_publications(now) + core.finish_publications(finishes, markers)
+            core.take_job_publications()
+            + core.take_team_publications(now)
+            + core.finish_publications(finishes, markers)
         )
         publications += [core.team_extra_publication(team_id, update) for team_id, update in extras]
         if not publications and cursor is None:
@@ -496,7 +515,7 @@ class PartitionRelay:
             return
         try:
             await lock_conn.fetchval("select 1", timeout=LOCK_CHECK_TIMEOUT)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise LostLock(f"lock connection failed: {type(exc).__name__}") from exc
         self._lock_proven = time.monotonic()
 

@@ -99,7 +99,9 @@ class SimCluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # work started by callbacks (downloads, artifact uploads)
         self._requests: set[asyncio.Future[httpx.Response]] = set()
-        self.http = httpx.AsyncClient(base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30)
+        self.http = httpx.AsyncClient(
+            base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30
+        )
         self.redis = connect(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
         self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for a retry
@@ -112,7 +114,9 @@ class SimCluster:
             response = await self._post("/api/ingest/instance-types", {"instance_types": self.instance_types})
             response.raise_for_status()
         self._tasks = [asyncio.create_task(self._listen(), name=f"cluster-{self.cluster_id}-commands")]
-        self._tasks += [asyncio.create_task(self._worker(), name=f"cluster-{self.cluster_id}-worker") for _ in range(self.workers)]
+        self._tasks += [
+            asyncio.create_task(self._worker(), name=f"cluster-{self.cluster_id}-worker") for _ in range(self.workers)
+        ]
         self._tasks.append(asyncio.create_task(self._reporter(), name=f"cluster-{self.cluster_id}-reports"))
         if self.report_metrics:
             self._tasks.append(asyncio.create_task(self._metrics(), name=f"cluster-{self.cluster_id}-metrics"))
@@ -186,7 +190,9 @@ class SimCluster:
             response = await self._post("/api/ingest/jobs", {"jobs": chunk})
             response.raise_for_status()
             for report, result in zip(chunk, response.json()["jobs"]):
-                job = self.jobs[result["id"]] = SimJob(result["id"], report["kind"], on_done=on_done, preemptible=preemptible)
+                job = self.jobs[result["id"]] = SimJob(
+                    result["id"], report["kind"], on_done=on_done, preemptible=preemptible
+                )
                 self._enqueue(job)
                 ids.append(job.id)
             self._work.set()
@@ -328,7 +334,12 @@ class SimCluster:
             memory = min(95.0, max(10.0, memory + self.rng.uniform(-2, 2)))
             disk = min(99.0, disk + self.rng.uniform(0, 0.05))
             network = round(busy * self.rng.uniform(5, 40), 1)
-            figures = {"cpu": round(max(0.0, cpu), 1), "memory": round(memory, 1), "disk": round(disk, 1), "network": network}
+            figures = {
+                "cpu": round(max(0.0, cpu), 1),
+                "memory": round(memory, 1),
+                "disk": round(disk, 1),
+                "network": network,
+            }
             try:
                 await self._post("/api/ingest/metrics", figures)
             except httpx.HTTPError:
@@ -396,8 +407,10 @@ class SimCluster:
         elif action == "kill" and job.status in active:
             job.status, job.run = "failed", job.run + 1
             self._finish(job)
-        elif action == "retry" or (action == "retry_failed" and job.status == "failed") or (
-            action == "retry_preempted" and job.status == "preempted"
+        elif (
+            action == "retry"
+            or (action == "retry_failed" and job.status == "failed")
+            or (action == "retry_preempted" and job.status == "preempted")
         ):
             if action == "retry" and job.status not in (*active, "completed", "failed", "preempted"):
                 return False

@@ -44,9 +44,18 @@ class Simulation:
         self.rng = random.Random(seed)
         self.speed = speed
         self.clusters = [
-            SimCluster(gateway_url, redis_url, key, workers=4, speed=speed, seed=self.rng.randrange(2**31),
-                       confirm=int(key.split(".")[0][1:]) not in (silent or set()), redis_cluster=redis_cluster,
-                       sync_fail_rate=sync_fail_rate, operator_delay=operator_delay)
+            SimCluster(
+                gateway_url,
+                redis_url,
+                key,
+                workers=4,
+                speed=speed,
+                seed=self.rng.randrange(2**31),
+                confirm=int(key.split(".")[0][1:]) not in (silent or set()),
+                redis_cluster=redis_cluster,
+                sync_fail_rate=sync_fail_rate,
+                operator_delay=operator_delay,
+            )
             for key in cluster_keys
         ]
         self.frames = frames
@@ -65,7 +74,9 @@ class Simulation:
                 await cluster.start()
             for submission_id, state in self.staging.items():
                 cluster = self.clusters[submission_id % len(self.clusters)]
-                cluster.spawn(finish_staging(cluster, submission_id, state), f"the staging of submission {submission_id}")
+                cluster.spawn(
+                    finish_staging(cluster, submission_id, state), f"the staging of submission {submission_id}"
+                )
             while True:
                 if len(running) < self.concurrent and self._free():
                     task = asyncio.create_task(self._one(), name="workload")
@@ -103,8 +114,14 @@ class Simulation:
             elif roll < 0.85:
                 trajectory_id, (_, frames) = self.rng.choice(list(self.known.items()))
                 plugins = self.rng.sample(PLUGINS, self.rng.randint(1, 3))
-                await pipeline(self.rng.choice(free), trajectory_id, frames, plugins, preemptible=self.rng.random() < 0.4,
-                               user_id=self._user())
+                await pipeline(
+                    self.rng.choice(free),
+                    trajectory_id,
+                    frames,
+                    plugins,
+                    preemptible=self.rng.random() < 0.4,
+                    user_id=self._user(),
+                )
             else:
                 trajectory_id, (cluster, _) = self.rng.choice(list(self.known.items()))
                 kind = self.rng.choice(["storage_transfer", "trajectory_transfer", "analysis_transfer"])

@@ -29,7 +29,9 @@ async def stage(cluster: SimCluster, submission_id: int, fail_rate: float | None
         await asyncio.sleep(pace / cluster.speed)
         await cluster.update_submission(submission_id, staging="sync_failed")
         await cluster.sync_retried(submission_id)
-        await cluster.update_submission(submission_id, staging="syncing")  # again (after Retry Sync the gateway shows it already)
+        await cluster.update_submission(
+            submission_id, staging="syncing"
+        )  # again (after Retry Sync the gateway shows it already)
         await asyncio.sleep(pace / cluster.speed)
     await cluster.update_submission(submission_id, staging="ready")
 
@@ -70,22 +72,38 @@ def instance_type(cluster: SimCluster, preemptible: bool) -> dict[str, Any]:
 
 def as_submitted(kind: dict[str, Any]) -> dict[str, Any]:
     """A submission's fields for an instance type: its name, cores, memory, and PREEMPTIBLE from the type."""
-    return {"instance_type": kind["name"], "cores": kind["cores"], "memory_gb": kind["memory_gb"],
-            "preemptible": bool(kind.get("preemptible"))}
+    return {
+        "instance_type": kind["name"],
+        "cores": kind["cores"],
+        "memory_gb": kind["memory_gb"],
+        "preemptible": bool(kind.get("preemptible")),
+    }
 
 
-async def upload(cluster: SimCluster, trajectory_id: int, frames: int, staged: bool = False, user_id: int | None = None) -> None:
+async def upload(
+    cluster: SimCluster, trajectory_id: int, frames: int, staged: bool = False, user_id: int | None = None
+) -> None:
     """An uploaded trajectory: one preprocess job per frame, then the preview's rasterize job. `user_id`: the team
     member who uploaded it (the Submissions page's USER)."""
     submission_id = None
     if staged:
         submission_id = await cluster.create_submission(
-            title=f"Upload of {frames} frames", project="uploads", trajectory_id=trajectory_id, staging="upload_pending",
-            **({"user_id": user_id} if user_id is not None else {}), **as_submitted(instance_type(cluster, False)),
+            title=f"Upload of {frames} frames",
+            project="uploads",
+            trajectory_id=trajectory_id,
+            staging="upload_pending",
+            **({"user_id": user_id} if user_id is not None else {}),
+            **as_submitted(instance_type(cluster, False)),
         )
         await stage(cluster, submission_id)
     reports: list[dict[str, Any]] = [
-        {"trajectory_id": trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": f, "timestep": f * TIMESTEP}
+        {
+            "trajectory_id": trajectory_id,
+            "kind": "preprocess",
+            "name": "Preprocess trajectory frame",
+            "frame": f,
+            "timestep": f * TIMESTEP,
+        }
         for f in range(frames)
     ]
     reports.append({"trajectory_id": trajectory_id, "kind": "rasterize", "name": "Rasterize trajectory preview"})
@@ -98,8 +116,13 @@ async def upload(cluster: SimCluster, trajectory_id: int, frames: int, staged: b
 
 
 async def pipeline(
-    cluster: SimCluster, trajectory_id: int, frames: int, plugins: list[str], preemptible: bool = False,
-    user_id: int | None = None, project: str | None = None,
+    cluster: SimCluster,
+    trajectory_id: int,
+    frames: int,
+    plugins: list[str],
+    preemptible: bool = False,
+    user_id: int | None = None,
+    project: str | None = None,
 ) -> None:
     """A pipeline run, submitted by a team member (`user_id`) as one submission on one of the cluster's instance
     types: one job per analysis under each frame; each analysis uploads its artifacts when done. On a
@@ -107,8 +130,11 @@ async def pipeline(
     submission_id = None
     if user_id is not None:
         submission_id = await cluster.create_submission(
-            title=f"Pipeline run: {', '.join(plugins)}", project=project or cluster.rng.choice(PROJECTS),
-            trajectory_id=trajectory_id, user_id=user_id, **as_submitted(instance_type(cluster, preemptible)),
+            title=f"Pipeline run: {', '.join(plugins)}",
+            project=project or cluster.rng.choice(PROJECTS),
+            trajectory_id=trajectory_id,
+            user_id=user_id,
+            **as_submitted(instance_type(cluster, preemptible)),
         )
     tag = {} if submission_id is None else {"submission_id": submission_id}
     for plugin in plugins:
@@ -118,14 +144,26 @@ async def pipeline(
         def done(job: SimJob, analysis_id: int = analysis_id, left: dict[str, int] = left) -> None:
             left["n"] -= 1
             if left["n"] == 0:
-                artifacts = {"trajectory_id": trajectory_id, "kind": "artifact_upload", "name": "Artifact Upload",
-                             "analysis_id": analysis_id, **tag}
+                artifacts = {
+                    "trajectory_id": trajectory_id,
+                    "kind": "artifact_upload",
+                    "name": "Artifact Upload",
+                    "analysis_id": analysis_id,
+                    **tag,
+                }
                 cluster.spawn(_submitted(cluster, [artifacts]), f"the artifact upload of analysis {analysis_id}")
 
         await cluster.submit(
             [
-                {"trajectory_id": trajectory_id, "kind": "analysis", "name": plugin, "analysis_id": analysis_id, "frame": f,
-                 "timestep": f * TIMESTEP, **tag}
+                {
+                    "trajectory_id": trajectory_id,
+                    "kind": "analysis",
+                    "name": plugin,
+                    "analysis_id": analysis_id,
+                    "frame": f,
+                    "timestep": f * TIMESTEP,
+                    **tag,
+                }
                 for f in range(frames)
             ],
             on_done=done,
@@ -134,7 +172,9 @@ async def pipeline(
 
 
 async def transfer(cluster: SimCluster, trajectory_id: int, kind: str = "storage_transfer") -> None:
-    name = {"trajectory_transfer": "Trajectory Transfer", "analysis_transfer": "Analysis Transfer"}.get(kind, "Storage Transfer")
+    name = {"trajectory_transfer": "Trajectory Transfer", "analysis_transfer": "Analysis Transfer"}.get(
+        kind, "Storage Transfer"
+    )
     await cluster.submit([{"trajectory_id": trajectory_id, "kind": kind, "name": name}])
 
 

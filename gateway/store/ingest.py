@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..core.ingest import IngestBatch, IngestResponse, IngestResult, InvalidReport, JobReport, check_new_job, report_applies
+from ..core.ingest import (
+    IngestBatch,
+    IngestResponse,
+    IngestResult,
+    InvalidReport,
+    JobReport,
+    check_new_job,
+    report_applies,
+)
 
 # The same rules as core.ingest.report_applies, so that they hold whoever calls this path.
 _UPDATE = """
@@ -109,7 +117,9 @@ async def _check_references(conn: asyncpg.Connection, team_id: int, new: list[tu
         if r.analysis_id is not None and r.analysis_id not in analyses:
             raise InvalidReport(f"jobs[{i}].analysis_id: no analysis {r.analysis_id} in this cluster's team")
         if r.analysis_id is not None and analyses[r.analysis_id] != r.trajectory_id:
-            raise InvalidReport(f"jobs[{i}].analysis_id: analysis {r.analysis_id} is not of trajectory {r.trajectory_id}")
+            raise InvalidReport(
+                f"jobs[{i}].analysis_id: analysis {r.analysis_id} is not of trajectory {r.trajectory_id}"
+            )
         if r.submission_id is not None and r.submission_id not in submissions:
             raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} in this cluster's team")
 

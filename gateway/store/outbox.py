@@ -15,8 +15,8 @@ import asyncpg
 import msgspec
 
 from ..core.aggregate import Change, MembershipChange, SubmissionChange, TrajectoryAggregate
-from ..core.submission import SubmissionAggregate, SubmissionRecord
 from ..core.model import Job
+from ..core.submission import SubmissionAggregate, SubmissionRecord
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
@@ -46,8 +46,6 @@ from h left join lateral (
     limit $4
 ) c on true
 """
-
-
 
 
 @dataclass
@@ -164,7 +162,9 @@ class OutboxReader:
         """Whether anything was captured past the cursor (committed, readable or not yet)."""
         return bool(
             await self.conn.fetchval(
-                "select exists (select 1 from job_changes where (xid, seq) > ($1::bigint, $2::bigint))", self.xid, self.seq
+                "select exists (select 1 from job_changes where (xid, seq) > ($1::bigint, $2::bigint))",
+                self.xid,
+                self.seq,
             )
         )
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
-from ..core.channels import Channel
-from ..core.model import Counts, Job, TrajectorySummary
 from ..core.aggregate import TrajectoryAggregate
+from ..core.channels import Channel
 from ..core.grouping import Group, group_order, key_for, make_group
+from ..core.model import Counts, Job, TrajectorySummary
 
 _jobs_decoder = msgspec.json.Decoder(list[Job])
 
@@ -31,9 +31,7 @@ async def team_of_analysis(pool: asyncpg.Pool, analysis_id: int) -> int | None:
 
 
 async def is_member(pool: asyncpg.Pool, user_id: int, team_id: int) -> bool:
-    return bool(
-        await pool.fetchval("select 1 from memberships where user_id = $1 and team_id = $2", user_id, team_id)
-    )
+    return bool(await pool.fetchval("select 1 from memberships where user_id = $1 and team_id = $2", user_id, team_id))
 
 
 async def user_exists(pool: asyncpg.Pool, user_id: int) -> bool:
@@ -80,7 +78,15 @@ def aggregate_of(row: asyncpg.Record) -> TrajectoryAggregate:
         id=row["id"],
         team_id=row["team_id"],
         name=row["name"],
-        counts=Counts(row["queued"], row["retrying"], row["running"], row["completed"], row["failed"], row["holding"], row["preempted"]),
+        counts=Counts(
+            row["queued"],
+            row["retrying"],
+            row["running"],
+            row["completed"],
+            row["failed"],
+            row["holding"],
+            row["preempted"],
+        ),
         updated_at=row["updated_at"],
     )
 
@@ -118,4 +124,7 @@ def add_group_counts(trajectories: dict[int, TrajectoryAggregate], rows: list[as
 async def trajectory_groups(pool: asyncpg.Pool, trajectory_id: int) -> list[Group]:
     agg = TrajectoryAggregate(id=trajectory_id, team_id=0, name="")
     add_group_counts({trajectory_id: agg}, await pool.fetch(GROUP_COUNTS, trajectory_id))
-    return [make_group(key, g.counts, g.timestep) for key, g in sorted(agg.groups.items(), key=lambda kv: group_order(kv[0]))]
+    return [
+        make_group(key, g.counts, g.timestep)
+        for key, g in sorted(agg.groups.items(), key=lambda kv: group_order(kv[0]))
+    ]

@@ -28,7 +28,9 @@ async def _act(request: Request, action: Action, scope: str) -> Response:
     assert team_id is not None
     where = "j.analysis_id = $1 and j.kind = 'analysis'" if scope == "analysis" else "j.trajectory_id = $1"
     with runtime.actions.slot(user_id, team_id):
-        result = await run_action(runtime.pool, runtime.commands, action, team_id, where, raw, runtime.settings.command_timeout)
+        result = await run_action(
+            runtime.pool, runtime.commands, action, team_id, where, raw, runtime.settings.command_timeout
+        )
     return Response(_encoder.encode(result), media_type="application/json")
 
 

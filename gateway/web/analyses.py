@@ -18,7 +18,7 @@ from starlette.responses import Response
 from ..control.commands import run_action
 from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
 from ..store import queries
-from .answers import AnalysisRow, Analyses, answer
+from .answers import Analyses, AnalysisRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, user
 
 _encoder = msgspec.json.Encoder()
@@ -46,13 +46,23 @@ async def trajectory_analyses(request: Request) -> Response:
     pool = runtime_of(request).pool
     await member(request, user(request), await queries.team_of_trajectory(pool, trajectory_id))
     rows = await pool.fetch(_LISTING, trajectory_id, LISTED)
-    return answer(Analyses([
-        AnalysisRow(
-            id=r["id"], plugin=r["plugin"], created_at=r["created_at"].isoformat(), frames=r["frames"],
-            completed=r["completed"], failed=r["failed"], running=r["running"], queued=r["queued"],
+    return answer(
+        Analyses(
+            [
+                AnalysisRow(
+                    id=r["id"],
+                    plugin=r["plugin"],
+                    created_at=r["created_at"].isoformat(),
+                    frames=r["frames"],
+                    completed=r["completed"],
+                    failed=r["failed"],
+                    running=r["running"],
+                    queued=r["queued"],
+                )
+                for r in rows
+            ]
         )
-        for r in rows
-    ]))
+    )
 
 
 @endpoint
@@ -76,13 +86,25 @@ async def delete_analysis(request: Request) -> Response:
         list(REMOVABLE),
     )
     with runtime.actions.slot(user_id, team_id):
-        stopped = await run_action(
-            pool, runtime.commands, "remove", team_id, "j.analysis_id = $1", analysis_id, runtime.settings.command_timeout
-        ) if active else ActionResult(message="", acted=0, unconfirmed=[])
+        stopped = (
+            await run_action(
+                pool,
+                runtime.commands,
+                "remove",
+                team_id,
+                "j.analysis_id = $1",
+                analysis_id,
+                runtime.settings.command_timeout,
+            )
+            if active
+            else ActionResult(message="", acted=0, unconfirmed=[])
+        )
     if stopped.unconfirmed:
         result = ActionResult(
             message=f"{plugin} not deleted: stopped {stopped.acted} of {active} job(s){unconfirmed_suffix(stopped.unconfirmed)}",
-            acted=stopped.acted, unconfirmed=stopped.unconfirmed, level="warning",
+            acted=stopped.acted,
+            unconfirmed=stopped.unconfirmed,
+            level="warning",
         )
         return Response(_encoder.encode(result), media_type="application/json")
     async with pool.acquire() as conn, conn.transaction():
@@ -95,6 +117,10 @@ async def delete_analysis(request: Request) -> Response:
     results = int(removed.split()[-1])
     parts = [f"stopped {stopped.acted} job(s)"] if active else []
     parts.append(f"deleted {results} result(s)")
-    result = ActionResult(message=f"Deleted analysis {plugin}: {', '.join(parts)}", acted=results + stopped.acted,
-                          unconfirmed=[], level="success")
+    result = ActionResult(
+        message=f"Deleted analysis {plugin}: {', '.join(parts)}",
+        acted=results + stopped.acted,
+        unconfirmed=[],
+        level="success",
+    )
     return Response(_encoder.encode(result), media_type="application/json")

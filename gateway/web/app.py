@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator
 import asyncpg
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
@@ -22,17 +20,24 @@ from ..hub.revocations import SessionRevocations
 from ..resources import FRONTEND
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
-from .instance_types import declare_instance_types, submission_instance_types
 from .api import me, team_members, team_trajectories
-from .submissions import submissions_action
-from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
-from .ingest import ingest_analysis, ingest_jobs, ingest_metrics, ingest_submission, ingest_trajectory, update_submission
-from .inflight import ActionLimits
 from .headers import SecurityHeaders
+from .inflight import ActionLimits
+from .ingest import (
+    ingest_analysis,
+    ingest_jobs,
+    ingest_metrics,
+    ingest_submission,
+    ingest_trajectory,
+    update_submission,
+)
+from .instance_types import declare_instance_types, submission_instance_types
 from .logs import RequestTimer, install_redaction
 from .metrics import healthz, metrics, readyz
-from .schema import asyncapi_document, openapi_document
 from .runtime import Runtime
+from .schema import asyncapi_document, openapi_document
+from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
+from .submissions import submissions_action
 from .ws import websocket_endpoint
 
 
@@ -44,7 +49,9 @@ def create_app(settings: Settings) -> Starlette:
         install_redaction()
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
         bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
-        node = Node(pool, bus, settings.max_subscriptions, presence=not settings.single_user, keepalive=settings.keepalive)
+        node = Node(
+            pool, bus, settings.max_subscriptions, presence=not settings.single_user, keepalive=settings.keepalive
+        )
         revocations = SessionRevocations(pool, node.connections, settings.session_max_age)
         node.on_revocation = revocations.receive
         await revocations.start()
@@ -54,8 +61,15 @@ def create_app(settings: Settings) -> Starlette:
         commands = ClusterCommands(bus)
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
         app.state.runtime = Runtime(
-            settings=settings, pool=pool, bus=bus, node=node, commands=commands, actions=actions, admission=admission,
-            revocations=revocations, http_rate=http_rate,
+            settings=settings,
+            pool=pool,
+            bus=bus,
+            node=node,
+            commands=commands,
+            actions=actions,
+            admission=admission,
+            revocations=revocations,
+            http_rate=http_rate,
         )
         try:
             yield
@@ -98,5 +112,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/", index),
         Route("/submissions", index),
     ]
-    routes.append(Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend"))  # a missing folder fails here
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequestTimer), Middleware(SecurityHeaders)])
+    routes.append(
+        Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
+    )  # a missing folder fails here
+    return Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(RequestTimer), Middleware(SecurityHeaders)]
+    )

@@ -30,7 +30,12 @@ class Claims:
 
 
 def issue_token(
-    secret: str, user_id: int, ttl: float, now: float | None = None, token_id: str | None = None, started: float | None = None
+    secret: str,
+    user_id: int,
+    ttl: float,
+    now: float | None = None,
+    token_id: str | None = None,
+    started: float | None = None,
 ) -> str:
     """A new session's token, or with `token_id` and `started` a renewal of one."""
     now = time.time() if now is None else now
@@ -55,7 +60,12 @@ def read_token(secret: str, token: str, max_age: float | None = None) -> Claims:
     try:
         claims = jwt.decode(token, secret, algorithms=["HS256"], options={"require": ["sub", "exp", "iat"]})
         # Tokens from before sessions had ids: their session started when they were issued.
-        found = Claims(int(claims["sub"]), str(claims.get("jti", "")), float(claims.get("auth_time", claims["iat"])), float(claims["exp"]))
+        found = Claims(
+            int(claims["sub"]),
+            str(claims.get("jti", "")),
+            float(claims.get("auth_time", claims["iat"])),
+            float(claims["exp"]),
+        )
     except jwt.ExpiredSignatureError:
         raise InvalidToken("token expired") from None
     except (jwt.InvalidTokenError, ValueError, TypeError):

@@ -27,8 +27,19 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
-from ..core.wsframe import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT, Frame, FrameReader, ProtocolError
-from ..core.wsframe import build, close_frame, parse_close
+from ..core.wsframe import (
+    OP_BINARY,
+    OP_CLOSE,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    Frame,
+    FrameReader,
+    ProtocolError,
+    build,
+    close_frame,
+    parse_close,
+)
 from .deflate import SharedDeflate, shared_window
 
 log = logging.getLogger(__name__)
@@ -45,10 +56,25 @@ class DirectLink(asyncio.Protocol):
     """A handed-over websocket connection: writes shared frames, reads client messages, closes cleanly."""
 
     __slots__ = (
-        "transport", "writable", "write_wire", "deflate", "reader", "on_message", "on_ping", "on_lost", "conn",
-        "connections", "closing", "close_code", "failed", "ping_token", "drains", "_drains_at_ping", "_buffered_at_ping",
+        "transport",
+        "writable",
+        "write_wire",
+        "deflate",
+        "reader",
+        "on_message",
+        "on_ping",
+        "on_lost",
+        "conn",
+        "connections",
+        "closing",
+        "close_code",
+        "failed",
+        "ping_token",
+        "drains",
+        "_drains_at_ping",
+        "_buffered_at_ping",
         "_abort",
-    )  # fmt: skip
+    )
 
     def __init__(self, transport: asyncio.Transport, max_size: int, connections: set[Any], deflate: int = 0) -> None:
         self.transport = transport

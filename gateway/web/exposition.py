@@ -10,8 +10,8 @@ import hmac
 import ipaddress
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -36,12 +36,17 @@ def scraper_refused(request: Request, token: str) -> JSONResponse | None:
         given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         if hmac.compare_digest(given.encode(), token.encode()):
             return None
-        return JSONResponse({"error": "unauthorized", "message": "/metrics needs GATEWAY_METRICS_TOKEN as a bearer token"}, 401,
-                            headers={"WWW-Authenticate": "Bearer"})
+        return JSONResponse(
+            {"error": "unauthorized", "message": "/metrics needs GATEWAY_METRICS_TOKEN as a bearer token"},
+            401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     forwarded = "x-forwarded-for" in request.headers or "forwarded" in request.headers
     if not forwarded and request.client is not None and _loopback(request.client.host):
         return None
-    return JSONResponse({"error": "forbidden", "message": "/metrics is served to this host only: set GATEWAY_METRICS_TOKEN"}, 403)
+    return JSONResponse(
+        {"error": "forbidden", "message": "/metrics is served to this host only: set GATEWAY_METRICS_TOKEN"}, 403
+    )
 
 
 def _loopback(host: str) -> bool:

@@ -123,7 +123,9 @@ def user(request: HTTPConnection, acting: bool = False) -> int:
     return user_id
 
 
-def same_origin(request: HTTPConnection, required: bool = False, message: str = "this origin may not act on jobs") -> None:
+def same_origin(
+    request: HTTPConnection, required: bool = False, message: str = "this origin may not act on jobs"
+) -> None:
     """A browser's request that changes something comes from our own pages, or an origin GATEWAY_ORIGINS lists.
     Tools send no Origin. `required` (signing in) refuses that too, the opaque `null`, and origins only the
     wildcard admits: whom a browser is signed in as is decided on our pages or ones listed by name."""
@@ -135,7 +137,9 @@ def same_origin(request: HTTPConnection, required: bool = False, message: str = 
     if origin is None:
         allowed = False
     elif required:
-        allowed = origin != "null" and (urlsplit(origin).netloc == host or origin.rstrip("/") in runtime.settings.origins)
+        allowed = origin != "null" and (
+            urlsplit(origin).netloc == host or origin.rstrip("/") in runtime.settings.origins
+        )
     else:
         allowed = runtime.origin_allowed(origin, host)
     if not allowed:
@@ -146,10 +150,14 @@ def within_rate(request: HTTPConnection, key: tuple[str, int]) -> None:
     """One request of a user's or a cluster's rate (GATEWAY_HTTP_RATE); past it, 429 with Retry-After."""
     limits = runtime_of(request).http_rate
     if limits is not None and (wait := limits.wait(key, time.monotonic())):
-        raise Refused(429, "rate_limited", f"too many requests: at most {limits.rate:g} a second", retry_after=math.ceil(wait))
+        raise Refused(
+            429, "rate_limited", f"too many requests: at most {limits.rate:g} a second", retry_after=math.ceil(wait)
+        )
 
 
-async def member(request: Request, user_id: int, team_id: int | None, message: str = "not a member of this team") -> None:
+async def member(
+    request: Request, user_id: int, team_id: int | None, message: str = "not a member of this team"
+) -> None:
     if team_id is None or not await queries.is_member(runtime_of(request).pool, user_id, team_id):
         raise Refused(403, "forbidden", message)
 
@@ -167,7 +175,9 @@ async def cluster(request: Request) -> Cluster:
     cluster_id = cluster_of_key(key)
     row = None
     if cluster_id is not None:
-        row = await runtime_of(request).pool.fetchrow("select team_id, key_hash from clusters where id = $1", cluster_id)
+        row = await runtime_of(request).pool.fetchrow(
+            "select team_id, key_hash from clusters where id = $1", cluster_id
+        )
     if cluster_id is None or row is None or not key_matches(key, row["key_hash"]):
         raise Refused(401, "unauthorized", "a valid cluster key is required")
     within_rate(request, ("cluster", cluster_id))  # keyed by a checked key: nobody spends another's rate

@@ -98,7 +98,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     waiting: ClassVar[Waiting] = Waiting()
 
     def __init__(
-        self, config: Config, server_state: ServerState, app_state: dict[str, Any], _loop: asyncio.AbstractEventLoop | None = None
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.awaiting_headers = False
@@ -176,7 +180,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         refusal = b"".join(conn.data_to_send()) if conn is not None else b""
         log.info("%s refused: a websocket handshake websockets cannot parse", _peer(self.client))
         default_headers = self.server_state.default_headers
-        self.transport.write(refusal or answer(400, "bad_handshake", "not a websocket handshake this server takes", default_headers))
+        self.transport.write(
+            refusal or answer(400, "bad_handshake", "not a websocket handshake this server takes", default_headers)
+        )
         self.transport.close()
 
     # -- the parser's side
@@ -277,12 +283,20 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.refused = True
         retry_ms = int(250 + 1000 * random.random())  # spread the retries over a second or so
         self.transport.write(
-            answer(503, "busy", "too many connections waiting to be served: retry shortly", self.server_state.default_headers, retry_ms)
+            answer(
+                503,
+                "busy",
+                "too many connections waiting to be served: retry shortly",
+                self.server_state.default_headers,
+                retry_ms,
+            )
         )
         self.transport.close()
 
 
-def answer(status: int, code: str, message: str, default_headers: list[tuple[bytes, bytes]], retry_after_ms: int | None = None) -> bytes:
+def answer(
+    status: int, code: str, message: str, default_headers: list[tuple[bytes, bytes]], retry_after_ms: int | None = None
+) -> bytes:
     """A complete response that closes the connection, its body the JSON error the app's own refusals use."""
     error: dict[str, str | int] = {"error": code, "message": message}
     extra = b""

@@ -20,13 +20,17 @@ class ActionLimits:
     def slot(self, user_id: int, team_id: int) -> Iterator[None]:
         if not self.users.acquire(user_id):
             raise Refused(
-                429, "too_many_actions", f"at most {self.users.limit} of your actions at once: wait for one to finish",
+                429,
+                "too_many_actions",
+                f"at most {self.users.limit} of your actions at once: wait for one to finish",
                 self.retry_after,
             )
         if not self.teams.acquire(team_id):
             self.users.release(user_id)
             raise Refused(
-                429, "too_many_actions", f"at most {self.teams.limit} actions of this team at once: wait for one to finish",
+                429,
+                "too_many_actions",
+                f"at most {self.teams.limit} actions of this team at once: wait for one to finish",
                 self.retry_after,
             )
         try:

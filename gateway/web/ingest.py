@@ -100,8 +100,18 @@ async def ingest_submission(request: Request) -> Response:
         "insert into submissions (team_id, trajectory_id, user_id, project, title, priority, instance_type, cores,"
         " memory_gb, preemptible, staging, cluster_id) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
         " returning id",
-        who.team_id, body.trajectory_id, body.user_id, body.project, body.title, body.priority, body.instance_type,
-        body.cores, body.memory_gb, body.preemptible, body.staging, who.id,  # the cluster that stages and runs it
+        who.team_id,
+        body.trajectory_id,
+        body.user_id,
+        body.project,
+        body.title,
+        body.priority,
+        body.instance_type,
+        body.cores,
+        body.memory_gb,
+        body.preemptible,
+        body.staging,
+        who.id,  # the cluster that stages and runs it
     )
     return answer(Created(new_id))
 
@@ -118,7 +128,10 @@ async def update_submission(request: Request) -> Response:
         " downloaded_at = case when $4::boolean is null then downloaded_at"
         " when $4::boolean then coalesce(downloaded_at, now()) end"
         " where id = $1 and team_id = $2",
-        submission_id, who.team_id, body.staging, body.downloaded,
+        submission_id,
+        who.team_id,
+        body.staging,
+        body.downloaded,
     )
     # UPDATE 0 is also a change to what it already was (submissions_stamp skips those): only a submission
     # not in the team is refused, and another team's reads as one that does not exist.

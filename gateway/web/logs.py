@@ -36,9 +36,11 @@ def _redact_parameter(match: re.Match[str]) -> str:
 class RedactSecrets(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.args:
-            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args) if isinstance(
-                record.args, tuple
-            ) else record.args
+            record.args = (
+                tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+                if isinstance(record.args, tuple)
+                else record.args
+            )
         if isinstance(record.msg, str):
             record.msg = redact(record.msg)
         return True

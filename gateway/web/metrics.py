@@ -39,32 +39,53 @@ class NodeCollector(Collector):
         hub = node.hub
         live = list(node.connections)
         yield GaugeMetricFamily("gateway_connections", "Open websocket connections", value=len(live))
-        yield GaugeMetricFamily("gateway_subscriptions", "Channel subscriptions of open connections",
-                                value=sum(len(c.channels) for c in live))
+        yield GaugeMetricFamily(
+            "gateway_subscriptions",
+            "Channel subscriptions of open connections",
+            value=sum(len(c.channels) for c in live),
+        )
         yield GaugeMetricFamily("gateway_channels", "Channels this node follows in Redis", value=len(hub.subscribers))
-        yield CounterMetricFamily("gateway_sent_frames", "Frames written to websockets",
-                                  value=hub.frames_direct + node.closed_frames + sum(c.frames_sent for c in live))
-        yield CounterMetricFamily("gateway_sent_bytes", "Bytes written to websockets",
-                                  value=hub.bytes_direct + node.closed_bytes + sum(c.bytes_sent for c in live))
-        yield CounterMetricFamily("gateway_fanout_seconds", "Time handing shared frames to local subscribers",
-                                  value=hub.fanout_seconds)
+        yield CounterMetricFamily(
+            "gateway_sent_frames",
+            "Frames written to websockets",
+            value=hub.frames_direct + node.closed_frames + sum(c.frames_sent for c in live),
+        )
+        yield CounterMetricFamily(
+            "gateway_sent_bytes",
+            "Bytes written to websockets",
+            value=hub.bytes_direct + node.closed_bytes + sum(c.bytes_sent for c in live),
+        )
+        yield CounterMetricFamily(
+            "gateway_fanout_seconds", "Time handing shared frames to local subscribers", value=hub.fanout_seconds
+        )
         yield CounterMetricFamily("gateway_fanout_messages", "Channel messages fanned out", value=hub.fanout_messages)
         latency = node.publish_to_write
         yield HistogramMetricFamily(
             "gateway_publish_to_write_seconds",
             "From the relay's publish (its clock) to this node writing the message to its subscribers' sockets",
-            buckets=latency.buckets(), sum_value=latency.sum,
+            buckets=latency.buckets(),
+            sum_value=latency.sum,
         )
         yield CounterMetricFamily("gateway_gaps", "Lost bus messages noticed by sequence", value=hub.gaps)
         yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)
-        yield CounterMetricFamily("gateway_catch_ups", "Slow consumers' channels held and caught up from history", value=node.catch_ups)
+        yield CounterMetricFamily(
+            "gateway_catch_ups", "Slow consumers' channels held and caught up from history", value=node.catch_ups
+        )
         yield CounterMetricFamily("gateway_slow_closes", "Connections closed as slow consumers", value=node.slow_closes)
-        yield CounterMetricFamily("gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects)
-        yield CounterMetricFamily("gateway_redis_slot_moves", "Channels that followed their slot to another shard",
-                                  value=node.subscriber.moves)
+        yield CounterMetricFamily(
+            "gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects
+        )
+        yield CounterMetricFamily(
+            "gateway_redis_slot_moves",
+            "Channels that followed their slot to another shard",
+            value=node.subscriber.moves,
+        )
         # What /readyz judges, as this node sees it (every node sees the same heartbeat: aggregate with max()).
-        age = GaugeMetricFamily("gateway_relay_heartbeat_age_seconds", "Since the partition's relay last reported in Redis",
-                                labels=["partition"])
+        age = GaugeMetricFamily(
+            "gateway_relay_heartbeat_age_seconds",
+            "Since the partition's relay last reported in Redis",
+            labels=["partition"],
+        )
         for partition, stats in enumerate(self.relays):
             if stats:
                 age.add_metric([str(partition)], max(0.0, time.time() - float(stats.get(b"heartbeat", 0))))
@@ -98,7 +119,9 @@ async def metrics(request: Request) -> Response:
 
 async def healthz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
-    return JSONResponse({"ok": True, "connections": len(runtime.node.connections), "channels": len(runtime.node.hub.subscribers)})
+    return JSONResponse(
+        {"ok": True, "connections": len(runtime.node.connections), "channels": len(runtime.node.hub.subscribers)}
+    )
 
 
 async def readyz(request: Request) -> Response:
@@ -116,7 +139,10 @@ async def readyz(request: Request) -> Response:
         # Every partition needs its relay: without one, its teams' changes do not reach anybody.
         if any(not r or time.time() - float(r.get(b"heartbeat", 0)) > HEARTBEAT for r in relays):
             problems.append("no active relay")
-        elif any(float(r.get(b"lag_seconds", 0)) > READY_LAG or float(r.get(b"held_back_seconds", 0)) > READY_LAG for r in relays):
+        elif any(
+            float(r.get(b"lag_seconds", 0)) > READY_LAG or float(r.get(b"held_back_seconds", 0)) > READY_LAG
+            for r in relays
+        ):
             problems.append("relay lagging")
     body = {"ready": not problems, "problems": problems}
     return JSONResponse(body, 200 if not problems else 503)

@@ -4,7 +4,6 @@ age; signing out revokes it."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from urllib.parse import parse_qs
@@ -38,7 +37,9 @@ class SignIn(msgspec.Struct):
 _sign_in_decoder = msgspec.json.Decoder(SignIn, strict=False)
 
 
-def with_session(response: Response, request: Request, runtime: Runtime, token: str, expires: float | None = None) -> Response:
+def with_session(
+    response: Response, request: Request, runtime: Runtime, token: str, expires: float | None = None
+) -> Response:
     response.set_cookie(
         TOKEN_COOKIE,
         token,
@@ -124,7 +125,7 @@ async def sign_out(request: Request) -> Response:
             runtime.revocations.apply(
                 await revoke(runtime.pool, runtime.redis, runtime.settings.session_max_age, token_id=found.token_id)
             )
-        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the cookie goes anyway
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the cookie goes anyway
             log.warning("sign-out: revoking the session failed: %s", type(exc).__name__)
     response = answer(Done())
     response.delete_cookie(TOKEN_COOKIE, path="/")
@@ -141,6 +142,8 @@ async def renew(request: Request) -> Response:
     found = claims(request)
     now = int(time.time())  # whole seconds, as the token counts them
     expires = int(min(now + settings.token_ttl, found.started + settings.session_max_age))
-    token = issue_token(settings.secret, found.user_id, expires - now, now, token_id=found.token_id, started=found.started)
+    token = issue_token(
+        settings.secret, found.user_id, expires - now, now, token_id=found.token_id, started=found.started
+    )
     body = Renewed(ok=True, expires_at=expires * 1000, time=int(time.time() * 1000))
     return with_session(answer(body), request, runtime, token, expires)

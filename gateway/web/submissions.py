@@ -132,7 +132,9 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
         what = f"Instance type set to {chosen.name}"
         extra_any = {"instance_type": chosen.name}
     by_cluster, names = await _tasks_not_started(runtime, team_id, body.submissions)
-    confirmed = await ask_clusters(runtime.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any)
+    confirmed = await ask_clusters(
+        runtime.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any
+    )
     silent = [names[c] for c in by_cluster if c not in confirmed]
     n = int(status.split()[-1])
     return outcome(f"{what} on {{n}} submission(s)", len(body.submissions), n, silent, nothing="No submissions to edit")
@@ -164,7 +166,10 @@ async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) ->
     )
     if not failed:
         return outcome("", 0, 0, [], nothing="No submissions whose sync failed")
-    clusters = {r["id"]: r["name"] for r in await runtime.pool.fetch("select id, name from clusters where team_id = $1", team_id)}
+    clusters = {
+        r["id"]: r["name"]
+        for r in await runtime.pool.fetch("select id, name from clusters where team_id = $1", team_id)
+    }
     # For `sync` the ids a command carries (and a confirmation answers with) are submissions.
     by_cluster: dict[int, list[int]] = {}
     for r in failed:
@@ -174,8 +179,15 @@ async def _retry_sync(runtime: Runtime, team_id: int, submissions: list[int]) ->
     synced = sorted({s for ids in confirmed.values() for s in ids} & {r["id"] for r in failed})
     if synced:
         await runtime.pool.execute(
-            "update submissions set staging = 'syncing' where id = any($1::bigint[]) and staging = 'sync_failed'", synced
+            "update submissions set staging = 'syncing' where id = any($1::bigint[]) and staging = 'sync_failed'",
+            synced,
         )
     # A cluster that did not confirm is named when it was asked about a submission nobody confirmed.
     silent = [clusters[c] for c, ids in by_cluster.items() if c not in confirmed and set(ids) - set(synced)]
-    return outcome("Retrying sync of {n} submission(s)", len(failed), len(synced), silent, nothing="No submissions whose sync failed")
+    return outcome(
+        "Retrying sync of {n} submission(s)",
+        len(failed),
+        len(synced),
+        silent,
+        nothing="No submissions whose sync failed",
+    )

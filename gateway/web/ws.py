@@ -19,7 +19,17 @@ from uvicorn.protocols.utils import ClientDisconnected
 
 from ..config import Settings
 from ..core.channels import BadChannel, parse_channel
-from ..core.protocol import MSGPACK_SUBPROTOCOL, BadMessage, Error, Format, Ping, Pong, Subscribe, Unsubscribe, decode_client
+from ..core.protocol import (
+    MSGPACK_SUBPROTOCOL,
+    BadMessage,
+    Error,
+    Format,
+    Ping,
+    Pong,
+    Subscribe,
+    Unsubscribe,
+    decode_client,
+)
 from ..core.ratelimit import TokenBucket
 from ..core.wsframe import Frame
 from ..hub.connection import CLOSE_EXPIRED, CLOSE_FLOOD, CLOSE_REASONS, Connection
@@ -37,7 +47,11 @@ class _ClientTextNotUtf8(logging.Filter):
     here in one WARNING line (the node's own link closes with 1007 and logs nothing)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], UnicodeDecodeError) and str(record.msg).startswith("Invalid UTF-8"):
+        if (
+            record.exc_info
+            and isinstance(record.exc_info[1], UnicodeDecodeError)
+            and str(record.msg).startswith("Invalid UTF-8")
+        ):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.msg, record.args = "client sent a text message that is not UTF-8: closed with 1007", ()
             record.exc_info = record.exc_text = None
@@ -206,10 +220,23 @@ def _log_closed(conn: Connection, duration: float) -> None:
     exchanged; None ("-" in text): the client left, or the network dropped it. Bytes: what went through the
     connection's own writes (frames the hub wrote straight to the socket are counted node-wide only, in /metrics)."""
     code = conn.close_code if conn.close_code is not None else getattr(conn.link, "close_code", None)
-    fields = {"event": "websocket_closed", "code": code, "duration_ms": round(duration * 1000, 1),
-              "bytes_sent": conn.bytes_sent, "frames_sent": conn.frames_sent, "user_id": conn.user_id}  # fmt: skip
-    log.info("websocket closed: code %s after %.1f s, %d bytes in %d frames (user %s)", "-" if code is None else code,
-             duration, conn.bytes_sent, conn.frames_sent, conn.user_id, extra={"fields": fields})  # fmt: skip
+    fields = {
+        "event": "websocket_closed",
+        "code": code,
+        "duration_ms": round(duration * 1000, 1),
+        "bytes_sent": conn.bytes_sent,
+        "frames_sent": conn.frames_sent,
+        "user_id": conn.user_id,
+    }
+    log.info(
+        "websocket closed: code %s after %.1f s, %d bytes in %d frames (user %s)",
+        "-" if code is None else code,
+        duration,
+        conn.bytes_sent,
+        conn.frames_sent,
+        conn.user_id,
+        extra={"fields": fields},
+    )
 
 
 def _failed(channel: str) -> Error:
@@ -273,7 +300,7 @@ async def _serve_asgi(websocket: WebSocket, conn: Connection, client: ClientSess
     if conn.close_code is not None:
         try:
             await asyncio.wait_for(websocket.close(conn.close_code, CLOSE_REASONS[conn.close_code]), CLOSE_TIMEOUT)
-        except (asyncio.TimeoutError, RuntimeError, OSError):
+        except (TimeoutError, RuntimeError, OSError):
             pass
 
 

@@ -15,7 +15,17 @@ from pathlib import Path
 
 import pytest
 
-FIGURES = ("cpu_us_per_frame", "cpu_us_per_delta", "rss_kb_per_conn", "p50_ms", "p99_ms", "frames", "deltas", "lost", "stale")
+FIGURES = (
+    "cpu_us_per_frame",
+    "cpu_us_per_delta",
+    "rss_kb_per_conn",
+    "p50_ms",
+    "p99_ms",
+    "frames",
+    "deltas",
+    "lost",
+    "stale",
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,8 +34,14 @@ def run_quick(scenario: str, out: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ}
     if os.environ.get("TEST_DATABASE_URL"):
         env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
-    done = subprocess.run([sys.executable, "-m", "bench", scenario, "--quick", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", scenario, "--quick", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -35,7 +51,14 @@ def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database
     record = json.loads((tmp_path / "fanout.json").read_text())
     systems = record["systems"]
     assert set(systems) == {
-        "gateway", "gateway-deflate", "floor", "node-ws", "node-ws-deflate", "socket.io", "python-socketio", "broadcaster",
+        "gateway",
+        "gateway-deflate",
+        "floor",
+        "node-ws",
+        "node-ws-deflate",
+        "socket.io",
+        "python-socketio",
+        "broadcaster",
     }
     for name, figures in systems.items():
         assert all(key in figures for key in FIGURES), name

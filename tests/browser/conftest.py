@@ -17,8 +17,15 @@ from tests.conftest import Stack
 from tests.integration.conftest import Team, pool, team  # noqa: F401  (the same fixtures as the integration tests)
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium() -> str | None:
@@ -43,7 +50,7 @@ async def browser() -> AsyncIterator[object]:
 
 
 @pytest.fixture
-async def page(browser: Any, stack: Stack, team: Team) -> AsyncIterator[Any]:
+async def page(browser: Any, stack: Stack, team: Team) -> AsyncIterator[Any]:  # noqa: F811  (a pytest fixture)
     """A signed-in page, 1200 x 800, live. Playwright's polling waits evaluate strings, which the
     Content-Security-Policy refuses (no 'unsafe-eval'): these tests bypass it,
     test_the_app_runs_under_its_content_security_policy does not. A page error fails the test."""

@@ -29,7 +29,10 @@ async def open_groups(page: Any, scope: str, count: int) -> None:
 
 def csp_violations(page: Any, errors: list[str]) -> None:
     """What the Content-Security-Policy refused (an inline style or script) is a bug like any page error."""
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Content Security Policy" in m.text else None)
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if m.type == "error" and "Content Security Policy" in m.text else None,
+    )
 
 
 async def axe_violations(page: Any, impacts: tuple[str, ...] = ("serious", "critical")) -> list[dict[str, Any]]:

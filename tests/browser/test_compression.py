@@ -22,8 +22,13 @@ from tests.integration.conftest import Team, insert_jobs
 async def plain_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Process]:
     """A node of the same stack with compression turned off."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_COMPRESSION": "0"}  # fmt: skip
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_COMPRESSION": "0",
+    }
     node = spawn("node-plain", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("plain"), port)
     try:
         await asyncio.to_thread(wait_http, node)
@@ -39,8 +44,10 @@ async def open_app(browser: Any, base: str, token: str) -> tuple[Any, Any, list[
     handshakes: list[dict[str, str]] = []
     cdp = await context.new_cdp_session(page)
     await cdp.send("Network.enable")
-    cdp.on("Network.webSocketHandshakeResponseReceived",
-           lambda event: handshakes.append({k.lower(): v for k, v in event["response"]["headers"].items()}))  # fmt: skip
+    cdp.on(
+        "Network.webSocketHandshakeResponseReceived",
+        lambda event: handshakes.append({k.lower(): v for k, v in event["response"]["headers"].items()}),
+    )
     await sign_in(page, base, token)
     await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
     return context, page, handshakes
@@ -85,11 +92,15 @@ async def test_a_compressing_browser_renders_what_an_uncompressed_one_does(
             await page.click(f"[data-menu='{team.trajectory_id}']")
             await page.click("text=Compute jobs")
             await page.wait_for_function(f"window.gatewayLive.channels.get('trajectory:{team.trajectory_id}').ready")
-        await pool.execute("update jobs set status = 'failed', error = 'segfault' where id = any($1::bigint[])", ids[:10])
+        await pool.execute(
+            "update jobs set status = 'failed', error = 'segfault' where id = any($1::bigint[])", ids[:10]
+        )
         await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[10:70])
         for page in (deflating, plain):
             await page.wait_for_function("document.getElementById('ring-label').textContent === '60 running'")
-            await page.wait_for_function("document.querySelector(\"#panel [data-group='frame:0']\").className.includes('red')")
+            await page.wait_for_function(
+                "document.querySelector(\"#panel [data-group='frame:0']\").className.includes('red')"
+            )
             await page.click("#panel [data-group='frame:0']")  # its failed job's row, with the error
             await page.wait_for_selector("#panel .row.job.red")
         assert await shown(deflating, team.trajectory_id) == await shown(plain, team.trajectory_id)

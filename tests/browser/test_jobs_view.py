@@ -24,7 +24,10 @@ JOB_STATUSES = [c["status"] for c in VECTORS["statuses"] if c["bucket"]]
 
 
 async def new_trajectories(pool: asyncpg.Pool, team: Team, names: list[str]) -> list[int]:
-    return [await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team.id, n) for n in names]
+    return [
+        await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team.id, n)
+        for n in names
+    ]
 
 
 async def open_panel(page: Any, trajectory_id: int, item: str = "Compute jobs") -> None:
@@ -37,8 +40,14 @@ async def open_panel(page: Any, trajectory_id: int, item: str = "Compute jobs") 
 async def clusters(stack: Stack, pool: asyncpg.Pool, team: Team) -> AsyncIterator[tuple[SimCluster, SimCluster]]:
     """gpu-1, which confirms, and gpu-2, which acts but never confirms; neither runs anything by itself."""
     gpu1 = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
-    gpu2 = SimCluster(stack.nodes[0].http, stack.redis_url, await add_cluster(pool, team, "gpu-2"), workers=0,
-                      report_metrics=False, confirm=False)
+    gpu2 = SimCluster(
+        stack.nodes[0].http,
+        stack.redis_url,
+        await add_cluster(pool, team, "gpu-2"),
+        workers=0,
+        report_metrics=False,
+        confirm=False,
+    )
     for c in (gpu1, gpu2):
         await c.start()
     yield gpu1, gpu2
@@ -62,7 +71,10 @@ async def test_every_status_shows_its_word_and_colour(page: Any, pool: asyncpg.P
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, status)"
         " select $1, $2, $3, 'preprocess', 'Preprocess trajectory frame', (f - 1)::int, s"
         " from unnest($4::text[]) with ordinality as t(s, f)",
-        team.id, team.trajectory_id, team.cluster_id, JOB_STATUSES,
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
+        JOB_STATUSES,
     )
     await open_panel(page, team.trajectory_id)
     await open_groups(page, "#panel", len(JOB_STATUSES))
@@ -70,13 +82,18 @@ async def test_every_status_shows_its_word_and_colour(page: Any, pool: asyncpg.P
     for frame, status in enumerate(JOB_STATUSES):
         group = page.locator(f"#panel [data-group='frame:{frame}']")
         shown = SHOWN[group_status({status: 1})]
-        assert (await group.locator(".status").inner_text(), shown["colour"] in await group.get_attribute("class")) == (shown["word"], True)
+        assert (await group.locator(".status").inner_text(), shown["colour"] in await group.get_attribute("class")) == (
+            shown["word"],
+            True,
+        )
         job = page.locator(f"#panel [data-group='frame:{frame}'] + .row.job")
         assert await job.locator(".status").inner_text() == SHOWN[status]["word"], status
         assert SHOWN[status]["colour"] in (await job.get_attribute("class")).split(), status
     # One job walks through every status; its row, its group and the popover follow, word and colour.
     walker = await pool.fetchval("select id from jobs where trajectory_id = $1 and frame = 0", team.trajectory_id)
-    await pool.execute("delete from jobs where trajectory_id = $1 and frame > 0", team.trajectory_id)  # only the walker left
+    await pool.execute(
+        "delete from jobs where trajectory_id = $1 and frame > 0", team.trajectory_id
+    )  # only the walker left
     await page.click("#ring")
     for status in [*JOB_STATUSES, *reversed(JOB_STATUSES)]:
         await pool.execute("update jobs set status = $2 where id = $1", walker, status)
@@ -114,7 +131,11 @@ async def test_a_click_lands_where_it_aimed_while_the_list_changes(page: Any, po
     async def churn() -> None:  # some trajectory's job changes every tenth of a second: it becomes the most recent
         i = 0
         while not stop.is_set():
-            await pool.execute("update jobs set status = $2 where id = $1", job_of[ids[(i * 5) % len(ids)]], ("running", "queued")[i % 2])
+            await pool.execute(
+                "update jobs set status = $2 where id = $1",
+                job_of[ids[(i * 5) % len(ids)]],
+                ("running", "queued")[i % 2],
+            )
             i += 1
             await asyncio.sleep(0.1)
 
@@ -133,14 +154,18 @@ async def test_a_click_lands_where_it_aimed_while_the_list_changes(page: Any, po
                 await insert_jobs(pool, team, 1, trajectory_id=newest)
                 await page.wait_for_selector("#popover .pop-bar .news:text('1 new, show')")
             draws = await page.evaluate("window.gatewayStats.draws")
-            await page.wait_for_function(f"window.gatewayStats.draws >= {draws + 4}")  # changes kept coming while it aimed
+            await page.wait_for_function(
+                f"window.gatewayStats.draws >= {draws + 4}"
+            )  # changes kept coming while it aimed
             moved += await page.evaluate("""() => {
                 const shown = [...document.querySelectorAll('#popover [data-head]')].map(e => Number(e.dataset.head));
                 const latest = gatewayApp.team.recent().map(s => s.id).filter(id => shown.includes(id));
                 return JSON.stringify(shown) !== JSON.stringify(latest) ? 1 : 0;
             }""")
             await page.mouse.click(x, y)
-            await page.wait_for_selector(f"#popover [data-head='{aimed}'][aria-expanded='true']")  # what it aimed at, every time
+            await page.wait_for_selector(
+                f"#popover [data-head='{aimed}'][aria-expanded='true']"
+            )  # what it aimed at, every time
             await page.mouse.click(x, y)
             await page.wait_for_selector(f"#popover [data-head='{aimed}'][aria-expanded='false']")
         assert moved > 0  # the order did change underneath: holding it was needed
@@ -158,7 +183,9 @@ async def test_a_click_lands_where_it_aimed_while_the_list_changes(page: Any, po
         await churning
 
 
-async def test_cards_keep_their_places_under_the_pointer_and_new_ones_come_first(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+async def test_cards_keep_their_places_under_the_pointer_and_new_ones_come_first(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
     ids = [team.trajectory_id, *await new_trajectories(pool, team, [f"Card {i}" for i in range(5)])]
     await page.reload()
     await page.wait_for_function(f"document.querySelectorAll('[data-card]').length === {len(ids)}")
@@ -175,7 +202,9 @@ async def test_cards_keep_their_places_under_the_pointer_and_new_ones_come_first
     assert await page.get_attribute(".menu", "aria-label") == "Menu of Card 1"  # the card it aimed at
     await page.keyboard.press("Escape")  # focus is back on its menu button: a keyboard user's place holds the grid too
     await page.mouse.click(600, 760)  # the pointer leaves the grid, and focus with it
-    await page.wait_for_function(f"document.querySelector('[data-card]').dataset.card === '{fresh}'")  # newest first, once free
+    await page.wait_for_function(
+        f"document.querySelector('[data-card]').dataset.card === '{fresh}'"
+    )  # newest first, once free
     assert await page.locator(".cards-bar .news").is_hidden()
 
 
@@ -191,18 +220,36 @@ async def layout_data(stack: Stack, pool: asyncpg.Pool, team: Team) -> SimCluste
     cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     analysis = await cluster.create_analysis(team.trajectory_id, "Polyhedral Template Matching")
-    sid = await cluster.create_submission(title=long, project="membranes", trajectory_id=team.trajectory_id, user_id=team.user_id)
-    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "Polyhedral Template Matching",
-                                 "analysis_id": analysis, "frame": f, "timestep": f * 0.5, "submission_id": sid} for f in range(3)])
+    sid = await cluster.create_submission(
+        title=long, project="membranes", trajectory_id=team.trajectory_id, user_id=team.user_id
+    )
+    ids = await cluster.submit(
+        [
+            {
+                "trajectory_id": team.trajectory_id,
+                "kind": "analysis",
+                "name": "Polyhedral Template Matching",
+                "analysis_id": analysis,
+                "frame": f,
+                "timestep": f * 0.5,
+                "submission_id": sid,
+            }
+            for f in range(3)
+        ]
+    )
     cluster.jobs[ids[0]].status = "failed"
-    cluster._report(cluster.jobs[ids[0]], error="plugin raised ValueError: cutoff radius must be positive, and it was -1.5 Å here")
+    cluster._report(
+        cluster.jobs[ids[0]], error="plugin raised ValueError: cutoff radius must be positive, and it was -1.5 Å here"
+    )
     await cluster.flushed()
     await cluster.flushed()
     return cluster
 
 
 @pytest.mark.parametrize("width", [360, 768, 1400])
-async def test_nothing_overlaps_or_runs_off_screen(browser: Any, stack: Stack, pool: asyncpg.Pool, team: Team, width: int) -> None:
+async def test_nothing_overlaps_or_runs_off_screen(
+    browser: Any, stack: Stack, pool: asyncpg.Pool, team: Team, width: int
+) -> None:
     cluster = await layout_data(stack, pool, team)
     context = await browser.new_context(viewport={"width": width, "height": 760}, bypass_csp=True)
     try:
@@ -213,7 +260,9 @@ async def test_nothing_overlaps_or_runs_off_screen(browser: Any, stack: Stack, p
         problems = {"dashboard": await layout_problems(page, "header, #main, #toasts")}
         title = page.locator(f"[data-card='{team.trajectory_id}'] .card-title")
         assert (await title.get_attribute("title")).startswith("Lipid bilayer with cholesterol")
-        assert await title.locator(".title-text").evaluate("e => e.scrollWidth > e.clientWidth")  # cut short, with an ellipsis
+        assert await title.locator(".title-text").evaluate(
+            "e => e.scrollWidth > e.clientWidth"
+        )  # cut short, with an ellipsis
         await page.click("#ring")
         await page.click(f"[data-head='{team.trajectory_id}']")
         await page.click("#popover [data-group='frame:0']")
@@ -256,7 +305,9 @@ async def test_nothing_overlaps_or_runs_off_screen(browser: Any, stack: Stack, p
 # -- accessibility, audited by axe-core
 
 
-async def test_axe_finds_no_serious_violation_on_any_view(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_axe_finds_no_serious_violation_on_any_view(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     cluster = await layout_data(stack, pool, team)
     try:
         found: dict[str, list[dict[str, Any]]] = {}
@@ -296,17 +347,32 @@ async def test_axe_finds_no_serious_violation_on_any_view(page: Any, stack: Stac
 # -- the document's behaviour: actions on every group, by mouse and keyboard, focus back where it was
 
 
-async def test_the_trajectory_actions_are_on_every_group_by_mouse_and_keyboard(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_the_trajectory_actions_are_on_every_group_by_mouse_and_keyboard(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
-    ids = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": f}
-                             for f in range(2)] + [{"trajectory_id": team.trajectory_id, "kind": "storage_transfer", "name": "Storage Transfer"}])
+    ids = await gpu1.submit(
+        [
+            {
+                "trajectory_id": team.trajectory_id,
+                "kind": "preprocess",
+                "name": "Preprocess trajectory frame",
+                "frame": f,
+            }
+            for f in range(2)
+        ]
+        + [{"trajectory_id": team.trajectory_id, "kind": "storage_transfer", "name": "Storage Transfer"}]
+    )
     await reported(gpu1, ids[:1], "failed")
     await reported(gpu1, ids[1:2], "preempted")
     await open_panel(page, team.trajectory_id)
     # A visible menu button on each group...
     await page.wait_for_selector("#panel [data-group='transfers'] .menu-button")
     await page.click("#panel [data-group='frame:1'] .menu-button")
-    assert await page.eval_on_selector_all(".menu li", "els => els.map(e => e.textContent)") == ["Remove Running Jobs", "Retry Failed Jobs"]
+    assert await page.eval_on_selector_all(".menu li", "els => els.map(e => e.textContent)") == [
+        "Remove Running Jobs",
+        "Retry Failed Jobs",
+    ]
     await page.keyboard.press("Escape")
     # ...right-click on any group...
     await page.click("#panel [data-group='transfers']", button="right")
@@ -331,14 +397,27 @@ async def test_the_trajectory_actions_are_on_every_group_by_mouse_and_keyboard(p
     await page.click(f"#popover [data-head='{team.trajectory_id}']")
     await page.click("#popover [data-group='frame:1']", button="right")
     await page.click(".menu li:text-is('Retry Failed Jobs')")
-    await page.locator(".toast.info", has_text="No failed jobs found to retry").wait_for()  # nothing happened: no success
+    await page.locator(
+        ".toast.info", has_text="No failed jobs found to retry"
+    ).wait_for()  # nothing happened: no success
 
 
-async def test_everything_works_by_keyboard_alone(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_everything_works_by_keyboard_alone(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     rdf = await gpu1.create_analysis(team.trajectory_id, "Radial Distribution Function")
-    ids = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "Radial Distribution Function",
-                              "analysis_id": rdf, "frame": 0}])
+    ids = await gpu1.submit(
+        [
+            {
+                "trajectory_id": team.trajectory_id,
+                "kind": "analysis",
+                "name": "Radial Distribution Function",
+                "analysis_id": rdf,
+                "frame": 0,
+            }
+        ]
+    )
     await reported(gpu1, ids, "failed")
     await page.wait_for_function("document.getElementById('ring-label').textContent === 'Jobs'")
     # The popover: open, menu, back; expand, into the tree, a job's own menu.
@@ -387,27 +466,43 @@ async def test_everything_works_by_keyboard_alone(page: Any, stack: Stack, pool:
 # -- the analysis listing, and same-named jobs told apart
 
 
-async def test_the_analysis_listing_retries_and_deletes(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_the_analysis_listing_retries_and_deletes(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     first = await gpu1.create_analysis(team.trajectory_id, "Radial Distribution Function")
     await pool.execute("update analyses set created_at = now() - interval '1 hour' where id = $1", first)
     second = await gpu1.create_analysis(team.trajectory_id, "Radial Distribution Function")
     jobs = {}
     for analysis in (first, second):
-        jobs[analysis] = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "Radial Distribution Function",
-                                             "analysis_id": analysis, "frame": f} for f in range(3)])
+        jobs[analysis] = await gpu1.submit(
+            [
+                {
+                    "trajectory_id": team.trajectory_id,
+                    "kind": "analysis",
+                    "name": "Radial Distribution Function",
+                    "analysis_id": analysis,
+                    "frame": f,
+                }
+                for f in range(3)
+            ]
+        )
     await reported(gpu1, jobs[first][:2], "completed")
     await reported(gpu1, jobs[first][2:], "failed")
     # Two pipeline runs on one frame: two rows of the same name, told apart by when their run started.
     await open_panel(page, team.trajectory_id)
     await page.click("#panel [data-group='frame:0']")
-    await page.wait_for_function("document.querySelectorAll('#panel .row.job .run').length === 2 && [...document.querySelectorAll('#panel .row.job .run')].every(e => e.textContent.startsWith('run started'))")
+    await page.wait_for_function(
+        "document.querySelectorAll('#panel .row.job .run').length === 2 && [...document.querySelectorAll('#panel .row.job .run')].every(e => e.textContent.startsWith('run started'))"
+    )
     labels = await page.eval_on_selector_all("#panel .row.job .run", "els => els.map(e => e.textContent)")
     assert len(set(labels)) == 2, labels
     # The listing: newest first, frames done and failed, when.
     await page.click("#tab-analyses")
     await page.wait_for_function("document.querySelectorAll('#panel tr[data-analysis]').length === 2")
-    assert await page.eval_on_selector_all("#panel tr[data-analysis]", "els => els.map(e => Number(e.dataset.analysis))") == [second, first]
+    assert await page.eval_on_selector_all(
+        "#panel tr[data-analysis]", "els => els.map(e => Number(e.dataset.analysis))"
+    ) == [second, first]
     row = page.locator(f"#panel tr[data-analysis='{first}']")
     assert "2/3 frames done" in await row.inner_text() and "1 failed" in await row.inner_text()
     await row.locator("[data-retry-frames]").click()
@@ -419,24 +514,43 @@ async def test_the_analysis_listing_retries_and_deletes(page: Any, stack: Stack,
     assert await page.evaluate("document.activeElement.hasAttribute('data-delete')")
     await row.locator("[data-delete]").click()
     await page.click("dialog[open] button[type='submit']")
-    await page.locator(".toast.success", has_text="Deleted analysis Radial Distribution Function: stopped 1 job(s), deleted 2 result(s)").wait_for()
+    await page.locator(
+        ".toast.success",
+        has_text="Deleted analysis Radial Distribution Function: stopped 1 job(s), deleted 2 result(s)",
+    ).wait_for()
     await page.wait_for_function("document.querySelectorAll('#panel tr[data-analysis]').length === 1")
-    removed = await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", jobs[first])
+    removed = await pool.fetchval(
+        "select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", jobs[first]
+    )
     assert removed == 3
 
 
 # -- toasts that tell the truth, a busy state, and Submissions that look real
 
 
-async def test_toasts_name_a_silent_cluster_and_wait_visibly(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_toasts_name_a_silent_cluster_and_wait_visibly(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, gpu2 = clusters
-    await reported(gpu1, await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 0}]), "failed")
-    await reported(gpu2, await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 1}]), "failed")
+    await reported(
+        gpu1,
+        await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 0}]),
+        "failed",
+    )
+    await reported(
+        gpu2,
+        await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 1}]),
+        "failed",
+    )
     await page.click("#ring")
     await page.click(f"#popover [data-head='{team.trajectory_id}']", button="right")
     await page.click(".menu li:text-is('Retry Failed Jobs')")
-    await page.wait_for_selector(".toast.busy:has-text('Retry Failed Jobs: waiting for the clusters to confirm')")  # up to 3 s
-    await page.locator(".toast.warning", has_text="Queued 1 of 2 failed job(s) for retry; cluster gpu-2 did not confirm").wait_for()
+    await page.wait_for_selector(
+        ".toast.busy:has-text('Retry Failed Jobs: waiting for the clusters to confirm')"
+    )  # up to 3 s
+    await page.locator(
+        ".toast.warning", has_text="Queued 1 of 2 failed job(s) for retry; cluster gpu-2 did not confirm"
+    ).wait_for()
     await page.wait_for_selector(".toast.busy", state="detached")
     # The Submissions page: the same truth.
     tasks = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": 0}])
@@ -452,10 +566,13 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(page: Any, stack: S
     assert toast["y"] >= main["y"] + main["height"] - 1
 
 
-async def test_submissions_edit_dialogs_validate_and_reviewed_toggles(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_submissions_edit_dialogs_validate_and_reviewed_toggles(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
-    sid = await gpu1.create_submission(title="Render of frames 1-100", project="membranes", user_id=team.user_id,
-                                       trajectory_id=team.trajectory_id)
+    sid = await gpu1.create_submission(
+        title="Render of frames 1-100", project="membranes", user_id=team.user_id, trajectory_id=team.trajectory_id
+    )
     await page.goto(f"{stack.nodes[0].http}/submissions")
     row = page.locator(f"tr[data-sub='{sid}']")
     await row.wait_for()
@@ -475,12 +592,16 @@ async def test_submissions_edit_dialogs_validate_and_reviewed_toggles(page: Any,
     await row.click(button="right")
     await page.click(".menu li:text-is('Edit / Instance Type')")
     await page.wait_for_selector("dialog[open] select[name='instance_type']")
-    options = await page.eval_on_selector_all("dialog select[name='instance_type'] option", "els => els.map(e => e.value)")
+    options = await page.eval_on_selector_all(
+        "dialog select[name='instance_type'] option", "els => els.map(e => e.value)"
+    )
     assert options == ["standard", "standard-spot", "highmem", "highcpu", "highcpu-spot", "gpu-large"]
     await page.select_option("dialog select[name='instance_type']", "highcpu-spot")
     await page.click("dialog button[type='submit']")
     await page.locator(".toast", has_text="Instance type set to highcpu-spot on 1 submission(s)").wait_for()
-    await page.wait_for_function(f"document.querySelector(\"tr[data-sub='{sid}'] td[data-col='preemptible']\").textContent === 'yes'")
+    await page.wait_for_function(
+        f"document.querySelector(\"tr[data-sub='{sid}'] td[data-col='preemptible']\").textContent === 'yes'"
+    )
     assert await row.locator("td[data-col='cores']").inner_text() == "32"
     # Reviewed toggles.
     await row.click(button="right")
@@ -495,13 +616,16 @@ async def test_submissions_edit_dialogs_validate_and_reviewed_toggles(page: Any,
     await page.wait_for_function(f"!document.querySelector(\"tr[data-sub='{sid}']\").classList.contains('reviewed')")
 
 
-async def test_the_popover_reads_as_the_document_says_and_its_links_close_it(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+async def test_the_popover_reads_as_the_document_says_and_its_links_close_it(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
     ids = await insert_jobs(pool, team, 20)
     await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids[:12])
     await page.click("#ring")
     head = page.locator(f"#popover [data-head='{team.trajectory_id}']")
     await page.wait_for_function(
-        f"document.querySelector(\"#popover [data-head='{team.trajectory_id}'] .progress\")?.textContent === '12/20 jobs completed'")
+        f"document.querySelector(\"#popover [data-head='{team.trajectory_id}'] .progress\")?.textContent === '12/20 jobs completed'"
+    )
     assert await head.locator(".name").get_attribute("title") == await head.locator(".name").inner_text()
     await page.click("#popover .open-clusters")
     await page.wait_for_selector("#popover", state="hidden")  # it does not stay open over the page it leads to

@@ -24,7 +24,7 @@ import atheris
 with atheris.instrument_imports():
     from gateway.core.channels import BadChannel, parse_channel
     from gateway.core.protocol import BadMessage, ClientMessages, decode_client, parse_cursor
-    from gateway.core.wsframe import ProtocolError, FrameReader
+    from gateway.core.wsframe import FrameReader, ProtocolError
 
 MAX_SIZE = 256  # small, so that the fuzzer reaches the size limit often
 

@@ -36,7 +36,9 @@ async def make_team(pool: asyncpg.Pool, secret: str) -> Team:
         team_id = await conn.fetchval("insert into teams (name) values ($1) returning id", f"team {tag}")
         user_id = await conn.fetchval("insert into users (name) values ($1) returning id", f"user {tag}")
         await conn.execute("insert into memberships values ($1, $2)", team_id, user_id)
-        cluster_id = await conn.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-1') returning id", team_id)
+        cluster_id = await conn.fetchval(
+            "insert into clusters (team_id, name) values ($1, 'gpu-1') returning id", team_id
+        )
         key, key_hash = new_cluster_key(cluster_id)
         await conn.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
         trajectory_id = await conn.fetchval(

@@ -23,8 +23,22 @@ from tests.integration.conftest import Team, make_team
 from tests.integration.test_actions import work
 
 MALFORMED = [
-    "team:01", "team:١", "team:²", "team:0", "team:-1", "team:+1", "team: 1", "team:1 ", "team:1\n", "team:1.0",
-    "team:9223372036854775808", "team:99999999999999999999", "trajectory:", "team-jobs:0x1", "Team:1", "team",
+    "team:01",
+    "team:١",
+    "team:²",
+    "team:0",
+    "team:-1",
+    "team:+1",
+    "team: 1",
+    "team:1 ",
+    "team:1\n",
+    "team:1.0",
+    "team:9223372036854775808",
+    "team:99999999999999999999",
+    "trajectory:",
+    "team-jobs:0x1",
+    "Team:1",
+    "team",
 ]
 
 
@@ -76,7 +90,11 @@ def upgrade_request(port: int, token: str) -> bytes:
 def masked_text(payload: bytes) -> bytes:
     """A client's text frame (masked with a zero key: the bytes stay readable)."""
     assert len(payload) < 1 << 16
-    head = bytes((0x81, 0x80 | 126)) + struct.pack("!H", len(payload)) if len(payload) >= 126 else bytes((0x81, 0x80 | len(payload)))
+    head = (
+        bytes((0x81, 0x80 | 126)) + struct.pack("!H", len(payload))
+        if len(payload) >= 126
+        else bytes((0x81, 0x80 | len(payload)))
+    )
     return head + b"\0\0\0\0" + payload
 
 
@@ -84,8 +102,14 @@ def masked_text(payload: bytes) -> bytes:
 async def eager_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Process]:
     """A node whose message rate limit lets a client ask as fast as it likes; a small output bound."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_MAX_MESSAGES_PER_SECOND": "1000000", "GATEWAY_MAX_PENDING_BYTES": str(256 << 10)}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_MAX_MESSAGES_PER_SECOND": "1000000",
+        "GATEWAY_MAX_PENDING_BYTES": str(256 << 10),
+    }
     node = spawn("node-eager", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("eager"), port)
     try:
         await asyncio.to_thread(wait_http, node)
@@ -158,7 +182,8 @@ async def test_one_teams_burst_of_actions_starves_nobody(
         async with httpx.AsyncClient(base_url=stack.nodes[0].http, limits=limits, timeout=30) as client:
             path = f"/api/trajectories/{b.trajectory_id}/retry-failed"
             burst = [
-                asyncio.create_task(client.post(path, headers={"Authorization": f"Bearer {b.token}"})) for _ in range(150)
+                asyncio.create_task(client.post(path, headers={"Authorization": f"Bearer {b.token}"}))
+                for _ in range(150)
             ]
             await asyncio.sleep(0)  # the burst is on its way
             async with Follower(stack.nodes[0].ws, team.token) as a:
@@ -166,7 +191,8 @@ async def test_one_teams_burst_of_actions_starves_nobody(
                 await a.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done, timeout=20)
                 assert not a.errors, a.errors
             mine = await client.post(
-                f"/api/trajectories/{team.trajectory_id}/retry-failed", headers={"Authorization": f"Bearer {team.token}"}
+                f"/api/trajectories/{team.trajectory_id}/retry-failed",
+                headers={"Authorization": f"Bearer {team.token}"},
             )
             assert mine.status_code == 200
             assert mine.json()["message"] == "Queued 1 failed job(s) for retry"
@@ -175,7 +201,9 @@ async def test_one_teams_burst_of_actions_starves_nobody(
         assert set(statuses) <= {200, 429}, statuses
         assert statuses.count(200) >= 1 and statuses.count(429) >= 100
         limited = next(r for r in answers if r.status_code == 429)
-        assert limited.json()["error"] in ("too_many_actions", "rate_limited") and int(limited.headers["Retry-After"]) >= 1
+        assert (
+            limited.json()["error"] in ("too_many_actions", "rate_limited") and int(limited.headers["Retry-After"]) >= 1
+        )
         done = [r.json()["message"] for r in answers if r.status_code == 200]
         assert set(done) == {"Queued 0 of 3 failed job(s) for retry; cluster gpu-1 did not confirm"}  # and nothing else
         assert await pool.fetchval("select status from jobs where id = $1", failed[0]) == "retrying"

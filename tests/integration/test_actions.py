@@ -41,7 +41,17 @@ async def act(stack: Stack, team: Team, path: str, token: str | None = None) -> 
 
 
 async def work(cluster: SimCluster, team: Team, n: int, status: str = "queued") -> list[int]:
-    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": i} for i in range(n)])
+    ids = await cluster.submit(
+        [
+            {
+                "trajectory_id": team.trajectory_id,
+                "kind": "preprocess",
+                "name": "Preprocess trajectory frame",
+                "frame": i,
+            }
+            for i in range(n)
+        ]
+    )
     if status != "queued":
         for job_id in ids:
             cluster.jobs[job_id].status = status
@@ -51,7 +61,9 @@ async def work(cluster: SimCluster, team: Team, n: int, status: str = "queued") 
     return ids
 
 
-async def test_remove_running_jobs_with_every_cluster_confirming(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_remove_running_jobs_with_every_cluster_confirming(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, gpu2 = clusters
     a = await work(gpu1, team, 2, "running")
     b = await work(gpu2, team, 2)
@@ -64,29 +76,44 @@ async def test_remove_running_jobs_with_every_cluster_confirming(stack: Stack, p
         assert response.status_code == 200
         assert response.json() == {"message": "Removed 4 job(s)", "acted": 4, "unconfirmed": [], "level": "success"}
         await f.wait_for(lambda f: set(f.listed(channel)) == set(done))  # everyone watching sees it
-    assert await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", a + b) == 4
+    assert (
+        await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", a + b)
+        == 4
+    )
     again = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
     assert (again.json()["message"], again.json()["level"]) == ("No queued or running jobs found", "info")
 
 
-async def test_a_silent_cluster_is_named_and_its_jobs_stay(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_a_silent_cluster_is_named_and_its_jobs_stay(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, gpu2 = clusters
     gpu2.confirm = False
     a = await work(gpu1, team, 3)
     b = await work(gpu2, team, 2)
     response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
-    assert response.json() == {"message": "Removed 3 of 5 job(s); cluster gpu-2 did not confirm", "acted": 3,
-                               "unconfirmed": ["gpu-2"], "level": "warning"}
-    rows = await pool.fetch("select id, removed_at is not null as removed from jobs where id = any($1::bigint[])", a + b)
+    assert response.json() == {
+        "message": "Removed 3 of 5 job(s); cluster gpu-2 did not confirm",
+        "acted": 3,
+        "unconfirmed": ["gpu-2"],
+        "level": "warning",
+    }
+    rows = await pool.fetch(
+        "select id, removed_at is not null as removed from jobs where id = any($1::bigint[])", a + b
+    )
     assert {r["id"] for r in rows if r["removed"]} == set(a)
 
 
-async def test_a_cluster_that_does_not_listen_is_named_without_waiting(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_a_cluster_that_does_not_listen_is_named_without_waiting(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, gpu2 = clusters
     await work(gpu1, team, 1, "failed")
     offline_key = await add_cluster(pool, team, "tape-9")
     offline = SimCluster(stack.nodes[0].http, stack.redis_url, offline_key, workers=0)
-    await offline.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "x", "frame": 0, "status": "failed"}])
+    await offline.submit(
+        [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "x", "frame": 0, "status": "failed"}]
+    )
     await offline.http.aclose()
     await offline.redis.aclose()
     started = asyncio.get_running_loop().time()
@@ -96,7 +123,9 @@ async def test_a_cluster_that_does_not_listen_is_named_without_waiting(stack: St
     assert asyncio.get_running_loop().time() - started < 2.5  # nobody listened: no need to wait it out
 
 
-async def test_retry_failed_jobs_queues_them_again(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_retry_failed_jobs_queues_them_again(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, gpu2 = clusters
     failed = await work(gpu1, team, 2, "failed") + await work(gpu2, team, 1, "failed")
     await work(gpu1, team, 1, "completed")
@@ -108,12 +137,19 @@ async def test_retry_failed_jobs_queues_them_again(stack: Stack, pool: asyncpg.P
     assert again.json()["message"] == "No failed jobs found to retry"
 
 
-async def test_retry_failed_frames_of_one_analysis(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_retry_failed_frames_of_one_analysis(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     ptm = await gpu1.create_analysis(team.trajectory_id, "Polyhedral Template Matching")
     rdf = await gpu1.create_analysis(team.trajectory_id, "Radial Distribution Function")
-    jobs = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": p, "analysis_id": a, "frame": f}
-                              for a, p in ((ptm, "PTM"), (rdf, "RDF")) for f in range(2)])
+    jobs = await gpu1.submit(
+        [
+            {"trajectory_id": team.trajectory_id, "kind": "analysis", "name": p, "analysis_id": a, "frame": f}
+            for a, p in ((ptm, "PTM"), (rdf, "RDF"))
+            for f in range(2)
+        ]
+    )
     for job_id in jobs:
         gpu1.jobs[job_id].status = "failed"
         gpu1._report(gpu1.jobs[job_id], error="boom")
@@ -124,7 +160,9 @@ async def test_retry_failed_frames_of_one_analysis(stack: Stack, pool: asyncpg.P
     assert await pool.fetchval("select count(*) from jobs where analysis_id = $1 and status = 'failed'", rdf) == 2
 
 
-async def test_a_late_report_after_removal_is_ignored(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_a_late_report_after_removal_is_ignored(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     (job_id,) = await work(gpu1, team, 1, "running")
     await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
@@ -141,44 +179,75 @@ async def test_only_members_may_act(stack: Stack, pool: asyncpg.Pool, team: Team
     assert unauthenticated.status_code == 401
 
 
-async def test_retry_failed_jobs_takes_preempted_ones_and_says_how_many(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_retry_failed_jobs_takes_preempted_ones_and_says_how_many(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     failed = await work(gpu1, team, 2, "failed")
     preempted = await work(gpu1, team, 1, "preempted")
     response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
-    assert response.json() == {"message": "Queued 3 failed job(s) for retry (1 of them preempted)", "acted": 3,
-                               "unconfirmed": [], "level": "success"}
+    assert response.json() == {
+        "message": "Queued 3 failed job(s) for retry (1 of them preempted)",
+        "acted": 3,
+        "unconfirmed": [],
+        "level": "success",
+    }
     rows = await pool.fetch("select status, attempts from jobs where id = any($1::bigint[])", failed + preempted)
     assert {(r["status"], r["attempts"]) for r in rows} == {("retrying", 2)}
     # The cluster got `retry_preempted` for the preempted one (its `retry_failed` would not have taken it).
     assert [gpu1.jobs[i].status for i in preempted] == ["retrying"]
 
 
-async def test_retry_failed_jobs_with_a_silent_cluster_is_a_warning_naming_it(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_retry_failed_jobs_with_a_silent_cluster_is_a_warning_naming_it(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, gpu2 = clusters
     gpu2.confirm = False
     await work(gpu1, team, 1, "failed")
     silent = await work(gpu2, team, 1, "failed") + await work(gpu2, team, 1, "preempted")
     body = (await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")).json()
-    assert body == {"message": "Queued 1 of 3 failed job(s) for retry; cluster gpu-2 did not confirm", "acted": 1,
-                    "unconfirmed": ["gpu-2"], "level": "warning"}
-    assert {r["status"] for r in await pool.fetch("select status from jobs where id = any($1::bigint[])", silent)} == {"failed", "preempted"}
+    assert body == {
+        "message": "Queued 1 of 3 failed job(s) for retry; cluster gpu-2 did not confirm",
+        "acted": 1,
+        "unconfirmed": ["gpu-2"],
+        "level": "warning",
+    }
+    assert {r["status"] for r in await pool.fetch("select status from jobs where id = any($1::bigint[])", silent)} == {
+        "failed",
+        "preempted",
+    }
 
 
-async def test_nothing_confirmed_is_never_a_success(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_nothing_confirmed_is_never_a_success(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     _, gpu2 = clusters
     gpu2.confirm = False
     await work(gpu2, team, 2, "running")
     body = (await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")).json()
-    assert body == {"message": "Removed 0 of 2 job(s); cluster gpu-2 did not confirm", "acted": 0, "unconfirmed": ["gpu-2"],
-                    "level": "warning"}
+    assert body == {
+        "message": "Removed 0 of 2 job(s); cluster gpu-2 did not confirm",
+        "acted": 0,
+        "unconfirmed": ["gpu-2"],
+        "level": "warning",
+    }
 
 
 async def analysis(cluster: SimCluster, team: Team, plugin: str, statuses: list[str]) -> tuple[int, list[int]]:
     """An analysis whose frame jobs are in these statuses."""
     analysis_id = await cluster.create_analysis(team.trajectory_id, plugin)
-    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": plugin, "analysis_id": analysis_id,
-                                 "frame": f} for f in range(len(statuses))])
+    ids = await cluster.submit(
+        [
+            {
+                "trajectory_id": team.trajectory_id,
+                "kind": "analysis",
+                "name": plugin,
+                "analysis_id": analysis_id,
+                "frame": f,
+            }
+            for f in range(len(statuses))
+        ]
+    )
     for job_id, status in zip(ids, statuses):
         if status != "queued":
             cluster.jobs[job_id].status = status
@@ -188,38 +257,63 @@ async def analysis(cluster: SimCluster, team: Team, plugin: str, statuses: list[
     return analysis_id, ids
 
 
-async def test_retry_failed_frames_with_a_silent_cluster(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_retry_failed_frames_with_a_silent_cluster(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     _, gpu2 = clusters
     gpu2.confirm = False
     ptm, _ = await analysis(gpu2, team, "Polyhedral Template Matching", ["failed", "preempted", "completed"])
     body = (await act(stack, team, f"/api/analyses/{ptm}/retry-failed")).json()
-    assert (body["message"], body["level"]) == ("Queued 0 of 2 failed job(s) for retry; cluster gpu-2 did not confirm", "warning")
+    assert (body["message"], body["level"]) == (
+        "Queued 0 of 2 failed job(s) for retry; cluster gpu-2 did not confirm",
+        "warning",
+    )
 
 
 async def listing(stack: Stack, team: Team, token: str | None = None) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
-        return await client.get(f"/api/trajectories/{team.trajectory_id}/analyses", headers={"Authorization": f"Bearer {token or team.token}"})
+        return await client.get(
+            f"/api/trajectories/{team.trajectory_id}/analyses",
+            headers={"Authorization": f"Bearer {token or team.token}"},
+        )
 
 
 async def delete(stack: Stack, team: Team, analysis_id: int, token: str | None = None) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-        return await client.delete(f"/api/analyses/{analysis_id}", headers={"Authorization": f"Bearer {token or team.token}"})
+        return await client.delete(
+            f"/api/analyses/{analysis_id}", headers={"Authorization": f"Bearer {token or team.token}"}
+        )
 
 
-async def test_the_analysis_listing_counts_frames_newest_first(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_the_analysis_listing_counts_frames_newest_first(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
-    ptm, _ = await analysis(gpu1, team, "Polyhedral Template Matching", ["completed", "completed", "failed", "preempted", "running", "queued"])
+    ptm, _ = await analysis(
+        gpu1,
+        team,
+        "Polyhedral Template Matching",
+        ["completed", "completed", "failed", "preempted", "running", "queued"],
+    )
     rdf, _ = await analysis(gpu1, team, "Radial Distribution Function", ["completed"])
     response = await listing(stack, team)
     assert response.status_code == 200
     rows = response.json()["analyses"]
     assert [r["id"] for r in rows] == [rdf, ptm]
     assert {k: rows[1][k] for k in ("plugin", "frames", "completed", "failed", "running", "queued")} == {
-        "plugin": "Polyhedral Template Matching", "frames": 6, "completed": 2, "failed": 2, "running": 1, "queued": 1}
+        "plugin": "Polyhedral Template Matching",
+        "frames": 6,
+        "completed": 2,
+        "failed": 2,
+        "running": 1,
+        "queued": 1,
+    }
     assert rows[1]["created_at"]
 
 
-async def test_delete_analysis_stops_its_jobs_and_deletes_its_results(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_delete_analysis_stops_its_jobs_and_deletes_its_results(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     ptm, ids = await analysis(gpu1, team, "Polyhedral Template Matching", ["completed", "failed", "running", "queued"])
     rdf, kept = await analysis(gpu1, team, "Radial Distribution Function", ["completed"])
@@ -229,30 +323,46 @@ async def test_delete_analysis_stops_its_jobs_and_deletes_its_results(stack: Sta
         await f.wait_for(lambda f: len(f.listed(channel)) == 5)
         response = await delete(stack, team, ptm)
         assert response.status_code == 200
-        assert response.json() == {"message": "Deleted analysis Polyhedral Template Matching: stopped 2 job(s), deleted 2 result(s)",
-                                   "acted": 4, "unconfirmed": [], "level": "success"}
+        assert response.json() == {
+            "message": "Deleted analysis Polyhedral Template Matching: stopped 2 job(s), deleted 2 result(s)",
+            "acted": 4,
+            "unconfirmed": [],
+            "level": "success",
+        }
         await f.wait_for(lambda f: set(f.listed(channel)) == set(kept))  # everyone watching sees its results go
     assert [gpu1.jobs[i].removed for i in ids] == [False, False, True, True]  # the cluster stopped the unfinished ones
     assert [r["id"] for r in (await listing(stack, team)).json()["analyses"]] == [rdf]
     assert (await delete(stack, team, ptm)).status_code == 404  # once
 
 
-async def test_delete_analysis_with_a_silent_cluster_deletes_nothing_and_names_it(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_delete_analysis_with_a_silent_cluster_deletes_nothing_and_names_it(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     _, gpu2 = clusters
     gpu2.confirm = False
     ptm, ids = await analysis(gpu2, team, "Polyhedral Template Matching", ["completed", "running"])
     body = (await delete(stack, team, ptm)).json()
-    assert body == {"message": "Polyhedral Template Matching not deleted: stopped 0 of 1 job(s); cluster gpu-2 did not confirm",
-                    "acted": 0, "unconfirmed": ["gpu-2"], "level": "warning"}
-    assert await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is null", ids) == 2
+    assert body == {
+        "message": "Polyhedral Template Matching not deleted: stopped 0 of 1 job(s); cluster gpu-2 did not confirm",
+        "acted": 0,
+        "unconfirmed": ["gpu-2"],
+        "level": "warning",
+    }
+    assert (
+        await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is null", ids) == 2
+    )
     assert [r["id"] for r in (await listing(stack, team)).json()["analyses"]] == [ptm]
 
 
-async def test_only_members_may_list_or_delete_analyses(stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]) -> None:
+async def test_only_members_may_list_or_delete_analyses(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
     gpu1, _ = clusters
     ptm, _ = await analysis(gpu1, team, "Polyhedral Template Matching", ["completed"])
     outsider = await make_team(pool, stack.secret)
     assert (await listing(stack, team, token=outsider.token)).status_code == 403
     refused = await delete(stack, team, ptm, token=outsider.token)
-    assert refused.status_code == 403 and refused.json()["message"] == "only members of the team may delete its analyses"
+    assert (
+        refused.status_code == 403 and refused.json()["message"] == "only members of the team may delete its analyses"
+    )
     assert await pool.fetchval("select deleted_at from analyses where id = $1", ptm) is None

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from gateway.bus import history, keys
-from gateway.core.protocol import Batch, make_cursor
 from gateway.bus.connection import Bus
+from gateway.core.protocol import Batch, make_cursor
 from gateway.hub.backlog import BLOCK, Backlog
 
 
@@ -32,7 +32,9 @@ class History:
         for seq in range(first, last + 1):
             message = b"\x81\xa3seq\xcd" + seq.to_bytes(2, "big")
             if batches:
-                message = msgspec.msgpack.encode(Batch(channel=self.channel, seq=seq, cursor=make_cursor(1, seq), jobs=[]))
+                message = msgspec.msgpack.encode(
+                    Batch(channel=self.channel, seq=seq, cursor=make_cursor(1, seq), jobs=[])
+                )
             await self.bus.redis.xadd(name, {"e": 1, "m": message}, id=f"{seq}-0", maxlen=keep, approximate=False)
 
     async def read(self, channel: str, first: int, last: int) -> list[history.Entry]:
@@ -86,7 +88,9 @@ async def test_the_cache_stays_within_its_budget_and_forgets_everything_on_a_res
     await h.publish(1, BLOCK * 20)
     backlog = h.backlog(cache_bytes=BLOCK * 2 * 8 * 10)  # ten blocks of 8-byte messages (and their frames)
     for start in range(1, BLOCK * 20, BLOCK):
-        assert seqs(await backlog.frames(h.channel, "msgpack", start, start + BLOCK - 1) or []) == list(range(start, start + BLOCK))
+        assert seqs(await backlog.frames(h.channel, "msgpack", start, start + BLOCK - 1) or []) == list(
+            range(start, start + BLOCK)
+        )
     assert backlog._bytes <= backlog.cache_bytes and len(backlog._cache) == 10
     backlog.forget()
     await backlog.frames(h.channel, "msgpack", 1, 1)

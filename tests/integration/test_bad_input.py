@@ -64,16 +64,32 @@ ID_CASES = [
 ]
 TEXT_CASES = [
     Case("POST", "/api/ingest/jobs", "cluster", job(name=BAD), "$.jobs[0].name"),
-    Case("POST", "/api/ingest/jobs", "cluster", {"jobs": [{"id": 1, "status": "failed", "error": BAD}]}, "$.jobs[0].error"),
+    Case(
+        "POST",
+        "/api/ingest/jobs",
+        "cluster",
+        {"jobs": [{"id": 1, "status": "failed", "error": BAD}]},
+        "$.jobs[0].error",
+    ),
     Case("POST", "/api/ingest/trajectories", "cluster", {"name": BAD}, "$.name"),
     Case("POST", "/api/ingest/analyses", "cluster", {"trajectory_id": 1, "plugin": BAD}, "$.plugin"),
     Case("POST", "/api/ingest/submissions", "cluster", {"title": BAD}, "$.title"),
     Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "project": BAD}, "$.project"),
     Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "instance_type": BAD}, "$.instance_type"),
-    Case("POST", "/api/submissions/actions", "user", {"action": "instance_type", "submissions": [1], "instance_type": BAD},
-         "$.instance_type"),
-    Case("POST", "/api/ingest/instance-types", "cluster", {"instance_types": [{"name": BAD, "cores": 4, "memory_gb": 16}]},
-         "$.instance_types[0].name"),
+    Case(
+        "POST",
+        "/api/submissions/actions",
+        "user",
+        {"action": "instance_type", "submissions": [1], "instance_type": BAD},
+        "$.instance_type",
+    ),
+    Case(
+        "POST",
+        "/api/ingest/instance-types",
+        "cluster",
+        {"instance_types": [{"name": BAD, "cores": 4, "memory_gb": 16}]},
+        "$.instance_types[0].name",
+    ),
 ]
 # Routes that read nothing a caller chooses but its credentials (those are checked by signature or hash).
 NO_INPUT = {"/api/me", "/api/sign-in/users", "/api/sign-out", "/api/session/renew", "/api/ingest/metrics"}
@@ -107,7 +123,9 @@ def refused_naming(response: httpx.Response, field: str) -> None:
 
 @pytest.mark.parametrize("value", HUGE_IDS, ids=["2**63", "2**64", "10**30"])
 @pytest.mark.parametrize("case", ID_CASES, ids=str)
-async def test_an_id_past_a_bigint_is_refused_naming_the_field(stack: Stack, team: Team, case: Case, value: int) -> None:
+async def test_an_id_past_a_bigint_is_refused_naming_the_field(
+    stack: Stack, team: Team, case: Case, value: int
+) -> None:
     refused_naming(await send(stack.nodes[0].http, case, value, team), case.field)
 
 
@@ -120,7 +138,9 @@ async def test_nul_in_text_is_refused_naming_the_field(stack: Stack, team: Team,
 async def test_the_largest_bigint_is_an_id_like_any_other(stack: Stack, team: Team) -> None:
     """At the bound itself the request goes through: refused as a row that does not exist, not as input."""
     largest = str(2**63 - 1)
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {team.token}"}) as client:
+    async with httpx.AsyncClient(
+        base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {team.token}"}
+    ) as client:
         assert (await client.post(f"/api/trajectories/{largest}/retry-failed")).status_code == 403
         assert (await client.get(f"/api/teams/{largest}/members")).status_code == 403
 
@@ -128,8 +148,11 @@ async def test_the_largest_bigint_is_an_id_like_any_other(stack: Stack, team: Te
 @pytest.mark.parametrize("key", [f"c{2**63}.secret", f"c{10**19 - 1}.secret", "c\u00b2.secret", "c0.secret"])
 async def test_a_cluster_key_naming_an_impossible_cluster_is_unauthorized(stack: Stack, key: str) -> None:
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-        response = await client.post("/api/ingest/jobs", json={"jobs": [{"id": 1, "status": "running"}]},
-                                     headers={"Authorization": f"Bearer {key}".encode("latin-1")})
+        response = await client.post(
+            "/api/ingest/jobs",
+            json={"jobs": [{"id": 1, "status": "running"}]},
+            headers={"Authorization": f"Bearer {key}".encode("latin-1")},
+        )
     assert response.status_code == 401 and response.json()["error"] == "unauthorized"
 
 
@@ -137,8 +160,13 @@ async def test_a_cluster_key_naming_an_impossible_cluster_is_unauthorized(stack:
 def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """A node in demo mode: the only one with a sign-in picker."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_DEMO": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_DEMO": "1",
+    }
     node = spawn("node-demo", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("demo"), port)
     try:
         wait_http(node)
@@ -162,7 +190,11 @@ async def test_sign_in_still_takes_a_user_id_as_digits(demo_node: Process, team:
 
 def test_every_route_that_takes_input_is_in_the_table() -> None:
     """A new route joins the table (or NO_INPUT): the table is what keeps it from answering 500."""
-    covered = {c.path.split("?")[0].replace("{bad}", "{id:int}") for c in (*ID_CASES, *TEXT_CASES)} | NO_INPUT | {"/api/sign-in"}
+    covered = (
+        {c.path.split("?")[0].replace("{bad}", "{id:int}") for c in (*ID_CASES, *TEXT_CASES)}
+        | NO_INPUT
+        | {"/api/sign-in"}
+    )
     app = create_app(Settings(secret="x" * 32))
     paths = {r.path for r in app.routes if isinstance(r, Route) and r.path.startswith("/api/")}
     assert paths - covered == set()

@@ -94,11 +94,15 @@ async def test_client_resumes_after_a_dropped_connection_without_a_snapshot(
         assert client.reconnects == 1 and snapshots == 1
 
 
-async def test_client_reads_a_paged_snapshot_of_a_40000_job_trajectory(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_client_reads_a_paged_snapshot_of_a_40000_job_trajectory(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     await pool.execute(
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame) select $1, $2, $3, 'preprocess',"
         " 'Preprocess trajectory frame', f from generate_series(0, 39999) f",
-        team.id, team.trajectory_id, team.cluster_id,
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
     )
     await asyncio.sleep(1.0)
     jobs: set[int] = set()
@@ -129,7 +133,9 @@ async def test_client_renews_an_expired_token_through_its_provider_and_keeps_rec
         reader = Reader(client)
         try:
             await eventually(lambda: reader.snapshots(channel) == 1, "the snapshot")
-            await eventually(lambda: issued and client.reconnects >= 1 and client.token == issued[-1], "a renewal (4001)")
+            await eventually(
+                lambda: issued and client.reconnects >= 1 and client.token == issued[-1], "a renewal (4001)"
+            )
             (job_id,) = await insert_jobs(pool, team, 1)
             await eventually(lambda: job_id in reader.job_ids(), "a job inserted after the renewal")
         finally:
@@ -154,7 +160,9 @@ async def test_client_without_a_provider_raises_unauthorized_when_its_token_expi
             await client.subscribe(channel)
 
 
-async def test_client_raises_unauthorized_at_the_handshake_and_asks_a_provider_only_once(stack: Stack, team: Team) -> None:
+async def test_client_raises_unauthorized_at_the_handshake_and_asks_a_provider_only_once(
+    stack: Stack, team: Team
+) -> None:
     expired = issue_token(stack.secret, team.user_id, -10)
     with pytest.raises(Unauthorized) as raised:
         async with GatewayClient(stack.nodes[0].http, expired):
@@ -215,7 +223,12 @@ async def test_client_started_before_the_node_connects_once_it_is_up(
     with caplog.at_level(logging.WARNING, logger="gateway.client"):
         connecting = asyncio.create_task(client.__aenter__())
         await eventually(lambda: "cannot connect" in caplog.text, "a refused attempt")
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+    }
     node = spawn("late-node", ["serve", "--port", str(port)], env, tmp_path, port)
     try:
         await asyncio.to_thread(wait_http, node)

@@ -11,7 +11,9 @@ from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs
 
 
-async def test_late_commit_is_not_skipped_and_the_blocker_is_named(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_late_commit_is_not_skipped_and_the_blocker_is_named(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     early, late = await insert_jobs(pool, team, 2)
     channel = f"trajectory:{team.trajectory_id}"
     async with Follower(stack.nodes[0].ws, team.token) as f:
@@ -41,7 +43,11 @@ async def test_late_commit_is_not_skipped_and_the_blocker_is_named(stack: Stack,
         finally:
             await pool.release(slow)
 
-        await f.wait_for(lambda f: f.listed(channel)[early]["status"] == "running" and f.listed(channel)[late]["status"] == "completed")
+        await f.wait_for(
+            lambda f: (
+                f.listed(channel)[early]["status"] == "running" and f.listed(channel)[late]["status"] == "completed"
+            )
+        )
         assert f.problems == []
     log = stack.relay.output()
     assert "relay held back" in log and f"pid={blocker_pid}" in log

@@ -91,8 +91,10 @@ async def test_python_websockets_compresses_and_decodes_what_a_plain_client_rece
     channel = f"trajectory:{team.trajectory_id}"
     headers = {"Authorization": f"Bearer {team.token}"}
     node = stack.nodes[0]
-    async with websockets.connect(node.ws, additional_headers=headers) as deflating, \
-            websockets.connect(node.ws, additional_headers=headers, compression=None) as plain:  # fmt: skip
+    async with (
+        websockets.connect(node.ws, additional_headers=headers) as deflating,
+        websockets.connect(node.ws, additional_headers=headers, compression=None) as plain,
+    ):
         assert deflating.response.headers["Sec-WebSocket-Extensions"] == NO_TAKEOVER
         assert "Sec-WebSocket-Extensions" not in plain.response.headers
         read = {deflating: count_bytes(deflating), plain: count_bytes(plain)}
@@ -127,9 +129,15 @@ class NodeClient:
     @classmethod
     async def start(cls, node_path: str, url: str, token: str) -> NodeClient:
         proc = await asyncio.create_subprocess_exec(
-            "node", str(NODE_CLIENT), url, token, stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 24,
+            "node",
+            str(NODE_CLIENT),
+            url,
+            token,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            limit=1 << 24,
             env={**os.environ, "NODE_PATH": node_path},
-        )  # fmt: skip
+        )
         return cls(proc)
 
     async def event(self) -> dict[str, Any]:
@@ -169,8 +177,9 @@ async def test_node_ws_compresses_and_decodes_what_a_plain_client_receives(
         opened = (await client.event())["open"]
         assert opened["header"] == NO_TAKEOVER
         assert opened["extensions"].startswith("permessage-deflate")
-        async with websockets.connect(node.ws, additional_headers={"Authorization": f"Bearer {team.token}"},
-                                      compression=None) as plain:  # fmt: skip
+        async with websockets.connect(
+            node.ws, additional_headers={"Authorization": f"Bearer {team.token}"}, compression=None
+        ) as plain:
             plain_bytes = 0
 
             async def plain_recv() -> str:
@@ -198,18 +207,24 @@ async def test_node_ws_compresses_and_decodes_what_a_plain_client_receives(
 # -- raw frames
 
 
-async def handshake(port: int, token: str, extensions: str | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, dict[str, str]]:
+async def handshake(
+    port: int, token: str, extensions: str | None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, dict[str, str]]:
     """A websocket opened by hand: the response's headers (lower-cased names)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    head = (f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n")  # fmt: skip
+    head = (
+        f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n"
+    )
     if extensions is not None:
         head += f"Sec-WebSocket-Extensions: {extensions}\r\n"
     writer.write(head.encode() + b"\r\n")
     response = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     lines = response.decode("latin-1").split("\r\n")
     assert lines[0].startswith("HTTP/1.1 101"), lines
-    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:] if line)}
+    headers = {
+        name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:] if line)
+    }
     return reader, writer, headers
 
 
@@ -238,7 +253,9 @@ def deflated_frame(opcode: int, data: bytes, fin: bool = True, rsv1: bool = True
     return bytes((frame[0] | (0x40 if rsv1 else 0),)) + frame[1:]
 
 
-async def read_messages(reader: asyncio.StreamReader, done: Callable[[Messages], bool]) -> list[tuple[bool, bytes, dict[str, Any]]]:
+async def read_messages(
+    reader: asyncio.StreamReader, done: Callable[[Messages], bool]
+) -> list[tuple[bool, bytes, dict[str, Any]]]:
     """The node's data frames until `done` says so: (RSV1, payload as sent, the message decoded)."""
     out: list[tuple[bool, bytes, dict[str, Any]]] = []
     async with asyncio.timeout(30):
@@ -263,14 +280,24 @@ async def test_the_nodes_compressed_frames_inflate_each_alone_and_are_the_same_b
     ids = await insert_jobs(pool, team, 40)
     channel = f"trajectory:{team.trajectory_id}"
     port = stack.nodes[0].port
-    clients = [await handshake(port, team.token, OFFER), await handshake(port, team.token, OFFER), await handshake(port, team.token, None)]
+    clients = [
+        await handshake(port, team.token, OFFER),
+        await handshake(port, team.token, OFFER),
+        await handshake(port, team.token, None),
+    ]
     assert [headers.get("sec-websocket-extensions") for _, _, headers in clients] == [NO_TAKEOVER, NO_TAKEOVER, None]
     try:
         for i, (_, writer, _) in enumerate(clients):
-            writer.write(client_frame(0x1, subscribe(channel).encode()) if i == 2 else deflated_frame(0x1, subscribe(channel).encode()))
+            writer.write(
+                client_frame(0x1, subscribe(channel).encode())
+                if i == 2
+                else deflated_frame(0x1, subscribe(channel).encode())
+            )
         snapshots = [await read_messages(reader, snapshot_done) for reader, _, _ in clients]
         assert [m for _, _, m in snapshots[0]][0]["type"] == "snapshot" and all(rsv1 for rsv1, _, _ in snapshots[0])
-        assert [comparable([m for _, _, m in got]) for got in snapshots] == [comparable([m for _, _, m in snapshots[2]])] * 3
+        assert [comparable([m for _, _, m in got]) for got in snapshots] == [
+            comparable([m for _, _, m in snapshots[2]])
+        ] * 3
         await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids)
         live = [await read_messages(reader, all_at("running", ids)) for reader, _, _ in clients]
     finally:
@@ -283,15 +310,25 @@ async def test_the_nodes_compressed_frames_inflate_each_alone_and_are_the_same_b
     assert sum(len(p) for _, p, _ in first) < sum(len(p) for _, p, _ in plain) / 4
 
 
-async def test_wsproto_compresses_its_messages_and_the_node_answers(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_wsproto_compresses_its_messages_and_the_node_answers(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     """wsproto negotiates permessage-deflate with its own code and compresses what it sends: the node inflates it,
     and wsproto inflates the node's snapshot; a message sent uncompressed on the same connection is taken too
     (RSV1 is per message)."""
     await insert_jobs(pool, team, 40)
     reader, writer = await asyncio.open_connection("127.0.0.1", stack.nodes[1].port)
     client = RawClient(reader, writer)
-    writer.write(client.ws.send(Request(host="127.0.0.1", target="/ws", extensions=[PerMessageDeflate()],
-                                        extra_headers=[(b"authorization", f"Bearer {team.token}".encode())])))  # fmt: skip
+    writer.write(
+        client.ws.send(
+            Request(
+                host="127.0.0.1",
+                target="/ws",
+                extensions=[PerMessageDeflate()],
+                extra_headers=[(b"authorization", f"Bearer {team.token}".encode())],
+            )
+        )
+    )
     events = await client.events_until(lambda e: isinstance(e, AcceptConnection))
     accepted = events[-1]
     assert isinstance(accepted, AcceptConnection) and [e.name for e in accepted.extensions] == ["permessage-deflate"]
@@ -335,12 +372,22 @@ async def test_a_decompression_bomb_is_closed_with_1009(stack: Stack, team: Team
 def asgi_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The same app under uvicorn's own websocket protocol: the ASGI fallback, with uvicorn's compression."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_LOG_LEVEL": "INFO"}  # fmt: skip
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_LOG_LEVEL": "INFO",
+    }
     log = tmp_path_factory.mktemp("asgi") / "asgi-node.log"
     with open(log, "wb") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.integration.asgi_node", str(port)], env=env, cwd=ROOT,
-                                stdout=handle, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.asgi_node", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
     node = Process("asgi-node", proc, log, port)
     try:
         wait_http(node)
@@ -383,4 +430,6 @@ async def test_both_paths_close_bad_input_with_the_same_code_and_no_traceback(
         new = node.output()[logged:]
         assert "Traceback" not in new and " ERROR " not in new, new
         assert new.count(" WARNING ") <= 1, new
-    assert codes == [code, code], f"{name}: the node's own link closed with {codes[0]}, the ASGI fallback with {codes[1]}"
+    assert codes == [code, code], (
+        f"{name}: the node's own link closed with {codes[0]}, the ASGI fallback with {codes[1]}"
+    )

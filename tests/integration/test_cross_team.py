@@ -44,9 +44,12 @@ async def teams(stack: Stack, pool: asyncpg.Pool) -> Teams:
 
 
 async def _analysis(pool: asyncpg.Pool, trajectory_id: int) -> int:
-    return int(await pool.fetchval(
-        "insert into analyses (trajectory_id, plugin) values ($1, 'Radial Distribution Function') returning id", trajectory_id
-    ))
+    return int(
+        await pool.fetchval(
+            "insert into analyses (trajectory_id, plugin) values ($1, 'Radial Distribution Function') returning id",
+            trajectory_id,
+        )
+    )
 
 
 async def send(stack: Stack, method: str, path: str, token: str, body: Any = None) -> httpx.Response:
@@ -55,7 +58,13 @@ async def send(stack: Stack, method: str, path: str, token: str, body: Any = Non
 
 
 def new_job(trajectory_id: int, **extra: object) -> dict[str, object]:
-    return {"status": "queued", "trajectory_id": trajectory_id, "kind": "analysis", "name": "Radial Distribution Function", **extra}
+    return {
+        "status": "queued",
+        "trajectory_id": trajectory_id,
+        "kind": "analysis",
+        "name": "Radial Distribution Function",
+        **extra,
+    }
 
 
 # (what is named, the request naming `ref`, the field's status and message with {ref} for the id)
@@ -63,76 +72,122 @@ Request = Callable[[Teams, int], tuple[str, str, str, object]]  # -> method, pat
 REFERENCES: dict[str, tuple[Callable[[Teams], int], Request, int, str]] = {
     "a new job's trajectory": (
         lambda t: t.other.trajectory_id,
-        lambda t, ref: ("POST", "/api/ingest/jobs", t.mine.cluster_key, {"jobs": [new_job(t.mine.trajectory_id), new_job(ref)]}),
-        422, "jobs[1].trajectory_id: no trajectory {ref} in this cluster's team",
+        lambda t, ref: (
+            "POST",
+            "/api/ingest/jobs",
+            t.mine.cluster_key,
+            {"jobs": [new_job(t.mine.trajectory_id), new_job(ref)]},
+        ),
+        422,
+        "jobs[1].trajectory_id: no trajectory {ref} in this cluster's team",
     ),
     "a new job's analysis": (
         lambda t: t.other_analysis,
-        lambda t, ref: ("POST", "/api/ingest/jobs", t.mine.cluster_key,
-                        {"jobs": [new_job(t.mine.trajectory_id), new_job(t.mine.trajectory_id, analysis_id=ref)]}),
-        422, "jobs[1].analysis_id: no analysis {ref} in this cluster's team",
+        lambda t, ref: (
+            "POST",
+            "/api/ingest/jobs",
+            t.mine.cluster_key,
+            {"jobs": [new_job(t.mine.trajectory_id), new_job(t.mine.trajectory_id, analysis_id=ref)]},
+        ),
+        422,
+        "jobs[1].analysis_id: no analysis {ref} in this cluster's team",
     ),
     "a new job's submission": (
         lambda t: t.other_submission,
-        lambda t, ref: ("POST", "/api/ingest/jobs", t.mine.cluster_key,
-                        {"jobs": [new_job(t.mine.trajectory_id), new_job(t.mine.trajectory_id, submission_id=ref)]}),
-        422, "jobs[1].submission_id: no submission {ref} in this cluster's team",
+        lambda t, ref: (
+            "POST",
+            "/api/ingest/jobs",
+            t.mine.cluster_key,
+            {"jobs": [new_job(t.mine.trajectory_id), new_job(t.mine.trajectory_id, submission_id=ref)]},
+        ),
+        422,
+        "jobs[1].submission_id: no submission {ref} in this cluster's team",
     ),
     "a reported job": (
         lambda t: t.other_job,
-        lambda t, ref: ("POST", "/api/ingest/jobs", t.mine.cluster_key,
-                        {"jobs": [new_job(t.mine.trajectory_id), {"id": ref, "status": "failed"}]}),
-        422, "jobs[1].id: no job {ref} on this cluster",
+        lambda t, ref: (
+            "POST",
+            "/api/ingest/jobs",
+            t.mine.cluster_key,
+            {"jobs": [new_job(t.mine.trajectory_id), {"id": ref, "status": "failed"}]},
+        ),
+        422,
+        "jobs[1].id: no job {ref} on this cluster",
     ),
     "a new analysis's trajectory": (
         lambda t: t.other.trajectory_id,
         lambda t, ref: ("POST", "/api/ingest/analyses", t.mine.cluster_key, {"trajectory_id": ref, "plugin": "RMSD"}),
-        422, "trajectory_id: no trajectory {ref} in this cluster's team",
+        422,
+        "trajectory_id: no trajectory {ref} in this cluster's team",
     ),
     "a new submission's trajectory": (
         lambda t: t.other.trajectory_id,
-        lambda t, ref: ("POST", "/api/ingest/submissions", t.mine.cluster_key, {"title": "batch", "trajectory_id": ref}),
-        422, "trajectory_id: no trajectory {ref} in this cluster's team",
+        lambda t, ref: (
+            "POST",
+            "/api/ingest/submissions",
+            t.mine.cluster_key,
+            {"title": "batch", "trajectory_id": ref},
+        ),
+        422,
+        "trajectory_id: no trajectory {ref} in this cluster's team",
     ),
     "a new submission's user": (
         lambda t: t.other.user_id,
         lambda t, ref: ("POST", "/api/ingest/submissions", t.mine.cluster_key, {"title": "batch", "user_id": ref}),
-        422, "user_id: no member {ref} of this cluster's team",
+        422,
+        "user_id: no member {ref} of this cluster's team",
     ),
     "a submission a cluster updates": (
         lambda t: t.other_submission,
         lambda t, ref: ("POST", f"/api/ingest/submissions/{ref}", t.mine.cluster_key, {"staging": "syncing"}),
-        404, "id: no submission {ref} in this cluster's team",
+        404,
+        "id: no submission {ref} in this cluster's team",
     ),
     "a trajectory acted on": (
         lambda t: t.other.trajectory_id,
         lambda t, ref: ("POST", f"/api/trajectories/{ref}/remove-running", t.mine.token, None),
-        403, "only members of the team may act on its jobs",
+        403,
+        "only members of the team may act on its jobs",
     ),
     "an analysis acted on": (
         lambda t: t.other_analysis,
         lambda t, ref: ("POST", f"/api/analyses/{ref}/retry-failed", t.mine.token, None),
-        403, "only members of the team may act on its jobs",
+        403,
+        "only members of the team may act on its jobs",
     ),
     "a selected submission": (
         lambda t: t.other_submission,
-        lambda t, ref: ("POST", "/api/submissions/actions", t.mine.token, {"action": "kill", "submissions": [t.submission, ref]}),
-        403, "submissions[1]: no submission {ref} in your teams",
+        lambda t, ref: (
+            "POST",
+            "/api/submissions/actions",
+            t.mine.token,
+            {"action": "kill", "submissions": [t.submission, ref]},
+        ),
+        403,
+        "submissions[1]: no submission {ref} in your teams",
     ),
     "a selected task": (
         lambda t: t.other_job,
-        lambda t, ref: ("POST", "/api/submissions/actions", t.mine.token, {"action": "kill", "submissions": [t.submission], "tasks": [ref]}),
-        403, "tasks[0]: no task {ref} in your teams",
+        lambda t, ref: (
+            "POST",
+            "/api/submissions/actions",
+            t.mine.token,
+            {"action": "kill", "submissions": [t.submission], "tasks": [ref]},
+        ),
+        403,
+        "tasks[0]: no task {ref} in your teams",
     ),
     "a team's members": (
         lambda t: t.other.id,
         lambda t, ref: ("GET", f"/api/teams/{ref}/members", t.mine.token, None),
-        403, "not a member of this team",
+        403,
+        "not a member of this team",
     ),
     "a team's trajectories": (
         lambda t: t.other.id,
         lambda t, ref: ("GET", f"/api/teams/{ref}/trajectories", t.mine.token, None),
-        403, "not a member of this team",
+        403,
+        "not a member of this team",
     ),
 }
 
@@ -142,12 +197,22 @@ async def _writes(pool: asyncpg.Pool, teams: Teams) -> tuple[Any, ...]:
     team_ids = [teams.mine.id, teams.other.id]
     return (
         await pool.fetchval("select count(*) from jobs where team_id = any($1::bigint[])", team_ids),
-        await pool.fetchval("select count(*) from analyses a join trajectories t on t.id = a.trajectory_id"
-                            " where t.team_id = any($1::bigint[])", team_ids),
-        tuple(await pool.fetch("select id, staging, held, version from submissions where team_id = any($1::bigint[])"
-                               " order by id", team_ids)),
-        tuple(await pool.fetch("select id, status, attempts, version from jobs where team_id = any($1::bigint[])"
-                               " order by id", team_ids)),
+        await pool.fetchval(
+            "select count(*) from analyses a join trajectories t on t.id = a.trajectory_id"
+            " where t.team_id = any($1::bigint[])",
+            team_ids,
+        ),
+        tuple(
+            await pool.fetch(
+                "select id, staging, held, version from submissions where team_id = any($1::bigint[]) order by id",
+                team_ids,
+            )
+        ),
+        tuple(
+            await pool.fetch(
+                "select id, status, attempts, version from jobs where team_id = any($1::bigint[]) order by id", team_ids
+            )
+        ),
     )
 
 
@@ -160,20 +225,35 @@ async def test_another_teams_row_is_refused_like_one_that_does_not_exist(
     for ref in (foreign_of(teams), MISSING):
         method, path, token, body = request(teams, ref)
         response = await send(stack, method, path, token, body)
-        assert (response.status_code, response.json()["message"]) == (status, message.format(ref=ref)), (ref, response.text)
+        assert (response.status_code, response.json()["message"]) == (status, message.format(ref=ref)), (
+            ref,
+            response.text,
+        )
     assert await _writes(pool, teams) == before  # all or nothing: the valid rows before the bad one are not written
 
 
 async def test_a_new_jobs_analysis_must_be_of_its_trajectory(stack: Stack, pool: asyncpg.Pool, teams: Teams) -> None:
-    second = await pool.fetchval("insert into trajectories (team_id, name) values ($1, 'second') returning id", teams.mine.id)
+    second = await pool.fetchval(
+        "insert into trajectories (team_id, name) values ($1, 'second') returning id", teams.mine.id
+    )
     before = await _writes(pool, teams)
-    response = await send(stack, "POST", "/api/ingest/jobs", teams.mine.cluster_key,
-                          {"jobs": [new_job(second, analysis_id=teams.analysis)]})
+    response = await send(
+        stack,
+        "POST",
+        "/api/ingest/jobs",
+        teams.mine.cluster_key,
+        {"jobs": [new_job(second, analysis_id=teams.analysis)]},
+    )
     assert response.status_code == 422
     assert response.json()["message"] == f"jobs[0].analysis_id: analysis {teams.analysis} is not of trajectory {second}"
     assert await _writes(pool, teams) == before
-    ok = await send(stack, "POST", "/api/ingest/jobs", teams.mine.cluster_key,
-                    {"jobs": [new_job(teams.mine.trajectory_id, analysis_id=teams.analysis)]})
+    ok = await send(
+        stack,
+        "POST",
+        "/api/ingest/jobs",
+        teams.mine.cluster_key,
+        {"jobs": [new_job(teams.mine.trajectory_id, analysis_id=teams.analysis)]},
+    )
     assert ok.status_code == 200 and ok.json()["created"] == 1
 
 
@@ -182,18 +262,24 @@ async def test_a_new_jobs_analysis_must_be_of_its_trajectory(stack: Stack, pool:
 PLAIN_WRITES: dict[str, Callable[[Teams], tuple[str, list[object]]]] = {
     "a job on another team's trajectory": lambda t: (
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name) values ($1, $2, $3, 'preprocess', 'x')",
-        [t.mine.id, t.other.trajectory_id, t.mine.cluster_id]),
+        [t.mine.id, t.other.trajectory_id, t.mine.cluster_id],
+    ),
     "a job on another team's cluster": lambda t: (
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name) values ($1, $2, $3, 'preprocess', 'x')",
-        [t.mine.id, t.mine.trajectory_id, t.other.cluster_id]),
+        [t.mine.id, t.mine.trajectory_id, t.other.cluster_id],
+    ),
     "a job of another trajectory's analysis": lambda t: (
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, analysis_id) values ($1, $2, $3, 'analysis', 'x', $4)",
-        [t.mine.id, t.mine.trajectory_id, t.mine.cluster_id, t.other_analysis]),
+        [t.mine.id, t.mine.trajectory_id, t.mine.cluster_id, t.other_analysis],
+    ),
     "a job in another team's submission": lambda t: (
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, submission_id) values ($1, $2, $3, 'analysis', 'x', $4)",
-        [t.mine.id, t.mine.trajectory_id, t.mine.cluster_id, t.other_submission]),
+        [t.mine.id, t.mine.trajectory_id, t.mine.cluster_id, t.other_submission],
+    ),
     "a submission of another team's trajectory": lambda t: (
-        "insert into submissions (team_id, trajectory_id, title) values ($1, $2, 'x')", [t.mine.id, t.other.trajectory_id]),
+        "insert into submissions (team_id, trajectory_id, title) values ($1, $2, 'x')",
+        [t.mine.id, t.other.trajectory_id],
+    ),
 }
 
 
@@ -205,6 +291,7 @@ async def test_plain_sql_cannot_cross_teams_either(pool: asyncpg.Pool, teams: Te
 
 
 # -- actions select by team, whatever rows name the scope
+
 
 @contextlib.asynccontextmanager
 async def bad_job(pool: asyncpg.Pool, **columns: object) -> AsyncIterator[int]:
@@ -218,7 +305,9 @@ async def bad_job(pool: asyncpg.Pool, **columns: object) -> AsyncIterator[int]:
         except asyncpg.InsufficientPrivilegeError:
             pytest.skip("writing a row past the foreign keys takes a superuser")
         try:
-            job_id = await conn.fetchval(f"insert into jobs ({names}) values ({values}) returning id", *columns.values())
+            job_id = await conn.fetchval(
+                f"insert into jobs ({names}) values ({values}) returning id", *columns.values()
+            )
             yield int(job_id)
         finally:
             await conn.execute("delete from jobs where id = $1", job_id)
@@ -229,34 +318,74 @@ Act = Callable[[Stack, Teams], Awaitable[httpx.Response]]
 ACTIONS: dict[str, tuple[Callable[[Teams], dict[str, object]], Act, str]] = {
     # What names my analysis, my trajectory or my submission but is another team's job (or on its cluster).
     "retry an analysis": (
-        lambda t: {"team_id": t.other.id, "trajectory_id": t.other.trajectory_id, "cluster_id": t.other.cluster_id,
-                   "analysis_id": t.analysis, "kind": "analysis", "name": "x", "status": "failed"},
+        lambda t: {
+            "team_id": t.other.id,
+            "trajectory_id": t.other.trajectory_id,
+            "cluster_id": t.other.cluster_id,
+            "analysis_id": t.analysis,
+            "kind": "analysis",
+            "name": "x",
+            "status": "failed",
+        },
         lambda s, t: send(s, "POST", f"/api/analyses/{t.analysis}/retry-failed", t.mine.token),
         "No failed jobs found to retry",
     ),
     "remove a trajectory's running jobs": (
-        lambda t: {"team_id": t.other.id, "trajectory_id": t.mine.trajectory_id, "cluster_id": t.other.cluster_id,
-                   "kind": "preprocess", "name": "x", "status": "running"},
+        lambda t: {
+            "team_id": t.other.id,
+            "trajectory_id": t.mine.trajectory_id,
+            "cluster_id": t.other.cluster_id,
+            "kind": "preprocess",
+            "name": "x",
+            "status": "running",
+        },
         lambda s, t: send(s, "POST", f"/api/trajectories/{t.mine.trajectory_id}/remove-running", t.mine.token),
         "Removed 0 of 1 job(s); cluster gpu-1 did not confirm",
     ),
     "retry a trajectory's jobs on another team's cluster": (
-        lambda t: {"team_id": t.mine.id, "trajectory_id": t.mine.trajectory_id, "cluster_id": t.other.cluster_id,
-                   "kind": "preprocess", "name": "x", "status": "failed"},
+        lambda t: {
+            "team_id": t.mine.id,
+            "trajectory_id": t.mine.trajectory_id,
+            "cluster_id": t.other.cluster_id,
+            "kind": "preprocess",
+            "name": "x",
+            "status": "failed",
+        },
         lambda s, t: send(s, "POST", f"/api/trajectories/{t.mine.trajectory_id}/retry-failed", t.mine.token),
         "No failed jobs found to retry",
     ),
     "kill a submission's tasks": (
-        lambda t: {"team_id": t.other.id, "trajectory_id": t.other.trajectory_id, "cluster_id": t.other.cluster_id,
-                   "submission_id": t.submission, "kind": "preprocess", "name": "x", "status": "running"},
-        lambda s, t: send(s, "POST", "/api/submissions/actions", t.mine.token, {"action": "kill", "submissions": [t.submission]}),
+        lambda t: {
+            "team_id": t.other.id,
+            "trajectory_id": t.other.trajectory_id,
+            "cluster_id": t.other.cluster_id,
+            "submission_id": t.submission,
+            "kind": "preprocess",
+            "name": "x",
+            "status": "running",
+        },
+        lambda s, t: send(
+            s, "POST", "/api/submissions/actions", t.mine.token, {"action": "kill", "submissions": [t.submission]}
+        ),
         "Killed 0 of 1 task(s); cluster gpu-1 did not confirm",  # my own queued task's cluster only (nobody listens)
     ),
     "reprioritise a submission": (
-        lambda t: {"team_id": t.other.id, "trajectory_id": t.other.trajectory_id, "cluster_id": t.other.cluster_id,
-                   "submission_id": t.submission, "kind": "preprocess", "name": "x", "status": "queued"},
-        lambda s, t: send(s, "POST", "/api/submissions/actions", t.mine.token,
-                          {"action": "priority", "submissions": [t.submission], "priority": 5}),
+        lambda t: {
+            "team_id": t.other.id,
+            "trajectory_id": t.other.trajectory_id,
+            "cluster_id": t.other.cluster_id,
+            "submission_id": t.submission,
+            "kind": "preprocess",
+            "name": "x",
+            "status": "queued",
+        },
+        lambda s, t: send(
+            s,
+            "POST",
+            "/api/submissions/actions",
+            t.mine.token,
+            {"action": "priority", "submissions": [t.submission], "priority": 5},
+        ),
         "Priority set to 5 on 1 submission(s); cluster gpu-1 did not confirm",
     ),
 }
@@ -272,4 +401,6 @@ async def test_actions_touch_only_the_acting_teams_jobs_even_among_bad_rows(
         response = await act(stack, teams)
         assert response.status_code == 200, response.text
         assert response.json()["message"] == message  # their cluster ("theirs") was never asked
-        assert await pool.fetchrow("select status, attempts, removed_at, version from jobs where id = $1", bad) == before
+        assert (
+            await pool.fetchrow("select status, attempts, removed_at, version from jobs where id = $1", bad) == before
+        )

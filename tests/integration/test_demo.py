@@ -134,7 +134,10 @@ async def test_a_signal_stops_the_demo_and_everything_it_started(stop_signal: si
     with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "demo", "--port", str(port), "--data", str(data), "--speed", "3"],
-            env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,  # its own group, as in a terminal
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group, as in a terminal
         )
     demo = Demo(data, port, log, proc)
     try:

@@ -67,8 +67,16 @@ async def lost(app: EchoApp) -> int:
 async def serve(deflate: bool) -> Any:
     app = EchoApp()
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="none", ws=DirectProtocol, ws_per_message_deflate=deflate,
-                            log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        loop="none",
+        ws=DirectProtocol,
+        ws_per_message_deflate=deflate,
+        log_level="warning",
+        lifespan="on",
+    )
     srv = uvicorn.Server(config)
     task = asyncio.create_task(srv.serve())
     while not srv.started:
@@ -111,7 +119,8 @@ async def test_a_compressing_client_is_adopted_and_speaks_compressed_both_ways(d
     app, url, _ = deflating_server
     async with websockets.connect(url) as ws:
         assert ws.response.headers["Sec-WebSocket-Extensions"] == (
-            "permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+        )
         await ws.send("a" * 5000)
         assert await asyncio.wait_for(ws.recv(), 5) == "A" * 5000
         link = app.conns[0].link
@@ -215,7 +224,9 @@ async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> 
     conn = app.conns[-1]
     conn.channels.add("trajectory:1")
     frame = Frame(json.dumps({"type": "batch", "pad": "z" * 4000}).encode(), text=True)
-    for seq in range(1, 2001):  # 8 MB at a peer that reads nothing: the kernel and the transport fill, then the outbound
+    for seq in range(
+        1, 2001
+    ):  # 8 MB at a peer that reads nothing: the kernel and the transport fill, then the outbound
         conn.deliver("trajectory:1", seq, frame)
         assert conn.outbound.size <= conn.outbound.limit + len(frame)
     held = conn.buffering["trajectory:1"]

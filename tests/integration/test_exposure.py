@@ -21,9 +21,18 @@ METRICS_TOKEN = "scrape-me-0123456789"
 def limited_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """A node with a metrics token and a tight HTTP rate: one request a second, bursts of two."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_METRICS_TOKEN": METRICS_TOKEN, "GATEWAY_HTTP_RATE": "1", "GATEWAY_HTTP_BURST": "2"}
-    node = spawn("node-limited-http", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("limited-http"), port)
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_METRICS_TOKEN": METRICS_TOKEN,
+        "GATEWAY_HTTP_RATE": "1",
+        "GATEWAY_HTTP_BURST": "2",
+    }
+    node = spawn(
+        "node-limited-http", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("limited-http"), port
+    )
     try:
         wait_http(node)
         yield node
@@ -83,10 +92,14 @@ async def test_past_its_rate_a_user_gets_429_with_retry_after_and_others_do_not(
 
 
 async def test_past_its_rate_a_cluster_gets_429_with_retry_after(limited_node: Process, team: Team) -> None:
-    async with httpx.AsyncClient(base_url=limited_node.http, headers={"Authorization": f"Bearer {team.cluster_key}"}) as client:
+    async with httpx.AsyncClient(
+        base_url=limited_node.http, headers={"Authorization": f"Bearer {team.cluster_key}"}
+    ) as client:
         answers = [await client.post("/api/ingest/jobs", json={"jobs": []}) for _ in range(3)]
         assert answers[2].status_code == 429 and int(answers[2].headers["retry-after"]) >= 1
         assert answers[2].json()["error"] == "rate_limited"
         assert {a.status_code for a in answers[:2]} != {429}
-        forged = await client.post("/api/ingest/jobs", json={"jobs": []}, headers={"Authorization": f"Bearer c{team.cluster_id}.forged"})
+        forged = await client.post(
+            "/api/ingest/jobs", json={"jobs": []}, headers={"Authorization": f"Bearer c{team.cluster_id}.forged"}
+        )
     assert forged.status_code == 401  # an unchecked key spends nobody's rate

@@ -52,7 +52,9 @@ def test_every_subscriber_ends_at_the_database_after_a_fault_under_load(record: 
         assert set(p["closes"]) == {1006} and p["reconnects"] == p["closes"][1006] > 0, p
 
 
-def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others_keep_receiving(record: dict[str, Any]) -> None:
+def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others_keep_receiving(
+    record: dict[str, Any],
+) -> None:
     p = record["phases"][-1]
     assert p["stall_s"] == 60
     # The node holds at most its bound per stalled connection (plus the heap's noise), far below what the
@@ -64,7 +66,9 @@ def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others
     # keepalive did not take it for dead). The stalled peer (answering nothing) was closed by the
     # node: it finds its connection gone when it reads again (a close frame it could not read in time: reset).
     assert p["node_catch_ups"] > 0 and p["slow_resyncs"] == 0 and p["slow_close"] is None, p
-    assert p["stalled_close"] in (1006, 1011, 4008) and p["node_connections_after"] == p["node_connections_before"] - 1, p
+    assert (
+        p["stalled_close"] in (1006, 1011, 4008) and p["node_connections_after"] == p["node_connections_before"] - 1
+    ), p
     # Both, once reading again (resubscribing or reconnecting with their cursors), hold the database's state.
     assert p["slow_current"] and p["stalled_current"] and p["slow_and_stalled_problems"] == [], p
     # Meanwhile the others kept receiving: every marker reached every one of them, nobody was resynced or

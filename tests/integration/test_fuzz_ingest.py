@@ -18,7 +18,9 @@ from tests.conftest import Stack
 huge_ids = st.sampled_from([2**63 - 1, 2**63, 2**64, -(2**63) - 1]) | st.integers(min_value=2**63, max_value=2**200)
 nul_texts = st.builds(lambda a, b: f"{a}\x00{b}", st.text(max_size=10), st.text(max_size=10))
 scalars = st.none() | st.booleans() | st.integers() | huge_ids | st.floats() | st.text(max_size=30) | nul_texts
-values = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=20)
+values = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=20
+)
 texts = values | st.text(min_size=1, max_size=30) | nul_texts
 
 
@@ -42,7 +44,8 @@ def _bodies(rows: Rows) -> st.SearchStrategy[object]:
         {},
         optional={
             "id": ids,
-            "status": st.sampled_from(["queued", "running", "completed", "failed", "exploded", "holding", "preempted"]) | values,
+            "status": st.sampled_from(["queued", "running", "completed", "failed", "exploded", "holding", "preempted"])
+            | values,
             "attempt": values | st.integers(min_value=-5, max_value=5),
             "trajectory_id": ids,
             "analysis_id": ids,
@@ -68,20 +71,47 @@ def _other_routes(rows: Rows) -> st.SearchStrategy[tuple[str, object]]:
     staging = st.sampled_from(["ready", "syncing", "sync_failed", "nope"]) | values
     return st.one_of(
         st.tuples(st.just("/api/ingest/trajectories"), st.fixed_dictionaries({}, optional={"name": texts})),
-        st.tuples(st.just("/api/ingest/analyses"), st.fixed_dictionaries({}, optional={"trajectory_id": ids, "plugin": texts})),
-        st.tuples(st.just("/api/ingest/submissions"), st.fixed_dictionaries({}, optional={
-            "title": texts, "project": texts, "instance_type": texts, "trajectory_id": ids, "user_id": ids,
-            "priority": values, "cores": values, "staging": staging,
-        })),
         st.tuples(
-            st.builds(lambda i: f"/api/ingest/submissions/{i}", st.integers(min_value=0) | huge_ids.filter(lambda i: i >= 0)
-                      | st.sampled_from(rows.known)),
+            st.just("/api/ingest/analyses"), st.fixed_dictionaries({}, optional={"trajectory_id": ids, "plugin": texts})
+        ),
+        st.tuples(
+            st.just("/api/ingest/submissions"),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "title": texts,
+                    "project": texts,
+                    "instance_type": texts,
+                    "trajectory_id": ids,
+                    "user_id": ids,
+                    "priority": values,
+                    "cores": values,
+                    "staging": staging,
+                },
+            ),
+        ),
+        st.tuples(
+            st.builds(
+                lambda i: f"/api/ingest/submissions/{i}",
+                st.integers(min_value=0) | huge_ids.filter(lambda i: i >= 0) | st.sampled_from(rows.known),
+            ),
             st.fixed_dictionaries({}, optional={"staging": staging, "downloaded": values}),
         ),
-        st.tuples(st.just("/api/ingest/metrics"), st.fixed_dictionaries({}, optional={
-            "cpu": values | st.floats(), "memory": values, "disk": values, "network": values | st.floats(),
-        })),
-        st.tuples(st.sampled_from(["/api/ingest/trajectories", "/api/ingest/analyses", "/api/ingest/submissions"]), values),
+        st.tuples(
+            st.just("/api/ingest/metrics"),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "cpu": values | st.floats(),
+                    "memory": values,
+                    "disk": values,
+                    "network": values | st.floats(),
+                },
+            ),
+        ),
+        st.tuples(
+            st.sampled_from(["/api/ingest/trajectories", "/api/ingest/analyses", "/api/ingest/submissions"]), values
+        ),
     )
 
 
@@ -92,11 +122,22 @@ def _rows(stack: Stack) -> Rows:
             known = []
             for name in ("fuzz", "fuzz-other"):
                 team = await conn.fetchval("insert into teams (name) values ($1) returning id", name)
-                cluster = await conn.fetchval("insert into clusters (team_id, name) values ($1, 'fuzz') returning id", team)
-                trajectory = await conn.fetchval("insert into trajectories (team_id, name) values ($1, 'fuzz') returning id", team)
-                analysis = await conn.fetchval("insert into analyses (trajectory_id, plugin) values ($1, 'rdf') returning id", trajectory)
-                job = await conn.fetchval("insert into jobs (team_id, trajectory_id, cluster_id, kind, name)"
-                                          " values ($1, $2, $3, 'preprocess', 'fuzz') returning id", team, trajectory, cluster)
+                cluster = await conn.fetchval(
+                    "insert into clusters (team_id, name) values ($1, 'fuzz') returning id", team
+                )
+                trajectory = await conn.fetchval(
+                    "insert into trajectories (team_id, name) values ($1, 'fuzz') returning id", team
+                )
+                analysis = await conn.fetchval(
+                    "insert into analyses (trajectory_id, plugin) values ($1, 'rdf') returning id", trajectory
+                )
+                job = await conn.fetchval(
+                    "insert into jobs (team_id, trajectory_id, cluster_id, kind, name)"
+                    " values ($1, $2, $3, 'preprocess', 'fuzz') returning id",
+                    team,
+                    trajectory,
+                    cluster,
+                )
                 submission = await conn.fetchval("select submission_id from jobs where id = $1", job)
                 user = await conn.fetchval("insert into users (name) values ('fuzz') returning id")
                 await conn.execute("insert into memberships values ($1, $2)", team, user)
@@ -121,9 +162,14 @@ def _written(stack: Stack, rows: Rows) -> tuple[object, ...]:
             return (
                 await conn.fetchval("select count(*) from jobs where cluster_id = $1", rows.cluster),
                 await conn.fetchval("select count(*) from trajectories where team_id = $1", rows.team),
-                await conn.fetchval("select count(*) from analyses a join trajectories t on t.id = a.trajectory_id"
-                                    " where t.team_id = $1", rows.team),
-                tuple(await conn.fetch("select id, version from submissions where team_id = $1 order by id", rows.team)),
+                await conn.fetchval(
+                    "select count(*) from analyses a join trajectories t on t.id = a.trajectory_id"
+                    " where t.team_id = $1",
+                    rows.team,
+                ),
+                tuple(
+                    await conn.fetch("select id, version from submissions where team_id = $1 order by id", rows.team)
+                ),
             )
         finally:
             await conn.close()
@@ -147,7 +193,11 @@ def test_ingest_never_errors_on_bad_input_and_writes_nothing_it_refuses(stack: S
     rows = _rows(stack)
     client = httpx.Client(base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {rows.key}"}, timeout=10)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(_bodies(rows))
     def check(body: object) -> None:
         before = _written(stack, rows)
@@ -164,7 +214,11 @@ def test_the_rest_of_the_ingest_api_never_errors_on_bad_input(stack: Stack) -> N
     rows = _rows(stack)
     client = httpx.Client(base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {rows.key}"}, timeout=10)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(_other_routes(rows))
     def check(request: tuple[str, object]) -> None:
         path, body = request

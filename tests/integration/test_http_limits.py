@@ -136,7 +136,12 @@ def request_head(target: bytes = b"/healthz", method: bytes = b"GET", extra: byt
 
 def upgrade_head() -> bytes:
     key = base64.b64encode(secrets.token_bytes(16))
-    return request_head(b"/ws", extra=b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " + key + b"\r\n")
+    return request_head(
+        b"/ws",
+        extra=b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "
+        + key
+        + b"\r\n",
+    )
 
 
 def endless_header_lines() -> Iterator[bytes]:
@@ -200,7 +205,9 @@ async def test_a_websocket_upgrade_with_endless_headers_gets_431(stack: Stack) -
     [(b"X-Long: " + b"a" * (9 << 10) + b"\r\n", 431), (b"Content-Length: 5\r\n", 400)],
     ids=["a-header-line-websockets-finds-too-long", "a-body-websockets-does-not-take"],
 )
-async def test_an_upgrade_request_the_websocket_parser_refuses_is_answered_and_closed(stack: Stack, extra: bytes, status: int) -> None:
+async def test_an_upgrade_request_the_websocket_parser_refuses_is_answered_and_closed(
+    stack: Stack, extra: bytes, status: int
+) -> None:
     # Within the HTTP limits, so it is handed over; websockets' own parser then refuses it, and the socket
     # must not stay open, unanswered, with no deadline left on it.
     outcome = await attack(stack.nodes[0], upgrade_head() + extra + b"\r\n", [])
@@ -208,7 +215,9 @@ async def test_an_upgrade_request_the_websocket_parser_refuses_is_answered_and_c
 
 
 async def test_fifty_sockets_trickling_headers_all_get_408(strict_node: Process) -> None:
-    outcomes = await asyncio.gather(*(attack(strict_node, b"GET /healthz HTTP/1.1\r\nX-Slow: ", one_byte_a_second(), 1.0) for _ in range(50)))
+    outcomes = await asyncio.gather(
+        *(attack(strict_node, b"GET /healthz HTTP/1.1\r\nX-Slow: ", one_byte_a_second(), 1.0) for _ in range(50))
+    )
     assert [o.status for o in outcomes] == [408] * 50, [o.answer[:100] for o in outcomes]
 
 
@@ -218,8 +227,12 @@ async def test_a_websocket_upgrade_trickling_its_headers_gets_408(strict_node: P
 
 
 async def test_fifty_sockets_trickling_bodies_all_get_408(strict_node: Process, team: Team) -> None:
-    head = request_head(b"/api/ingest/jobs", b"POST", f"Authorization: Bearer {team.cluster_key}\r\nContent-Type: application/json\r\n"
-                        "Content-Length: 1000\r\n\r\n".encode())  # fmt: skip
+    head = request_head(
+        b"/api/ingest/jobs",
+        b"POST",
+        f"Authorization: Bearer {team.cluster_key}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 1000\r\n\r\n".encode(),
+    )
     outcomes = await asyncio.gather(*(attack(strict_node, head, one_byte_a_second(), 1.0) for _ in range(50)))
     assert [o.status for o in outcomes] == [408] * 50, [o.answer[:100] for o in outcomes]
     assert "Traceback" not in strict_node.output()  # a body cut at its deadline is the client's doing, not an error
@@ -250,14 +263,23 @@ async def test_past_the_pending_cap_new_connections_get_503_until_the_waiting_on
 
 
 @pytest.mark.parametrize("node_name", ["default", "strict"])
-async def test_after_the_attacks_requests_and_websockets_are_served(stack: Stack, strict_node: Process, team: Team, node_name: str) -> None:
+async def test_after_the_attacks_requests_and_websockets_are_served(
+    stack: Stack, strict_node: Process, team: Team, node_name: str
+) -> None:
     node = stack.nodes[0] if node_name == "default" else strict_node
     async with httpx.AsyncClient(base_url=node.http) as client:
         assert (await client.get("/healthz")).status_code == 200
         me = await client.get("/api/me", headers={"Authorization": f"Bearer {team.token}"})
         assert me.status_code == 200 and me.json()["user"]["id"] == team.user_id
-        job = {"status": "queued", "trajectory_id": team.trajectory_id, "kind": "rasterize", "name": "Rasterize trajectory preview"}
-        ingest = await client.post("/api/ingest/jobs", headers={"Authorization": f"Bearer {team.cluster_key}"}, json={"jobs": [job]})
+        job = {
+            "status": "queued",
+            "trajectory_id": team.trajectory_id,
+            "kind": "rasterize",
+            "name": "Rasterize trajectory preview",
+        }
+        ingest = await client.post(
+            "/api/ingest/jobs", headers={"Authorization": f"Bearer {team.cluster_key}"}, json={"jobs": [job]}
+        )
         assert ingest.status_code == 200 and ingest.json()["created"] == 1, ingest.text
     async with Follower(node.ws, team.token) as follower:
         await follower.subscribe(f"team:{team.id}")

@@ -15,7 +15,9 @@ async def post(stack: Stack, key: str | None, body: object, raw: bytes | None = 
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
         if raw is not None:
-            return await client.post("/api/ingest/jobs", content=raw, headers={**headers, "content-type": "application/json"})
+            return await client.post(
+                "/api/ingest/jobs", content=raw, headers={**headers, "content-type": "application/json"}
+            )
         return await client.post("/api/ingest/jobs", json=body, headers=headers)
 
 
@@ -27,17 +29,34 @@ async def test_create_and_report_reach_subscribers(stack: Stack, pool: asyncpg.P
     async with Follower(stack.nodes[1].ws, team.token) as f:
         channel = f"trajectory:{team.trajectory_id}"
         await f.subscribe(channel)
-        response = await post(stack, team.cluster_key, {"jobs": [
-            {"status": "queued", "trajectory_id": team.trajectory_id, "kind": "rasterize", "name": "Rasterize trajectory preview"},
-        ]})
+        response = await post(
+            stack,
+            team.cluster_key,
+            {
+                "jobs": [
+                    {
+                        "status": "queued",
+                        "trajectory_id": team.trajectory_id,
+                        "kind": "rasterize",
+                        "name": "Rasterize trajectory preview",
+                    },
+                ]
+            },
+        )
         assert response.status_code == 200, response.text
         body = response.json()
         assert body["created"] == 1
         job_id = body["jobs"][0]["id"]
-        response = await post(stack, team.cluster_key, {"jobs": [
-            {"id": job_id, "status": "running"},
-            {"id": job_id, "status": "failed", "error": "GPU fell off the bus"},
-        ]})
+        response = await post(
+            stack,
+            team.cluster_key,
+            {
+                "jobs": [
+                    {"id": job_id, "status": "running"},
+                    {"id": job_id, "status": "failed", "error": "GPU fell off the bus"},
+                ]
+            },
+        )
         assert response.json()["updated"] == 2
         await f.wait_for(lambda f: f.listed(channel).get(job_id, {}).get("status") == "failed")
         assert f.listed(channel)[job_id]["error"] == "GPU fell off the bus"
@@ -47,7 +66,9 @@ async def test_stale_attempt_and_late_queued_are_ignored(stack: Stack, pool: asy
     (job_id,) = await insert_jobs(pool, team, 1)
     ok = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 2, "status": "running"}]})
     assert ok.json()["jobs"] == [{"id": job_id, "result": "updated"}]
-    stale = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 1, "status": "failed", "error": "old"}]})
+    stale = await post(
+        stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 1, "status": "failed", "error": "old"}]}
+    )
     assert stale.json()["jobs"] == [{"id": job_id, "result": "ignored"}]
     late = await post(stack, team.cluster_key, {"jobs": [{"id": job_id, "attempt": 2, "status": "queued"}]})
     assert late.json()["ignored"] == 1
@@ -84,7 +105,9 @@ async def test_removed_job_stays_removed(stack: Stack, pool: asyncpg.Pool, team:
         ({"jobs": [{"id": 1, "status": "running", "attempt": 0}]}, 422, "$.jobs[0].attempt"),
     ],
 )
-async def test_invalid_reports_name_the_bad_field(stack: Stack, team: Team, body: object, status: int, names: str) -> None:
+async def test_invalid_reports_name_the_bad_field(
+    stack: Stack, team: Team, body: object, status: int, names: str
+) -> None:
     response = await post(stack, team.cluster_key, body)
     assert response.status_code == status
     assert names in response.json()["message"]
@@ -101,11 +124,17 @@ async def test_batch_is_all_or_nothing(stack: Stack, pool: asyncpg.Pool, team: T
     other = await make_team(pool, stack.secret)
     (mine,) = await insert_jobs(pool, team, 1)
     (theirs,) = await insert_jobs(pool, other, 1)
-    response = await post(stack, team.cluster_key, {"jobs": [
-        {"id": mine, "status": "running"},
-        {"status": "queued", "trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "frame"},
-        {"id": theirs, "status": "completed"},
-    ]})
+    response = await post(
+        stack,
+        team.cluster_key,
+        {
+            "jobs": [
+                {"id": mine, "status": "running"},
+                {"status": "queued", "trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "frame"},
+                {"id": theirs, "status": "completed"},
+            ]
+        },
+    )
     assert response.status_code == 422
     assert response.json()["message"] == f"jobs[2].id: no job {theirs} on this cluster"
     assert (await job_row(pool, mine))["status"] == "queued"
@@ -115,9 +144,15 @@ async def test_batch_is_all_or_nothing(stack: Stack, pool: asyncpg.Pool, team: T
 
 async def test_new_job_on_a_foreign_trajectory_is_refused(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     other = await make_team(pool, stack.secret)
-    response = await post(stack, team.cluster_key, {"jobs": [
-        {"status": "queued", "trajectory_id": other.trajectory_id, "kind": "preprocess", "name": "frame"},
-    ]})
+    response = await post(
+        stack,
+        team.cluster_key,
+        {
+            "jobs": [
+                {"status": "queued", "trajectory_id": other.trajectory_id, "kind": "preprocess", "name": "frame"},
+            ]
+        },
+    )
     assert response.status_code == 422
     assert "jobs[0].trajectory_id" in response.json()["message"]
 

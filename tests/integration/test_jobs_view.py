@@ -24,7 +24,15 @@ async def test_counts_and_summaries_after_a_10000_job_burst(stack: Stack, pool: 
         await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:6000])
         await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids[:5000])
         await pool.execute("update jobs set status = 'failed' where id = any($1::bigint[])", ids[5000:5500])
-        expected = {"queued": 4000, "retrying": 0, "running": 500, "completed": 5000, "failed": 500, "holding": 0, "preempted": 0}
+        expected = {
+            "queued": 4000,
+            "retrying": 0,
+            "running": 500,
+            "completed": 5000,
+            "failed": 500,
+            "holding": 0,
+            "preempted": 0,
+        }
         await f.wait_for(lambda f: f.channels[team_channel].counts == expected, timeout=30)
         summary = f.channels[team_channel].summaries[team.trajectory_id]
         assert (summary["completed"], summary["total"], summary["status"]) == (5000, 10_000, "running")
@@ -42,7 +50,9 @@ async def test_frame_groups_carry_their_colour_from_the_server(stack: Stack, poo
         " ($1, $2, $3, 'preprocess', 'Preprocess trajectory frame', 1, 1.0, 'running'),"
         " ($1, $2, $3, 'rasterize', 'Rasterize trajectory preview', null, null, 'queued'),"
         " ($1, $2, $3, 'storage_transfer', 'Storage Transfer', null, null, 'queued')",
-        team.id, team.trajectory_id, team.cluster_id,
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
     )
     async with Follower(stack.nodes[1].ws, team.token) as f:
         await f.subscribe(channel)
@@ -55,9 +65,16 @@ async def test_frame_groups_carry_their_colour_from_the_server(stack: Stack, poo
             "transfers": ("Storage Transfer", "queued"),
         }
         assert groups["frame:0"]["timestep"] == 0.5 and groups["transfers"]["open"] is True
-        await pool.execute("update jobs set status = 'completed' where trajectory_id = $1 and frame = 1", team.trajectory_id)
-        await f.wait_for(lambda f: any(g["key"] == "frame:1" and g["status"] == "completed"
-                                       for m in events(f, "batch") for g in m.get("groups") or ()))
+        await pool.execute(
+            "update jobs set status = 'completed' where trajectory_id = $1 and frame = 1", team.trajectory_id
+        )
+        await f.wait_for(
+            lambda f: any(
+                g["key"] == "frame:1" and g["status"] == "completed"
+                for m in events(f, "batch")
+                for g in m.get("groups") or ()
+            )
+        )
 
 
 async def test_a_finish_fires_one_notice_and_one_glow(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
@@ -73,8 +90,16 @@ async def test_a_finish_fires_one_notice_and_one_glow(stack: Stack, pool: asyncp
         await asyncio.sleep(1.5)  # nothing more comes
         (notice,) = events(f, "notice")
         (glow,) = events(f, "glow")
-        assert (notice["title"], notice["level"], notice["trajectory_id"]) == ("Jobs completed successfully", "success", team.trajectory_id)
-        assert (glow["channel"], glow["trajectory_id"], glow["wave"]) == (team_channel, team.trajectory_id, notice["wave"])
+        assert (notice["title"], notice["level"], notice["trajectory_id"]) == (
+            "Jobs completed successfully",
+            "success",
+            team.trajectory_id,
+        )
+        assert (glow["channel"], glow["trajectory_id"], glow["wave"]) == (
+            team_channel,
+            team.trajectory_id,
+            notice["wave"],
+        )
         assert f.problems == []
 
 
@@ -83,13 +108,15 @@ async def test_a_chunked_upload_does_not_finish_early(stack: Stack, pool: asyncp
     async with Follower(stack.nodes[0].ws, team.token) as f:
         await f.subscribe(channel)
         await f.wait_for(lambda f: f.channels[channel].snapshot_done)
-        for chunk in range(4):  # each chunk is done before the next arrives, 0.2 s later
+        for _chunk in range(4):  # each chunk is done before the next arrives, 0.2 s later
             ids = await insert_jobs(pool, team, 25)
             await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
             await asyncio.sleep(0.2)
         await pool.execute(
             "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, status) values ($1, $2, $3, 'rasterize', 'Rasterize trajectory preview', 'failed')",
-            team.id, team.trajectory_id, team.cluster_id,
+            team.id,
+            team.trajectory_id,
+            team.cluster_id,
         )
         await f.wait_for(lambda f: events(f, "notice"), timeout=10)
         await asyncio.sleep(1.5)

@@ -37,10 +37,14 @@ async def test_a_session_is_renewed_without_a_reload(stack: Stack, team: Team) -
         async with httpx.AsyncClient(base_url=stack.nodes[0].http, cookies={"gateway_token": cookie}) as browser:
             assert (await browser.get("/api/me")).json()["user"]["id"] == team.user_id
         expired = issue_token(stack.secret, team.user_id, -1)
-        assert (await client.post("/api/session/renew", headers={"Authorization": f"Bearer {expired}"})).status_code == 401
+        assert (
+            await client.post("/api/session/renew", headers={"Authorization": f"Bearer {expired}"})
+        ).status_code == 401
 
 
-async def test_flooding_messages_get_rate_limited_then_closed_and_others_keep_being_served(stack: Stack, team: Team) -> None:
+async def test_flooding_messages_get_rate_limited_then_closed_and_others_keep_being_served(
+    stack: Stack, team: Team
+) -> None:
     headers = {"Authorization": f"Bearer {team.token}"}
     async with Follower(stack.nodes[1].ws, team.token) as calm:
         async with websockets.connect(stack.nodes[1].ws, additional_headers=headers) as flood:
@@ -56,15 +60,25 @@ async def test_flooding_messages_get_rate_limited_then_closed_and_others_keep_be
         await calm.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done)
 
 
-async def test_connections_per_user_are_bounded(stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_connections_per_user_are_bounded(
+    stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_MAX_CONNECTIONS_PER_USER": "2"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_MAX_CONNECTIONS_PER_USER": "2",
+    }
     node = spawn("node-limited", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("limited"), port)
     try:
         await asyncio.to_thread(wait_http, node)
         headers = {"Authorization": f"Bearer {team.token}"}
-        async with websockets.connect(node.ws, additional_headers=headers), websockets.connect(node.ws, additional_headers=headers):
+        async with (
+            websockets.connect(node.ws, additional_headers=headers),
+            websockets.connect(node.ws, additional_headers=headers),
+        ):
             with pytest.raises(InvalidStatus) as info:
                 async with websockets.connect(node.ws, additional_headers=headers):
                     pass
@@ -75,7 +89,10 @@ async def test_connections_per_user_are_bounded(stack: Stack, team: Team, tmp_pa
 
 
 async def test_too_many_subscriptions_get_a_clear_error(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
-    ids = [await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team.id, f"t{i}") for i in range(101)]
+    ids = [
+        await pool.fetchval("insert into trajectories (team_id, name) values ($1, $2) returning id", team.id, f"t{i}")
+        for i in range(101)
+    ]
     async with Follower(stack.nodes[0].ws, team.token) as f:
         for trajectory_id in ids:
             await f.subscribe(f"trajectory:{trajectory_id}")
@@ -87,8 +104,14 @@ async def test_a_reconnect_storm_is_admitted_at_a_bounded_rate_and_nobody_starve
     stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_ADMISSION_RATE": "50", "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_ADMISSION_RATE": "50",
+        "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000",
+    }
     node = spawn("node-storm", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("storm"), port)
     told_to_wait = 0
     try:
@@ -111,6 +134,7 @@ async def test_a_reconnect_storm_is_admitted_at_a_bounded_rate_and_nobody_starve
         took = loop.time() - started
         assert len(sockets) == 150 and told_to_wait > 0
         assert took >= 1.5  # 150 clients at 50 a second (after a burst of 50) cannot all get in at once
+
         async def alive(ws: websockets.ClientConnection) -> str:
             await ws.send(json.dumps({"type": "ping", "id": 1}))
             answer = json.loads(await asyncio.wait_for(ws.recv(), 10))["type"]

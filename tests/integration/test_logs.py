@@ -24,8 +24,14 @@ Entry = dict[str, Any]
 @pytest.fixture(scope="module")
 def json_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_LOG_FORMAT": "json", "GATEWAY_LOG_LEVEL": "INFO"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_LOG_FORMAT": "json",
+        "GATEWAY_LOG_LEVEL": "INFO",
+    }
     node = spawn("node-json-logs", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("json-logs"), port)
     try:
         wait_http(node)
@@ -52,7 +58,9 @@ async def test_every_line_is_json_and_an_access_line_carries_its_request(json_no
     async with httpx.AsyncClient(base_url=json_node.http) as client:
         answer = await client.get("/api/me", params={"token": team.token, "probe": "access"})
     assert answer.status_code == 200
-    found = await wait_for_entries(json_node, lambda e: e["logger"] == "uvicorn.access" and "probe=access" in e.get("path", ""))
+    found = await wait_for_entries(
+        json_node, lambda e: e["logger"] == "uvicorn.access" and "probe=access" in e.get("path", "")
+    )
     assert len(found) == 1, entries(json_node)
     line = found[0]
     assert (line["method"], line["status"], line["level"]) == ("GET", 200, "info")
@@ -69,7 +77,9 @@ async def test_a_websocket_closed_by_the_server_is_logged_once_with_code_duratio
         await f.subscribe(f"team:{team.id}")
         await f.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done)
         await f.wait_for(lambda f: f.closed is not None, timeout=10)
-    found = await wait_for_entries(json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id)
+    found = await wait_for_entries(
+        json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id
+    )
     assert len(found) == 1, found
     line = found[0]
     assert line["code"] == 4001 and line["level"] == "info" and line["logger"] == "gateway.web.ws"
@@ -82,6 +92,8 @@ async def test_a_websocket_the_client_closes_is_logged_once(json_node: Process, 
     async with Follower(json_node.ws, team.token) as f:
         await f.subscribe(f"team:{team.id}")
         await f.wait_for(lambda f: f.channels[f"team:{team.id}"].snapshot_done)
-    found = await wait_for_entries(json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id)
+    found = await wait_for_entries(
+        json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id
+    )
     assert len(found) == 1, found
     assert found[0]["code"] in (None, 1000) and found[0]["bytes_sent"] > 0

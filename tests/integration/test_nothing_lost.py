@@ -14,7 +14,6 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
-import msgspec
 import pytest
 from redis.asyncio import Redis
 
@@ -131,7 +130,9 @@ async def follow(world: World, team: Team, node: int = 0, **kw: bool) -> Followe
     return f
 
 
-async def test_reconnect_with_cursor_mid_burst_resumes_without_snapshot(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+async def test_reconnect_with_cursor_mid_burst_resumes_without_snapshot(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
     ids = await insert_jobs(wpool, wteam, 100)
     f = await follow(world, wteam)
     try:
@@ -160,9 +161,15 @@ async def test_cursor_older_than_the_history_gets_a_snapshot(world: World, wpool
         try:
             i = 0
             while (i := i + 1) < 5000:
-                await wpool.execute("update jobs set status = $2 where id = $1", ids[i % 20], ("running", "queued")[(i // 20) % 2])
+                await wpool.execute(
+                    "update jobs set status = $2 where id = $1", ids[i % 20], ("running", "queued")[(i // 20) % 2]
+                )
                 await asyncio.sleep(0.006)
-                if i % 20 == 0 and int(((await redis.get(keys.seq(keys.Partitions(1).tags[0], channel))) or b"0-0").split(b"-")[1]) > HISTORY + 200:
+                if (
+                    i % 20 == 0
+                    and int(((await redis.get(keys.seq(keys.Partitions(1).tags[0], channel))) or b"0-0").split(b"-")[1])
+                    > HISTORY + 200
+                ):
                     break
         finally:
             await redis.aclose()
@@ -174,7 +181,9 @@ async def test_cursor_older_than_the_history_gets_a_snapshot(world: World, wpool
         await f.__aexit__()
 
 
-async def test_active_relay_killed_mid_burst_loses_and_repeats_nothing(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+async def test_active_relay_killed_mid_burst_loses_and_repeats_nothing(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
     ids = await insert_jobs(wpool, wteam, 150)
     world.start_relay("relay-b")  # a standby
     followers = [await follow(world, wteam, node=i % 2) for i in range(4)]
@@ -221,11 +230,21 @@ async def test_relay_cut_from_postgres_stops_and_is_fenced_out(world: World, wpo
             try:
                 stale = Publisher(bus, tag, old_epoch, HISTORY, 60)
                 channel = f"trajectory:{wteam.trajectory_id}"
-                bogus = Job(id=ids[0], team_id=wteam.id, trajectory_id=wteam.trajectory_id, cluster_id=wteam.cluster_id,
-                            kind="preprocess", name="stale", status="failed", version=10**9)
+                bogus = Job(
+                    id=ids[0],
+                    team_id=wteam.id,
+                    trajectory_id=wteam.trajectory_id,
+                    cluster_id=wteam.cluster_id,
+                    kind="preprocess",
+                    name="stale",
+                    status="failed",
+                    version=10**9,
+                )
                 as_json, as_msgpack = encode_both(Batch(channel=channel, seq=10**6, cursor="0-0", jobs=[bogus]))
                 with pytest.raises(Fenced):
-                    await stale.publish([Publication(channel=channel, epoch=old_epoch, seq=10**6, json=as_json, msgpack=as_msgpack)])
+                    await stale.publish(
+                        [Publication(channel=channel, epoch=old_epoch, seq=10**6, json=as_json, msgpack=as_msgpack)]
+                    )
                 # ... and nodes drop an older epoch's message even if it reaches pub/sub.
                 await redis.publish(keys.pubsub(tag, channel), envelope.pack(old_epoch, 10**6, as_json, as_msgpack))
                 await asyncio.sleep(0.5)
@@ -239,7 +258,9 @@ async def test_relay_cut_from_postgres_stops_and_is_fenced_out(world: World, wpo
         await proxy.close()
 
 
-async def test_redis_restarted_mid_stream_every_subscriber_ends_at_the_database(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+async def test_redis_restarted_mid_stream_every_subscriber_ends_at_the_database(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
     if not world.relays or all(r.proc.poll() is not None for r in world.relays):
         world.start_relay("relay-c")
     await world.active_relay()
@@ -278,7 +299,9 @@ async def test_subscribes_racing_a_burst_never_go_backwards(world: World, wpool:
             await f.__aexit__()
 
 
-async def test_published_outbox_rows_are_pruned_after_the_retention(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+async def test_published_outbox_rows_are_pruned_after_the_retention(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
     world.stop_relays()
     world.start_relay("relay-pruning", GATEWAY_OUTBOX_RETENTION="1")
     await world.active_relay()
@@ -288,7 +311,11 @@ async def test_published_outbox_rows_are_pruned_after_the_retention(world: World
         first = await wpool.fetchval("select max(seq) from job_changes")
         await asyncio.sleep(2.5)
         for round_ in range(3):  # cycles after the retention: each may prune
-            await wpool.execute("update jobs set status = $2 where id = any($1::bigint[])", ids, ("running", "queued", "completed")[round_])
+            await wpool.execute(
+                "update jobs set status = $2 where id = any($1::bigint[])",
+                ids,
+                ("running", "queued", "completed")[round_],
+            )
             await asyncio.sleep(0.7)
         assert await wpool.fetchval("select count(*) from job_changes where seq <= $1", first) == 0
         await converge(f, wpool, wteam)
@@ -300,7 +327,9 @@ def _events(f: Follower, kind: str) -> list[dict]:  # type: ignore[type-arg]
     return [m for m in f.messages if m["type"] == kind]
 
 
-async def test_a_finish_is_not_repeated_by_a_reconnect_or_a_relay_restart(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
+async def test_a_finish_is_not_repeated_by_a_reconnect_or_a_relay_restart(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
     world.stop_relays()
     first = world.start_relay("relay-finish-1")
     await world.active_relay()
@@ -332,7 +361,9 @@ async def test_a_finish_the_killed_relay_could_not_publish_is_published_by_its_s
         ids = await insert_jobs(wpool, wteam, 3)
         await f.wait_for(lambda f: len(f.listed(f"trajectory:{wteam.trajectory_id}")) == 3)
         await wpool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
-        await f.wait_for(lambda f: all(j["status"] == "completed" for j in f.listed(f"trajectory:{wteam.trajectory_id}").values()))
+        await f.wait_for(
+            lambda f: all(j["status"] == "completed" for j in f.listed(f"trajectory:{wteam.trajectory_id}").values())
+        )
         doomed.proc.send_signal(signal.SIGKILL)  # inside the settle time: the notice was not out yet
         world.start_relay("relay-heir")
         await f.wait_for(lambda f: _events(f, "notice"), timeout=15)
@@ -354,9 +385,19 @@ async def test_jobs_past_retention_drop_out_with_exact_counts(world: World, wpoo
         fresh = await insert_jobs(wpool, wteam, 2)
         trajectory = f"trajectory:{wteam.trajectory_id}"
         await f.wait_for(lambda f: set(f.listed(trajectory)) == set(fresh), timeout=10)
-        await f.wait_for(lambda f: f.channels[f"team:{wteam.id}"].counts == {"queued": 2, "retrying": 0, "running": 0, "completed": 0, "failed": 0, "holding": 0, "preempted": 0})
+        await f.wait_for(
+            lambda f: (
+                f.channels[f"team:{wteam.id}"].counts
+                == {"queued": 2, "retrying": 0, "running": 0, "completed": 0, "failed": 0, "holding": 0, "preempted": 0}
+            )
+        )
         # Tombstones stay: a late report cannot bring a job back.
-        assert await wpool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", old) == 4
+        assert (
+            await wpool.fetchval(
+                "select count(*) from jobs where id = any($1::bigint[]) and removed_at is not null", old
+            )
+            == 4
+        )
         await converge(f, wpool, wteam)
         assert f.problems == []
     finally:

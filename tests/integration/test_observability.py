@@ -59,7 +59,9 @@ async def scrape(url: str, **headers: str) -> httpx.Response:
         return await client.get(url, headers=headers)
 
 
-async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     async with Follower(stack.nodes[0].ws, team.token) as f:
         await f.subscribe(f"trajectory:{team.trajectory_id}")
         await f.wait_for(lambda f: f.channels[f"trajectory:{team.trajectory_id}"].snapshot_done)
@@ -106,7 +108,12 @@ def observed(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     valkey.start()
     logdir = tmp_path_factory.mktemp("observed-logs")
     secret = secrets.token_urlsafe(32)
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0", "GATEWAY_SECRET": secret}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0",
+        "GATEWAY_SECRET": secret,
+    }
     metrics_port = free_port()
     relay = spawn("observed-relay", ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(metrics_port)}, logdir)
     nodes = []
@@ -163,8 +170,16 @@ async def test_the_relay_exports_its_own_metrics_once(observed: Observed, observ
     relay = await _relay_text(observed)
     nodes = [(await scrape(f"{n.http}/metrics")).text for n in observed.nodes]
     relay_names = {s.name for s in samples(relay) if s.name.startswith("relay_")}
-    assert {"relay_epoch", "relay_lag_seconds", "relay_held_back_seconds", "relay_changes_total", "relay_deltas_total",
-            "relay_published_messages_total", "relay_active_partitions", "relay_commit_to_publish_seconds_count"} <= relay_names
+    assert {
+        "relay_epoch",
+        "relay_lag_seconds",
+        "relay_held_back_seconds",
+        "relay_changes_total",
+        "relay_deltas_total",
+        "relay_published_messages_total",
+        "relay_active_partitions",
+        "relay_commit_to_publish_seconds_count",
+    } <= relay_names
     for name in relay_names:  # each relay series exactly once across the relay and both nodes
         everywhere = [s for text in (relay, *nodes) for s in samples(text) if s.name == name]
         assert len({tuple(sorted(s.labels.items())) for s in everywhere}) == len(everywhere), name
@@ -177,7 +192,10 @@ async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
     observed: Observed, observed_pool: asyncpg.Pool
 ) -> None:
     await _published_through(observed, observed_pool)
-    expositions = {"node": (await scrape(f"{observed.nodes[0].http}/metrics")).text, "relay": await _relay_text(observed)}
+    expositions = {
+        "node": (await scrape(f"{observed.nodes[0].http}/metrics")).text,
+        "relay": await _relay_text(observed),
+    }
     for who, text in expositions.items():
         found = samples(text)
         names = {s.name for s in found}
@@ -185,7 +203,12 @@ async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
         buckets = [s for s in found if s.name == f"{histogram}_bucket"]
         assert len({s.labels["le"] for s in buckets}) > 5 and any(s.labels["le"] == "+Inf" for s in buckets), who
         assert max(s.value for s in found if s.name == f"{histogram}_count") >= 1, who
-        assert {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_start_time_seconds", "python_info"} <= names, who
+        assert {
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_start_time_seconds",
+            "python_info",
+        } <= names, who
         labels = {label for s in found for label in s.labels}
         assert labels <= BOUNDED_LABELS, (who, labels - BOUNDED_LABELS)  # no pid, xid, connection or user
         promtool_check(text)
@@ -226,7 +249,12 @@ async def test_the_demo_exports_its_in_process_relay_once(demo: Process) -> None
     series = [(s.name, tuple(sorted(s.labels.items()))) for s in found]
     assert len(series) == len(set(series))  # every series once: the node's, the relay's and the process's
     names = {s.name for s in found}
-    assert {"gateway_connections", "relay_epoch", "relay_commit_to_publish_seconds_count", "process_cpu_seconds_total"} <= names
+    assert {
+        "gateway_connections",
+        "relay_epoch",
+        "relay_commit_to_publish_seconds_count",
+        "process_cpu_seconds_total",
+    } <= names
     promtool_check(text)
 
 
@@ -237,11 +265,21 @@ def two_relays(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     valkey = EmbeddedValkey(tmp_path_factory.mktemp("valkey-relays"))
     valkey.start()
     logdir = tmp_path_factory.mktemp("relays-logs")
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0", "GATEWAY_PARTITIONS": "2"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0",
+        "GATEWAY_PARTITIONS": "2",
+    }
     relays = []
     for name in ("relay-a", "relay-b"):
         port = free_port()
-        relays.append((spawn(name, ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(port)}, logdir), f"http://127.0.0.1:{port}/metrics"))
+        relays.append(
+            (
+                spawn(name, ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(port)}, logdir),
+                f"http://127.0.0.1:{port}/metrics",
+            )
+        )
     try:
         yield relays
     finally:
@@ -255,7 +293,7 @@ def test_relays_sharing_partitions_export_each_partition_once(two_relays: list[t
     deadline = time.monotonic() + 60
     while True:
         texts = []
-        for relay, url in two_relays:
+        for _relay, url in two_relays:
             try:
                 texts.append(httpx.get(url).text)
             except httpx.TransportError:
@@ -263,7 +301,9 @@ def test_relays_sharing_partitions_export_each_partition_once(two_relays: list[t
         epochs = [s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_epoch"]
         if sorted(epochs) == ["0", "1"] and all("relay_active_partitions 1.0" in text for text in texts):
             # Each serves one, and exports only its own: a sum() over relays counts each partition once.
-            changes = [s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_changes_total"]
+            changes = [
+                s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_changes_total"
+            ]
             assert sorted(changes) == ["0", "1"], texts
             break
         assert time.monotonic() < deadline, (texts, [r.output()[-1000:] for r, _ in two_relays])

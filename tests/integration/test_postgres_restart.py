@@ -35,8 +35,12 @@ class PgWorld:
         self.url = self.pg.start()
         asyncio.run(migrate(self.url))
         self.valkey.start()
-        env = {**os.environ, "DATABASE_URL": self.url, "REDIS_URL": f"redis://127.0.0.1:{self.valkey.port}/0",
-               "GATEWAY_SECRET": self.secret}
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.url,
+            "REDIS_URL": f"redis://127.0.0.1:{self.valkey.port}/0",
+            "GATEWAY_SECRET": self.secret,
+        }
         port = free_port()
         self.node = spawn("pg-node", ["serve", "--port", str(port)], env, self.root, port)
         self.relay = spawn("pg-relay", ["relay"], env, self.root)
@@ -63,11 +67,16 @@ def pgworld(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgWorld]:
 async def test_postgres_restarted_mid_stream(pgworld: PgWorld) -> None:
     pool = await asyncpg.create_pool(pgworld.url, min_size=1, max_size=4)
     team = await make_team(pool, pgworld.secret)
-    ids = [r["id"] for r in await pool.fetch(
-        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
-        " select $1, $2, $3, 'preprocess', 'Preprocess trajectory frame', f from generate_series(0, 19) f returning id",
-        team.id, team.trajectory_id, team.cluster_id,
-    )]
+    ids = [
+        r["id"]
+        for r in await pool.fetch(
+            "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
+            " select $1, $2, $3, 'preprocess', 'Preprocess trajectory frame', f from generate_series(0, 19) f returning id",
+            team.id,
+            team.trajectory_id,
+            team.cluster_id,
+        )
+    ]
     channel = f"trajectory:{team.trajectory_id}"
     f = Follower(pgworld.node.ws, team.token, resubscribe_on_gap=True)
     await f.__aenter__()

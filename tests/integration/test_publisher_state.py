@@ -27,8 +27,9 @@ async def test_an_event_moves_the_seq_of_the_channels_state(redis_url: str) -> N
         channel = f"team:{10**9 + secrets.randbelow(10**6)}"
         publisher = Publisher(bus, tag, epoch, 100, 60)
         await publisher.take_over()
-        await publisher.publish([Publication(channel=channel, epoch=epoch, seq=1, json=b"{}", msgpack=b"\x80",
-                                             state_set={"counts": b"c1"})])
+        await publisher.publish(
+            [Publication(channel=channel, epoch=epoch, seq=1, json=b"{}", msgpack=b"\x80", state_set={"counts": b"c1"})]
+        )
         await publisher.publish([Publication(channel=channel, epoch=epoch, seq=2, json=b"{}", msgpack=b"\x80")])
         state = await redis.hgetall(keys.state(tag, channel))
         assert state[b"seq"] == b"2" and state[b"counts"] == b"c1"
@@ -59,9 +60,21 @@ async def test_a_cycle_bigger_than_one_call_is_published_whole_and_in_order(redi
         publisher = Publisher(bus, tag, epoch, 100, 60)
         await publisher.take_over()
         big = [b"\xc6" + (n * 7).to_bytes(4, "big") + bytes([n]) * 300_000 for n in range(1, 6)]  # 1.5 MB in all
-        cycle = [Publication(channel=trajectory, epoch=epoch, seq=n, json=b"[]", msgpack=payload) for n, payload in enumerate(big, 1)]
-        cycle.append(Publication(channel=team, epoch=epoch, seq=8, json=b"{}", msgpack=b"\x80",
-                                 state_set={"counts": b"c2", "t:1": b"s1"}, state_del=["t:2"]))  # fmt: skip
+        cycle = [
+            Publication(channel=trajectory, epoch=epoch, seq=n, json=b"[]", msgpack=payload)
+            for n, payload in enumerate(big, 1)
+        ]
+        cycle.append(
+            Publication(
+                channel=team,
+                epoch=epoch,
+                seq=8,
+                json=b"{}",
+                msgpack=b"\x80",
+                state_set={"counts": b"c2", "t:1": b"s1"},
+                state_del=["t:2"],
+            )
+        )
         await redis.hset(keys.state(tag, team), mapping={"t:2": b"gone", "counts": b"c1"})
         await publisher.publish(cycle, relay_cursor="77:12")
 
@@ -95,7 +108,9 @@ async def test_a_fenced_out_relay_publishes_nothing_of_its_cycle(redis_url: str)
         await old.take_over()
         await new.take_over()
         with pytest.raises(Fenced):
-            await old.publish([Publication(channel=channel, epoch=4, seq=1, json=b"[]", msgpack=b"\x90")], relay_cursor="9:9")
+            await old.publish(
+                [Publication(channel=channel, epoch=4, seq=1, json=b"[]", msgpack=b"\x90")], relay_cursor="9:9"
+            )
         assert not await redis.exists(keys.history(tag, channel), keys.seq(tag, channel), keys.relay_cursor(tag))
     finally:
         await redis.flushdb()

@@ -151,7 +151,9 @@ async def wait_partitions(relay: Process, count: int, timeout: float = 20.0) -> 
         if len(held) == count:
             return held
         await asyncio.sleep(0.1)
-    raise AssertionError(f"{relay.name} serves {sorted(_relay_partitions(relay))}, not {count} partitions:\n{relay.output()[-2000:]}")
+    raise AssertionError(
+        f"{relay.name} serves {sorted(_relay_partitions(relay))}, not {count} partitions:\n{relay.output()[-2000:]}"
+    )
 
 
 async def test_every_team_streams_through_its_shard_and_a_slot_moved_mid_stream_loses_nothing(
@@ -232,20 +234,38 @@ async def test_actions_and_presence_work_across_nodes_on_the_cluster(
             await f.subscribe(f"team:{team.id}")
             await f.subscribe(channel)
             await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()))
-            ids = await gpu.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame",
-                                     "frame": i} for i in range(2)])  # fmt: skip
+            ids = await gpu.submit(
+                [
+                    {
+                        "trajectory_id": team.trajectory_id,
+                        "kind": "preprocess",
+                        "name": "Preprocess trajectory frame",
+                        "frame": i,
+                    }
+                    for i in range(2)
+                ]
+            )
             for job_id in ids:
                 gpu.jobs[job_id].status = "running"
                 gpu._report(gpu.jobs[job_id])
             await gpu.flushed()
-            await f.wait_for(lambda f: {i for i, j in f.listed(channel).items() if j["status"] == "running"} >= set(ids))
+            await f.wait_for(
+                lambda f: {i for i, j in f.listed(channel).items() if j["status"] == "running"} >= set(ids)
+            )
             # The user is online: the node marked it in Redis, the partition's relay published it.
-            await f.wait_for(lambda f: any(m["type"] in ("presence", "snapshot") and (m.get("presence") or {}).get("online") == 1
-                                           for m in f.messages), timeout=10)  # fmt: skip
+            await f.wait_for(
+                lambda f: any(
+                    m["type"] in ("presence", "snapshot") and (m.get("presence") or {}).get("online") == 1
+                    for m in f.messages
+                ),
+                timeout=10,
+            )
             # An action through the other node reaches the cluster and its confirmation comes back.
             async with httpx.AsyncClient(base_url=cworld.nodes[1].http) as client:
-                response = await client.post(f"/api/trajectories/{team.trajectory_id}/remove-running",
-                                             headers={"Authorization": f"Bearer {team.token}"})  # fmt: skip
+                response = await client.post(
+                    f"/api/trajectories/{team.trajectory_id}/remove-running",
+                    headers={"Authorization": f"Bearer {team.token}"},
+                )
             assert response.json()["acted"] >= 2 and response.json()["unconfirmed"] == []
             await f.wait_for(lambda f: not set(ids) & set(f.listed(channel)))
     finally:

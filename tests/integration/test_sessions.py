@@ -32,7 +32,14 @@ async def revoke_cli(stack: Stack, *args: str) -> str:
     """`gateway revoke ...` as an operator runs it, with the stack's database and Redis."""
     env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "revoke", *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "revoke",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, out.decode()
@@ -74,12 +81,15 @@ async def test_a_sign_in_link_asks_whom_it_signs_in_as_and_sets_no_cookie(stack:
         )
         assert confirmed.status_code == 303 and confirmed.headers["location"] == "/submissions"
         cookie = confirmed.headers["set-cookie"]
-        assert cookie.startswith(f"gateway_token={team.token};") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert (
+            cookie.startswith(f"gateway_token={team.token};") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        )
         assert "Secure" not in cookie  # plain HTTP, and no proxy said otherwise
         assert (await client.get("/api/me")).json()["user"]["id"] == team.user_id
 
-        elsewhere = await client.post("/sign-in", data={"token": team.token, "next": "https://evil.example/"},
-                                      headers={"Origin": origin(node)})
+        elsewhere = await client.post(
+            "/sign-in", data={"token": team.token, "next": "https://evil.example/"}, headers={"Origin": origin(node)}
+        )
         assert elsewhere.headers["location"] == "/"  # a sign-in never leads to another site
 
 
@@ -90,7 +100,9 @@ async def test_a_sign_in_link_with_a_bad_token_says_so_without_asking(stack: Sta
 
 
 @pytest.mark.parametrize("sender", [EVIL, "null", None])
-async def test_confirming_a_sign_in_from_anywhere_but_the_page_is_refused(stack: Stack, team: Team, sender: str | None) -> None:
+async def test_confirming_a_sign_in_from_anywhere_but_the_page_is_refused(
+    stack: Stack, team: Team, sender: str | None
+) -> None:
     """Login CSRF: another site's form posting the attacker's token must not sign the victim's browser in."""
     headers = {"Origin": sender} if sender else {}
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
@@ -102,8 +114,11 @@ async def test_confirming_a_sign_in_from_anywhere_but_the_page_is_refused(stack:
 async def test_a_proxy_saying_https_gets_a_secure_cookie(stack: Stack, team: Team) -> None:
     node = stack.nodes[0]
     async with httpx.AsyncClient(base_url=node.http) as client:
-        answer = await client.post("/sign-in", data={"token": team.token, "next": "/"},
-                                   headers={"Origin": f"https://127.0.0.1:{node.port}", "X-Forwarded-Proto": "https"})
+        answer = await client.post(
+            "/sign-in",
+            data={"token": team.token, "next": "/"},
+            headers={"Origin": f"https://127.0.0.1:{node.port}", "X-Forwarded-Proto": "https"},
+        )
     assert answer.status_code == 303 and "Secure" in answer.headers["set-cookie"]
 
 
@@ -119,10 +134,14 @@ async def test_signing_out_checks_origin_then_revokes_the_session_on_every_node(
         await refused_until(each, team.token, "token revoked")
 
 
-async def test_revoking_a_user_closes_live_sockets_with_4001_and_refuses_the_token_everywhere(stack: Stack, team: Team) -> None:
+async def test_revoking_a_user_closes_live_sockets_with_4001_and_refuses_the_token_everywhere(
+    stack: Stack, team: Team
+) -> None:
     headers = {"Authorization": f"Bearer {team.token}"}
-    async with websockets.connect(stack.nodes[0].ws, additional_headers=headers) as here, \
-            websockets.connect(stack.nodes[1].ws, additional_headers=headers) as there:
+    async with (
+        websockets.connect(stack.nodes[0].ws, additional_headers=headers) as here,
+        websockets.connect(stack.nodes[1].ws, additional_headers=headers) as there,
+    ):
         for ws in (here, there):  # both handed over and serving
             await ws.send(json.dumps({"type": "ping", "id": 1}))
             assert json.loads(await asyncio.wait_for(ws.recv(), DEADLINE))["type"] == "pong"
@@ -144,8 +163,10 @@ async def test_revoking_a_user_closes_live_sockets_with_4001_and_refuses_the_tok
 async def test_revoking_a_token_id_ends_that_session_only(stack: Stack, team: Team) -> None:
     other = issue_token(stack.secret, team.user_id, 3600)
     headers = {"Authorization": f"Bearer {team.token}"}
-    async with websockets.connect(stack.nodes[1].ws, additional_headers=headers) as ws, \
-            websockets.connect(stack.nodes[1].ws, additional_headers={"Authorization": f"Bearer {other}"}) as kept:
+    async with (
+        websockets.connect(stack.nodes[1].ws, additional_headers=headers) as ws,
+        websockets.connect(stack.nodes[1].ws, additional_headers={"Authorization": f"Bearer {other}"}) as kept,
+    ):
         await ws.send(json.dumps({"type": "ping", "id": 1}))
         await asyncio.wait_for(ws.recv(), DEADLINE)
         await revoke_cli(stack, "--token-id", read_token(stack.secret, team.token).token_id)
@@ -156,11 +177,17 @@ async def test_revoking_a_token_id_ends_that_session_only(stack: Stack, team: Te
     assert (await me(stack.nodes[0], other)).status_code == 200
 
 
-async def test_a_revocation_whose_broadcast_was_lost_is_found_by_the_nodes_reload(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
-    async with websockets.connect(stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {team.token}"}) as ws:
+async def test_a_revocation_whose_broadcast_was_lost_is_found_by_the_nodes_reload(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    async with websockets.connect(
+        stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {team.token}"}
+    ) as ws:
         await ws.send(json.dumps({"type": "ping", "id": 1}))
         await asyncio.wait_for(ws.recv(), DEADLINE)
-        await pool.execute("insert into token_revocations (user_id) values ($1)", team.user_id)  # stored, never broadcast
+        await pool.execute(
+            "insert into token_revocations (user_id) values ($1)", team.user_id
+        )  # stored, never broadcast
         assert await closed_with(ws, RELOAD_EVERY + DEADLINE) == 4001
     for node in stack.nodes:
         await refused_until(node, team.token, "token revoked", RELOAD_EVERY + DEADLINE)

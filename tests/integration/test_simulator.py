@@ -16,16 +16,39 @@ from tests.integration.conftest import Team
 
 
 async def test_a_frame_job_gets_three_attempts_before_it_fails(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=1, fail_rate=1.0, speed=1.5, report_metrics=False)
+    cluster = SimCluster(
+        stack.nodes[0].http,
+        stack.redis_url,
+        team.cluster_key,
+        workers=1,
+        fail_rate=1.0,
+        speed=1.5,
+        report_metrics=False,
+    )
     await cluster.start()
     channel = f"trajectory:{team.trajectory_id}"
     try:
         async with Follower(stack.nodes[1].ws, team.token) as f:
             await f.subscribe(channel)
             await f.wait_for(lambda f: f.channels[channel].snapshot_done)
-            (job_id,) = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": 0}])
+            (job_id,) = await cluster.submit(
+                [
+                    {
+                        "trajectory_id": team.trajectory_id,
+                        "kind": "preprocess",
+                        "name": "Preprocess trajectory frame",
+                        "frame": 0,
+                    }
+                ]
+            )
             await f.wait_for(lambda f: f.listed(channel).get(job_id, {}).get("status") == "failed", timeout=15)
-            seen = [(j["status"], j.get("attempts", 1)) for m in f.messages if m["type"] == "batch" for j in m["jobs"] if j["id"] == job_id]
+            seen = [
+                (j["status"], j.get("attempts", 1))
+                for m in f.messages
+                if m["type"] == "batch"
+                for j in m["jobs"]
+                if j["id"] == job_id
+            ]
         # Coalescing may fold some steps together, but the attempts only rise and end failed at the third.
         assert seen[-1] == ("failed", 3)
         assert [a for _, a in seen] == sorted(a for _, a in seen)
@@ -36,8 +59,12 @@ async def test_a_frame_job_gets_three_attempts_before_it_fails(stack: Stack, poo
         await cluster.stop()
 
 
-async def test_an_upload_and_a_pipeline_run_end_with_their_notices(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=8, fail_rate=0.0, speed=20, report_metrics=False)
+async def test_an_upload_and_a_pipeline_run_end_with_their_notices(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    cluster = SimCluster(
+        stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=8, fail_rate=0.0, speed=20, report_metrics=False
+    )
     await cluster.start()
     channel = f"trajectory:{team.trajectory_id}"
     try:
@@ -46,26 +73,44 @@ async def test_an_upload_and_a_pipeline_run_end_with_their_notices(stack: Stack,
             await f.wait_for(lambda f: f.channels[channel].snapshot_done)
             await upload(cluster, team.trajectory_id, 12)
             await f.wait_for(lambda f: any(m["type"] == "notice" for m in f.messages), timeout=20)
-            await pipeline(cluster, team.trajectory_id, 12, ["Polyhedral Template Matching", "Radial Distribution Function"])
+            await pipeline(
+                cluster, team.trajectory_id, 12, ["Polyhedral Template Matching", "Radial Distribution Function"]
+            )
             await f.wait_for(lambda f: sum(m["type"] == "notice" for m in f.messages) == 2, timeout=30)
             titles = [m["title"] for m in f.messages if m["type"] == "notice"]
             assert titles == ["Rasterization completed successfully", "Analysis completed successfully!"]
-        kinds = dict(await pool.fetch("select kind, count(*) from jobs where trajectory_id = $1 group by kind", team.trajectory_id))
+        kinds = dict(
+            await pool.fetch(
+                "select kind, count(*) from jobs where trajectory_id = $1 group by kind", team.trajectory_id
+            )
+        )
         assert kinds == {"preprocess": 12, "rasterize": 1, "analysis": 24, "artifact_upload": 2}
     finally:
         await cluster.stop()
 
 
-async def test_staging_a_failed_sync_waits_for_retry_sync_then_downloads_after_success(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_staging_a_failed_sync_waits_for_retry_sync_then_downloads_after_success(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     import httpx
 
     from gateway.sim.workloads import download_when_done, stage
 
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=2, fail_rate=0.0, speed=20, report_metrics=False,
-                         operator_delay=(3600.0, 3600.0))  # only the person's Retry Sync moves it on here
+    cluster = SimCluster(
+        stack.nodes[0].http,
+        stack.redis_url,
+        team.cluster_key,
+        workers=2,
+        fail_rate=0.0,
+        speed=20,
+        report_metrics=False,
+        operator_delay=(3600.0, 3600.0),
+    )  # only the person's Retry Sync moves it on here
     await cluster.start()
     try:
-        sid = await cluster.create_submission(title="Upload of 2 frames", project="uploads", trajectory_id=team.trajectory_id, staging="upload_pending")
+        sid = await cluster.create_submission(
+            title="Upload of 2 frames", project="uploads", trajectory_id=team.trajectory_id, staging="upload_pending"
+        )
         staging = asyncio.create_task(stage(cluster, sid, fail_rate=1.0, pace=0.05))
         for _ in range(100):
             if await pool.fetchval("select staging from submissions where id = $1", sid) == "sync_failed":
@@ -73,52 +118,108 @@ async def test_staging_a_failed_sync_waits_for_retry_sync_then_downloads_after_s
             await asyncio.sleep(0.05)
         assert await pool.fetchval("select staging from submissions where id = $1", sid) == "sync_failed"
         async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
-            response = await client.post("/api/submissions/actions", json={"action": "retry_sync", "submissions": [sid]},
-                                         headers={"Authorization": f"Bearer {team.token}"})
+            response = await client.post(
+                "/api/submissions/actions",
+                json={"action": "retry_sync", "submissions": [sid]},
+                headers={"Authorization": f"Bearer {team.token}"},
+            )
         assert response.json()["message"] == "Retrying sync of 1 submission(s)"
         await asyncio.wait_for(staging, 5)
         assert await pool.fetchval("select staging from submissions where id = $1", sid) == "ready"
-        reports = [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess trajectory frame", "frame": f, "submission_id": sid} for f in range(2)]
+        reports = [
+            {
+                "trajectory_id": team.trajectory_id,
+                "kind": "preprocess",
+                "name": "Preprocess trajectory frame",
+                "frame": f,
+                "submission_id": sid,
+            }
+            for f in range(2)
+        ]
         await cluster.submit(reports, on_done=download_when_done(cluster, sid, 2))
         for _ in range(100):
             if await pool.fetchval("select downloaded_at is not null from submissions where id = $1", sid):
                 break
             await asyncio.sleep(0.05)
-        assert await pool.fetchval("select count(*) from jobs where submission_id = $1 and status = 'completed'", sid) == 2, ([(j.id, j.status) for j in cluster.jobs.values()], await pool.fetch("select id, status, submission_id from jobs where trajectory_id = $1", team.trajectory_id))
+        assert (
+            await pool.fetchval("select count(*) from jobs where submission_id = $1 and status = 'completed'", sid) == 2
+        ), (
+            [(j.id, j.status) for j in cluster.jobs.values()],
+            await pool.fetch("select id, status, submission_id from jobs where trajectory_id = $1", team.trajectory_id),
+        )
         assert await pool.fetchval("select downloaded_at is not null from submissions where id = $1", sid)
     finally:
         await cluster.stop()
 
 
-async def test_preemptible_runs_lose_tasks_to_preemption_and_retry_preempted_brings_them_back(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_preemptible_runs_lose_tasks_to_preemption_and_retry_preempted_brings_them_back(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     import httpx
 
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=4, fail_rate=0.0, speed=20,
-                         report_metrics=False, preempt_rate=1.0)
+    cluster = SimCluster(
+        stack.nodes[0].http,
+        stack.redis_url,
+        team.cluster_key,
+        workers=4,
+        fail_rate=0.0,
+        speed=20,
+        report_metrics=False,
+        preempt_rate=1.0,
+    )
     await cluster.start()
     try:
-        ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "Common Neighbor Analysis", "frame": f} for f in range(4)], preemptible=True)
+        ids = await cluster.submit(
+            [
+                {
+                    "trajectory_id": team.trajectory_id,
+                    "kind": "analysis",
+                    "name": "Common Neighbor Analysis",
+                    "frame": f,
+                }
+                for f in range(4)
+            ],
+            preemptible=True,
+        )
         for _ in range(100):
-            if await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and status = 'preempted'", ids) == 4:
+            if (
+                await pool.fetchval(
+                    "select count(*) from jobs where id = any($1::bigint[]) and status = 'preempted'", ids
+                )
+                == 4
+            ):
                 break
             await asyncio.sleep(0.05)
         sid = await pool.fetchval("select submission_id from jobs where id = $1", ids[0])
         cluster.preempt_rate = 0.0
         async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
-            response = await client.post("/api/submissions/actions", json={"action": "retry_preempted", "submissions": [sid]},
-                                         headers={"Authorization": f"Bearer {team.token}"})
+            response = await client.post(
+                "/api/submissions/actions",
+                json={"action": "retry_preempted", "submissions": [sid]},
+                headers={"Authorization": f"Bearer {team.token}"},
+            )
         assert response.json()["message"] == "Queued 4 preempted task(s) for retry"
         for _ in range(100):
-            if await pool.fetchval("select count(*) from jobs where id = any($1::bigint[]) and status = 'completed'", ids) == 4:
+            if (
+                await pool.fetchval(
+                    "select count(*) from jobs where id = any($1::bigint[]) and status = 'completed'", ids
+                )
+                == 4
+            ):
                 break
             await asyncio.sleep(0.05)
-        assert {(r["status"], r["attempts"]) for r in await pool.fetch("select status, attempts from jobs where id = any($1::bigint[])", ids)} == {("completed", 2)}
+        assert {
+            (r["status"], r["attempts"])
+            for r in await pool.fetch("select status, attempts from jobs where id = any($1::bigint[])", ids)
+        } == {("completed", 2)}
     finally:
         await cluster.stop()
 
 
 async def test_a_failed_sync_nobody_retries_is_retried_by_the_clusters_operator() -> None:
-    cluster = SimCluster("http://127.0.0.1:9", "redis://127.0.0.1:9/0", "c1.key", speed=100, operator_delay=(20.0, 30.0))
+    cluster = SimCluster(
+        "http://127.0.0.1:9", "redis://127.0.0.1:9/0", "c1.key", speed=100, operator_delay=(20.0, 30.0)
+    )
     try:
         started = asyncio.get_running_loop().time()
         await asyncio.wait_for(cluster.sync_retried(7), 5)  # 20-30 simulated seconds, at 100 times real speed
@@ -150,14 +251,25 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
     keys = [team.cluster_key]
     for name in ("gpu-2", "cpu-big"):
         async with pool.acquire() as conn:
-            cluster_id = await conn.fetchval("insert into clusters (team_id, name) values ($1, $2) returning id", team.id, name)
+            cluster_id = await conn.fetchval(
+                "insert into clusters (team_id, name) values ($1, $2) returning id", team.id, name
+            )
             key, key_hash = new_cluster_key(cluster_id)
             await conn.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
         keys.append(key)
     silent_id = int(keys[1].split(".")[0][1:])
     # Every sync fails, and time runs 20 times faster: the operator retries after 1-3 s instead of 20-60 s.
-    simulation = Simulation(stack.nodes[0].http, stack.redis_url, keys, silent={silent_id}, trajectories=[team.trajectory_id],
-                            frames=(2, 4), speed=20, sync_fail_rate=1.0, seed=7)
+    simulation = Simulation(
+        stack.nodes[0].http,
+        stack.redis_url,
+        keys,
+        silent={silent_id},
+        trajectories=[team.trajectory_id],
+        frames=(2, 4),
+        speed=20,
+        sync_fail_rate=1.0,
+        seed=7,
+    )
     (silent,) = [c for c in simulation.clusters if c.cluster_id == silent_id]
     channel = f"team-jobs:{team.id}"
     running = asyncio.create_task(simulation.run())
@@ -167,15 +279,21 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
             await f.wait_for(lambda f: f.channels[channel].snapshot_done)
             deadline = asyncio.get_running_loop().time() + 90
             while silent.sync_failures < 6:  # twice the three that used to fill every slot
-                assert asyncio.get_running_loop().time() < deadline, f"{silent.sync_failures} failed syncs on the silent cluster"
+                assert asyncio.get_running_loop().time() < deadline, (
+                    f"{silent.sync_failures} failed syncs on the silent cluster"
+                )
                 assert not running.done(), running
                 await asyncio.sleep(0.1)
             seen, started = set(f.channels[channel].jobs), simulation.started
-            await f.wait_for(lambda f: len(set(f.channels[channel].jobs) - seen) >= 10, timeout=60)  # new jobs keep coming
+            await f.wait_for(
+                lambda f: len(set(f.channels[channel].jobs) - seen) >= 10, timeout=60
+            )  # new jobs keep coming
         assert simulation.started > started
         ready = await pool.fetchval(
             "select count(*) from submissions s join jobs j on j.submission_id = s.id"
-            " where j.cluster_id = $1 and s.staging = 'ready'", silent_id)
+            " where j.cluster_id = $1 and s.staging = 'ready'",
+            silent_id,
+        )
         assert ready > 0, "uploads on the silent cluster went on after their failed sync"
         assert f.problems == []
     finally:

@@ -43,7 +43,9 @@ async def test_the_asyncapi_document_parses_with_the_reference_parser(stack: Sta
     tools = node_tools()
     document = tmp_path / "asyncapi.json"
     document.write_text(json.dumps(await served(stack, "/asyncapi.json")))
-    run = subprocess.run(["node", str(tools / "validate_asyncapi.mjs"), str(document)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        ["node", str(tools / "validate_asyncapi.mjs"), str(document)], capture_output=True, text=True, timeout=120
+    )
     diagnostics = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     errors = [d for d in diagnostics if d["severity"] == 0]
     assert run.returncode == 0 and not errors, errors or run.stderr
@@ -63,8 +65,11 @@ async def test_what_the_routes_answer_is_what_the_document_says(stack: Stack, te
     document = await served(stack, "/openapi.json")
     headers = {"Authorization": f"Bearer {team.token}"}
     async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers=headers) as client:
-        for path, struct in (("/api/me", Me), (f"/api/teams/{team.id}/members", Members),
-                             (f"/api/teams/{team.id}/trajectories", Trajectories)):
+        for path, struct in (
+            ("/api/me", Me),
+            (f"/api/teams/{team.id}/members", Members),
+            (f"/api/teams/{team.id}/trajectories", Trajectories),
+        ):
             response = await client.get(path)
             assert response.status_code == 200, (path, response.text)
             msgspec.json.decode(response.content, type=struct, strict=True)

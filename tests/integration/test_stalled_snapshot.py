@@ -17,7 +17,9 @@ from tests.integration.conftest import Team, insert_jobs
 MAX_PENDING_MB = 2  # the stack's GATEWAY_MAX_PENDING_BYTES
 
 
-async def test_a_client_stalled_mid_snapshot_is_bounded_then_caught_up_from_history(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_a_client_stalled_mid_snapshot_is_bounded_then_caught_up_from_history(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     ids = await insert_jobs(pool, team, 30_000)  # a snapshot of about 9 MB: more than the kernel holds
     channel = f"trajectory:{team.trajectory_id}"
     node = stack.nodes[0]
@@ -30,14 +32,23 @@ async def test_a_client_stalled_mid_snapshot_is_bounded_then_caught_up_from_hist
         before = rss_kb([node.proc.pid])
         grown = 0
         for i in range(50):  # live changes on the channel while it waits: about 5 MB a second
-            await pool.execute("update jobs set status = $2 where id = any($1::bigint[])", ids[:1000], ("running", "queued")[i % 2])
+            await pool.execute(
+                "update jobs set status = $2 where id = any($1::bigint[])", ids[:1000], ("running", "queued")[i % 2]
+            )
             await asyncio.sleep(0.2)
             grown = max(grown, rss_kb([node.proc.pid]) - before)
         assert grown < (2 * MAX_PENDING_MB + 16) * 1024, f"node RSS grew {grown / 1024:.0f} MiB"
         f.wake()  # it reads the rest of its snapshot, then what was dropped meanwhile from history, then live
-        jobs = {r["id"]: (r["status"], r["version"]) for r in await pool.fetch(
-            "select id, status, version from jobs where trajectory_id = $1 and removed_at is null", team.trajectory_id)}  # fmt: skip
-        await f.wait_for(lambda f: {i: (j["status"], j["version"]) for i, j in f.listed(channel).items()} == jobs, timeout=60)
+        jobs = {
+            r["id"]: (r["status"], r["version"])
+            for r in await pool.fetch(
+                "select id, status, version from jobs where trajectory_id = $1 and removed_at is null",
+                team.trajectory_id,
+            )
+        }
+        await f.wait_for(
+            lambda f: {i: (j["status"], j["version"]) for i, j in f.listed(channel).items()} == jobs, timeout=60
+        )
         assert f.channels[channel].resyncs == 0 and f.problems == []
     finally:
         await f.__aexit__()

@@ -73,10 +73,13 @@ async def test_concurrent_writers_converge_with_exact_counts(stack: Stack, pool:
             counts[status] += 1
 
         def converged(f: Follower) -> bool:
-            return all(
-                {i: (j["status"], j["version"]) for i, j in f.listed(ch).items()} == expected
-                for ch in (trajectory(team), f"team-jobs:{team.id}")
-            ) and f.channels[f"team:{team.id}"].counts == counts
+            return (
+                all(
+                    {i: (j["status"], j["version"]) for i, j in f.listed(ch).items()} == expected
+                    for ch in (trajectory(team), f"team-jobs:{team.id}")
+                )
+                and f.channels[f"team:{team.id}"].counts == counts
+            )
 
         for f in (a, b):
             await f.wait_for(converged, timeout=20)
@@ -112,15 +115,25 @@ async def test_light_team_channel_is_rate_limited(stack: Stack, pool: asyncpg.Po
         assert len(summaries) <= 4 * elapsed + 2, (len(summaries), elapsed)
 
 
-async def test_foreign_team_is_refused_and_connection_keeps_serving(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_foreign_team_is_refused_and_connection_keeps_serving(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     other = await make_team(pool, stack.secret)
     async with Follower(stack.nodes[0].ws, team.token) as f:
-        for channel in (f"team:{other.id}", f"team-jobs:{other.id}", f"trajectory:{other.trajectory_id}", "trajectory:999999999"):
+        for channel in (
+            f"team:{other.id}",
+            f"team-jobs:{other.id}",
+            f"trajectory:{other.trajectory_id}",
+            "trajectory:999999999",
+        ):
             await f.subscribe(channel)
         await f.wait_for(lambda f: len(f.errors) == 4)
         assert {e["code"] for e in f.errors} == {"forbidden"}
         assert {e["channel"] for e in f.errors} == {
-            f"team:{other.id}", f"team-jobs:{other.id}", f"trajectory:{other.trajectory_id}", "trajectory:999999999"
+            f"team:{other.id}",
+            f"team-jobs:{other.id}",
+            f"trajectory:{other.trajectory_id}",
+            "trajectory:999999999",
         }
         await insert_jobs(pool, other, 3)  # the other team's work never shows up here
         (mine,) = await insert_jobs(pool, team, 1)
@@ -129,14 +142,20 @@ async def test_foreign_team_is_refused_and_connection_keeps_serving(stack: Stack
         assert all(m.get("channel") != f"trajectory:{other.trajectory_id}" or m["type"] == "error" for m in f.messages)
 
 
-async def test_a_member_removed_from_the_team_loses_live_subscriptions_on_every_node(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_a_member_removed_from_the_team_loses_live_subscriptions_on_every_node(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     from gateway.web.auth import issue_token
 
     leaver = await pool.fetchval("insert into users (name) values ('Leaver') returning id")
     await pool.execute("insert into memberships values ($1, $2)", team.id, leaver)
     token = issue_token(stack.secret, leaver, 3600)
     channels = (f"team:{team.id}", f"team-jobs:{team.id}", trajectory(team))
-    async with Follower(stack.nodes[0].ws, token) as a, Follower(stack.nodes[1].ws, token) as b, Follower(stack.nodes[0].ws, team.token) as stays:
+    async with (
+        Follower(stack.nodes[0].ws, token) as a,
+        Follower(stack.nodes[1].ws, token) as b,
+        Follower(stack.nodes[0].ws, team.token) as stays,
+    ):
         for f in (a, b, stays):
             for channel in channels:
                 await f.subscribe(channel)

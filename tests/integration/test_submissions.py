@@ -35,13 +35,17 @@ def rows(f: Follower, team: Team) -> dict[int, dict[str, Any]]:
 
 async def act(stack: Stack, team: Team, **body: Any) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
-        response = await client.post("/api/submissions/actions", json=body, headers={"Authorization": f"Bearer {team.token}"})
+        response = await client.post(
+            "/api/submissions/actions", json=body, headers={"Authorization": f"Bearer {team.token}"}
+        )
         assert response.status_code == 200, response.text
         return response.json()
 
 
 async def tasks(cluster: SimCluster, team: Team, n: int, kind: str = "preprocess") -> tuple[list[int], int]:
-    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": kind, "name": kind, "frame": i} for i in range(n)])
+    ids = await cluster.submit(
+        [{"trajectory_id": team.trajectory_id, "kind": kind, "name": kind, "frame": i} for i in range(n)]
+    )
     return ids, 0
 
 
@@ -49,7 +53,9 @@ async def submission_of(pool: asyncpg.Pool, job_id: int) -> int:
     return await pool.fetchval("select submission_id from jobs where id = $1", job_id)
 
 
-async def test_a_plain_insert_gets_a_derived_submission_streamed_live(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_a_plain_insert_gets_a_derived_submission_streamed_live(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     async with Follower(stack.nodes[0].ws, team.token) as f:
         await f.subscribe(f"team:{team.id}")
         ids = await insert_jobs(pool, team, 3)
@@ -72,23 +78,37 @@ async def test_hold_then_unhold(stack: Stack, pool: asyncpg.Pool, team: Team, cl
     ids, _ = await tasks(cluster, team, 4)
     sid = await submission_of(pool, ids[0])
     assert (await act(stack, team, action="hold", submissions=[sid]))["message"] == "Held 4 task(s)"
-    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {"holding"}
+    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {
+        "holding"
+    }
     assert await pool.fetchval("select held from submissions where id = $1", sid) is True
     assert (await act(stack, team, action="unhold", submissions=[sid]))["message"] == "Released 4 task(s)"
-    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {"queued"}
+    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {
+        "queued"
+    }
 
 
-async def test_kill_fails_every_task_with_a_clear_error(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_kill_fails_every_task_with_a_clear_error(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     ids, _ = await tasks(cluster, team, 3)
     sid = await submission_of(pool, ids[0])
     assert (await act(stack, team, action="kill", submissions=[sid]))["message"] == "Killed 3 task(s)"
-    assert {(r["status"], r["error"]) for r in await pool.fetch("select status, error from jobs where submission_id = $1", sid)} == {("failed", "Killed by a user")}
+    assert {
+        (r["status"], r["error"])
+        for r in await pool.fetch("select status, error from jobs where submission_id = $1", sid)
+    } == {("failed", "Killed by a user")}
     again = await act(stack, team, action="retry_failed", submissions=[sid])
     assert again["message"] == "Queued 3 failed task(s) for retry"
-    assert {(r["status"], r["attempts"]) for r in await pool.fetch("select status, attempts from jobs where submission_id = $1", sid)} == {("retrying", 2)}
+    assert {
+        (r["status"], r["attempts"])
+        for r in await pool.fetch("select status, attempts from jobs where submission_id = $1", sid)
+    } == {("retrying", 2)}
 
 
-async def test_retry_preempted_takes_only_preempted_tasks(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_retry_preempted_takes_only_preempted_tasks(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     ids, _ = await tasks(cluster, team, 3)
     sid = await submission_of(pool, ids[0])
     await pool.execute("update jobs set status = 'preempted' where id = $1", ids[0])
@@ -101,21 +121,29 @@ async def test_retry_preempted_takes_only_preempted_tasks(stack: Stack, pool: as
     assert await pool.fetchval("select status from jobs where id = $1", ids[0]) == "retrying"
 
 
-async def test_actions_on_several_submissions_and_on_tasks(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_actions_on_several_submissions_and_on_tasks(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     uploads, _ = await tasks(cluster, team, 2)
     analyses, _ = await tasks(cluster, team, 2, kind="analysis")
     a, b = await submission_of(pool, uploads[0]), await submission_of(pool, analyses[0])
     assert a != b
     assert (await act(stack, team, action="hold", submissions=[a, b]))["message"] == "Held 4 task(s)"
     assert (await act(stack, team, action="unhold", tasks=[uploads[0]]))["message"] == "Released 1 task(s)"
-    assert (await act(stack, team, action="reviewed", submissions=[a, b]))["message"] == "Marked 2 submission(s) reviewed"
-    edited = await act(stack, team, action="instance_type", submissions=[b], instance_type="gpu-large", cores=32, memory_gb=128)
+    assert (await act(stack, team, action="reviewed", submissions=[a, b]))[
+        "message"
+    ] == "Marked 2 submission(s) reviewed"
+    edited = await act(
+        stack, team, action="instance_type", submissions=[b], instance_type="gpu-large", cores=32, memory_gb=128
+    )
     assert edited["message"] == "Instance type set to gpu-large on 1 submission(s)"
     row = await pool.fetchrow("select instance_type, cores, memory_gb, reviewed from submissions where id = $1", b)
     assert tuple(row) == ("gpu-large", 32, 128, True)
 
 
-async def test_a_priority_change_reorders_what_the_cluster_runs_next(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_a_priority_change_reorders_what_the_cluster_runs_next(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     uploads, _ = await tasks(cluster, team, 3)
     analyses, _ = await tasks(cluster, team, 3, kind="analysis")
     assert cluster.queued_order()[:3] == uploads  # first come, first served
@@ -126,12 +154,16 @@ async def test_a_priority_change_reorders_what_the_cluster_runs_next(stack: Stac
     assert await pool.fetchval("select priority from submissions where id = $1", sid) == 10
 
 
-async def test_retry_sync_restarts_a_failed_sync(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_retry_sync_restarts_a_failed_sync(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     ids, _ = await tasks(cluster, team, 1)
     sid = await submission_of(pool, ids[0])
     await pool.execute("update submissions set staging = 'sync_failed' where id = $1", sid)
     cluster.sync_failed[sid] = asyncio.Event()  # this cluster's sync of it failed: it is the one to confirm
-    assert (await act(stack, team, action="retry_sync", submissions=[sid]))["message"] == "Retrying sync of 1 submission(s)"
+    assert (await act(stack, team, action="retry_sync", submissions=[sid]))[
+        "message"
+    ] == "Retrying sync of 1 submission(s)"
     assert await pool.fetchval("select staging from submissions where id = $1", sid) == "syncing"
 
 
@@ -142,8 +174,11 @@ async def test_another_teams_submissions_are_refused(stack: Stack, pool: asyncpg
     (job_id,) = await insert_jobs(pool, other, 1)
     sid = await submission_of(pool, job_id)
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-        response = await client.post("/api/submissions/actions", json={"action": "kill", "submissions": [sid]},
-                                     headers={"Authorization": f"Bearer {team.token}"})
+        response = await client.post(
+            "/api/submissions/actions",
+            json={"action": "kill", "submissions": [sid]},
+            headers={"Authorization": f"Bearer {team.token}"},
+        )
     assert response.status_code == 403
     assert await pool.fetchval("select status from jobs where id = $1", job_id) == "queued"
 
@@ -152,22 +187,36 @@ async def silent_cluster(stack: Stack, pool: asyncpg.Pool, team: Team) -> SimClu
     """A second cluster of the team, gpu-2, that acts but never confirms."""
     from tests.integration.test_actions import add_cluster
 
-    c = SimCluster(stack.nodes[0].http, stack.redis_url, await add_cluster(pool, team, "gpu-2"), workers=0, report_metrics=False,
-                   confirm=False)
+    c = SimCluster(
+        stack.nodes[0].http,
+        stack.redis_url,
+        await add_cluster(pool, team, "gpu-2"),
+        workers=0,
+        report_metrics=False,
+        confirm=False,
+    )
     await c.start()
     return c
 
 
 async def act_raw(stack: Stack, team: Team, **body: Any) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-        return await client.post("/api/submissions/actions", json=body, headers={"Authorization": f"Bearer {team.token}"})
+        return await client.post(
+            "/api/submissions/actions", json=body, headers={"Authorization": f"Bearer {team.token}"}
+        )
 
 
-async def test_every_task_action_names_a_silent_cluster_and_is_no_success(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_every_task_action_names_a_silent_cluster_and_is_no_success(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     gpu2 = await silent_cluster(stack, pool, team)
     try:
-        mine = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": i} for i in range(2)])
-        theirs = await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": i} for i in range(2)])
+        mine = await cluster.submit(
+            [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": i} for i in range(2)]
+        )
+        theirs = await gpu2.submit(
+            [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": i} for i in range(2)]
+        )
         tasks = mine + theirs
         for action, before, toast in (
             ("hold", "queued", "Held 2 of 4 task(s)"),
@@ -182,14 +231,22 @@ async def test_every_task_action_names_a_silent_cluster_and_is_no_success(stack:
                 for i in ids:
                     c.jobs[i].status = before
             result = await act(stack, team, action=action, tasks=tasks)
-            assert result == {"message": f"{toast}; cluster gpu-2 did not confirm", "acted": 2, "unconfirmed": ["gpu-2"],
-                              "level": "warning"}, action
-            assert {r["status"] for r in await pool.fetch("select status from jobs where id = any($1::bigint[])", theirs)} == {before}
+            assert result == {
+                "message": f"{toast}; cluster gpu-2 did not confirm",
+                "acted": 2,
+                "unconfirmed": ["gpu-2"],
+                "level": "warning",
+            }, action
+            assert {
+                r["status"] for r in await pool.fetch("select status from jobs where id = any($1::bigint[])", theirs)
+            } == {before}
     finally:
         await gpu2.stop()
 
 
-async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_when_silent(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_when_silent(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     gpu2 = await silent_cluster(stack, pool, team)
     try:
         theirs = [await gpu2.create_submission(title=f"Upload {i}", staging="sync_failed") for i in range(3)]
@@ -197,8 +254,12 @@ async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_
         waiting = {sid: gpu2.sync_failed.setdefault(sid, asyncio.Event()) for sid in theirs}
         cluster.sync_failed[mine] = asyncio.Event()
         result = await act(stack, team, action="retry_sync", submissions=[*theirs, mine])
-        assert result == {"message": "Retrying sync of 1 of 4 submission(s); cluster gpu-2 did not confirm", "acted": 1,
-                          "unconfirmed": ["gpu-2"], "level": "warning"}
+        assert result == {
+            "message": "Retrying sync of 1 of 4 submission(s); cluster gpu-2 did not confirm",
+            "acted": 1,
+            "unconfirmed": ["gpu-2"],
+            "level": "warning",
+        }
         assert all(event.is_set() for event in waiting.values())  # it did resume them: it only never said so
         assert await pool.fetchval("select staging from submissions where id = $1", mine) == "syncing"
         cluster.sync_failed.clear()
@@ -216,12 +277,20 @@ async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_
 async def test_edits_name_a_silent_cluster(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
     gpu2 = await silent_cluster(stack, pool, team)
     try:
-        (task,) = await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 0}])
+        (task,) = await gpu2.submit(
+            [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 0}]
+        )
         sid = await submission_of(pool, task)
         result = await act(stack, team, action="priority", submissions=[sid], priority=5)
-        assert (result["message"], result["level"]) == ("Priority set to 5 on 1 submission(s); cluster gpu-2 did not confirm", "warning")
+        assert (result["message"], result["level"]) == (
+            "Priority set to 5 on 1 submission(s); cluster gpu-2 did not confirm",
+            "warning",
+        )
         result = await act(stack, team, action="instance_type", submissions=[sid], instance_type="highmem")
-        assert (result["message"], result["level"]) == ("Instance type set to highmem on 1 submission(s); cluster gpu-2 did not confirm", "warning")
+        assert (result["message"], result["level"]) == (
+            "Instance type set to highmem on 1 submission(s); cluster gpu-2 did not confirm",
+            "warning",
+        )
     finally:
         await gpu2.stop()
 
@@ -230,7 +299,11 @@ async def test_reviewed_toggles(stack: Stack, pool: asyncpg.Pool, team: Team, cl
     ids, _ = await tasks(cluster, team, 1)
     sid = await submission_of(pool, ids[0])
     assert await act(stack, team, action="reviewed", submissions=[sid]) == {
-        "message": "Marked 1 submission(s) reviewed", "acted": 1, "unconfirmed": [], "level": "success"}
+        "message": "Marked 1 submission(s) reviewed",
+        "acted": 1,
+        "unconfirmed": [],
+        "level": "success",
+    }
     again = await act(stack, team, action="reviewed", submissions=[sid])
     assert (again["message"], again["level"]) == ("Already marked reviewed", "info")
     undone = await act(stack, team, action="reviewed", submissions=[sid], reviewed=False)
@@ -238,20 +311,31 @@ async def test_reviewed_toggles(stack: Stack, pool: asyncpg.Pool, team: Team, cl
     assert await pool.fetchval("select reviewed from submissions where id = $1", sid) is False
 
 
-async def test_instance_types_are_the_clusters_and_others_are_refused(stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster) -> None:
+async def test_instance_types_are_the_clusters_and_others_are_refused(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
     sid = await cluster.create_submission(title="Render", instance_type="standard")
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-        offered = await client.get(f"/api/submissions/instance-types?submission={sid}", headers={"Authorization": f"Bearer {team.token}"})
+        offered = await client.get(
+            f"/api/submissions/instance-types?submission={sid}", headers={"Authorization": f"Bearer {team.token}"}
+        )
     assert offered.status_code == 200
     body = offered.json()
     assert body["clusters"] == ["gpu-1"]
     assert {t["name"]: (t["cores"], t["memory_gb"], t["preemptible"]) for t in body["instance_types"]} == {
-        "standard": (4, 16, False), "highmem": (8, 64, False), "highcpu": (32, 64, False), "gpu-large": (32, 128, False),
-        "standard-spot": (4, 16, True), "highcpu-spot": (32, 64, True)}
+        "standard": (4, 16, False),
+        "highmem": (8, 64, False),
+        "highcpu": (32, 64, False),
+        "gpu-large": (32, 128, False),
+        "standard-spot": (4, 16, True),
+        "highcpu-spot": (32, 64, True),
+    }
     refused = await act_raw(stack, team, action="instance_type", submissions=[sid], instance_type="7")
     assert refused.status_code == 422
-    assert refused.json()["message"] == ("instance_type: 7 is not an instance type of cluster gpu-1 (offers: standard, "
-                                         "standard-spot, highmem, highcpu, highcpu-spot, gpu-large)")
+    assert refused.json()["message"] == (
+        "instance_type: 7 is not an instance type of cluster gpu-1 (offers: standard, "
+        "standard-spot, highmem, highcpu, highcpu-spot, gpu-large)"
+    )
     wrong = await act_raw(stack, team, action="instance_type", submissions=[sid], instance_type="highmem", cores=2)
     assert (wrong.status_code, wrong.json()["message"]) == (422, "cores: instance type highmem has 8 cores")
     spot = await act(stack, team, action="instance_type", submissions=[sid], instance_type="highcpu-spot")
@@ -259,4 +343,7 @@ async def test_instance_types_are_the_clusters_and_others_are_refused(stack: Sta
     row = await pool.fetchrow("select instance_type, cores, memory_gb, preemptible from submissions where id = $1", sid)
     assert tuple(row) == ("highcpu-spot", 32, 64, True)  # a preemptible type makes it PREEMPTIBLE
     missing = await act_raw(stack, team, action="priority", submissions=[sid])
-    assert (missing.status_code, missing.json()["message"]) == (422, "priority: a whole number from -1000 to 1000 is required")
+    assert (missing.status_code, missing.json()["message"]) == (
+        422,
+        "priority: a whole number from -1000 to 1000 is required",
+    )

@@ -23,7 +23,10 @@ TAIL = [sys.executable, "-m", "gateway.cli", "tail"]
 
 def tail_env(stack: Stack, token: str, url: str | None = None) -> dict[str, str]:
     return {
-        **os.environ, "GATEWAY_URL": url or stack.nodes[0].http, "GATEWAY_TOKEN": token, "GATEWAY_SECRET": stack.secret,
+        **os.environ,
+        "GATEWAY_URL": url or stack.nodes[0].http,
+        "GATEWAY_TOKEN": token,
+        "GATEWAY_SECRET": stack.secret,
         "GATEWAY_LOG_LEVEL": "INFO",  # the renewal test reads the client's log
     }
 
@@ -112,7 +115,12 @@ async def test_gateway_tail_gives_up_after_its_attempts(stack: Stack, team: Team
 async def test_gateway_tail_into_head_exits_quietly(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     script = f"set -o pipefail; {shlex.join([*TAIL, '--team', str(team.id)])} | head -n 3"
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", script, env=tail_env(stack, team.token), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        "bash",
+        "-c",
+        script,
+        env=tail_env(stack, team.token),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     done = asyncio.create_task(proc.communicate())
     deadline = asyncio.get_running_loop().time() + DEADLINE
@@ -128,7 +136,12 @@ async def test_gateway_tail_into_head_exits_quietly(stack: Stack, pool: asyncpg.
 async def test_gateway_tail_into_head_exits_while_the_feed_is_quiet(stack: Stack, team: Team) -> None:
     script = f"set -o pipefail; {shlex.join([*TAIL, '--team', str(team.id)])} | head -n 1"
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", script, env=tail_env(stack, team.token), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        "bash",
+        "-c",
+        script,
+        env=tail_env(stack, team.token),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)  # only the snapshot: nothing more to write
     assert proc.returncode == 0 and json.loads(out)["type"] == "snapshot"

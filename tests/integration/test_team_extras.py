@@ -36,7 +36,12 @@ async def test_presence_counts_each_user_once_across_nodes_and_drops_a_dead_node
     second_token = issue_token(stack.secret, second, 3600)
     channel = f"team:{team.id}"
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+    }
     doomed = spawn("node-doomed", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("doomed"), port)
     try:
         await asyncio.to_thread(wait_http, doomed)
@@ -59,7 +64,9 @@ async def test_presence_counts_each_user_once_across_nodes_and_drops_a_dead_node
             assert asyncio.get_running_loop().time() - started < 11
 
             async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
-                members = (await client.get(f"/api/teams/{team.id}/members", headers={"Authorization": f"Bearer {team.token}"})).json()
+                members = (
+                    await client.get(f"/api/teams/{team.id}/members", headers={"Authorization": f"Bearer {team.token}"})
+                ).json()
             assert members["online"] == 1
             me = await pool.fetchval("select name from users where id = $1", team.user_id)
             assert {m["name"]: m["online"] for m in members["members"]} == {"Linus": False, "Rosalind": False, me: True}
@@ -68,7 +75,9 @@ async def test_presence_counts_each_user_once_across_nodes_and_drops_a_dead_node
         doomed.stop()
 
 
-async def test_cluster_metrics_average_live_clusters_and_leave_stale_ones_out(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_cluster_metrics_average_live_clusters_and_leave_stale_ones_out(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     other_id = await pool.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-2') returning id", team.id)
     other_key, key_hash = new_cluster_key(other_id)
     await pool.execute("update clusters set key_hash = $2 where id = $1", other_id, key_hash)
@@ -76,13 +85,20 @@ async def test_cluster_metrics_average_live_clusters_and_leave_stale_ones_out(st
 
     async def report(key: str, cpu: float) -> None:
         async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-            response = await client.post("/api/ingest/metrics", json={"cpu": cpu, "memory": 50, "disk": 40, "network": 12.5},
-                                         headers={"Authorization": f"Bearer {key}"})
+            response = await client.post(
+                "/api/ingest/metrics",
+                json={"cpu": cpu, "memory": 50, "disk": 40, "network": 12.5},
+                headers={"Authorization": f"Bearer {key}"},
+            )
             assert response.status_code == 204
 
     def stats(f: Follower) -> dict | None:  # type: ignore[type-arg]
         """What the team view shows: the snapshot's figures, then each update's."""
-        updates = [m["clusters"] for m in f.messages if m["type"] == "clusters" or (m["type"] == "snapshot" and m.get("clusters"))]
+        updates = [
+            m["clusters"]
+            for m in f.messages
+            if m["type"] == "clusters" or (m["type"] == "snapshot" and m.get("clusters"))
+        ]
         return updates[-1] if updates else None
 
     async with Follower(stack.nodes[1].ws, team.token) as f:
@@ -103,8 +119,12 @@ async def test_cluster_metrics_average_live_clusters_and_leave_stale_ones_out(st
 
 
 async def test_bad_metrics_are_refused(stack: Stack, team: Team) -> None:
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {team.cluster_key}"}) as client:
-        assert (await client.post("/api/ingest/metrics", json={"cpu": 120, "memory": 1, "disk": 1, "network": 1})).status_code == 422
+    async with httpx.AsyncClient(
+        base_url=stack.nodes[0].http, headers={"Authorization": f"Bearer {team.cluster_key}"}
+    ) as client:
+        assert (
+            await client.post("/api/ingest/metrics", json={"cpu": 120, "memory": 1, "disk": 1, "network": 1})
+        ).status_code == 422
         assert (await client.post("/api/ingest/metrics", json={"cpu": 1})).status_code == 422
 
 
@@ -120,8 +140,11 @@ async def test_single_user_and_local_deployments_send_neither(stack: Stack, pool
         await off.add(team.id, team.user_id)  # a single-user node marks nobody
         assert await redis.zcard(f"gw:presence:{team.id}") == 0
         async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-            await client.post("/api/ingest/metrics", json={"cpu": 1, "memory": 1, "disk": 1, "network": 1},
-                              headers={"Authorization": f"Bearer {team.cluster_key}"})
+            await client.post(
+                "/api/ingest/metrics",
+                json={"cpu": 1, "memory": 1, "disk": 1, "network": 1},
+                headers={"Authorization": f"Bearer {team.cluster_key}"},
+            )
         on = PresenceBoard(redis)
         await on.add(team.id, team.user_id)
         async with pool.acquire() as conn:

@@ -27,7 +27,9 @@ async def refused(url: str, **kwargs: object) -> InvalidStatus:
 
 
 async def test_bad_origin_is_refused_at_handshake(stack: Stack, team: Team) -> None:
-    error = await refused(stack.nodes[0].ws, origin="https://evil.example", additional_headers={"Authorization": f"Bearer {team.token}"})
+    error = await refused(
+        stack.nodes[0].ws, origin="https://evil.example", additional_headers={"Authorization": f"Bearer {team.token}"}
+    )
     assert error.response.status_code == 403
     assert json.loads(error.response.body)["error"] == "origin_not_allowed"
 
@@ -73,11 +75,19 @@ async def test_token_in_query_string_works_and_never_reaches_the_logs(stack: Sta
     assert "token=[redacted]" in stack.nodes[1].output()
 
 
-async def test_bad_frames_get_clear_errors_and_the_connection_keeps_serving(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+async def test_bad_frames_get_clear_errors_and_the_connection_keeps_serving(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
     async with Follower(stack.nodes[0].ws, team.token) as f:
-        for frame in ('{"type": "subscribe"', '{"type": "explode"}', '{"type": "subscribe", "channel": "team:1", "extra": 1}',
-                      "[1, 2, 3]", b"\x00\x01binary", '{"type": "subscribe", "channel": "teams:1"}',
-                      '{"type": "subscribe", "channel": "team:abc"}'):
+        for frame in (
+            '{"type": "subscribe"',
+            '{"type": "explode"}',
+            '{"type": "subscribe", "channel": "team:1", "extra": 1}',
+            "[1, 2, 3]",
+            b"\x00\x01binary",
+            '{"type": "subscribe", "channel": "teams:1"}',
+            '{"type": "subscribe", "channel": "team:abc"}',
+        ):
             await f.send_raw(frame)
         await f.wait_for(lambda f: len(f.errors) == 7)
         codes = [e["code"] for e in f.errors]
@@ -91,7 +101,9 @@ async def test_bad_frames_get_clear_errors_and_the_connection_keeps_serving(stac
 
 
 async def test_oversize_message_closes_with_1009(stack: Stack, team: Team) -> None:
-    async with websockets.connect(stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {team.token}"}) as ws:
+    async with websockets.connect(
+        stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {team.token}"}
+    ) as ws:
         await ws.send(json.dumps({"type": "ping", "id": "x" * (128 << 10)}))
         with pytest.raises(ConnectionClosed) as info:
             await asyncio.wait_for(ws.recv(), 5)
@@ -127,7 +139,9 @@ async def test_slow_consumer_is_bounded_and_does_not_delay_others(stack: Stack, 
     sock.setblocking(False)
     # Uncompressed: deflated, these deltas (their error a run of one letter) are so small that the kernel's
     # buffers would hold them all and the node's bound would never be reached.
-    slow = await websockets.connect(stack.nodes[0].ws, sock=sock, additional_headers=headers, max_queue=1, compression=None)
+    slow = await websockets.connect(
+        stack.nodes[0].ws, sock=sock, additional_headers=headers, max_queue=1, compression=None
+    )
     slow.transport.pause_reading()
     await slow.send(json.dumps({"type": "subscribe", "channel": channel}))
     try:
@@ -136,8 +150,13 @@ async def test_slow_consumer_is_bounded_and_does_not_delay_others(stack: Stack, 
             await fast.wait_for(lambda f: len(f.listed(channel)) == 400)
             for round_ in range(12):  # 12 x 400 job deltas of ~2 KB: far past the 2 MiB bound
                 status = "running" if round_ % 2 == 0 else "queued"
-                await pool.execute("update jobs set status = $2, error = repeat('x', 2000) where id = any($1::bigint[])", ids, status)
-                await fast.wait_for(lambda f: all(j["status"] == status for j in f.listed(channel).values()), timeout=10)
+                await pool.execute(
+                    "update jobs set status = $2, error = repeat('x', 2000) where id = any($1::bigint[])", ids, status
+                )
+                await fast.wait_for(
+                    lambda f: all(j["status"] == status for j in f.listed(channel).values()),  # noqa: B023
+                    timeout=10,
+                )
             assert fast.problems == []
         async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
             metrics = (await client.get("/metrics")).text
@@ -145,7 +164,10 @@ async def test_slow_consumer_is_bounded_and_does_not_delay_others(stack: Stack, 
     finally:
         slow.transport.resume_reading()
     # The slow one, reading again, gets everything it missed in order (the channel's history), and no resync.
-    final = {r["id"]: (r["version"], r["status"]) for r in await pool.fetch("select id, version, status from jobs where id = any($1::bigint[])", ids)}
+    final = {
+        r["id"]: (r["version"], r["status"])
+        for r in await pool.fetch("select id, version, status from jobs where id = any($1::bigint[])", ids)
+    }
     jobs: dict[int, tuple[int, str]] = {}
     kinds: list[str] = []
     seqs: list[int] = []
@@ -161,7 +183,9 @@ async def test_slow_consumer_is_bounded_and_does_not_delay_others(stack: Stack, 
     finally:
         await slow.close()
     first_batch = kinds.index("batch")
-    assert "resync" not in kinds and set(kinds[:first_batch]) == {"snapshot"} and "snapshot" not in kinds[first_batch:], kinds[:20]
+    assert (
+        "resync" not in kinds and set(kinds[:first_batch]) == {"snapshot"} and "snapshot" not in kinds[first_batch:]
+    ), kinds[:20]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs  # contiguous: nothing lost on the way
 
 
@@ -173,7 +197,9 @@ async def test_big_trajectory_snapshot_is_paged_and_never_trips_the_slow_consume
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, timestep, error)"
         " select $1, $2, $3, 'analysis', 'Polyhedral Template Matching', f, f * 0.5, case when f % 7 = 0 then repeat('e', 300) end"
         " from generate_series(0, 39999) f",
-        team.id, team.trajectory_id, team.cluster_id,
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
     )
     async with Follower(stack.nodes[1].ws, team.token) as f:
         await f.subscribe(channel)

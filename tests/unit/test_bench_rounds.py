@@ -7,17 +7,24 @@ from bench.scenarios import median_round
 
 
 def _round(cpu: float, correct: bool = True, lost: int = 0, **more: object) -> Outcome:
-    return Outcome({"cpu_us_per_frame": cpu, "p99_ms": cpu * 2, "correct": correct, "lost": lost, "stale": 0, **more}, [(cpu, 1.0)])
+    return Outcome(
+        {"cpu_us_per_frame": cpu, "p99_ms": cpu * 2, "correct": correct, "lost": lost, "stale": 0, **more}, [(cpu, 1.0)]
+    )
 
 
 def test_the_median_round_is_reported_whole_with_every_rounds_figure() -> None:
     chosen = median_round([_round(9.0), _round(7.0), _round(12.0)], "cpu_us_per_frame")
-    assert chosen.figures["cpu_us_per_frame"] == 9.0 and chosen.figures["p99_ms"] == 18.0 and chosen.curve == [(9.0, 1.0)]
+    assert (
+        chosen.figures["cpu_us_per_frame"] == 9.0 and chosen.figures["p99_ms"] == 18.0 and chosen.curve == [(9.0, 1.0)]
+    )
     assert chosen.figures["cpu_us_per_frame_rounds"] == [9.0, 7.0, 12.0]
 
 
 def test_a_wrong_round_makes_the_system_wrong_and_saturation_comes_from_the_last_round() -> None:
-    chosen = median_round([_round(8.0), _round(7.0, correct=False, lost=3), _round(9.0, saturation_deliveries_per_s=5)], "cpu_us_per_frame")
+    chosen = median_round(
+        [_round(8.0), _round(7.0, correct=False, lost=3), _round(9.0, saturation_deliveries_per_s=5)],
+        "cpu_us_per_frame",
+    )
     assert chosen.figures["cpu_us_per_frame"] == 8.0
     assert chosen.figures["correct"] is False and chosen.figures["lost"] == 3
     assert chosen.figures["saturation_deliveries_per_s"] == 5

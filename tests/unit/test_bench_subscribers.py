@@ -7,6 +7,7 @@ import json
 import math
 import time
 import zlib
+from datetime import UTC
 
 import pytest
 
@@ -111,8 +112,10 @@ def opened(headers: tuple[str, ...] = ()) -> tuple[WSClient, FakeTransport, Reco
     request = bytes(transport.written)
     key = request.split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
     transport.written.clear()
-    proto.data_received(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                        b"Sec-WebSocket-Accept: " + accept_key(key) + b"\r\n\r\n")
+    proto.data_received(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + accept_key(key) + b"\r\n\r\n"
+    )
     assert rec.events == [("open",)]
     return proto, transport, rec
 
@@ -152,7 +155,7 @@ def test_503_refusal_reads_the_body_and_its_retry_delay() -> None:
     proto.data_received(head + body[:10])
     assert rec.events == []  # the body is not complete yet
     proto.data_received(body[10:])
-    (kind, status, headers, got), = rec.events
+    ((kind, status, headers, got),) = rec.events
     assert (kind, status, got) == ("refused", 503, body) and transport.closed
     assert retry_delay(status, headers, got) == 0.75
     assert 0.5 <= retry_delay(503, {"retry-after": "1"}, b"") <= 1.5  # type: ignore[operator]
@@ -163,7 +166,7 @@ def test_refusal_without_content_length_ends_with_the_connection() -> None:
     rec = Recorder()
     proto = WSClient(rec, request_head("h", 1, "/ws"))
     proto.connection_made(FakeTransport())  # type: ignore[arg-type]
-    proto.data_received(b"HTTP/1.1 429 Too Many Requests\r\n\r\n{\"error\":")
+    proto.data_received(b'HTTP/1.1 429 Too Many Requests\r\n\r\n{"error":')
     proto.data_received(b'"too_many_connections"}')
     proto.connection_lost(None)
     assert rec.events == [("refused", 429, {}, b'{"error":"too_many_connections"}')]
@@ -186,8 +189,13 @@ def test_frames_in_the_same_packet_as_the_101() -> None:
     transport = FakeTransport()
     proto.connection_made(transport)  # type: ignore[arg-type]
     key = bytes(transport.written).split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
-    proto.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: " + accept_key(key) + b"\r\n\r\n"
-                        + server_frame(OP_TEXT, b"hello") + server_frame(OP_BINARY, b"\x00\x01"))
+    proto.data_received(
+        b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: "
+        + accept_key(key)
+        + b"\r\n\r\n"
+        + server_frame(OP_TEXT, b"hello")
+        + server_frame(OP_BINARY, b"\x00\x01")
+    )
     assert rec.messages == [(OP_TEXT, b"hello"), (OP_BINARY, b"\x00\x01")]
 
 
@@ -199,8 +207,13 @@ def deflating(extensions: bytes) -> tuple[WSClient, FakeTransport, Recorder]:
     proto.connection_made(transport)  # type: ignore[arg-type]
     assert b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" in transport.written
     key = bytes(transport.written).split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
-    proto.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: " + accept_key(key)
-                        + b"\r\nSec-WebSocket-Extensions: " + extensions + b"\r\n\r\n")
+    proto.data_received(
+        b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: "
+        + accept_key(key)
+        + b"\r\nSec-WebSocket-Extensions: "
+        + extensions
+        + b"\r\n\r\n"
+    )
     return proto, transport, rec
 
 
@@ -228,7 +241,9 @@ def test_compressed_messages_are_inflated_each_alone_without_context_takeover() 
 def test_compressed_messages_keep_one_context_when_the_server_takes_it_over() -> None:
     proto, _, rec = deflating(b"permessage-deflate")  # Node ws's default: the server's context carries over
     compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
-    proto.data_received(compressed_frame(OP_TEXT, b"hello " * 50, compressor) + compressed_frame(OP_TEXT, b"hello " * 50, compressor))
+    proto.data_received(
+        compressed_frame(OP_TEXT, b"hello " * 50, compressor) + compressed_frame(OP_TEXT, b"hello " * 50, compressor)
+    )
     assert rec.messages == [(OP_TEXT, b"hello " * 50)] * 2
 
 
@@ -258,8 +273,12 @@ def test_a_frame_split_across_reads() -> None:
 
 def test_fragmented_message_with_a_ping_in_between() -> None:
     proto, transport, rec = opened()
-    data = (server_frame(OP_TEXT, b'{"a":', fin=False) + server_frame(0x0, b"1,", fin=False)
-            + server_frame(OP_PING, b"hb") + server_frame(0x0, b'"b":2}', fin=True))
+    data = (
+        server_frame(OP_TEXT, b'{"a":', fin=False)
+        + server_frame(0x0, b"1,", fin=False)
+        + server_frame(OP_PING, b"hb")
+        + server_frame(0x0, b'"b":2}', fin=True)
+    )
     proto.data_received(data[:9])
     proto.data_received(data[9:])
     assert rec.messages == [(OP_TEXT, b'{"a":1,"b":2}')]
@@ -277,7 +296,9 @@ def test_ping_is_answered_with_a_masked_pong() -> None:
 
 def test_close_is_answered_and_reported() -> None:
     proto, transport, rec = opened()
-    proto.data_received(server_frame(OP_CLOSE, (4008).to_bytes(2, "big") + b"slow consumer") + server_frame(OP_TEXT, b"late"))
+    proto.data_received(
+        server_frame(OP_CLOSE, (4008).to_bytes(2, "big") + b"slow consumer") + server_frame(OP_TEXT, b"late")
+    )
     assert parse_client_frames(bytes(transport.written)) == [(OP_CLOSE, True, (4008).to_bytes(2, "big"))]
     assert transport.closed and rec.events[-1] == ("closed", 4008) and rec.messages == []
     proto.connection_lost(None)  # no second report
@@ -307,7 +328,10 @@ def test_send_writes_one_masked_frame() -> None:
     proto, transport, _ = opened()
     proto.send(b'{"type":"ping"}')
     proto.send(b"\x01\x02", binary=True)
-    assert parse_client_frames(bytes(transport.written)) == [(OP_TEXT, True, b'{"type":"ping"}'), (OP_BINARY, True, b"\x01\x02")]
+    assert parse_client_frames(bytes(transport.written)) == [
+        (OP_TEXT, True, b'{"type":"ping"}'),
+        (OP_BINARY, True, b"\x01\x02"),
+    ]
 
 
 # -- the gateway dialect
@@ -318,9 +342,20 @@ def iso(ms: float) -> str:
 
 
 def job(id: int, version: int, status: str = "running", updated: float | None = None, removed: bool = False) -> dict:
-    out = {"id": id, "team_id": 1, "trajectory_id": 17, "cluster_id": 1, "kind": "analysis", "name": "RDF",
-           "status": status, "version": version, "attempts": 1, "error": None, "removed_at": None,
-           "updated_at": iso(updated if updated is not None else time.time() * 1000)}
+    out = {
+        "id": id,
+        "team_id": 1,
+        "trajectory_id": 17,
+        "cluster_id": 1,
+        "kind": "analysis",
+        "name": "RDF",
+        "status": status,
+        "version": version,
+        "attempts": 1,
+        "error": None,
+        "removed_at": None,
+        "updated_at": iso(updated if updated is not None else time.time() * 1000),
+    }
     if removed:
         out["removed_at"] = out["updated_at"]
     return out
@@ -344,8 +379,16 @@ def feed(d, message: dict, now: float | None = None) -> None:
 
 
 def snapshot(channel: str, seq: int, page: int, final: bool, jobs: list[dict], cursor: str | None = None) -> dict:
-    return {"type": "snapshot", "channel": channel, "seq": seq, "cursor": cursor or f"1-{seq}", "time": 0,
-            "page": page, "final": final, "jobs": jobs}
+    return {
+        "type": "snapshot",
+        "channel": channel,
+        "seq": seq,
+        "cursor": cursor or f"1-{seq}",
+        "time": 0,
+        "page": page,
+        "final": final,
+        "jobs": jobs,
+    }
 
 
 def batch(channel: str, seq: int, jobs: list[dict]) -> dict:
@@ -354,8 +397,11 @@ def batch(channel: str, seq: int, jobs: list[dict]) -> dict:
 
 def test_gateway_subscribes_then_pings() -> None:
     d, sent, _ = gateway(("trajectory:17", "team:3"))
-    assert sent == [{"type": "subscribe", "channel": "trajectory:17"}, {"type": "subscribe", "channel": "team:3"},
-                    {"type": "ping", "id": 1}]
+    assert sent == [
+        {"type": "subscribe", "channel": "trajectory:17"},
+        {"type": "subscribe", "channel": "team:3"},
+        {"type": "ping", "id": 1},
+    ]
     assert GatewayDialect.target("/", "token=x") == ("/ws", "token=x")
 
 
@@ -389,8 +435,15 @@ def test_gateway_batch_keeps_the_highest_version_and_measures_latency() -> None:
     ch = "trajectory:17"
     feed(d, snapshot(ch, 5, 0, True, [job(1, 2), job(2, 1)]))
     now = time.time() * 1000
-    feed(d, batch(ch, 6, [job(1, 3, "completed", updated=now - 40), job(2, 1, "failed"), job(3, 1, "queued", updated=now - 10)]),
-         now=now)
+    feed(
+        d,
+        batch(
+            ch,
+            6,
+            [job(1, 3, "completed", updated=now - 40), job(2, 1, "failed"), job(3, 1, "queued", updated=now - 10)],
+        ),
+        now=now,
+    )
     assert d.states()[ch] == {1: (3, "completed"), 2: (1, "running"), 3: (1, "queued")}
     assert stats.deltas == 2 and stats.stale == 1
     assert stats.latency.count == 2 and abs(stats.latency.max - 40) < 1.5 and abs(stats.latency.min - 10) < 1.5
@@ -443,8 +496,11 @@ def test_gateway_reconnect_resumes_with_cursor() -> None:
     d.closed()
     sent.clear()
     d.opened(sent)
-    assert sent == [{"type": "subscribe", "channel": "trajectory:17", "cursor": "1-6"},
-                    {"type": "subscribe", "channel": "trajectory:18"}, {"type": "ping", "id": 2}]
+    assert sent == [
+        {"type": "subscribe", "channel": "trajectory:17", "cursor": "1-6"},
+        {"type": "subscribe", "channel": "trajectory:18"},
+        {"type": "ping", "id": 2},
+    ]
     feed(d, {"type": "pong", "time": 1, "id": 1})  # the previous connection's ping
     assert not d.ponged
     feed(d, batch("trajectory:17", 7, [job(1, 3)]))  # the replay continues the seq
@@ -454,21 +510,74 @@ def test_gateway_reconnect_resumes_with_cursor() -> None:
 def test_gateway_team_channel_keeps_counts_and_summary_latency() -> None:
     d, _, stats = gateway(("team:3",))
     counts = {"queued": 1, "retrying": 0, "running": 2, "completed": 3, "failed": 0, "holding": 0, "preempted": 0}
-    feed(d, {"type": "snapshot", "channel": "team:3", "seq": 4, "cursor": "1-4", "time": 0, "page": 0, "final": True,
-             "counts": counts, "trajectories": [], "total_trajectories": 0})
+    feed(
+        d,
+        {
+            "type": "snapshot",
+            "channel": "team:3",
+            "seq": 4,
+            "cursor": "1-4",
+            "time": 0,
+            "page": 0,
+            "final": True,
+            "counts": counts,
+            "trajectories": [],
+            "total_trajectories": 0,
+        },
+    )
     assert d.states() == {"team:3": counts}
     now = time.time() * 1000
     later = {**counts, "running": 1, "completed": 4}
-    feed(d, {"type": "summary", "channel": "team:3", "seq": 5, "cursor": "1-5", "counts": later, "total_trajectories": 2,
-             "trajectories": [{"id": 1, "name": "a", "completed": 1, "total": 2, "status": "running", "counts": later,
-                               "updated_at": iso(now - 300)},
-                              {"id": 2, "name": "b", "completed": 1, "total": 2, "status": "running", "counts": later,
-                               "updated_at": iso(now - 120)}]}, now=now)
+    feed(
+        d,
+        {
+            "type": "summary",
+            "channel": "team:3",
+            "seq": 5,
+            "cursor": "1-5",
+            "counts": later,
+            "total_trajectories": 2,
+            "trajectories": [
+                {
+                    "id": 1,
+                    "name": "a",
+                    "completed": 1,
+                    "total": 2,
+                    "status": "running",
+                    "counts": later,
+                    "updated_at": iso(now - 300),
+                },
+                {
+                    "id": 2,
+                    "name": "b",
+                    "completed": 1,
+                    "total": 2,
+                    "status": "running",
+                    "counts": later,
+                    "updated_at": iso(now - 120),
+                },
+            ],
+        },
+        now=now,
+    )
     assert d.states() == {"team:3": later} and stats.summaries == 1
     assert stats.summary_latency.count == 1 and abs(stats.summary_latency.max - 120) < 1.5
     for seq, kind in enumerate(("glow", "presence", "clusters", "notice"), start=6):
-        feed(d, {"type": kind, "channel": "team:3", "seq": seq, "cursor": "c", "wave": 1, "trajectory_id": 1,
-                 "presence": {}, "clusters": {}, "title": "t", "level": "success"})
+        feed(
+            d,
+            {
+                "type": kind,
+                "channel": "team:3",
+                "seq": seq,
+                "cursor": "c",
+                "wave": 1,
+                "trajectory_id": 1,
+                "presence": {},
+                "clusters": {},
+                "title": "t",
+                "level": "success",
+            },
+        )
     assert d.chans["team:3"].seq == 9 and stats.gaps == 0 and stats.latency.count == 0
 
 
@@ -492,12 +601,23 @@ def test_gateway_msgpack() -> None:
     d = GatewayDialect(["trajectory:17"], stats, fmt="msgpack")
     sent: list[tuple[bytes, bool]] = []
     d.opened(lambda data, binary: sent.append((data, binary)))
-    assert all(binary for _, binary in sent) and msgspec.msgpack.decode(sent[0][0]) == {"type": "subscribe", "channel": "trajectory:17"}
+    assert all(binary for _, binary in sent) and msgspec.msgpack.decode(sent[0][0]) == {
+        "type": "subscribe",
+        "channel": "trajectory:17",
+    }
     assert d.headers == ["Sec-WebSocket-Protocol: msgpack"]
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    message = {"type": "snapshot", "channel": "trajectory:17", "seq": 1, "cursor": "1-1", "time": 0, "page": 0, "final": True,
-               "jobs": [{"id": 5, "version": 2, "status": "failed", "updated_at": datetime.now(timezone.utc), "removed_at": None}]}
+    message = {
+        "type": "snapshot",
+        "channel": "trajectory:17",
+        "seq": 1,
+        "cursor": "1-1",
+        "time": 0,
+        "page": 0,
+        "final": True,
+        "jobs": [{"id": 5, "version": 2, "status": "failed", "updated_at": datetime.now(UTC), "removed_at": None}],
+    }
     d.message(OP_BINARY, msgspec.msgpack.encode(message), 0.0)
     assert d.states() == {"trajectory:17": {5: (2, "failed")}}
 
@@ -514,11 +634,28 @@ def test_plain_target_and_changes() -> None:
     d.opened(Sent())
     assert d.ready()
     now = time.time() * 1000
-    frame = {"channel": "trajectory:17", "changes": [{"id": 1, "version": 2, "status": "running", "t": now - 25, "name": "x"},
-                                                     {"id": 2, "version": 1, "status": "queued", "t": (now - 5) / 1000}]}
+    frame = {
+        "channel": "trajectory:17",
+        "changes": [
+            {"id": 1, "version": 2, "status": "running", "t": now - 25, "name": "x"},
+            {"id": 2, "version": 1, "status": "queued", "t": (now - 5) / 1000},
+        ],
+    }
     d.message(OP_TEXT, json.dumps(frame).encode(), now)
-    d.message(OP_TEXT, json.dumps({"channel": "trajectory:17", "changes": [{"id": 1, "version": 1, "status": "failed", "t": now}]}).encode(), now)
-    d.message(OP_TEXT, json.dumps({"channel": "trajectory:17", "changes": [{"id": 2, "version": 2, "status": "queued", "removed": True}]}).encode(), now)
+    d.message(
+        OP_TEXT,
+        json.dumps(
+            {"channel": "trajectory:17", "changes": [{"id": 1, "version": 1, "status": "failed", "t": now}]}
+        ).encode(),
+        now,
+    )
+    d.message(
+        OP_TEXT,
+        json.dumps(
+            {"channel": "trajectory:17", "changes": [{"id": 2, "version": 2, "status": "queued", "removed": True}]}
+        ).encode(),
+        now,
+    )
     d.message(OP_TEXT, json.dumps({"channel": "trajectory:99", "changes": []}).encode(), now)
     assert d.states() == {"team:3": {}, "trajectory:17": {1: (2, "running")}}
     assert stats.deltas == 3 and stats.stale == 1 and stats.removed == 1 and stats.foreign == 1
@@ -588,20 +725,35 @@ def test_merge_stats_adds_counters_and_tables() -> None:
     b.count(b.closes, 1006)
     b.count(b.failures, "503")
     merged = merge_stats([{**a.export(), "live": 1}, {**b.export(), "live": 2}])
-    assert merged["deltas"] == 7 and merged["closes"] == {1006: 2} and merged["failures"] == {"503": 1} and merged["live"] == 3
+    assert (
+        merged["deltas"] == 7
+        and merged["closes"] == {1006: 2}
+        and merged["failures"] == {"503": 1}
+        and merged["live"] == 3
+    )
 
 
 def test_compare_states() -> None:
     want = {1: (2, "running"), 2: (1, "queued")}
     states = FleetStates(
-        {"trajectory:17": [StateGroup(dict(want), 5, [0, 2]), StateGroup({1: (1, "queued"), 3: (1, "queued")}, 1, [4])],
-         "team:3": [StateGroup({"queued": 1}, 2, [1])]},
+        {
+            "trajectory:17": [
+                StateGroup(dict(want), 5, [0, 2]),
+                StateGroup({1: (1, "queued"), 3: (1, "queued")}, 1, [4]),
+            ],
+            "team:3": [StateGroup({"queued": 1}, 2, [1])],
+        },
         {"trajectory:17": 1},
     )
     report = compare_states(states, {"trajectory:17": want, "team:3": {"queued": 1}, "trajectory:18": {}})
     t = report["trajectory:17"]
     assert (t["subscribers"], t["equal"], t["differ"], t["not_live"]) == (6, 5, 1, 1)
-    assert t["missing"] == [2] and t["extra"] == [3] and t["wrong"] == [(1, (1, "queued"), (2, "running"))] and t["examples"] == [4]
+    assert (
+        t["missing"] == [2]
+        and t["extra"] == [3]
+        and t["wrong"] == [(1, (1, "queued"), (2, "running"))]
+        and t["examples"] == [4]
+    )
     assert report["team:3"]["equal"] == 2 and report["team:3"]["differ"] == 0
     assert report["trajectory:18"]["subscribers"] == 0
 

@@ -9,7 +9,9 @@ def test_known_channels_parse() -> None:
     assert parse_channel("trajectory:42").name == "trajectory:42"
 
 
-@pytest.mark.parametrize("name", ["team", "team:", "teams:1", "team:-1", "team:1.5", "trajectory:abc", ":1", "team:" + "9" * 30])
+@pytest.mark.parametrize(
+    "name", ["team", "team:", "teams:1", "team:-1", "team:1.5", "trajectory:abc", ":1", "team:" + "9" * 30]
+)
 def test_anything_else_is_refused_with_a_reason(name: str) -> None:
     with pytest.raises(BadChannel):
         parse_channel(name)

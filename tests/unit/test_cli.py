@@ -58,7 +58,9 @@ def test_every_command_has_a_description_and_shows_its_defaults(name: str) -> No
     text = command.format_help()
     for action in command._actions:
         if action.help and action.default not in (None, False, [], argparse.SUPPRESS):
-            assert f"(default: {action.default}" in " ".join(text.split()), f"{name} {action.option_strings} hides its default"
+            assert f"(default: {action.default}" in " ".join(text.split()), (
+                f"{name} {action.option_strings} hides its default"
+            )
     assert "--database-url" in text and "--redis-url" in text
 
 
@@ -73,7 +75,9 @@ def test_global_flags_are_taken_before_or_after_the_command(argv: list[str]) -> 
     assert not hasattr(args, "redis_url")  # unset: the environment's stays
 
 
-def test_a_flag_after_the_command_reaches_the_settings(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_flag_after_the_command_reaches_the_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     seen: list[Settings] = []
     monkeypatch.setattr("gateway.cli.cmd_migrate", lambda args, settings: seen.append(settings))
     monkeypatch.setenv("DATABASE_URL", "postgresql://env/db")
@@ -123,7 +127,9 @@ def test_every_command_that_signs_tokens_refuses_a_secret_serve_would(
     assert err == "gateway: GATEWAY_SECRET has 5 characters: expected at least 32 (it signs every user token)\n"
 
 
-def test_token_signs_with_a_secret_serve_accepts(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_token_signs_with_a_secret_serve_accepts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from gateway.web.auth import read_token
 
     monkeypatch.setenv("GATEWAY_SECRET", GOOD_SECRET)
@@ -150,7 +156,9 @@ def test_a_command_that_needs_the_demo_extra_says_so_in_one_line(
     assert (code, out, err) == (f"gateway: {name} needs the demo extra: pip install 'jobs-gateway[demo]'", "", "")
 
 
-def test_migrate_with_no_migration_files_is_an_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_migrate_with_no_migration_files_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(migrate, "migration_files", lambda directory: [])
     code, out, _ = run(["migrate", "--database-url", "postgresql://127.0.0.1:1/unused"], capsys)
     assert isinstance(code, str) and code.startswith("gateway: no migrations in ") and "\n" not in code
@@ -159,6 +167,11 @@ def test_migrate_with_no_migration_files_is_an_error(monkeypatch: pytest.MonkeyP
 
 def test_a_config_error_in_a_real_process_is_one_line_on_stderr_and_exit_2(tmp_path: Path) -> None:
     env = {"PATH": os.environ["PATH"], "GATEWAY_PARTITIONS": "two"}
-    done = subprocess.run([sys.executable, "-m", "gateway", "relay"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
-    assert (done.returncode, done.stdout, done.stderr) == (2, "", "gateway: GATEWAY_PARTITIONS='two': expected an integer\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "relay"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        "gateway: GATEWAY_PARTITIONS='two': expected an integer\n",
+    )

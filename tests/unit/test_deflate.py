@@ -15,9 +15,15 @@ BOTH = "permessage-deflate; server_no_context_takeover; client_no_context_takeov
 def negotiate(*offers: str) -> tuple[str | None, int | None]:
     """The response's Sec-WebSocket-Extensions, and the window the node's link would deflate with."""
     headers = Headers(
-        [("Host", "x"), ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
-         ("Sec-WebSocket-Version", "13")] + [("Sec-WebSocket-Extensions", offer) for offer in offers]
-    )  # fmt: skip
+        [
+            ("Host", "x"),
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Version", "13"),
+        ]
+        + [("Sec-WebSocket-Extensions", offer) for offer in offers]
+    )
     protocol = ServerProtocol(extensions=[SharedDeflate()])
     response = protocol.accept(Request("/ws", headers))
     assert response.status_code == 101
@@ -34,7 +40,11 @@ def negotiate(*offers: str) -> tuple[str | None, int | None]:
         ("permessage-deflate; client_no_context_takeover", BOTH, 15),
         ("permessage-deflate; server_max_window_bits=15", BOTH + "; server_max_window_bits=15", 15),
         ("permessage-deflate; server_max_window_bits=10", BOTH + "; server_max_window_bits=10", 10),
-        ("permessage-deflate; server_max_window_bits=9; client_max_window_bits", BOTH + "; server_max_window_bits=9", 9),
+        (
+            "permessage-deflate; server_max_window_bits=9; client_max_window_bits",
+            BOTH + "; server_max_window_bits=9",
+            9,
+        ),
     ],
 )
 def test_an_offer_is_answered_without_context_takeover_either_way(offer: str, answer: str, window: int) -> None:
@@ -74,8 +84,15 @@ def test_a_connection_compressed_with_context_takeover_is_not_the_nodes_to_write
     from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
 
     protocol = ServerProtocol(extensions=[ServerPerMessageDeflateFactory(server_max_window_bits=12)])
-    headers = Headers([("Host", "x"), ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                       ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Version", "13"),
-                       ("Sec-WebSocket-Extensions", "permessage-deflate")])  # fmt: skip
+    headers = Headers(
+        [
+            ("Host", "x"),
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Extensions", "permessage-deflate"),
+        ]
+    )
     protocol.accept(Request("/ws", headers))
     assert protocol.extensions and shared_window(protocol.extensions) is None

@@ -60,13 +60,27 @@ def test_a_server_protocol_keeps_unparsed_bytes_in_its_readers_buffer() -> None:
     assert bytes(protocol.reader.buffer) == b"\x81", "websockets no longer leaves an incomplete frame in reader.buffer"
     # gateway.web.direct sets the extensions offered, and reads those the handshake agreed on
     assert hasattr(protocol, "available_extensions"), "websockets' ServerProtocol no longer has .available_extensions"
-    assert isinstance(getattr(protocol, "extensions", None), list), "websockets' ServerProtocol no longer has a list .extensions"
+    assert isinstance(getattr(protocol, "extensions", None), list), (
+        "websockets' ServerProtocol no longer has a list .extensions"
+    )
 
 
 async def test_uvicorns_sans_io_protocol_runs_a_websockets_server_protocol() -> None:
     config = Config(lambda scope, receive, send: None, ws="gateway.web.direct:DirectProtocol", log_config=None)
     config.load()
     protocol = DirectProtocol(config, ServerState(), {}, asyncio.get_running_loop())
-    assert isinstance(protocol.conn, ServerProtocol), f"uvicorn's sans-I/O protocol's .conn is now {type(protocol.conn)}"
-    for name in ("handshake_complete", "close_sent", "disconnected", "read_paused", "queue", "connections", "stop_keepalive"):
-        assert hasattr(protocol, name), f"uvicorn's WebSocketsSansIOProtocol no longer has .{name} (gateway.web.direct uses it)"
+    assert isinstance(protocol.conn, ServerProtocol), (
+        f"uvicorn's sans-I/O protocol's .conn is now {type(protocol.conn)}"
+    )
+    for name in (
+        "handshake_complete",
+        "close_sent",
+        "disconnected",
+        "read_paused",
+        "queue",
+        "connections",
+        "stop_keepalive",
+    ):
+        assert hasattr(protocol, name), (
+            f"uvicorn's WebSocketsSansIOProtocol no longer has .{name} (gateway.web.direct uses it)"
+        )

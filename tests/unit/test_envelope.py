@@ -11,7 +11,7 @@ def test_the_msgpack_payload_is_the_envelopes_tail() -> None:
     # The relay's Lua script stores `string.sub(env, -#payload)` as the history entry (gateway.bus.publisher).
     payload = msgspec.msgpack.encode({"type": "batch", "seq": 7})
     data = envelope.pack(3, 7, b'{"type":"batch"}', payload, published=1_700_000_000.25)
-    assert data[-len(payload):] == payload
+    assert data[-len(payload) :] == payload
 
 
 def test_the_publish_time_travels_and_can_be_read_alone() -> None:

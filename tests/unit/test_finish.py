@@ -8,9 +8,21 @@ from gateway.core.protocol import Glow, Notice, decode_server
 from gateway.core.relay import RelayCore
 
 
-def job(id: int, status: str, version: int, kind: str = "preprocess", frame: int | None = 0, trajectory: int = 10) -> Job:
-    return Job(id=id, team_id=1, trajectory_id=trajectory, cluster_id=1, kind=kind, name=kind, status=status,
-               version=version, frame=frame, timestep=frame * 0.5 if frame is not None else None)
+def job(
+    id: int, status: str, version: int, kind: str = "preprocess", frame: int | None = 0, trajectory: int = 10
+) -> Job:
+    return Job(
+        id=id,
+        team_id=1,
+        trajectory_id=trajectory,
+        cluster_id=1,
+        kind=kind,
+        name=kind,
+        status=status,
+        version=version,
+        frame=frame,
+        timestep=frame * 0.5 if frame is not None else None,
+    )
 
 
 def change(old: str | None, new: str | None, j: Job) -> Change:
@@ -50,8 +62,13 @@ def test_a_chunked_upload_does_not_finish_between_chunks() -> None:
 def test_an_analysis_wave_with_artifact_uploads_is_titled_analysis() -> None:
     core = relay()
     core.apply([change(None, "running", job(1, "running", 1, kind="analysis"))], now=0.0)
-    core.apply([change("running", "completed", job(1, "completed", 2, kind="analysis")),
-                change(None, "queued", job(2, "queued", 1, kind="artifact_upload", frame=None))], now=0.2)
+    core.apply(
+        [
+            change("running", "completed", job(1, "completed", 2, kind="analysis")),
+            change(None, "queued", job(2, "queued", 1, kind="artifact_upload", frame=None)),
+        ],
+        now=0.2,
+    )
     core.apply([change("queued", "completed", job(2, "completed", 2, kind="artifact_upload", frame=None))], now=0.4)
     (finish,) = core.take_finishes(0.4 + SETTLE)
     assert finish.title == "Analysis completed successfully!"
@@ -60,7 +77,12 @@ def test_an_analysis_wave_with_artifact_uploads_is_titled_analysis() -> None:
 def test_no_glow_while_earlier_failures_are_still_listed() -> None:
     core = relay()
     core.apply([change(None, "failed", job(1, "failed", 1))], now=0.0)
-    core.apply([change(None, "queued", job(2, "queued", 1)), ], now=1.0)
+    core.apply(
+        [
+            change(None, "queued", job(2, "queued", 1)),
+        ],
+        now=1.0,
+    )
     core.apply([change("queued", "completed", job(2, "completed", 2))], now=2.0)
     (finish,) = core.take_finishes(2.0 + SETTLE)
     assert finish.title == "Jobs completed successfully" and finish.glow is False
@@ -68,12 +90,19 @@ def test_no_glow_while_earlier_failures_are_still_listed() -> None:
 
 def test_finish_publications_are_a_notice_and_a_glow() -> None:
     core = relay()
-    core.apply([change(None, "queued", job(1, "queued", 1)), change("queued", "completed", job(1, "completed", 2))], now=0.0)
+    core.apply(
+        [change(None, "queued", job(1, "queued", 1)), change("queued", "completed", job(1, "completed", 2))], now=0.0
+    )
     finishes = core.take_finishes(SETTLE)
     pubs = core.finish_publications(finishes, {(10, 1): "gw:finish:10:1"})
     notice, glow = (decode_server(p.json, "json") for p in pubs)
     assert isinstance(notice, Notice) and isinstance(glow, Glow)
-    assert (notice.channel, notice.trajectory_id, notice.wave, notice.title) == ("trajectory:10", 10, 1, "Jobs completed successfully")
+    assert (notice.channel, notice.trajectory_id, notice.wave, notice.title) == (
+        "trajectory:10",
+        10,
+        1,
+        "Jobs completed successfully",
+    )
     assert (glow.channel, glow.trajectory_id, glow.wave) == ("team:1", 10, 1)
     assert pubs[-1].marker == "gw:finish:10:1"  # set with the last of the two
 
@@ -90,18 +119,25 @@ def test_a_restored_open_wave_finishes_and_a_closed_one_never_repeats() -> None:
 
 def test_trajectory_batches_carry_the_groups_they_changed() -> None:
     core = relay()
-    core.apply([
-        change(None, "running", job(1, "running", 1, frame=3)),
-        change(None, "completed", job(2, "completed", 1, frame=3, kind="analysis")),
-        change(None, "queued", job(3, "queued", 1, kind="storage_transfer", frame=None)),
-    ])
+    core.apply(
+        [
+            change(None, "running", job(1, "running", 1, frame=3)),
+            change(None, "completed", job(2, "completed", 1, frame=3, kind="analysis")),
+            change(None, "queued", job(3, "queued", 1, kind="storage_transfer", frame=None)),
+        ]
+    )
     pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications()}
     groups = {g.key: g for g in pubs["trajectory:10"].groups}
     assert groups["frame:3"].label == "Frame 3" and groups["frame:3"].timestep == 1.5
     assert groups["frame:3"].status == "running" and groups["frame:3"].counts == Counts(running=1, completed=1)
     assert groups[TRANSFERS].label == "Storage Transfer" and groups[TRANSFERS].open is True
     assert pubs["team-jobs:1"].groups is None
-    core.apply([change("running", None, job(1, "running", 2, frame=3)), change("completed", None, job(2, "completed", 2, frame=3, kind="analysis"))])
+    core.apply(
+        [
+            change("running", None, job(1, "running", 2, frame=3)),
+            change("completed", None, job(2, "completed", 2, frame=3, kind="analysis")),
+        ]
+    )
     pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications()}
     (gone,) = pubs["trajectory:10"].groups
     assert (gone.key, gone.total) == ("frame:3", 0)

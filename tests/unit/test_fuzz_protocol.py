@@ -11,7 +11,9 @@ from gateway.core.channels import BadChannel, parse_channel
 from gateway.core.protocol import BadMessage, ClientMessages, decode_client, parse_cursor
 
 # Ids around and past a bigint, and NUL: what PostgreSQL cannot take must never get that far.
-edge_ints = st.sampled_from([0, 2**63 - 1, 2**63, 2**64 - 1, -(2**63)]) | st.integers(min_value=2**63, max_value=2**64 - 1)
+edge_ints = st.sampled_from([0, 2**63 - 1, 2**63, 2**64 - 1, -(2**63)]) | st.integers(
+    min_value=2**63, max_value=2**64 - 1
+)
 nul_texts = st.builds(lambda a, b: f"{a}\x00{b}", st.text(max_size=10), st.text(max_size=10))
 # Channel names and cursors that look almost right: a known kind, then an id that is too big, signed, padded,
 # not ASCII, or has a NUL.
@@ -19,15 +21,26 @@ id_texts = st.one_of(
     edge_ints.map(str),
     st.integers(min_value=2**63, max_value=2**200).map(str),
     st.integers(max_value=-1).map(str),
-    st.builds(lambda n, pad: f"{pad}{n}", st.integers(min_value=0, max_value=99), st.sampled_from(["0", "00", " ", "+", "\x00"])),
+    st.builds(
+        lambda n, pad: f"{pad}{n}",
+        st.integers(min_value=0, max_value=99),
+        st.sampled_from(["0", "00", " ", "+", "\x00"]),
+    ),
     st.builds(lambda n, tail: f"{n}{tail}", st.integers(min_value=1), st.sampled_from(["\x00", "²", "١", " ", ".0"])),
     st.sampled_from(["²", "١٢", "𝟙", "\x00"]),
 )
-channel_names = st.builds(lambda kind, ident: f"{kind}:{ident}", st.sampled_from(["team", "team-jobs", "trajectory", "", "x\x00"]), id_texts)
+channel_names = st.builds(
+    lambda kind, ident: f"{kind}:{ident}", st.sampled_from(["team", "team-jobs", "trajectory", "", "x\x00"]), id_texts
+)
 cursors = st.builds(lambda a, b: f"{a}-{b}", id_texts, id_texts)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1) | edge_ints | st.floats(allow_nan=False)
-    | st.text() | nul_texts,
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | edge_ints
+    | st.floats(allow_nan=False)
+    | st.text()
+    | nul_texts,
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
     max_leaves=30,
 )

@@ -17,7 +17,12 @@ def request(origins: tuple[str, ...], origin: str | None = None, query: bytes = 
     runtime = SimpleNamespace(settings=Settings(origins=origins))
     runtime.origin_allowed = lambda o, h: Runtime.origin_allowed(runtime, o, h)  # type: ignore[arg-type]
     headers = [(b"host", HOST.encode())] + ([(b"origin", origin.encode())] if origin is not None else [])
-    scope = {"type": "http", "headers": headers, "query_string": query, "app": SimpleNamespace(state=SimpleNamespace(runtime=runtime))}
+    scope = {
+        "type": "http",
+        "headers": headers,
+        "query_string": query,
+        "app": SimpleNamespace(state=SimpleNamespace(runtime=runtime)),
+    }
     return Request(scope)
 
 

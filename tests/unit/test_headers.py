@@ -28,8 +28,11 @@ async def run(scope_type: str, *messages: Message) -> list[Message]:
 
 
 async def test_every_http_answer_carries_the_security_headers() -> None:
-    start, body = await run("http", {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]},
-                            {"type": "http.response.body", "body": b"no"})
+    start, body = await run(
+        "http",
+        {"type": "http.response.start", "status": 404, "headers": [(b"content-type", b"text/plain")]},
+        {"type": "http.response.body", "body": b"no"},
+    )
     headers = dict(start["headers"])
     assert headers[b"content-security-policy"] == CONTENT_SECURITY_POLICY.encode()
     assert b"frame-ancestors 'none'" in headers[b"content-security-policy"]
@@ -41,11 +44,17 @@ async def test_every_http_answer_carries_the_security_headers() -> None:
 
 
 async def test_a_header_the_app_sets_itself_is_kept() -> None:
-    (start,) = await run("http", {"type": "http.response.start", "status": 200, "headers": [(b"referrer-policy", b"no-referrer")]})
+    (start,) = await run(
+        "http", {"type": "http.response.start", "status": 200, "headers": [(b"referrer-policy", b"no-referrer")]}
+    )
     assert [v for k, v in start["headers"] if k == b"referrer-policy"] == [b"no-referrer"]
 
 
 async def test_websocket_messages_pass_through_untouched() -> None:
-    denial = {"type": "websocket.http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]}
+    denial = {
+        "type": "websocket.http.response.start",
+        "status": 401,
+        "headers": [(b"content-type", b"application/json")],
+    }
     assert await run("websocket", {"type": "websocket.accept"}, denial) == [{"type": "websocket.accept"}, denial]
     assert denial["headers"] == [(b"content-type", b"application/json")]

@@ -19,10 +19,33 @@ from uvicorn.server import ServerState
 
 from gateway.web.http import BoundedHttpProtocol, HttpLimits, bounded_protocol
 
-LIMITS = HttpLimits(max_request_line_bytes=100, max_header_bytes=1000, max_headers=5, header_timeout=0.2, body_timeout=0.2, max_pending=2)
-HAND_OVER_METHODS = ["_unset_keepalive_if_required", "_should_upgrade", "_unsupported_upgrade_warning", "handle_websocket_upgrade", "send_400_response"]  # fmt: skip
+LIMITS = HttpLimits(
+    max_request_line_bytes=100,
+    max_header_bytes=1000,
+    max_headers=5,
+    header_timeout=0.2,
+    body_timeout=0.2,
+    max_pending=2,
+)
+HAND_OVER_METHODS = [
+    "_unset_keepalive_if_required",
+    "_should_upgrade",
+    "_unsupported_upgrade_warning",
+    "handle_websocket_upgrade",
+    "send_400_response",
+]
 PARSER_CALLBACKS = ["on_message_begin", "on_url", "on_header", "on_headers_complete", "on_message_complete"]
-INSTANCE_ATTRIBUTES = ["timeout_keep_alive_task", "parser", "cycle", "pipeline", "loop", "server_state", "client", "logger", "transport"]
+INSTANCE_ATTRIBUTES = [
+    "timeout_keep_alive_task",
+    "parser",
+    "cycle",
+    "pipeline",
+    "loop",
+    "server_state",
+    "client",
+    "logger",
+    "transport",
+]
 CYCLE_ATTRIBUTES = ["response_started", "response_complete", "disconnected", "message_event"]
 WEBSOCKET_ATTRIBUTES = ["handshake_initiated", "conn"]
 UPGRADE = b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
@@ -83,7 +106,9 @@ async def reading_app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": b"ok"})
 
 
-def connect(protocol_class: type[BoundedHttpProtocol], server_state: ServerState | None = None) -> tuple[BoundedHttpProtocol, FakeTransport]:
+def connect(
+    protocol_class: type[BoundedHttpProtocol], server_state: ServerState | None = None
+) -> tuple[BoundedHttpProtocol, FakeTransport]:
     config = Config(reading_app, ws="gateway.web.direct:DirectProtocol", log_config=None)
     protocol = protocol_class(config, server_state or ServerState(), {}, asyncio.get_running_loop())
     transport = FakeTransport()
@@ -103,12 +128,16 @@ async def test_the_private_parts_of_uvicorn_it_relies_on_are_there() -> None:
     for name in HAND_OVER_METHODS + PARSER_CALLBACKS:
         assert callable(getattr(HttpToolsProtocol, name, None)), f"{version}: HttpToolsProtocol.{name} is gone"
     parameters = list(inspect.signature(HttpToolsProtocol.__init__).parameters)
-    assert parameters[:5] == ["self", "config", "server_state", "app_state", "_loop"], f"{version}: __init__ is now {parameters}"
+    assert parameters[:5] == ["self", "config", "server_state", "app_state", "_loop"], (
+        f"{version}: __init__ is now {parameters}"
+    )
     protocol, _ = connect(bounded_protocol(LIMITS))
     for name in INSTANCE_ATTRIBUTES:
         assert hasattr(protocol, name), f"{version}: HttpToolsProtocol instances no longer have .{name}"
     protocol.on_message_begin()
-    assert isinstance(protocol.url, bytes) and isinstance(protocol.headers, list), f"{version}: .url and .headers changed"
+    assert isinstance(protocol.url, bytes) and isinstance(protocol.headers, list), (
+        f"{version}: .url and .headers changed"
+    )
     cycle_init = inspect.getsource(RequestResponseCycle.__init__)
     for name in CYCLE_ATTRIBUTES:
         assert f"self.{name} =" in cycle_init, f"{version}: RequestResponseCycle no longer sets .{name}"
@@ -124,7 +153,9 @@ def test_httptools_hands_back_what_a_callback_raised() -> None:
 
     with pytest.raises(httptools.HttpParserError) as info:
         httptools.HttpRequestParser(Refusing()).feed_data(b"GET / HTTP/1.1\r\n")
-    assert isinstance(info.value.__context__, LookupError), f"httptools {httptools.__version__} no longer chains the callback's error"
+    assert isinstance(info.value.__context__, LookupError), (
+        f"httptools {httptools.__version__} no longer chains the callback's error"
+    )
 
 
 async def test_a_normal_request_is_served_and_leaves_nothing_waiting() -> None:

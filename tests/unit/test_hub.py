@@ -82,11 +82,18 @@ def test_compressing_subscribers_share_one_deflated_frame_beside_the_plain_one()
     as_json, as_msgpack = encode_both(batch)
     as_json = as_json[:-1] + b',"pad":"' + b"x" * 1000 + b'"}'  # big enough to be worth compressing
     plain, deflating, deflating_too, small_window, msgpack_deflating = (
-        linked(), linked(deflate=15), linked(deflate=15), linked(deflate=10), linked("msgpack", 15))
+        linked(),
+        linked(deflate=15),
+        linked(deflate=15),
+        linked(deflate=10),
+        linked("msgpack", 15),
+    )
     for c, _ in (plain, deflating, deflating_too, small_window, msgpack_deflating):
         hub.add(c, CHANNEL)
     hub.on_message(CHANNEL, envelope.pack(1, 1, as_json, as_msgpack))
-    [p], [d1], [d2], [w], [m] = (link.written for _, link in (plain, deflating, deflating_too, small_window, msgpack_deflating))
+    [p], [d1], [d2], [w], [m] = (
+        link.written for _, link in (plain, deflating, deflating_too, small_window, msgpack_deflating)
+    )
     assert p == Frame(as_json, text=True).wire and d1[0] == 0xC1 and d1 is d2 and len(d1) < len(p) / 4
     assert w is not d1 and w[0] == 0xC1  # deflated again for its window (here to the same bytes)
     assert m == Frame(as_msgpack, text=False).wire  # under the threshold: uncompressed, RSV1 clear

@@ -1,14 +1,14 @@
 """The wire protocol, in both formats: what clients may send, and exact errors for what they may not."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
 from gateway.core.model import Job
 from gateway.core.protocol import (
-    Batch,
     BadMessage,
+    Batch,
     Ping,
     Subscribe,
     Unsubscribe,
@@ -31,7 +31,9 @@ def fmt(request: pytest.FixtureRequest) -> str:
 
 
 def test_client_messages_decode_in_both_formats(fmt: str) -> None:
-    assert decode_client(raw({"type": "subscribe", "channel": "team:1", "cursor": "3-9"}, fmt), fmt) == Subscribe("team:1", "3-9")
+    assert decode_client(raw({"type": "subscribe", "channel": "team:1", "cursor": "3-9"}, fmt), fmt) == Subscribe(
+        "team:1", "3-9"
+    )
     assert decode_client(raw({"type": "unsubscribe", "channel": "team:1"}, fmt), fmt) == Unsubscribe("team:1")
     assert decode_client(raw({"type": "ping"}, fmt), fmt) == Ping()
 
@@ -58,8 +60,18 @@ def test_malformed_bytes_are_a_bad_message(fmt: str) -> None:
 
 
 def test_a_batch_encodes_once_per_format_and_round_trips() -> None:
-    job = Job(id=1, team_id=2, trajectory_id=3, cluster_id=4, kind="preprocess", name="Frame", status="running",
-              version=7, frame=0, updated_at=datetime(2026, 11, 29, tzinfo=timezone.utc))
+    job = Job(
+        id=1,
+        team_id=2,
+        trajectory_id=3,
+        cluster_id=4,
+        kind="preprocess",
+        name="Frame",
+        status="running",
+        version=7,
+        frame=0,
+        updated_at=datetime(2026, 11, 29, tzinfo=UTC),
+    )
     message = Batch(channel="trajectory:3", seq=12, cursor=make_cursor(5, 12), jobs=[job])
     as_json, as_msgpack = encode_both(message)
     assert as_json == encode(message, "json") and as_msgpack == encode(message, "msgpack")

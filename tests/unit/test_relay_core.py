@@ -1,6 +1,6 @@
 """The relay's core: exact counts from old and new statuses, coalescing, sequences, the light team channel."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 
@@ -9,12 +9,23 @@ from gateway.core.model import Counts, Job
 from gateway.core.protocol import decode_server
 from gateway.core.relay import MAX_BATCH_BYTES, TEAM_INTERVAL, RelayCore, batch_delay
 
-T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def job(id: int, status: str, version: int, trajectory: int = 10, team: int = 1, error: str | None = None) -> Job:
-    return Job(id=id, team_id=team, trajectory_id=trajectory, cluster_id=1, kind="preprocess", name="Preprocess",
-               status=status, version=version, frame=id, error=error, updated_at=T0 + timedelta(seconds=version))
+    return Job(
+        id=id,
+        team_id=team,
+        trajectory_id=trajectory,
+        cluster_id=1,
+        kind="preprocess",
+        name="Preprocess",
+        status=status,
+        version=version,
+        frame=id,
+        error=error,
+        updated_at=T0 + timedelta(seconds=version),
+    )
 
 
 def change(old: str | None, new: str | None, j: Job) -> Change:
@@ -41,7 +52,9 @@ def test_changes_coalesce_per_job_latest_version_wins_whatever_the_order() -> No
     core = core_with_trajectory(10)
     core.set_seqs({"trajectory:10": 0, "team-jobs:1": 0, "team:1": 0})
     # Commit order is not version order: the later version can be read first.
-    core.apply([change("running", "completed", job(1, "completed", 3)), change("queued", "running", job(1, "running", 2))])
+    core.apply(
+        [change("running", "completed", job(1, "completed", 3)), change("queued", "running", job(1, "running", 2))]
+    )
     pubs = {p.channel: p for p in core.take_job_publications()}
     batch = decode_server(pubs["trajectory:10"].json, "json")
     assert [(j.id, j.status, j.version) for j in batch.jobs] == [(1, "completed", 3)]
@@ -78,13 +91,18 @@ def test_team_channel_at_most_every_interval_with_absolute_values() -> None:
     core.apply([change(None, "queued", job(1, "queued", 1))])
     first = core.take_team_publications(now=100.0)
     assert len(first) == 1
-    core.apply([change("queued", "running", job(1, "running", 2)), change(None, "queued", job(2, "queued", 1, trajectory=11))])
+    core.apply(
+        [change("queued", "running", job(1, "running", 2)), change(None, "queued", job(2, "queued", 1, trajectory=11))]
+    )
     assert core.take_team_publications(now=100.0 + TEAM_INTERVAL / 2) == []
     assert core.next_team_due() == 100.0 + TEAM_INTERVAL
     (second,) = core.take_team_publications(now=100.0 + TEAM_INTERVAL)
     summary = decode_server(second.json, "json")
     assert summary.counts == Counts(queued=1, running=1)
-    assert [(s.id, s.status, s.completed, s.total) for s in summary.trajectories] == [(10, "running", 0, 1), (11, "queued", 0, 1)]
+    assert [(s.id, s.status, s.completed, s.total) for s in summary.trajectories] == [
+        (10, "running", 0, 1),
+        (11, "queued", 0, 1),
+    ]
     assert summary.total_trajectories == 2
     assert second.state_set is not None
     assert msgspec.msgpack.decode(second.state_set["counts"], type=Counts) == Counts(queued=1, running=1)

@@ -65,7 +65,11 @@ async def test_the_endpoint_wants_the_token_when_one_is_set() -> None:
     finally:
         await exporter.stop()
     assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
-    assert scraped.status_code == 200 and "relay_active_partitions 0.0" in scraped.text and "process_cpu_seconds_total" in scraped.text
+    assert (
+        scraped.status_code == 200
+        and "relay_active_partitions 0.0" in scraped.text
+        and "process_cpu_seconds_total" in scraped.text
+    )
 
 
 async def test_a_port_in_use_is_logged_and_the_relay_goes_on(caplog: pytest.LogCaptureFixture) -> None:

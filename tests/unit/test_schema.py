@@ -19,13 +19,26 @@ def test_asyncapi_lists_every_message_each_way() -> None:
     messages = doc["components"]["messages"]
 
     def payloads(operation: str) -> set[str]:
-        refs = [messages[m["$ref"].rsplit("/", 1)[1]]["payload"]["$ref"] for m in channel[operation]["message"]["oneOf"]]
+        refs = [
+            messages[m["$ref"].rsplit("/", 1)[1]]["payload"]["$ref"] for m in channel[operation]["message"]["oneOf"]
+        ]
         return {ref.rsplit("/", 1)[1] for ref in refs}
 
     assert payloads("publish") == {t.__name__ for t in ClientMessages.__args__}  # type: ignore[attr-defined]
     assert payloads("subscribe") == {t.__name__ for t in ServerMessages.__args__}  # type: ignore[attr-defined]
     assert set(messages) == tags(ClientMessages) | tags(ServerMessages)
-    assert tags(ServerMessages) >= {"snapshot", "batch", "summary", "notice", "glow", "presence", "clusters", "resync", "error", "pong"}
+    assert tags(ServerMessages) >= {
+        "snapshot",
+        "batch",
+        "summary",
+        "notice",
+        "glow",
+        "presence",
+        "clusters",
+        "resync",
+        "error",
+        "pong",
+    }
     assert msgspec.json.decode(msgspec.json.encode(doc))  # serialisable as served
 
 
@@ -40,5 +53,7 @@ def test_openapi_documents_every_api_route_of_the_app() -> None:
     documented = {(r.method, r.path) for r in ROUTES}
     assert served == documented
     doc = openapi()
-    assert doc["paths"]["/api/ingest/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("IngestBatch")
+    assert doc["paths"]["/api/ingest/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+        "$ref"
+    ].endswith("IngestBatch")
     assert "JobReport" in doc["components"]["schemas"]

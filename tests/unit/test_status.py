@@ -11,7 +11,10 @@ def counts(**kw: int) -> dict[str, int]:
 
 def test_queued_and_retrying_both_count_as_queued() -> None:
     assert buckets(counts(queued=2, retrying=3, running=1, completed=4, failed=5)) == {
-        "queued": 5, "running": 1, "done": 4, "failed": 5,
+        "queued": 5,
+        "running": 1,
+        "done": 4,
+        "failed": 5,
     }
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from gateway.core.control import REMOVABLE, RETRYABLE, TASK_ACTIONS, task_toast, toast
-from gateway.core.finish import FinishTracker, SETTLE
+from gateway.core.finish import SETTLE, FinishTracker
 from gateway.core.model import Counts
 from gateway.core.status import ACTIVE, BUCKET_OF, colour, ring_label
 from gateway.core.submission import STAGING, submission_status
@@ -57,22 +57,41 @@ def test_holding_and_preempted_against_every_jobs_view_rule() -> None:
 
 def test_task_action_toasts() -> None:
     assert task_toast(TASK_ACTIONS["hold"], 3, 3, []).message == "Held 3 task(s)"
-    assert task_toast(TASK_ACTIONS["kill"], 4, 2, ["gpu-2"]).message == "Killed 2 of 4 task(s); cluster gpu-2 did not confirm"
+    assert (
+        task_toast(TASK_ACTIONS["kill"], 4, 2, ["gpu-2"]).message
+        == "Killed 2 of 4 task(s); cluster gpu-2 did not confirm"
+    )
     assert task_toast(TASK_ACTIONS["retry"], 5, 5, []).message == "Queued 5 task(s) for retry"
     assert task_toast(TASK_ACTIONS["retry_preempted"], 1, 1, []).message == "Queued 1 preempted task(s) for retry"
     assert task_toast(TASK_ACTIONS["unhold"], 0, 0, []).message == "No tasks to unhold"
 
 
 def test_a_toast_is_a_success_only_when_everything_found_changed() -> None:
-    levels = {(found, acted, tuple(silent)): task_toast(TASK_ACTIONS["hold"], found, acted, silent).level
-              for found, acted, silent in ((3, 3, []), (3, 2, []), (3, 0, []), (3, 3, ["gpu-2"]), (0, 0, []), (0, 0, ["gpu-2"]))}
-    assert levels == {(3, 3, ()): "success", (3, 2, ()): "warning", (3, 0, ()): "warning", (3, 3, ("gpu-2",)): "warning",
-                      (0, 0, ()): "info", (0, 0, ("gpu-2",)): "warning"}
+    levels = {
+        (found, acted, tuple(silent)): task_toast(TASK_ACTIONS["hold"], found, acted, silent).level
+        for found, acted, silent in (
+            (3, 3, []),
+            (3, 2, []),
+            (3, 0, []),
+            (3, 3, ["gpu-2"]),
+            (0, 0, []),
+            (0, 0, ["gpu-2"]),
+        )
+    }
+    assert levels == {
+        (3, 3, ()): "success",
+        (3, 2, ()): "warning",
+        (3, 0, ()): "warning",
+        (3, 3, ("gpu-2",)): "warning",
+        (0, 0, ()): "info",
+        (0, 0, ("gpu-2",)): "warning",
+    }
 
 
 def test_jobs_view_toasts() -> None:
     assert toast("retry", 0, 0, []).message == "No failed jobs found to retry"
     assert toast("retry", 5, 5, [], preempted=2).message == "Queued 5 failed job(s) for retry (2 of them preempted)"
     assert toast("retry", 5, 0, ["gpu-2", "cpu-big", "gpu-2"]).message == (
-        "Queued 0 of 5 failed job(s) for retry; clusters cpu-big, gpu-2 did not confirm")
+        "Queued 0 of 5 failed job(s) for retry; clusters cpu-big, gpu-2 did not confirm"
+    )
     assert toast("remove", 2, 2, []).message == "Removed 2 job(s)"

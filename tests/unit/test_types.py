@@ -45,7 +45,9 @@ def test_nul_in_text_is_refused_at_its_field(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["", "plain", "line\\nbreak", "\\u00e9t\\u00e9", "\\ud83d\\ude00", "\\u0001\\u001f"])
 def test_any_other_text_is_taken(text: str) -> None:
-    assert _decoder.decode(b'{"id": 1, "name": "%s"}' % text.encode()).name == msgspec.json.decode(b'"%s"' % text.encode())
+    assert _decoder.decode(b'{"id": 1, "name": "%s"}' % text.encode()).name == msgspec.json.decode(
+        b'"%s"' % text.encode()
+    )
 
 
 def test_a_lone_surrogate_never_decodes_to_text() -> None:

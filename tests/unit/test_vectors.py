@@ -86,6 +86,8 @@ def test_notice_title(case: dict[str, Any]) -> None:
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed: frontend/js/rules.js not run here")
 def test_the_browser_rules_pass_the_same_vectors() -> None:
-    result = subprocess.run(["node", "--test", str(ROOT / "frontend" / "tests")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["node", "--test", str(ROOT / "frontend" / "tests")], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "# fail 0" in result.stdout

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -35,8 +35,18 @@ def test_the_browser_puts_back_every_default_the_server_leaves_out() -> None:
 
 
 def test_a_queued_job_leaves_its_nulls_out_and_decodes_whole() -> None:
-    job = Job(id=1, team_id=2, trajectory_id=3, cluster_id=4, kind="preprocess", name="Preprocess frame 7",
-              status="queued", version=1, frame=7, created_at=datetime(2026, 11, 30, tzinfo=timezone.utc))  # fmt: skip
+    job = Job(
+        id=1,
+        team_id=2,
+        trajectory_id=3,
+        cluster_id=4,
+        kind="preprocess",
+        name="Preprocess frame 7",
+        status="queued",
+        version=1,
+        frame=7,
+        created_at=datetime(2026, 11, 30, tzinfo=UTC),
+    )
     wire = msgspec.json.encode(job)
     assert b"null" not in wire and b"attempts" not in wire and b'"frame":7' in wire
     assert msgspec.json.decode(wire, type=Job) == job
@@ -46,5 +56,13 @@ def test_a_queued_job_leaves_its_nulls_out_and_decodes_whole() -> None:
 def test_a_group_always_carries_its_whole_counts() -> None:
     group = Group(key="general", label="General", status="queued", total=1, counts=Counts(queued=1))
     decoded = msgspec.json.decode(msgspec.json.encode(group))
-    assert decoded["counts"] == {"queued": 1, "retrying": 0, "running": 0, "completed": 0, "failed": 0, "holding": 0, "preempted": 0}
+    assert decoded["counts"] == {
+        "queued": 1,
+        "retrying": 0,
+        "running": 0,
+        "completed": 0,
+        "failed": 0,
+        "holding": 0,
+        "preempted": 0,
+    }
     assert "timestep" not in decoded and "open" not in decoded

@@ -9,8 +9,23 @@ import zlib
 
 import pytest
 
-from gateway.core.wsframe import DEFLATE_MIN, OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT, Frame, FrameReader
-from gateway.core.wsframe import ProtocolError, build, close_frame, deflate, parse_close, sendable_close_code
+from gateway.core.wsframe import (
+    DEFLATE_MIN,
+    OP_BINARY,
+    OP_CLOSE,
+    OP_CONT,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    Frame,
+    FrameReader,
+    ProtocolError,
+    build,
+    close_frame,
+    deflate,
+    parse_close,
+    sendable_close_code,
+)
 
 
 def masked(opcode: int, payload: bytes, fin: bool = True, rsv: int = 0) -> bytes:
@@ -46,7 +61,12 @@ def test_messages_split_anywhere_come_out_whole_and_in_order() -> None:
 
 def test_fragments_are_joined_and_control_frames_pass_between_them() -> None:
     reader = FrameReader(max_size=100)
-    data = masked(OP_TEXT, b"ab", fin=False) + masked(OP_PING, b"p") + masked(OP_CONT, b"cd", fin=False) + masked(OP_CONT, b"e")
+    data = (
+        masked(OP_TEXT, b"ab", fin=False)
+        + masked(OP_PING, b"p")
+        + masked(OP_CONT, b"cd", fin=False)
+        + masked(OP_CONT, b"e")
+    )
     assert reader.feed(data) == [(OP_PING, b"p"), (OP_TEXT, b"abcde")]
 
 
@@ -81,7 +101,9 @@ def test_an_oversized_length_is_refused_before_its_payload_arrives() -> None:
 def test_messages_before_a_broken_frame_in_the_same_read_are_still_delivered() -> None:
     reader = FrameReader(max_size=100)
     with pytest.raises(ProtocolError) as info:
-        reader.feed(masked(OP_TEXT, b'{"type": "ping", "id": 1}') + masked(OP_PING, b"p") + build(OP_TEXT, b"not masked"))
+        reader.feed(
+            masked(OP_TEXT, b'{"type": "ping", "id": 1}') + masked(OP_PING, b"p") + build(OP_TEXT, b"not masked")
+        )
     assert info.value.code == 1002
     assert info.value.messages == [(OP_TEXT, b'{"type": "ping", "id": 1}'), (OP_PING, b"p")]
 
@@ -107,7 +129,11 @@ def test_a_peers_close_payload_is_read_or_refused(payload: bytes, expected: obje
 
 
 def test_the_node_never_frames_a_reserved_close_code() -> None:
-    assert [c for c in range(65536) if sendable_close_code(c)] == [*range(1000, 1004), *range(1007, 1015), *range(3000, 5000)]
+    assert [c for c in range(65536) if sendable_close_code(c)] == [
+        *range(1000, 1004),
+        *range(1007, 1015),
+        *range(3000, 5000),
+    ]
     with pytest.raises(AssertionError):
         close_frame(1005)
     assert parse_close(close_frame(1000, "é" * 100)[2:])[1] == "é" * 60  # cut to 120 bytes, still UTF-8
@@ -115,9 +141,14 @@ def test_the_node_never_frames_a_reserved_close_code() -> None:
 
 # -- permessage-deflate
 
-JSON = b'{"type":"batch","channel":"trajectory:42","jobs":[' + b",".join(
-    b'{"id":%d,"status":"running","version":3,"kind":"analysis","name":"Radial Distribution Function"}' % i for i in range(40)
-) + b"]}"
+JSON = (
+    b'{"type":"batch","channel":"trajectory:42","jobs":['
+    + b",".join(
+        b'{"id":%d,"status":"running","version":3,"kind":"analysis","name":"Radial Distribution Function"}' % i
+        for i in range(40)
+    )
+    + b"]}"
+)
 
 
 def parse_server_frame(wire: bytes) -> tuple[int, bool, bytes]:
@@ -199,4 +230,6 @@ def test_bad_compressed_frames_are_refused_with_the_right_close_code(data: bytes
 
 
 def test_a_compressed_message_of_exactly_the_bound_is_taken() -> None:
-    assert FrameReader(max_size=100, inflate=True).feed(masked(OP_TEXT, deflate(b"x" * 100), rsv=0x40)) == [(OP_TEXT, b"x" * 100)]
+    assert FrameReader(max_size=100, inflate=True).feed(masked(OP_TEXT, deflate(b"x" * 100), rsv=0x40)) == [
+        (OP_TEXT, b"x" * 100)
+    ]
