@@ -41,11 +41,20 @@ def masked(opcode: int, payload: bytes, fin: bool = True, rsv: int = 0) -> bytes
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
-@pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536])
-def test_a_shared_frame_has_the_right_length_header(size: int) -> None:
+@pytest.mark.parametrize(
+    "size, header",
+    [
+        (0, b"\x81\x00"),
+        (125, b"\x81\x7d"),  # the largest length that fits the 7-bit field
+        (126, b"\x81\x7e\x00\x7e"),  # the smallest that needs the 16-bit one
+        (65535, b"\x81\x7e\xff\xff"),  # the largest 16-bit length
+        (65536, b"\x81\x7f" + (65536).to_bytes(8, "big")),  # the smallest that needs the 64-bit one
+    ],
+)
+def test_a_shared_frame_has_the_right_length_header(size: int, header: bytes) -> None:
     frame = Frame(b"x" * size, text=True)
     wire = frame.wire
-    assert wire[0] == 0x81 and wire.endswith(frame.data) and len(wire) - size in (2, 4, 10)
+    assert bytes(wire[: len(header)]) == header and len(wire) == len(header) + size and wire.endswith(frame.data)
     assert frame.wire is wire  # built once
     assert frame.asgi == "x" * size and Frame(b"\x00", text=False).asgi == b"\x00"
 
