@@ -39,9 +39,9 @@ import websockets
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey
 from gateway.store.migrate import migrate
 from gateway.web.auth import issue_token
-from tests.follower import Follower
-from tests.proxy import Proxy
-from tests.world import Process, World, postgres_proxy, wait_http
+from harness.follower import Follower
+from harness.proxy import Proxy
+from harness.world import Process, World, postgres_proxy, wait_http
 
 from .load import World as Jobs
 from .load import Writer, build_world, database_state, team_counts

@@ -32,12 +32,12 @@ class Infra:
     _stops: list = field(default_factory=list)
 
     async def close(self) -> None:
-        conn = await asyncpg.connect(self.admin_url)
+        db = await asyncpg.connect(self.admin_url)
         try:
             name = urlsplit(self.database_url).path.lstrip("/")
-            await conn.execute(f'drop database if exists "{name}" with (force)')
+            await db.execute(f'drop database if exists "{name}" with (force)')
         finally:
-            await conn.close()
+            await db.close()
         for stop in reversed(self._stops):
             stop()
 
@@ -50,11 +50,11 @@ async def start_infra(workdir: Path) -> Infra:
         admin = embedded_pg.start()
         stops.append(embedded_pg.stop)
     name = f"bench_{secrets.token_hex(4)}"
-    conn = await asyncpg.connect(admin)
+    db = await asyncpg.connect(admin)
     try:
-        await conn.execute(f'create database "{name}"')
+        await db.execute(f'create database "{name}"')
     finally:
-        await conn.close()
+        await db.close()
     database_url = with_database(admin, name)
     await migrate(database_url)
     redis_url = os.environ.get("BENCH_REDIS_URL")

@@ -41,24 +41,22 @@ class World:
 
 async def build_world(pool: asyncpg.Pool, teams: int, trajectories_per_team: int, jobs_per_trajectory: int) -> World:
     world = World([], {}, {}, {})
-    async with pool.acquire() as conn:
+    async with pool.acquire() as db:
         for t in range(teams):
-            team = await conn.fetchval("insert into teams (name) values ($1) returning id", f"Bench team {t}")
-            user = await conn.fetchval("insert into users (name) values ($1) returning id", f"Bench user {t}")
-            await conn.execute("insert into memberships values ($1, $2)", team, user)
-            cluster = await conn.fetchval(
-                "insert into clusters (team_id, name) values ($1, 'bench') returning id", team
-            )
+            team = await db.fetchval("insert into teams (name) values ($1) returning id", f"Bench team {t}")
+            user = await db.fetchval("insert into users (name) values ($1) returning id", f"Bench user {t}")
+            await db.execute("insert into memberships values ($1, $2)", team, user)
+            cluster = await db.fetchval("insert into clusters (team_id, name) values ($1, 'bench') returning id", team)
             world.teams.append(team)
             world.users[team] = user
             world.trajectories[team] = []
             for i in range(trajectories_per_team):
-                trajectory = await conn.fetchval(
+                trajectory = await db.fetchval(
                     "insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Trajectory {t}.{i}"
                 )
                 world.trajectories[team].append(trajectory)
                 world.team_of[trajectory] = team
-                rows = await conn.fetch(
+                rows = await db.fetch(
                     "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
                     " select $1, $2, $3, 'preprocess', 'Preprocess frame ' || f, f from generate_series(0, $4 - 1) f"
                     " returning id",
@@ -108,9 +106,9 @@ class Writer:
                     await asyncio.sleep(delay)
                 elif delay < -0.1:
                     self.late += 1
-                await queue.put(next(picks))
+                await _put(queue, next(picks), workers)
             for _ in workers:
-                await queue.put(None)
+                await _put(queue, None, workers)
             await asyncio.gather(*workers)
         finally:  # stopped early (cancelled): the workers stop too
             for worker in workers:
@@ -187,6 +185,22 @@ class Writer:
             ids,
         )
         await self._tapped(trajectory, rows)
+
+
+async def _put(queue: asyncio.Queue[int | None], item: int | None, workers: list[asyncio.Task[None]]) -> None:
+    """Queue an item for the workers; if they have all died (an error the writer does not tolerate), raise it
+    rather than wait for ever on a full queue."""
+    if not queue.full():
+        queue.put_nowait(item)
+        return
+    put = asyncio.ensure_future(queue.put(item))
+    while not put.done():
+        await asyncio.wait([put, *[w for w in workers if not w.done()]], return_when=asyncio.FIRST_COMPLETED)
+        if not put.done() and all(w.done() for w in workers):
+            put.cancel()
+            for worker in workers:
+                worker.result()  # the error that ended it
+            raise RuntimeError("the writer's workers all ended")
 
 
 STATUSES = ("queued", "retrying", "running", "completed", "failed", "holding", "preempted")

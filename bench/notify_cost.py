@@ -27,23 +27,23 @@ from gateway.store.migrate import migrate
 
 
 async def _setup(admin: str) -> str:
-    conn = await asyncpg.connect(admin)
+    db = await asyncpg.connect(admin)
     name = f"gwbench_notify_{os.getpid()}"
-    await conn.execute(f'drop database if exists "{name}"')
-    await conn.execute(f'create database "{name}"')
-    await conn.close()
+    await db.execute(f'drop database if exists "{name}"')
+    await db.execute(f'create database "{name}"')
+    await db.close()
     url = admin.rsplit("/", 1)[0] + f"/{name}" if "?" not in admin else admin.replace("/postgres?", f"/{name}?")
     await migrate(url)
-    conn = await asyncpg.connect(url)
-    await conn.execute(
+    db = await asyncpg.connect(url)
+    await db.execute(
         "insert into teams (name) values ('bench'); insert into users (name) values ('b');"
         "insert into clusters (team_id, name) values (1, 'c'); insert into trajectories (team_id, name) values (1, 't')"
     )
-    await conn.execute(
+    await db.execute(
         "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
         " select 1, 1, 1, 'preprocess', 'f', g from generate_series(1, 10000) g"
     )
-    await conn.close()
+    await db.close()
     return url
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from gateway.bus import keys
 from gateway.bus.connection import Bus
 from gateway.bus.publisher import Publisher
+from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
-from gateway.core.relay import Publication
 from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster
 
 from .procstat import cpu_seconds
@@ -107,15 +107,16 @@ async def measure(bus: Bus, pids: list[int], messages: int, nodes: int, epoch: i
 
 async def main(messages: int, node_counts: list[int], cluster: bool) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
+        server: EmbeddedValkey | EmbeddedValkeyCluster
         if cluster:
-            server: EmbeddedValkey | EmbeddedValkeyCluster = EmbeddedValkeyCluster(Path(tmp), shards=3)
-            url = server.start()
-            pids = [p.pid for p in server._procs]
+            server = shards = EmbeddedValkeyCluster(Path(tmp), shards=3)
+            url = shards.start()
+            pids = [p.pid for p in shards._procs]
         else:
-            server = EmbeddedValkey(Path(tmp))
-            url = server.start()
-            assert server._proc is not None
-            pids = [server._proc.pid]
+            server = single = EmbeddedValkey(Path(tmp))
+            url = single.start()
+            assert single._proc is not None
+            pids = [single._proc.pid]
         bus = Bus(url, cluster=cluster)
         try:
             rows = [await measure(bus, pids, messages, n, epoch) for epoch, n in enumerate(node_counts, start=1)]

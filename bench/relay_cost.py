@@ -93,8 +93,8 @@ async def run_layout(
             rng = random.Random(seed)
             statuses = ["queued", "running", "completed"]
             for _ in range(n // BATCH):
-                async with pool.acquire() as conn:
-                    await conn.execute(
+                async with pool.acquire() as db:
+                    await db.execute(
                         "update jobs set status = $2 where id = any($1::bigint[])",
                         rng.sample(ids, BATCH),
                         rng.choice(statuses),

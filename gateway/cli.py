@@ -4,43 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib.util
-import logging
 import os
-import signal
 import sys
 import textwrap
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 
 from . import __version__
 from .config import ConfigError, Settings, check_secret
-
-log = logging.getLogger("gateway")
-
-
-def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
-    from .web.http import HttpLimits, bounded_protocol
-
-    return uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        host=host,
-        port=port,
-        loop="uvloop",
-        http=bounded_protocol(
-            HttpLimits.from_settings(settings)
-        ),  # httptools, with bounds before the app sees a request
-        ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
-        ws_max_size=settings.max_message_bytes,
-        ws_per_message_deflate=settings.compression,  # negotiated by gateway.web.deflate: each frame deflated once
-        lifespan="on",
-        log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
-        **extra,  # type: ignore[arg-type]
-    )
+from .running import run_until_signalled
+from .web.serving import uvicorn_config
 
 
 def _require(settings: Settings, *names: str) -> None:
@@ -73,7 +48,7 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
     _require(settings, "database_url", "redis_url")
     port = getattr(args, "metrics_port", None) or settings.relay_metrics_port  # `relay --metrics-port`, where parsed
     endpoint = Endpoint(port, settings.relay_metrics_host, settings.metrics_token) if port else None
-    _run(Relay.from_settings(settings, endpoint).run())
+    run_until_signalled(Relay.from_settings(settings, endpoint).run())
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
@@ -92,7 +67,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
-    from .web.auth import issue_token, read_token
+    from .credentials import issue_token, read_token
 
     _require(settings, "secret")
     ttl = args.ttl or settings.token_ttl
@@ -114,19 +89,20 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
 
     from .bus.connection import Bus
     from .hub.revocations import RELOAD_EVERY, revoke
+    from .store.queries import user_exists
 
     _require(settings, "database_url")
 
     async def run() -> None:
-        conn = await asyncpg.connect(settings.database_url)
+        db = await asyncpg.connect(settings.database_url)
         bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions) if settings.redis_url else None
         try:
-            if args.user is not None and not await conn.fetchval("select 1 from users where id = $1", args.user):
+            if args.user is not None and not await user_exists(db, args.user):
                 sys.exit(f"gateway: no user {args.user}")
             redis = bus.redis if bus is not None else None
-            await revoke(conn, redis, settings.session_max_age, user_id=args.user, token_id=args.token_id)
+            await revoke(db, redis, settings.session_max_age, user_id=args.user, token_id=args.token_id)
         finally:
-            await conn.close()
+            await db.close()
             if bus is not None:
                 await bus.aclose()
 
@@ -145,22 +121,20 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
     import asyncpg
 
-    from .web.auth import new_cluster_key
+    from .credentials import new_cluster_key
+    from .store.clusters import set_key_hash
 
     _require(settings, "database_url")
 
     async def rotate() -> str:
-        conn = await asyncpg.connect(settings.database_url)
+        db = await asyncpg.connect(settings.database_url)
         try:
             key, key_hash = new_cluster_key(args.cluster)
-            if (
-                await conn.execute("update clusters set key_hash = $2 where id = $1", args.cluster, key_hash)
-                == "UPDATE 0"
-            ):
+            if not await set_key_hash(db, args.cluster, key_hash):
                 sys.exit(f"gateway: no cluster {args.cluster}")
             return key
         finally:
-            await conn.close()
+            await db.close()
 
     print(asyncio.run(rotate()))
 
@@ -183,7 +157,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
         redis_cluster=settings.redis_cluster,
         users=args.user,
     )
-    _run(simulation.run())
+    run_until_signalled(simulation.run())
 
 
 def cmd_tail(args: argparse.Namespace, settings: Settings) -> None:
@@ -200,7 +174,7 @@ def cmd_tail(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit("gateway: --attempts is at least 1")
     channel = f"trajectory:{args.trajectory}" if args.trajectory else f"team-jobs:{args.team}"
     tail = Tail(args.url, channel, token or None, args.token_command, args.format, args.attempts)
-    _run(tail.run())
+    run_until_signalled(tail.run())
     sys.exit(tail.status)
 
 
@@ -216,40 +190,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     from .demo import DemoError, run_demo
 
     try:
-        _run(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed))
+        run_until_signalled(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed))
     except DemoError as exc:  # everything it started is stopped by now
         sys.exit(f"gateway: {exc}")
-
-
-def _run(main: Coroutine[Any, Any, None]) -> None:
-    """Run until done or interrupted; Ctrl-C, SIGTERM and SIGHUP (its terminal closed) cancel the main task so
-    cleanups run. The second signal does not: it would cut them short (the demo's embedded servers would outlive
-    it). A third one does, for a cleanup that hangs."""
-
-    async def runner() -> None:
-        task = asyncio.ensure_future(main)
-        loop = asyncio.get_running_loop()
-        signals = 0
-
-        def stop() -> None:
-            nonlocal signals
-            signals += 1
-            if signals == 2:
-                log.warning("still stopping; signal once more to stop without waiting")
-            else:
-                task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, stop)
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    try:
-        import uvloop
-
-        uvloop.run(runner())
-    except ImportError:  # pragma: no cover
-        asyncio.run(runner())
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -5,32 +5,20 @@
         async for message in client:
             ...  # Snapshot, Batch, Summary, Notice, Glow, ... (msgspec Structs from gateway.core.protocol)
 
-Connecting, the first time as after a drop, is retried with backoff and jitter (a busy node's
-`retry_after_ms` is honoured) until it works, or `max_attempts` attempts in a row failed: `ConnectionFailed`.
-After a drop it resumes every channel from its cursor (only what was missed, no snapshot); on `resync`, or a
-sequence that does not follow, it subscribes again without a cursor and yields the fresh snapshot. Snapshot
-pages come one by one (`page`, `final`), whatever the channel's size.
-
-Tokens: a `token_provider` (a plain or async function returning a token; `token_from_command("gateway token
---user 1")` runs a shell command for one) is asked again when the server refuses the token at the handshake
-(401) or closes a session whose token expired (4001). Without one, or when its fresh token is refused too,
-`Unauthorized` is raised.
+Connecting, the first time as after a drop, is retried with backoff and jitter (a busy node's `retry_after_ms`
+is honoured) until it works, or `max_attempts` attempts in a row failed: `ConnectionFailed`. After a drop it
+resumes every channel from its cursor; on `resync`, or a sequence that does not follow, it subscribes again
+without a cursor and yields the fresh snapshot, page by page (the checks are gateway.core.follower's).
+A `token_provider` (a plain or async function; `token_from_command("gateway token --user 1")` runs a command)
+is asked again after a 401 at the handshake or a close 4001; without one, or when its fresh token is refused
+too, `Unauthorized` is raised.
 
 Errors (gateway.client_errors, all `GatewayError`) are raised from iteration, and `Unauthorized` and
-`ConnectionFailed` also from `subscribe` and `async with`; they end the client. A channel the server
-refuses for good (`Forbidden`, or `ChannelRefused` for a bad name or too many subscriptions) is dropped, never
-asked for again, recorded in `client.refused`, and raised from iteration once (a name over 100 characters
-is refused by `subscribe` itself); iterating again goes on with the other channels:
-
-    while True:
-        try:
-            async for message in client:
-                ...
-        except Forbidden as refused:
-            print("skipped", refused.channel)
-
-Other `error` messages are yielded (`rate_limited`, `bad_message`, and `unavailable`/`internal` about a
-channel, which the client asks for again after a backoff).
+`ConnectionFailed` also from `subscribe` and `async with`; they end the client. A channel the server refuses
+for good (`Forbidden`, or `ChannelRefused` for a bad name or too many subscriptions) is dropped, recorded in
+`client.refused` and raised from iteration once (a name over 100 characters by `subscribe` itself); iterating
+again goes on with the other channels. Other `error` messages are yielded (`rate_limited`, `bad_message`, and
+`unavailable`/`internal` about a channel, which the client asks for again after a backoff).
 """
 
 from __future__ import annotations
@@ -41,7 +29,7 @@ import enum
 import logging
 import random
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Self
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,6 +38,7 @@ import websockets
 
 from .client_errors import ChannelRefused, ConnectionFailed, Forbidden, GatewayError, Unauthorized
 from .client_tokens import TokenProvider, Tokens, token_from_command
+from .core.follower import REFUSALS, TRY_AGAIN, Position, Verdict, channel_named
 from .core.protocol import (
     MSGPACK_SUBPROTOCOL,
     Error,
@@ -76,9 +65,6 @@ _msgpack = msgspec.msgpack.Encoder()
 
 CLOSE_TOKEN_EXPIRED = 4001  # docs/protocol.md: renew the token and connect again
 FIRST_DELAY = 0.25  # seconds before the first retry; doubles up to max_backoff
-REFUSALS = {"forbidden", "bad_channel", "too_many_subscriptions"}  # asking again would get the same answer
-TRY_AGAIN = {"unavailable", "internal"}  # the server says the same request may work later
-ERROR_CHANNEL_CHARS = 80  # the server cuts the channel named in some errors to this length
 MAX_CHANNEL_CHARS = 100  # a longer name is refused as a bad message, which names no channel to drop
 
 
@@ -100,9 +86,12 @@ class State(enum.Enum):
 
 @dataclass
 class _Channel:
-    cursor: str | None = None  # where to resume: the last message applied
-    seq: int | None = None
+    position: Position = field(default_factory=Position)  # the resume protocol's side (gateway.core.follower)
     retry_delay: float = FIRST_DELAY  # before asking again after `unavailable`
+
+    @property
+    def cursor(self) -> str | None:  # where to resume after a drop (None while a snapshot's pages still come)
+        return self.position.resume_cursor
 
 
 class GatewayClient:
@@ -319,27 +308,24 @@ class GatewayClient:
         state = self.channels.get(m.channel)
         if state is None:
             return True
-        if isinstance(m, Resync):
-            self._reload(m.channel, state)
-            return True
+        position, held = state.position, state.position.seq
         if isinstance(m, Snapshot):
             self._due.pop(m.channel, None)
             state.retry_delay = FIRST_DELAY
-            # Resume only from a whole snapshot: a cursor from page 0 of 3 would skip the other pages.
-            state.cursor, state.seq = (m.cursor, m.seq) if m.final else (None, None)
-            return True
-        if state.seq is not None and m.seq <= state.seq:
-            return False  # already applied
-        if state.seq is not None and m.seq != state.seq + 1:
-            log.warning("%s: seq %d after %d, loading it again", m.channel, m.seq, state.seq)
+            verdict = position.snapshot(m.seq, m.cursor, m.page, m.final)
+        elif isinstance(m, Resync):
+            verdict = position.resync()
+        else:
+            verdict = position.message(m.seq, m.cursor)
+        if verdict is Verdict.GAP:
+            log.warning("%s: lost messages after seq %s, loading it again", m.channel, held)
+        if verdict is Verdict.GAP or verdict is Verdict.RESYNC:
             self._reload(m.channel, state)
-            return False
-        state.cursor, state.seq = m.cursor, m.seq
-        return True
+        return verdict is not Verdict.GAP and verdict is not Verdict.DUPLICATE  # a resync is yielded
 
     def _on_error(self, m: Error) -> bool:
         """Refusals drop their channel and are raised; `unavailable` schedules another try."""
-        name = self._own_channel(m.channel)
+        name = channel_named(m.channel, self.channels)
         if name is None:
             return True
         if m.code in REFUSALS:
@@ -354,21 +340,12 @@ class GatewayClient:
             state.retry_delay = min(state.retry_delay * 2, self.max_backoff)
         return True
 
-    def _own_channel(self, named: str | None) -> str | None:
-        if named is None or named in self.channels:
-            return named
-        if len(named) == ERROR_CHANNEL_CHARS:
-            return next((c for c in self.channels if c[:ERROR_CHANNEL_CHARS] == named), None)
-        return None
-
     def _reload(self, name: str, state: _Channel) -> None:
-        """Forget where the channel was and ask for a fresh snapshot."""
-        state.cursor = state.seq = None
+        """Forget where the channel was (gaps and resyncs) and ask for a fresh snapshot."""
+        state.position.reload()
         self._due[name] = 0.0
 
     async def _subscribe_due(self) -> None:
-        if not self._due:
-            return
         now = asyncio.get_running_loop().time()
         for name in [n for n, at in self._due.items() if at <= now]:
             state = self.channels.get(name)
@@ -377,9 +354,7 @@ class GatewayClient:
             self._due.pop(name, None)
 
     def _until_due(self) -> float | None:
-        if not self._due:
-            return None
-        return max(0.0, min(self._due.values()) - asyncio.get_running_loop().time())
+        return max(0.0, min(self._due.values()) - asyncio.get_running_loop().time()) if self._due else None
 
     async def _send(self, message: Subscribe | Unsubscribe | Ping) -> bool:
         """False when there is no connection to send on (the read loop reconnects and subscribes again)."""

@@ -1,6 +1,6 @@
 """`gateway demo`: the whole product on one machine, with embedded servers when no URLs are given.
 
-It runs until cancelled (`gateway.cli._run` turns Ctrl-C and SIGTERM into that), then stops its parts in the
+It runs until cancelled (`gateway.running.run_until_signalled` turns Ctrl-C and SIGTERM into that), then stops its parts in the
 order they depend on each other: the producer first (its requests still get answers), then the web server
 and the relay, then the embedded servers they were using.
 """
@@ -18,6 +18,7 @@ from typing import TypeVar
 import uvicorn
 
 from .config import Settings
+from .credentials import issue_token
 from .embedded import EmbeddedPostgres, EmbeddedValkey
 from .relay.metrics import RelayCollector
 from .relay.runner import Relay
@@ -25,8 +26,8 @@ from .seed import Seeded, seed_demo
 from .sim.run import Simulation
 from .store.migrate import migrate
 from .web.app import create_app
-from .web.auth import issue_token
 from .web.metrics import also_export
+from .web.serving import uvicorn_config
 
 log = logging.getLogger("gateway.demo")
 
@@ -93,8 +94,6 @@ async def _to_the_end(blocking: Callable[[], T]) -> T:
 
 async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed: float) -> None:
     """The web server, the relay and the simulated clusters, until cancelled or one of them stops."""
-    from .cli import uvicorn_config
-
     app = create_app(settings)
     config = uvicorn_config(app, settings, host, port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     server = DemoServer(config)

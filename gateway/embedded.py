@@ -25,10 +25,10 @@ async def postgres_reachable(url: str) -> bool:
     import asyncpg
 
     try:
-        conn = await asyncpg.connect(url, timeout=3)
+        db = await asyncpg.connect(url, timeout=3)
     except (TimeoutError, OSError, asyncpg.PostgresError):
         return False
-    await conn.close()
+    await db.close()
     return True
 
 

@@ -6,23 +6,15 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from .web.auth import new_cluster_key
+from .credentials import new_cluster_key
+from .store import clusters, seed
+from .store.seed import Unfinished
 
 MEMBERS = ["Ada Lovelace", "Rosalind Franklin", "Linus Pauling", "Dorothy Hodgkin", "Max Perutz"]
 TRAJECTORIES = ["Lipid bilayer 310K", "Ubiquitin folding", "KcsA ion channel", "Water box NPT", "Lysozyme in salt"]
 CLUSTERS = ["gpu-1", "gpu-2", "cpu-big"]
 
-
-@dataclass(frozen=True)
-class Unfinished:
-    """A job a cluster still had when the last run stopped: queued, retrying, running or held."""
-
-    id: int
-    cluster_id: int
-    kind: str
-    attempts: int
-    status: str
-    priority: int
+__all__ = ["CLUSTERS", "MEMBERS", "TRAJECTORIES", "Seeded", "Unfinished", "seed_demo"]
 
 
 @dataclass
@@ -41,68 +33,30 @@ class Seeded:
 
 async def seed_demo(dsn: str) -> Seeded:
     """Create the demo team once; later runs find it and hand out fresh cluster keys."""
-    conn = await asyncpg.connect(dsn)
+    db = await asyncpg.connect(dsn)
     try:
-        async with conn.transaction():
-            team_id = await conn.fetchval("select id from teams where name = 'Demo Lab'")
+        async with db.transaction():
+            team_id = await seed.demo_team(db)
             if team_id is None:
-                team_id = await conn.fetchval("insert into teams (name) values ('Demo Lab') returning id")
-                for name in MEMBERS:
-                    uid = await conn.fetchval("insert into users (name) values ($1) returning id", name)
-                    await conn.execute("insert into memberships values ($1, $2)", team_id, uid)
-                for name in CLUSTERS:
-                    await conn.execute("insert into clusters (team_id, name) values ($1, $2)", team_id, name)
-                for name in TRAJECTORIES:
-                    await conn.execute("insert into trajectories (team_id, name) values ($1, $2)", team_id, name)
-                other = await conn.fetchval("insert into teams (name) values ('Other Lab') returning id")
-                ouid = await conn.fetchval("insert into users (name) values ('Outsider') returning id")
-                await conn.execute("insert into memberships values ($1, $2)", other, ouid)
-            users = [
-                r["user_id"]
-                for r in await conn.fetch(
-                    "select user_id from memberships where team_id = $1 order by user_id", team_id
-                )
-            ]
-            clusters = [
-                r["id"] for r in await conn.fetch("select id from clusters where team_id = $1 order by id", team_id)
-            ]
-            trajectories = [
-                r["id"]
-                for r in await conn.fetch(  # the ones with nothing uploaded yet
-                    "select id from trajectories t where team_id = $1"
-                    " and not exists (select 1 from jobs j where j.trajectory_id = t.id and j.removed_at is null) order by id",
-                    team_id,
-                )
-            ]
-            other_team = await conn.fetchval("select id from teams where name = 'Other Lab'")
-            other_user = await conn.fetchval("select user_id from memberships where team_id = $1 limit 1", other_team)
+                team_id = await seed.create_demo_teams(db, MEMBERS, CLUSTERS, TRAJECTORIES)
+            users = await seed.member_ids(db, team_id)
+            cluster_ids = await seed.cluster_ids(db, team_id)
+            trajectories = await seed.empty_trajectories(db, team_id)
+            other_team, other_user = await seed.other_team(db)
             seeded = Seeded(
                 team_id,
                 users,
-                clusters,
+                cluster_ids,
                 trajectory_ids=trajectories,
                 other_team_id=other_team,
                 other_user_id=other_user,
             )
-            for cid in clusters:
+            for cid in cluster_ids:
                 key, key_hash = new_cluster_key(cid)
-                await conn.execute("update clusters set key_hash = $2 where id = $1", cid, key_hash)
+                await clusters.set_key_hash(db, cid, key_hash)
                 seeded.cluster_keys[cid] = key
-            seeded.unfinished = [
-                Unfinished(**r)
-                for r in await conn.fetch(
-                    "select j.id, j.cluster_id, j.kind, j.attempts, j.status, coalesce(s.priority, 0) as priority"
-                    " from jobs j left join submissions s on s.id = j.submission_id"
-                    " where j.team_id = $1 and j.removed_at is null and j.status in ('queued', 'retrying', 'running', 'holding')"
-                    " order by j.id",
-                    team_id,
-                )
-            ]
-            seeded.staging = dict(
-                await conn.fetch(
-                    "select id, staging from submissions where team_id = $1 and staging <> 'ready' order by id", team_id
-                )
-            )
+            seeded.unfinished = await seed.unfinished(db, team_id)
+            seeded.staging = await seed.staging(db, team_id)
             return seeded
     finally:
-        await conn.close()
+        await db.close()

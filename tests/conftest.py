@@ -18,7 +18,7 @@ import pytest
 
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port, postgres_reachable, with_database
 from gateway.store.migrate import migrate
-from tests.world import Process, spawn, wait_http  # noqa: F401  (tests import them from here too)
+from harness.world import Process, spawn, wait_http  # noqa: F401  (tests import them from here too)
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 

@@ -14,6 +14,27 @@ export function withDefaults(m) {
   return m;
 }
 
+// Where a channel stands after a message: the browser's copy of gateway/core/follower.py, held equal to it by
+// frontend/vectors/follower.json. Returns the verdict ("page", "apply", "duplicate", "gap", "resync"), or null
+// for a message that has no position; after "gap" or "duplicate" the position is unchanged.
+export function follow(sub, m) {
+  if (m.type === "resync") { reset(sub); return "resync"; }
+  if (m.type === "snapshot") {
+    if (m.page !== 0 && m.page !== sub.nextPage) return "gap"; // a page was lost
+    sub.seq = m.seq; sub.cursor = m.cursor; sub.ready = m.final; sub.nextPage = m.final ? null : m.page + 1;
+    return "page";
+  }
+  if (!RESUMABLE.has(m.type)) return null;
+  if (sub.seq !== null && m.seq !== sub.seq + 1) return m.seq <= sub.seq ? "duplicate" : "gap";
+  sub.seq = m.seq; sub.cursor = m.cursor;
+  return "apply";
+}
+
+// The cursor to resubscribe with after a reconnect: none while a snapshot's pages are still coming (resuming
+// from a page's cursor would skip the pages after it), so the channel's snapshot starts again.
+export function resumeCursor(sub) { return sub.nextPage === null ? sub.cursor : null; }
+export function reset(sub) { sub.cursor = null; sub.seq = null; sub.ready = false; sub.nextPage = null; }
+
 export class Live {
   constructor(onStatus, onExpired = async () => {}) {
     this.onStatus = onStatus; // "connecting" | "live" | "reconnecting"
@@ -30,7 +51,7 @@ export class Live {
   start() { this.onStatus("connecting"); this._connect(); }
 
   subscribe(channel, handler) {
-    this.channels.set(channel, { handler, cursor: null, seq: null, ready: false });
+    this.channels.set(channel, { handler, cursor: null, seq: null, ready: false, nextPage: null });
     this._send({ type: "subscribe", channel });
   }
 
@@ -48,7 +69,8 @@ export class Live {
       this.onStatus("live");
       for (const [channel, sub] of this.channels) {
         const message = { type: "subscribe", channel };
-        if (sub.cursor) message.cursor = sub.cursor; // resume: only what was missed, no snapshot
+        const cursor = resumeCursor(sub);
+        if (cursor) message.cursor = cursor; // resume: only what was missed, no snapshot
         this._send(message);
       }
       clearInterval(this.pinger);
@@ -70,21 +92,16 @@ export class Live {
     if (m.type === "error") { console.warn("gateway:", m.code, m.message); return; }
     const sub = this.channels.get(m.channel);
     if (!sub) return;
-    if (m.type === "resync") { this._reload(m.channel, sub); return; }
-    if (m.type === "snapshot") {
-      if (m.page === 0) this.offset = m.time - Date.now();
-      sub.seq = m.seq; sub.cursor = m.cursor; sub.ready = m.final;
-      sub.handler(m);
-      return;
-    }
-    if (!RESUMABLE.has(m.type)) return;
-    if (sub.seq !== null && m.seq !== sub.seq + 1) { this._reload(m.channel, sub); return; } // lost something
-    sub.seq = m.seq; sub.cursor = m.cursor;
+    const verdict = follow(sub, m);
+    if (verdict === null) return;
+    // A resync, or lost (or repeated) messages: load the channel again.
+    if (verdict !== "page" && verdict !== "apply") { this._reload(m.channel, sub); return; }
+    if (m.type === "snapshot" && m.page === 0) this.offset = m.time - Date.now();
     sub.handler(m);
   }
 
   _reload(channel, sub) {
-    sub.cursor = null; sub.seq = null; sub.ready = false;
+    reset(sub);
     sub.handler({ type: "reset", channel });
     this._send({ type: "subscribe", channel });
   }

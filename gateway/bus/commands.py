@@ -7,6 +7,8 @@ subscribes use. Instead one listener per process waits on every open reply list 
 connection of its own. All of a process's reply lists share one hash tag, so on a Redis Cluster they live in
 one slot and one BLPOP can watch them all; a new reply list wakes the listener through the same tag's wake-up
 list, so that its next BLPOP includes it.
+
+The cluster's side is `command_inbox` (the commands sent to one cluster, as they arrive) and `confirm`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
-from typing import cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -133,3 +135,32 @@ class ClusterCommands:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
         await self._drop_connection()
+
+
+# -- the cluster's side
+
+
+@contextlib.asynccontextmanager
+async def command_inbox(bus: Bus, cluster_id: int) -> AsyncIterator[AsyncIterator[bytes]]:
+    """The commands sent to a cluster, as they arrive (encoded); subscribed by the time the block starts, so a
+    command sent from then on reaches it."""
+    if bus.cluster:
+        await bus.redis.initialize()  # the slot map, which the cluster's pubsub picks its node by
+    pubsub = bus.redis.pubsub()
+    try:
+        await pubsub.subscribe(keys.cluster_commands(cluster_id))
+        yield _commands(pubsub)
+    finally:
+        await pubsub.aclose()
+
+
+async def _commands(pubsub: Any) -> AsyncIterator[bytes]:
+    async for message in pubsub.listen():
+        if message["type"] == "message":
+            yield message["data"]
+
+
+async def confirm(bus: Bus, reply_to: str, confirmation: bytes) -> None:
+    """Push a cluster's confirmation onto the reply list its command named; kept a minute for a late reader."""
+    await bus.redis.rpush(reply_to, confirmation)
+    await bus.redis.expire(reply_to, 60)

@@ -14,7 +14,10 @@ import itertools
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 PREFIX = "gw:"
-CONTROL = f"{PREFIX}control"  # relay -> every node: membership changes (classic pub/sub reaches every shard)
+# Relay and `gateway revoke` -> every node: membership changes and revoked sessions (classic pub/sub reaches
+# every shard). Its Redis name stays `gw:control` so that nodes and relays of different versions still hear each
+# other, though "control" now means only commands to clusters (gateway/control/).
+MEMBERSHIP = f"{PREFIX}control"
 PRESENCE_TEAMS = f"{PREFIX}presence:teams"
 METRICS_TEAMS = f"{PREFIX}metrics:teams"
 

@@ -6,18 +6,22 @@ append the message to the channel's bounded history (a stream whose ids are the 
 numbers), write the light channel's state, publish (SPUBLISH in a cluster: the shard that holds the keys).
 So a node that reads a channel's state sees it with the sequence it belongs to, and a relay that lost its
 lock cannot publish after its successor's first message.
+
+`PartitionPublisher` is what the relay needs of the bus; `Publisher` is it on Redis, and an in-memory bus
+with the same semantics stands in for it in fast tests.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from ..core import envelope
+from ..core.batching import Publication
 from ..core.protocol import parse_cursor
-from ..core.relay import Publication
 from . import keys
 from .connection import MOVED, Bus
 
@@ -88,6 +92,33 @@ return 1
 
 class Fenced(Exception):
     """A newer relay has taken over: this one must stop publishing."""
+
+
+class PartitionPublisher(Protocol):
+    """Publishes one partition's channels for one relay epoch, fenced against older epochs."""
+
+    epoch: int
+
+    async def take_over(self) -> None:
+        """Raise the fence to this epoch; raise Fenced if a newer one holds it."""
+
+    async def fence_exists(self) -> bool:
+        """False when the bus lost the partition's keys (a restart)."""
+
+    async def last_seqs(self, channels: list[str]) -> dict[str, int]:
+        """The last sequence published on each channel, by any relay (0 when none)."""
+
+    def marker(self, trajectory_id: int, wave: int) -> str:
+        """The name of a wave's once-only finish marker."""
+
+    async def published_markers(self, markers: list[str]) -> set[str]:
+        """Which of these once-only events some relay has published already."""
+
+    async def relay_cursor(self) -> str | None:
+        """Where in the outbox the previous relay had published up to."""
+
+    async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
+        """Publish a cycle atomically per message, with the cursor; raise Fenced if a newer relay took over."""
 
 
 class Publisher:

@@ -1,7 +1,7 @@
 """A node's side of the bus: pub/sub connections, subscribed only to channels with a local subscriber.
 
 One connection to a single Redis; in a Redis Cluster, one per shard that holds a subscribed channel
-(sharded pub/sub: SSUBSCRIBE on the shard that owns the channel's slot), plus the classic control channel.
+(sharded pub/sub: SSUBSCRIBE on the shard that owns the channel's slot), plus the classic membership channel (gateway.bus.membership).
 
 Redis pub/sub drops messages silently while a connection is down. redis-py would reconnect and resubscribe
 behind our back, so its retries are off here: a lost connection surfaces, `on_lost` tells the hub that
@@ -77,7 +77,7 @@ class _Link:
 
     async def _send(self, names: list[str], subscribe: bool) -> None:
         assert self.pubsub is not None
-        classic = [n for n in names if n == keys.CONTROL or not self.owner.sharded]
+        classic = [n for n in names if n == keys.MEMBERSHIP or not self.owner.sharded]
         sharded = [n for n in names if n not in classic]
         if classic:
             await (self.pubsub.subscribe if subscribe else self.pubsub.unsubscribe)(*classic)
@@ -125,8 +125,8 @@ class _Link:
             kind = keys.text(message["type"])
             name = keys.text(message["channel"])
             if kind in _MESSAGES:
-                if name == keys.CONTROL:
-                    owner.on_control(message["data"])
+                if name == keys.MEMBERSHIP:
+                    owner.on_membership(message["data"])
                 else:
                     owner.on_message(keys.channel_of(name), message["data"])
             elif kind in _CONFIRMS:
@@ -144,14 +144,14 @@ class Subscriber:
         on_message: OnMessage,
         on_lost: Callable[[], None],
         on_restored: Callable[[], None],
-        on_control: Callable[[bytes], None] = lambda data: None,
+        on_membership: Callable[[bytes], None] = lambda data: None,
     ) -> None:
         self.bus = bus
         self.sharded = bus.cluster
         self.on_message = on_message
         self.on_lost = on_lost
         self._on_restored = on_restored
-        self.on_control = on_control
+        self.on_membership = on_membership
         self._links: dict[tuple[str, int] | None, _Link] = {}
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -180,14 +180,14 @@ class Subscriber:
                 await link.send_unsubscribe([name])
 
     async def run(self) -> None:
-        """Keep the links running until cancelled (the control channel's link from the start)."""
+        """Keep the links running until cancelled (the membership channel's link from the start)."""
         try:
             delay = 0.05
             while True:
                 try:
-                    link = await self._link_for(keys.CONTROL)
-                    link.wanted.add(keys.CONTROL)
-                    await link.send_subscribe([keys.CONTROL])
+                    link = await self._link_for(keys.MEMBERSHIP)
+                    link.wanted.add(keys.MEMBERSHIP)
+                    await link.send_subscribe([keys.MEMBERSHIP])
                     break
                 except (RedisError, OSError) as exc:  # a cluster not reachable yet
                     log.warning("redis unavailable (%s); retrying", type(exc).__name__)

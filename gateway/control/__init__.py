@@ -1,1 +1,1 @@
-"""Actions to clusters and their confirmations; cluster metrics; presence."""
+"""Actions to clusters and their confirmations."""

@@ -3,8 +3,8 @@
 Each cluster listens on its command channel (`gw:cluster:<id>`, pub/sub) and pushes its confirmation onto the
 command's reply list (gateway.bus.commands: read by one listener per process, so a waiting command holds no
 pooled connection). A cluster with no listener is known at once (PUBLISH reaches nobody); the others get one
-shared time budget. Only confirmed jobs change in PostgreSQL, through the captured path, so everyone
-watching sees the result live.
+shared time budget. Only confirmed jobs change in PostgreSQL (gateway.store.tasks), through the captured
+path, so everyone watching sees the result live.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from ..core.control import (
     confirmation_decoder,
     toast,
 )
+from ..store import tasks
+from ..store.tasks import HeldJob, Scope
 
 log = logging.getLogger(__name__)
 
@@ -37,33 +39,26 @@ async def run_action(
     commands: ClusterCommands,
     action: Action,
     team_id: int,
-    scope_sql: str,
+    scope: Scope,
     scope_id: int,
     timeout: float,
 ) -> ActionResult:
-    """Act on team `team_id`'s jobs that `scope_sql` selects (a `where` on jobs with `$1`), through their clusters.
+    """Act on team `team_id`'s jobs in `scope` (a trajectory's, an analysis's ...: gateway.store.tasks), through
+    their clusters.
 
     Remove Running Jobs sends the clusters `remove`. Retry Failed Jobs takes what the Jobs view counts as Failed:
     the clusters get `retry_failed` for the failed jobs and `retry_preempted` for the preempted ones (their
     `retry` restarts every task: the Submissions page's Retry).
     """
     statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
-    # Only the acting team's jobs on its own clusters, whatever else names the scope's trajectory or analysis.
-    rows = await pool.fetch(
-        f"select j.id, j.cluster_id, c.name, j.status from jobs j join clusters c on c.id = j.cluster_id"
-        f" where {scope_sql} and j.team_id = $3 and c.team_id = $3 and j.removed_at is null"
-        f" and j.status = any($2::text[])",
-        scope_id,
-        statuses,
-        team_id,
-    )
+    rows = await tasks.jobs_in_scope(pool, scope, scope_id, team_id, statuses)
     if not rows:
         return toast(action, 0, 0, [])
     if action == "remove":
         parts = [("remove", rows)]
     else:
         parts = [
-            (command, [r for r in rows if r["status"] == status])
+            (command, [r for r in rows if r.status == status])
             for command, status in (("retry_failed", "failed"), ("retry_preempted", "preempted"))
         ]
         parts = [(command, part) for command, part in parts if part]
@@ -78,18 +73,18 @@ async def run_action(
             confirmed.setdefault(cluster_id, set()).update(ids)
         unconfirmed.update(names[c] for c in by_cluster if c not in answer)
     acted = await _apply(pool, action, confirmed, statuses)
-    preempted = {r["id"] for r in rows if r["status"] == "preempted"}
+    preempted = {r.id for r in rows if r.status == "preempted"}
     acted_preempted = sum(1 for ids in confirmed.values() for i in ids if i in preempted)
     return toast(action, len(rows), acted, sorted(unconfirmed), preempted=acted_preempted)
 
 
-def holders(rows: list[asyncpg.Record]) -> tuple[dict[int, list[int]], dict[int, str]]:
-    """The jobs each cluster holds, and the clusters' names, from rows of (id, cluster_id, name)."""
+def holders(jobs: list[HeldJob]) -> tuple[dict[int, list[int]], dict[int, str]]:
+    """The jobs each cluster holds, and the clusters' names."""
     by_cluster: dict[int, list[int]] = {}
     names: dict[int, str] = {}
-    for r in rows:
-        by_cluster.setdefault(r["cluster_id"], []).append(r["id"])
-        names[r["cluster_id"]] = r["name"]
+    for job in jobs:
+        by_cluster.setdefault(job.cluster_id, []).append(job.id)
+        names[job.cluster_id] = job.cluster
     return by_cluster, names
 
 
@@ -131,19 +126,7 @@ async def _apply(pool: asyncpg.Pool, action: Action, confirmed: dict[int, set[in
     if not ids:
         return 0
     if action == "remove":
-        # Tombstoned, not deleted: a late report cannot bring them back; what they produced is kept.
-        await pool.execute(
-            "update jobs set removed_at = now() where id = any($1::bigint[]) and removed_at is null"
-            " and status = any($2::text[])",
-            ids,
-            statuses,
-        )
+        await tasks.tombstone(pool, ids, statuses)
     else:
-        # A cluster may already report the new attempt running before this lands: then it is moot.
-        await pool.execute(
-            "update jobs set status = 'retrying', attempts = attempts + 1, error = null"
-            " where id = any($1::bigint[]) and removed_at is null and status = any($2::text[])",
-            ids,
-            statuses,
-        )
+        await tasks.retry(pool, ids, statuses)
     return len(ids)  # what the clusters did, whichever write reached the row first

@@ -11,7 +11,7 @@ import msgspec
 
 
 class Revocation(msgspec.Struct, frozen=True, tag_field="type", tag="revoke"):
-    """Also the control message every node receives (membership changes there are lists, this an object)."""
+    """Also a message on the membership channel every node hears (membership changes are lists, this an object)."""
 
     at: float  # when it was recorded (Unix time, the database's clock)
     user_id: int | None = None  # every session of this user started at or before `at`

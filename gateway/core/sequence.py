@@ -35,8 +35,3 @@ class ChannelStream:
         # A new relay continues the channel's sequence, so a takeover is contiguous too; a new epoch
         # that does not continue it (the bus lost its positions) is a gap like any other.
         return Arrival.NEXT if seq == previous + 1 else Arrival.GAP
-
-    def expect(self, epoch: int, seq: int) -> None:
-        """Continue from a position known to be delivered (after a snapshot or a filled gap)."""
-        if (epoch, seq) > (self.epoch, self.seq):
-            self.epoch, self.seq = epoch, seq

@@ -2,7 +2,8 @@
 
 A channel message is framed once and the same bytes are written to every subscriber: a server's frames are
 not masked, so nothing in them depends on the connection. Client frames are masked and rare (subscribes,
-pings); the reader unmasks them with websockets' C helper.
+pings); the reader unmasks them with websockets' C helper. The same reader, with `client=True`, reads a
+server's unmasked frames for the benchmark's subscribers (bench/subscribers/wsclient.py).
 
 Compression (permessage-deflate, RFC 7692) keeps that: the node compresses with no context taken over from
 one message to the next (`server_no_context_takeover`), so a message's compressed bytes depend on nothing
@@ -60,10 +61,11 @@ def deflate(data: bytes, wbits: int = WINDOW_BITS, level: int = SHARED_LEVEL) ->
     return out[:-4]  # the sync flush's empty stored block, which the receiver appends again
 
 
-def inflate(payload: bytes, max_size: int) -> bytes:
+def inflate(payload: bytes, max_size: int, context: zlib._Decompress | None = None) -> bytes:
     """A client's compressed message, decompressed on its own (client_no_context_takeover) to at most
-    `max_size` bytes: a larger one (a decompression bomb) is ProtocolError 1009, data that is not DEFLATE 1002."""
-    decompressor = zlib.decompressobj(-15)  # a 32 KiB window inflates whatever window the client used
+    `max_size` bytes: a larger one (a decompression bomb) is ProtocolError 1009, data that is not DEFLATE 1002.
+    With `context`, the peer's context taken over from its earlier messages (a server that keeps it)."""
+    decompressor = context or zlib.decompressobj(-15)  # a 32 KiB window inflates whatever window the peer used
     try:
         data = decompressor.decompress(payload + _TAIL, max_size + 1)
     except zlib.error:
@@ -181,18 +183,35 @@ class FrameReader:
     Control frames (ping, pong, close) come out as they arrive, even between the fragments of a message.
     With `inflate` (permessage-deflate was negotiated) a message whose first frame has RSV1 set is compressed:
     it comes out decompressed, at most `max_size` bytes either way.
+
+    `client=True` reads the other side: a server's frames, which are not masked (one that is, is unmasked all
+    the same). A server that did not agree to `server_no_context_takeover` compresses each message with the
+    context of the ones before (`context_takeover=True`): they are inflated with one context for the connection.
     """
 
-    __slots__ = ("max_size", "inflate", "_buffer", "_fragments", "_fragment_op", "_fragment_size", "_fragment_rsv1")
+    __slots__ = (
+        "max_size", "inflate", "client", "frames", "_inflater", "_buffer", "_fragments", "_fragment_op",
+        "_fragment_size", "_fragment_rsv1",
+    )  # fmt: skip
 
-    def __init__(self, max_size: int, inflate: bool = False) -> None:
+    def __init__(
+        self, max_size: int, inflate: bool = False, *, client: bool = False, context_takeover: bool = False
+    ) -> None:
         self.max_size = max_size
         self.inflate = inflate
+        self.client = client
+        self.frames = 0  # frames read, control frames and fragments included
+        self._inflater = zlib.decompressobj(-15) if inflate and context_takeover else None
         self._buffer = b""
         self._fragments: list[bytes] | None = None
         self._fragment_op = 0
         self._fragment_size = 0
         self._fragment_rsv1 = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes kept for the next feed: the start of a frame whose end has not arrived."""
+        return len(self._buffer)
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """The complete messages in what has arrived. A broken frame raises ProtocolError, which carries the
@@ -208,45 +227,58 @@ class FrameReader:
     def _feed(self, data: bytes, messages: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         buffer = self._buffer + data if self._buffer else data
         pos, end = 0, len(buffer)
-        while end - pos >= 2:
-            first, second = buffer[pos], buffer[pos + 1]
-            fin, opcode, length = first & 0x80, first & 0x0F, second & 0x7F
-            rsv = first & 0x70
-            if rsv and (rsv != RSV1 or not self.inflate or opcode not in _DATA_OPS):
-                raise ProtocolError(1002, _reserved_bits(rsv, opcode, self.inflate))
-            if not second & 0x80:
-                raise ProtocolError(1002, "client frames must be masked")
-            at = pos + 2
-            if length == 126:
-                if end - at < 2:
-                    break
-                (length,) = struct.unpack_from("!H", buffer, at)
-                at += 2
-            elif length == 127:
-                if end - at < 8:
-                    break
-                (length,) = struct.unpack_from("!Q", buffer, at)
-                if length >> 63:
-                    raise ProtocolError(1002, "the most significant bit of a 64-bit length must be 0")
-                at += 8
-            if opcode in _CONTROL_OPS:
-                if not fin or length > 125:
-                    raise ProtocolError(1002, "control frames are final and at most 125 bytes")
-            elif opcode not in _DATA_OPS and opcode != OP_CONT:
-                raise ProtocolError(1002, f"unknown opcode {opcode}")
-            elif length + self._fragment_size > self.max_size:
-                raise ProtocolError(1009, f"message larger than {self.max_size} bytes")
-            if end - at < 4 + length:
-                break
-            mask = buffer[at : at + 4]
-            payload = apply_mask(buffer[at + 4 : at + 4 + length], mask)
-            pos = at + 4 + length
-            message = self._message(opcode, bool(fin), bool(rsv), payload)
-            if message is not None:
-                messages.append(message)
-        self._buffer = buffer[pos:] if pos < end else b""
-        if len(self._buffer) > self.max_size + 14:
-            raise ProtocolError(1009, f"message larger than {self.max_size} bytes")
+        client, max_size = self.client, self.max_size  # read once: a benchmark client reads thousands of frames
+        try:
+            while end - pos >= 2:
+                first, second = buffer[pos], buffer[pos + 1]
+                fin, opcode, length = first & 0x80, first & 0x0F, second & 0x7F
+                rsv = first & 0x70
+                if rsv and (rsv != RSV1 or not self.inflate or opcode not in _DATA_OPS):
+                    raise ProtocolError(1002, _reserved_bits(rsv, opcode, self.inflate))
+                masked = second & 0x80
+                if not masked and not client:
+                    raise ProtocolError(1002, "client frames must be masked")
+                at = pos + 2
+                if length == 126:
+                    if end - at < 2:
+                        break
+                    (length,) = struct.unpack_from("!H", buffer, at)
+                    at += 2
+                elif length == 127:
+                    if end - at < 8:
+                        break
+                    (length,) = struct.unpack_from("!Q", buffer, at)
+                    if length >> 63:
+                        raise ProtocolError(1002, "the most significant bit of a 64-bit length must be 0")
+                    at += 8
+                if opcode in _CONTROL_OPS:
+                    if not fin or length > 125:
+                        raise ProtocolError(1002, "control frames are final and at most 125 bytes")
+                elif opcode not in _DATA_OPS and opcode != OP_CONT:
+                    raise ProtocolError(1002, f"unknown opcode {opcode}")
+                elif length + self._fragment_size > max_size:
+                    raise ProtocolError(1009, f"message larger than {max_size} bytes")
+                if masked:
+                    if end - at < 4 + length:
+                        break
+                    payload = apply_mask(buffer[at + 4 : at + 4 + length], buffer[at : at + 4])
+                    pos = at + 4 + length
+                else:
+                    if end - at < length:
+                        break
+                    payload = buffer[at : at + length]
+                    pos = at + length
+                self.frames += 1
+                if (first == 0x81 or first == 0x82) and self._fragments is None:
+                    messages.append((opcode, payload))  # the common case: a whole, uncompressed message
+                    continue
+                message = self._message(opcode, bool(fin), bool(rsv), payload)
+                if message is not None:
+                    messages.append(message)
+        finally:
+            self._buffer = buffer[pos:] if pos < end else b""
+        if len(self._buffer) > max_size + 14:
+            raise ProtocolError(1009, f"message larger than {max_size} bytes")
         return messages
 
     def _message(self, opcode: int, fin: bool, rsv1: bool, payload: bytes) -> tuple[int, bytes] | None:
@@ -267,7 +299,9 @@ class FrameReader:
             self._fragments, self._fragment_op, self._fragment_size = [payload], opcode, len(payload)
             self._fragment_rsv1 = rsv1
             return None
-        return opcode, inflate(payload, self.max_size) if rsv1 else payload
+        if not rsv1:
+            return opcode, payload
+        return opcode, inflate(payload, self.max_size, self._inflater)
 
 
 def _reserved_bits(rsv: int, opcode: int, inflate: bool) -> str:

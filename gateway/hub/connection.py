@@ -16,6 +16,7 @@ from typing import Protocol
 
 from ..core.outbound import Outbound, Verdict
 from ..core.protocol import Format, Resync, ServerMessage, encode
+from ..core.subscription import Subscription
 from ..core.wsframe import OP_PONG, PRIVATE_LEVEL, Frame, build
 
 log = logging.getLogger(__name__)
@@ -77,12 +78,13 @@ class Connection:
         self.channels: set[str] = set()
         self.teams_present: set[int] = set()  # teams whose channel this connection follows (presence)
         self.channel_teams: dict[str, int] = {}  # the team each subscribed channel belongs to
-        # Channels waiting for their snapshot: frames arriving meanwhile wait here, with their seq.
-        self.buffering: dict[str, Held] = {}
+        # The lifecycles of channels that are not live (snapshot, replay or catch-up under way): their live
+        # frames are held there. Empty for a connection that keeps up: the hub's shortcut needs it so.
+        self.buffering: dict[str, Subscription[Frame]] = {}
         self.outbound = Outbound(max_pending)
         self.close_code: int | None = None
-        # A channel's live frame did not fit within the bound (see `deliver`): the node catches it up.
-        self.on_lag: Callable[[Connection, str, int], None] | None = None
+        # A channel's live frame did not fit within the bound (see `deliver`): the node runs its catch-up.
+        self.on_lag: Callable[[Connection, Subscription[Frame]], None] | None = None
         self.lags = 0
         self.link: Link = link if link is not None else _Unlinked()
         # The hub's shortcut: the socket's write, while frames can go straight to it (the peer keeps up, nothing
@@ -115,26 +117,42 @@ class Connection:
         """The socket takes no more for now: frames wait in the outbound until `flush`."""
         self.fast = None
 
-    def buffer(self, channel: str) -> None:
-        """Hold the channel's live frames while its snapshot or replay is read (see `release`)."""
-        self.buffering[channel] = Held()
+    def open(self, channel: str, team_id: int) -> Subscription[Frame]:
+        """Subscribe to a channel: its live frames are held from now on, until its lifecycle goes live."""
+        sub: Subscription[Frame] = Subscription(channel)
+        self.channels.add(channel)
+        self.channel_teams[channel] = team_id
+        earlier = self.buffering.get(channel)
+        if earlier is not None:
+            earlier.unsubscribed()  # subscribed again: the new lifecycle replaces it (its runner stops)
+        self.buffering[channel] = sub
         self.fast = None
+        return sub
 
-    def stop_buffering(self, channel: str) -> None:
-        if self.buffering.pop(channel, None) is not None:
+    def leave(self, channel: str) -> None:
+        """Unsubscribe: nothing more of the channel goes out (what is pending stays)."""
+        self.channel_teams.pop(channel, None)
+        self.channels.discard(channel)
+        sub = self.buffering.pop(channel, None)
+        if sub is not None:
+            sub.unsubscribed()
+            self.refresh()
+
+    def go_live(self, sub: Subscription[Frame]) -> None:
+        """The lifecycle's `GoLive`: the channel's frames go straight out again (the machine is dropped)."""
+        if self.buffering.get(sub.channel) is sub:
+            del self.buffering[sub.channel]
             self.refresh()
 
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
         """A shared frame of a channel (called by the hub, never awaits)."""
         if self.buffering:
-            held = self.buffering.get(channel)
-            if held is not None:
-                held.frames.append((seq, frame))
-                held.bytes += len(frame)
-                if sum(h.bytes for h in self.buffering.values()) > self.outbound.limit:
+            sub = self.buffering.get(channel)
+            if sub is not None and sub.message(seq, frame, len(frame)):
+                if sum(s.held_bytes for s in self.buffering.values()) > self.outbound.limit:
                     # Held back past the bound (all channels together) behind a snapshot or a backlog the
                     # client is slow to take: drop this channel's. Its history has them; going live replays them.
-                    held.skipped, held.frames, held.bytes = seq, [], 0
+                    sub.bound_crossed(seq)
                 return
         if self.push(frame) is Verdict.LAG:
             self.lag(channel, seq)
@@ -143,13 +161,13 @@ class Connection:
         """The client fell behind on `channel` and frame `seq` did not fit: hold the channel's frames (within
         the bound) and have the node send what it missed from the channel's history once it has drained.
         What is pending stays: the client loses nothing and reloads nothing while the history reaches back."""
-        held = Held()
-        held.skipped = seq
-        self.buffering[channel] = held
+        sub: Subscription[Frame] = Subscription.following(channel)
+        sub.bound_crossed(seq)
+        self.buffering[channel] = sub
         self.fast = None
         self.lags += 1
         if self.on_lag is not None:
-            self.on_lag(self, channel, seq - 1)
+            self.on_lag(self, sub)
 
     def push(self, frame: Frame, force: bool = False) -> Verdict:
         if self.close_code is not None:
@@ -176,7 +194,11 @@ class Connection:
         """A message of the node's own for this connection alone (snapshot pages, resyncs): encoded for its
         format, and not counted against the bound (their senders wait for the connection to drain). Deflated, if
         the connection compresses, at the fast level: this connection alone pays for it."""
-        self.push(Frame(encode(message, self.format), self.format == "json", PRIVATE_LEVEL), force=True)
+        self.push(self.framed(message), force=True)
+
+    def framed(self, message: ServerMessage) -> Frame:
+        """A message of the node's own, encoded for this connection's format (deflated at the fast level)."""
+        return Frame(encode(message, self.format), self.format == "json", PRIVATE_LEVEL)
 
     def reply(self, message: ServerMessage) -> None:
         """The answer to one of the client's own messages (a pong, an error). It counts against the bound like a
@@ -204,9 +226,10 @@ class Connection:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
         if reason == "slow_consumer":
             self.outbound.resyncing = True  # past the bound again before draining once: closed
-        self.channels.discard(channel)
-        self.channel_teams.pop(channel, None)
-        self.stop_buffering(channel)
+        sub = self.buffering.get(channel)
+        if sub is not None:
+            sub.resync(reason)  # ended: whatever its runner still had to do is dropped
+        self.leave(channel)
         self.send_message(Resync(channel=channel, reason=reason))
 
     def take(self) -> Frame | None:
@@ -238,39 +261,16 @@ class Connection:
             await self._drained.wait()
         self._drained = None
 
-    async def release(self, channel: str, seq: int) -> int | None:
-        """After a snapshot or replay at `seq`: send what arrived meanwhile and is newer, then go live (None).
+    async def drain(self) -> None:
+        """Wait until pending output is under a quarter of the bound: room for a page, or to go live with."""
+        await self.drained(below=self.outbound.limit // 4)
 
-        Like snapshot pages, these frames wait for the connection to drain instead of counting against
-        the slow-consumer bound; frames keep arriving into the buffer until it is empty, so order holds.
-        When held frames newer than what was sent had to be dropped, the seq sent up to is returned instead:
-        the caller sends the rest from the channel's history, then releases again. The channel goes live only
-        once the client has read most of it: a client slower than the stream catches up from the history
-        (what the node holds for it stays bounded) instead of tripping the live bound.
-        """
-        held = self.buffering.get(channel)
-        released = 0
-        limit = self.outbound.limit
-        while held is not None:
-            if held.skipped > seq:
-                return seq
-            caught_up = released == len(held.frames)
-            if caught_up and self.outbound.size <= limit // 4:
-                break  # live from here: the bound starts with room to spare
-            if not caught_up:
-                frame_seq, frame = held.frames[released]
-                released += 1
-                if frame_seq > seq:
-                    self.push(frame, force=True)
-                    seq = frame_seq
-            if caught_up or self.outbound.size > limit // 2:
-                frames = held.frames
-                await self.drained(below=limit // 4)
-                held = self.buffering.get(channel)  # None: unsubscribed meanwhile
-                if held is not None and held.frames is not frames:
-                    released = 0  # dropped and started again meanwhile
-        self.stop_buffering(channel)
-        return None
+    async def send_paced(self, frame: Frame) -> None:
+        """A channel's frame for this connection alone (a replay, a backlog, held frames released), paced by
+        bytes: batches can be big, so past half the bound it waits for a quarter."""
+        self.push(frame, force=True)
+        if self.outbound.size > self.outbound.limit // 2:
+            await self.drain()
 
 
 WIRE_KINDS = 32  # wire_kind() < this
@@ -280,18 +280,6 @@ def wire_kind(fmt: Format, deflate: int) -> int:
     """A small int naming the bytes a connection's socket takes for a shared message: its format (bit 0) and
     its compression window (0 plain, else 9 to 15), so that the hub builds each kind once per message."""
     return deflate << 1 | (fmt == "msgpack")
-
-
-class Held:
-    """A channel's live frames held while its snapshot or replay goes out; a connection's held frames, all
-    channels together, stay within its bound."""
-
-    __slots__ = ("frames", "bytes", "skipped")
-
-    def __init__(self) -> None:
-        self.frames: list[tuple[int, Frame]] = []
-        self.bytes = 0
-        self.skipped = 0  # the newest seq dropped to stay within the bound
 
 
 class _Unlinked:

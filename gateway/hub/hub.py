@@ -66,6 +66,19 @@ class Hub:
         self.on_empty(channel)
         return True
 
+    def anchor(self, channel: str, epoch: int, seq: int) -> None:
+        """A channel's first local subscriber: its stream starts at the position its snapshot or replay reflects,
+        so that a message lost right after it is noticed as a gap. (Called right after reading the position,
+        with no await in between; a stream other subscribers follow already is left alone.)"""
+        stream = self.streams.get(channel)
+        if stream is not None and stream.seq < 0:
+            stream.epoch, stream.seq = epoch, seq
+
+    def delivered_seq(self, channel: str) -> int:
+        """The newest seq delivered on a channel (-1: none yet, or not followed here)."""
+        stream = self.streams.get(channel)
+        return stream.seq if stream is not None else -1
+
     def on_message(self, channel: str, data: bytes) -> None:
         if channel not in self.subscribers:
             return

@@ -1,5 +1,6 @@
-"""A node's revoked sessions: loaded from PostgreSQL at start, kept current by broadcasts on the control channel
-(the path membership removals take to every node), reloaded now and then in case Redis dropped one.
+"""A node's revoked sessions: loaded from PostgreSQL at start, kept current by broadcasts on the membership
+channel (gateway.bus.membership, the path membership removals take to every node), reloaded now and then in case
+Redis dropped one.
 
 Every handshake and HTTP request checks its token against the set in memory; a revocation that arrives ends
 the live websockets of the sessions it names with 4001, as an expired token would (the browser's renewal is
@@ -17,7 +18,7 @@ import asyncpg
 import msgspec
 from redis.exceptions import RedisError
 
-from ..bus import keys
+from ..bus import membership
 from ..core.revocation import Revocation, Revocations, decoder, encoder
 from ..store import revocations as stored
 from .connection import CLOSE_EXPIRED, Connection
@@ -63,7 +64,7 @@ class SessionRevocations:
                 log.exception("reloading revocations failed")
 
     def receive(self, data: bytes) -> None:
-        """A revocation broadcast on the control channel (by `gateway revoke` or another node)."""
+        """A revocation broadcast on the membership channel (by `gateway revoke` or another node)."""
         try:
             self.apply(decoder.decode(data))
         except msgspec.DecodeError:
@@ -95,7 +96,7 @@ async def revoke(
     if redis is None:
         return revocation
     try:
-        await redis.publish(keys.CONTROL, encoder.encode(revocation))
+        await membership.publish(redis, encoder.encode(revocation))
     except (RedisError, OSError) as exc:
         log.warning(
             "revocation stored but not broadcast (%s): nodes find it within %.0f s", type(exc).__name__, RELOAD_EVERY

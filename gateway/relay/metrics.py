@@ -23,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..core.batching import Batcher
 from ..core.histogram import Histogram
-from ..core.relay import RelayCore
-from ..web.exposition import exposition, scraper_refused
+from ..exposition import exposition, scraper_refused
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +35,17 @@ STOP_WITHIN = 2.0  # seconds for the endpoint's server to close before it is can
 @dataclass
 class PartitionFigures:
     """One partition's figures in this process. Counters add up over every time it served the partition (a
-    takeover starts a new RelayCore, whose own counts start at zero)."""
+    takeover starts a new Batcher, whose own counts start at zero)."""
 
-    core: RelayCore | None = None  # while serving
-    changes_before: int = 0  # what earlier RelayCores of this process counted
+    core: Batcher | None = None  # while serving
+    changes_before: int = 0  # what earlier Batchers of this process counted
     deltas_before: int = 0
     published: int = 0
     lag: float = 0.0  # commit to publish of the newest change, in the last cycle that had changes
     held_since: float | None = None  # monotonic: since when an open transaction holds the stream back
     commit_to_publish: Histogram = field(default_factory=Histogram)
 
-    def serving(self, core: RelayCore) -> None:
+    def serving(self, core: Batcher) -> None:
         self.core = core
         self.lag, self.held_since = 0.0, None
 

@@ -1,4 +1,5 @@
-"""One simulated cluster: workers that run its queued jobs, reports over the ingest API, commands over Redis.
+"""One simulated cluster: workers that run its queued jobs; job reports and live figures over the ingest API
+(gateway.sim.ingest, gateway.sim.figures); commands over the bus (gateway.sim.commands).
 
 Its workers pick the cluster's own queued jobs, run them for realistic durations, fail some (a frame job gets
 three attempts: it waits again as `retrying`, then fails for good), and honour Remove and Retry commands,
@@ -22,12 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import msgspec
 
-from ..bus import keys
-from ..bus.connection import connect
-from ..core.control import Confirmation, command_decoder
+from ..bus.connection import Bus
 from ..core.status import after_failure
+from . import commands, figures
+from .ingest import IngestClient, describe_failure
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +47,7 @@ INSTANCE_TYPES: list[dict[str, Any]] = [
     {"name": "standard-spot", "cores": 4, "memory_gb": 16, "preemptible": True},
     {"name": "highcpu-spot", "cores": 32, "memory_gb": 64, "preemptible": True},
 ]
-REPORT_EVERY = 0.1  # real seconds: a cluster daemon's batching cadence, at most 10 requests a second
-METRICS_EVERY = 1.0  # simulated seconds, but never more often than REPORT_EVERY
 FINISHED_KEPT = 20_000  # finished jobs a cluster still knows (to retry them); older ones are forgotten
-STOP_REQUESTS_WITHIN = 5.0  # real seconds stop() lets requests already sent finish
 
 
 @dataclass
@@ -90,36 +87,41 @@ class SimCluster:
         self.queue: list[tuple[int, int, int]] = []  # (-priority, order, job id): higher priority first
         self._order = itertools.count()
         self._work = asyncio.Event()
-        self._reports: list[dict[str, Any]] = []
-        self._reported = 0  # reports made so far...
-        self._sent = 0  # ...and handed to the gateway (in order: a failed batch goes back to the front)
-        self._progress = asyncio.Event()
-        self._busy = 0  # workers running a job
+        self.busy = 0  # workers running a job
         self._finished: deque[int] = deque()  # finished job ids, oldest first
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # work started by callbacks (downloads, artifact uploads)
-        self._requests: set[asyncio.Future[httpx.Response]] = set()
-        self.http = httpx.AsyncClient(
-            base_url=self.gateway_url, headers={"Authorization": f"Bearer {self.key}"}, timeout=30
-        )
-        self.redis = connect(self.redis_url, self.redis_cluster)
+        self.ingest = IngestClient(self.gateway_url, self.key, self.cluster_id)
+        self.bus = Bus(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
         self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for a retry
         self.sync_failures = 0  # how many syncs failed so far
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The cluster's client of the gateway (a test may post through it, or close it without start())."""
+        return self.ingest.http
+
+    @property
+    def redis(self) -> Any:
+        """The cluster's Redis client (a test may close it without start())."""
+        return self.bus.redis
 
     # -- lifecycle
 
     async def start(self) -> None:
         if self.instance_types:
-            response = await self._post("/api/ingest/instance-types", {"instance_types": self.instance_types})
+            response = await self.ingest.post("/api/ingest/instance-types", {"instance_types": self.instance_types})
             response.raise_for_status()
-        self._tasks = [asyncio.create_task(self._listen(), name=f"cluster-{self.cluster_id}-commands")]
+        self._tasks = [
+            asyncio.create_task(commands.listen(self, self.listening), name=f"cluster-{self.cluster_id}-commands")
+        ]
         self._tasks += [
             asyncio.create_task(self._worker(), name=f"cluster-{self.cluster_id}-worker") for _ in range(self.workers)
         ]
-        self._tasks.append(asyncio.create_task(self._reporter(), name=f"cluster-{self.cluster_id}-reports"))
+        self._tasks.append(asyncio.create_task(self.ingest.send_reports(), name=f"cluster-{self.cluster_id}-reports"))
         if self.report_metrics:
-            self._tasks.append(asyncio.create_task(self._metrics(), name=f"cluster-{self.cluster_id}-metrics"))
+            self._tasks.append(asyncio.create_task(figures.report(self), name=f"cluster-{self.cluster_id}-metrics"))
         await asyncio.wait_for(self.listening.wait(), 10)
 
     async def stop(self) -> None:
@@ -128,13 +130,8 @@ class SimCluster:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._requests:
-            _, late = await asyncio.wait(self._requests, timeout=STOP_REQUESTS_WITHIN)
-            for request in late:
-                request.cancel()
-            await asyncio.gather(*self._requests, return_exceptions=True)
-        await self.http.aclose()
-        await self.redis.aclose()
+        await self.ingest.aclose()
+        await self.bus.aclose()
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Start work that a callback cannot await; stop() ends it, and a failed request is one warning line."""
@@ -151,33 +148,25 @@ class SimCluster:
 
         task.add_done_callback(done)
 
-    async def _post(self, path: str, body: Any) -> httpx.Response:
-        """POST to the gateway. A request once sent finishes even if its caller is cancelled (stop() waits for
-        it): cut off half-way, the gateway would only see a client vanish mid-request."""
-        request = asyncio.ensure_future(self.http.post(path, json=body))
-        self._requests.add(request)
-        request.add_done_callback(self._requests.discard)
-        return await asyncio.shield(request)
-
     # -- the platform's side: registering work
 
     async def create_trajectory(self, name: str) -> int:
-        response = await self._post("/api/ingest/trajectories", {"name": name})
+        response = await self.ingest.post("/api/ingest/trajectories", {"name": name})
         response.raise_for_status()
         return int(response.json()["id"])
 
     async def create_analysis(self, trajectory_id: int, plugin: str) -> int:
-        response = await self._post("/api/ingest/analyses", {"trajectory_id": trajectory_id, "plugin": plugin})
+        response = await self.ingest.post("/api/ingest/analyses", {"trajectory_id": trajectory_id, "plugin": plugin})
         response.raise_for_status()
         return int(response.json()["id"])
 
     async def create_submission(self, **fields: Any) -> int:
-        response = await self._post("/api/ingest/submissions", fields)
+        response = await self.ingest.post("/api/ingest/submissions", fields)
         response.raise_for_status()
         return int(response.json()["id"])
 
     async def update_submission(self, submission_id: int, **fields: Any) -> None:
-        response = await self._post(f"/api/ingest/submissions/{submission_id}", fields)
+        response = await self.ingest.post(f"/api/ingest/submissions/{submission_id}", fields)
         response.raise_for_status()
 
     async def submit(
@@ -187,13 +176,13 @@ class SimCluster:
         ids: list[int] = []
         for start in range(0, len(reports), 1000):
             chunk = [{"status": "queued", **r} for r in reports[start : start + 1000]]
-            response = await self._post("/api/ingest/jobs", {"jobs": chunk})
+            response = await self.ingest.post("/api/ingest/jobs", {"jobs": chunk})
             response.raise_for_status()
             for report, result in zip(chunk, response.json()["jobs"]):
                 job = self.jobs[result["id"]] = SimJob(
                     result["id"], report["kind"], on_done=on_done, preemptible=preemptible
                 )
-                self._enqueue(job)
+                self.enqueue(job)
                 ids.append(job.id)
             self._work.set()
         return ids
@@ -217,11 +206,11 @@ class SimCluster:
         if status == "holding":
             job.status = "holding"
         else:
-            self._enqueue(job)
+            self.enqueue(job)
 
     # -- running work
 
-    def _enqueue(self, job: SimJob) -> None:
+    def enqueue(self, job: SimJob) -> None:
         heapq.heappush(self.queue, (-job.priority, next(self._order), job.id))
         self._work.set()
 
@@ -253,35 +242,35 @@ class SimCluster:
             job.status = "running"
             run = job.run
             self._report(job)
-            self._busy += 1
+            self.busy += 1
             try:
                 await asyncio.sleep(self._duration(job.kind))
             finally:
-                self._busy -= 1
+                self.busy -= 1
             if job.removed or job.run != run:
                 continue  # stopped while it ran (removed, killed or restarted)
             if job.preemptible and self.rng.random() < self.preempt_rate:
                 job.status = "preempted"  # its node was taken away: not retried by itself (Retry Preempted does)
                 self._report(job)
-                self._finish(job)
+                self.finish(job)
                 continue
             if self.rng.random() < self.fail_rate:
                 status, attempt = after_failure(job.attempt)
                 if status == "retrying":
                     job.status, job.attempt = "retrying", attempt
                     self._report(job)
-                    self._enqueue(job)
+                    self.enqueue(job)
                     continue
                 job.status = "failed"
                 self._report(job, error=self.rng.choice(ERRORS))
             else:
                 job.status = "completed"
                 self._report(job)
-            self._finish(job)
+            self.finish(job)
             if job.on_done is not None:
                 job.on_done(job)
 
-    def _finish(self, job: SimJob) -> None:
+    def finish(self, job: SimJob) -> None:
         """Remember a finished job for a while (it may be retried), then forget it: memory stays bounded all day."""
         self._finished.append(job.id)
         while len(self._finished) > FINISHED_KEPT:
@@ -293,150 +282,8 @@ class SimCluster:
         report: dict[str, Any] = {"id": job.id, "attempt": job.attempt, "status": job.status}
         if error is not None:
             report["error"] = error
-        self._reports.append(report)
-        self._reported += 1
-
-    async def _reporter(self) -> None:
-        """Send reports in batches, as a cluster daemon would: one request every REPORT_EVERY at most. A batch the
-        gateway could not take now (no answer, 429, 5xx) goes again after a pause; one it refused is dropped."""
-        failing = False
-        while True:
-            await asyncio.sleep(REPORT_EVERY)
-            if not self._reports:
-                continue
-            batch, self._reports = self._reports, []
-            try:
-                response = await self._post("/api/ingest/jobs", {"jobs": batch})
-                problem = None if response.status_code < 400 else f"HTTP {response.status_code}"
-            except httpx.HTTPError as exc:
-                response, problem = None, describe_failure(exc)
-            if problem is not None and (response is None or response.status_code == 429 or response.status_code >= 500):
-                if not failing:
-                    log.warning("cluster %d: reports not delivered (%s); retrying", self.cluster_id, problem)
-                failing = True
-                self._reports[:0] = batch
-                await asyncio.sleep(_retry_after(response))
-                continue
-            if failing:
-                log.warning("cluster %d: reports delivered again", self.cluster_id)
-                failing = False
-            if problem is not None and response is not None:
-                log.warning("cluster %d: reports refused (%s): %s", self.cluster_id, problem, response.text[:200])
-            self._sent += len(batch)
-            self._progress.set()
-
-    async def _metrics(self) -> None:
-        """CPU follows how many workers are busy; memory, disk and network wander plausibly."""
-        memory, disk = self.rng.uniform(30, 60), self.rng.uniform(20, 70)
-        while True:
-            busy = self._busy
-            cpu = min(100.0, 8 + 90 * busy / max(1, self.workers) + self.rng.uniform(-4, 4))
-            memory = min(95.0, max(10.0, memory + self.rng.uniform(-2, 2)))
-            disk = min(99.0, disk + self.rng.uniform(0, 0.05))
-            network = round(busy * self.rng.uniform(5, 40), 1)
-            figures = {
-                "cpu": round(max(0.0, cpu), 1),
-                "memory": round(memory, 1),
-                "disk": round(disk, 1),
-                "network": network,
-            }
-            try:
-                await self._post("/api/ingest/metrics", figures)
-            except httpx.HTTPError:
-                pass  # the next figures replace these anyway
-            await asyncio.sleep(max(METRICS_EVERY / self.speed, REPORT_EVERY))
+        self.ingest.report(report)
 
     async def flushed(self) -> None:
         """Wait until every report so far has been handed to the gateway."""
-        target = self._reported
-        while self._sent < target:
-            self._progress.clear()
-            await self._progress.wait()
-
-    # -- commands from the gateway
-
-    async def _listen(self) -> None:
-        if self.redis_cluster:
-            await self.redis.initialize()  # the slot map, which the cluster's pubsub picks its node by
-        pubsub = self.redis.pubsub()
-        await pubsub.subscribe(keys.cluster_commands(self.cluster_id))
-        self.listening.set()
-        try:
-            async for message in pubsub.listen():
-                if message["type"] != "message":
-                    continue
-                try:
-                    command = command_decoder.decode(message["data"])
-                except msgspec.DecodeError:
-                    log.warning("cluster %d: ignored a malformed command", self.cluster_id)
-                    continue
-                acted = self._act(command.action, command.jobs, command.priority)
-                if self.confirm:
-                    reply = Confirmation(command=command.id, cluster_id=self.cluster_id, jobs=acted)
-                    await self.redis.rpush(command.reply_to, msgspec.json.encode(reply))
-                    await self.redis.expire(command.reply_to, 60)
-        finally:
-            await pubsub.aclose()
-
-    def _act(self, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:
-        """Carry out a command on the jobs this cluster holds; the ones acted on are confirmed."""
-        if action == "sync":  # the ids are submissions: sync again the ones this cluster failed to sync
-            acted = [i for i in job_ids if i in self.sync_failed]
-            for submission_id in acted:
-                self.sync_failed.pop(submission_id).set()
-            return acted
-        acted = []
-        for job_id in job_ids:
-            job = self.jobs.get(job_id)
-            if job is None or job.removed:
-                continue
-            if self._act_on(action, job, priority):
-                acted.append(job_id)
-        return acted
-
-    def _act_on(self, action: str, job: SimJob, priority: int | None) -> bool:
-        active = ("queued", "retrying", "running", "holding")
-        if action == "remove" and job.status in active:
-            job.removed = True  # a running one stops; what it produced stays
-            self._finish(job)
-        elif action == "hold" and job.status in ("queued", "retrying"):
-            job.status = "holding"  # workers leave it alone
-        elif action == "unhold" and job.status == "holding":
-            job.status = "queued"
-            self._enqueue(job)
-        elif action == "kill" and job.status in active:
-            job.status, job.run = "failed", job.run + 1
-            self._finish(job)
-        elif (
-            action == "retry"
-            or (action == "retry_failed" and job.status == "failed")
-            or (action == "retry_preempted" and job.status == "preempted")
-        ):
-            if action == "retry" and job.status not in (*active, "completed", "failed", "preempted"):
-                return False
-            job.status, job.attempt, job.run = "retrying", job.attempt + 1, job.run + 1
-            self._enqueue(job)
-        elif action == "priority" and priority is not None and job.status in ("queued", "retrying", "holding"):
-            job.priority = priority
-            if job.status != "holding":
-                self._enqueue(job)  # its newer entry counts; the old one is skipped
-        elif action == "instance_type" and job.status in ("queued", "retrying", "holding"):
-            pass  # its next run uses the new node type
-        else:
-            return False
-        return True
-
-
-def describe_failure(exc: httpx.HTTPError) -> str:
-    """One line for a failed request: its kind, and the status when the gateway answered."""
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} from {exc.request.url.path}"
-    return type(exc).__name__
-
-
-def _retry_after(response: httpx.Response | None) -> float:
-    """How long to wait before sending again: what a 429 says (Retry-After), else a second."""
-    try:
-        return min(30.0, float(response.headers.get("retry-after", 1))) if response is not None else 1.0
-    except ValueError:
-        return 1.0
+        await self.ingest.flushed()

@@ -13,7 +13,8 @@ import random
 
 import httpx
 
-from .cluster import SimCluster, describe_failure
+from .cluster import SimCluster
+from .ingest import describe_failure
 from .workloads import PLUGINS, finish_staging, pipeline, transfer, upload
 
 log = logging.getLogger(__name__)

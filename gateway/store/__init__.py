@@ -1,1 +1,2 @@
-"""asyncpg adapters: the pool, migrations, the outbox reader and the queries the gateway needs."""
+"""asyncpg adapters: every SQL statement the gateway runs, behind named functions with typed results (the pool,
+migrations, the outbox reader, the web API's, the control path's and the demo seed's queries)."""

@@ -1,4 +1,5 @@
-"""Apply a batch of cluster reports in one transaction: all or nothing, the rules enforced in SQL."""
+"""What clusters write through the ingest API: a batch of job reports in one transaction (all or nothing, the
+rules enforced in SQL), and the trajectories and analyses they register."""
 
 from __future__ import annotations
 
@@ -38,6 +39,31 @@ returning id
 """
 
 
+async def create_trajectory(pool: asyncpg.Pool, team_id: int, name: str) -> int:
+    new_id: int = await pool.fetchval(
+        "insert into trajectories (team_id, name) values ($1, $2) returning id", team_id, name
+    )
+    return new_id
+
+
+async def create_analysis(pool: asyncpg.Pool, team_id: int, trajectory_id: int, plugin: str) -> int | None:
+    """A new analysis of the team's trajectory; None when the team has no such trajectory."""
+    new_id: int | None = await pool.fetchval(
+        "insert into analyses (trajectory_id, plugin) select id, $3 from trajectories where id = $1 and team_id = $2"
+        " returning id",
+        trajectory_id,
+        team_id,
+        plugin,
+    )
+    return new_id
+
+
+async def has_trajectory(pool: asyncpg.Pool, team_id: int, trajectory_id: int) -> bool:
+    return bool(
+        await pool.fetchval("select 1 from trajectories where id = $1 and team_id = $2", trajectory_id, team_id)
+    )
+
+
 async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch: IngestBatch) -> IngestResponse:
     new = [(i, r) for i, r in enumerate(batch.jobs) if r.id is None]
     known = [(i, r) for i, r in enumerate(batch.jobs) if r.id is not None]
@@ -45,11 +71,11 @@ async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch
         check_new_job(i, r)
     results: list[IngestResult | None] = [None] * len(batch.jobs)
     try:
-        async with pool.acquire() as conn, conn.transaction():
-            created = await _insert(conn, cluster_id, team_id, new)
+        async with pool.acquire() as db, db.transaction():
+            created = await _insert(db, cluster_id, team_id, new)
             for (i, _), job_id in zip(new, created):
                 results[i] = IngestResult(job_id, "created")
-            updated = await _update(conn, cluster_id, known)
+            updated = await _update(db, cluster_id, known)
             for i, r in known:
                 assert r.id is not None
                 results[i] = IngestResult(r.id, "updated" if r.id in updated else "ignored")
@@ -66,12 +92,12 @@ async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch
     )
 
 
-async def _insert(conn: asyncpg.Connection, cluster_id: int, team_id: int, new: list) -> list[int]:
+async def _insert(db: asyncpg.Connection, cluster_id: int, team_id: int, new: list) -> list[int]:
     if not new:
         return []
-    await _check_references(conn, team_id, new)
+    await _check_references(db, team_id, new)
     reports = [r for _, r in new]
-    rows = await conn.fetch(
+    rows = await db.fetch(
         _INSERT,
         team_id,
         cluster_id,
@@ -105,12 +131,12 @@ _FIELD_OF = {
 }
 
 
-async def _check_references(conn: asyncpg.Connection, team_id: int, new: list[tuple[int, JobReport]]) -> None:
+async def _check_references(db: asyncpg.Connection, team_id: int, new: list[tuple[int, JobReport]]) -> None:
     """Every row a new job names is the cluster's team's: someone else's reads exactly like one that does not
     exist, so a refusal tells nothing about other teams. An analysis must also be of the job's trajectory."""
-    trajectories = await _team_rows(conn, _TRAJECTORIES, team_id, [r.trajectory_id for _, r in new])
-    analyses = await _team_rows(conn, _ANALYSES, team_id, [r.analysis_id for _, r in new])
-    submissions = await _team_rows(conn, _SUBMISSIONS, team_id, [r.submission_id for _, r in new])
+    trajectories = await _team_rows(db, _TRAJECTORIES, team_id, [r.trajectory_id for _, r in new])
+    analyses = await _team_rows(db, _ANALYSES, team_id, [r.analysis_id for _, r in new])
+    submissions = await _team_rows(db, _SUBMISSIONS, team_id, [r.submission_id for _, r in new])
     for i, r in new:
         if r.trajectory_id not in trajectories:
             raise InvalidReport(f"jobs[{i}].trajectory_id: no trajectory {r.trajectory_id} in this cluster's team")
@@ -124,18 +150,18 @@ async def _check_references(conn: asyncpg.Connection, team_id: int, new: list[tu
             raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} in this cluster's team")
 
 
-async def _team_rows(conn: asyncpg.Connection, query: str, team_id: int, wanted: list[int | None]) -> dict[int, int]:
+async def _team_rows(db: asyncpg.Connection, query: str, team_id: int, wanted: list[int | None]) -> dict[int, int]:
     ids = sorted({i for i in wanted if i is not None})
     if not ids:
         return {}
-    return {row[0]: row[1] for row in await conn.fetch(query, ids, team_id)}
+    return {row[0]: row[1] for row in await db.fetch(query, ids, team_id)}
 
 
-async def _update(conn: asyncpg.Connection, cluster_id: int, known: list) -> set[int]:
+async def _update(db: asyncpg.Connection, cluster_id: int, known: list) -> set[int]:
     if not known:
         return set()
     ids = sorted({r.id for _, r in known})
-    rows = await conn.fetch(
+    rows = await db.fetch(
         "select id, attempts, status, removed_at is not null as removed from jobs"
         " where id = any($1::bigint[]) and cluster_id = $2 order by id for update",
         ids,
@@ -155,7 +181,7 @@ async def _update(conn: asyncpg.Connection, cluster_id: int, known: list) -> set
     if not final:
         return set()
     items = list(final.items())
-    rows = await conn.fetch(
+    rows = await db.fetch(
         _UPDATE,
         [job_id for job_id, _ in items],
         [v[0] for _, v in items],

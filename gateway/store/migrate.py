@@ -27,23 +27,23 @@ async def migrate(dsn: str, directory: Path = SQL_DIR) -> list[str]:
     files = migration_files(directory)
     if not files:
         raise NoMigrations(f"no migrations in {directory}: the package is incomplete (reinstall it)")
-    conn = await asyncpg.connect(dsn)
+    db = await asyncpg.connect(dsn)
     applied: list[str] = []
     try:
-        await conn.execute("select pg_advisory_lock($1)", _LOCK_KEY)
-        await conn.execute(
+        await db.execute("select pg_advisory_lock($1)", _LOCK_KEY)
+        await db.execute(
             "create table if not exists schema_migrations ("
             " name text primary key, applied_at timestamptz not null default now())"
         )
-        done = {r["name"] for r in await conn.fetch("select name from schema_migrations")}
+        done = {r["name"] for r in await db.fetch("select name from schema_migrations")}
         for path in files:
             if path.name in done:
                 continue
-            async with conn.transaction():
-                await conn.execute(path.read_text())
-                await conn.execute("insert into schema_migrations (name) values ($1)", path.name)
+            async with db.transaction():
+                await db.execute(path.read_text())
+                await db.execute("insert into schema_migrations (name) values ($1)", path.name)
             log.info("applied migration %s", path.name)
             applied.append(path.name)
     finally:
-        await conn.close()  # closing the session releases the advisory lock
+        await db.close()  # closing the session releases the advisory lock
     return applied

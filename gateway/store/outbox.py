@@ -5,10 +5,14 @@ commits late. Each outbox row records its transaction id; the reader only takes 
 older than the oldest one still running (`pg_snapshot_xmin(pg_current_snapshot())`): all of those have
 ended, so nothing below that horizon can appear any more. Rows are read in (xid, seq) order past a cursor.
 A forgotten open transaction holds the horizon back: `held_back` says so and `blocker()` names it.
+
+Writers NOTIFY `job_changes` only while the partition's relay says it sleeps (`relay_wakeup.sleeping`):
+NOTIFY serialises commits, so a busy relay polls instead (docs/operations.md, "Waking the relay").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -17,6 +21,7 @@ import msgspec
 from ..core.aggregate import Change, MembershipChange, SubmissionChange, TrajectoryAggregate
 from ..core.model import Job
 from ..core.submission import SubmissionAggregate, SubmissionRecord
+from . import waves
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
@@ -48,6 +53,38 @@ from h left join lateral (
 """
 
 
+CHANNEL = "job_changes"  # what writers NOTIFY while the relay sleeps
+
+
+async def connect(database_url: str) -> asyncpg.Connection:
+    """The relay's connection for reading the outbox (and listening for wake-ups)."""
+    return await asyncpg.connect(database_url, server_settings={"application_name": "gateway-relay-outbox"})
+
+
+async def listen(db: asyncpg.Connection, wake: Callable[[], None]) -> None:
+    """Call `wake` on each writer's NOTIFY."""
+    await db.add_listener(CHANNEL, lambda *_: wake())
+
+
+async def register_wakeup(db: asyncpg.Connection, partition: int, partitions: int) -> None:
+    """Give the partition its wake-up flag; partition 0 also drops the flags of partitions that no longer
+    exist (fewer partitions than before: their rows would have writers NOTIFY for nobody)."""
+    await db.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", partition)
+    if partition == 0:
+        await db.execute("delete from relay_wakeup where partition >= $1", partitions)
+
+
+async def set_sleeping(db: asyncpg.Connection, partition: int, sleeping: bool) -> None:
+    """Ask writers of the partition's teams to NOTIFY (sleeping) or not (polling)."""
+    await db.execute("update relay_wakeup set sleeping = $2 where partition = $1", partition, sleeping)
+
+
+async def trajectories(db: asyncpg.Connection, ids: list[int]) -> list[tuple[int, int, str]]:
+    """(id, team, name) of trajectories the relay has not seen yet."""
+    rows = await db.fetch("select id, team_id, name from trajectories where id = any($1::bigint[])", ids)
+    return [(r["id"], r["team_id"], r["name"]) for r in rows]
+
+
 @dataclass
 class ReadResult:
     changes: list[Change | SubmissionChange | MembershipChange]
@@ -69,8 +106,8 @@ class OutboxReader:
     """Reads one partition's captured changes past a cursor (a team is in partition `team_id % count`);
     `load()` rebuilds its aggregates from one consistent snapshot."""
 
-    def __init__(self, conn: asyncpg.Connection, partition: int = 0, count: int = 1) -> None:
-        self.conn = conn
+    def __init__(self, db: asyncpg.Connection, partition: int = 0, count: int = 1) -> None:
+        self.db = db
         self.partition = partition
         self.count = count
         self.xid = 0
@@ -92,13 +129,13 @@ class OutboxReader:
         Reading then starts after `published` (where the previous relay had published up to): rows the
         snapshot already saw come back marked `counted`, so their deltas go out without being counted twice.
         """
-        async with self.conn.transaction(isolation="repeatable_read", readonly=True):
-            snapshot: str = await self.conn.fetchval("select pg_current_snapshot()::text")
-            rows = await self.conn.fetch(AGGREGATES, None)
-            group_rows = await self.conn.fetch(GROUP_COUNTS, None)
-            submission_rows = await self.conn.fetch("select to_jsonb(s)::text as record from submissions s")
-            task_rows = await self.conn.fetch(_SUBMISSION_TASKS)
-            self.waves = await self.conn.fetch("select trajectory_id, wave, open, started_at from trajectory_waves")
+        async with self.db.transaction(isolation="repeatable_read", readonly=True):
+            snapshot: str = await self.db.fetchval("select pg_current_snapshot()::text")
+            rows = await self.db.fetch(AGGREGATES, None)
+            group_rows = await self.db.fetch(GROUP_COUNTS, None)
+            submission_rows = await self.db.fetch("select to_jsonb(s)::text as record from submissions s")
+            task_rows = await self.db.fetch(_SUBMISSION_TASKS)
+            self.waves = await waves.load(self.db)
         xmin, xmax, _ = snapshot.split(":")
         self._base_snapshot, self._base_xmin, self._base_xmax = snapshot, int(xmin), int(xmax)
         self.xid, self.seq = int(xmin) - 1, 2**62  # nothing older than the snapshot's xmin by default
@@ -129,7 +166,7 @@ class OutboxReader:
         return team_id % self.count == self.partition
 
     async def read(self, limit: int = 5000) -> ReadResult:
-        rows = await self.conn.fetch(
+        rows = await self.db.fetch(
             _READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin, self.count, self.partition
         )
         horizon: int = rows[0]["horizon"]
@@ -161,7 +198,7 @@ class OutboxReader:
     async def peek(self) -> bool:
         """Whether anything was captured past the cursor (committed, readable or not yet)."""
         return bool(
-            await self.conn.fetchval(
+            await self.db.fetchval(
                 "select exists (select 1 from job_changes where (xid, seq) > ($1::bigint, $2::bigint))",
                 self.xid,
                 self.seq,
@@ -170,7 +207,7 @@ class OutboxReader:
 
     async def blocker(self, horizon: int) -> Blocker | None:
         """The open transaction holding the horizon back, for the logs and metrics."""
-        row = await self.conn.fetchrow(
+        row = await self.db.fetchrow(
             "select pid, backend_xid::text::bigint as xid, state, left(query, 200) as query,"
             " extract(epoch from clock_timestamp() - xact_start)::float8 as age"
             " from pg_stat_activity where backend_xid is not null"

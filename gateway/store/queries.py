@@ -9,6 +9,7 @@ from ..core.aggregate import TrajectoryAggregate
 from ..core.channels import Channel
 from ..core.grouping import Group, group_order, key_for, make_group
 from ..core.model import Counts, Job, TrajectorySummary
+from .types import Database
 
 _jobs_decoder = msgspec.json.Decoder(list[Job])
 
@@ -34,8 +35,8 @@ async def is_member(pool: asyncpg.Pool, user_id: int, team_id: int) -> bool:
     return bool(await pool.fetchval("select 1 from memberships where user_id = $1 and team_id = $2", user_id, team_id))
 
 
-async def user_exists(pool: asyncpg.Pool, user_id: int) -> bool:
-    return bool(await pool.fetchval("select 1 from users where id = $1", user_id))
+async def user_exists(db: Database, user_id: int) -> bool:
+    return bool(await db.fetchval("select 1 from users where id = $1", user_id))
 
 
 async def trajectory_names(pool: asyncpg.Pool, ids: list[int]) -> list[asyncpg.Record]:

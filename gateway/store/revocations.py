@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
-
-import asyncpg
-
 from ..core.revocation import Revocation
-
-Database: TypeAlias = asyncpg.Pool | asyncpg.Connection
+from .types import Database
 
 
 async def record(db: Database, max_age: float, user_id: int | None = None, token_id: str | None = None) -> Revocation:

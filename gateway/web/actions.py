@@ -14,22 +14,23 @@ from starlette.responses import Response
 from ..control.commands import run_action
 from ..core.control import Action
 from ..store import queries
+from ..store.tasks import Scope
 from .guards import endpoint, member, path_id, runtime_of, user
 
 _encoder = msgspec.json.Encoder()
 
 
-async def _act(request: Request, action: Action, scope: str) -> Response:
+async def _act(request: Request, action: Action, scope: Scope) -> Response:
     user_id = user(request, acting=True)
     runtime = runtime_of(request)
     raw = path_id(request)
-    team_id = await (queries.team_of_analysis if scope == "analysis" else queries.team_of_trajectory)(runtime.pool, raw)
+    team_of = queries.team_of_analysis if scope == "analysis_frames" else queries.team_of_trajectory
+    team_id = await team_of(runtime.pool, raw)
     await member(request, user_id, team_id, "only members of the team may act on its jobs")
     assert team_id is not None
-    where = "j.analysis_id = $1 and j.kind = 'analysis'" if scope == "analysis" else "j.trajectory_id = $1"
     with runtime.actions.slot(user_id, team_id):
         result = await run_action(
-            runtime.pool, runtime.commands, action, team_id, where, raw, runtime.settings.command_timeout
+            runtime.pool, runtime.commands, action, team_id, scope, raw, runtime.settings.command_timeout
         )
     return Response(_encoder.encode(result), media_type="application/json")
 
@@ -46,4 +47,4 @@ async def retry_failed(request: Request) -> Response:
 
 @endpoint
 async def retry_failed_frames(request: Request) -> Response:
-    return await _act(request, "retry", "analysis")
+    return await _act(request, "retry", "analysis_frames")  # the analysis's frames, not its artifact upload

@@ -17,27 +17,12 @@ from starlette.responses import Response
 
 from ..control.commands import run_action
 from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
-from ..store import queries
+from ..store import analyses, queries
 from .answers import Analyses, AnalysisRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, user
 
 _encoder = msgspec.json.Encoder()
 LISTED = 200  # analyses a listing shows, newest first
-
-_LISTING = """
-select a.id, a.plugin, a.created_at,
-       count(j.id) filter (where j.kind = 'analysis') as frames,
-       count(j.id) filter (where j.kind = 'analysis' and j.status = 'completed') as completed,
-       count(j.id) filter (where j.kind = 'analysis' and j.status in ('failed', 'preempted')) as failed,
-       count(j.id) filter (where j.kind = 'analysis' and j.status = 'running') as running,
-       count(j.id) filter (where j.kind = 'analysis' and j.status in ('queued', 'retrying', 'holding')) as queued
-from analyses a
-left join jobs j on j.analysis_id = a.id and j.trajectory_id = a.trajectory_id and j.removed_at is null
-where a.trajectory_id = $1 and a.deleted_at is null
-group by a.id
-order by a.created_at desc, a.id desc
-limit $2
-"""
 
 
 @endpoint
@@ -45,19 +30,19 @@ async def trajectory_analyses(request: Request) -> Response:
     trajectory_id = path_id(request)
     pool = runtime_of(request).pool
     await member(request, user(request), await queries.team_of_trajectory(pool, trajectory_id))
-    rows = await pool.fetch(_LISTING, trajectory_id, LISTED)
+    rows = await analyses.listing(pool, trajectory_id, LISTED)
     return answer(
         Analyses(
             [
                 AnalysisRow(
-                    id=r["id"],
-                    plugin=r["plugin"],
-                    created_at=r["created_at"].isoformat(),
-                    frames=r["frames"],
-                    completed=r["completed"],
-                    failed=r["failed"],
-                    running=r["running"],
-                    queued=r["queued"],
+                    id=r.id,
+                    plugin=r.plugin,
+                    created_at=r.created_at.isoformat(),
+                    frames=r.frames,
+                    completed=r.completed,
+                    failed=r.failed,
+                    running=r.running,
+                    queued=r.queued,
                 )
                 for r in rows
             ]
@@ -74,17 +59,11 @@ async def delete_analysis(request: Request) -> Response:
     team_id = await queries.team_of_analysis(pool, analysis_id)
     await member(request, user_id, team_id, "only members of the team may delete its analyses")
     assert team_id is not None
-    found = await pool.fetchrow("select plugin, deleted_at from analyses where id = $1", analysis_id)
-    if found is None or found["deleted_at"] is not None:
+    found = await analyses.find(pool, analysis_id)
+    if found is None or found.deleted:
         raise Refused(404, "not_found", f"id: no analysis {analysis_id}")
-    plugin = found["plugin"]
-    active = await pool.fetchval(
-        "select count(*) from jobs where analysis_id = $1 and team_id = $2 and removed_at is null"
-        " and status = any($3::text[])",
-        analysis_id,
-        team_id,
-        list(REMOVABLE),
-    )
+    plugin = found.plugin
+    active = await analyses.count_jobs(pool, analysis_id, team_id, list(REMOVABLE))
     with runtime.actions.slot(user_id, team_id):
         stopped = (
             await run_action(
@@ -92,7 +71,7 @@ async def delete_analysis(request: Request) -> Response:
                 runtime.commands,
                 "remove",
                 team_id,
-                "j.analysis_id = $1",
+                "analysis",
                 analysis_id,
                 runtime.settings.command_timeout,
             )
@@ -107,14 +86,7 @@ async def delete_analysis(request: Request) -> Response:
             level="warning",
         )
         return Response(_encoder.encode(result), media_type="application/json")
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("update analyses set deleted_at = now() where id = $1 and deleted_at is null", analysis_id)
-        removed = await conn.execute(
-            "update jobs set removed_at = now() where analysis_id = $1 and team_id = $2 and removed_at is null",
-            analysis_id,
-            team_id,
-        )
-    results = int(removed.split()[-1])
+    results = await analyses.delete(pool, analysis_id, team_id)
     parts = [f"stopped {stopped.acted} job(s)"] if active else []
     parts.append(f"deleted {results} result(s)")
     result = ActionResult(

@@ -7,7 +7,8 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..hub.presence import online_users
+from ..bus.presence import online_users
+from ..store import people
 from .answers import Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
 
@@ -16,18 +17,15 @@ from .guards import Refused, endpoint, member, path_id, runtime_of, session, use
 async def me(request: Request) -> Response:
     user_id, expires = session(request)
     runtime = runtime_of(request)
-    found = await runtime.pool.fetchrow("select id, name from users where id = $1", user_id)
+    found = await people.user(runtime.pool, user_id)
     if found is None:
         raise Refused(401, "unauthorized", "unknown user")
-    teams = await runtime.pool.fetch(
-        "select t.id, t.name from teams t join memberships m on m.team_id = t.id where m.user_id = $1 order by t.name",
-        user_id,
-    )
+    teams = await people.teams_of(runtime.pool, user_id)
     settings = runtime.settings
     return answer(
         Me(
-            user=Named(found["id"], found["name"]),
-            teams=[Named(t["id"], t["name"]) for t in teams],
+            user=Named(found.id, found.name),
+            teams=[Named(t.id, t.name) for t in teams],
             single_user=settings.single_user,
             local=settings.local,
             demo=settings.demo,
@@ -43,12 +41,9 @@ async def team_members(request: Request) -> Response:
     team_id = path_id(request)
     await member(request, user(request), team_id)
     runtime = runtime_of(request)
-    rows = await runtime.pool.fetch(
-        "select u.id, u.name from users u join memberships m on m.user_id = u.id where m.team_id = $1 order by u.name",
-        team_id,
-    )
+    rows = await people.members(runtime.pool, team_id)
     online = set() if runtime.settings.single_user else await online_users(runtime.redis, team_id)
-    members = [Member(r["id"], r["name"], r["id"] in online) for r in rows]
+    members = [Member(r.id, r.name, r.id in online) for r in rows]
     if runtime.settings.single_user:
         return answer(Members(members))
     return answer(Members(members, online=sum(1 for m in members if m.online)))
@@ -59,8 +54,5 @@ async def team_trajectories(request: Request) -> Response:
     """The dashboard's cards: the team's trajectories, newest first (the live counts come on the team channel)."""
     team_id = path_id(request)
     await member(request, user(request), team_id)
-    rows = await runtime_of(request).pool.fetch(
-        "select id, name, created_at from trajectories where team_id = $1 order by created_at desc, id desc limit 500",
-        team_id,
-    )
-    return answer(Trajectories([TrajectoryRow(r["id"], r["name"], r["created_at"].isoformat()) for r in rows]))
+    rows = await people.trajectories(runtime_of(request).pool, team_id)
+    return answer(Trajectories([TrajectoryRow(r.id, r.name, r.created_at.isoformat()) for r in rows]))

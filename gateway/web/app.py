@@ -11,13 +11,16 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from ..bus.broker import RedisBroker
 from ..bus.commands import ClusterCommands
 from ..bus.connection import Bus
 from ..config import Settings, check_secret
 from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
+from ..hub.presence import PresenceBoard
 from ..hub.revocations import SessionRevocations
 from ..resources import FRONTEND
+from ..store.access import NodeAccess
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_members, team_trajectories
@@ -49,8 +52,13 @@ def create_app(settings: Settings) -> Starlette:
         install_redaction()
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
         bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
+        broker = RedisBroker(bus)
         node = Node(
-            pool, bus, settings.max_subscriptions, presence=not settings.single_user, keepalive=settings.keepalive
+            NodeAccess(pool),
+            broker,
+            settings.max_subscriptions,
+            presence=PresenceBoard(broker.presence, enabled=not settings.single_user),
+            keepalive=settings.keepalive,
         )
         revocations = SessionRevocations(pool, node.connections, settings.session_max_age)
         node.on_revocation = revocations.receive

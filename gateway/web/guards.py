@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
 from ..core.types import MAX_ID, is_id
-from ..store import queries
+from ..store import clusters, queries
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
 from .runtime import Runtime
@@ -173,15 +173,13 @@ async def cluster(request: Request) -> Cluster:
     auth = request.headers.get("authorization", "")
     key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
     cluster_id = cluster_of_key(key)
-    row = None
+    found = None
     if cluster_id is not None:
-        row = await runtime_of(request).pool.fetchrow(
-            "select team_id, key_hash from clusters where id = $1", cluster_id
-        )
-    if cluster_id is None or row is None or not key_matches(key, row["key_hash"]):
+        found = await clusters.key_of(runtime_of(request).pool, cluster_id)
+    if cluster_id is None or found is None or not key_matches(key, found.key_hash):
         raise Refused(401, "unauthorized", "a valid cluster key is required")
     within_rate(request, ("cluster", cluster_id))  # keyed by a checked key: nobody spends another's rate
-    return Cluster(cluster_id, row["team_id"])
+    return Cluster(cluster_id, found.team_id)
 
 
 async def decode(request: Request, decoder: msgspec.json.Decoder[T], limit: int | None = None) -> T:

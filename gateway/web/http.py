@@ -176,8 +176,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         websocket = self.transport.get_protocol()
         if getattr(websocket, "handshake_initiated", True):
             return  # the app has the handshake: it answers at once
-        conn = getattr(websocket, "conn", None)
-        refusal = b"".join(conn.data_to_send()) if conn is not None else b""
+        parser = getattr(websocket, "conn", None)  # websockets' sans-I/O ServerProtocol (uvicorn calls it conn)
+        refusal = b"".join(parser.data_to_send()) if parser is not None else b""
         log.info("%s refused: a websocket handshake websockets cannot parse", _peer(self.client))
         default_headers = self.server_state.default_headers
         self.transport.write(

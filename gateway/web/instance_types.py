@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from ..core.instance_types import InstanceType, InstanceTypes, Offered, common
 from ..core.types import is_id
+from ..store import clusters, instance_types
 from .answers import answer
 from .guards import Refused, cluster, decode, endpoint, runtime_of, user
 
@@ -28,12 +29,7 @@ async def declare_instance_types(request: Request) -> Response:
     names = [t.name for t in body.instance_types]
     if len(set(names)) != len(names):
         raise Refused(422, "invalid", "instance_types: each name once")
-    async with runtime_of(request).pool.acquire() as conn, conn.transaction():
-        await conn.execute("delete from instance_types where cluster_id = $1", who.id)
-        await conn.executemany(
-            "insert into instance_types (cluster_id, name, cores, memory_gb, preemptible) values ($1, $2, $3, $4, $5)",
-            [(who.id, t.name, t.cores, t.memory_gb, t.preemptible) for t in body.instance_types],
-        )
+    await instance_types.replace(runtime_of(request).pool, who.id, body.instance_types)
     return Response(status_code=204)
 
 
@@ -49,13 +45,7 @@ async def submission_instance_types(request: Request) -> Response:
             raise Refused(422, "invalid", f"submission[{i}]: expected an id")
         ids.append(int(value))
     pool = runtime_of(request).pool
-    rows = await pool.fetch(
-        "select s.id, s.team_id from submissions s join memberships m on m.team_id = s.team_id and m.user_id = $2"
-        " where s.id = any($1::bigint[])",
-        ids,
-        user_id,
-    )
-    teams = {r["id"]: r["team_id"] for r in rows}
+    teams = await instance_types.teams_of_submissions(pool, ids, user_id)
     for i, sid in enumerate(ids):
         if sid not in teams:
             raise Refused(403, "forbidden", f"submission[{i}]: no submission {sid} in your teams")
@@ -67,27 +57,13 @@ async def submission_instance_types(request: Request) -> Response:
 async def offered(pool: asyncpg.Pool, team_id: int, submissions: list[int]) -> Offered:
     """The types every cluster holding these submissions offers: each submission's own cluster, else the clusters
     of its tasks, else (nothing runs it yet) any of the team's clusters."""
-    holders = await pool.fetch(
-        "select s.id, s.cluster_id from submissions s where s.id = any($1::bigint[]) and s.team_id = $2"
-        " and s.cluster_id is not null"
-        " union select distinct j.submission_id, j.cluster_id from jobs j join submissions s on s.id = j.submission_id"
-        " where s.id = any($1::bigint[]) and s.team_id = $2 and s.cluster_id is null and j.team_id = $2",
-        submissions,
-        team_id,
-    )
-    clusters = await pool.fetch("select id, name from clusters where team_id = $1 order by name", team_id)
-    names = {r["id"]: r["name"] for r in clusters}
+    holders = await instance_types.holders(pool, team_id, submissions)
+    names = await clusters.team_clusters_by_name(pool, team_id)
     types: dict[int, dict[str, InstanceType]] = {c: {} for c in names}
-    for r in await pool.fetch(
-        "select t.cluster_id, t.name, t.cores, t.memory_gb, t.preemptible from instance_types t"
-        " join clusters c on c.id = t.cluster_id where c.team_id = $1 order by t.cores, t.memory_gb, t.name",
-        team_id,
-    ):
-        types[r["cluster_id"]][r["name"]] = InstanceType(
-            name=r["name"], cores=r["cores"], memory_gb=r["memory_gb"], preemptible=r["preemptible"]
-        )
-    held = {r["cluster_id"] for r in holders if r["cluster_id"] in names}
-    unplaced = set(submissions) - {r["id"] for r in holders}
+    for cluster_id, t in await instance_types.team_types(pool, team_id):
+        types[cluster_id][t.name] = t
+    held = {h.cluster_id for h in holders if h.cluster_id in names}
+    unplaced = set(submissions) - {h.submission_id for h in holders}
     if unplaced or not held:  # a submission no cluster runs yet may go to any of them
         union: dict[str, InstanceType] = {}
         for c in names:

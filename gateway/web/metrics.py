@@ -1,7 +1,7 @@
 """`/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (it can serve: PostgreSQL and Redis
 answer, and the relay is alive and not lagging).
 
-`/metrics` is for scrapers (gateway.web.exposition says who may scrape). A node exports its own figures and
+`/metrics` is for scrapers (gateway.exposition says who may scrape). A node exports its own figures and
 the process's; the relay's are the relay process's own to export (gateway.relay.metrics), except in
 `gateway demo`, whose relay runs in this process: `also_export` adds them here.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from typing import cast
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -19,8 +18,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..bus import keys
-from .exposition import exposition, scraper_refused
+from ..bus import relay_stats
+from ..exposition import exposition, scraper_refused
+from ..store.figures import ping
 from .runtime import Runtime
 
 READY_LAG = 10.0  # seconds: a relay further behind than this makes the node not ready
@@ -97,12 +97,9 @@ def also_export(app: Starlette, collector: Collector) -> None:
     app.state.extra_collectors = [*getattr(app.state, "extra_collectors", []), collector]
 
 
-async def relay_stats(runtime: Runtime) -> list[dict[bytes, bytes]]:
+async def relay_figures(runtime: Runtime) -> list[dict[bytes, bytes]]:
     """Each partition's relay figures (empty where no relay has reported)."""
-    async with runtime.redis.pipeline(transaction=False) as pipe:
-        for tag in runtime.bus.partitions.tags:
-            pipe.hgetall(keys.relay_stats(tag))
-        return cast(list[dict[bytes, bytes]], await pipe.execute())
+    return await relay_stats.read(runtime.redis, runtime.bus.partitions.tags)
 
 
 async def metrics(request: Request) -> Response:
@@ -111,7 +108,7 @@ async def metrics(request: Request) -> Response:
     if refused is not None:
         return refused
     try:
-        relays = await relay_stats(runtime)
+        relays = await relay_figures(runtime)
     except Exception:  # a scrape must answer even when Redis does not
         relays = []
     return exposition([NodeCollector(runtime, relays), *getattr(request.app.state, "extra_collectors", [])])
@@ -128,11 +125,11 @@ async def readyz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     problems: list[str] = []
     try:
-        await asyncio.wait_for(runtime.pool.fetchval("select 1"), 2)
+        await asyncio.wait_for(ping(runtime.pool), 2)
     except Exception:
         problems.append("postgresql unreachable")
     try:
-        relays = await asyncio.wait_for(relay_stats(runtime), 2)
+        relays = await asyncio.wait_for(relay_figures(runtime), 2)
     except Exception:
         problems.append("redis unreachable")
     else:

@@ -16,6 +16,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from ..core.types import MAX_ID, Id
 from ..hub.revocations import revoke
 from ..resources import INDEX
+from ..store import people, queries
 from .answers import Done, Named, Renewed, Users, answer
 from .auth import TOKEN_COOKIE, InvalidToken, issue_token
 from .body import BodyTooLarge, read_body
@@ -63,7 +64,7 @@ async def index(request: Request) -> Response:
         user_id = verified(runtime, token).user_id
     except InvalidToken:
         return RedirectResponse("/?signin=expired", status_code=303)
-    name = await runtime.pool.fetchval("select name from users where id = $1", user_id)
+    name = await people.user_name(runtime.pool, user_id)
     if name is None:
         return RedirectResponse("/?signin=expired", status_code=303)
     return HTMLResponse(confirmation_page(name, token, request.url.path), headers=NO_STORE)
@@ -91,8 +92,8 @@ async def demo_users(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     if not runtime.settings.demo:
         return JSONResponse({"error": "not_found", "message": "no user picker outside demo mode"}, 404)
-    rows = await runtime.pool.fetch("select id, name from users order by id")
-    return answer(Users([Named(r["id"], r["name"]) for r in rows]))
+    rows = await people.users(runtime.pool)
+    return answer(Users([Named(r.id, r.name) for r in rows]))
 
 
 @endpoint
@@ -105,7 +106,7 @@ async def demo_sign_in(request: Request) -> Response:
         user_id = _sign_in_decoder.decode(await request.body()).user_id
     except (msgspec.ValidationError, msgspec.DecodeError):
         return JSONResponse({"error": "invalid", "message": f"user_id: expected an id from 1 to {MAX_ID}"}, 422)
-    if not await runtime.pool.fetchval("select 1 from users where id = $1", user_id):
+    if not await queries.user_exists(runtime.pool, user_id):
         return JSONResponse({"error": "invalid", "message": f"user_id: no user {user_id}"}, 422)
     token = issue_token(runtime.settings.secret, user_id, runtime.settings.token_ttl)
     return with_session(answer(Done()), request, runtime, token)

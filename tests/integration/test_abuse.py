@@ -17,8 +17,8 @@ import websockets
 
 from gateway.embedded import free_port
 from gateway.sim.cluster import SimCluster
+from harness.follower import Follower
 from tests.conftest import Process, Stack, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import Team, make_team
 from tests.integration.test_actions import work
 

@@ -11,8 +11,8 @@ import pytest
 
 from gateway.sim.cluster import SimCluster
 from gateway.web.auth import new_cluster_key
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team, make_team
 
 

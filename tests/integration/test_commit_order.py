@@ -6,8 +6,8 @@ import asyncio
 
 import asyncpg
 
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs
 
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from gateway.embedded import free_port
-from tests.follower import Follower
+from harness.follower import Follower
 
 START_WITHIN = 90.0  # the embedded PostgreSQL's first start (initdb) on a busy machine
 STOP_WITHIN = 45.0  # the demo's own deadlines add up to about 25 s

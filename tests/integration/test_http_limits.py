@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from gateway.embedded import free_port
+from harness.follower import Follower
 from tests.conftest import Process, Stack, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import Team
 
 MIB = 1 << 20

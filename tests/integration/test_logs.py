@@ -14,8 +14,8 @@ import pytest
 
 from gateway.embedded import free_port
 from gateway.web.auth import issue_token
+from harness.follower import Follower
 from tests.conftest import Process, Stack, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import Team
 
 Entry = dict[str, Any]

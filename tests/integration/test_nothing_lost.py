@@ -21,14 +21,14 @@ from gateway.bus import keys
 from gateway.bus.connection import Bus
 from gateway.bus.publisher import Fenced, Publisher
 from gateway.core import envelope
+from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
-from gateway.core.relay import Publication
 from gateway.embedded import EmbeddedValkey, free_port
+from harness.follower import Follower
+from harness.world import Process, World, postgres_proxy, spawn, wait_http
 from tests.conftest import create_database, drop_database
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs, make_team
-from tests.world import Process, World, postgres_proxy, spawn, wait_http
 
 HISTORY = 60  # short, so that a test can outrun it
 

@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from gateway.embedded import EmbeddedValkey, free_port
+from harness.follower import Follower
 from tests.conftest import Process, Stack, create_database, drop_database, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs, make_team
 
 # Every label the exposition may carry: each has few values (partitions are GATEWAY_PARTITIONS; python_info's

@@ -17,8 +17,8 @@ import pytest
 
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port
 from gateway.store.migrate import migrate
+from harness.follower import Follower
 from tests.conftest import Process, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import make_team
 
 

@@ -25,8 +25,8 @@ from redis.crc import key_slot
 from gateway.bus import keys
 from gateway.embedded import EmbeddedValkeyCluster
 from gateway.sim.cluster import SimCluster
+from harness.follower import Follower
 from tests.conftest import Process, create_database, drop_database, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs, make_team
 from tests.integration.test_nothing_lost import burst, converge
 

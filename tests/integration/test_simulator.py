@@ -10,8 +10,8 @@ from gateway.sim.cluster import SimCluster
 from gateway.sim.run import Simulation
 from gateway.sim.workloads import pipeline, upload
 from gateway.web.auth import new_cluster_key
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team
 
 
@@ -250,12 +250,12 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
     the simulation's slots; after three (often on gpu-2, which never confirms), nothing new started."""
     keys = [team.cluster_key]
     for name in ("gpu-2", "cpu-big"):
-        async with pool.acquire() as conn:
-            cluster_id = await conn.fetchval(
+        async with pool.acquire() as db:
+            cluster_id = await db.fetchval(
                 "insert into clusters (team_id, name) values ($1, $2) returning id", team.id, name
             )
             key, key_hash = new_cluster_key(cluster_id)
-            await conn.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
+            await db.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
         keys.append(key)
     silent_id = int(keys[1].split(".")[0][1:])
     # Every sync fails, and time runs 20 times faster: the operator retries after 1-3 s instead of 20-60 s.
@@ -285,9 +285,11 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
                 assert not running.done(), running
                 await asyncio.sleep(0.1)
             seen, started = set(f.channels[channel].jobs), simulation.started
+            # New jobs keep coming, and new work starts (on a busy machine a slot frees later: wait for both).
             await f.wait_for(
-                lambda f: len(set(f.channels[channel].jobs) - seen) >= 10, timeout=60
-            )  # new jobs keep coming
+                lambda f: len(set(f.channels[channel].jobs) - seen) >= 10 and simulation.started > started,
+                timeout=90,
+            )
         assert simulation.started > started
         ready = await pool.fetchval(
             "select count(*) from submissions s join jobs j on j.submission_id = s.id"

@@ -10,8 +10,8 @@ import asyncio
 import asyncpg
 
 from bench.procstat import rss_kb
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs
 
 MAX_PENDING_MB = 2  # the stack's GATEWAY_MAX_PENDING_BYTES

@@ -7,8 +7,8 @@ import random
 
 import asyncpg
 
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs, make_team
 
 

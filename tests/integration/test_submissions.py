@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from gateway.sim.cluster import SimCluster
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs
 
 

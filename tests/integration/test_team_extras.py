@@ -11,8 +11,8 @@ import httpx
 
 from gateway.embedded import free_port
 from gateway.web.auth import issue_token, new_cluster_key
+from harness.follower import Follower
 from tests.conftest import Stack, spawn, wait_http
-from tests.follower import Follower
 from tests.integration.conftest import Team
 
 
@@ -131,12 +131,15 @@ async def test_bad_metrics_are_refused(stack: Stack, team: Team) -> None:
 async def test_single_user_and_local_deployments_send_neither(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     from redis.asyncio import Redis
 
+    from gateway.bus.broker import RedisBroker
+    from gateway.bus.connection import Bus
     from gateway.hub.presence import PresenceBoard
     from gateway.relay.extras import TeamExtras
 
     redis = Redis.from_url(stack.redis_url)
+    broker = RedisBroker(Bus(stack.redis_url))
     try:
-        off = PresenceBoard(redis, enabled=False)
+        off = PresenceBoard(broker.presence, enabled=False)
         await off.add(team.id, team.user_id)  # a single-user node marks nobody
         assert await redis.zcard(f"gw:presence:{team.id}") == 0
         async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
@@ -145,13 +148,14 @@ async def test_single_user_and_local_deployments_send_neither(stack: Stack, pool
                 json={"cpu": 1, "memory": 1, "disk": 1, "network": 1},
                 headers={"Authorization": f"Bearer {team.cluster_key}"},
             )
-        on = PresenceBoard(redis)
+        on = PresenceBoard(broker.presence)
         await on.add(team.id, team.user_id)
-        async with pool.acquire() as conn:
-            both = await TeamExtras(redis).collect(conn, 0.0)
-            neither = await TeamExtras(redis, presence=False, metrics=False).collect(conn, 0.0)
+        async with pool.acquire() as db:
+            both = await TeamExtras(broker).collect(db, 0.0)
+            neither = await TeamExtras(broker, presence=False, metrics=False).collect(db, 0.0)
         assert {type(u).__name__ for t, u in both if t == team.id} == {"Presence", "ClusterStats"}
         assert neither == []
         await on.clear()
     finally:
         await redis.aclose()
+        await broker.aclose()

@@ -14,8 +14,8 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.web.auth import issue_token
+from harness.follower import Follower
 from tests.conftest import Stack
-from tests.follower import Follower
 from tests.integration.conftest import Team, insert_jobs
 
 

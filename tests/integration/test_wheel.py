@@ -26,8 +26,8 @@ import pytest
 
 from gateway.embedded import EmbeddedValkey, free_port
 from gateway.store.migrate import migration_files
+from harness.follower import Follower
 from tests.conftest import create_database, drop_database
-from tests.follower import Follower
 from tests.integration.test_demo import START_WITHIN, STOP_WITHIN, Demo, alive
 
 pytestmark = pytest.mark.slow

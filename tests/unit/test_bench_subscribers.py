@@ -12,29 +12,20 @@ from datetime import UTC
 import pytest
 
 from bench import procstat
-from bench.subscribers import (
+from bench.subscribers import FleetStates, Histogram, StateGroup, Stats, compare_states, merge_stats
+from bench.subscribers.gateway_dialect import GatewayDialect
+from bench.subscribers.plain import PlainDialect
+from bench.subscribers.socketio import SocketIODialect
+from bench.subscribers.wsclient import (
     DEFLATE_OFFER,
-    OP_BINARY,
-    OP_CLOSE,
-    OP_PING,
-    OP_PONG,
-    OP_TEXT,
-    FleetStates,
-    GatewayDialect,
-    Histogram,
-    PlainDialect,
-    SocketIODialect,
-    StateGroup,
-    Stats,
     WSClient,
     accept_key,
-    compare_states,
     mask_frame,
-    merge_stats,
     request_head,
     retry_delay,
     unmask,
 )
+from gateway.core.wsframe import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT
 
 # -- helpers
 
@@ -88,36 +79,36 @@ class Recorder:
         self.events: list[tuple] = []
         self.messages: list[tuple[int, bytes]] = []
 
-    def ws_open(self, proto: WSClient) -> None:
+    def ws_open(self, ws: WSClient) -> None:
         self.events.append(("open",))
 
-    def ws_message(self, opcode: int, payload: bytearray, now: float) -> None:
+    def ws_message(self, opcode: int, payload: bytes, now: float) -> None:
         self.messages.append((opcode, bytes(payload)))
 
-    def ws_closed(self, proto: WSClient, code: int) -> None:
+    def ws_closed(self, ws: WSClient, code: int) -> None:
         self.events.append(("closed", code))
 
-    def ws_refused(self, proto: WSClient, status: int, headers: dict, body: bytes) -> None:
+    def ws_refused(self, ws: WSClient, status: int, headers: dict, body: bytes) -> None:
         self.events.append(("refused", status, headers, body))
 
-    def ws_failed(self, proto: WSClient, reason: str) -> None:
+    def ws_failed(self, ws: WSClient, reason: str) -> None:
         self.events.append(("failed", reason))
 
 
 def opened(headers: tuple[str, ...] = ()) -> tuple[WSClient, FakeTransport, Recorder]:
     rec = Recorder()
-    proto = WSClient(rec, request_head("127.0.0.1", 9000, "/ws?channels=a", headers))
+    ws = WSClient(rec, request_head("127.0.0.1", 9000, "/ws?channels=a", headers))
     transport = FakeTransport()
-    proto.connection_made(transport)  # type: ignore[arg-type]
+    ws.connection_made(transport)  # type: ignore[arg-type]
     request = bytes(transport.written)
     key = request.split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
     transport.written.clear()
-    proto.data_received(
+    ws.data_received(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         b"Sec-WebSocket-Accept: " + accept_key(key) + b"\r\n\r\n"
     )
     assert rec.events == [("open",)]
-    return proto, transport, rec
+    return ws, transport, rec
 
 
 # -- the handshake
@@ -125,9 +116,9 @@ def opened(headers: tuple[str, ...] = ()) -> tuple[WSClient, FakeTransport, Reco
 
 def test_upgrade_request_carries_key_and_headers() -> None:
     rec = Recorder()
-    proto = WSClient(rec, request_head("127.0.0.1", 9000, "/ws?token=x", ["Authorization: Bearer t"]))
+    ws = WSClient(rec, request_head("127.0.0.1", 9000, "/ws?token=x", ["Authorization: Bearer t"]))
     transport = FakeTransport()
-    proto.connection_made(transport)  # type: ignore[arg-type]
+    ws.connection_made(transport)  # type: ignore[arg-type]
     request = bytes(transport.written).decode()
     assert request.startswith("GET /ws?token=x HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n")
     assert "Upgrade: websocket\r\n" in request and "Sec-WebSocket-Version: 13\r\n" in request
@@ -138,23 +129,23 @@ def test_upgrade_request_carries_key_and_headers() -> None:
 
 def test_bad_accept_fails_the_connection() -> None:
     rec = Recorder()
-    proto = WSClient(rec, request_head("h", 1, "/ws"))
+    ws = WSClient(rec, request_head("h", 1, "/ws"))
     transport = FakeTransport()
-    proto.connection_made(transport)  # type: ignore[arg-type]
-    proto.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: nope\r\n\r\n")
+    ws.connection_made(transport)  # type: ignore[arg-type]
+    ws.data_received(b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: nope\r\n\r\n")
     assert rec.events == [("failed", "bad_accept")] and transport.aborted
 
 
 def test_503_refusal_reads_the_body_and_its_retry_delay() -> None:
     rec = Recorder()
-    proto = WSClient(rec, request_head("h", 1, "/ws"))
+    ws = WSClient(rec, request_head("h", 1, "/ws"))
     transport = FakeTransport()
-    proto.connection_made(transport)  # type: ignore[arg-type]
+    ws.connection_made(transport)  # type: ignore[arg-type]
     body = b'{"error":"busy","message":"too many new connections: retry shortly","retry_after_ms":750}'
     head = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n" % len(body)
-    proto.data_received(head + body[:10])
+    ws.data_received(head + body[:10])
     assert rec.events == []  # the body is not complete yet
-    proto.data_received(body[10:])
+    ws.data_received(body[10:])
     ((kind, status, headers, got),) = rec.events
     assert (kind, status, got) == ("refused", 503, body) and transport.closed
     assert retry_delay(status, headers, got) == 0.75
@@ -164,19 +155,19 @@ def test_503_refusal_reads_the_body_and_its_retry_delay() -> None:
 
 def test_refusal_without_content_length_ends_with_the_connection() -> None:
     rec = Recorder()
-    proto = WSClient(rec, request_head("h", 1, "/ws"))
-    proto.connection_made(FakeTransport())  # type: ignore[arg-type]
-    proto.data_received(b'HTTP/1.1 429 Too Many Requests\r\n\r\n{"error":')
-    proto.data_received(b'"too_many_connections"}')
-    proto.connection_lost(None)
+    ws = WSClient(rec, request_head("h", 1, "/ws"))
+    ws.connection_made(FakeTransport())  # type: ignore[arg-type]
+    ws.data_received(b'HTTP/1.1 429 Too Many Requests\r\n\r\n{"error":')
+    ws.data_received(b'"too_many_connections"}')
+    ws.connection_lost(None)
     assert rec.events == [("refused", 429, {}, b'{"error":"too_many_connections"}')]
 
 
 def test_connection_lost_before_the_answer_is_a_failure() -> None:
     rec = Recorder()
-    proto = WSClient(rec, request_head("h", 1, "/ws"))
-    proto.connection_made(FakeTransport())  # type: ignore[arg-type]
-    proto.connection_lost(ConnectionResetError())
+    ws = WSClient(rec, request_head("h", 1, "/ws"))
+    ws.connection_made(FakeTransport())  # type: ignore[arg-type]
+    ws.connection_lost(ConnectionResetError())
     assert rec.events == [("failed", "ConnectionResetError")]
 
 
@@ -185,11 +176,11 @@ def test_connection_lost_before_the_answer_is_a_failure() -> None:
 
 def test_frames_in_the_same_packet_as_the_101() -> None:
     rec = Recorder()
-    proto = WSClient(rec, request_head("h", 1, "/ws"))
+    ws = WSClient(rec, request_head("h", 1, "/ws"))
     transport = FakeTransport()
-    proto.connection_made(transport)  # type: ignore[arg-type]
+    ws.connection_made(transport)  # type: ignore[arg-type]
     key = bytes(transport.written).split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
-    proto.data_received(
+    ws.data_received(
         b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: "
         + accept_key(key)
         + b"\r\n\r\n"
@@ -202,19 +193,19 @@ def test_frames_in_the_same_packet_as_the_101() -> None:
 def deflating(extensions: bytes) -> tuple[WSClient, FakeTransport, Recorder]:
     """A client whose 101 answered its permessage-deflate offer with `extensions`."""
     rec = Recorder()
-    proto = WSClient(rec, request_head("h", 1, "/ws", [DEFLATE_OFFER]))
+    ws = WSClient(rec, request_head("h", 1, "/ws", [DEFLATE_OFFER]))
     transport = FakeTransport()
-    proto.connection_made(transport)  # type: ignore[arg-type]
+    ws.connection_made(transport)  # type: ignore[arg-type]
     assert b"Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" in transport.written
     key = bytes(transport.written).split(b"Sec-WebSocket-Key: ")[1].split(b"\r\n")[0]
-    proto.data_received(
+    ws.data_received(
         b"HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: "
         + accept_key(key)
         + b"\r\nSec-WebSocket-Extensions: "
         + extensions
         + b"\r\n\r\n"
     )
-    return proto, transport, rec
+    return ws, transport, rec
 
 
 def compressed_frame(opcode: int, payload: bytes, compressor: object = None, fin: bool = True) -> bytes:
@@ -225,7 +216,7 @@ def compressed_frame(opcode: int, payload: bytes, compressor: object = None, fin
 
 
 def test_compressed_messages_are_inflated_each_alone_without_context_takeover() -> None:
-    proto, _, rec = deflating(b"permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+    ws, _, rec = deflating(b"permessage-deflate; server_no_context_takeover; client_no_context_takeover")
     big = b'{"jobs": [' + b'{"id": 1, "status": "running"}, ' * 100 + b"{}]}"
     c = zlib.compressobj(6, zlib.DEFLATED, -15)
     z = (c.compress(big) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
@@ -233,87 +224,87 @@ def test_compressed_messages_are_inflated_each_alone_without_context_takeover() 
     fragmented = bytes((first[0] | 0x40,)) + first[1:] + server_frame(0x0, z[20:])  # RSV1 on the first frame only
     data = compressed_frame(OP_TEXT, big) + server_frame(OP_TEXT, b"plain") + fragmented  # RSV1 is per message
     for i in range(0, len(data), 9):
-        proto.data_received(data[i : i + 9])
+        ws.data_received(data[i : i + 9])
     assert rec.messages == [(OP_TEXT, big), (OP_TEXT, b"plain"), (OP_TEXT, big)]
     assert rec.stats.bytes < len(big)  # what came off the socket, compressed (the 101 included)
 
 
 def test_compressed_messages_keep_one_context_when_the_server_takes_it_over() -> None:
-    proto, _, rec = deflating(b"permessage-deflate")  # Node ws's default: the server's context carries over
+    ws, _, rec = deflating(b"permessage-deflate")  # Node ws's default: the server's context carries over
     compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
-    proto.data_received(
+    ws.data_received(
         compressed_frame(OP_TEXT, b"hello " * 50, compressor) + compressed_frame(OP_TEXT, b"hello " * 50, compressor)
     )
     assert rec.messages == [(OP_TEXT, b"hello " * 50)] * 2
 
 
 def test_rsv1_without_compression_negotiated_is_a_protocol_error() -> None:
-    proto, _, rec = opened()
-    proto.data_received(compressed_frame(OP_TEXT, b"x" * 100))
+    ws, _, rec = opened()
+    ws.data_received(compressed_frame(OP_TEXT, b"x" * 100))
     assert rec.events[-1] == ("closed", 1002) and rec.messages == []
 
 
 @pytest.mark.parametrize("size", [0, 125, 126, 300, 65535, 65536, 70000])
 def test_7_16_and_64_bit_lengths(size: int) -> None:
-    proto, _, rec = opened()
+    ws, _, rec = opened()
     payload = bytes(i & 0xFF for i in range(size))
-    proto.data_received(server_frame(OP_BINARY, payload))
+    ws.data_received(server_frame(OP_BINARY, payload))
     assert rec.messages == [(OP_BINARY, payload)]
-    assert proto.buf == bytearray()
+    assert ws.unread == 0  # nothing left over
 
 
 def test_a_frame_split_across_reads() -> None:
-    proto, _, rec = opened()
+    ws, _, rec = opened()
     data = server_frame(OP_TEXT, b"x" * 300) + server_frame(OP_TEXT, b"y" * 70000) + server_frame(OP_TEXT, b"z")
     for i in range(0, len(data), 7):  # header bytes split too
-        proto.data_received(data[i : i + 7])
+        ws.data_received(data[i : i + 7])
     assert rec.messages == [(OP_TEXT, b"x" * 300), (OP_TEXT, b"y" * 70000), (OP_TEXT, b"z")]
     assert rec.stats.messages == 3 and rec.stats.bytes > len(data)
 
 
 def test_fragmented_message_with_a_ping_in_between() -> None:
-    proto, transport, rec = opened()
+    ws, transport, rec = opened()
     data = (
         server_frame(OP_TEXT, b'{"a":', fin=False)
         + server_frame(0x0, b"1,", fin=False)
         + server_frame(OP_PING, b"hb")
         + server_frame(0x0, b'"b":2}', fin=True)
     )
-    proto.data_received(data[:9])
-    proto.data_received(data[9:])
+    ws.data_received(data[:9])
+    ws.data_received(data[9:])
     assert rec.messages == [(OP_TEXT, b'{"a":1,"b":2}')]
     assert parse_client_frames(bytes(transport.written)) == [(OP_PONG, True, b"hb")]
     assert rec.stats.server_pings == 1 and rec.stats.frames == 4 and rec.stats.messages == 1
 
 
 def test_ping_is_answered_with_a_masked_pong() -> None:
-    proto, transport, _ = opened()
-    proto.data_received(server_frame(OP_PING, b"\x00payload\xff"))
+    ws, transport, _ = opened()
+    ws.data_received(server_frame(OP_PING, b"\x00payload\xff"))
     raw = bytes(transport.written)
     assert raw[0] == 0x80 | OP_PONG and raw[1] & 0x80  # FIN pong, mask bit set
     assert parse_client_frames(raw) == [(OP_PONG, True, b"\x00payload\xff")]
 
 
 def test_close_is_answered_and_reported() -> None:
-    proto, transport, rec = opened()
-    proto.data_received(
+    ws, transport, rec = opened()
+    ws.data_received(
         server_frame(OP_CLOSE, (4008).to_bytes(2, "big") + b"slow consumer") + server_frame(OP_TEXT, b"late")
     )
     assert parse_client_frames(bytes(transport.written)) == [(OP_CLOSE, True, (4008).to_bytes(2, "big"))]
     assert transport.closed and rec.events[-1] == ("closed", 4008) and rec.messages == []
-    proto.connection_lost(None)  # no second report
+    ws.connection_lost(None)  # no second report
     assert rec.events[-1] == ("closed", 4008)
 
 
 def test_dropped_connection_is_reported_as_1006() -> None:
-    proto, _, rec = opened()
-    proto.connection_lost(ConnectionResetError())
+    ws, _, rec = opened()
+    ws.connection_lost(ConnectionResetError())
     assert rec.events[-1] == ("closed", 1006)
 
 
 def test_continuation_without_a_start_is_a_protocol_error() -> None:
-    proto, transport, rec = opened()
-    proto.data_received(server_frame(0x0, b"orphan"))
+    ws, transport, rec = opened()
+    ws.data_received(server_frame(0x0, b"orphan"))
     assert rec.events[-1] == ("closed", 1002) and rec.stats.protocol_errors == 1
     assert parse_client_frames(bytes(transport.written)) == [(OP_CLOSE, True, (1002).to_bytes(2, "big"))]
 
@@ -325,9 +316,9 @@ def test_client_frames_are_masked(size: int) -> None:
 
 
 def test_send_writes_one_masked_frame() -> None:
-    proto, transport, _ = opened()
-    proto.send(b'{"type":"ping"}')
-    proto.send(b"\x01\x02", binary=True)
+    ws, transport, _ = opened()
+    ws.send(b'{"type":"ping"}')
+    ws.send(b"\x01\x02", binary=True)
     assert parse_client_frames(bytes(transport.written)) == [
         (OP_TEXT, True, b'{"type":"ping"}'),
         (OP_BINARY, True, b"\x01\x02"),
@@ -486,6 +477,16 @@ def test_gateway_seq_gap_and_duplicates() -> None:
     sent.clear()
     feed(d, batch(ch, 7, [job(1, 1)]))  # 6 was lost
     assert stats.gaps == 1 and sent == [{"type": "subscribe", "channel": ch}] and d.chans[ch].pending
+
+
+def test_gateway_a_lost_snapshot_page_is_a_gap() -> None:
+    d, sent, stats = gateway()
+    ch = "trajectory:17"
+    feed(d, snapshot(ch, 5, 0, False, [job(1, 1)]))
+    sent.clear()
+    feed(d, snapshot(ch, 5, 2, True, [job(3, 1)]))  # page 1 never came
+    assert stats.gaps == 1 and sent == [{"type": "subscribe", "channel": ch}] and d.chans[ch].pending
+    assert stats.snapshot_pages == 1 and d.states()[ch] == {1: (1, "running")}
 
 
 def test_gateway_reconnect_resumes_with_cursor() -> None:

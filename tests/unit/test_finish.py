@@ -1,11 +1,11 @@
 """Finish notices and glows: a wave of work finishes once, after the settle time, titled by what it held."""
 
 from gateway.core.aggregate import Change
+from gateway.core.batching import Batcher
 from gateway.core.finish import SETTLE, FinishTracker, Wave
 from gateway.core.grouping import TRANSFERS
 from gateway.core.model import Counts, Job
 from gateway.core.protocol import Glow, Notice, decode_server
-from gateway.core.relay import RelayCore
 
 
 def job(
@@ -29,8 +29,8 @@ def change(old: str | None, new: str | None, j: Job) -> Change:
     return Change(old_status=old, new_status=new, job=j)
 
 
-def relay() -> RelayCore:
-    core = RelayCore(epoch=1)
+def relay() -> Batcher:
+    core = Batcher(epoch=1)
     core.add_trajectory(10, 1, "Water")
     core.set_seqs({"trajectory:10": 0, "team-jobs:1": 0, "team:1": 0})
     return core

@@ -7,6 +7,7 @@ import json
 
 from gateway.core import envelope
 from gateway.core.protocol import Batch, encode_both, make_cursor
+from gateway.core.subscription import GoLive, ReadBacklog, ReadSnapshot, Send, Subscription, WaitDrained
 from gateway.core.wsframe import Frame
 from gateway.hub.connection import Connection
 from gateway.hub.hub import Hub
@@ -157,19 +158,21 @@ def test_a_node_behind_the_bus_position_fetches_the_rest() -> None:
 
 
 async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_says_where_history_takes_over() -> None:
-    from gateway.core.wsframe import Frame
-
     c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]
-    c.channels.add(CHANNEL)
-    c.buffer(CHANNEL)
+    sub = c.open(CHANNEL, team_id=1)
+    sub.subscribed(None)
+    assert sub.actions() == [ReadSnapshot()]
     for seq in range(1, 41):  # 40 frames of 200 bytes: twice the bound
         c.deliver(CHANNEL, seq, Frame(b"x" * 200, text=True))
     held = c.buffering[CHANNEL]
-    assert held.bytes <= 4096 and held.skipped > 20
-    assert [s for s, _ in held.frames] == list(range(held.skipped + 1, 41))
-    # The snapshot was at seq 5: 6..skipped are gone from the buffer, so release stops there for the history.
-    assert await c.release(CHANNEL, 5) == 5
+    assert held.held_bytes <= 4096 and held.skipped > 20
+    assert [s for s, _ in held.held] == list(range(held.skipped + 1, 41))
+    # The snapshot was at seq 5: 6..skipped are gone from the buffer, so the release asks the history for those.
+    sub.snapshot_read(5)
+    assert sub.actions() == [ReadBacklog(6, held.skipped)]
     # Once the history sent them, the rest goes out from the buffer (as the client reads) and the channel is live.
+    history = [Frame(b"h" * 200, text=True) for _ in range(6, held.skipped + 1)]
+    sub.backlog_read(history)
     sent: list[Frame] = []
 
     async def client_reads() -> None:
@@ -180,39 +183,49 @@ async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_s
 
     reading = asyncio.create_task(client_reads())
     try:
-        assert await c.release(CHANNEL, held.skipped) is None
+        await run(c, sub)
         await asyncio.sleep(0)
     finally:
         reading.cancel()
-    assert CHANNEL not in c.buffering and len(sent) == 40 - held.skipped
+    assert CHANNEL not in c.buffering and c.fast is None  # live (unlinked: nothing to write straight to)
+    assert sent[: len(history)] == history and len(sent) - len(history) == 40 - held.skipped
+
+
+async def run(c: Connection, sub: Subscription[Frame]) -> None:
+    """Do what the lifecycle asks that needs no read: what gateway.hub.lifecycle does."""
+    while actions := sub.actions():
+        for action in actions:
+            if isinstance(action, Send):
+                await c.send_paced(action.payload)
+            elif isinstance(action, WaitDrained):
+                await c.drain()
+                sub.drained()
+            else:
+                assert action == GoLive()
+                c.go_live(sub)
 
 
 def test_a_client_past_the_bound_keeps_what_is_pending_and_its_channel_waits_for_the_history() -> None:
-    from gateway.core.wsframe import Frame
-
     c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]  # unlinked: it reads nothing
     c.channels.add(CHANNEL)
     lagged: list[tuple[str, int]] = []
-    c.on_lag = lambda _conn, channel, seq: lagged.append((channel, seq))
+    c.on_lag = lambda _conn, sub: lagged.append((sub.channel, sub.sent))
     for seq in range(1, 61):  # 60 frames of 200 bytes: three times the bound
         c.deliver(CHANNEL, seq, Frame(b"x" * 200, text=True))
     # The first 20 fit and stay pending; the 21st did not: the client has 1..20, the history brings the rest.
     assert len(c.outbound) == 20 and lagged == [(CHANNEL, 20)]
     held = c.buffering[CHANNEL]
-    assert held.skipped >= 21 and held.bytes <= 4096 and c.close_code is None
-    assert [s for s, _ in held.frames] == list(range(held.skipped + 1, 61))
+    assert held.skipped >= 21 and held.held_bytes <= 4096 and c.close_code is None
+    assert [s for s, _ in held.held] == list(range(held.skipped + 1, 61))
 
 
 def test_frames_held_for_many_channels_stay_within_one_bound() -> None:
-    from gateway.core.wsframe import Frame
-
     c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]
     names = [f"trajectory:{i}" for i in range(1, 11)]
     for name in names:
-        c.channels.add(name)
-        c.buffer(name)
+        c.open(name, team_id=1)
     for seq in range(1, 41):  # 10 channels x 40 frames of 200 bytes: twenty times the bound
         for name in names:
             c.deliver(name, seq, Frame(b"x" * 200, text=True))
-            assert sum(h.bytes for h in c.buffering.values()) <= 4096
+            assert sum(h.held_bytes for h in c.buffering.values()) <= 4096
     assert all(c.buffering[name].skipped > 0 for name in names)  # each will take the rest from its history

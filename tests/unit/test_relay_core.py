@@ -5,9 +5,9 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from gateway.core.aggregate import Change, TrajectoryAggregate
+from gateway.core.batching import MAX_BATCH_BYTES, TEAM_INTERVAL, Batcher, batch_delay
 from gateway.core.model import Counts, Job
 from gateway.core.protocol import decode_server
-from gateway.core.relay import MAX_BATCH_BYTES, TEAM_INTERVAL, RelayCore, batch_delay
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -32,8 +32,8 @@ def change(old: str | None, new: str | None, j: Job) -> Change:
     return Change(old_status=old, new_status=new, job=j)
 
 
-def core_with_trajectory(*ids: int) -> RelayCore:
-    core = RelayCore(epoch=3)
+def core_with_trajectory(*ids: int) -> Batcher:
+    core = Batcher(epoch=3)
     for i in ids:
         core.add_trajectory(i, 1, f"T{i}")
     return core
@@ -119,7 +119,7 @@ def test_a_trajectory_with_nothing_listed_leaves_the_team_state() -> None:
 
 
 def test_load_publishes_every_team_once_from_the_snapshot() -> None:
-    core = RelayCore(epoch=1)
+    core = Batcher(epoch=1)
     core.load([TrajectoryAggregate(id=5, team_id=2, name="Water", counts=Counts(completed=3, failed=1))])
     core.set_seqs({"team:2": 9})
     (pub,) = core.take_team_publications(now=0.0)

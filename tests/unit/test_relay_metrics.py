@@ -9,10 +9,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.core.relay import RelayCore
+from gateway.core.batching import Batcher
 from gateway.embedded import free_port
+from gateway.exposition import exposition
 from gateway.relay.metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
-from gateway.web.exposition import exposition
 
 
 def _series(figures: dict[int, PartitionFigures]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -25,7 +25,7 @@ def _series(figures: dict[int, PartitionFigures]) -> dict[tuple[str, tuple[tuple
 
 def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
     figures = PartitionFigures()
-    core = RelayCore(7)
+    core = Batcher(7)
     figures.serving(core)
     core.changes_applied, core.deltas_taken = 10, 4
     figures.published = 3
@@ -43,12 +43,12 @@ def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
 
 def test_a_partition_handed_over_is_not_exported_and_its_counts_resume_if_it_comes_back() -> None:
     figures = PartitionFigures()
-    first = RelayCore(7)
+    first = Batcher(7)
     figures.serving(first)
     first.changes_applied = 10
     figures.stopped()
     assert _series({0: figures}) == {("relay_active_partitions", ()): 0}  # another relay exports it now
-    second = RelayCore(9)
+    second = Batcher(9)
     figures.serving(second)
     second.changes_applied = 1
     assert _series({0: figures})[("relay_changes_total", (("partition", "0"),))] == 11  # a counter never goes back

@@ -1,7 +1,14 @@
-"""The relay's pure core: fold captured changes into aggregates and channel batches, stamped and encoded once.
+"""Batching, without I/O: fold captured changes into aggregates and per-channel batches, stamped and encoded once.
 
-The adapter (gateway.relay) reads the outbox, feeds `apply()`, and publishes what `take_*()` returns. It owns
-the clock: it passes `now` in and schedules the next wake-up from `next_team_due()` and `batch_delay()`.
+`Batcher` keeps every team's and trajectory's counts, coalesces a cycle's changes per job (latest version
+wins), detects finished waves and paces the light team channel; what it hands out are `Publication`s, one
+message per channel with its sequence, encoded once per wire format. The relay (gateway.relay) reads the
+outbox, feeds `apply()`, and publishes what `take_*()` returns. It owns the clock: it passes `now` in and
+schedules the next wake-up from `next_due()` and `batch_delay()`.
+
+Its parts: `Sequences` (each channel's position in the epoch; a message stamped and encoded once),
+`SubmissionRows` (gateway.core.submission_rows: the Submissions page's rows and task counts) and `Events`
+(finish notices and glows, presence and cluster metrics: messages that are not job deltas).
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from .finish import SETTLE, Finish, FinishTracker
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
 from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
-from .submission import SubmissionAggregate, SubmissionRecord
+from .submission import SubmissionAggregate
+from .submission_rows import SubmissionRows
 from .team import ClusterStats, Presence
 
 MAX_JOBS_PER_BATCH = 500
@@ -52,19 +60,124 @@ def batch_delay(changes_last_cycle: int) -> float:
     return min(MAX_TICK, max(MIN_TICK, changes_last_cycle * 0.0005)) if changes_last_cycle else 0.0
 
 
-class RelayCore:
+class Sequences:
+    """Each channel's last sequence in this epoch; a message stamped with the next one is encoded once."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.last: dict[str, int] = {}
+
+    def next(self, channel: str) -> int:
+        seq = self.last.get(channel, 0) + 1
+        self.last[channel] = seq
+        return seq
+
+    def publication(
+        self, channel: str, seq: int, message: Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate
+    ) -> Publication:
+        as_json, as_msgpack = encode_both(message)
+        return Publication(channel=channel, epoch=self.epoch, seq=seq, json=as_json, msgpack=as_msgpack)
+
+
+class Events:
+    """Messages that are not job deltas: a wave's finish (a notice, for a clean finish a glow), presence and
+    cluster metrics on the team channel."""
+
+    def __init__(self, aggregates: Aggregates, seqs: Sequences, settle: float) -> None:
+        self.aggregates = aggregates
+        self.seqs = seqs
+        self.finishes = FinishTracker(settle)
+
+    def take_finishes(self, now: float) -> list[Finish]:
+        """Waves whose trajectory has had no active job for the settle time."""
+        finishes = self.finishes.take_finished(now, {})
+        for finish in finishes:
+            traj = self.aggregates.trajectory(finish.trajectory_id)
+            if traj is not None:
+                finish.team_id = traj.team_id
+                # The glow is for a trajectory that finished all its jobs with none failed.
+                finish.glow = finish.glow and traj.counts.failed == 0 and traj.counts.total() > 0
+        return finishes
+
+    def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
+        wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {
+            channels.team(f.team_id) for f in finishes if f.glow
+        }
+        return [c for c in wanted if c not in self.seqs.last]
+
+    def finish_publications(self, finishes: list[Finish], markers: dict[tuple[int, int], str]) -> list[Publication]:
+        """A notice on the trajectory channel and, for a clean finish, a glow on the team channel."""
+        out: list[Publication] = []
+        seqs, epoch = self.seqs, self.seqs.epoch
+        for f in finishes:
+            channel = channels.trajectory(f.trajectory_id)
+            seq = seqs.next(channel)
+            notice = Notice(
+                channel=channel,
+                seq=seq,
+                cursor=make_cursor(epoch, seq),
+                trajectory_id=f.trajectory_id,
+                wave=f.wave,
+                title=f.title,
+                level=f.level,
+            )
+            publication = seqs.publication(channel, seq, notice)
+            if not f.glow:
+                publication.marker = markers.get((f.trajectory_id, f.wave))
+            out.append(publication)
+            if f.glow:
+                team_channel = channels.team(f.team_id)
+                seq = seqs.next(team_channel)
+                glow = Glow(
+                    channel=team_channel,
+                    seq=seq,
+                    cursor=make_cursor(epoch, seq),
+                    trajectory_id=f.trajectory_id,
+                    wave=f.wave,
+                )
+                publication = seqs.publication(team_channel, seq, glow)
+                publication.marker = markers.get((f.trajectory_id, f.wave))  # set once both went out
+                out.append(publication)
+        return out
+
+    def team_extra_publication(self, team_id: int, update: Presence | ClusterStats) -> Publication:
+        """Presence or cluster metrics on the team channel, stored with the team's state for snapshots."""
+        channel = channels.team(team_id)
+        seq = self.seqs.next(channel)
+        cursor = make_cursor(self.seqs.epoch, seq)
+        if isinstance(update, Presence):
+            message: PresenceUpdate | ClustersUpdate = PresenceUpdate(
+                channel=channel, seq=seq, cursor=cursor, presence=update
+            )
+            field = "presence"
+        else:
+            message = ClustersUpdate(channel=channel, seq=seq, cursor=cursor, clusters=update)
+            field = "clusters"
+        publication = self.seqs.publication(channel, seq, message)
+        publication.state_set = {field: msgspec.msgpack.encode(update)}
+        return publication
+
+
+class Batcher:
+    """One partition's aggregates and channel sequences in one relay epoch, and the batches they produce."""
+
     def __init__(self, epoch: int, settle: float = SETTLE) -> None:
         self.epoch = epoch
         self.aggregates = Aggregates()
-        self._seqs: dict[str, int] = {}
+        self.seqs = Sequences(epoch)
         self._jobs: dict[int, Job] = {}  # this cycle's deltas, latest version per job
         self._team_sent_at: dict[int, float] = {}
-        self.finishes = FinishTracker(settle)
-        self.submissions: dict[int, SubmissionAggregate] = {}
+        self.events = Events(self.aggregates, self.seqs, settle)
+        self.finishes = self.events.finishes
+        self.submissions = SubmissionRows(self.aggregates)
         self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
-        self._dirty_submissions: dict[int, set[int]] = {}  # per team
         self.changes_applied = 0
         self.deltas_taken = 0
+        # The events' messages, as the relay asks for them.
+        self.take_finishes = self.events.take_finishes
+        self.channels_for_finishes = self.events.channels_for_finishes
+        self.finish_publications = self.events.finish_publications
+        self.team_extra_publication = self.events.team_extra_publication
 
     # -- input
 
@@ -91,21 +204,18 @@ class RelayCore:
         }
 
     def load_submissions(self, loaded: Iterable[SubmissionAggregate]) -> None:
-        for agg in loaded:
-            if agg.record is not None:
-                self.submissions[agg.record.id] = agg
-                self._dirty_submissions.setdefault(agg.record.team_id, set()).add(agg.record.id)
-                self.aggregates.team(agg.record.team_id)
+        self.submissions.load(loaded)
 
     def apply(self, changes: Iterable[Change | SubmissionChange | MembershipChange], now: float = 0.0) -> None:
+        task_changed = self.submissions.task_changed
         for change in changes:
             if isinstance(change, MembershipChange):
                 self.memberships.append(change)
                 continue
             if isinstance(change, SubmissionChange):
-                self._submission_changed(change.record)
+                self.submissions.record_changed(change.record)
                 continue
-            self._count_task(change)
+            task_changed(change)
             traj = self.aggregates.apply(change)
             job = change.job
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
@@ -115,50 +225,21 @@ class RelayCore:
                 self._jobs[job.id] = job
             self.changes_applied += 1
 
-    def _submission_changed(self, record: SubmissionRecord) -> None:
-        agg = self.submissions.get(record.id)
-        if agg is None:
-            agg = self.submissions[record.id] = SubmissionAggregate(record)
-        elif agg.record is None or record.version >= agg.record.version:
-            agg.record = record
-        self._dirty_submissions.setdefault(record.team_id, set()).add(record.id)
-        self.aggregates.team(record.team_id)
-
-    def _count_task(self, change: Change) -> None:
-        job = change.job
-        if job.submission_id is None:
-            return
-        agg = self.submissions.get(job.submission_id)
-        if agg is None:
-            agg = self.submissions[job.submission_id] = SubmissionAggregate()
-        if not change.counted and change.old_status != change.new_status:
-            if change.old_status is not None:
-                agg.counts.add(change.old_status, -1)
-            if change.new_status is not None:
-                agg.counts.add(change.new_status, 1)
-            if change.new_status == "completed" and job.started_at and job.finished_at:
-                agg.time_sum += (job.finished_at - job.started_at).total_seconds()
-                agg.time_n += 1
-        if job.updated_at is not None and (agg.last_change is None or job.updated_at > agg.last_change):
-            agg.last_change = job.updated_at
-        self._dirty_submissions.setdefault(job.team_id, set()).add(job.submission_id)
-
     def mark_all_dirty(self) -> None:
         """Publish every team's whole state again (the bus lost what it held)."""
         for team in self.aggregates.teams.values():
             team.dirty.update(team.trajectories)
             self._team_sent_at.pop(team.id, None)
-        for submission_id, agg in self.submissions.items():
-            if agg.record is not None:
-                self._dirty_submissions.setdefault(agg.record.team_id, set()).add(submission_id)
+        self.submissions.mark_all_dirty()
 
     def set_seqs(self, seqs: dict[str, int]) -> None:
         """Last sequences published before this relay took over (read from the bus)."""
+        last = self.seqs.last
         for channel, seq in seqs.items():
-            self._seqs.setdefault(channel, seq)
+            last.setdefault(channel, seq)
 
     def knows_seq(self, channel: str) -> bool:
-        return channel in self._seqs
+        return channel in self.seqs.last
 
     # -- output
 
@@ -168,10 +249,11 @@ class RelayCore:
         for job in self._jobs.values():
             wanted.add(channels.trajectory(job.trajectory_id))
             wanted.add(channels.team_jobs(job.team_id))
+        dirty_submissions = self.submissions.dirty
         for team in self.aggregates.teams.values():
-            if team.dirty or self._dirty_submissions.get(team.id):
+            if team.dirty or dirty_submissions.get(team.id):
                 wanted.add(channels.team(team.id))
-        return [c for c in wanted if c not in self._seqs]
+        return [c for c in wanted if c not in self.seqs.last]
 
     def take_job_publications(self) -> list[Publication]:
         """The cycle's coalesced deltas, one batch per trajectory and per team-jobs channel."""
@@ -202,23 +284,24 @@ class RelayCore:
 
     def _publish_batch(self, channel: str, jobs: list[Job], groups: list[Group] | None, out: list[Publication]) -> None:
         """One batch message, halved until it fits the byte bound (jobs with long errors are big)."""
-        seq = self._seqs.get(channel, 0) + 1
+        seq = self.seqs.last.get(channel, 0) + 1
         message = Batch(channel=channel, seq=seq, cursor=make_cursor(self.epoch, seq), jobs=jobs, groups=groups)
-        publication = self._publication(channel, seq, message)
+        publication = self.seqs.publication(channel, seq, message)
         if len(publication.json) > MAX_BATCH_BYTES and len(jobs) > 1:
             half = len(jobs) // 2
             self._publish_batch(channel, jobs[:half], None, out)
             self._publish_batch(channel, jobs[half:], groups, out)
             return
-        self._seqs[channel] = seq
+        self.seqs.last[channel] = seq
         out.append(publication)
 
     def next_team_due(self) -> float | None:
         """When the earliest team with unsent changes may publish (on the adapter's monotonic clock)."""
+        dirty_submissions = self.submissions.dirty
         due = [
             self._team_sent_at.get(t.id, float("-inf")) + TEAM_INTERVAL
             for t in self.aggregates.teams.values()
-            if t.dirty or self._dirty_submissions.get(t.id)
+            if t.dirty or dirty_submissions.get(t.id)
         ]
         return min(due) if due else None
 
@@ -229,91 +312,17 @@ class RelayCore:
 
     def take_team_publications(self, now: float) -> list[Publication]:
         out: list[Publication] = []
+        dirty_submissions = self.submissions.dirty
         for team in self.aggregates.teams.values():
-            busy = team.dirty or self._dirty_submissions.get(team.id)
+            busy = team.dirty or dirty_submissions.get(team.id)
             if busy and now >= self._team_sent_at.get(team.id, float("-inf")) + TEAM_INTERVAL:
                 self._team_sent_at[team.id] = now
                 out.append(self._team_publication(team))
         return out
 
-    def take_finishes(self, now: float) -> list[Finish]:
-        """Waves whose trajectory has had no active job for the settle time."""
-        finishes = self.finishes.take_finished(now, {})
-        for finish in finishes:
-            traj = self.aggregates.trajectory(finish.trajectory_id)
-            if traj is not None:
-                finish.team_id = traj.team_id
-                # The glow is for a trajectory that finished all its jobs with none failed.
-                finish.glow = finish.glow and traj.counts.failed == 0 and traj.counts.total() > 0
-        return finishes
-
-    def finish_publications(self, finishes: list[Finish], markers: dict[tuple[int, int], str]) -> list[Publication]:
-        """A notice on the trajectory channel and, for a clean finish, a glow on the team channel."""
-        out: list[Publication] = []
-        for f in finishes:
-            channel = channels.trajectory(f.trajectory_id)
-            seq = self._next_seq(channel)
-            notice = Notice(
-                channel=channel,
-                seq=seq,
-                cursor=make_cursor(self.epoch, seq),
-                trajectory_id=f.trajectory_id,
-                wave=f.wave,
-                title=f.title,
-                level=f.level,
-            )
-            publication = self._publication(channel, seq, notice)
-            if not f.glow:
-                publication.marker = markers.get((f.trajectory_id, f.wave))
-            out.append(publication)
-            if f.glow:
-                team_channel = channels.team(f.team_id)
-                seq = self._next_seq(team_channel)
-                glow = Glow(
-                    channel=team_channel,
-                    seq=seq,
-                    cursor=make_cursor(self.epoch, seq),
-                    trajectory_id=f.trajectory_id,
-                    wave=f.wave,
-                )
-                publication = self._publication(team_channel, seq, glow)
-                publication.marker = markers.get((f.trajectory_id, f.wave))  # set once both went out
-                out.append(publication)
-        return out
-
-    def team_extra_publication(self, team_id: int, update: Presence | ClusterStats) -> Publication:
-        """Presence or cluster metrics on the team channel, stored with the team's state for snapshots."""
-        channel = channels.team(team_id)
-        seq = self._next_seq(channel)
-        cursor = make_cursor(self.epoch, seq)
-        if isinstance(update, Presence):
-            message: PresenceUpdate | ClustersUpdate = PresenceUpdate(
-                channel=channel, seq=seq, cursor=cursor, presence=update
-            )
-            field = "presence"
-        else:
-            message = ClustersUpdate(channel=channel, seq=seq, cursor=cursor, clusters=update)
-            field = "clusters"
-        publication = self._publication(channel, seq, message)
-        publication.state_set = {field: msgspec.msgpack.encode(update)}
-        return publication
-
-    def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
-        wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {
-            channels.team(f.team_id) for f in finishes if f.glow
-        }
-        return [c for c in wanted if c not in self._seqs]
-
-    # -- internals
-
-    def _next_seq(self, channel: str) -> int:
-        seq = self._seqs.get(channel, 0) + 1
-        self._seqs[channel] = seq
-        return seq
-
     def _team_publication(self, team: TeamAggregate) -> Publication:
         channel = channels.team(team.id)
-        seq = self._next_seq(channel)
+        seq = self.seqs.next(channel)
         summaries: list[TrajectorySummary] = []
         state_set: dict[str, bytes] = {}
         state_del: list[str] = []
@@ -327,13 +336,9 @@ class RelayCore:
                 state_del.append(key)  # nothing listed any more: it leaves the popover
         team.dirty.clear()
         summaries.sort(key=_recent_first)
-        rows = []
-        for submission_id in sorted(self._dirty_submissions.pop(team.id, ())):
-            agg = self.submissions.get(submission_id)
-            row = agg.row() if agg is not None else None
-            if row is not None:
-                rows.append(row)
-                state_set[f"{SUBMISSION_STATE_PREFIX}{row.id}"] = msgspec.msgpack.encode(row)
+        rows = self.submissions.take_rows(team.id)
+        for row in rows:
+            state_set[f"{SUBMISSION_STATE_PREFIX}{row.id}"] = msgspec.msgpack.encode(row)
         message = Summary(
             channel=channel,
             seq=seq,
@@ -343,18 +348,12 @@ class RelayCore:
             total_trajectories=team.listed_trajectories(),
             submissions=rows or None,
         )
-        publication = self._publication(channel, seq, message)
+        publication = self.seqs.publication(channel, seq, message)
         state_set["counts"] = msgspec.msgpack.encode(team.counts)
         state_set["total"] = str(message.total_trajectories).encode()
         publication.state_set = state_set
         publication.state_del = state_del or None
         return publication
-
-    def _publication(
-        self, channel: str, seq: int, message: Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate
-    ) -> Publication:
-        as_json, as_msgpack = encode_both(message)
-        return Publication(channel=channel, epoch=self.epoch, seq=seq, json=as_json, msgpack=as_msgpack)
 
 
 def _job_order(job: Job) -> tuple[int, int]:

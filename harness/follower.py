@@ -1,7 +1,8 @@
 """A test subscriber that keeps what a client would: the highest version per job, the team's counts.
 
-It checks as it goes what a client relies on: contiguous sequences per channel, never a version going
-backwards on a job after a snapshot, snapshots before batches.
+It checks as it goes what a client relies on: contiguous sequences per channel and snapshot pages in order
+(gateway.core.follower's checks, which every client uses), never a version going backwards on a job after a
+snapshot, snapshots before batches.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import asyncio
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import msgspec
 import websockets
+from websockets.typing import Origin
 
+from gateway.core.follower import Position, Verdict
 from gateway.core.model import Job
 
 # A job's fields at their default are left out of the wire: a client puts them back.
@@ -24,15 +27,26 @@ JOB_DEFAULTS = {f.encode_name: f.default for f in msgspec.structs.fields(Job) if
 
 @dataclass
 class ChannelState:
-    seq: int | None = None
-    snapshot_done: bool = False
+    position: Position = field(default_factory=Position)  # seq, cursor, snapshot pages (gateway.core.follower)
     jobs: dict[int, dict[str, Any]] = field(default_factory=dict)
     counts: dict[str, int] | None = None
     summaries: dict[int, dict[str, Any]] = field(default_factory=dict)
     resyncs: int = 0
     snapshots: int = 0
-    cursor: str | None = None
     awaiting_snapshot: bool = False  # subscribed again: what still arrives before the snapshot is moot
+
+    @property
+    def seq(self) -> int | None:
+        return self.position.seq
+
+    @property
+    def cursor(self) -> str | None:
+        return self.position.cursor
+
+    @property
+    def snapshot_done(self) -> bool:
+        """The snapshot's final page came (since the last resync)."""
+        return self.position.ready
 
 
 class Follower:
@@ -75,8 +89,9 @@ class Follower:
             # Uncompressed: permessage-deflate would shrink what it leaves unread tenfold, and the kernel's
             # buffers, not the node's bound, would hold it.
             options = {"sock": sock, "ping_interval": None, "compression": None}
+        origin = Origin(self.origin) if self.origin is not None else None
         self.ws = await websockets.connect(
-            self.url, additional_headers=headers, origin=self.origin, max_size=2**22, **options
+            self.url, additional_headers=headers, origin=origin, max_size=2**22, **options
         )
         self._reader = asyncio.create_task(self._read())
         return self
@@ -118,11 +133,12 @@ class Follower:
         await self.ws.close()
         self.url = url or self.url
         await self.__aenter__()
+        ws = cast(websockets.ClientConnection, self.ws)  # connected again by __aenter__
         for channel, state in self.channels.items():
             message: dict[str, Any] = {"type": "subscribe", "channel": channel}
             if state.cursor is not None:
                 message["cursor"] = state.cursor
-            await self.ws.send(json.dumps(message))  # type: ignore[union-attr]
+            await ws.send(json.dumps(message))
 
     async def send_raw(self, data: str | bytes) -> None:
         assert self.ws is not None
@@ -153,9 +169,7 @@ class Follower:
         if kind == "resync":
             # As a client should: drop the channel's state and subscribe again without a cursor.
             state.resyncs += 1
-            state.snapshot_done = False
-            state.seq = None
-            state.cursor = None
+            state.position.resync()
             state.awaiting_snapshot = True
             assert self.ws is not None
             asyncio.get_running_loop().create_task(
@@ -163,14 +177,16 @@ class Follower:
             )
             return
         if kind == "snapshot":
-            if m.get("page", 0) == 0:
+            page, final = m.get("page", 0), m.get("final", True)
+            if state.position.snapshot(m["seq"], m["cursor"], page, final) is Verdict.GAP:
+                self.problems.append(f"snapshot page {page} after page {state.position.next_page} on {m['channel']}")
+                state.position.next_page = page  # noted: take it as it comes
+                state.position.snapshot(m["seq"], m["cursor"], page, final)
+            if page == 0:
                 state.jobs.clear()
                 state.summaries.clear()
-            state.seq = m["seq"]
-            state.cursor = m["cursor"]
             state.awaiting_snapshot = False
-            state.snapshots += m.get("page", 0) == 0
-            state.snapshot_done = m.get("final", True)
+            state.snapshots += page == 0
             if m.get("counts") is not None:
                 state.counts = m["counts"]
             for s in m.get("trajectories") or ():
@@ -181,14 +197,13 @@ class Follower:
             return
         if not state.snapshot_done:
             self.problems.append(f"{kind} before snapshot on {m['channel']}")
-        if state.seq is not None and m["seq"] != state.seq + 1:
+        if state.position.message(m["seq"], m["cursor"]) is not Verdict.APPLY:  # a gap or a duplicate
             if self.resubscribe_on_gap:
                 self.gap_resubscribes += 1
                 self._apply({"type": "resync", "channel": m["channel"]})
                 return
             self.problems.append(f"seq {m['seq']} after {state.seq} on {m['channel']}")
-        state.seq = m["seq"]
-        state.cursor = m["cursor"]
+            state.position.accept(m["seq"], m["cursor"])
         if kind == "batch":
             self._apply_jobs(state, m["jobs"])
         elif kind == "summary":

@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from gateway.embedded import EmbeddedValkey, free_port
-from tests.proxy import Proxy
+from harness.proxy import Proxy
 
 
 @dataclass

@@ -1,0 +1,108 @@
+"""The benchmark's subscriber of the plain peers (floor, node-ws, broadcaster): ``GET /ws?channels=a,b``, then
+text frames ``{"channel": ..., "changes": [{"id", "version", "status", "t", ...}]}``. Live once the handshake is
+done. A change with ``removed`` true or ``removed_at`` set removes the job (socket.io's changes too); ``t`` is the
+change's time in milliseconds since the Unix epoch (seconds are accepted too: values below 1e11 are taken as
+seconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+
+from .counters import Stats
+from .jobstate import SHIFT, STATUS_CODES, status_code, unpack_jobs
+
+
+def noop() -> None:
+    pass
+
+
+class Change(msgspec.Struct):
+    id: int
+    version: int
+    status: str = ""
+    t: float | None = None
+    channel: str | None = None
+    removed: bool = False
+    removed_at: str | float | None = None
+
+
+class _PlainMessage(msgspec.Struct):
+    channel: str
+    changes: list[Change] = []
+
+
+_plain_decode = msgspec.json.Decoder(_PlainMessage).decode
+
+
+def apply_changes(jobs: dict[int, int], changes: Iterable[Change], now: float, st: Stats) -> None:
+    add = st.latency.add
+    codes = STATUS_CODES
+    for c in changes:
+        old = jobs.get(c.id)
+        if old is not None and (old >> SHIFT) >= c.version:
+            st.stale += 1
+            continue
+        if c.removed or c.removed_at is not None:
+            jobs.pop(c.id, None)
+            st.removed += 1
+        else:
+            code = codes.get(c.status)
+            jobs[c.id] = (c.version << SHIFT) | (code if code is not None else status_code(c.status))
+        st.deltas += 1
+        t = c.t
+        if t is not None:
+            add(now - (t if t >= 1e11 else t * 1000.0))
+
+
+def with_query(query: str, extra: str) -> str:
+    return f"{query}&{extra}" if query else extra
+
+
+class PlainDialect:
+    """``GET /ws?channels=a,b``; text frames ``{"channel": ..., "changes": [...]}``."""
+
+    __slots__ = ("stats", "chans", "notify", "_open")
+    headers: list[str] = []
+
+    def __init__(self, channels: Sequence[str], stats: Stats) -> None:
+        self.stats = stats
+        self.chans: dict[str, dict[int, int]] = {name: {} for name in dict.fromkeys(channels)}
+        self.notify: Callable[[], None] = noop
+        self._open = False
+
+    def target(self, path: str, query: str) -> tuple[str, str]:
+        if not path.endswith("/ws"):
+            path = path.rstrip("/") + "/ws"
+        return path, with_query(query, "channels=" + quote(",".join(self.chans), safe=":,"))
+
+    def opened(self, send: Callable[[bytes, bool], None]) -> None:
+        self._open = True
+        self.notify()
+
+    def closed(self) -> None:
+        self._open = False
+
+    def ready(self) -> bool:
+        return self._open
+
+    def raw_states(self) -> dict[str, Any]:
+        return dict(self.chans)
+
+    def states(self) -> dict[str, Any]:
+        return {name: unpack_jobs(jobs) for name, jobs in self.chans.items()}
+
+    def message(self, opcode: int, payload: bytes | bytearray, now: float) -> None:
+        try:
+            m = _plain_decode(payload)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            self.stats.decode_errors += 1
+            return
+        jobs = self.chans.get(m.channel)
+        if jobs is None:
+            self.stats.foreign += 1
+            return
+        apply_changes(jobs, m.changes, now, self.stats)

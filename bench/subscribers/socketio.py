@@ -1,0 +1,124 @@
+"""The benchmark's subscriber of the Socket.IO peers (Socket.IO 4 / Engine.IO 4, Node and python-socketio):
+``/socket.io/?EIO=4&transport=websocket``; ``0{..}`` -> ``40``; ``40{..}`` -> ``42["join",ch]`` per channel;
+``2`` -> ``3``; ``42["job", change-with-channel]``. Live once the joins are sent (the servers acknowledge
+nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from .counters import Stats
+from .jobstate import unpack_jobs
+from .plain import Change, apply_changes, noop, with_query
+
+_json_encode = msgspec.json.encode
+
+_sio_event = msgspec.json.Decoder(tuple[str, Change | list[Change]]).decode
+_sio_any = msgspec.json.Decoder().decode
+
+
+class SocketIODialect:
+    """Socket.IO 4 over a websocket (Engine.IO 4): join a room per channel, receive ``job`` events."""
+
+    __slots__ = ("stats", "chans", "notify", "send", "_joined")
+    headers: list[str] = []
+
+    def __init__(self, channels: Sequence[str], stats: Stats) -> None:
+        self.stats = stats
+        self.chans: dict[str, dict[int, int]] = {name: {} for name in dict.fromkeys(channels)}
+        self.notify: Callable[[], None] = noop
+        self.send: Callable[[bytes, bool], None] | None = None
+        self._joined = False
+
+    @staticmethod
+    def target(path: str, query: str) -> tuple[str, str]:
+        if "socket.io" not in path:
+            path = path.rstrip("/") + "/socket.io/"
+        return path, with_query(query, "EIO=4&transport=websocket")
+
+    def opened(self, send: Callable[[bytes, bool], None]) -> None:
+        self.send = send
+        self._joined = False
+
+    def closed(self) -> None:
+        self.send = None
+        self._joined = False
+
+    def ready(self) -> bool:
+        return self._joined
+
+    def raw_states(self) -> dict[str, Any]:
+        return dict(self.chans)
+
+    def states(self) -> dict[str, Any]:
+        return {name: unpack_jobs(jobs) for name, jobs in self.chans.items()}
+
+    def message(self, opcode: int, payload: bytes | bytearray, now: float) -> None:
+        if not payload or self.send is None:
+            return
+        kind = payload[0]
+        if kind == 0x34:  # "4": a Socket.IO packet
+            sub = payload[1] if len(payload) > 1 else -1
+            if sub == 0x32:  # "2": an event
+                self._event(payload, now)
+            elif sub == 0x30:  # "0": connected to the namespace: join the rooms
+                for name in self.chans:
+                    self.send(b'42["join",' + _json_encode(name) + b"]", False)
+                self._joined = True
+                self.notify()
+            elif sub == 0x34:  # "4": connect error
+                self.stats.count(self.stats.errors, "connect_error")
+            elif sub == 0x31:  # "1": disconnected from the namespace
+                self.stats.count(self.stats.errors, "disconnect")
+            else:
+                self.stats.unknown += 1
+        elif kind == 0x32:  # "2": Engine.IO ping
+            self.stats.server_pings += 1
+            self.send(b"3" + bytes(payload[1:]), False)
+        elif kind == 0x30:  # "0": Engine.IO open: connect to the default namespace
+            self.send(b"40", False)
+        elif kind in (0x33, 0x36):  # pong, noop
+            pass
+        elif kind == 0x31:  # close
+            self.stats.count(self.stats.errors, "engine_close")
+        else:
+            self.stats.unknown += 1
+
+    def _event(self, payload: bytes | bytearray, now: float) -> None:
+        start = 2
+        n = len(payload)
+        if start < n and payload[start] == 0x2F:  # "/nsp," prefix
+            comma = payload.find(b",", start)
+            start = comma + 1 if comma >= 0 else n
+        while start < n and 0x30 <= payload[start] <= 0x39:  # ack id
+            start += 1
+        body = memoryview(payload)[start:]
+        try:
+            name, data = _sio_event(body)
+        except msgspec.ValidationError:
+            try:
+                _sio_any(body)
+            except msgspec.DecodeError:
+                self.stats.decode_errors += 1
+            else:
+                self.stats.unknown += 1  # another event, or a payload of another shape
+            return
+        except msgspec.DecodeError:
+            self.stats.decode_errors += 1
+            return
+        finally:
+            body.release()
+        if name != "job":
+            self.stats.unknown += 1
+            return
+        changes = data if isinstance(data, list) else (data,)
+        chans = self.chans
+        for c in changes:
+            jobs = chans.get(c.channel) if c.channel is not None else None
+            if jobs is None:
+                self.stats.foreign += 1
+                continue
+            apply_changes(jobs, (c,), now, self.stats)

@@ -1,0 +1,334 @@
+"""The broker: everything the gateway asks of Redis, as one interface split by capability.
+
+The relay publishes a partition's channels under its epoch (`broker.publisher()`: a `PartitionPublisher`); a node
+subscribes to the channels its connections follow (`broker.subscriber()`, `Subscribing`), reads a channel's
+position and recent history (`broker.history`) and a light channel's stored state and its partition's fence
+(`broker.channels`). Nodes mark who is online and the relay counts them (`broker.presence`); clusters report
+figures (`broker.figures`); the relay leaves its heartbeat (`broker.relay_stats`) and announces membership
+changes to every node (`broker.membership`, heard through a subscriber's `on_membership`). Actions reach clusters
+and come back confirmed through `broker.commands`.
+
+A position is `(epoch, seq)`: the epoch names the relay that published (a new one at every takeover), so a
+history rebuilt after a loss never reads as the continuation of the old one; seq counts a channel's messages.
+A tag is the hash tag of a team's partition (`partitions.tag(team_id)`): every key of a partition shares it.
+
+What every implementation keeps (tests/integration/test_broker_contract.py holds `RedisBroker` and
+`gateway.bus.memory.MemoryBroker` to it):
+- a publish is refused with `Fenced`, and writes nothing, once a newer epoch has taken the partition over;
+- each message is atomic with its channel's position, its history entry and its state change; subscribers
+  receive its envelope bytes unchanged, in publish order;
+- the history keeps at least the newest `history_length` messages of a channel (Redis trims approximately,
+  so it may keep up to a stream node more; memory keeps exactly that many); a seq at or below the history's
+  newest starts it again;
+- a marker is once-only: a successor relay sees the events its predecessor published;
+- the relay cursor is written with a cycle's last message, never by a fenced-out relay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from ..core.team import ClusterFigures
+from . import cluster_figures, commands, history, keys, membership
+from . import relay_stats as stats
+from .commands import ClusterCommands, Replies
+from .connection import Bus
+from .history import Entry
+from .presence import PresenceManager
+from .publisher import Fenced, PartitionPublisher, Publisher
+from .relay_stats import RelayStats
+from .subscriber import OnMessage, Subscriber
+
+__all__ = [
+    "Broker",
+    "ChannelState",
+    "ClusterMetrics",
+    "Commands",
+    "Entry",
+    "Fenced",
+    "History",
+    "Membership",
+    "PartitionPublisher",
+    "Position",
+    "PresenceStore",
+    "RedisBroker",
+    "RelayHeartbeats",
+    "RelayStats",
+    "Replies",
+    "Subscribing",
+]
+
+Position = tuple[int, int]  # (epoch, seq) of a channel's last message
+
+
+class Subscribing(Protocol):
+    """A node's pub/sub (gateway.bus.subscriber.Subscriber). It calls `on_message(channel, envelope)` for each
+    message of a subscribed channel, `on_lost()` when messages may have been missed (a lost connection, a
+    slot that moved), `on_restored()` once subscribed again, and `on_membership(data)` for each message on the
+    membership channel while `run()` runs."""
+
+    reconnects: int
+    moves: int  # channels that followed their slot to another shard
+
+    async def subscribe(self, tag: str, channel: str, timeout: float = 5.0) -> None:
+        """Returns once the bus confirms, so nothing published afterwards is missed; TimeoutError if it does
+        not within `timeout` (the subscription stays wanted and is made when the bus is back)."""
+
+    async def unsubscribe(self, tag: str, channel: str) -> None: ...
+
+    async def run(self) -> None:
+        """Hear the membership channel and keep the connections up, until cancelled."""
+
+    async def aclose(self) -> None: ...
+
+
+class History(Protocol):
+    async def position(self, tag: str, channel: str) -> Position | None:
+        """(epoch, seq) of the channel's last message; None when the bus knows nothing of it."""
+
+    async def positions(self, channels: dict[str, str]) -> dict[str, Position | None]:
+        """Positions of channels given with their tags."""
+
+    async def entries(self, tag: str, channel: str, first: int, last: int | None = None) -> list[Entry]:
+        """The channel's kept messages with seq first..last (inclusive; None: up to the newest)."""
+
+
+class ChannelState(Protocol):
+    async def state(self, tag: str, channel: str) -> dict[bytes, bytes]:
+        """A light channel's stored state: its fields, plus b"seq" and b"epoch" of the last message published
+        on it once it has state; empty when it has none."""
+
+    async def fence(self, tag: str) -> int:
+        """The partition's newest relay epoch (0 when the bus has none)."""
+
+    async def fence_exists(self, tag: str) -> bool:
+        """False when the bus lost the partition's keys (a restart)."""
+
+
+class PresenceStore(Protocol):
+    """Who is online (gateway.bus.presence.PresenceManager): per team, entries of (user, node) that expire
+    unless their node refreshes them. A node's share is gateway.hub.presence.PresenceBoard."""
+
+    async def join(self, node_id: str, team_id: int, user_id: int, ttl: float) -> None: ...
+
+    async def refresh(self, node_id: str, entries: Iterable[tuple[int, int]], ttl: float) -> None: ...
+
+    async def leave(self, node_id: str, team_id: int, user_id: int) -> None: ...
+
+    async def leave_all(self, node_id: str, entries: Iterable[tuple[int, int]]) -> None: ...
+
+    async def online(self, team_id: int, now: float | None = None) -> set[int]:
+        """The team's users whose entry has not expired at `now` (None: the clock's)."""
+
+    async def teams(self) -> list[int]:
+        """Teams that have had anyone online (the relay looks at these)."""
+
+    async def expire(self, team_id: int, now: float) -> None:
+        """Drop the team's entries that expired at or before `now`."""
+
+
+class ClusterMetrics(Protocol):
+    """Each cluster's latest figures (gateway.bus.cluster_figures)."""
+
+    async def report(self, team_id: int, figures: ClusterFigures) -> None:
+        """Keep a cluster's newest figures; they replace its previous ones."""
+
+    async def teams(self) -> list[int]:
+        """Teams that have had clusters reporting."""
+
+    async def read(self, team_id: int) -> list[ClusterFigures]: ...
+
+
+class RelayHeartbeats(Protocol):
+    """Each partition's relay heartbeat and figures (gateway.bus.relay_stats), expiring after the last write."""
+
+    async def write(self, tag: str, figures: RelayStats) -> None: ...
+
+    async def read(self, tags: list[str]) -> list[dict[bytes, bytes]]:
+        """Each partition's figures in the order of `tags`, as Redis keeps them (bytes: str(int), repr(float));
+        empty where no relay reported lately."""
+
+
+class Membership(Protocol):
+    """The channel every node hears (gateway.bus.membership): membership changes and revoked sessions."""
+
+    async def publish(self, payload: bytes) -> None: ...
+
+
+class Commands(Protocol):
+    """Commands to clusters and their confirmations (gateway.bus.commands): the gateway's side sends a command
+    naming a reply list (`Replies.key`) and reads the confirmations; a cluster's side hears the commands sent to
+    it and pushes confirmations onto the list its command named."""
+
+    tag: str  # this process's reply lists'
+
+    async def send(self, cluster_id: int, command: bytes) -> bool:
+        """False when the cluster is certainly not listening (so nobody will confirm)."""
+
+    def replies(self, command_id: str) -> AbstractAsyncContextManager[Replies]:
+        """A reply list for one command, watched while the block runs."""
+
+    def inbox(self, cluster_id: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        """The commands sent to a cluster as they arrive; listening by the time the block starts."""
+
+    async def confirm(self, reply_to: str, confirmation: bytes) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Broker(Protocol):
+    """Everything at once: what a node or a relay is given."""
+
+    cluster: bool
+    partitions: keys.Partitions
+
+    # Read-only, so that an implementation may hold its own classes of each capability.
+    @property
+    def history(self) -> History: ...
+
+    @property
+    def channels(self) -> ChannelState: ...
+
+    @property
+    def presence(self) -> PresenceStore: ...
+
+    @property
+    def figures(self) -> ClusterMetrics: ...
+
+    @property
+    def relay_stats(self) -> RelayHeartbeats: ...
+
+    @property
+    def membership(self) -> Membership: ...
+
+    @property
+    def commands(self) -> Commands: ...
+
+    def publisher(self, tag: str, epoch: int, history_length: int, history_ttl: int) -> PartitionPublisher: ...
+
+    def subscriber(
+        self,
+        on_message: OnMessage,
+        on_lost: Callable[[], None],
+        on_restored: Callable[[], None],
+        on_membership: Callable[[bytes], None] = ...,
+    ) -> Subscribing: ...
+
+    async def aclose(self) -> None: ...
+
+
+# -- Redis: one server or a Cluster, composed of the bus's modules
+
+
+class _RedisHistory:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def position(self, tag: str, channel: str) -> Position | None:
+        return await history.position(self.bus, tag, channel)
+
+    async def positions(self, channels: dict[str, str]) -> dict[str, Position | None]:
+        return await history.positions(self.bus, channels)
+
+    async def entries(self, tag: str, channel: str, first: int, last: int | None = None) -> list[Entry]:
+        return await history.entries(self.bus, tag, channel, first, last)
+
+
+class _RedisChannels:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def state(self, tag: str, channel: str) -> dict[bytes, bytes]:
+        return dict(await self.bus.redis.hgetall(keys.state(tag, channel)))
+
+    async def fence(self, tag: str) -> int:
+        value = await self.bus.redis.get(keys.epoch(tag))
+        return int(value) if value is not None else 0
+
+    async def fence_exists(self, tag: str) -> bool:
+        return bool(await self.bus.redis.exists(keys.epoch(tag)))
+
+
+class _RedisFigures:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def report(self, team_id: int, figures: ClusterFigures) -> None:
+        await cluster_figures.report(self.bus.redis, team_id, figures)
+
+    async def teams(self) -> list[int]:
+        return await cluster_figures.teams(self.bus.redis)
+
+    async def read(self, team_id: int) -> list[ClusterFigures]:
+        return await cluster_figures.read(self.bus.redis, team_id)
+
+
+class _RedisRelayStats:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def write(self, tag: str, figures: RelayStats) -> None:
+        await stats.write(self.bus.redis, tag, figures)
+
+    async def read(self, tags: list[str]) -> list[dict[bytes, bytes]]:
+        return await stats.read(self.bus.redis, tags)
+
+
+class _RedisMembership:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def publish(self, payload: bytes) -> None:
+        await membership.publish(self.bus.redis, payload)
+
+
+class _RedisCommands(ClusterCommands):
+    """The gateway's side is ClusterCommands itself; the cluster's side, the module's functions."""
+
+    def inbox(self, cluster_id: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return commands.command_inbox(self.bus, cluster_id)
+
+    async def confirm(self, reply_to: str, confirmation: bytes) -> None:
+        await commands.confirm(self.bus, reply_to, confirmation)
+
+
+class RedisBroker:
+    """The broker on a Redis server or a Redis Cluster (`Bus`)."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.cluster = bus.cluster
+        self.partitions = bus.partitions
+        self.history: History = _RedisHistory(bus)
+        self.channels: ChannelState = _RedisChannels(bus)
+        self.presence: PresenceStore = PresenceManager(bus.redis)
+        self.figures: ClusterMetrics = _RedisFigures(bus)
+        self.relay_stats: RelayHeartbeats = _RedisRelayStats(bus)
+        self.membership: Membership = _RedisMembership(bus)
+        self.commands: Commands = _RedisCommands(bus)
+
+    @classmethod
+    def connect(cls, url: str, cluster: bool = False, partitions: int = 1) -> RedisBroker:
+        return cls(Bus(url, cluster, partitions))
+
+    def publisher(self, tag: str, epoch: int, history_length: int, history_ttl: int) -> PartitionPublisher:
+        return Publisher(self.bus, tag, epoch, history_length, history_ttl)
+
+    def subscriber(
+        self,
+        on_message: OnMessage,
+        on_lost: Callable[[], None],
+        on_restored: Callable[[], None],
+        on_membership: Callable[[bytes], None] = lambda data: None,
+    ) -> Subscribing:
+        return Subscriber(self.bus, on_message, on_lost, on_restored, on_membership)
+
+    async def aclose(self) -> None:
+        await self.commands.aclose()
+        await self.bus.aclose()
+
+
+def _conforms(broker: RedisBroker) -> Broker:
+    return broker  # mypy checks here that RedisBroker is a Broker

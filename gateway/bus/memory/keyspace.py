@@ -1,0 +1,95 @@
+"""What a Redis would hold for the gateway, in plain dicts, with a clock for expiry.
+
+Each field mirrors a family of keys in gateway.bus.keys. `down` stands for a bus that cannot be reached:
+every command then fails as a lost Redis connection does (`redis.exceptions.ConnectionError`), so the code
+under test takes the same error paths. `clear()` is a Redis that restarted empty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from redis.exceptions import ConnectionError as BusDown
+
+from ..history import Entry
+
+Position = tuple[int, int]
+ChannelKey = tuple[str, str]  # (tag, channel)
+
+
+@dataclass
+class Stream:
+    """A channel's history: its kept entries, the newest seq it took (trimming keeps it), when it expires."""
+
+    entries: deque[Entry] = field(default_factory=deque)
+    last_seq: int = 0
+    expires: float = 0.0
+
+
+@dataclass
+class Expiring:
+    """A hash with a time to live (a relay's figures)."""
+
+    value: dict[bytes, bytes]
+    expires: float
+
+
+class Keyspace:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.down = False
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything, as a Redis that restarted without its data."""
+        self.fences: dict[str, int] = {}  # keys.epoch
+        self.cursors: dict[str, str] = {}  # keys.relay_cursor
+        self.positions: dict[ChannelKey, Position] = {}  # keys.seq
+        self.streams: dict[ChannelKey, Stream] = {}  # keys.history
+        self.states: dict[ChannelKey, dict[bytes, bytes]] = {}  # keys.state
+        self.markers: dict[str, float] = {}  # keys.finish_marker -> when it expires
+        self.presence: dict[int, dict[str, float]] = {}  # keys.presence: "<user>:<node>" -> when it expires
+        self.presence_teams: set[int] = set()  # keys.PRESENCE_TEAMS
+        self.figures: dict[int, dict[int, bytes]] = {}  # keys.metrics: cluster id -> MessagePack figures
+        self.figure_teams: set[int] = set()  # keys.METRICS_TEAMS
+        self.relay_stats: dict[str, Expiring] = {}  # keys.relay_stats
+        self.replies: dict[str, tuple[list[bytes], float]] = {}  # keys.reply: confirmations nobody took yet
+
+    def reachable(self) -> None:
+        """Every command starts here: a bus that is down fails it."""
+        if self.down:
+            raise BusDown("the memory bus is down")
+
+    def alive(self, expires: float) -> bool:
+        return self.clock() < expires
+
+    def keep_reply(self, key: str, confirmation: bytes, ttl: float) -> None:
+        kept = self.replies.get(key)
+        confirmations = kept[0] if kept is not None and self.alive(kept[1]) else []
+        self.replies[key] = ([*confirmations, confirmation], self.clock() + ttl)
+
+    def take_replies(self, key: str) -> list[bytes]:
+        kept = self.replies.pop(key, None)
+        return kept[0] if kept is not None and self.alive(kept[1]) else []
+
+    def stream(self, key: ChannelKey) -> Stream | None:
+        """The channel's history unless it expired (then it is gone, as an expired key)."""
+        stream = self.streams.get(key)
+        if stream is not None and not self.alive(stream.expires):
+            del self.streams[key]
+            return None
+        return stream
+
+    def append(self, key: ChannelKey, entry: Entry, length: int, ttl: float) -> None:
+        """XADD with the entry's seq as its id, trimmed to `length`, expiring `ttl` seconds from now."""
+        stream = self.stream(key)
+        if stream is None or entry.seq <= stream.last_seq:
+            # A seq at or below the newest: the positions were lost while the history was kept. Start again.
+            stream = self.streams[key] = Stream()
+        stream.entries.append(entry)
+        stream.last_seq = entry.seq
+        while len(stream.entries) > max(length, 1):
+            stream.entries.popleft()
+        stream.expires = self.clock() + ttl

@@ -1,0 +1,146 @@
+"""The I/O around a subscription's lifecycle (gateway.core.subscription): do what it asks, feed back what
+happened. Reads go to the bus (positions, history) and PostgreSQL (snapshots) through the node's shared reads;
+frames go to the connection, paced by its draining.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ..bus.channels import ChannelReads
+from ..bus.history import Entry
+from ..core.channels import Channel
+from ..core.protocol import msgpack_to_json
+from ..core.subscription import (
+    Action,
+    GoLive,
+    ReadBacklog,
+    ReadPosition,
+    ReadReplay,
+    ReadSnapshot,
+    Resync,
+    Send,
+    Subscription,
+    WaitDrained,
+)
+from ..core.wsframe import Frame
+from .backlog import Backlog
+from .connection import Connection
+from .errors import RETRY_AFTER, TRANSIENT
+from .membership import ChannelTeams
+from .shared import SharedReads
+from .snapshots import Anchor, Snapshots
+
+log = logging.getLogger(__name__)
+
+Lifecycle = Subscription[Frame]
+ResyncOne = Callable[[Connection, str, str], None]  # the node's: tell one client to reload a channel
+
+
+class Lifecycles:
+    def __init__(
+        self,
+        reads: ChannelReads,
+        teams: ChannelTeams,
+        shared: SharedReads,
+        backlog: Backlog,
+        snapshots: Snapshots,
+        anchor: Anchor,
+        resync: ResyncOne,
+    ) -> None:
+        self.reads = reads
+        self.teams = teams
+        self.shared = shared
+        self.backlog = backlog
+        self.snapshots = snapshots
+        self.anchor = anchor
+        self.resync = resync
+
+    async def run(self, conn: Connection, sub: Lifecycle, channel: Channel, since: int, retries: int = 0) -> None:
+        """Do the subscription's actions until it is live or ended. `since`: when it began holding messages
+        (reads that started earlier are not fresh enough); `retries`: history reads tried again on failure."""
+        while actions := sub.actions():
+            for action in actions:
+                if sub.ended and not isinstance(action, Resync):
+                    return
+                await self._do(conn, sub, action, channel, since, retries)
+
+    async def catch_up(self, conn: Connection, sub: Lifecycle, channel: Channel) -> None:
+        """A slow consumer's channel lagged (`Connection.lag`): once it has drained, what it missed comes from
+        the channel's history, then it is live again."""
+        try:
+            await self.run(conn, sub, channel, since=0, retries=2)
+        except TRANSIENT as exc:
+            log.warning("catching up %s: %s, resync", sub.channel, type(exc).__name__)
+            if not sub.ended and conn.close_code is None:
+                self.resync(conn, sub.channel, "slow_consumer")
+
+    async def _do(
+        self, conn: Connection, sub: Lifecycle, action: Action[Frame], channel: Channel, since: int, retries: int
+    ) -> None:
+        name = sub.channel
+        if isinstance(action, Send):
+            await conn.send_paced(action.payload)
+        elif isinstance(action, WaitDrained):
+            await conn.drain()
+            sub.drained()
+        elif isinstance(action, GoLive):
+            conn.go_live(sub)
+        elif isinstance(action, Resync):
+            self.resync(conn, name, action.reason)
+        elif isinstance(action, ReadPosition):
+            tag = self.teams.tag(name)
+            position = await self.shared.read(("position", name), lambda: self.reads.position(tag, name), since)
+            if position is not None:
+                self.anchor(name, *position)
+            sub.position_read(position)
+        elif isinstance(action, ReadReplay):
+            entries = await self._entries(name, action.first, action.last)
+            sub.replay_read(action.first, action.last, [(e.epoch, e.seq, _framed(e, conn)) for e in entries])
+        elif isinstance(action, ReadSnapshot):
+            await self._snapshot(conn, sub, channel, since)
+        elif isinstance(action, ReadBacklog):
+            sub.backlog_read(await self._backlog(conn, name, action.first, action.last, retries))
+
+    async def _snapshot(self, conn: Connection, sub: Lifecycle, channel: Channel, since: int) -> None:
+        if channel.kind == "team":
+            seq, page = await self.snapshots.team(channel, since)
+            sub.snapshot_page(conn.framed(page))
+            await self.run(conn, sub, channel, since)
+        else:
+            seq, pages = await self.snapshots.jobs(channel, since)
+            async for part in pages:
+                sub.snapshot_page(conn.framed(part))
+                await self.run(conn, sub, channel, since)
+                await conn.drain()  # a page at a time, as the client reads
+                if sub.ended:
+                    return
+        sub.snapshot_read(seq)
+
+    async def _entries(self, name: str, first: int, last: int) -> list[Entry]:
+        tag = self.teams.tag(name)
+        return await self.shared.read(
+            ("entries", name, first, last), lambda: self.reads.entries(tag, name, first, last)
+        )
+
+    async def _backlog(self, conn: Connection, name: str, first: int, last: int, retries: int) -> list[Frame] | None:
+        """Frames from `first` on (see `Backlog.frames`); None when the history no longer holds them."""
+        while True:
+            try:
+                return await self.backlog.frames(name, conn.format, first, last)
+            except TRANSIENT as exc:
+                if retries == 0:
+                    raise
+                retries -= 1
+                # Often a pooled connection that died with a Redis restart: again, on a fresh one.
+                log.info("history of %s: %s, trying again", name, type(exc).__name__)
+                await asyncio.sleep(RETRY_AFTER)
+
+
+def _framed(entry: Entry, conn: Connection) -> Frame:
+    """A history entry as a frame in the connection's format (the history holds MessagePack)."""
+    if conn.format == "json":
+        return Frame(msgpack_to_json(entry.msgpack), text=True)
+    return Frame(entry.msgpack, text=False)

@@ -1,0 +1,127 @@
+"""Who may follow a channel: its team (found once, it never changes) and the user's membership of it.
+
+A member removed from a team loses its subscriptions at once, on every node: the relay announces membership
+changes on the bus's membership channel, and every node checks its live subscriptions now and then in case one
+announcement was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from ..bus.keys import Partitions
+from ..core.aggregate import MembershipChange
+from ..core.channels import Channel
+from ..core.protocol import Error
+from .connection import Connection
+from .errors import TRANSIENT
+from .ports import Access
+from .shared import SharedReads
+
+log = logging.getLogger(__name__)
+
+MEMBERSHIP_CHECK_EVERY = 30.0
+MEMBER_TTL = 10.0  # a membership checked this recently is not asked again (removals revoke it at once)
+MAX_CHANNEL_TEAMS = 100_000  # past this, forget the teams of channels nobody here follows
+_memberships_decoder = msgspec.json.Decoder(list[MembershipChange])
+
+
+class ChannelTeams:
+    """The team of each channel this node has looked up, and so its partition's hash tag in the bus."""
+
+    def __init__(self, access: Access, partitions: Partitions, shared: SharedReads) -> None:
+        self.access = access
+        self.partitions = partitions
+        self.shared = shared
+        self._teams: dict[str, int] = {}
+
+    async def team_of(self, channel: Channel, followed: Callable[[str], bool]) -> int | None:
+        team_id = self._teams.get(channel.name)
+        if team_id is None:
+            team_id = await self.shared.read(("team", channel.name), lambda: self.access.team_of_channel(channel))
+            if team_id is not None:
+                if len(self._teams) > MAX_CHANNEL_TEAMS:  # keep what is followed: its tag is needed
+                    self._teams = {c: t for c, t in self._teams.items() if followed(c)}
+                self._teams[channel.name] = team_id
+        return team_id
+
+    def known(self, channel: str) -> bool:
+        return channel in self._teams
+
+    def tag(self, channel: str) -> str:
+        """The hash tag of a followed channel's keys in the bus: its team's partition's."""
+        return self.partitions.tag(self._teams[channel])
+
+
+class Memberships:
+    """`unsubscribe(conn, channel)` is the node's: it takes a connection off a channel."""
+
+    def __init__(
+        self,
+        access: Access,
+        shared: SharedReads,
+        connections: set[Connection],
+        unsubscribe: Callable[[Connection, str], None],
+    ) -> None:
+        self.access = access
+        self.shared = shared
+        self.connections = connections
+        self.unsubscribe = unsubscribe
+        self.on_revocation: Callable[[bytes], None] = lambda data: None  # gateway.hub.revocations listens
+        self._members: dict[tuple[int, int], float] = {}  # (user, team) -> when found a member
+
+    async def is_member(self, user_id: int, team_id: int) -> bool:
+        key = (user_id, team_id)
+        checked = self._members.get(key)
+        if checked is not None and time.monotonic() - checked < MEMBER_TTL:
+            return True
+        member = await self.shared.read(("member", key), lambda: self.access.is_member(user_id, team_id))
+        if member:
+            self._members[key] = time.monotonic()
+        else:
+            self._members.pop(key, None)
+        return member
+
+    def receive(self, data: bytes) -> None:
+        """A message on the bus's membership channel: a revoked session, or membership changes."""
+        if data[:1] == b"{":  # a revoked session (membership changes come as a list)
+            self.on_revocation(data)
+            return
+        try:
+            changes = _memberships_decoder.decode(data)
+        except msgspec.DecodeError:
+            log.warning("ignored an undecodable membership message")
+            return
+        for change in changes:
+            if not change.member:
+                self.revoke(change.team_id, change.user_id)
+
+    def revoke(self, team_id: int, user_id: int) -> None:
+        self._members.pop((user_id, team_id), None)
+        for conn in [c for c in self.connections if c.user_id == user_id]:
+            for name in [n for n, t in conn.channel_teams.items() if t == team_id]:
+                self.unsubscribe(conn, name)
+                conn.send_message(
+                    Error(code="forbidden", message="you are no longer a member of this team", channel=name)
+                )
+
+    async def recheck(self) -> None:
+        """The safety net for a membership message the bus dropped: check every live subscription now and then."""
+        while True:
+            await asyncio.sleep(MEMBERSHIP_CHECK_EVERY)
+            stale = time.monotonic() - MEMBER_TTL
+            self._members = {k: at for k, at in self._members.items() if at > stale}
+            pairs = {(c.user_id, t) for c in self.connections for t in c.channel_teams.values()}
+            if not pairs:
+                continue
+            try:
+                lost = await self.access.lost_memberships(pairs)
+            except TRANSIENT:
+                continue
+            for user_id, team_id in lost:
+                self.revoke(team_id, user_id)

@@ -1,0 +1,54 @@
+"""The node's collaborators as small Protocols, so that a test can hand it in-memory ones.
+
+The bus side is the broker's (gateway.bus.broker: `Subscribing`, `History`, `ChannelState`; Redis or memory);
+PostgreSQL's is `Access` (gateway.store.access.NodeAccess).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from ..bus.broker import ChannelState, History, Subscribing
+from ..bus.keys import Partitions
+from ..bus.subscriber import OnMessage
+from ..core.channels import Channel
+from ..core.grouping import Group
+from ..core.model import Counts, Job, TrajectorySummary
+
+
+class Access(Protocol):
+    """What the node reads from PostgreSQL."""
+
+    async def team_of_channel(self, channel: Channel) -> int | None: ...
+
+    async def is_member(self, user_id: int, team_id: int) -> bool: ...
+
+    async def lost_memberships(self, pairs: set[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The (user, team) pairs that are no longer memberships."""
+
+    async def team_state(self, team_id: int) -> tuple[Counts, list[TrajectorySummary]]: ...
+
+    async def trajectory_groups(self, trajectory_id: int) -> list[Group]: ...
+
+    async def jobs_page(self, channel: Channel, after_id: int, limit: int) -> list[Job]: ...
+
+
+class NodeBus(Protocol):
+    """The part of the broker a node uses (gateway.bus.broker.RedisBroker, gateway.bus.memory.MemoryBroker)."""
+
+    partitions: Partitions
+
+    @property
+    def history(self) -> History: ...
+
+    @property
+    def channels(self) -> ChannelState: ...
+
+    def subscriber(
+        self,
+        on_message: OnMessage,
+        on_lost: Callable[[], None],
+        on_restored: Callable[[], None],
+        on_membership: Callable[[bytes], None] = ...,
+    ) -> Subscribing: ...

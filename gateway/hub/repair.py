@@ -1,0 +1,83 @@
+"""Filling a channel's gaps from its history: the bus drops messages silently (reconnects, slots that move,
+output-buffer limits), the hub notices by sequence (`Hub.on_gap`) and this fetches what is missing. A periodic
+check against the bus's positions catches what was lost at the tail of a stream, and a channel whose position
+the bus lost (Redis restarted) is resynced."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..bus.channels import ChannelReads
+from ..bus.history import contiguous
+from .backlog import Backlog
+from .errors import TRANSIENT
+from .hub import Hub
+from .membership import ChannelTeams
+from .tasks import Tasks
+
+log = logging.getLogger(__name__)
+
+POSITION_CHECK_EVERY = 5.0  # the safety net for messages the bus dropped at the tail of a stream
+
+
+class Repairs:
+    def __init__(self, hub: Hub, reads: ChannelReads, teams: ChannelTeams, backlog: Backlog, tasks: Tasks) -> None:
+        self.hub = hub
+        self.reads = reads
+        self.teams = teams
+        self.backlog = backlog
+        self.tasks = tasks
+
+    def gap(self, channel: str, first: int, last: int) -> None:
+        """The hub's `on_gap`: fetch first..last and hand them back (`Hub.repaired`)."""
+        self.tasks.spawn(self._repair(channel, first, last))
+
+    async def _repair(self, channel: str, first: int, last: int) -> None:
+        found: list[tuple[int, int, bytes]] | None = None
+        try:
+            entries = await self.reads.entries(self.teams.tag(channel), channel, first, last)
+            if contiguous(entries, first, last):
+                found = [(e.epoch, e.seq, e.msgpack) for e in entries]
+        except TRANSIENT as exc:
+            log.warning("history of %s unavailable: %s", channel, type(exc).__name__)
+        self.hub.repaired(channel, found)
+
+    def bus_lost(self) -> None:
+        """Messages published while the bus is away are filled in from history once it is back
+        (`bus_restored`); the subscriber counts reconnects for /metrics."""
+
+    def bus_restored(self) -> None:
+        """Subscribed again after a reconnect: whatever was published meanwhile comes from history."""
+        self.backlog.forget()  # unless Redis restarted and lost it: then sequence numbers start again
+        self.tasks.spawn(self._check_soon())
+
+    async def _check_soon(self) -> None:
+        for delay in (0.0, 0.2, 1.0):
+            await asyncio.sleep(delay)
+            try:
+                await self.check_once()
+                return
+            except TRANSIENT:
+                continue  # the next periodic check tries again
+
+    async def check_positions(self) -> None:
+        while True:
+            await asyncio.sleep(POSITION_CHECK_EVERY)
+            try:
+                await self.check_once()
+            except TRANSIENT:
+                pass
+
+    async def check_once(self) -> None:
+        hub = self.hub
+        channels = {c: self.teams.tag(c) for c in hub.subscribers if self.teams.known(c)}
+        for channel, at in (await self.reads.positions(channels)).items():
+            if channel not in hub.streams:
+                continue
+            if at is None:
+                if hub.delivered_seq(channel) > 0:  # the bus lost this channel's position: Redis restarted
+                    self.backlog.forget()
+                    hub.resync_channel(channel, "bus_reset")
+                continue
+            hub.check_position(channel, *at)

@@ -1,0 +1,162 @@
+"""The relay's publish cycle: read the outbox past the cursor, fold it into the batcher, publish what is due.
+
+A cycle's messages go out in one publish (gateway.bus.publisher) with the outbox cursor they reach; while the
+bus is away the cycle is kept and retried, so nothing is dropped. A wave's finish is published first and
+recorded in PostgreSQL second: a crash between is caught by the finish's marker on the bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import asyncpg
+import msgspec
+from redis.exceptions import RedisError
+
+from ..bus.publisher import PartitionPublisher
+from ..core import channels
+from ..core.aggregate import Change, MembershipChange, SubmissionChange
+from ..core.batching import Batcher, Publication
+from ..core.team import ClusterStats, Presence
+from ..store import outbox, waves
+from ..store.outbox import OutboxReader, ReadResult
+from .metrics import PartitionFigures
+from .retry import retry_redis
+
+log = logging.getLogger(__name__)
+
+_membership_encoder = msgspec.json.Encoder()
+
+
+class Extras(Protocol):
+    """Presence and cluster metrics for the team channels (gateway.relay.extras), collected at most when due."""
+
+    next_due: float
+
+    async def collect(self, db: asyncpg.Connection, now: float) -> list[tuple[int, Presence | ClusterStats]]: ...
+
+
+class PublishCycle:
+    """One partition's cycles in one relay epoch."""
+
+    def __init__(
+        self,
+        db: asyncpg.Connection,
+        reader: OutboxReader,
+        core: Batcher,
+        publisher: PartitionPublisher,
+        extras: Extras,
+        prove_lock: Callable[[], Awaitable[None]],
+        announce: Callable[[bytes], Awaitable[object]],
+        figures: PartitionFigures,
+        published: int = 0,
+    ) -> None:
+        self.db = db  # the outbox connection: it also records waves
+        self.reader = reader
+        self.core = core
+        self.publisher = publisher
+        self.extras = extras
+        self.prove_lock = prove_lock  # raises LostLock: called before anything goes out
+        self.announce = announce  # membership changes, to every node
+        self.figures = figures
+        self.published = published  # messages published by this partition's relay (its stats in Redis)
+
+    async def read(self) -> ReadResult:
+        """The next captured changes, applied to the batcher (waves they open recorded)."""
+        result = await self.reader.read()
+        if result.changes:
+            core = self.core
+            unknown = core.unknown_trajectories(result.changes)
+            if unknown:
+                for trajectory_id, team_id, name in await outbox.trajectories(self.db, list(unknown)):
+                    core.add_trajectory(trajectory_id, team_id, name)
+            core.apply(result.changes, time.monotonic())
+            started = core.finishes.take_started()
+            if started:
+                await waves.record_started(self.db, started)
+        return result
+
+    async def publish(self, result: ReadResult, now: float) -> None:
+        """Publish what the read made due (and whatever else is due now), then announce membership changes."""
+        await self._publish(now, self.reader.position if result.changes else None)
+        memberships = self.core.take_memberships()
+        if memberships:
+            payload = _membership_encoder.encode(memberships)
+            await retry_redis(lambda: self.announce(payload))
+        if result.changes:
+            self._observe_published(result.changes)
+
+    def next_due(self) -> float:
+        """When a cycle is due even with no new change: a team to publish, a wave to finish, extras to collect."""
+        return min(d for d in (self.core.next_due(), self.extras.next_due) if d is not None)
+
+    async def _publish(self, now: float, cursor: str | None) -> None:
+        """Publish the cycle; while the bus is away keep it and retry, so nothing is dropped."""
+        core, publisher = self.core, self.publisher
+        finishes = core.take_finishes(now)
+        markers = {(f.trajectory_id, f.wave): publisher.marker(f.trajectory_id, f.wave) for f in finishes}
+        if finishes:
+            # A predecessor may have published a finish before it could record it: never twice.
+            done = await retry_redis(lambda: publisher.published_markers(list(markers.values())))
+            finishes = [f for f in finishes if markers[(f.trajectory_id, f.wave)] not in done]
+        extras: list[tuple[int, Presence | ClusterStats]] = []
+        if now >= self.extras.next_due:
+            try:
+                extras = await self.extras.collect(self.db, now)
+            except (RedisError, OSError):
+                pass  # presence and metrics are best effort: the next tick tries again
+        missing = core.channels_without_seq() + core.channels_for_finishes(finishes)
+        missing += [c for c in {channels.team(t) for t, _ in extras} if c not in missing and not core.knows_seq(c)]
+        if missing:
+            core.set_seqs(await retry_redis(lambda: publisher.last_seqs(missing)))
+        publications: list[Publication] = (
+            core.take_job_publications()
+            + core.take_team_publications(now)
+            + core.finish_publications(finishes, markers)
+        )
+        publications += [core.team_extra_publication(team_id, update) for team_id, update in extras]
+        if not publications and cursor is None:
+            if markers:
+                await waves.record_closed(self.db, list(markers))
+            return
+        await self.prove_lock()
+        delay = 0.05
+        while True:
+            try:
+                await publisher.publish(publications, cursor)
+                self.published += len(publications)
+                self.figures.published += len(publications)
+                if markers:  # published first, recorded second: a crash between is caught by the markers
+                    await waves.record_closed(self.db, list(markers))
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("publish failed (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            await self.prove_lock()
+            try:
+                if not await publisher.fence_exists():
+                    # The bus came back empty: fence again and send every team's whole state again.
+                    await publisher.take_over()
+                    core.mark_all_dirty()
+                    publications += core.take_team_publications(time.monotonic())
+            except (RedisError, OSError):
+                pass
+
+    def _observe_published(self, changes: list[Change | SubmissionChange | MembershipChange]) -> None:
+        """The cycle's changes are on the bus: commit (the writer's statement time, on PostgreSQL's clock) to
+        publish, for each, and the newest one's as the partition's lag."""
+        now = time.time()
+        latency = self.figures.commit_to_publish
+        newest = None
+        for change in changes:
+            if isinstance(change, Change) and change.job.updated_at is not None:
+                at = change.job.updated_at.timestamp()
+                latency.observe(max(0.0, now - at))
+                newest = at if newest is None or at > newest else newest
+        if newest is not None:
+            self.figures.lag = max(0.0, now - newest)

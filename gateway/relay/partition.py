@@ -1,0 +1,158 @@
+"""One partition's relay: take over with a new epoch, load the state, then loop over read, publish, maintain.
+
+A takeover takes a new epoch and raises the partition's fence on the bus to it, so a relay that lost its lock
+cannot publish after its successor has started. The state comes from one consistent snapshot of the database
+(gateway.store.outbox), and the waves the predecessor left open are carried over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import asyncpg
+
+from ..bus import relay_stats
+from ..bus.broker import Broker
+from ..bus.publisher import PartitionPublisher
+from ..core.batching import Batcher
+from ..core.finish import Wave
+from ..store import outbox, partitions, waves
+from ..store.outbox import OutboxReader
+from .cycle import PublishCycle
+from .extras import TeamExtras
+from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
+from .metrics import PartitionFigures
+from .ownership import SERVICE_ERRORS, HeldLock, take_or_wait
+from .pacing import Pacer
+from .retry import retry_redis
+
+if TYPE_CHECKING:
+    from .runner import Relay
+
+log = logging.getLogger(__name__)
+
+
+class PartitionRelay:
+    """The active relay of one partition while its process holds the partition's lock."""
+
+    def __init__(self, process: Relay, broker: Broker, partition: int) -> None:
+        self.process = process
+        self.broker = broker
+        self.partition = partition
+        self.tag = broker.partitions.tags[partition]
+        self.published = 0  # messages published, over every time this object served (its stats in Redis)
+        self.figures = process.figures.setdefault(partition, PartitionFigures())
+
+    async def run(self) -> None:
+        """Stand by, take over, serve; after losing the lock or the database, stand by again."""
+        delay = 0.2
+        while True:
+            try:
+                lock = await take_or_wait(self.process.database_url, self.partition)
+                await self._session(lock)
+                return
+            except SERVICE_ERRORS as exc:
+                log.warning("relay stopped serving (%s: %s); standing by again", type(exc).__name__, exc)
+            except Exception:  # a relay must outlive whatever a broken connection throws: stand by, try again
+                log.exception("relay stopped serving on an unexpected error; standing by again")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def serve_once(self, lock: HeldLock) -> None:
+        """Serve while the lock holds; on losing it, end (the process may take the partition again)."""
+        try:
+            await self._session(lock)
+        except SERVICE_ERRORS as exc:
+            log.warning("partition %d: relay stopped serving (%s: %s)", self.partition, type(exc).__name__, exc)
+        except Exception:
+            log.exception("partition %d: relay stopped serving on an unexpected error", self.partition)
+
+    async def _session(self, lock: HeldLock) -> None:
+        try:
+            epoch = await partitions.next_epoch(lock.db)
+            log.info("relay active for partition %d, epoch %d", self.partition, epoch)
+            await self._serve(lock, epoch)
+        finally:
+            lock.release()
+
+    async def _serve(self, lock: HeldLock, epoch: int) -> None:
+        process, count = self.process, self.broker.partitions.count
+        db = await outbox.connect(process.database_url)
+        try:
+            reader = OutboxReader(db, self.partition, count)
+            pacer = Pacer(db, reader, self.partition)
+            await outbox.listen(db, pacer.wake.set)
+            await outbox.register_wakeup(db, self.partition, count)
+            publisher = self.broker.publisher(self.tag, epoch, process.history_length, process.history_ttl)
+            await retry_redis(publisher.take_over)
+            extras = TeamExtras(self.broker, process.presence, process.metrics, reader.mine)
+            core = Batcher(epoch, process.finish_settle)
+            self.figures.serving(core)
+            await load_state(db, reader, publisher, core)
+            log.info(
+                "partition %d: state loaded (%d trajectories), reading from %s",
+                self.partition,
+                sum(len(t.trajectories) for t in core.aggregates.teams.values()),
+                reader.position,
+            )
+            cycle = PublishCycle(
+                db, reader, core, publisher, extras, lock.prove, self._announce, self.figures, self.published
+            )
+            try:
+                await self._loop(cycle, pacer)
+            finally:
+                self.published = cycle.published
+        finally:
+            self.figures.stopped()
+            db.terminate()
+
+    async def _loop(self, cycle: PublishCycle, pacer: Pacer) -> None:
+        process, reader = self.process, cycle.reader
+        watch = HoldBackWatch(reader, self.figures)
+        heartbeat = Heartbeat(self._write_stats, self.figures)
+        housekeeping = Housekeeping(reader, process.retention, process.job_retention)
+        await pacer.start()
+        while True:
+            pacer.before_read()
+            result = await cycle.read()
+            now = time.monotonic()
+            await cycle.publish(result, now)
+            await heartbeat.beat(now, cycle.core, cycle.published, watch)
+            await housekeeping.after_cycle(result, now)
+            await watch.observe(result, now)
+            if not result.full:
+                await pacer.wait(result, now, watch.held_since, cycle.next_due)
+
+    async def _announce(self, payload: bytes) -> None:
+        await self.broker.membership.publish(payload)
+
+    async def _write_stats(self, stats: relay_stats.RelayStats) -> None:
+        await self.broker.relay_stats.write(self.tag, stats)
+
+
+async def load_state(
+    db: asyncpg.Connection, reader: OutboxReader, publisher: PartitionPublisher, core: Batcher
+) -> None:
+    """A new epoch's starting point: counts from one snapshot, reading from where the previous relay published
+    up to (rows the snapshot saw go out as deltas only), and the waves it left."""
+    core.load(await reader.load(await retry_redis(publisher.relay_cursor)))
+    core.load_submissions(reader.submissions.values())
+    await restore_waves(db, reader, core)
+
+
+async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batcher) -> None:
+    """Carry the previous relay's waves over: finish the open ones it could not, never repeat a closed one."""
+    now = time.monotonic()
+    for row in reader.waves:
+        trajectory_id, number = row["trajectory_id"], row["wave"]
+        if not row["open"]:
+            core.finishes.restore(trajectory_id, number, None)
+            continue
+        facts = await waves.facts(db, trajectory_id, row["started_at"])
+        traj = core.aggregates.trajectory(trajectory_id)
+        idle = traj is None or traj.active() == 0
+        wave = Wave(number, facts.analysis, facts.rasterize, facts.failed, now if idle else None)
+        core.finishes.restore(trajectory_id, number - 1, wave)

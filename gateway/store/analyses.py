@@ -1,0 +1,77 @@
+"""Analyses in PostgreSQL: a trajectory's listing with its frames' progress, and deleting one with its results."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+import asyncpg
+
+
+class AnalysisProgress(NamedTuple):
+    """An analysis and how many of its frames (its `analysis` jobs still listed) are where."""
+
+    id: int
+    plugin: str
+    created_at: datetime
+    frames: int
+    completed: int
+    failed: int  # failed or preempted
+    running: int
+    queued: int  # queued, retrying or held
+
+
+class FoundAnalysis(NamedTuple):
+    plugin: str
+    deleted: bool
+
+
+_LISTING = """
+select a.id, a.plugin, a.created_at,
+       count(j.id) filter (where j.kind = 'analysis') as frames,
+       count(j.id) filter (where j.kind = 'analysis' and j.status = 'completed') as completed,
+       count(j.id) filter (where j.kind = 'analysis' and j.status in ('failed', 'preempted')) as failed,
+       count(j.id) filter (where j.kind = 'analysis' and j.status = 'running') as running,
+       count(j.id) filter (where j.kind = 'analysis' and j.status in ('queued', 'retrying', 'holding')) as queued
+from analyses a
+left join jobs j on j.analysis_id = a.id and j.trajectory_id = a.trajectory_id and j.removed_at is null
+where a.trajectory_id = $1 and a.deleted_at is null
+group by a.id
+order by a.created_at desc, a.id desc
+limit $2
+"""
+
+
+async def listing(pool: asyncpg.Pool, trajectory_id: int, limit: int) -> list[AnalysisProgress]:
+    """The trajectory's analyses not deleted, newest first."""
+    return [AnalysisProgress(*r) for r in await pool.fetch(_LISTING, trajectory_id, limit)]
+
+
+async def find(pool: asyncpg.Pool, analysis_id: int) -> FoundAnalysis | None:
+    row = await pool.fetchrow("select plugin, deleted_at from analyses where id = $1", analysis_id)
+    return None if row is None else FoundAnalysis(row["plugin"], row["deleted_at"] is not None)
+
+
+async def count_jobs(pool: asyncpg.Pool, analysis_id: int, team_id: int, statuses: list[str]) -> int:
+    """How many of the team's listed jobs of the analysis (of any kind) are in `statuses`."""
+    count: int = await pool.fetchval(
+        "select count(*) from jobs where analysis_id = $1 and team_id = $2 and removed_at is null"
+        " and status = any($3::text[])",
+        analysis_id,
+        team_id,
+        statuses,
+    )
+    return count
+
+
+async def delete(pool: asyncpg.Pool, analysis_id: int, team_id: int) -> int:
+    """Mark the analysis deleted and tombstone its results (its jobs, through the captured path), in one
+    transaction; returns how many results were deleted."""
+    async with pool.acquire() as db, db.transaction():
+        await db.execute("update analyses set deleted_at = now() where id = $1 and deleted_at is null", analysis_id)
+        removed = await db.execute(
+            "update jobs set removed_at = now() where analysis_id = $1 and team_id = $2 and removed_at is null",
+            analysis_id,
+            team_id,
+        )
+    return int(removed.split()[-1])

@@ -1,0 +1,154 @@
+"""Submissions in PostgreSQL: what the Submissions page's actions record, and what clusters register.
+
+Every write goes through the captured path (the submissions table's triggers), so the page updates live.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import asyncpg
+
+from ..core.ingest import NewSubmission
+from ..core.instance_types import InstanceType
+
+
+class Selected(NamedTuple):
+    """A selected row and its team: `field` is "submissions" or "tasks"."""
+
+    field: str
+    id: int
+    team_id: int
+
+
+class FailedSync(NamedTuple):
+    id: int
+    cluster_id: int | None  # the cluster staging it (None: written before submissions named their cluster)
+
+
+# The selected rows of teams the caller is a member of (the others read as rows that do not exist).
+_SELECTION = """
+select 'submissions' as field, s.id, s.team_id from submissions s
+join memberships m on m.team_id = s.team_id and m.user_id = $3 where s.id = any($1::bigint[])
+union all
+select 'tasks', j.id, j.team_id from jobs j
+join memberships m on m.team_id = j.team_id and m.user_id = $3 where j.id = any($2::bigint[])
+"""
+
+
+async def selection(pool: asyncpg.Pool, submissions: list[int], tasks: list[int], user_id: int) -> list[Selected]:
+    """The selected submissions and tasks of teams the user is a member of, each with its team."""
+    return [Selected(*r) for r in await pool.fetch(_SELECTION, submissions, tasks, user_id)]
+
+
+def _count(status: str) -> int:
+    """The rows an UPDATE's status (`UPDATE n`) counts."""
+    return int(status.split()[-1])
+
+
+async def set_held(pool: asyncpg.Pool, ids: list[int], team_id: int, held: bool) -> None:
+    await pool.execute(
+        "update submissions set held = $2 where id = any($1::bigint[]) and team_id = $3",
+        ids,
+        held,
+        team_id,
+    )
+
+
+async def set_reviewed(pool: asyncpg.Pool, ids: list[int], team_id: int, reviewed: bool) -> int:
+    """Mark (or unmark) the team's submissions reviewed; returns how many changed (those already so are not)."""
+    status = await pool.execute(
+        "update submissions set reviewed = $3 where id = any($1::bigint[]) and team_id = $2 and reviewed <> $3",
+        ids,
+        team_id,
+        reviewed,
+    )
+    return _count(status)
+
+
+async def set_priority(pool: asyncpg.Pool, ids: list[int], team_id: int, priority: int) -> int:
+    """Returns how many of the team's submissions it was recorded on."""
+    status = await pool.execute(
+        "update submissions set priority = $2 where id = any($1::bigint[]) and team_id = $3",
+        ids,
+        priority,
+        team_id,
+    )
+    return _count(status)
+
+
+async def set_instance_type(pool: asyncpg.Pool, ids: list[int], team_id: int, chosen: InstanceType) -> int:
+    """Returns how many of the team's submissions it was recorded on."""
+    status = await pool.execute(
+        "update submissions set instance_type = $2, cores = $3, memory_gb = $4, preemptible = $5"
+        " where id = any($1::bigint[]) and team_id = $6",
+        ids,
+        chosen.name,
+        chosen.cores,
+        chosen.memory_gb,
+        chosen.preemptible,
+        team_id,
+    )
+    return _count(status)
+
+
+async def failed_syncs(pool: asyncpg.Pool, ids: list[int], team_id: int) -> list[FailedSync]:
+    """Those of the team's submissions whose sync failed."""
+    rows = await pool.fetch(
+        "select id, cluster_id from submissions where id = any($1::bigint[]) and team_id = $2 and staging = 'sync_failed'",
+        ids,
+        team_id,
+    )
+    return [FailedSync(*r) for r in rows]
+
+
+async def mark_syncing(pool: asyncpg.Pool, ids: list[int]) -> None:
+    """The submissions a cluster confirmed it syncs again (unless something moved them on meanwhile)."""
+    await pool.execute(
+        "update submissions set staging = 'syncing' where id = any($1::bigint[]) and staging = 'sync_failed'",
+        ids,
+    )
+
+
+async def create(pool: asyncpg.Pool, team_id: int, cluster_id: int, body: NewSubmission) -> int:
+    """A submission a cluster (`cluster_id`, which stages and runs it) registers for its team; returns its id."""
+    new_id: int = await pool.fetchval(
+        "insert into submissions (team_id, trajectory_id, user_id, project, title, priority, instance_type, cores,"
+        " memory_gb, preemptible, staging, cluster_id) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        " returning id",
+        team_id,
+        body.trajectory_id,
+        body.user_id,
+        body.project,
+        body.title,
+        body.priority,
+        body.instance_type,
+        body.cores,
+        body.memory_gb,
+        body.preemptible,
+        body.staging,
+        cluster_id,
+    )
+    return new_id
+
+
+async def update_staging(
+    pool: asyncpg.Pool, submission_id: int, team_id: int, staging: str | None, downloaded: bool | None
+) -> bool:
+    """A staging cluster moves the submission's data along (`staging`), or the downloading tool marks it
+    downloaded (or not); None leaves either as it is. False when the team has no such submission."""
+    status = await pool.execute(
+        "update submissions set staging = coalesce($3::text, staging),"
+        " downloaded_at = case when $4::boolean is null then downloaded_at"
+        " when $4::boolean then coalesce(downloaded_at, now()) end"
+        " where id = $1 and team_id = $2",
+        submission_id,
+        team_id,
+        staging,
+        downloaded,
+    )
+    # UPDATE 0 is also a change to what it already was (submissions_stamp skips those): only a submission
+    # not in the team is refused, and another team's reads as one that does not exist.
+    return status != "UPDATE 0" or bool(
+        await pool.fetchval("select 1 from submissions where id = $1 and team_id = $2", submission_id, team_id)
+    )

@@ -1,0 +1,116 @@
+"""The jobs an action reaches, and what the clusters confirmed written back: the control path's SQL.
+
+Actions write through the captured path (plain UPDATEs of `jobs`), so everyone watching sees the result live.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import asyncpg
+
+# Which of a team's jobs an action names: a trajectory's, an analysis's (its frames and the upload that stores
+# them), or only an analysis's frames.
+Scope = Literal["trajectory", "analysis", "analysis_frames"]
+
+_SCOPES: dict[Scope, str] = {
+    "trajectory": "j.trajectory_id = $1",
+    "analysis": "j.analysis_id = $1",
+    "analysis_frames": "j.analysis_id = $1 and j.kind = 'analysis'",
+}
+
+
+class HeldJob(NamedTuple):
+    """A job and the cluster that holds it."""
+
+    id: int
+    cluster_id: int
+    cluster: str  # the cluster's name
+    status: str | None = None  # where the query reads it
+
+
+async def jobs_in_scope(
+    pool: asyncpg.Pool, scope: Scope, scope_id: int, team_id: int, statuses: list[str]
+) -> list[HeldJob]:
+    """The scope's listed jobs in `statuses`: only the team's jobs on its own clusters, whatever else names the
+    scope's trajectory or analysis."""
+    rows = await pool.fetch(
+        f"select j.id, j.cluster_id, c.name, j.status from jobs j join clusters c on c.id = j.cluster_id"
+        f" where {_SCOPES[scope]} and j.team_id = $3 and c.team_id = $3 and j.removed_at is null"
+        f" and j.status = any($2::text[])",
+        scope_id,
+        statuses,
+        team_id,
+    )
+    return [HeldJob(*r) for r in rows]
+
+
+async def tombstone(pool: asyncpg.Pool, ids: list[int], statuses: list[str]) -> None:
+    """Removed jobs are tombstoned, not deleted: a late report cannot bring them back; what they produced is kept."""
+    await pool.execute(
+        "update jobs set removed_at = now() where id = any($1::bigint[]) and removed_at is null"
+        " and status = any($2::text[])",
+        ids,
+        statuses,
+    )
+
+
+async def retry(pool: asyncpg.Pool, ids: list[int], statuses: list[str]) -> None:
+    """A new attempt of each job. A cluster may already report it running before this lands: then it is moot."""
+    await pool.execute(
+        "update jobs set status = 'retrying', attempts = attempts + 1, error = null"
+        " where id = any($1::bigint[]) and removed_at is null and status = any($2::text[])",
+        ids,
+        statuses,
+    )
+
+
+async def selected_tasks(
+    pool: asyncpg.Pool, team_id: int, statuses: list[str], submissions: list[int], tasks: list[int]
+) -> list[HeldJob]:
+    """The team's listed tasks in `statuses` on its own clusters, of the selected submissions or selected alone."""
+    rows = await pool.fetch(
+        "select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        " where j.team_id = $1 and c.team_id = $1 and j.removed_at is null and j.status = any($2::text[])"
+        " and (j.submission_id = any($3::bigint[]) or j.id = any($4::bigint[]))",
+        team_id,
+        statuses,
+        submissions,
+        tasks,
+    )
+    return [HeldJob(*r) for r in rows]
+
+
+async def tasks_not_started(pool: asyncpg.Pool, team_id: int, submissions: list[int]) -> list[HeldJob]:
+    """The submissions' listed tasks not yet run (queued, retrying or held), on the team's own clusters."""
+    rows = await pool.fetch(
+        "select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        " where j.submission_id = any($1::bigint[]) and j.team_id = $2 and c.team_id = $2 and j.removed_at is null"
+        " and j.status in ('queued', 'retrying', 'holding')",
+        submissions,
+        team_id,
+    )
+    return [HeldJob(*r) for r in rows]
+
+
+async def set_task_status(
+    pool: asyncpg.Pool,
+    ids: list[int],
+    becomes: str,
+    new_attempt: bool,
+    statuses: list[str],
+    killed_error: str,
+) -> None:
+    """What a task action makes of the tasks still in `statuses`: a new status, maybe a new attempt (which clears
+    the error), or a kill's error."""
+    await pool.execute(
+        "update jobs set status = $2, attempts = attempts + $3,"
+        " error = case when $2 = 'failed' then $5 when $6 then null else error end"
+        " where id = any($1::bigint[]) and removed_at is null and status = any($4::text[])",
+        ids,
+        becomes,
+        1 if new_attempt else 0,
+        statuses,
+        killed_error,
+        new_attempt,
+    )

@@ -1,0 +1,10 @@
+"""Types the store's functions share."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import asyncpg
+
+# What a query runs on: the pool (one statement, any connection), or one connection (a transaction, a session).
+Database: TypeAlias = asyncpg.Pool | asyncpg.Connection

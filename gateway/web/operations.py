@@ -1,0 +1,246 @@
+"""Every HTTP route under /api as the OpenAPI document describes it (gateway.web.schema turns this into the
+document; tests/unit/test_schema.py holds it equal to the app's routes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.control import ActionResult, SubmissionsAction
+from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
+from ..core.instance_types import InstanceTypes, Offered
+from ..core.team import MetricsReport
+from .answers import Analyses, Created, Done, Me, Members, Renewed, Trajectories, Users
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One HTTP route under /api, as documented: who may call it, what it reads and what it answers."""
+
+    method: str
+    path: str
+    operation_id: str
+    tag: str
+    summary: str
+    who: str  # cluster | user | anyone
+    request: Any = None  # the JSON body's Struct
+    answer: Any = None  # the 200 body's Struct; None: 204, no body
+    not_found: str | None = None  # when it can answer 404
+    query: tuple[tuple[str, str], ...] = ()  # (name, description) of repeatable integer query parameters
+
+
+ROUTES: list[Operation] = [
+    Operation(
+        "post",
+        "/api/ingest/jobs",
+        "ingestJobs",
+        "ingest",
+        "Create jobs and report on them, all or nothing",
+        "cluster",
+        IngestBatch,
+        IngestResponse,
+    ),
+    Operation(
+        "post",
+        "/api/ingest/trajectories",
+        "registerTrajectory",
+        "ingest",
+        "Register a trajectory this cluster stores",
+        "cluster",
+        NewTrajectory,
+        Created,
+    ),
+    Operation(
+        "post",
+        "/api/ingest/analyses",
+        "registerAnalysis",
+        "ingest",
+        "Register an analysis of a pipeline run",
+        "cluster",
+        NewAnalysis,
+        Created,
+    ),
+    Operation(
+        "post",
+        "/api/ingest/submissions",
+        "submitWork",
+        "ingest",
+        "Submit a batch of work",
+        "cluster",
+        NewSubmission,
+        Created,
+    ),
+    Operation(
+        "post",
+        "/api/ingest/submissions/{id}",
+        "updateSubmission",
+        "ingest",
+        "Move a submission's data along, or mark it downloaded",
+        "cluster",
+        SubmissionUpdate,
+        None,
+        "no such submission in this cluster's team",
+    ),
+    Operation(
+        "post",
+        "/api/ingest/metrics",
+        "reportMetrics",
+        "ingest",
+        "Report CPU, Memory, Disk and Network",
+        "cluster",
+        MetricsReport,
+        None,
+    ),
+    Operation(
+        "post",
+        "/api/trajectories/{id}/remove-running",
+        "removeRunningJobs",
+        "actions",
+        "Remove Running Jobs",
+        "user",
+        None,
+        ActionResult,
+    ),
+    Operation(
+        "post",
+        "/api/trajectories/{id}/retry-failed",
+        "retryFailedJobs",
+        "actions",
+        "Retry Failed Jobs",
+        "user",
+        None,
+        ActionResult,
+    ),
+    Operation(
+        "post",
+        "/api/analyses/{id}/retry-failed",
+        "retryFailedFrames",
+        "actions",
+        "Retry Failed Frames of an analysis",
+        "user",
+        None,
+        ActionResult,
+    ),
+    Operation(
+        "post",
+        "/api/submissions/actions",
+        "actOnSubmissions",
+        "actions",
+        "An action of the Submissions page",
+        "user",
+        SubmissionsAction,
+        ActionResult,
+    ),
+    Operation(
+        "get",
+        "/api/submissions/instance-types",
+        "submissionInstanceTypes",
+        "actions",
+        "The instance types Edit / Instance Type may choose for the submissions named by `?submission=`",
+        "user",
+        None,
+        Offered,
+        query=(("submission", "a selected submission's id; repeat for each (at most 1,000)"),),
+    ),
+    Operation(
+        "post",
+        "/api/ingest/instance-types",
+        "declareInstanceTypes",
+        "ingest",
+        "Declare the instance types this cluster offers (replaces its list)",
+        "cluster",
+        InstanceTypes,
+        None,
+    ),
+    Operation(
+        "get",
+        "/api/trajectories/{id}/analyses",
+        "trajectoryAnalyses",
+        "actions",
+        "The analysis listing: a trajectory's analyses and their frames, newest first",
+        "user",
+        None,
+        Analyses,
+    ),
+    Operation(
+        "delete",
+        "/api/analyses/{id}",
+        "deleteAnalysis",
+        "actions",
+        "Delete analysis: stop its jobs through their clusters and delete its results",
+        "user",
+        None,
+        ActionResult,
+        "no such analysis, or it was deleted",
+    ),
+    Operation("get", "/api/me", "me", "session", "The signed-in user and their teams", "user", None, Me),
+    Operation(
+        "get",
+        "/api/teams/{id}/members",
+        "teamMembers",
+        "teams",
+        "My Team: members and who is online",
+        "user",
+        None,
+        Members,
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/trajectories",
+        "teamTrajectories",
+        "teams",
+        "The team's trajectories, newest first",
+        "user",
+        None,
+        Trajectories,
+    ),
+    Operation(
+        "get",
+        "/api/sign-in/users",
+        "demoUsers",
+        "session",
+        "Demo mode: the users to pick from",
+        "anyone",
+        None,
+        Users,
+        "outside demo mode",
+    ),
+    Operation(
+        "post",
+        "/api/sign-in",
+        "demoSignIn",
+        "session",
+        "Demo mode: sign in as a user (sets the session cookie)",
+        "anyone",
+        None,
+        Done,
+        "outside demo mode",
+    ),
+    Operation(
+        "post",
+        "/api/sign-out",
+        "signOut",
+        "session",
+        "Clear the session cookie and revoke its session",
+        "anyone",
+        None,
+        Done,
+    ),
+    Operation(
+        "post",
+        "/api/session/renew",
+        "renewSession",
+        "session",
+        "A new session cookie before the current one expires (never past the session's maximum age)",
+        "user",
+        None,
+        Renewed,
+    ),
+]
+
+TAGS = [
+    {"name": "ingest", "description": "Clusters report jobs and register what they refer to (a cluster key)"},
+    {"name": "actions", "description": "A person's actions on jobs, carried out by the clusters that hold them"},
+    {"name": "teams", "description": "A team's members and trajectories"},
+    {"name": "session", "description": "Who is signed in, and the browser's session cookie"},
+]

@@ -1,0 +1,27 @@
+"""The uvicorn configuration a gateway node runs with: `gateway serve`, the demo and the test nodes share it."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from ..config import Settings
+
+
+def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
+    from .http import HttpLimits, bounded_protocol  # Starlette and httptools: only when a node starts
+
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        loop="uvloop",
+        http=bounded_protocol(
+            HttpLimits.from_settings(settings)
+        ),  # httptools, with bounds before the app sees a request
+        ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
+        ws_max_size=settings.max_message_bytes,
+        ws_per_message_deflate=settings.compression,  # negotiated by gateway.web.deflate: each frame deflated once
+        lifespan="on",
+        log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
+        **extra,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,252 @@
+"""The broker contract, run against a real Redis (Valkey), a Redis Cluster of three shards and the memory broker
+alike, so that the memory broker the node's and the relay's unit tests use cannot drift from what Redis does.
+
+The scenarios are written once, in tests/unit/test_broker_memory.py (its `CONTRACT`); here they run with a
+`broker` fixture parametrised over both implementations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
+
+import pytest
+from redis.asyncio import RedisCluster
+from redis.crc import key_slot
+from redis.exceptions import RedisError
+
+from gateway.bus.broker import Broker, RedisBroker
+from gateway.bus.connection import Bus
+from gateway.bus.memory import MemoryBroker
+from gateway.core import envelope
+from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster
+from tests.unit import test_broker_memory as scenarios
+from tests.unit.test_broker_memory import Heard, ShiftedClock, elapsing, eventually, fresh, message, running
+
+globals().update({name: getattr(scenarios, name) for name in scenarios.CONTRACT})
+
+
+@pytest.fixture(scope="module")
+def valkey_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkeyCluster]:
+    """Three shards of this module's own."""
+    cluster = EmbeddedValkeyCluster(tmp_path_factory.mktemp("valkey-broker-cluster"), shards=3)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["redis", "cluster", "memory"])
+async def broker(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[Broker]:
+    if request.param == "memory":
+        memory = MemoryBroker(partitions=3, clock=ShiftedClock())
+        yield memory
+        await memory.aclose()
+        return
+    if request.param == "cluster":
+        cluster = request.getfixturevalue("valkey_cluster")
+        # Three partitions, one to a shard; the scenarios use the first.
+        redis = RedisBroker(Bus(cluster.url, cluster=True, partitions=3))
+    else:  # a database of its own (the session's relay keeps its fence in db 0)
+        redis = RedisBroker(Bus(redis_url.rsplit("/", 1)[0] + "/10", partitions=3))
+    await _empty(redis)
+    try:
+        yield redis
+    finally:
+        await _empty(redis)
+        await redis.aclose()
+
+
+async def _empty(broker: RedisBroker) -> None:
+    if broker.cluster:
+        await broker.bus.redis.flushdb(target_nodes=RedisCluster.PRIMARIES)
+    else:
+        await broker.bus.redis.flushdb()
+
+
+@pytest.fixture
+def tag(broker: Broker) -> str:
+    return broker.partitions.tags[0]
+
+
+@pytest.fixture
+def elapse(broker: Broker) -> Callable[[float], Awaitable[None]]:
+    return elapsing(broker)
+
+
+def test_every_scenario_of_the_contract_runs_here() -> None:
+    assert len(scenarios.CONTRACT) >= 15
+    assert all(name in globals() for name in scenarios.CONTRACT)
+
+
+T = TypeVar("T")
+
+
+async def retried(call: Callable[[], Awaitable[T]]) -> T:
+    for _ in range(3):
+        try:
+            return await call()
+        except (RedisError, OSError):
+            await asyncio.sleep(0.1)
+    return await call()
+
+
+# -- a bus that restarts empty: what MemoryBroker.restart() stands for
+
+
+@pytest.fixture(scope="module")
+def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
+    """A Valkey of this module's own, to restart without disturbing the session's."""
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey-broker"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", ["redis", "memory"])
+async def test_a_restarted_bus_is_a_gap_then_empty(kind: str, restartable: EmbeddedValkey) -> None:
+    restart: Callable[[], Awaitable[None]]
+    if kind == "redis":
+        broker: Broker = RedisBroker(Bus(f"redis://127.0.0.1:{restartable.port}/0"))
+
+        async def restart() -> None:
+            await asyncio.to_thread(restartable.stop)
+            await asyncio.to_thread(restartable.start)
+    else:
+        memory = broker = MemoryBroker()
+
+        async def restart() -> None:
+            memory.restart()
+
+    tag, team = broker.partitions.tags[0], fresh("team")
+    heard = Heard()
+    try:
+        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+            await subscriber.subscribe(tag, team)
+            publisher = broker.publisher(tag, 1, 100, 60)
+            await publisher.take_over()
+            await publisher.publish([message(team, 1, 1, state_set={"counts": b"c"})], relay_cursor="1:1")
+            await eventually(lambda: len(heard.messages) == 1)
+
+            await restart()
+            await eventually(lambda: heard.lost >= 1 and heard.restored >= 1)
+            assert subscriber.reconnects >= 1
+            # A pooled connection from before the restart fails once (the relay and nodes retry such calls).
+            assert not await retried(publisher.fence_exists)
+            assert await broker.history.position(tag, team) is None
+            assert await broker.channels.state(tag, team) == {}
+            assert await publisher.relay_cursor() is None
+
+            await publisher.take_over()  # the relay raises the fence again; the node's subscription is back
+            await publisher.publish([message(team, 1, 2)])
+            await eventually(lambda: len(heard.messages) == 2)
+            assert envelope.unpack(heard.messages[-1][1]).seq == 2
+    finally:
+        await broker.aclose()
+
+
+# -- a node's subscription that drops while the relay publishes: what MemoryBroker.drop_subscriptions() stands for
+
+
+@pytest.mark.parametrize("kind", ["redis", "memory"])
+async def test_what_a_dropped_subscription_missed_is_in_the_history(kind: str, redis_url: str) -> None:
+    broker: Broker
+    if kind == "redis":
+        broker = redis = RedisBroker(Bus(redis_url.rsplit("/", 1)[0] + "/10"))
+        await _empty(redis)
+
+        async def drop() -> None:
+            await redis.bus.redis.client_kill_filter(_type="pubsub")  # Redis cuts its subscribers off
+
+        async def restore() -> None:
+            pass  # the subscriber reconnects by itself
+    else:
+        memory = broker = MemoryBroker()
+
+        async def drop() -> None:
+            memory.drop_subscriptions()
+
+        async def restore() -> None:
+            memory.restore_connection()
+
+    tag, channel = broker.partitions.tags[0], fresh("trajectory")
+    heard = Heard()
+    try:
+        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+            await subscriber.subscribe(tag, channel)
+            publisher = broker.publisher(tag, 1, 100, 60)
+            await publisher.take_over()
+            await publisher.publish([message(channel, 1, 1)])
+            await eventually(lambda: len(heard.messages) == 1)
+
+            await drop()
+            await publisher.publish([message(channel, 1, 2), message(channel, 1, 3)])
+            await restore()
+            await eventually(lambda: heard.lost >= 1 and heard.restored >= 1)
+            await publisher.publish([message(channel, 1, 4)])
+            await eventually(lambda: envelope.unpack(heard.messages[-1][1]).seq == 4)
+            # Live messages are a subset; the node fills the rest from the history, which holds all of them.
+            live = [envelope.unpack(d).seq for _, d in heard.messages]
+            assert live[0] == 1 and live[-1] == 4 and live == sorted(live)
+            missed = await broker.history.entries(tag, channel, 2, 3)
+            assert [e.seq for e in missed] == [2, 3]
+    finally:
+        if isinstance(broker, RedisBroker):
+            await _empty(broker)
+        await broker.aclose()
+
+
+# -- a partition's slot that moves to another shard: what MemoryBroker.move_slot() stands for
+
+
+@pytest.mark.parametrize("kind", ["cluster", "memory"])
+async def test_channels_follow_their_moved_slot_each_a_gap(kind: str, request: pytest.FixtureRequest) -> None:
+    broker: Broker
+    if kind == "cluster":
+        cluster: EmbeddedValkeyCluster = request.getfixturevalue("valkey_cluster")
+        broker = redis = RedisBroker(Bus(cluster.url, cluster=True, partitions=3))
+        tag = broker.partitions.tags[1]
+        await _empty(redis)
+
+        async def move() -> None:
+            slot = key_slot(tag.encode())
+            target = next(port for port in cluster.ports if port != cluster.owner(slot))
+            await asyncio.to_thread(cluster.move_slot, slot, target)
+    else:
+        memory = broker = MemoryBroker(partitions=3)
+        tag = broker.partitions.tags[1]
+
+        async def move() -> None:
+            memory.move_slot(tag)
+
+    team, trajectory = fresh("team"), fresh("trajectory")
+    heard = Heard()
+    try:
+        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+            for channel in (team, trajectory):
+                await subscriber.subscribe(tag, channel)
+            publisher = broker.publisher(tag, 1, 100, 60)
+            await publisher.take_over()
+            await publisher.publish([message(team, 1, 1, state_set={"counts": b"c"})])
+            await eventually(lambda: len(heard.messages) == 1)
+
+            await move()
+            await eventually(lambda: subscriber.moves == 2 and heard.restored >= 2)
+            assert heard.lost >= 2
+            # The keys moved with the slot; a publish that meets the move is retried, as the relay does.
+            assert await retried(lambda: broker.channels.state(tag, team)) == {
+                b"seq": b"1",
+                b"epoch": b"1",
+                b"counts": b"c",
+            }
+            await retried(lambda: publisher.publish([message(team, 1, 2), message(trajectory, 1, 1)]))
+            await eventually(lambda: len(heard.messages) == 3)
+            assert [envelope.unpack(d).seq for _, d in heard.messages] == [1, 2, 1]
+    finally:
+        if isinstance(broker, RedisBroker):
+            await _empty(broker)
+        await broker.aclose()

@@ -1,0 +1,44 @@
+"""The bus's two broadcast paths against a real Redis: a cluster's command inbox and the membership channel."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+
+from redis.asyncio import Redis
+
+from gateway.bus import membership
+from gateway.bus.commands import ClusterCommands, command_inbox, confirm
+from gateway.bus.connection import Bus
+
+
+async def test_a_cluster_receives_its_commands_and_its_confirmation_reaches_the_sender(redis_url: str) -> None:
+    cluster_id = 900_000 + secrets.randbelow(10_000)  # nobody else listens on it
+    gateway, cluster = Bus(redis_url), Bus(redis_url)
+    sender = ClusterCommands(gateway)
+    try:
+        assert not await sender.send(cluster_id, b"before")  # nobody listens yet
+        async with command_inbox(cluster, cluster_id) as commands, sender.replies("c1") as replies:
+            assert await sender.send(cluster_id, b"remove 3")
+            assert await asyncio.wait_for(anext(commands), 5) == b"remove 3"
+            await confirm(cluster, replies.key, b"removed 3")
+            assert await replies.next(time.monotonic() + 5) == b"removed 3"
+    finally:
+        await sender.aclose()
+        await gateway.aclose()
+        await cluster.aclose()
+
+
+async def test_membership_payloads_reach_every_subscriber_of_the_channel(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url)
+    pubsub = redis.pubsub()
+    try:
+        await pubsub.subscribe(membership.CHANNEL)
+        assert (await pubsub.get_message(timeout=5))["type"] == "subscribe"  # type: ignore[index]
+        await membership.publish(redis, b"[]")  # no change: nodes of a stack running beside this ignore it
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
+        assert message is not None and message["data"] == b"[]"
+    finally:
+        await pubsub.aclose()
+        await redis.aclose()

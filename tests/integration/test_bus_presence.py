@@ -1,0 +1,50 @@
+"""gateway.bus.presence against a real Redis: nodes join, refresh and leave; the relay expires and counts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.bus import keys
+from gateway.bus.presence import PresenceManager, online_users
+
+TEAM = 900_001  # no real team: a stack running beside these tests never sees it (another database, too)
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url.rsplit("/", 1)[0] + "/1")  # not the database a running relay reads
+    try:
+        yield client
+    finally:
+        await client.delete(keys.presence(TEAM), keys.PRESENCE_TEAMS)
+        await client.aclose()
+
+
+async def test_a_user_on_two_nodes_counts_once_and_stays_until_both_leave(redis: Redis) -> None:
+    presence = PresenceManager(redis)
+    await presence.join("node-a", TEAM, 7, ttl=30)
+    await presence.join("node-b", TEAM, 7, ttl=30)
+    await presence.join("node-b", TEAM, 8, ttl=30)
+    assert await presence.online(TEAM) == {7, 8}
+    assert TEAM in await presence.teams()
+    await presence.leave("node-a", TEAM, 7)
+    assert await presence.online(TEAM) == {7, 8}
+    await presence.leave_all("node-b", [(TEAM, 7), (TEAM, 8)])
+    assert await presence.online(TEAM) == set()
+
+
+async def test_an_entry_nobody_refreshes_lapses_and_expire_drops_it(redis: Redis) -> None:
+    presence = PresenceManager(redis)
+    await presence.join("node-a", TEAM, 7, ttl=5)
+    await presence.refresh("node-a", [(TEAM, 8)], ttl=60)
+    later = time.time() + 10
+    assert await presence.online(TEAM, later) == {8}
+    assert await online_users(redis, TEAM, later) == {8}
+    assert await redis.zcard(keys.presence(TEAM)) == 2
+    await presence.expire(TEAM, later)
+    assert await redis.zcard(keys.presence(TEAM)) == 1
+    assert await presence.online(TEAM) == {8}

@@ -1,0 +1,171 @@
+"""The node on the in-memory broker and a PostgreSQL stand-in: subscribing, resuming, snapshot then live, a slow
+consumer catching up, a bus that lost everything. No server: milliseconds each."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from gateway.bus.memory import MemoryBroker, MemoryPublisher
+from gateway.core.batching import Publication
+from gateway.core.channels import Channel
+from gateway.core.grouping import Group
+from gateway.core.model import Counts, Job, TrajectorySummary
+from gateway.core.protocol import Batch, encode_both, make_cursor
+from gateway.hub.connection import Connection
+from gateway.hub.node import Node
+from gateway.hub.presence import PresenceBoard
+
+CHANNEL = "trajectory:1"
+TEAM = 1
+
+
+class Access:
+    """PostgreSQL as the node reads it: every channel is team 1's, user 1 is its member, no jobs listed."""
+
+    def __init__(self) -> None:
+        self.while_reading_jobs: Callable[[], object] | None = None  # runs during the snapshot's read
+
+    async def team_of_channel(self, channel: Channel) -> int | None:
+        return TEAM
+
+    async def is_member(self, user_id: int, team_id: int) -> bool:
+        return user_id == 1
+
+    async def lost_memberships(self, pairs: set[tuple[int, int]]) -> list[tuple[int, int]]:
+        return [(u, t) for u, t in pairs if u != 1]
+
+    async def team_state(self, team_id: int) -> tuple[Counts, list[TrajectorySummary]]:
+        return Counts(), []
+
+    async def trajectory_groups(self, trajectory_id: int) -> list[Group]:
+        return []
+
+    async def jobs_page(self, channel: Channel, after_id: int, limit: int) -> list[Job]:
+        if self.while_reading_jobs is not None:
+            await self.while_reading_jobs()  # type: ignore[misc]
+        return []
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[tuple[Node, MemoryBroker, MemoryPublisher, Access]]:
+    broker = MemoryBroker()
+    publisher = broker.publisher(broker.partitions.tag(TEAM), epoch=1, history_length=1000, history_ttl=3600)
+    await publisher.take_over()
+    presence = PresenceBoard(broker.presence, enabled=False)
+    access = Access()
+    node = Node(access, broker, max_subscriptions=10, presence=presence, keepalive=3600)
+    await node.start()
+    try:
+        yield node, broker, publisher, access
+    finally:
+        await node.stop()
+        await broker.aclose()
+
+
+async def publish(broker: MemoryBroker, publisher: MemoryPublisher, seqs: range, pad: int = 0) -> None:
+    publications = []
+    for seq in seqs:
+        as_json, as_msgpack = encode_both(Batch(channel=CHANNEL, seq=seq, cursor=make_cursor(1, seq), jobs=[]))
+        if pad:
+            as_json = as_json[:-1] + b',"pad":"' + b"x" * pad + b'"}'
+        publications.append(Publication(channel=CHANNEL, epoch=1, seq=seq, json=as_json, msgpack=as_msgpack))
+    await publisher.publish(publications)
+    await broker.delivered()
+
+
+def received(conn: Connection) -> list[tuple[str, object]]:
+    """What the client has been sent, oldest first, as (type, seq)."""
+    out = []
+    while (frame := conn.take()) is not None:
+        message = json.loads(frame.data)
+        out.append((message["type"], message.get("seq", message.get("reason"))))
+    return out
+
+
+def attached(node: Node, max_pending: int = 1 << 20) -> Connection:
+    conn = Connection(user_id=1, fmt="json", max_pending=max_pending)  # type: ignore[arg-type]  # unlinked
+    node.attach(conn)
+    return conn
+
+
+async def test_a_subscriber_gets_a_snapshot_then_live_messages(world) -> None:
+    node, broker, publisher, _ = world
+    await publish(broker, publisher, range(1, 3))
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    await publish(broker, publisher, range(3, 5))
+    assert received(conn) == [("snapshot", 2), ("batch", 3), ("batch", 4)]
+    assert CHANNEL not in conn.buffering and node.interest.subscribed == {CHANNEL}
+
+
+async def test_a_subscriber_with_a_cursor_gets_exactly_what_it_missed(world) -> None:
+    node, broker, publisher, _ = world
+    await publish(broker, publisher, range(1, 6))
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL, make_cursor(1, 2))
+    await publish(broker, publisher, range(6, 7))
+    assert received(conn) == [("batch", 3), ("batch", 4), ("batch", 5), ("batch", 6)]
+
+
+async def test_messages_published_while_the_snapshot_is_read_follow_it(world) -> None:
+    node, broker, publisher, access = world
+    await publish(broker, publisher, range(1, 3))
+
+    async def meanwhile() -> None:
+        access.while_reading_jobs = None
+        await publish(broker, publisher, range(3, 6))  # held behind the snapshot (at 2)
+
+    access.while_reading_jobs = meanwhile
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    assert received(conn) == [("snapshot", 2), ("batch", 3), ("batch", 4), ("batch", 5)]
+
+
+async def test_a_slow_consumer_lags_then_catches_up_from_the_history_in_order(world) -> None:
+    node, broker, publisher, _ = world
+    conn = attached(node, max_pending=8192)
+    await node.subscribe(conn, CHANNEL)
+    assert received(conn) == [("snapshot", 0)]
+    await publish(broker, publisher, range(1, 41), pad=1000)  # 40 KB at a client that reads nothing: it lags
+    assert conn.lags == 1 and CHANNEL in conn.buffering and node.catch_ups == 1
+    got: list[tuple[str, object]] = []
+    for _ in range(200):  # the client reads now: the rest comes from the history
+        got += received(conn)
+        if CHANNEL not in conn.buffering:
+            break
+        await asyncio.sleep(0)
+    got += received(conn)
+    assert got == [("batch", seq) for seq in range(1, 41)] and CHANNEL not in conn.buffering
+    assert node.backlog.reads >= 1  # what did not fit came from the history
+    await publish(broker, publisher, range(41, 42))
+    assert received(conn) == [("batch", 41)]  # live again
+
+
+async def test_a_bus_that_lost_the_channel_resyncs_its_subscribers(world) -> None:
+    node, broker, publisher, _ = world
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    await publish(broker, publisher, range(1, 3))
+    broker.forget_everything()  # Redis restarted empty
+    await node.repairs.check_once()
+    assert received(conn) == [("snapshot", 0), ("batch", 1), ("batch", 2), ("resync", "bus_reset")]
+    assert CHANNEL not in conn.channels and CHANNEL not in node.hub.subscribers
+
+
+async def test_a_gap_on_the_bus_is_filled_from_the_history(world) -> None:
+    node, broker, publisher, _ = world
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    await publish(broker, publisher, range(1, 2))
+    broker.drop_subscriptions()
+    await publish(broker, publisher, range(2, 4))  # nobody hears these
+    broker.restore_connection()
+    await broker.delivered()
+    await publish(broker, publisher, range(4, 5))
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert received(conn) == [("snapshot", 0)] + [("batch", seq) for seq in range(1, 5)]

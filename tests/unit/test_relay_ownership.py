@@ -1,0 +1,97 @@
+"""Partition ownership (gateway.relay.ownership) against a real PostgreSQL: locks, standing by, sharing.
+
+The relays here serve nothing: what serves a partition only records that it holds it, until it is told to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from gateway.relay.ownership import HeldLock, LostLock, Sharing, take_or_wait, try_take
+from gateway.store import partitions
+from tests.conftest import create_database, drop_database
+
+
+@pytest.fixture(scope="module")
+def url(pg_admin: str) -> Iterator[str]:
+    """A database of this module's own: relays are counted, and locks looked at, per database."""
+    database_url = create_database(pg_admin)
+    try:
+        yield database_url
+    finally:
+        drop_database(pg_admin, database_url)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the timeout"
+        await asyncio.sleep(0.05)
+
+
+class Holding:
+    """Serves a partition by holding its lock until cancelled (as a relay does until it loses it)."""
+
+    def __init__(self, name: str, partition: int, held: dict[int, str]) -> None:
+        self.name = name
+        self.partition = partition
+        self.held = held
+
+    async def serve_once(self, lock: HeldLock) -> None:
+        assert lock.partition == self.partition
+        self.held[self.partition] = self.name
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if self.held.get(self.partition) == self.name:
+                del self.held[self.partition]
+            lock.release()
+
+
+async def test_a_partition_s_lock_is_held_by_one_relay_and_taken_at_once_when_it_is_released(url: str) -> None:
+    first = await try_take(url, 0)
+    assert first is not None
+    assert await try_take(url, 0) is None  # another relay stands by
+    standby = asyncio.create_task(take_or_wait(url, 0))
+    await asyncio.sleep(0.3)
+    assert not standby.done()
+    first.release()
+    second = await asyncio.wait_for(standby, 10)
+    try:
+        await second.prove()
+        with pytest.raises(LostLock):
+            await first.prove()  # its session is gone
+    finally:
+        second.release()
+
+
+async def test_relays_share_the_partitions_and_take_over_those_of_a_relay_that_leaves(url: str) -> None:
+    held: dict[int, str] = {}
+
+    def sharing(name: str) -> asyncio.Task[None]:
+        share = Sharing(url, 4, lambda p: Holding(name, p, held), {})
+        return asyncio.create_task(share.run(), name=f"sharing-{name}")
+
+    a = sharing("a")
+    b = sharing("b")
+    try:
+        await eventually(lambda: sorted(held.values()) == ["a", "a", "b", "b"])
+        db = await partitions.member_connection(url)
+        try:
+            assert await partitions.count_relays(db) == 3  # a's, b's and this one
+            assert await partitions.held_partitions(db) >= {0, 1, 2, 3}
+        finally:
+            await db.close()
+        b.cancel()
+        await asyncio.gather(b, return_exceptions=True)
+        await eventually(lambda: sorted(held.values()) == ["a", "a", "a", "a"])
+    finally:
+        for task in (a, b):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

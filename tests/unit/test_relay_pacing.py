@@ -1,0 +1,110 @@
+"""The relay's pace (gateway.relay.pacing) against a real PostgreSQL: writers NOTIFY only while it sleeps, and
+their NOTIFY wakes it; while changes come, it reads again without touching the flag."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+
+from gateway.core.aggregate import Change, MembershipChange, SubmissionChange
+from gateway.relay.pacing import Pacer
+from gateway.store import outbox
+from gateway.store.outbox import OutboxReader, ReadResult
+from tests.conftest import create_database, drop_database
+
+
+@pytest.fixture(scope="module")
+def url(pg_admin: str) -> Iterator[str]:
+    """A database of this module's own: its wake-up flag is this module's relay's."""
+    database_url = create_database(pg_admin)
+    try:
+        yield database_url
+    finally:
+        drop_database(pg_admin, database_url)
+
+
+@pytest.fixture
+async def pacer(url: str) -> AsyncIterator[Pacer]:
+    db = await outbox.connect(url)
+    reader = OutboxReader(db)
+    await reader.load()
+    pacer = Pacer(db, reader, 0)
+    await outbox.listen(db, pacer.wake.set)
+    await outbox.register_wakeup(db, 0, 1)
+    await pacer.start()
+    yield pacer
+    db.terminate()
+
+
+async def sleeping(url: str) -> bool:
+    db = await asyncpg.connect(url)
+    try:
+        return bool(await db.fetchval("select sleeping from relay_wakeup where partition = 0"))
+    finally:
+        await db.close()
+
+
+async def write_a_job(url: str) -> None:
+    db = await asyncpg.connect(url)
+    try:
+        team_id = await db.fetchval("insert into teams (name) values ($1) returning id", secrets.token_hex(3))
+        cluster_id = await db.fetchval("insert into clusters (team_id, name) values ($1, 'c') returning id", team_id)
+        trajectory_id = await db.fetchval(
+            "insert into trajectories (team_id, name) values ($1, 't') returning id", team_id
+        )
+        await db.execute(
+            "insert into jobs (team_id, trajectory_id, cluster_id, kind, name) values ($1, $2, $3, 'preprocess', 'p')",
+            team_id,
+            trajectory_id,
+            cluster_id,
+        )
+    finally:
+        await db.close()
+
+
+async def read_all(reader: OutboxReader) -> ReadResult:
+    """Read until everything committed so far is read: another database's open transaction (other tests share
+    the server) may hold the horizon back for a while, as any open transaction does."""
+    changes: list[Change | SubmissionChange | MembershipChange] = []
+    deadline = time.monotonic() + 30.0
+    while True:
+        result = await reader.read()
+        changes += result.changes
+        if not await reader.peek():
+            return ReadResult(changes, result.horizon, held_back=False, full=False)
+        assert time.monotonic() < deadline, "the outbox stayed held back"
+        await asyncio.sleep(0.01)
+
+
+def idle(horizon: int = 0) -> ReadResult:
+    return ReadResult([], horizon, held_back=False, full=False)
+
+
+async def test_an_idle_relay_asks_writers_to_notify_and_their_commit_wakes_it(url: str, pacer: Pacer) -> None:
+    assert not await sleeping(url)  # started awake
+    pacer.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
+    await pacer.wait(idle(), time.monotonic(), None, lambda: None)  # falls asleep, looks once more shortly
+    assert pacer.asleep and await sleeping(url)
+    pacer.before_read()
+    far = time.monotonic() + 60.0  # nothing else is due for a minute: only a NOTIFY ends the wait
+    waiting = asyncio.create_task(pacer.wait(idle(), time.monotonic(), None, lambda: far))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    await write_a_job(url)
+    await asyncio.wait_for(waiting, 10)
+    assert pacer.asleep  # woken, it stays marked asleep while changes come slowly
+
+
+async def test_a_busy_relay_reads_again_after_the_batch_delay_without_touching_the_flag(url: str, pacer: Pacer) -> None:
+    await write_a_job(url)
+    result = await read_all(pacer.reader)
+    assert result.changes
+    started = time.monotonic()
+    await pacer.wait(result, started, None, lambda: None)
+    assert 0.02 <= time.monotonic() - started < 5.0  # MIN_TICK after changes, then read again at once
+    assert not pacer.asleep and not await sleeping(url)
