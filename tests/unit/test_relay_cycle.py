@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
@@ -29,19 +29,8 @@ from gateway.relay.ownership import HeldLock, LostLock
 from gateway.relay.partition import load_state
 from gateway.store import outbox, partitions
 from gateway.store.outbox import OutboxReader, ReadResult
-from tests.conftest import create_database, drop_database
 
 HISTORY = 100
-
-
-@pytest.fixture(scope="module")
-def url(pg_admin: str) -> Iterator[str]:
-    """A database of this module's own: its outbox is read from the start by each test's relay."""
-    database_url = create_database(pg_admin)
-    try:
-        yield database_url
-    finally:
-        drop_database(pg_admin, database_url)
 
 
 @pytest.fixture

@@ -8,23 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from gateway.relay.ownership import HeldLock, LostLock, Sharing, take_or_wait, try_take
 from gateway.store import partitions
-from tests.conftest import create_database, drop_database
-
-
-@pytest.fixture(scope="module")
-def url(pg_admin: str) -> Iterator[str]:
-    """A database of this module's own: relays are counted, and locks looked at, per database."""
-    database_url = create_database(pg_admin)
-    try:
-        yield database_url
-    finally:
-        drop_database(pg_admin, database_url)
 
 
 async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:

@@ -6,26 +6,15 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from gateway.core.aggregate import Change, MembershipChange, SubmissionChange
 from gateway.relay.pacing import Pacer
 from gateway.store import outbox
 from gateway.store.outbox import OutboxReader, ReadResult
-from tests.conftest import create_database, drop_database
-
-
-@pytest.fixture(scope="module")
-def url(pg_admin: str) -> Iterator[str]:
-    """A database of this module's own: its wake-up flag is this module's relay's."""
-    database_url = create_database(pg_admin)
-    try:
-        yield database_url
-    finally:
-        drop_database(pg_admin, database_url)
+from tests.unit.outbox_reads import read_all
 
 
 @pytest.fixture
@@ -65,20 +54,6 @@ async def write_a_job(url: str) -> None:
         )
     finally:
         await db.close()
-
-
-async def read_all(reader: OutboxReader) -> ReadResult:
-    """Read until everything committed so far is read: another database's open transaction (other tests share
-    the server) may hold the horizon back for a while, as any open transaction does."""
-    changes: list[Change | SubmissionChange | MembershipChange] = []
-    deadline = time.monotonic() + 30.0
-    while True:
-        result = await reader.read()
-        changes += result.changes
-        if not await reader.peek():
-            return ReadResult(changes, result.horizon, held_back=False, full=False)
-        assert time.monotonic() < deadline, "the outbox stayed held back"
-        await asyncio.sleep(0.01)
 
 
 def idle(horizon: int = 0) -> ReadResult:
