@@ -27,27 +27,21 @@ import asyncio
 import contextlib
 import enum
 import logging
-import random
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Self
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import websockets
 
+from .client_channels import FIRST_DELAY, ClientChannels, Followed, jitter
 from .client_errors import ChannelRefused, ConnectionFailed, Forbidden, GatewayError, Unauthorized
 from .client_tokens import TokenProvider, Tokens, token_from_command
-from .core.follower import REFUSALS, TRY_AGAIN, Position, Verdict, channel_named
 from .core.protocol import (
     MSGPACK_SUBPROTOCOL,
-    Error,
     Format,
     Ping,
-    Pong,
-    Resync,
     ServerMessages,
-    Snapshot,
     Subscribe,
     Unsubscribe,
     decode_server,
@@ -64,7 +58,6 @@ _json = msgspec.json.Encoder()
 _msgpack = msgspec.msgpack.Encoder()
 
 CLOSE_TOKEN_EXPIRED = 4001  # docs/protocol.md: renew the token and connect again
-FIRST_DELAY = 0.25  # seconds before the first retry; doubles up to max_backoff
 MAX_CHANNEL_CHARS = 100  # a longer name is refused as a bad message, which names no channel to drop
 
 
@@ -82,16 +75,6 @@ class State(enum.Enum):
     RECONNECTING = "reconnecting"
     CLOSED = "closed"  # close() was called: iteration ends
     FAILED = "failed"  # Unauthorized or ConnectionFailed: every call raises it again
-
-
-@dataclass
-class _Channel:
-    position: Position = field(default_factory=Position)  # the resume protocol's side (gateway.core.follower)
-    retry_delay: float = FIRST_DELAY  # before asking again after `unavailable`
-
-    @property
-    def cursor(self) -> str | None:  # where to resume after a drop (None while a snapshot's pages still come)
-        return self.position.resume_cursor
 
 
 class GatewayClient:
@@ -114,15 +97,22 @@ class GatewayClient:
         self.format: Format = fmt
         self.max_backoff = max_backoff
         self.max_attempts = max_attempts
-        self.channels: dict[str, _Channel] = {}
-        self.refused: dict[str, ChannelRefused] = {}  # channels dropped for good, and why
-        self._due: dict[str, float] = {}  # channels to subscribe to again, at this loop time
+        self.subscriptions = ClientChannels(max_backoff)
         self.reconnects = 0
         self._state = State.IDLE
         self._failure: GatewayError | None = None
         self._ws: websockets.ClientConnection | None = None
         self._opening = asyncio.Lock()
         self._closing = asyncio.Event()  # cuts short a wait between connection attempts
+
+    @property
+    def channels(self) -> dict[str, Followed]:
+        return self.subscriptions.followed
+
+    @property
+    def refused(self) -> dict[str, ChannelRefused]:
+        """Channels dropped for good, and why."""
+        return self.subscriptions.refused
 
     @property
     def token(self) -> str | None:
@@ -164,14 +154,12 @@ class GatewayClient:
         await self._ready()
         if self._closed():
             raise RuntimeError("subscribe on a closed client")
-        self.refused.pop(channel, None)
-        state = self.channels.setdefault(channel, _Channel())
+        state = self.subscriptions.follow(channel)
         if not await self._send(Subscribe(channel=channel, cursor=state.cursor)):
-            self._due[channel] = 0.0  # reconnecting: the reader sends it once connected
+            self.subscriptions.ask_again(channel)  # reconnecting: the reader sends it once connected
 
     async def unsubscribe(self, channel: str) -> None:
-        self.channels.pop(channel, None)
-        self._due.pop(channel, None)
+        self.subscriptions.unfollow(channel)
         await self._send(Unsubscribe(channel=channel))
 
     async def ping(self) -> None:
@@ -187,7 +175,7 @@ class GatewayClient:
             if ws is None:
                 raise StopAsyncIteration
             await self._subscribe_due()
-            timeout = self._until_due()
+            timeout = self.subscriptions.until_due(asyncio.get_running_loop().time())
             try:
                 raw = await (ws.recv() if timeout is None else asyncio.wait_for(ws.recv(), timeout))
             except TimeoutError:
@@ -242,12 +230,12 @@ class GatewayClient:
             return
         self.reconnects += 1
         # Sent by the read loop, each marked done once sent: a cancelled caller leaves none behind.
-        self._due = dict.fromkeys(self.channels, 0.0)
+        self.subscriptions.ask_all_again()
 
     async def _open(self, first: bool) -> None:
         """Connect, with backoff and jitter between attempts; raises Unauthorized or ConnectionFailed."""
         delay = FIRST_DELAY
-        wait = 0.0 if first else _jitter(delay)  # after a drop, spread the reconnects of many clients
+        wait = 0.0 if first else jitter(delay)  # after a drop, spread the reconnects of many clients
         attempts = 0
         while True:
             if wait:
@@ -285,7 +273,7 @@ class GatewayClient:
                 return
             if self.max_attempts is not None and attempts >= self.max_attempts:
                 raise ConnectionFailed(self.url, attempts, reason)
-            wait = hint if hint is not None else _jitter(delay)
+            wait = hint if hint is not None else jitter(delay)
             delay = min(delay * 2, self.max_backoff)
             log.warning("cannot connect to %s (%s): trying again in %.1f s", self.url, reason, wait)
 
@@ -300,61 +288,14 @@ class GatewayClient:
         )
 
     def _track(self, m: ServerMessages) -> bool:
-        """Keep each channel's cursor; notice what was lost. False: not for the caller."""
-        if isinstance(m, Error):
-            return self._on_error(m)
-        if isinstance(m, Pong):
-            return True
-        state = self.channels.get(m.channel)
-        if state is None:
-            return True
-        position, held = state.position, state.position.seq
-        if isinstance(m, Snapshot):
-            self._due.pop(m.channel, None)
-            state.retry_delay = FIRST_DELAY
-            verdict = position.snapshot(m.seq, m.cursor, m.page, m.final)
-        elif isinstance(m, Resync):
-            verdict = position.resync()
-        else:
-            verdict = position.message(m.seq, m.cursor)
-        if verdict is Verdict.GAP:
-            log.warning("%s: lost messages after seq %s, loading it again", m.channel, held)
-        if verdict is Verdict.GAP or verdict is Verdict.RESYNC:
-            self._reload(m.channel, state)
-        return verdict is not Verdict.GAP and verdict is not Verdict.DUPLICATE  # a resync is yielded
-
-    def _on_error(self, m: Error) -> bool:
-        """Refusals drop their channel and are raised; `unavailable` schedules another try."""
-        name = channel_named(m.channel, self.channels)
-        if name is None:
-            return True
-        if m.code in REFUSALS:
-            del self.channels[name]
-            self._due.pop(name, None)
-            refused = (Forbidden if m.code == "forbidden" else ChannelRefused)(name, m.code, m.message)
-            self.refused[name] = refused
-            raise refused
-        if m.code in TRY_AGAIN:
-            state = self.channels[name]
-            self._due[name] = asyncio.get_running_loop().time() + _jitter(state.retry_delay)
-            state.retry_delay = min(state.retry_delay * 2, self.max_backoff)
-        return True
-
-    def _reload(self, name: str, state: _Channel) -> None:
-        """Forget where the channel was (gaps and resyncs) and ask for a fresh snapshot."""
-        state.position.reload()
-        self._due[name] = 0.0
+        """Whether the caller gets `m` (gaps and duplicates are the client's own business)."""
+        return self.subscriptions.track(m, asyncio.get_running_loop().time())
 
     async def _subscribe_due(self) -> None:
-        now = asyncio.get_running_loop().time()
-        for name in [n for n, at in self._due.items() if at <= now]:
-            state = self.channels.get(name)
-            if state is not None and not await self._send(Subscribe(channel=name, cursor=state.cursor)):
+        for name, cursor in self.subscriptions.due_now(asyncio.get_running_loop().time()):
+            if not await self._send(Subscribe(channel=name, cursor=cursor)):
                 return  # the connection is gone: the read loop finds out and reconnects
-            self._due.pop(name, None)
-
-    def _until_due(self) -> float | None:
-        return max(0.0, min(self._due.values()) - asyncio.get_running_loop().time()) if self._due else None
+            self.subscriptions.asked(name)
 
     async def _send(self, message: Subscribe | Unsubscribe | Ping) -> bool:
         """False when there is no connection to send on (the read loop reconnects and subscribes again)."""
@@ -365,10 +306,6 @@ class GatewayClient:
         except websockets.ConnectionClosed:
             return False
         return True
-
-
-def _jitter(delay: float) -> float:
-    return delay * (0.5 + random.random())
 
 
 def _json_body(exc: websockets.InvalidStatus) -> dict[str, object]:
