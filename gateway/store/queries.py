@@ -39,10 +39,6 @@ async def user_exists(db: Database, user_id: int) -> bool:
     return bool(await db.fetchval("select 1 from users where id = $1", user_id))
 
 
-async def trajectory_names(pool: asyncpg.Pool, ids: list[int]) -> list[asyncpg.Record]:
-    return await pool.fetch("select id, team_id, name from trajectories where id = any($1::bigint[])", ids)
-
-
 async def jobs_page(pool: asyncpg.Pool, channel: Channel, after_id: int, limit: int) -> list[Job]:
     """One page of a job channel's listed jobs, by id, decoded straight from PostgreSQL's JSON."""
     column = "trajectory_id" if channel.kind == "trajectory" else "team_id"
