@@ -290,7 +290,7 @@ async def judged(lab: Lab, fleet: Fleet, name: str, writer: Writer, recovery: fl
     return {
         "fault": name, "recovery_s": None if recovery is None else round(recovery, 2), "checked": checked,
         "lost": lost, "stale": stale, "gaps": stats["gaps"], "duplicates": stats["duplicates"], "resyncs": stats["resyncs"],
-        "snapshot_pages": stats["snapshot_pages"], "closes": stats["closes"], "reconnects": stats["connects"], "p50_ms": latency.get("p50"), "p99_ms": latency.get("p99"),
+        "snapshot_pages": stats["snapshot_pages"], "errors": stats["errors"], "closes": stats["closes"], "reconnects": stats["connects"], "p50_ms": latency.get("p50"), "p99_ms": latency.get("p99"),
         "max_ms": latency.get("max"), "changes": writer.changes, "failed_commits": writer.failed,
     }  # fmt: skip
 

@@ -90,6 +90,7 @@ class GatewayDialect:
         "notify",
         "ponged",
         "ping_id",
+        "connection",
         "binary",
         "_decode",
         "_decode_other",
@@ -103,6 +104,7 @@ class GatewayDialect:
         self.notify: Callable[[], None] = _noop
         self.ponged = False
         self.ping_id = 0
+        self.connection = 0  # counts connections: a retry scheduled on one is dropped on the next
         self.binary = fmt == "msgpack"
         self._decode = (wire.msgpack_messages if self.binary else wire.json_messages).decode
         self._decode_other = (wire.msgpack_other if self.binary else wire.json_other).decode
@@ -136,6 +138,11 @@ class GatewayDialect:
             ch.failed = None
             # A channel whose snapshot was cut off mid-pages cannot resume: its cursor would skip the rest.
             self._subscribe(name, ch.resume_cursor)
+        self.connection += 1
+        self._ping()
+
+    def _ping(self) -> None:
+        self.ponged = False
         self.ping_id += 1
         self._write({"type": "ping", "id": self.ping_id})
 
@@ -285,23 +292,25 @@ class GatewayDialect:
         ch = self.chans.get(name) if name is not None else None
         if ch is None or name is None or m.code == "rate_limited":
             return
-        if m.code == "unavailable":  # try again shortly
-            ch.reload()
+        if m.code == "unavailable":  # the same request again shortly: with the cursor, nothing to reload
+            ch.failed = m.code
             self.notify()
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return
-            loop.call_later(random.uniform(*RETRY_UNAVAILABLE), self._retry_unavailable, name, self.ping_id)
+            loop.call_later(random.uniform(*RETRY_UNAVAILABLE), self._retry_unavailable, name, self.connection)
         else:  # forbidden, bad_channel, too_many_subscriptions: it stays so
             ch.failed = m.code
             self.notify()
 
-    def _retry_unavailable(self, name: str, ping_id: int) -> None:
+    def _retry_unavailable(self, name: str, connection: int) -> None:
         ch = self.chans[name]
-        # Still on the same connection (a reconnect subscribes every pending channel by itself).
-        if not ch.ready and ch.seq is None and self._connected and ping_id == self.ping_id:
-            self._subscribe(name, None)
+        # Still on the same connection (a reconnect subscribes every channel by itself).
+        if ch.failed == "unavailable" and self._connected and connection == self.connection:
+            ch.failed = None
+            self._subscribe(name, ch.resume_cursor)
+            self._ping()  # live again once its pong follows the channel's replay or snapshot
 
     def _other(self, payload: bytes | bytearray) -> None:
         try:

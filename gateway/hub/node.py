@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..bus.channels import ChannelReads
 from ..core import envelope
-from ..core.channels import BadChannel, parse_channel
+from ..core.channels import BadChannel, Channel, parse_channel
 from ..core.histogram import Histogram
 from ..core.protocol import Error
 from ..core.wsframe import ping_frame
@@ -162,17 +162,15 @@ class Node:
             )
             return
         try:
-            team_id = await self.teams.team_of(channel, self._followed)
-            allowed = team_id is not None and await self.memberships.is_member(conn.user_id, team_id)
+            team_id = await self._member_team(conn, channel)
         except TRANSIENT as exc:
             log.warning("subscribe %s: membership check failed: %s", name, type(exc).__name__)
             conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
             return
-        if not allowed:
+        if team_id is None:
             # The same answer whether it exists or not: a foreign team's ids are not revealed.
             conn.reply(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
             return
-        assert team_id is not None
         for attempt in (1, 2):
             sub = conn.open(name, team_id)
             since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
@@ -194,6 +192,22 @@ class Node:
                     continue
                 log.warning("subscribe %s failed: %s", name, type(exc).__name__)
                 conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+
+    async def _member_team(self, conn: Connection, channel: Channel) -> int | None:
+        """The channel's team if the connection's user is one of its members, else None (no such channel or
+        not a member). A read failing once is tried again on a fresh connection: a pooled one that died with a
+        PostgreSQL restart fails on first use, and a client answered `unavailable` would reload for nothing."""
+        for attempt in (1, 2):
+            try:
+                team_id = await self.teams.team_of(channel, self._followed)
+                member = team_id is not None and await self.memberships.is_member(conn.user_id, team_id)
+                return team_id if member else None
+            except TRANSIENT as exc:
+                if attempt == 2 or conn.close_code is not None:
+                    raise
+                log.info("membership check for %s: %s, trying again", channel.name, type(exc).__name__)
+                await asyncio.sleep(RETRY_AFTER)
+        raise AssertionError("unreachable")
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
         conn.leave(name)

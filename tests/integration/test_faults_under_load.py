@@ -38,18 +38,19 @@ def phase(record: dict[str, Any], name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("fault", list(faults.FAULTS))
 def test_every_subscriber_ends_at_the_database_after_a_fault_under_load(record: dict[str, Any], fault: str) -> None:
     p = phase(record, fault)
-    assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, p
-    assert p["recovery_s"] is not None, p  # a change committed just after the fault reached every subscriber
-    assert p["duplicates"] == 0, p  # no message seen twice
+    shown = str(p)  # whole when an assertion fails (pytest cuts a dict short)
+    assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, shown
+    assert p["recovery_s"] is not None, shown  # a change committed just after the fault reached every subscriber
+    assert p["duplicates"] == 0, shown  # no message seen twice
     if fault in ("Redis restarted", "PostgreSQL restarted"):
         return  # Redis lost the history (or may have missed a publish): gaps and resyncs are allowed, losses are not
     # Nothing lost, nothing repeated: sequences stayed contiguous and nobody needed a snapshot again.
-    assert p["gaps"] == 0 and p["resyncs"] == 0 and p["snapshot_pages"] == 0, p
+    assert p["gaps"] == 0 and p["resyncs"] == 0 and p["snapshot_pages"] == 0, shown
     if fault.startswith("relay"):
-        assert p["relay_after"] != p["relay_before"], p  # the standby took over
+        assert p["relay_after"] != p["relay_before"], shown  # the standby took over
     if fault == "gateway node SIGKILLed":
         # Its clients (half of them) reconnected to the other node and resumed from their cursors.
-        assert set(p["closes"]) == {1006} and p["reconnects"] == p["closes"][1006] > 0, p
+        assert set(p["closes"]) == {1006} and p["reconnects"] == p["closes"][1006] > 0, shown
 
 
 def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others_keep_receiving(

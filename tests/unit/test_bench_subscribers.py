@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import math
@@ -506,6 +507,25 @@ def test_gateway_reconnect_resumes_with_cursor() -> None:
     assert not d.ponged
     feed(d, batch("trajectory:17", 7, [job(1, 3)]))  # the replay continues the seq
     assert d.states()["trajectory:17"] == {1: (3, "running")}
+
+
+async def test_gateway_unavailable_asks_again_with_the_cursor_not_for_a_snapshot() -> None:
+    d, sent, stats = gateway()
+    feed(d, snapshot("trajectory:17", 5, 0, True, [job(1, 1)], cursor="3-5"))
+    feed(d, {"type": "pong", "time": 1, "id": 1})
+    assert d.ready()
+    sent.clear()
+    feed(d, {"type": "error", "code": "unavailable", "message": "try again", "channel": "trajectory:17"})
+    assert not d.ready()  # not live while its channel waits
+    deadline = time.monotonic() + 10
+    while not sent and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    # The same request again, from where it stood: a replay of what it missed, not a whole snapshot.
+    assert sent == [{"type": "subscribe", "channel": "trajectory:17", "cursor": "3-5"}, {"type": "ping", "id": 2}]
+    feed(d, batch("trajectory:17", 6, [job(1, 2)]))
+    feed(d, {"type": "pong", "time": 2, "id": 2})
+    assert d.ready() and d.states()["trajectory:17"] == {1: (2, "running")}
+    assert stats.snapshot_pages == 1 and stats.gaps == 0
 
 
 def test_gateway_team_channel_keeps_counts_and_summary_latency() -> None:
