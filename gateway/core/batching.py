@@ -30,8 +30,8 @@ from .team import ClusterStats, Presence
 MAX_JOBS_PER_BATCH = 500
 MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
 TEAM_INTERVAL = 0.25  # the light team channel: at most 4 messages a second per team
-MAX_TICK = 0.05  # under load batches grow up to this
-# After a cycle that published, gather at least this long: a channel gets at most 50 frames a second however
+MAX_TICK = 0.05  # a channel's window grows up to this with the size of its batches
+# After a channel published, it gathers at least this long: a channel gets at most 50 frames a second however
 # fast its jobs change (every frame is written to every subscriber; 20 ms is below what a person can see).
 MIN_TICK = 0.02
 SUMMARY_STATE_PREFIX = "t:"
@@ -55,9 +55,47 @@ class Publication(msgspec.Struct, kw_only=True):
     marker: str | None = None  # a key set with the publish: this once-only event went out
 
 
-def batch_delay(changes_last_cycle: int) -> float:
-    """How long to gather before the next cycle: nothing at idle, MIN_TICK after changes, up to a tick under load."""
-    return min(MAX_TICK, max(MIN_TICK, changes_last_cycle * 0.0005)) if changes_last_cycle else 0.0
+def batch_delay(jobs_last_batch: int) -> float:
+    """How long a channel gathers after a batch: MIN_TICK, up to MAX_TICK as its batches grow."""
+    return min(MAX_TICK, max(MIN_TICK, jobs_last_batch * 0.0005)) if jobs_last_batch else 0.0
+
+
+class JobWindows:
+    """Each job channel's pace: a change that finds its channel quiet goes out with the next cycle; a channel
+    that published less than its window ago holds its changes (latest version per job) until the window ends.
+    So one busy trajectory gathers while every other channel keeps its own pace."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, dict[int, Job]] = {}  # channel -> job id -> its latest version
+        self._opens: dict[str, float] = {}  # channel -> when its window ends (a channel with none is quiet)
+
+    def add(self, channel: str, job: Job) -> None:
+        held = self.pending.get(channel)
+        if held is None:
+            self.pending[channel] = {job.id: job}
+            return
+        seen = held.get(job.id)
+        if seen is None or job.version > seen.version:
+            held[job.id] = job
+
+    def take_due(self, now: float) -> dict[str, list[Job]]:
+        """The channels whose window has ended, with their jobs; each one's next window starts now."""
+        due: dict[str, list[Job]] = {}
+        opens = self._opens
+        for channel, held in self.pending.items():
+            if now >= opens.get(channel, float("-inf")):
+                due[channel] = list(held.values())
+        for channel, jobs in due.items():
+            del self.pending[channel]
+            opens[channel] = now + batch_delay(len(jobs))
+        if len(opens) > 2 * len(self.pending) + 1024:  # forget windows long over: channels come and go
+            self._opens = {c: t for c, t in opens.items() if t > now or c in self.pending}
+        return due
+
+    def next_due(self) -> float | None:
+        """When the earliest held channel's window ends."""
+        opens = self._opens
+        return min((opens.get(c, float("-inf")) for c in self.pending), default=None)
 
 
 class Sequences:
@@ -165,7 +203,7 @@ class Batcher:
         self.epoch = epoch
         self.aggregates = Aggregates()
         self.seqs = Sequences(epoch)
-        self._jobs: dict[int, Job] = {}  # this cycle's deltas, latest version per job
+        self.windows = JobWindows()  # the job channels' deltas, each channel at its own pace
         self._team_sent_at: dict[int, float] = {}
         self.events = Events(self.aggregates, self.seqs, settle)
         self.finishes = self.events.finishes
@@ -220,9 +258,8 @@ class Batcher:
             job = change.job
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
                 self.finishes.job_changed(traj.id, job.kind, change.new_status, traj.active(), now, job.updated_at)
-            seen = self._jobs.get(job.id)
-            if seen is None or job.version > seen.version:
-                self._jobs[job.id] = job
+            self.windows.add(channels.trajectory(job.trajectory_id), job)
+            self.windows.add(channels.team_jobs(job.team_id), job)
             self.changes_applied += 1
 
     def mark_all_dirty(self) -> None:
@@ -245,27 +282,22 @@ class Batcher:
 
     def channels_without_seq(self) -> list[str]:
         """Channels about to publish whose last sequence is not known yet in this epoch."""
-        wanted: set[str] = set()
-        for job in self._jobs.values():
-            wanted.add(channels.trajectory(job.trajectory_id))
-            wanted.add(channels.team_jobs(job.team_id))
+        wanted: set[str] = set(self.windows.pending)
         dirty_submissions = self.submissions.dirty
         for team in self.aggregates.teams.values():
             if team.dirty or dirty_submissions.get(team.id):
                 wanted.add(channels.team(team.id))
         return [c for c in wanted if c not in self.seqs.last]
 
-    def take_job_publications(self) -> list[Publication]:
-        """The cycle's coalesced deltas, one batch per trajectory and per team-jobs channel."""
-        jobs, self._jobs = self._jobs, {}
-        self.deltas_taken += len(jobs)
-        by_channel: dict[str, list[Job]] = {}
-        for job in jobs.values():
-            by_channel.setdefault(channels.trajectory(job.trajectory_id), []).append(job)
-            by_channel.setdefault(channels.team_jobs(job.team_id), []).append(job)
+    def take_job_publications(self, now: float) -> list[Publication]:
+        """The coalesced deltas of the job channels whose window has ended: one batch each (trajectory and
+        team-jobs channels), split when large."""
+        by_channel = self.windows.take_due(now)
         out: list[Publication] = []
-        groups = self._take_groups()
+        groups = self._take_groups(by_channel)
         for channel, batch in by_channel.items():
+            if channel.startswith(channels.TRAJECTORY_PREFIX):
+                self.deltas_taken += len(batch)  # every job is on one trajectory channel: counted once
             batch.sort(key=_job_order)
             chunks = [batch[start : start + MAX_JOBS_PER_BATCH] for start in range(0, len(batch), MAX_JOBS_PER_BATCH)]
             for i, chunk in enumerate(chunks):
@@ -273,10 +305,12 @@ class Batcher:
                 self._publish_batch(channel, chunk, groups.get(channel) if i == len(chunks) - 1 else None, out)
         return out
 
-    def _take_groups(self) -> dict[str, list[Group]]:
-        dirty, self.aggregates.dirty_groups = self.aggregates.dirty_groups, {}
+    def _take_groups(self, publishing: dict[str, list[Job]]) -> dict[str, list[Group]]:
+        """The changed groups of the trajectories about to publish (the others keep theirs for their batch)."""
+        dirty = self.aggregates.dirty_groups
         out: dict[str, list[Group]] = {}
-        for trajectory_id, group_keys in dirty.items():
+        for trajectory_id in [t for t in dirty if channels.trajectory(t) in publishing]:
+            group_keys = dirty.pop(trajectory_id)
             traj = self.aggregates.trajectory(trajectory_id)
             if traj is not None:
                 out[channels.trajectory(trajectory_id)] = [traj.group(k) for k in sorted(group_keys, key=group_order)]
@@ -306,8 +340,9 @@ class Batcher:
         return min(due) if due else None
 
     def next_due(self) -> float | None:
-        """When the relay must wake even with no new change: a team to publish or a wave to finish."""
-        due = [d for d in (self.next_team_due(), self.finishes.next_due()) if d is not None]
+        """When the relay must cycle even with no new change: a held job channel or a team to publish, a wave to
+        finish."""
+        due = [d for d in (self.windows.next_due(), self.next_team_due(), self.finishes.next_due()) if d is not None]
         return min(due) if due else None
 
     def take_team_publications(self, now: float) -> list[Publication]:

@@ -62,5 +62,8 @@ def team_jobs(team_id: int) -> str:
     return f"team-jobs:{team_id}"
 
 
+TRAJECTORY_PREFIX = "trajectory:"
+
+
 def trajectory(trajectory_id: int) -> str:
-    return f"trajectory:{trajectory_id}"
+    return f"{TRAJECTORY_PREFIX}{trajectory_id}"

@@ -114,7 +114,7 @@ class PublishCycle:
         if missing:
             core.set_seqs(await retry_redis(lambda: publisher.last_seqs(missing)))
         publications: list[Publication] = (
-            core.take_job_publications()
+            core.take_job_publications(now)
             + core.take_team_publications(now)
             + core.finish_publications(finishes, markers)
         )

@@ -1,4 +1,4 @@
-"""When the relay reads again: at once under load, a tick later after changes, on a writer's NOTIFY when idle.
+"""When the relay reads again: every few milliseconds while changes come fast, on a writer's NOTIFY when idle.
 
 NOTIFY takes a global lock at commit, so writers notify only while the relay says it sleeps
 (`relay_wakeup.sleeping`). A busy relay polls; it marks itself asleep only when changes stop or come slowly,
@@ -13,13 +13,12 @@ from collections.abc import Callable
 
 import asyncpg
 
-from ..core.batching import batch_delay
 from ..store import outbox
 from ..store.outbox import OutboxReader, ReadResult
 
 IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
 SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that raced the flag
-BUSY_POLL = 0.005  # awake, between polls that found nothing
+BUSY_POLL = 0.005  # awake, from the start of one read to the next
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
 STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
 
@@ -50,37 +49,34 @@ class Pacer:
             self.wake.clear()  # writers still NOTIFY: a commit from now on wakes the next wait
 
     async def wait(
-        self, result: ReadResult, now: float, held_since: float | None, next_due: Callable[[], float | None]
+        self,
+        result: ReadResult,
+        started: float,
+        now: float,
+        held_since: float | None,
+        next_due: Callable[[], float | None],
     ) -> None:
-        """Wait until the next cycle after one that read `result` (not called after a full read: read at once)."""
+        """Wait until the next cycle after one that began at `started` and read `result` (not called after a full
+        read: read at once). Each job channel keeps its own pace in the batcher (a held channel's window is one
+        of the due times), so the relay itself gathers nothing: it reads again BUSY_POLL after the last cycle
+        began, its own cost not added to the wait, or at the next due time, or on a NOTIFY while it sleeps."""
         if result.changes or result.held_back:
             self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
             self.last_change = now
             if self.asleep and self.gap < STEADY_GAP:
                 await self.set_sleeping(False)  # busy: poll, and spare the writers their NOTIFY
-        delay = batch_delay(len(result.changes))
         if result.held_back and held_since is not None:
             # Back off while an open transaction holds the horizon: it may stay open for long.
-            delay = max(delay, min(0.1, BUSY_POLL + (now - held_since) / 10))
-        if self.asleep and not result.held_back:
-            # Changes come slowly: the tick's gathering is folded into the wait for the next NOTIFY (one
-            # wake-up a cycle instead of two; most commits come after the tick anyway).
-            not_before = now + delay
-        else:
-            not_before = 0.0
-            if delay:
-                await asyncio.sleep(delay)
-        if result.held_back or (result.changes and not self.asleep):
-            return  # busy: read again at once (asleep, a commit since the read has set the wake-up)
+            await asyncio.sleep(min(0.1, BUSY_POLL + (now - held_since) / 10))
+            return
         due = next_due()
-        if now - self.last_change < LINGER and self.gap < STEADY_GAP:
+        steady = now - self.last_change < LINGER and self.gap < STEADY_GAP
+        if steady or (result.changes and not self.asleep):
             # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
-            wait = BUSY_POLL if due is None else min(BUSY_POLL, max(0.0, due - time.monotonic()))
-            await asyncio.sleep(wait)
+            wake_at = started + BUSY_POLL if due is None else min(started + BUSY_POLL, due)
+            await asyncio.sleep(max(0.0, wake_at - time.monotonic()))
             return
         await self._sleep(due)
-        if not_before > time.monotonic():
-            await asyncio.sleep(not_before - time.monotonic())
 
     async def _sleep(self, due: float | None) -> None:
         """Wait for a writer's NOTIFY (or what is due). The relay stays marked asleep after it wakes, as long as

@@ -116,6 +116,7 @@ class PartitionRelay:
         housekeeping = Housekeeping(reader, process.retention, process.job_retention)
         await pacer.start()
         while True:
+            started = time.monotonic()
             pacer.before_read()
             result = await cycle.read()
             now = time.monotonic()
@@ -124,7 +125,7 @@ class PartitionRelay:
             await housekeeping.after_cycle(result, now)
             await watch.observe(result, now)
             if not result.full:
-                await pacer.wait(result, now, watch.held_since, cycle.next_due)
+                await pacer.wait(result, started, now, watch.held_since, cycle.next_due)
 
     async def _announce(self, payload: bytes) -> None:
         await self.broker.membership.publish(payload)

@@ -126,7 +126,7 @@ def test_trajectory_batches_carry_the_groups_they_changed() -> None:
             change(None, "queued", job(3, "queued", 1, kind="storage_transfer", frame=None)),
         ]
     )
-    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications()}
+    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications(now=0.0)}
     groups = {g.key: g for g in pubs["trajectory:10"].groups}
     assert groups["frame:3"].label == "Frame 3" and groups["frame:3"].timestep == 1.5
     assert groups["frame:3"].status == "running" and groups["frame:3"].counts == Counts(running=1, completed=1)
@@ -138,6 +138,6 @@ def test_trajectory_batches_carry_the_groups_they_changed() -> None:
             change("completed", None, job(2, "completed", 2, frame=3, kind="analysis")),
         ]
     )
-    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications()}
+    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications(now=1.0)}
     (gone,) = pubs["trajectory:10"].groups
     assert (gone.key, gone.total) == ("frame:3", 0)

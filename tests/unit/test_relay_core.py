@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from gateway.core.aggregate import Change, TrajectoryAggregate
-from gateway.core.batching import MAX_BATCH_BYTES, TEAM_INTERVAL, Batcher, batch_delay
+from gateway.core.batching import MAX_BATCH_BYTES, MAX_TICK, MIN_TICK, TEAM_INTERVAL, Batcher, batch_delay
 from gateway.core.model import Counts, Job
 from gateway.core.protocol import decode_server
 
@@ -55,19 +55,19 @@ def test_changes_coalesce_per_job_latest_version_wins_whatever_the_order() -> No
     core.apply(
         [change("running", "completed", job(1, "completed", 3)), change("queued", "running", job(1, "running", 2))]
     )
-    pubs = {p.channel: p for p in core.take_job_publications()}
+    pubs = {p.channel: p for p in core.take_job_publications(now=0.0)}
     batch = decode_server(pubs["trajectory:10"].json, "json")
     assert [(j.id, j.status, j.version) for j in batch.jobs] == [(1, "completed", 3)]
-    assert core.take_job_publications() == []
+    assert core.take_job_publications(now=1.0) == []
 
 
 def test_sequences_continue_from_the_previous_relay_and_stay_contiguous() -> None:
     core = core_with_trajectory(10)
     core.set_seqs({"trajectory:10": 41, "team-jobs:1": 7, "team:1": 0})
     core.apply([change(None, "queued", job(1, "queued", 1))])
-    first = {p.channel: (p.epoch, p.seq) for p in core.take_job_publications()}
+    first = {p.channel: (p.epoch, p.seq) for p in core.take_job_publications(now=0.0)}
     core.apply([change("queued", "running", job(1, "running", 2))])
-    second = {p.channel: (p.epoch, p.seq) for p in core.take_job_publications()}
+    second = {p.channel: (p.epoch, p.seq) for p in core.take_job_publications(now=1.0)}
     assert first == {"trajectory:10": (3, 42), "team-jobs:1": (3, 8)}
     assert second == {"trajectory:10": (3, 43), "team-jobs:1": (3, 9)}
     assert core.channels_without_seq() == []
@@ -77,7 +77,7 @@ def test_big_batches_are_split_under_the_byte_bound_with_contiguous_seqs() -> No
     core = core_with_trajectory(10)
     core.set_seqs({"trajectory:10": 0, "team-jobs:1": 0})
     core.apply([change(None, "failed", job(i, "failed", 1, error="x" * 3000)) for i in range(1, 301)])
-    pubs = [p for p in core.take_job_publications() if p.channel == "trajectory:10"]
+    pubs = [p for p in core.take_job_publications(now=0.0) if p.channel == "trajectory:10"]
     assert len(pubs) > 1
     assert [p.seq for p in pubs] == list(range(1, len(pubs) + 1))
     assert all(len(p.json) <= MAX_BATCH_BYTES for p in pubs)
@@ -128,10 +128,38 @@ def test_load_publishes_every_team_once_from_the_snapshot() -> None:
     assert summary.trajectories[0].status == "neutral"
 
 
-def test_batching_waits_nothing_at_idle_and_up_to_a_tick_under_load() -> None:
+def test_a_channel_gathers_nothing_at_idle_and_up_to_a_tick_under_load() -> None:
     assert batch_delay(0) == 0
-    assert batch_delay(1) == 0.02  # a channel: at most 50 frames a second
-    assert batch_delay(10_000) == 0.05
+    assert batch_delay(1) == MIN_TICK  # a channel: at most 50 frames a second
+    assert batch_delay(10_000) == MAX_TICK
+
+
+def test_a_quiet_channel_publishes_at_once_while_a_busy_one_waits_for_its_window() -> None:
+    core = core_with_trajectory(10, 11)
+    core.set_seqs({"trajectory:10": 0, "trajectory:11": 0, "team-jobs:1": 0})
+    core.apply([change(None, "queued", job(1, "queued", 1))])
+    assert {p.channel for p in core.take_job_publications(now=100.0)} == {"trajectory:10", "team-jobs:1"}
+    # 5 ms later trajectory 10 changes twice and trajectory 11 (quiet till now) once.
+    core.apply(
+        [
+            change("queued", "running", job(1, "running", 2)),
+            change("running", "completed", job(1, "completed", 3)),
+            change(None, "queued", job(2, "queued", 1, trajectory=11)),
+        ]
+    )
+    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications(now=100.005)}
+    assert set(pubs) == {"trajectory:11"}  # the busy ones (trajectory 10, the team's jobs) hold theirs
+    assert [j.id for j in pubs["trajectory:11"].jobs] == [2]
+    assert core.windows.next_due() == 100.0 + MIN_TICK  # the relay comes back when the first window ends
+    assert core.take_job_publications(now=100.0 + MIN_TICK / 2) == []
+    pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications(now=100.0 + MIN_TICK)}
+    assert set(pubs) == {"trajectory:10", "team-jobs:1"}
+    # Held, the two changes of job 1 went out as one, its latest; the team's jobs carry both jobs.
+    assert [(j.id, j.version) for j in pubs["trajectory:10"].jobs] == [(1, 3)]
+    assert pubs["trajectory:10"].groups  # the groups it changed travel with its batch, not before it
+    assert sorted(j.id for j in pubs["team-jobs:1"].jobs) == [1, 2]
+    assert pubs["trajectory:10"].seq == pubs["team-jobs:1"].seq == 2  # each channel's next: nothing skipped
+    assert core.deltas_taken == 3  # job 1 twice (v1, then v3) and job 2: each counted on its trajectory
 
 
 def test_unknown_trajectories_are_asked_for_before_apply() -> None:

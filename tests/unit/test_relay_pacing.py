@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from gateway.relay.pacing import Pacer
+from gateway.relay.pacing import BUSY_POLL, Pacer
 from gateway.store import outbox
 from gateway.store.outbox import OutboxReader, ReadResult
 from tests.unit.outbox_reads import read_all
@@ -63,11 +63,13 @@ def idle(horizon: int = 0) -> ReadResult:
 async def test_an_idle_relay_asks_writers_to_notify_and_their_commit_wakes_it(url: str, pacer: Pacer) -> None:
     assert not await sleeping(url)  # started awake
     pacer.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
-    await pacer.wait(idle(), time.monotonic(), None, lambda: None)  # falls asleep, looks once more shortly
+    now = time.monotonic()
+    await pacer.wait(idle(), now, now, None, lambda: None)  # falls asleep, looks once more shortly
     assert pacer.asleep and await sleeping(url)
     pacer.before_read()
     far = time.monotonic() + 60.0  # nothing else is due for a minute: only a NOTIFY ends the wait
-    waiting = asyncio.create_task(pacer.wait(idle(), time.monotonic(), None, lambda: far))
+    now = time.monotonic()
+    waiting = asyncio.create_task(pacer.wait(idle(), now, now, None, lambda: far))
     await asyncio.sleep(0.1)
     assert not waiting.done()
     await write_a_job(url)
@@ -75,11 +77,21 @@ async def test_an_idle_relay_asks_writers_to_notify_and_their_commit_wakes_it(ur
     assert pacer.asleep  # woken, it stays marked asleep while changes come slowly
 
 
-async def test_a_busy_relay_reads_again_after_the_batch_delay_without_touching_the_flag(url: str, pacer: Pacer) -> None:
+async def test_a_busy_relay_reads_again_soon_without_touching_the_flag(url: str, pacer: Pacer) -> None:
     await write_a_job(url)
     result = await read_all(pacer.reader)
     assert result.changes
     started = time.monotonic()
-    await pacer.wait(result, started, None, lambda: None)
-    assert 0.02 <= time.monotonic() - started < 5.0  # MIN_TICK after changes, then read again at once
+    far = started + 60.0  # no channel's window ends for a minute: the relay polls anyway
+    await pacer.wait(result, started, time.monotonic(), None, lambda: far)
+    assert BUSY_POLL <= time.monotonic() - started < 5.0  # gathers nothing itself: the channels keep their pace
     assert not pacer.asleep and not await sleeping(url)
+
+
+async def test_a_slow_cycle_does_not_add_its_own_time_to_the_wait(url: str, pacer: Pacer) -> None:
+    await write_a_job(url)
+    result = await read_all(pacer.reader)
+    started = time.monotonic() - 1.0  # the cycle began a second ago (a long publish): the next read is due
+    waiting = asyncio.create_task(pacer.wait(result, started, time.monotonic(), None, lambda: started + 60.0))
+    await asyncio.wait_for(waiting, 5.0)  # not another poll interval, nor the minute to the next due time
+    assert not pacer.asleep
