@@ -6,7 +6,9 @@
 A layout PxR runs R relay processes sharing P partitions. Four writers commit about `changes` job updates
 in transactions of 50 over 20 teams as fast as PostgreSQL takes them; the run ends when the relays' published
 change counts (their stats in Redis) have caught up. Reported: relay CPU per change from /proc (all relay
-processes together), and changes published per second of wall time (the relays keeping up or not).
+processes together), the outbox reads' CPU per change (the PostgreSQL backends of the relays' outbox
+connections: what reading each partition's rows costs the database), and changes published per second of wall
+time (the relays keeping up or not). `--layouts 1x1,2x1,4x1,8x1` shows how the read cost grows with P.
 
 `--pace` measures the other end, what a commit costs a relay at a slow, steady pace (fanout's 5 and 20 commits
 a second): one relay, one trajectory, commits of 5 changes each at each given rate (0: the relay idle), the
@@ -86,6 +88,14 @@ async def run_layout(
         ids = [j for jobs in world.jobs.values() for j in jobs]
         base = await _settled(redis, partitions)
         first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
+        readers = [
+            r["pid"]
+            for r in await pool.fetch(
+                "select pid from pg_stat_activity where application_name = 'gateway-relay-outbox'"
+                " and datname = current_database()"
+            )
+        ]
+        read0 = cpu_seconds(readers)
         cpu0 = cpu_seconds(p.pid for p in procs)
         started = time.monotonic()
 
@@ -108,6 +118,7 @@ async def run_layout(
             await asyncio.sleep(0.05)
         took = time.monotonic() - started
         cpu = cpu_seconds(p.pid for p in procs) - cpu0
+        read_cpu = cpu_seconds(readers) - read0
         done = await _published(redis, partitions) - base
         return {
             "partitions": count,
@@ -118,6 +129,9 @@ async def run_layout(
             "changes_per_s": round(done / took),
             "relay_cpu_s": round(cpu, 2),
             "relay_cpu_us_per_change": round(cpu * 1e6 / done, 1) if done else None,
+            "outbox_readers": len(readers),
+            "read_cpu_s": round(read_cpu, 2),
+            "read_cpu_us_per_change": round(read_cpu * 1e6 / done, 1) if done else None,
         }
     finally:
         for p in procs:

@@ -86,6 +86,7 @@ class PartitionRelay:
             pacer = Pacer(db, reader, self.partition)
             await outbox.listen(db, pacer.wake.set)
             await outbox.register_wakeup(db, self.partition, count)
+            await outbox.partition_index(db, count)  # at once unless the partitions were just changed
             publisher = self.broker.publisher(self.tag, epoch, process.history_length, process.history_ttl)
             await retry_redis(publisher.take_over)
             extras = TeamExtras(self.broker, process.presence, process.metrics, reader.mine)

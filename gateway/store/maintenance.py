@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from .outbox import partition_filter
+
 
 async def sweep_jobs(db: asyncpg.Connection, job_retention: float) -> None:
     """Jobs unchanged for `job_retention` seconds leave the lists through the captured path (counts stay
@@ -29,14 +31,11 @@ async def sweep_jobs(db: asyncpg.Connection, job_retention: float) -> None:
 async def prune_outbox(db: asyncpg.Connection, cursor: str, partitions: int, partition: int) -> None:
     """Delete the partition's outbox rows up to `cursor` (`<xid>:<seq>`, as the relay stores it)."""
     xid, _, seq = cursor.partition(":")
+    delete = (
+        "delete from job_changes where seq in (select seq from job_changes"
+        f" where {partition_filter(partition, partitions)} and (xid, seq) <= ($1::bigint, $2::bigint) limit 10000)"
+    )
     while True:
-        status = await db.execute(
-            "delete from job_changes where seq in (select seq from job_changes"
-            " where (xid, seq) <= ($1::bigint, $2::bigint) and ($3::int = 1 or team_id % $3 = $4) limit 10000)",
-            int(xid),
-            int(seq),
-            partitions,
-            partition,
-        )
+        status = await db.execute(delete, int(xid), int(seq))
         if status == "DELETE 0" or not status.startswith("DELETE 10000"):
             return

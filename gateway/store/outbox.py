@@ -12,6 +12,7 @@ NOTIFY serialises commits, so a busy relay polls instead (docs/operations.md, "W
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,19 +39,71 @@ from jobs where removed_at is null and submission_id is not null
 group by submission_id, status
 """
 
+# {mine} is the partition's filter, with its numbers written in (`team_id % 4 = 1`): a parameter would hide
+# the expression from the planner, which then could not match the partition's index (`partition_index`).
 _READ = """
 with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)
 select h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
        ($3::text is not null and (c.xid < $5 or pg_visible_in_snapshot(c.xid::text::xid8, $3::text::pg_snapshot)))
            as counted,
-       (c.seq is null and exists (select 1 from job_changes b where b.xid >= h.horizon)) as held_back
+       (c.seq is null and exists (select 1 from job_changes b where {mine} and b.xid >= h.horizon)) as held_back
 from h left join lateral (
     select xid, seq, entity, old_status, new_status, job from job_changes
-    where (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon and ($6::int = 1 or team_id % $6 = $7)
+    where {mine} and (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon
     order by xid, seq
     limit $4
 ) c on true
 """
+_PEEK = "select exists (select 1 from job_changes where {mine} and (xid, seq) > ($1::bigint, $2::bigint))"
+_INDEX_PREFIX = "job_changes_team_mod_"
+_INDEX_LOCK = 0x6F7574626F78  # "outbox": one relay builds or drops partition indexes at a time
+
+
+def partition_filter(partition: int, count: int) -> str:
+    """The SQL condition for one partition's outbox rows (it names `team_id`, of whichever table is in scope)."""
+    if not (isinstance(partition, int) and isinstance(count, int) and 0 <= partition < count):
+        raise ValueError(f"partition {partition!r} of {count!r}")
+    return f"team_id % {count} = {partition}"
+
+
+async def partition_index(db: asyncpg.Connection, count: int, poll: float = 0.2) -> None:
+    """Return once the outbox has its index on (team_id % count, xid, seq), through which each of `count`
+    relays reads its own rows rather than every partition's (the outbox has no other index on xid: the
+    planner cannot take one that would scan all partitions). One relay at a time builds it, CONCURRENTLY
+    (writers go on), and drops those of other counts; the others look again every `poll` seconds (a blocking
+    lock wait would hold a snapshot that the concurrent build itself waits for)."""
+    wanted = f"{_INDEX_PREFIX}{count}"
+    while True:
+        indexes = await _partition_indexes(db)
+        if indexes.get(wanted) and len(indexes) == 1:
+            return
+        if await db.fetchval("select pg_try_advisory_lock($1)", _INDEX_LOCK):
+            break
+        if indexes.get(wanted):
+            return  # ours is there; whoever holds the lock is dropping the others
+        await asyncio.sleep(poll)
+    try:
+        indexes = await _partition_indexes(db)
+        if indexes.get(wanted) is False:  # a build that was cut off: writers keep it up, readers cannot use it
+            await db.execute(f"drop index concurrently if exists {wanted}")
+        await db.execute(
+            f"create index concurrently if not exists {wanted} on job_changes ((team_id % {count}), xid, seq)"
+        )
+        for name in indexes:
+            if name != wanted:
+                await db.execute(f"drop index concurrently if exists {name}")
+    finally:
+        await db.execute("select pg_advisory_unlock($1)", _INDEX_LOCK)
+
+
+async def _partition_indexes(db: asyncpg.Connection) -> dict[str, bool]:
+    """The outbox's partition indexes, each with whether it is valid (usable)."""
+    rows = await db.fetch(
+        "select c.relname, i.indisvalid from pg_index i join pg_class c on c.oid = i.indexrelid"
+        " where i.indrelid = 'job_changes'::regclass and c.relname like $1",
+        _INDEX_PREFIX + "%",
+    )
+    return {r["relname"]: r["indisvalid"] for r in rows}
 
 
 CHANNEL = "job_changes"  # what writers NOTIFY while the relay sleeps
@@ -110,6 +163,9 @@ class OutboxReader:
         self.db = db
         self.partition = partition
         self.count = count
+        mine = partition_filter(partition, count)
+        self._read = _READ.format(mine=mine)
+        self._peek = _PEEK.format(mine=mine)
         self.xid = 0
         self.seq = 0
         self._base_snapshot: str | None = None
@@ -166,9 +222,7 @@ class OutboxReader:
         return team_id % self.count == self.partition
 
     async def read(self, limit: int = 5000) -> ReadResult:
-        rows = await self.db.fetch(
-            _READ, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin, self.count, self.partition
-        )
+        rows = await self.db.fetch(self._read, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)
         horizon: int = rows[0]["horizon"]
         changes: list[Change | SubmissionChange | MembershipChange] = []
         for r in rows:
@@ -196,14 +250,8 @@ class OutboxReader:
         return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit)
 
     async def peek(self) -> bool:
-        """Whether anything was captured past the cursor (committed, readable or not yet)."""
-        return bool(
-            await self.db.fetchval(
-                "select exists (select 1 from job_changes where (xid, seq) > ($1::bigint, $2::bigint))",
-                self.xid,
-                self.seq,
-            )
-        )
+        """Whether anything of the partition was captured past the cursor (committed, readable or not yet)."""
+        return bool(await self.db.fetchval(self._peek, self.xid, self.seq))
 
     async def blocker(self, horizon: int) -> Blocker | None:
         """The open transaction holding the horizon back, for the logs and metrics."""
