@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import redis
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
 from .keys import Partitions
@@ -19,9 +19,20 @@ from .keys import Partitions
 MOVED = (MovedError, AskError, TryAgainError, ClusterDownError)
 
 
+# redis-py's pool holds at most this many connections and, past them, raises MaxConnectionsError at once: a
+# burst of subscribers (16,000 connecting at 1,500 a second) has more reads in flight. They wait for a free
+# connection instead, for up to POOL_WAIT seconds.
+POOL_CONNECTIONS = 100
+POOL_WAIT = 5.0
+
+
 def connect(url: str, cluster: bool = False) -> Any:
     """A client for single-key commands: of one server, or routing by slot over a cluster."""
-    return RedisCluster.from_url(url) if cluster else Redis.from_url(url)
+    if cluster:
+        return RedisCluster.from_url(url)
+    return Redis(
+        connection_pool=BlockingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
+    )
 
 
 # Sharded pub/sub on a plain asyncio connection (`PubSub.ssubscribe`), `RedisCluster.mget_nonatomic` and the
@@ -56,7 +67,8 @@ class Bus:
         name = f"{host}:{port}"
         client = self._servers.get(name)
         if client is None:
-            client = self._servers[name] = Redis(host=host, port=port)
+            pool = BlockingConnectionPool(host=host, port=port, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
+            client = self._servers[name] = Redis(connection_pool=pool)
         return client
 
     async def refresh(self) -> None:

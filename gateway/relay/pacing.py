@@ -18,7 +18,7 @@ from ..store.outbox import OutboxReader, ReadResult
 
 IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
 SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that raced the flag
-BUSY_POLL = 0.005  # awake, from the start of one read to the next
+BUSY_POLL = 0.010  # awake, from the start of one read to the next (each read costs the relay a cycle)
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
 STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
 
