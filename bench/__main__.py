@@ -24,10 +24,11 @@ from redis.asyncio import Redis
 
 from .infra import raise_open_files, start_infra
 from .report import write
-from .scenarios import SCENARIOS
+from .scenarios import FANOUT_SIZES, SCENARIOS
 from .systems import SYSTEMS, Context, ensure_node_peers
 
 RESULTS = Path(__file__).resolve().parent / "results"
+SPARE_FDS = 1_000  # a server's descriptors besides its subscribers' sockets (Redis, PostgreSQL, logs, libraries)
 ROUNDS = ("fanout", "steady")  # the scenarios whose CPU figures are read as ratios between systems
 
 
@@ -38,9 +39,13 @@ def _progress(started: float):
     return say
 
 
-async def run(scenario: str, quick: bool, only: list[str], out: Path, rounds: int = 1) -> dict:
+async def run(
+    scenario: str, quick: bool, only: list[str], out: Path, rounds: int = 1, sizes: list[int] | None = None
+) -> dict:
     say = _progress(time.monotonic())
     limit = raise_open_files()
+    if sizes and max(sizes) + SPARE_FDS > limit:  # the server under test holds every subscriber's socket
+        raise SystemExit(f"bench: {max(sizes):,} subscribers need an open-files limit above {max(sizes) + SPARE_FDS:,}")
     if any(n in ("node-ws", "socket.io") for n in (only or SYSTEMS)):
         ensure_node_peers()
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
@@ -53,7 +58,9 @@ async def run(scenario: str, quick: bool, only: list[str], out: Path, rounds: in
         logdir.mkdir(parents=True, exist_ok=True)
         ctx = Context(infra.database_url, infra.redis_url, secrets.token_urlsafe(32), logdir)
         try:
-            options = {"rounds": rounds} if rounds > 1 else {}
+            options: dict[str, object] = {"rounds": rounds} if rounds > 1 else {}
+            if sizes:
+                options["sizes"] = sizes
             result = await SCENARIOS[scenario](ctx, pool, redis, quick, only, say, **options)
         finally:
             await redis.aclose()
@@ -89,6 +96,16 @@ async def run_faults(quick: bool, out: Path) -> dict:
     return record
 
 
+def _sizes(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    try:
+        sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes takes comma-separated counts, not {text!r}")
+    if not sizes or min(sizes) < 1:
+        parser.error("--sizes takes positive counts")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("scenario", choices=sorted([*SCENARIOS, "faults"]))
@@ -101,7 +118,16 @@ def main() -> None:
         default=1,
         help="fanout, steady: measure each system this many times, taking turns, and report the median round",
     )
+    parser.add_argument(
+        "--sizes",
+        help="fanout: comma-separated subscriber counts (default "
+        + ",".join(map(str, FANOUT_SIZES))
+        + "; 16000 needs an open-files limit above it: see bench/infra.py)",
+    )
     args = parser.parse_args()
+    sizes = _sizes(parser, args.sizes) if args.sizes else None
+    if sizes and args.scenario != "fanout":
+        parser.error("--sizes is for fanout only")
     if args.rounds < 1 or (args.rounds > 1 and args.scenario not in ROUNDS):
         parser.error(f"--rounds takes a positive count, and more than 1 only for {', '.join(ROUNDS)}")
     only = [s.strip() for s in args.systems.split(",")] if args.systems else []
@@ -114,7 +140,7 @@ def main() -> None:
         if any(p["lost"] or p["stale"] for p in phases) or any(p["recovery_s"] is None for p in phases[:-1]):
             sys.exit("bench: a subscriber did not end at the database's state after a fault")
         return
-    record = asyncio.run(run(args.scenario, args.quick, only, args.out, args.rounds))
+    record = asyncio.run(run(args.scenario, args.quick, only, args.out, args.rounds, sizes))
     wrong = [
         name for name, figures in record["systems"].items() if name.startswith("gateway") and not figures.get("correct")
     ]

@@ -1,10 +1,17 @@
 """The workload: jobs in PostgreSQL, changed at a fixed rate, and the one tap every peer is fed by.
 
-Each transaction updates a few jobs of one trajectory (a cluster reporting progress) and returns their new
-versions and `updated_at` (the statement's time: the commit is a millisecond later). The gateway follows
-the database itself (trigger, outbox, relay); the peers get the same committed changes from the tap, which
-publishes each transaction's changes to Redis as `bench:<channel>`, stamped with that same time, so
-latency starts at the same instant for every system.
+Each transaction updates a few jobs of one trajectory (a cluster reporting progress) and returns their whole
+rows. The gateway follows the database itself (trigger, outbox, relay); the peers get the same committed
+changes from the tap, which publishes each transaction's changes to Redis as `bench:<channel>`: every
+changed job's whole state, encoded as the gateway's wire encodes it (gateway.core.model.Job: the same fields,
+defaults left out, about 200 bytes), so every system carries the same information. Its `updated_at` (the
+statement's time: the commit is a millisecond later) is the stamp latency starts from, for every system.
+
+A team room's message also carries the team's counts per status after the transaction, as the gateway's team
+channel does. The writer keeps them itself from each change's old and new status (exact: it is the only
+writer during a run, and it knows the status each change left), numbered per team: its connections publish
+concurrently, so a subscriber keeps the counts with the highest `seq`. Querying them instead would cost a
+scan of the team's jobs per transaction (40,000 rows in `burst`) in the writer every system shares.
 """
 
 from __future__ import annotations
@@ -13,16 +20,22 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import asyncpg
 import msgspec
 from redis.asyncio import Redis
 
+from gateway.core.model import Job
 from gateway.web.auth import issue_token
 
+from .subscribers.jobstate import counts_state
+
 NEXT_STATUS = {"queued": "running", "running": "completed", "completed": "queued"}  # a cycle that never ends
+PREVIOUS_STATUS: dict[str, str | None] = {new: old for old, new in NEXT_STATUS.items()}
+# A changed job's whole row, from which the tap encodes what the gateway's wire carries.
+RETURNING = " returning j.id, j.status, to_jsonb(j)::text as job"
 
 
 @dataclass
@@ -69,12 +82,17 @@ async def build_world(pool: asyncpg.Pool, teams: int, trajectories_per_team: int
     return world
 
 
-class TapMessage(msgspec.Struct):
+class TapMessage(msgspec.Struct, omit_defaults=True):
+    """One transaction's changes on one channel, as the peers forward them."""
+
     channel: str
-    changes: list[dict]
+    changes: list[Job]  # each job's whole state, encoded as the gateway's wire encodes it
+    counts: dict[str, int] | None = None  # a team room: the team's counts per status after the transaction
+    seq: int | None = None  # a team room: its messages' order, for the counts (they are published concurrently)
 
 
 _encode = msgspec.json.Encoder().encode
+_decode_job = msgspec.json.Decoder(Job).decode
 
 
 @dataclass
@@ -93,9 +111,13 @@ class Writer:
     changes: int = 0
     changed: set[int] = field(default_factory=set)  # job ids changed since `changed` was last cleared
     late: int = 0  # transactions that started behind their schedule (the writer could not keep the rate)
+    counts: dict[int, dict[str, int]] = field(default_factory=dict)  # team -> its counts (tap_team_channel)
+    seqs: dict[int, int] = field(default_factory=dict)  # team -> its room's last message number
 
     async def run(self, rate: float, seconds: float, trajectories: Iterable[int]) -> None:
-        picks = itertools.cycle(list(trajectories))
+        trajectories = list(trajectories)
+        await self._load_counts({self.world.team_of[t] for t in trajectories})
+        picks = itertools.cycle(trajectories)
         queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=self.concurrency * 4)
         workers = [asyncio.create_task(self._work(queue)) for _ in range(self.concurrency)]
         start = time.monotonic()
@@ -122,14 +144,15 @@ class Writer:
         running to completed, `chunk` jobs a transaction, kind after kind (an upload's preprocessing, then
         each analysis of the pipeline)."""
         team = self.world.team_of[trajectory]
+        await self._load_counts({team})
         cluster = await self.pool.fetchval("select id from clusters where team_id = $1 limit 1", team)
         for kind, analysis in stages:
             ids: list[int] = []
             for start in range(0, frames, chunk):
                 rows = await self.pool.fetch(
-                    "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, analysis_id)"
+                    "insert into jobs as j (team_id, trajectory_id, cluster_id, kind, name, frame, analysis_id)"
                     " select $1, $2, $3, $4, $5 || ' frame ' || f, f, $8 from generate_series($6::int, $7::int) f"
-                    " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
+                    + RETURNING,
                     team,
                     trajectory,
                     cluster,
@@ -140,31 +163,46 @@ class Writer:
                     analysis,
                 )
                 ids += [r["id"] for r in rows]
-                await self._tapped(trajectory, rows)
-            for status in ("running", "completed"):
+                await self._tapped(trajectory, rows, {"queued": None})
+            for status, was in (("running", "queued"), ("completed", "running")):
                 for start in range(0, len(ids), chunk):
                     rows = await self.pool.fetch(
-                        "update jobs set status = $2 where id = any($1::bigint[])"
-                        " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
+                        "update jobs j set status = $2 where id = any($1::bigint[])" + RETURNING,
                         ids[start : start + chunk],
                         status,
                     )
-                    await self._tapped(trajectory, rows)
+                    await self._tapped(trajectory, rows, {status: was})
 
-    async def _tapped(self, trajectory: int, rows: list[asyncpg.Record]) -> None:
-        """Count a committed transaction's changes and publish them to the peers."""
+    async def _load_counts(self, teams: set[int]) -> None:
+        """The teams' counts before the first change: the writer keeps them from there (team rooms only)."""
+        if self.redis is None or not self.tap_team_channel:
+            return
+        for team in teams - self.counts.keys():
+            self.counts[team] = await team_counts(self.pool, team)
+
+    async def _tapped(self, trajectory: int, rows: list[asyncpg.Record], was: Mapping[str, str | None]) -> None:
+        """Count a committed transaction's changes and publish them to the peers. `was` maps each new status
+        to the one its jobs left (None: new jobs)."""
         self.committed += 1
         self.changes += len(rows)
         self.changed.update(r["id"] for r in rows)
         if self.redis is None:
             return
-        changes = [{"id": r["id"], "version": r["version"], "status": r["status"], "t": r["t"]} for r in rows]
-        await self.redis.publish(
-            f"bench:trajectory:{trajectory}", _encode(TapMessage(f"trajectory:{trajectory}", changes))
-        )
+        jobs = [_decode_job(r["job"]) for r in rows]
+        channel = f"trajectory:{trajectory}"
+        await self.redis.publish(f"bench:{channel}", _encode(TapMessage(channel, jobs)))
         if self.tap_team_channel:
             team = self.world.team_of[trajectory]
-            await self.redis.publish(f"bench:team:{team}", _encode(TapMessage(f"team:{team}", changes)))
+            counts = self.counts[team]
+            for r in rows:
+                old = was[r["status"]]
+                if old is not None:
+                    counts[old] -= 1
+                counts[r["status"]] += 1
+            # Numbered as they are computed, with no await in between: the highest number has every change.
+            seq = self.seqs[team] = self.seqs.get(team, 0) + 1
+            message = TapMessage(f"team:{team}", jobs, dict(counts), seq)
+            await self.redis.publish(f"bench:team:{team}", _encode(message))
 
     async def _work(self, queue: asyncio.Queue[int | None]) -> None:
         while (trajectory := await queue.get()) is not None:
@@ -179,12 +217,12 @@ class Writer:
     async def change(self, trajectory: int) -> None:
         ids = random.sample(self.world.jobs[trajectory], min(self.per_tx, len(self.world.jobs[trajectory])))
         rows = await self.pool.fetch(
-            "update jobs set status = case status when 'queued' then 'running' when 'running' then 'completed'"
-            " else 'queued' end where id = any($1::bigint[])"
-            " returning id, version, status, (extract(epoch from updated_at) * 1000)::float8 as t",
+            "update jobs j set status = case status when 'queued' then 'running' when 'running' then 'completed'"
+            " else 'queued' end where id = any($1::bigint[])" + RETURNING,
             ids,
         )
-        await self._tapped(trajectory, rows)
+        # Its jobs only ever hold the three statuses of NEXT_STATUS: the new status tells the old one.
+        await self._tapped(trajectory, rows, PREVIOUS_STATUS)
 
 
 async def _put(queue: asyncio.Queue[int | None], item: int | None, workers: list[asyncio.Task[None]]) -> None:
@@ -217,11 +255,12 @@ async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
 
 
 async def team_state(pool: asyncpg.Pool, team: int, only: set[int]) -> dict[int, tuple[int, str]]:
-    """The jobs of a team among `only`: what a peer's team room should have brought its subscribers."""
+    """What a peer's team room should have brought its subscribers: the team's jobs among `only`, and its
+    counts (held beside the jobs as bench.subscribers.jobstate.counts_state keeps them)."""
     rows = await pool.fetch(
         "select id, version, status from jobs where team_id = $1 and id = any($2::bigint[])", team, list(only)
     )
-    return {r["id"]: (r["version"], r["status"]) for r in rows}
+    return {r["id"]: (r["version"], r["status"]) for r in rows} | counts_state(await team_counts(pool, team))
 
 
 async def database_state(

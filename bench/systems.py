@@ -1,8 +1,8 @@
 """The systems measured side by side: the gateway and its peers, each started as the processes it runs as.
 
-Every system is told the same things (a port, the run's Redis, for the gateway its database) and reached
-by the same subscriber code in its own dialect. `server_pids` are the processes whose CPU and memory count:
-for the gateway, its node and its relay together.
+Every system is told the same things (a port, the run's Redis, for the gateway and broadcaster-pg its database)
+and reached by the same subscriber code in its own dialect. `server_pids` are the processes whose CPU and memory
+count: for the gateway, its node and its relay together (PostgreSQL and Redis, shared by all, are not counted).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from gateway.embedded import free_port
 
 from .infra import wait_port
+from .peers import notify_trigger
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / "peers"
@@ -32,6 +33,7 @@ class Running:
     procs: list[subprocess.Popen]
     node_pids: list[int]  # the processes that hold the websocket connections (memory per connection)
     logs: list[Path] = field(default_factory=list)
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # run once the processes have ended
 
     @property
     def server_pids(self) -> list[int]:
@@ -47,6 +49,8 @@ class Running:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for cleanup in self.cleanups:
+            cleanup()
 
 
 @dataclass
@@ -56,6 +60,7 @@ class System:
     start: Callable[[Context], Running]
     path: str = "/ws"  # the websocket path subscribers open (plain adds ?channels=, socketio /socket.io/)
     deflate: bool = False  # subscribers offer permessage-deflate (as browsers do), and the server takes it
+    per_change: bool = False  # a peer that sends a frame per job change, not per transaction (burst counts them)
 
 
 @dataclass
@@ -99,10 +104,10 @@ def _gateway(ctx: Context) -> Running:
     return Running("gateway", port, [node, relay], [node.pid], [node_log, relay_log])
 
 
-def _peer(name: str, argv: list[str]) -> Callable[[Context], Running]:
+def _peer(name: str, argv: list[str], env: dict[str, str] | None = None) -> Callable[[Context], Running]:
     def start(ctx: Context) -> Running:
         port = free_port()
-        proc, log = _spawn(name, [*argv, "--port", str(port), "--redis", ctx.redis_url], ctx)
+        proc, log = _spawn(name, [*argv, "--port", str(port), "--redis", ctx.redis_url], ctx, env)
         try:
             wait_port(port, proc)
         except RuntimeError:
@@ -111,6 +116,21 @@ def _peer(name: str, argv: list[str]) -> Callable[[Context], Running]:
         return Running(name, port, [proc], [proc.pid], [log])
 
     return start
+
+
+def _broadcaster_pg(ctx: Context) -> Running:
+    """broadcaster on its Postgres backend, and the row trigger that feeds it, there only while it runs."""
+    notify_trigger.install(ctx.database_url)
+    start = _peer(
+        "broadcaster-pg", [sys.executable, str(PEERS / "broadcaster_app.py")], {"BROADCAST_URL": ctx.database_url}
+    )
+    try:
+        running = start(ctx)
+    except BaseException:
+        notify_trigger.drop(ctx.database_url)
+        raise
+    running.cleanups.append(lambda: notify_trigger.drop(ctx.database_url))
+    return running
 
 
 SYSTEMS: dict[str, System] = {
@@ -126,19 +146,27 @@ SYSTEMS: dict[str, System] = {
         deflate=True,
     ),
     "socket.io": System(
-        "socket.io", "socketio", _peer("socket.io", ["node", str(NODE_PEERS / "socketio.js")]), path="/"
+        "socket.io",
+        "socketio",
+        _peer("socket.io", ["node", str(NODE_PEERS / "socketio.js")]),
+        path="/",
+        per_change=True,
     ),
     "python-socketio": System(
         "python-socketio",
         "socketio",
         _peer("python-socketio", [sys.executable, str(PEERS / "socketio_py.py")]),
         path="/",
+        per_change=True,
     ),
     "broadcaster": System(
         "broadcaster", "plain", _peer("broadcaster", [sys.executable, str(PEERS / "broadcaster_app.py")])
     ),
+    # Fed by PostgreSQL itself, as the gateway is: a row trigger's NOTIFY, one message per job change.
+    "broadcaster-pg": System("broadcaster-pg", "plain", _broadcaster_pg, per_change=True),
 }
 PEER_NAMES = ["socket.io", "python-socketio", "broadcaster"]  # the peers every scenario compares with
+DB_FED = ["broadcaster-pg"]  # steady and burst only: peers that read the database, not the tap
 BASELINES = ["floor", "node-ws"]  # pure fan-out references (fanout only)
 COMPRESSED = ["gateway-deflate", "node-ws-deflate"]  # fanout only: the same run with permessage-deflate negotiated
 

@@ -11,14 +11,24 @@ so two setup-path bugs are patched below; the per-message path (one Redis
 connection -> one asyncio.Queue per subscriber -> one task per websocket and
 channel -> send_text) is the library's own, untouched.
 
+With BROADCAST_URL set to a postgres:// URL (the system "broadcaster-pg"), the
+same app runs on broadcaster's own Postgres backend instead: one asyncpg
+connection that LISTENs to each channel, fed by NOTIFY from a row trigger on
+`jobs` (bench/peers/notify_trigger.py). One setup-path bug of that backend is
+patched too; its per-message path (asyncpg's notification callback -> the
+backend's queue -> the same queues and tasks) is the library's own.
+
     python bench/peers/broadcaster_app.py --port 8105 --redis redis://127.0.0.1:6379
+    BROADCAST_URL=postgresql://... python bench/peers/broadcaster_app.py --port 8106
 """
 
 import asyncio
+import os
 from contextlib import asynccontextmanager
 
 import anyio
 import broadcaster
+from broadcaster._backends.postgres import PostgresBackend
 from broadcaster._backends.redis import RedisBackend
 from broadcaster._base import Subscriber
 from starlette.applications import Starlette
@@ -33,6 +43,23 @@ class FixedRedisBackend(RedisBackend):
     async def subscribe(self, channel: str) -> None:
         await self._pubsub.subscribe(channel)
         self._ready.set()
+
+
+class FixedPostgresBackend(PostgresBackend):
+    # 0.3.1 LISTENs on its one connection as each channel's first websocket arrives;
+    # websockets arriving together make asyncpg refuse all but one ("another operation
+    # is in progress") and those subscribers fail. One LISTEN or UNLISTEN at a time.
+    async def connect(self) -> None:
+        await super().connect()
+        self._setup = asyncio.Lock()
+
+    async def subscribe(self, channel: str) -> None:
+        async with self._setup:
+            await super().subscribe(channel)
+
+    async def unsubscribe(self, channel: str) -> None:
+        async with self._setup:
+            await super().unsubscribe(channel)
 
 
 class Broadcast(broadcaster.Broadcast):
@@ -56,9 +83,10 @@ class Broadcast(broadcaster.Broadcast):
             await queue.put(None)
 
 
-def build_app(redis_url: str) -> Starlette:
-    # Same as Broadcast(redis_url) (which requires a redis:// or rediss:// URL), with the fixed backend.
-    broadcast = Broadcast(backend=FixedRedisBackend(redis_url))
+def build_app(url: str) -> Starlette:
+    # Same as Broadcast(url) (which picks the backend by the URL's scheme), with the fixed backends.
+    postgres = url.startswith(("postgres://", "postgresql://"))
+    broadcast = Broadcast(backend=FixedPostgresBackend(url) if postgres else FixedRedisBackend(url))
 
     @asynccontextmanager
     async def lifespan(app):
@@ -87,4 +115,4 @@ def build_app(redis_url: str) -> Starlette:
 if __name__ == "__main__":
     from serve import serve  # a sibling module: the peers run as scripts
 
-    serve(build_app, __doc__.splitlines()[0])
+    serve(lambda redis_url: build_app(os.environ.get("BROADCAST_URL") or redis_url), __doc__.splitlines()[0])

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import redis.asyncio as redis
@@ -44,6 +45,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _now() -> str:
+    """A stamp as the tap's jobs carry it (the job's `updated_at`)."""
+    return datetime.now(UTC).isoformat()
 
 
 async def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 20.0):
@@ -136,11 +142,11 @@ async def check(name: str, redis_url: str) -> str:
             receivers = [asyncio.create_task(collect(c, want, timeout=10)) for c in clients]
             pub = redis.from_url(redis_url)
             try:
-                noise = {"channel": other, "changes": [{"id": 0, "version": 0, "status": "x", "t": 0}]}
+                noise = {"channel": other, "changes": [{"id": 0, "version": 0, "status": "x"}]}
                 await pub.publish("bench:" + other, json.dumps(noise))
                 for version in range(1, MESSAGES + 1):
                     changes = [
-                        {"id": job, "version": version, "status": "running", "t": time.time() * 1000}
+                        {"id": job, "version": version, "status": "running", "updated_at": _now()}
                         for job in range(1, CHANGES_PER_MESSAGE + 1)
                     ]
                     await pub.publish("bench:" + channel, json.dumps({"channel": channel, "changes": changes}))

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import base64
 import hashlib
+import resource
 import signal
 import struct
 from urllib.parse import parse_qs, urlsplit
@@ -175,4 +176,8 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379")
     args = parser.parse_args()
+    # Tens of thousands of sockets: the soft open-files limit up to the hard one (started alone, not by the harness).
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     uvloop.run(main(args.port, args.redis))

@@ -4,9 +4,10 @@
 wrapped in ``socketio.ASGIApp`` and served by uvicorn. Clients connect to
 ``/socket.io/?EIO=4&transport=websocket``, emit ``join`` with a channel name and
 enter that room. A background task does ``PSUBSCRIBE bench:*`` and re-emits each
-transaction as ONE ``sio.emit("job", change, room=channel)`` PER CHANGE; every
-emit goes through the Redis manager (delivered locally and published for the
-other nodes) exactly as in a multi-node deployment.
+transaction as ONE ``sio.emit("job", change, room=channel)`` PER CHANGE (each a
+job's whole state), then, in a team room, one ``emit("counts", ...)`` with the
+team's counts; every emit goes through the Redis manager (delivered locally and
+published for the other nodes) exactly as in a multi-node deployment.
 
     python bench/peers/socketio_py.py --port 8104 --redis redis://127.0.0.1:6379
 """
@@ -36,9 +37,13 @@ def build_app(redis_url: str) -> socketio.ASGIApp:
     async def tap():
         async for msg in pubsub.listen():
             channel = msg["channel"].decode()[len(PREFIX) :]
-            for change in json.loads(msg["data"])["changes"]:
+            message = json.loads(msg["data"])
+            for change in message["changes"]:
                 change["channel"] = channel
                 await sio.emit("job", change, room=channel)
+            if "counts" in message:
+                counts = {"channel": channel, "seq": message.get("seq", 0), "counts": message["counts"]}
+                await sio.emit("counts", counts, room=channel)
 
     async def startup():
         # uvicorn binds only after startup: subscribed before the port opens, nothing is missed.

@@ -11,9 +11,6 @@ from .latency import Histogram
 MAX_GAP_SAMPLES = 20
 
 
-MAX_GAP_SAMPLES = 20
-
-
 class Stats:
     """One worker process's counters (shared by all its subscribers). Plain ints; dicts count by key."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import resource
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,16 @@ from .counters import merge_stats
 from .dialects import DIALECTS
 from .worker import Spec, worker_main
 from .wsclient import DEFLATE_OFFER
+
+SPARE_FDS = 256  # a worker's descriptors besides its sockets: the pipe, the event loop, imports
+
+
+def workers_needed(n: int, processes: int) -> int:
+    """At least `processes`, and enough that each worker's share of the sockets fits its open-files limit
+    (workers raise their soft limit to the hard one)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    per_worker = max(1, (1 << 20 if hard == resource.RLIM_INFINITY else hard) - SPARE_FDS)
+    return max(1, min(max(processes, -(-n // per_worker)), n)) if n else 1
 
 
 @dataclass
@@ -68,7 +79,8 @@ def _header_lines(headers: Mapping[str, str] | None) -> list[str]:
 
 
 class Fleet:
-    """`n` subscribers over `processes` worker processes (subscriber i lives in worker i % processes).
+    """`n` subscribers over `processes` worker processes (subscriber i lives in worker i % processes; more
+    workers if a share would not fit one process's open-files limit).
 
     url:      ``ws://host:port/...`` for all, or ``url(i)`` per subscriber (e.g. a token per user); a list
               of URLs: the first, then the next one each time a connection attempt fails (a killed node)
@@ -98,7 +110,7 @@ class Fleet:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self.n = n
-        self.processes = max(1, min(processes, n)) if n else 1
+        self.processes = workers_needed(n, processes)
         shares: list[list[tuple[int, str | list[str], list[str], list[str]]]] = [[] for _ in range(self.processes)]
         for i in range(n):
             address = _per(url, i)

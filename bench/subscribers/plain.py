@@ -1,19 +1,21 @@
-"""The benchmark's subscriber of the plain peers (floor, node-ws, broadcaster): ``GET /ws?channels=a,b``, then
-text frames ``{"channel": ..., "changes": [{"id", "version", "status", "t", ...}]}``. Live once the handshake is
-done. A change with ``removed`` true or ``removed_at`` set removes the job (socket.io's changes too); ``t`` is the
-change's time in milliseconds since the Unix epoch (seconds are accepted too: values below 1e11 are taken as
-seconds)."""
+"""The benchmark's subscriber of the plain peers (floor, node-ws, broadcaster, broadcaster-pg): ``GET
+/ws?channels=a,b``, then text frames ``{"channel": ..., "changes": [job, ...]}``, each job its whole state (the
+gateway's fields; only those read here are decoded). Live once the handshake is done. A change with ``removed``
+true or ``removed_at`` set removes the job (socket.io's changes too); its ``updated_at`` is the change's time.
+A team room's frame also has the team's ``counts`` (status -> n) and, from the tap, their ``seq``: the counts
+with the highest seq are kept (without one, the latest), among the room's jobs (jobstate.pack_counts)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import msgspec
 
 from .counters import Stats
-from .jobstate import SHIFT, STATUS_CODES, status_code, unpack_jobs
+from .jobstate import SHIFT, STATUS_CODES, dt_ms, pack_counts, status_code, unpack_jobs
 
 
 def noop() -> None:
@@ -24,7 +26,7 @@ class Change(msgspec.Struct):
     id: int
     version: int
     status: str = ""
-    t: float | None = None
+    updated_at: datetime | None = None
     channel: str | None = None
     removed: bool = False
     removed_at: str | float | None = None
@@ -33,9 +35,19 @@ class Change(msgspec.Struct):
 class _PlainMessage(msgspec.Struct):
     channel: str
     changes: list[Change] = []
+    counts: dict[str, int] | None = None
+    seq: int = 0
 
 
 _plain_decode = msgspec.json.Decoder(_PlainMessage).decode
+
+
+def apply_counts(jobs: dict[int, int], counts: dict[str, int], seq: int, seen: dict[str, int], channel: str) -> None:
+    """A team room's counts, unless a later message (a higher `seq`) already brought newer ones."""
+    if seq < seen.get(channel, 0):
+        return
+    seen[channel] = seq
+    pack_counts(jobs, counts)
 
 
 def apply_changes(jobs: dict[int, int], changes: Iterable[Change], now: float, st: Stats) -> None:
@@ -53,9 +65,8 @@ def apply_changes(jobs: dict[int, int], changes: Iterable[Change], now: float, s
             code = codes.get(c.status)
             jobs[c.id] = (c.version << SHIFT) | (code if code is not None else status_code(c.status))
         st.deltas += 1
-        t = c.t
-        if t is not None:
-            add(now - (t if t >= 1e11 else t * 1000.0))
+        if c.updated_at is not None:
+            add(now - dt_ms(c.updated_at))
 
 
 def with_query(query: str, extra: str) -> str:
@@ -65,12 +76,13 @@ def with_query(query: str, extra: str) -> str:
 class PlainDialect:
     """``GET /ws?channels=a,b``; text frames ``{"channel": ..., "changes": [...]}``."""
 
-    __slots__ = ("stats", "chans", "notify", "_open")
+    __slots__ = ("stats", "chans", "counts_seq", "notify", "_open")
     headers: list[str] = []
 
     def __init__(self, channels: Sequence[str], stats: Stats) -> None:
         self.stats = stats
         self.chans: dict[str, dict[int, int]] = {name: {} for name in dict.fromkeys(channels)}
+        self.counts_seq: dict[str, int] = {}  # a team room's seq of the counts held
         self.notify: Callable[[], None] = noop
         self._open = False
 
@@ -106,3 +118,5 @@ class PlainDialect:
             self.stats.foreign += 1
             return
         apply_changes(jobs, m.changes, now, self.stats)
+        if m.counts is not None:
+            apply_counts(jobs, m.counts, m.seq, self.counts_seq, m.channel)

@@ -1,7 +1,8 @@
 """The benchmark's subscriber of the Socket.IO peers (Socket.IO 4 / Engine.IO 4, Node and python-socketio):
 ``/socket.io/?EIO=4&transport=websocket``; ``0{..}`` -> ``40``; ``40{..}`` -> ``42["join",ch]`` per channel;
-``2`` -> ``3``; ``42["job", change-with-channel]``. Live once the joins are sent (the servers acknowledge
-nothing)."""
+``2`` -> ``3``; ``42["job", change-with-channel]`` (a job's whole state, as the plain peers' changes) and, in a
+team room, ``42["counts", {"channel", "seq", "counts"}]`` after a transaction's changes. Live once the joins are
+sent (the servers acknowledge nothing)."""
 
 from __future__ import annotations
 
@@ -12,23 +13,32 @@ import msgspec
 
 from .counters import Stats
 from .jobstate import unpack_jobs
-from .plain import Change, apply_changes, noop, with_query
+from .plain import Change, apply_changes, apply_counts, noop, with_query
 
 _json_encode = msgspec.json.encode
 
-_sio_event = msgspec.json.Decoder(tuple[str, Change | list[Change]]).decode
-_sio_any = msgspec.json.Decoder().decode
+
+class _Counts(msgspec.Struct):
+    channel: str
+    counts: dict[str, int]
+    seq: int = 0
+
+
+_sio_event = msgspec.json.Decoder(tuple[str, msgspec.Raw]).decode
+_sio_job = msgspec.json.Decoder(Change | list[Change]).decode
+_sio_counts = msgspec.json.Decoder(_Counts).decode
 
 
 class SocketIODialect:
-    """Socket.IO 4 over a websocket (Engine.IO 4): join a room per channel, receive ``job`` events."""
+    """Socket.IO 4 over a websocket (Engine.IO 4): join a room per channel, receive ``job`` and ``counts`` events."""
 
-    __slots__ = ("stats", "chans", "notify", "send", "_joined")
+    __slots__ = ("stats", "chans", "counts_seq", "notify", "send", "_joined")
     headers: list[str] = []
 
     def __init__(self, channels: Sequence[str], stats: Stats) -> None:
         self.stats = stats
         self.chans: dict[str, dict[int, int]] = {name: {} for name in dict.fromkeys(channels)}
+        self.counts_seq: dict[str, int] = {}  # a team room's seq of the counts held
         self.notify: Callable[[], None] = noop
         self.send: Callable[[bytes, bool], None] | None = None
         self._joined = False
@@ -96,24 +106,24 @@ class SocketIODialect:
         while start < n and 0x30 <= payload[start] <= 0x39:  # ack id
             start += 1
         body = memoryview(payload)[start:]
+        data: msgspec.Raw | None = None  # it holds on to `body`, which must be released before the next read
         try:
             name, data = _sio_event(body)
-        except msgspec.ValidationError:
-            try:
-                _sio_any(body)
-            except msgspec.DecodeError:
-                self.stats.decode_errors += 1
+            if name == "job":
+                self._jobs(_sio_job(data), now)
+            elif name == "counts":
+                self._counts(_sio_counts(data))
             else:
-                self.stats.unknown += 1  # another event, or a payload of another shape
-            return
+                self.stats.unknown += 1
+        except msgspec.ValidationError:
+            self.stats.unknown += 1  # another event, or a payload of another shape
         except msgspec.DecodeError:
             self.stats.decode_errors += 1
-            return
         finally:
+            data = None
             body.release()
-        if name != "job":
-            self.stats.unknown += 1
-            return
+
+    def _jobs(self, data: Change | list[Change], now: float) -> None:
         changes = data if isinstance(data, list) else (data,)
         chans = self.chans
         for c in changes:
@@ -122,3 +132,10 @@ class SocketIODialect:
                 self.stats.foreign += 1
                 continue
             apply_changes(jobs, (c,), now, self.stats)
+
+    def _counts(self, c: _Counts) -> None:
+        jobs = self.chans.get(c.channel)
+        if jobs is None:
+            self.stats.foreign += 1
+            return
+        apply_counts(jobs, c.counts, c.seq, self.counts_seq, c.channel)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -18,6 +19,23 @@ if TYPE_CHECKING:
 
 
 INITIAL_BACKOFF = 0.25
+# Loopback clients bind a source address of their own, SOURCE_SHARE subscribers to each (127.1.0.1, 127.1.1.1,
+# ...): each address has its own ephemeral ports (32768-60999 here), so 16,000 connections to one port, and the
+# TIME_WAITs of the run before, never exhaust them. Linux accepts any 127.0.0.0/8 source on loopback.
+SOURCE_SHARE = 256
+
+
+def source_address(host: str, idx: int) -> tuple[str, int] | None:
+    """The local address subscriber `idx` binds before connecting to `host`; None (the kernel's choice) unless
+    `host` is an IPv4 loopback address."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if address.version != 4 or not address.is_loopback:
+        return None
+    block = idx // SOURCE_SHARE % (256 * 254)
+    return (f"127.1.{block // 254}.{1 + block % 254}", 0)
 
 
 class Subscriber:
@@ -30,6 +48,7 @@ class Subscriber:
         "host",
         "port",
         "head",
+        "local",
         "addresses",
         "dialect",
         "stats",
@@ -64,6 +83,7 @@ class Subscriber:
             target = path + ("?" + query if query else "")
             self.addresses.append((host, port, request_head(host, port, target, [*self.dialect.headers, *headers])))
         self.host, self.port, self.head = self.addresses[0]
+        self.local = source_address(self.host, idx)
         self.ws: WSClient | None = None
         self.connected = False
         self.live = False
@@ -88,7 +108,7 @@ class Subscriber:
         w = self.worker
         assert w is not None
         try:
-            await w.loop.create_connection(lambda: ws, self.host, self.port)
+            await w.loop.create_connection(lambda: ws, self.host, self.port, local_addr=self.local)
         except OSError as exc:
             if ws is self.ws:
                 self.ws_failed(ws, type(exc).__name__)
@@ -188,4 +208,5 @@ class Subscriber:
         if len(self.addresses) > 1:  # that node is gone: the next one
             at = self.addresses.index((self.host, self.port, self.head))
             self.host, self.port, self.head = self.addresses[(at + 1) % len(self.addresses)]
+            self.local = source_address(self.host, self.idx)
         self._retry(None)

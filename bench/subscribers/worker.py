@@ -229,8 +229,12 @@ async def _worker_async(pipe: Any, spec: Spec) -> None:
     except Exception:
         pipe.send(("err", f"worker {os.getpid()}: {traceback.format_exc()}"))
         return
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if worker.n + 64 > nofile:  # say so now, not as EMFILE failures that look like a server refusing
+        pipe.send(("err", f"worker {os.getpid()}: {worker.n} subscribers do not fit its open-files limit {nofile}"))
+        return
     loop.add_reader(pipe.fileno(), worker.on_pipe)
-    pipe.send(("ok", {"pid": os.getpid(), "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}))
+    pipe.send(("ok", {"pid": os.getpid(), "nofile": nofile}))
     worker.spawn(worker.open_all())
     await worker.done
     try:

@@ -8,15 +8,17 @@ import json
 import math
 import time
 import zlib
-from datetime import UTC
+from datetime import UTC, datetime
 
 import pytest
 
 from bench import procstat
 from bench.subscribers import FleetStates, Histogram, StateGroup, Stats, compare_states, merge_stats
 from bench.subscribers.gateway_dialect import GatewayDialect
+from bench.subscribers.jobstate import counts_state
 from bench.subscribers.plain import PlainDialect
 from bench.subscribers.socketio import SocketIODialect
+from bench.subscribers.subscriber import source_address
 from bench.subscribers.wsclient import (
     DEFLATE_OFFER,
     WSClient,
@@ -646,6 +648,11 @@ def test_gateway_msgpack() -> None:
 # -- plain
 
 
+def stamp(ms: float) -> str:
+    """A job's `updated_at` as PostgreSQL's to_jsonb writes it, `ms` milliseconds since the epoch."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
 def test_plain_target_and_changes() -> None:
     stats = Stats()
     d = PlainDialect(["team:3", "trajectory:17"], stats)
@@ -655,18 +662,22 @@ def test_plain_target_and_changes() -> None:
     d.opened(Sent())
     assert d.ready()
     now = time.time() * 1000
+    job = {"team_id": 3, "trajectory_id": 17, "cluster_id": 1, "kind": "preprocess", "name": "Preprocess frame 0"}
     frame = {
         "channel": "trajectory:17",
         "changes": [
-            {"id": 1, "version": 2, "status": "running", "t": now - 25, "name": "x"},
-            {"id": 2, "version": 1, "status": "queued", "t": (now - 5) / 1000},
+            {**job, "id": 1, "version": 2, "status": "running", "updated_at": stamp(now - 25), "frame": 0},
+            {**job, "id": 2, "version": 1, "status": "queued", "updated_at": stamp(now - 5)},
         ],
     }
     d.message(OP_TEXT, json.dumps(frame).encode(), now)
     d.message(
         OP_TEXT,
         json.dumps(
-            {"channel": "trajectory:17", "changes": [{"id": 1, "version": 1, "status": "failed", "t": now}]}
+            {
+                "channel": "trajectory:17",
+                "changes": [{"id": 1, "version": 1, "status": "failed", "updated_at": stamp(now)}],
+            }
         ).encode(),
         now,
     )
@@ -685,6 +696,24 @@ def test_plain_target_and_changes() -> None:
     assert stats.decode_errors == 1
 
 
+def test_plain_team_room_keeps_the_counts_of_its_latest_message() -> None:
+    d = PlainDialect(["team:3"], Stats())
+    d.opened(Sent())
+    counts = dict.fromkeys(["queued", "retrying", "running", "completed", "failed", "holding", "preempted"], 0)
+    change = {"id": 7, "version": 2, "status": "running"}
+    later = {"channel": "team:3", "changes": [change], "counts": {**counts, "running": 1}, "seq": 2}
+    earlier = {"channel": "team:3", "changes": [], "counts": {**counts, "queued": 1}, "seq": 1}
+    for message in (later, earlier):  # the tap's connections publish concurrently: seq orders the counts
+        d.message(OP_TEXT, json.dumps(message).encode(), 0)
+    assert d.states() == {"team:3": {7: (2, "running")} | counts_state({**counts, "running": 1})}
+    # Without a seq (broadcaster-pg's NOTIFY arrives in commit order), the latest counts are kept.
+    d = PlainDialect(["team:3"], Stats())
+    d.opened(Sent())
+    d.message(OP_TEXT, json.dumps({"channel": "team:3", "changes": [change], "counts": counts}).encode(), 0)
+    d.message(OP_TEXT, json.dumps({"channel": "team:3", "changes": [], "counts": {**counts, "failed": 1}}).encode(), 0)
+    assert d.states()["team:3"] == {7: (2, "running")} | counts_state({**counts, "failed": 1})
+
+
 # -- socketio
 
 
@@ -701,14 +730,23 @@ def test_socketio_handshake_joins_pings_and_events() -> None:
     d.message(OP_TEXT, b"2", 0)
     assert sent[-1] == b"3" and stats.server_pings == 1
     now = time.time() * 1000
-    change = {"id": 7, "version": 3, "status": "completed", "t": now - 12, "channel": "trajectory:17"}
+    change = {"id": 7, "version": 3, "status": "completed", "updated_at": stamp(now - 12), "channel": "trajectory:17"}
     d.message(OP_TEXT, b"42" + json.dumps(["job", change]).encode(), now)
     d.message(OP_TEXT, b"42" + json.dumps(["job", {**change, "version": 2, "status": "running"}]).encode(), now)
     d.message(OP_TEXT, b"42" + json.dumps(["job", {**change, "id": 8, "channel": "trajectory:99"}]).encode(), now)
     d.message(OP_TEXT, b"42" + json.dumps(["other", {"x": 1}]).encode(), now)
     d.message(OP_TEXT, b"42/admin,5" + json.dumps(["job", {**change, "id": 9, "version": 1}]).encode(), now)
-    assert d.states() == {"team:3": {}, "trajectory:17": {7: (3, "completed"), 9: (1, "completed")}}
-    assert stats.deltas == 2 and stats.stale == 1 and stats.foreign == 1 and stats.unknown == 1
+    counts = {"channel": "team:3", "seq": 4, "counts": {"queued": 2, "running": 1}}
+    d.message(OP_TEXT, bytearray(b"42" + json.dumps(["counts", counts]).encode()), now)  # the reader's buffer
+    d.message(OP_TEXT, b"42" + json.dumps(["counts", {**counts, "seq": 3, "counts": {"queued": 3}}]).encode(), now)
+    d.message(OP_TEXT, b"42" + json.dumps(["job", {"id": "x"}]).encode(), now)
+    d.message(OP_TEXT, b'42["job",{', now)
+    assert d.states() == {
+        "team:3": counts_state({"queued": 2, "running": 1}),
+        "trajectory:17": {7: (3, "completed"), 9: (1, "completed")},
+    }
+    assert stats.deltas == 2 and stats.stale == 1 and stats.foreign == 1 and stats.unknown == 2
+    assert stats.decode_errors == 1
     assert stats.latency.count == 2 and abs(stats.latency.max - 12) < 0.5
     d.closed()
     assert not d.ready()
@@ -789,3 +827,11 @@ def test_procstat_reads_this_process() -> None:
     assert cpu > 0 and rss > 1000
     assert procstat.cpu_seconds([os.getpid(), 2**22 + 12345]) >= cpu  # a vanished pid is skipped
     assert procstat.rss_kb([2**22 + 12345]) == 0
+
+
+def test_loopback_subscribers_spread_over_source_addresses() -> None:
+    # 16,000 connections to one port would exhaust one source address's ephemeral ports: 256 share each.
+    assert source_address("127.0.0.1", 0) == ("127.1.0.1", 0) == source_address("127.0.0.1", 255)
+    assert source_address("127.0.0.1", 256) == ("127.1.0.2", 0)
+    assert len({source_address("127.0.0.1", i) for i in range(16_000)}) == 63
+    assert all(source_address(host, 0) is None for host in ("example.org", "::1", "10.0.0.1"))

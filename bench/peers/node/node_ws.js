@@ -9,7 +9,7 @@
  * No compression by default. With `--deflate 1`, permessage-deflate as ws ships it
  * (`perMessageDeflate: true`: a compression context kept per connection, each message
  * deflated for each client), except its threshold: ws compresses nothing under 1 KB by
- * default, and the tap's messages are about 350 bytes, so it is the gateway's (256).
+ * default; it is the gateway's (256), so that both compress the same messages.
  *
  *   node bench/peers/node/node_ws.js --port 8102 --redis redis://127.0.0.1:6379 [--deflate 1]
  */
@@ -56,7 +56,8 @@ async function main() {
       if (client.readyState === WebSocket.OPEN) client.send(message);
     }
   });
-  server.listen(port, "127.0.0.1", () => console.log(`node_ws listening on 127.0.0.1:${port}`));
+  // The floor's backlog (Node's default is 511): 16,000 subscribers connect at 1,500 a second.
+  server.listen(port, "127.0.0.1", 4096, () => console.log(`node_ws listening on 127.0.0.1:${port}`));
 }
 
 function shutdown() {

@@ -4,9 +4,10 @@
  * Clients connect to /socket.io/?EIO=4&transport=websocket, emit `join` with a
  * channel name and are put in that room. A dedicated node-redis connection does
  * PSUBSCRIBE bench:*, and each transaction is re-emitted as ONE
- * io.to(channel).emit("job", change) PER CHANGE -- "one emit per job update to a
- * team room". The emit goes through the Redis adapter exactly as in a multi-node
- * deployment: delivered to local sockets and published for the other nodes.
+ * io.to(channel).emit("job", change) PER CHANGE (each a job's whole state) -- "one
+ * emit per job update to a team room" -- then, in a team room, one emit("counts")
+ * with the team's counts. The emit goes through the Redis adapter exactly as in a
+ * multi-node deployment: delivered to local sockets and published for the other nodes.
  *
  *   node bench/peers/node/socketio.js --port 8103 --redis redis://127.0.0.1:6379
  */
@@ -38,10 +39,12 @@ async function main() {
   io.adapter(createAdapter(pubClient, subClient));
   await tapClient.pSubscribe(PREFIX + "*", (message, redisChannel) => {
     const channel = redisChannel.slice(PREFIX.length);
-    for (const change of JSON.parse(message).changes) {
+    const { changes, counts, seq } = JSON.parse(message);
+    for (const change of changes) {
       change.channel = channel;
       io.to(channel).emit("job", change);
     }
+    if (counts) io.to(channel).emit("counts", { channel, seq: seq || 0, counts });
   });
   httpServer.listen(port, "127.0.0.1", () => console.log(`socketio listening on 127.0.0.1:${port}`));
 }

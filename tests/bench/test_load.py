@@ -1,0 +1,96 @@
+"""The tap (bench/load.py): what the peers are fed carries what the gateway delivers, each changed job's whole
+state and, in a team room, the team's counts after the transaction."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import asyncpg
+import msgspec
+import pytest
+
+from bench.load import TapMessage, Writer, build_world, team_counts
+from gateway.core.model import Job
+from tests.conftest import create_database, drop_database
+
+
+class Tap:
+    """A Redis that keeps what is published."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, bytes]] = []
+
+    async def publish(self, channel: str, data: bytes) -> None:
+        self.published.append((channel, data))
+
+    def messages(self, channel: str) -> list[TapMessage]:
+        return [msgspec.json.decode(data, type=TapMessage) for c, data in self.published if c == channel]
+
+
+@pytest.fixture
+def url(pg_admin: str) -> Iterator[str]:
+    url = create_database(pg_admin)
+    try:
+        yield url
+    finally:
+        drop_database(pg_admin, url)
+
+
+async def jobs_now(pool: asyncpg.Pool, trajectory: int) -> dict[int, Job]:
+    rows = await pool.fetch("select to_jsonb(j)::text as job from jobs j where trajectory_id = $1", trajectory)
+    return {job.id: job for job in (msgspec.json.decode(r["job"], type=Job) for r in rows)}
+
+
+def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(url: str) -> None:
+    async def main() -> None:
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+        try:
+            world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=10)
+            team = world.teams[0]
+            trajectory = world.trajectories[team][0]
+            tap = Tap()
+            writer = Writer(pool, tap, world, per_tx=5, concurrency=4, tap_team_channel=True)  # type: ignore[arg-type]
+            await writer.run(100, 0.2, [trajectory])
+
+            latest: dict[int, Job] = {}
+            for message in tap.messages(f"bench:trajectory:{trajectory}"):
+                assert message.channel == f"trajectory:{trajectory}" and message.counts is None
+                for job in message.changes:
+                    if job.id not in latest or job.version > latest[job.id].version:
+                        latest[job.id] = job
+            assert latest == {i: job for i, job in (await jobs_now(pool, trajectory)).items() if i in writer.changed}
+            raw = next(data for c, data in tap.published if c.startswith("bench:trajectory:"))
+            assert b'"name":"Preprocess frame' in raw and b"null" not in raw  # the gateway's fields, defaults left out
+
+            rooms = tap.messages(f"bench:team:{team}")
+            assert len(rooms) == writer.committed and sorted(m.seq or 0 for m in rooms) == list(
+                range(1, len(rooms) + 1)
+            )
+            last = max(rooms, key=lambda m: m.seq or 0)
+            assert last.counts == await team_counts(pool, team)
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def test_an_upload_counts_its_new_jobs_and_each_stage(url: str) -> None:
+    async def main() -> None:
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+        try:
+            world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=3)
+            team = world.teams[0]
+            trajectory = world.trajectories[team][0]
+            tap = Tap()
+            writer = Writer(pool, tap, world, tap_team_channel=True)  # type: ignore[arg-type]
+            await writer.upload(trajectory, 10, [("preprocess", None)], chunk=4)
+            rooms = tap.messages(f"bench:team:{team}")
+            assert [len(m.changes) for m in rooms] == [4, 4, 2] * 3  # created, running, completed
+            assert rooms[-1].counts == await team_counts(pool, team)
+            assert rooms[-1].counts is not None and rooms[-1].counts["completed"] == 10
+            assert rooms[-1].counts["queued"] == 3  # the team's jobs from before the upload are counted too
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
