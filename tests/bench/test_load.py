@@ -4,37 +4,41 @@ state and, in a team room, the team's counts after the transaction."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import asyncpg
 import msgspec
-import pytest
+from redis.asyncio import Redis
 
 from bench.load import TapMessage, Writer, build_world, team_counts
 from gateway.core.model import Job
-from tests.conftest import create_database, drop_database
 
 
 class Tap:
-    """A Redis that keeps what is published."""
+    """What the writer publishes to a real Redis, read back by a pattern subscription on `bench:*`."""
 
-    def __init__(self) -> None:
+    def __init__(self, redis_url: str) -> None:
+        self.redis = Redis.from_url(redis_url)
+        self.pubsub = self.redis.pubsub()
         self.published: list[tuple[str, bytes]] = []
 
-    async def publish(self, channel: str, data: bytes) -> None:
-        self.published.append((channel, data))
+    async def __aenter__(self) -> Tap:
+        await self.pubsub.psubscribe("bench:*")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.pubsub.aclose()
+        await self.redis.aclose()
+
+    async def read(self, count: int) -> None:
+        """Wait (generously) until `count` messages in all have arrived."""
+        deadline = asyncio.get_running_loop().time() + 30
+        while len(self.published) < count and asyncio.get_running_loop().time() < deadline:
+            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is not None:
+                self.published.append((message["channel"].decode(), message["data"]))
 
     def messages(self, channel: str) -> list[TapMessage]:
         return [msgspec.json.decode(data, type=TapMessage) for c, data in self.published if c == channel]
-
-
-@pytest.fixture
-def url(pg_admin: str) -> Iterator[str]:
-    url = create_database(pg_admin)
-    try:
-        yield url
-    finally:
-        drop_database(pg_admin, url)
 
 
 async def jobs_now(pool: asyncpg.Pool, trajectory: int) -> dict[int, Job]:
@@ -42,16 +46,17 @@ async def jobs_now(pool: asyncpg.Pool, trajectory: int) -> dict[int, Job]:
     return {job.id: job for job in (msgspec.json.decode(r["job"], type=Job) for r in rows)}
 
 
-def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(url: str) -> None:
+def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(url: str, redis_url: str) -> None:
     async def main() -> None:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
         try:
             world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=10)
             team = world.teams[0]
             trajectory = world.trajectories[team][0]
-            tap = Tap()
-            writer = Writer(pool, tap, world, per_tx=5, concurrency=4, tap_team_channel=True)  # type: ignore[arg-type]
-            await writer.run(100, 0.2, [trajectory])
+            async with Tap(redis_url) as tap:
+                writer = Writer(pool, tap.redis, world, per_tx=5, concurrency=4, tap_team_channel=True)
+                await writer.run(100, 0.2, [trajectory])
+                await tap.read(2 * writer.committed)  # a trajectory's message and its team room's, each
 
             latest: dict[int, Job] = {}
             for message in tap.messages(f"bench:trajectory:{trajectory}"):
@@ -75,16 +80,17 @@ def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(url: str) -> N
     asyncio.run(main())
 
 
-def test_an_upload_counts_its_new_jobs_and_each_stage(url: str) -> None:
+def test_an_upload_counts_its_new_jobs_and_each_stage(url: str, redis_url: str) -> None:
     async def main() -> None:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
         try:
             world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=3)
             team = world.teams[0]
             trajectory = world.trajectories[team][0]
-            tap = Tap()
-            writer = Writer(pool, tap, world, tap_team_channel=True)  # type: ignore[arg-type]
-            await writer.upload(trajectory, 10, [("preprocess", None)], chunk=4)
+            async with Tap(redis_url) as tap:
+                writer = Writer(pool, tap.redis, world, tap_team_channel=True)
+                await writer.upload(trajectory, 10, [("preprocess", None)], chunk=4)
+                await tap.read(2 * writer.committed)
             rooms = tap.messages(f"bench:team:{team}")
             assert [len(m.changes) for m in rooms] == [4, 4, 2] * 3  # created, running, completed
             assert rooms[-1].counts == await team_counts(pool, team)

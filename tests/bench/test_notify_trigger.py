@@ -5,25 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import asyncpg
-import pytest
 
 from bench.load import build_world, team_counts
 from bench.peers import notify_trigger
-from tests.conftest import create_database, drop_database
 
 STEP = "update jobs set status = 'running' where id = $1"
-
-
-@pytest.fixture
-def url(pg_admin: str) -> Iterator[str]:
-    url = create_database(pg_admin)
-    try:
-        yield url
-    finally:
-        drop_database(pg_admin, url)
 
 
 def test_the_last_counts_include_a_transaction_that_committed_meanwhile(url: str) -> None:
