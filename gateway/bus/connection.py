@@ -30,9 +30,8 @@ def connect(url: str, cluster: bool = False) -> Any:
     """A client for single-key commands: of one server, or routing by slot over a cluster."""
     if cluster:
         return RedisCluster.from_url(url)
-    return Redis(
-        connection_pool=BlockingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
-    )
+    # from_pool: the client owns the pool, so closing the client closes its connections.
+    return Redis.from_pool(BlockingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT))
 
 
 # Sharded pub/sub on a plain asyncio connection (`PubSub.ssubscribe`), `RedisCluster.mget_nonatomic` and the
@@ -68,7 +67,7 @@ class Bus:
         client = self._servers.get(name)
         if client is None:
             pool = BlockingConnectionPool(host=host, port=port, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
-            client = self._servers[name] = Redis(connection_pool=pool)
+            client = self._servers[name] = Redis.from_pool(pool)
         return client
 
     async def refresh(self) -> None:
