@@ -4,12 +4,14 @@ state and, in a team room, the team's counts after the transaction."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import asyncpg
 import msgspec
+import pytest
 from redis.asyncio import Redis
 
-from bench.load import TapMessage, Writer, build_world, team_counts
+from bench.load import TapMessage, World, Writer, build_world, team_counts
 from gateway.core.model import Job
 
 
@@ -46,57 +48,51 @@ async def jobs_now(pool: asyncpg.Pool, trajectory: int) -> dict[int, Job]:
     return {job.id: job for job in (msgspec.json.decode(r["job"], type=Job) for r in rows)}
 
 
-def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(url: str, redis_url: str) -> None:
-    async def main() -> None:
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
-        try:
-            world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=10)
-            team = world.teams[0]
-            trajectory = world.trajectories[team][0]
-            async with Tap(redis_url) as tap:
-                writer = Writer(pool, tap.redis, world, per_tx=5, concurrency=4, tap_team_channel=True)
-                await writer.run(100, 0.2, [trajectory])
-                await tap.read(2 * writer.committed)  # a trajectory's message and its team room's, each
-
-            latest: dict[int, Job] = {}
-            for message in tap.messages(f"bench:trajectory:{trajectory}"):
-                assert message.channel == f"trajectory:{trajectory}" and message.counts is None
-                for job in message.changes:
-                    if job.id not in latest or job.version > latest[job.id].version:
-                        latest[job.id] = job
-            assert latest == {i: job for i, job in (await jobs_now(pool, trajectory)).items() if i in writer.changed}
-            raw = next(data for c, data in tap.published if c.startswith("bench:trajectory:"))
-            assert b'"name":"Preprocess frame' in raw and b"null" not in raw  # the gateway's fields, defaults left out
-
-            rooms = tap.messages(f"bench:team:{team}")
-            assert len(rooms) == writer.committed and sorted(m.seq or 0 for m in rooms) == list(
-                range(1, len(rooms) + 1)
-            )
-            last = max(rooms, key=lambda m: m.seq or 0)
-            assert last.counts == await team_counts(pool, team)
-        finally:
-            await pool.close()
-
-    asyncio.run(main())
+@pytest.fixture
+async def pool(url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+    yield pool
+    await pool.close()
 
 
-def test_an_upload_counts_its_new_jobs_and_each_stage(url: str, redis_url: str) -> None:
-    async def main() -> None:
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
-        try:
-            world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=3)
-            team = world.teams[0]
-            trajectory = world.trajectories[team][0]
-            async with Tap(redis_url) as tap:
-                writer = Writer(pool, tap.redis, world, tap_team_channel=True)
-                await writer.upload(trajectory, 10, [("preprocess", None)], chunk=4)
-                await tap.read(2 * writer.committed)
-            rooms = tap.messages(f"bench:team:{team}")
-            assert [len(m.changes) for m in rooms] == [4, 4, 2] * 3  # created, running, completed
-            assert rooms[-1].counts == await team_counts(pool, team)
-            assert rooms[-1].counts is not None and rooms[-1].counts["completed"] == 10
-            assert rooms[-1].counts["queued"] == 3  # the team's jobs from before the upload are counted too
-        finally:
-            await pool.close()
+async def one_trajectory(pool: asyncpg.Pool, jobs: int) -> tuple[World, int, int]:
+    """A world of one team with one trajectory of `jobs` jobs: the world, the team, the trajectory."""
+    world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=jobs)
+    team = world.teams[0]
+    return world, team, world.trajectories[team][0]
 
-    asyncio.run(main())
+
+async def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(pool: asyncpg.Pool, redis_url: str) -> None:
+    world, team, trajectory = await one_trajectory(pool, 10)
+    async with Tap(redis_url) as tap:
+        writer = Writer(pool, tap.redis, world, per_tx=5, concurrency=4, tap_team_channel=True)
+        await writer.run(100, 0.2, [trajectory])
+        await tap.read(2 * writer.committed)  # a trajectory's message and its team room's, each
+
+    latest: dict[int, Job] = {}
+    for message in tap.messages(f"bench:trajectory:{trajectory}"):
+        assert message.channel == f"trajectory:{trajectory}" and message.counts is None
+        for job in message.changes:
+            if job.id not in latest or job.version > latest[job.id].version:
+                latest[job.id] = job
+    assert latest == {i: job for i, job in (await jobs_now(pool, trajectory)).items() if i in writer.changed}
+    raw = next(data for c, data in tap.published if c.startswith("bench:trajectory:"))
+    assert b'"name":"Preprocess frame' in raw and b"null" not in raw  # the gateway's fields, defaults left out
+
+    rooms = tap.messages(f"bench:team:{team}")
+    assert len(rooms) == writer.committed and sorted(m.seq or 0 for m in rooms) == list(range(1, len(rooms) + 1))
+    last = max(rooms, key=lambda m: m.seq or 0)
+    assert last.counts == await team_counts(pool, team)
+
+
+async def test_an_upload_counts_its_new_jobs_and_each_stage(pool: asyncpg.Pool, redis_url: str) -> None:
+    world, team, trajectory = await one_trajectory(pool, 3)
+    async with Tap(redis_url) as tap:
+        writer = Writer(pool, tap.redis, world, tap_team_channel=True)
+        await writer.upload(trajectory, 10, [("preprocess", None)], chunk=4)
+        await tap.read(2 * writer.committed)
+    rooms = tap.messages(f"bench:team:{team}")
+    assert [len(m.changes) for m in rooms] == [4, 4, 2] * 3  # created, running, completed
+    assert rooms[-1].counts == await team_counts(pool, team)
+    assert rooms[-1].counts is not None and rooms[-1].counts["completed"] == 10
+    assert rooms[-1].counts["queued"] == 3  # the team's jobs from before the upload are counted too
