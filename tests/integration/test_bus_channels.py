@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from gateway.bus import membership
 from gateway.bus.commands import ClusterCommands, command_inbox, confirm
-from gateway.bus.connection import Bus
+from gateway.bus.connection import POOL_CONNECTIONS, Bus
 
 
 async def test_a_cluster_receives_its_commands_and_its_confirmation_reaches_the_sender(redis_url: str) -> None:
@@ -42,3 +42,16 @@ async def test_membership_payloads_reach_every_subscriber_of_the_channel(redis_u
     finally:
         await pubsub.aclose()
         await redis.aclose()
+
+
+async def test_more_reads_in_flight_than_the_pool_holds_wait_for_a_connection(redis_url: str) -> None:
+    """16,000 subscribers connecting at once had more reads in flight than the pool's 100 connections: each
+    read past them failed at once (MaxConnectionsError) and its subscriber was told `unavailable`."""
+    bus = Bus(redis_url)
+    key = f"gw:test:empty:{secrets.token_hex(4)}"
+    try:
+        # Each read holds its connection for a tenth of a second (a list that stays empty).
+        reads = [bus.redis.blpop([key], timeout=0.1) for _ in range(POOL_CONNECTIONS + 50)]
+        assert await asyncio.wait_for(asyncio.gather(*reads), 30) == [None] * (POOL_CONNECTIONS + 50)
+    finally:
+        await bus.aclose()
