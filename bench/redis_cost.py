@@ -3,10 +3,11 @@
     python -m bench.redis_cost [--messages 20000] [--nodes 1,4,16] [--cluster]
 
 The relay's real publish path (gateway.bus.publisher: one Lua script call per cycle writing each message's
-position, history entry, state and PUBLISH) against a private valkey-server, with 0..N gateway-node
-connections subscribed to every channel and reading. The server's own CPU, from /proc, divided by the
-messages: a fixed cost per message plus a cost per subscribing node (each gets its own copy). With
-`--cluster` the same against a three-shard cluster with sharded pub/sub, reporting each shard's share.
+position, history entry, state and PUBLISH) against a private valkey-server, with 0..N gateway nodes' bus
+subscribers (gateway.bus.subscriber) subscribed to every channel and reading. The server's own CPU, from
+/proc, divided by the messages: a fixed cost per message plus a cost per subscribing node (each gets its own
+copy). With `--cluster` the same against a three-shard cluster with sharded pub/sub, reporting each shard's
+share.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway.bus import keys
-from gateway.bus.connection import Bus
-from gateway.bus.publisher import Publisher
+from gateway.bus.broker import RedisBroker
 from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
@@ -55,30 +54,33 @@ def _publications(count: int, epoch: int) -> list[Publication]:
     return out
 
 
-async def _reader(bus: Bus, tag: str, ready: asyncio.Event, got: list[int]) -> None:
-    """A gateway node's bus connection: subscribed to every channel, reading everything."""
-    names = [keys.pubsub(tag, f"trajectory:{c}") for c in range(CHANNELS)]
-    server = await bus.server_for(names[0])
-    pubsub = server.pubsub()  # a connection of its own
-    for name in names:
-        await (pubsub.ssubscribe if bus.cluster else pubsub.subscribe)(name)
-    ready.set()
+async def _reader(broker: RedisBroker, tag: str, ready: asyncio.Event, got: list[int]) -> None:
+    """A gateway node's bus subscriber (a connection of its own): subscribed to every channel, reading
+    everything."""
+
+    def heard(channel: str, envelope: bytes) -> None:
+        got[0] += 1
+
+    subscriber = broker.subscriber(heard, on_lost=lambda: None, on_restored=lambda: None)
+    running = asyncio.create_task(subscriber.run())
     try:
-        while True:
-            message = await pubsub.get_message(timeout=None)
-            if message and message["type"] in (b"message", b"smessage", "message", "smessage"):
-                got[0] += 1
+        for c in range(CHANNELS):
+            await subscriber.subscribe(tag, f"trajectory:{c}")
+        ready.set()
+        await running
     finally:
-        await pubsub.aclose()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await subscriber.aclose()
 
 
-async def measure(bus: Bus, pids: list[int], messages: int, nodes: int, epoch: int) -> dict[str, float]:
-    tag = bus.partitions.tags[0]
-    publisher = Publisher(bus, tag, epoch, history_length=12_000, history_ttl=3600)
+async def measure(broker: RedisBroker, pids: list[int], messages: int, nodes: int, epoch: int) -> dict[str, float]:
+    tag = broker.partitions.tags[0]
+    publisher = broker.publisher(tag, epoch, history_length=12_000, history_ttl=3600)
     await publisher.take_over()
     got = [0]
     readies = [asyncio.Event() for _ in range(nodes)]
-    readers = [asyncio.create_task(_reader(bus, tag, r, got)) for r in readies]
+    readers = [asyncio.create_task(_reader(broker, tag, r, got)) for r in readies]
     for r in readies:
         await r.wait()
     publications = _publications(messages, epoch)
@@ -117,11 +119,11 @@ async def main(messages: int, node_counts: list[int], cluster: bool) -> dict[str
             url = single.start()
             assert single._proc is not None
             pids = [single._proc.pid]
-        bus = Bus(url, cluster=cluster)
+        broker = RedisBroker.connect(url, cluster=cluster)
         try:
-            rows = [await measure(bus, pids, messages, n, epoch) for epoch, n in enumerate(node_counts, start=1)]
+            rows = [await measure(broker, pids, messages, n, epoch) for epoch, n in enumerate(node_counts, start=1)]
         finally:
-            await bus.aclose()
+            await broker.aclose()
             server.stop()
     fixed = rows[0]["cpu_us_per_message"] if rows[0]["nodes"] == 0 else None
     per_node = None

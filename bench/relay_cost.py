@@ -30,9 +30,8 @@ import time
 from pathlib import Path
 
 import asyncpg
-from redis.asyncio import Redis
 
-from gateway.bus import keys
+from gateway.bus.broker import RedisBroker
 
 from .infra import start_infra
 from .load import build_world
@@ -42,19 +41,16 @@ TEAMS = 20
 BATCH = 50
 
 
-async def _published(redis: Redis, partitions: keys.Partitions) -> int:
-    total = 0
-    for tag in partitions.tags:
-        value = await redis.hget(keys.relay_stats(tag), "changes")
-        total += int(value or 0)
-    return total
+async def _published(broker: RedisBroker) -> int:
+    """The changes the partitions' relays have published, by their figures in Redis."""
+    return sum(s.changes for s in await broker.relay_stats.read(broker.partitions.tags) if s is not None)
 
 
-async def _settled(redis: Redis, partitions: keys.Partitions) -> int:
+async def _settled(broker: RedisBroker) -> int:
     """The relays' count once it stops moving (they caught up with the setup's inserts)."""
     last, since = -1, time.monotonic()
     while True:
-        now = await _published(redis, partitions)
+        now = await _published(broker)
         if now != last:
             last, since = now, time.monotonic()
         elif time.monotonic() - since > 2.5 and now > 0:
@@ -81,12 +77,11 @@ async def run_layout(
                 )
             )
     pool = await asyncpg.create_pool(database_url, min_size=4, max_size=4)
-    redis = Redis.from_url(redis_url)
-    partitions = keys.Partitions(count)
+    broker = RedisBroker.connect(redis_url, partitions=count)
     try:
         world = await build_world(pool, TEAMS, 2, 250)
         ids = [j for jobs in world.jobs.values() for j in jobs]
-        base = await _settled(redis, partitions)
+        base = await _settled(broker)
         first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
         readers = [
             r["pid"]
@@ -114,12 +109,12 @@ async def run_layout(
         written = time.monotonic() - started
         # An update that leaves a job as it was captures nothing: count what the outbox got.
         target = base + await pool.fetchval("select count(*) from job_changes where seq > $1", first)
-        while await _published(redis, partitions) < target and time.monotonic() - started < 300:
+        while await _published(broker) < target and time.monotonic() - started < 300:
             await asyncio.sleep(0.05)
         took = time.monotonic() - started
         cpu = cpu_seconds(p.pid for p in procs) - cpu0
         read_cpu = cpu_seconds(readers) - read0
-        done = await _published(redis, partitions) - base
+        done = await _published(broker) - base
         return {
             "partitions": count,
             "relays": relays,
@@ -138,8 +133,8 @@ async def run_layout(
             p.terminate()
         for p in procs:
             p.wait(10)
-        await redis.flushall()
-        await redis.aclose()
+        await broker.bus.redis.flushall()  # the next layout starts from an empty bus
+        await broker.aclose()
         await pool.close()
 
 
@@ -152,13 +147,12 @@ async def run_pace(
             [sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT
         )
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
-    redis = Redis.from_url(redis_url)
-    partitions = keys.Partitions(1)
+    broker = RedisBroker.connect(redis_url)
     rows: list[dict[str, object]] = []
     try:
         world = await build_world(pool, 1, 1, 200)
         ids = next(iter(world.jobs.values()))
-        while not await redis.exists(keys.relay_stats(partitions.tags[0])):  # the relay is serving
+        while (await broker.relay_stats.read(broker.partitions.tags))[0] is None:  # until the relay serves
             await asyncio.sleep(0.1)
         await asyncio.sleep(2.0)
         statuses = ["queued", "running", "completed"]
@@ -190,7 +184,7 @@ async def run_pace(
     finally:
         proc.terminate()
         proc.wait(10)
-        await redis.aclose()
+        await broker.aclose()
         await pool.close()
     return rows
 

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from gateway.bus import keys
+from gateway.bus import history, keys
 
 from .load import World, Writer, build_world, database_state, team_counts, team_state
 from .measure import Outcome, Plan, measure, settle
@@ -573,8 +573,8 @@ def _count_pairs(figures: dict[str, Any], delivered: float) -> None:
 
 async def _published(redis: Redis, channel: str, team_id: int) -> int:
     """How many messages the relay has published on a channel (its position's seq)."""
-    value = await redis.get(keys.seq(keys.Partitions().tag(team_id), channel))
-    return int(keys.text(value).split("-")[1]) if value else 0
+    position = await history.position(redis, keys.Partitions().tag(team_id), channel)
+    return position[1] if position is not None else 0
 
 
 SCENARIOS = {"fanout": fanout, "storm": storm, "steady": steady, "burst": burst}

@@ -87,6 +87,7 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
     """End sessions on every node: all of a user's so far, or the one a token id names."""
     import asyncpg
 
+    from .bus.broker import RedisBroker
     from .bus.connection import Bus
     from .hub.revocations import RELOAD_EVERY, revoke
     from .store.queries import user_exists
@@ -99,8 +100,8 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
         try:
             if args.user is not None and not await user_exists(db, args.user):
                 sys.exit(f"gateway: no user {args.user}")
-            redis = bus.redis if bus is not None else None
-            await revoke(db, redis, settings.session_max_age, user_id=args.user, token_id=args.token_id)
+            membership = RedisBroker(bus).membership if bus is not None else None
+            await revoke(db, membership, settings.session_max_age, user_id=args.user, token_id=args.token_id)
         finally:
             await db.close()
             if bus is not None:

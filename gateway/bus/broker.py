@@ -146,9 +146,8 @@ class RelayHeartbeats(Protocol):
 
     async def write(self, tag: str, figures: RelayStats) -> None: ...
 
-    async def read(self, tags: list[str]) -> list[dict[bytes, bytes]]:
-        """Each partition's figures in the order of `tags`, as Redis keeps them (bytes: str(int), repr(float));
-        empty where no relay reported lately."""
+    async def read(self, tags: list[str]) -> list[RelayStats | None]:
+        """Each partition's figures in the order of `tags`; None where no relay reported lately."""
 
 
 class Membership(Protocol):
@@ -227,7 +226,7 @@ class _RedisHistory:
         self.bus = bus
 
     async def position(self, tag: str, channel: str) -> Position | None:
-        return await history.position(self.bus, tag, channel)
+        return await history.position(self.bus.redis, tag, channel)
 
     async def positions(self, channels: dict[str, str]) -> dict[str, Position | None]:
         return await history.positions(self.bus, channels)
@@ -272,7 +271,7 @@ class _RedisRelayStats:
     async def write(self, tag: str, figures: RelayStats) -> None:
         await stats.write(self.bus.redis, tag, figures)
 
-    async def read(self, tags: list[str]) -> list[dict[bytes, bytes]]:
+    async def read(self, tags: list[str]) -> list[RelayStats | None]:
         return await stats.read(self.bus.redis, tags)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
+from redis.asyncio import Redis
+
 from ..core.protocol import parse_cursor
 from . import keys
 from .connection import Bus
@@ -17,9 +19,9 @@ class Entry:
     msgpack: bytes
 
 
-async def position(bus: Bus, tag: str, channel: str) -> tuple[int, int] | None:
+async def position(redis: Redis, tag: str, channel: str) -> tuple[int, int] | None:
     """(epoch, seq) of the channel's last message, or None when the bus knows nothing of it."""
-    value = await bus.redis.get(keys.seq(tag, channel))
+    value = await redis.get(keys.seq(tag, channel))
     return parse_cursor(keys.text(value)) if value is not None else None
 
 

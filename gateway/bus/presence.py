@@ -48,7 +48,9 @@ class PresenceManager:
 
     async def online(self, team_id: int, now: float | None = None) -> set[int]:
         """The team's users online on any node at `now` (the current time by default)."""
-        return await online_users(self.redis, team_id, now)
+        now = time.time() if now is None else now
+        members = cast(list[bytes], await self.redis.zrangebyscore(keys.presence(team_id), now, "+inf"))
+        return {int(keys.text(m).split(":")[0]) for m in members}
 
     async def teams(self) -> list[int]:
         """The teams that have had anyone online (the ones worth looking at)."""
@@ -57,13 +59,6 @@ class PresenceManager:
     async def expire(self, team_id: int, now: float) -> None:
         """Drop the team's entries that expired by `now` (their nodes stopped refreshing them)."""
         await self.redis.zremrangebyscore(keys.presence(team_id), "-inf", now)
-
-
-async def online_users(redis: Redis, team_id: int, now: float | None = None) -> set[int]:
-    """The team's users online on any node right now (or at `now`)."""
-    now = time.time() if now is None else now
-    members = cast(list[bytes], await redis.zrangebyscore(keys.presence(team_id), now, "+inf"))
-    return {int(keys.text(m).split(":")[0]) for m in members}
 
 
 def _entry(user_id: int, node_id: str) -> str:

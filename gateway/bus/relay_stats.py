@@ -6,9 +6,10 @@ relay is gone shows no figures at all. (A relay's /metrics figures are its own: 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, cast
 
+import msgspec
 from redis.asyncio import Redis
 
 from . import keys
@@ -38,9 +39,17 @@ async def write(redis: Redis, tag: str, stats: RelayStats) -> None:
         await pipe.execute()
 
 
-async def read(redis: Redis, tags: list[str]) -> list[dict[bytes, bytes]]:
-    """Each partition's figures, in the order of `tags` (empty where no relay has reported lately)."""
+async def read(redis: Redis, tags: list[str]) -> list[RelayStats | None]:
+    """Each partition's figures, in the order of `tags` (None where no relay has reported lately)."""
     async with redis.pipeline(transaction=False) as pipe:
         for tag in tags:
             pipe.hgetall(keys.relay_stats(tag))
-        return cast(list[dict[bytes, bytes]], await pipe.execute())
+        return [parse(kept) for kept in cast(list[dict[bytes, bytes]], await pipe.execute())]
+
+
+def parse(kept: dict[bytes, bytes]) -> RelayStats | None:
+    """Figures as Redis keeps them (str(int), repr(float)); a figure an older relay did not write reads as 0."""
+    if not kept:
+        return None
+    figures = {f.name: keys.text(kept.get(f.name.encode(), b"0")) for f in fields(RelayStats)}
+    return msgspec.convert(figures, RelayStats, strict=False)  # not strict: numbers from their text

@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 import asyncpg
 import msgspec
 from redis.exceptions import RedisError
 
-from ..bus import membership
+from ..bus.broker import Membership
 from ..core.revocation import Revocation, Revocations, decoder, encoder
 from ..store import revocations as stored
 from .connection import CLOSE_EXPIRED, Connection
@@ -88,15 +87,19 @@ class SessionRevocations:
 
 
 async def revoke(
-    db: stored.Database, redis: Any, max_age: float, user_id: int | None = None, token_id: str | None = None
+    db: stored.Database,
+    membership: Membership | None,
+    max_age: float,
+    user_id: int | None = None,
+    token_id: str | None = None,
 ) -> Revocation:
-    """Record a revocation, then tell every node through `redis` (None: no Redis here); when no broadcast
-    reaches them, their reload finds it."""
+    """Record a revocation, then tell every node on the membership channel (None: no Redis here); when no
+    broadcast reaches them, their reload finds it."""
     revocation = await stored.record(db, max_age, user_id=user_id, token_id=token_id)
-    if redis is None:
+    if membership is None:
         return revocation
     try:
-        await membership.publish(redis, encoder.encode(revocation))
+        await membership.publish(encoder.encode(revocation))
     except (RedisError, OSError) as exc:
         log.warning(
             "revocation stored but not broadcast (%s): nodes find it within %.0f s", type(exc).__name__, RELOAD_EVERY

@@ -7,7 +7,6 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..bus.presence import online_users
 from ..store import people
 from .answers import Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
@@ -42,7 +41,7 @@ async def team_members(request: Request) -> Response:
     await member(request, user(request), team_id)
     runtime = runtime_of(request)
     rows = await people.members(runtime.pool, team_id)
-    online = set() if runtime.settings.single_user else await online_users(runtime.redis, team_id)
+    online = set() if runtime.settings.single_user else await runtime.broker.presence.online(team_id)
     members = [Member(r.id, r.name, r.id in online) for r in rows]
     if runtime.settings.single_user:
         return answer(Members(members))

@@ -71,7 +71,7 @@ def create_app(settings: Settings) -> Starlette:
         app.state.runtime = Runtime(
             settings=settings,
             pool=pool,
-            bus=bus,
+            broker=broker,
             node=node,
             commands=commands,
             actions=actions,

@@ -9,7 +9,6 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..bus import cluster_figures
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.team import ClusterFigures, MetricsReport
 from ..store import clusters, ingest, queries, submissions
@@ -67,7 +66,7 @@ async def ingest_metrics(request: Request) -> Response:
     figures = ClusterFigures(
         id=who.id, name=name, cpu=body.cpu, memory=body.memory, disk=body.disk, network=body.network, at=time.time()
     )
-    await cluster_figures.report(runtime.redis, who.team_id, figures)
+    await runtime.broker.figures.report(who.team_id, figures)
     return Response(status_code=204)
 
 

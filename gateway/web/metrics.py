@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..bus import relay_stats
+from ..bus.broker import RelayStats
 from ..exposition import exposition, scraper_refused
 from ..store.figures import ping
 from .runtime import Runtime
@@ -30,7 +30,7 @@ HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready
 class NodeCollector(Collector):
     """Reads the live figures at scrape time; the relays' heartbeats come from Redis (fetched before)."""
 
-    def __init__(self, runtime: Runtime, relays: list[dict[bytes, bytes]]) -> None:
+    def __init__(self, runtime: Runtime, relays: list[RelayStats | None]) -> None:
         self.runtime = runtime
         self.relays = relays
 
@@ -87,8 +87,8 @@ class NodeCollector(Collector):
             labels=["partition"],
         )
         for partition, stats in enumerate(self.relays):
-            if stats:
-                age.add_metric([str(partition)], max(0.0, time.time() - float(stats.get(b"heartbeat", 0))))
+            if stats is not None:
+                age.add_metric([str(partition)], max(0.0, time.time() - stats.heartbeat))
         yield age
 
 
@@ -97,9 +97,10 @@ def also_export(app: Starlette, collector: Collector) -> None:
     app.state.extra_collectors = [*getattr(app.state, "extra_collectors", []), collector]
 
 
-async def relay_figures(runtime: Runtime) -> list[dict[bytes, bytes]]:
-    """Each partition's relay figures (empty where no relay has reported)."""
-    return await relay_stats.read(runtime.redis, runtime.bus.partitions.tags)
+async def relay_figures(runtime: Runtime) -> list[RelayStats | None]:
+    """Each partition's relay figures (None where no relay has reported)."""
+    broker = runtime.broker
+    return await broker.relay_stats.read(broker.partitions.tags)
 
 
 async def metrics(request: Request) -> Response:
@@ -134,12 +135,9 @@ async def readyz(request: Request) -> Response:
         problems.append("redis unreachable")
     else:
         # Every partition needs its relay: without one, its teams' changes do not reach anybody.
-        if any(not r or time.time() - float(r.get(b"heartbeat", 0)) > HEARTBEAT for r in relays):
+        if any(r is None or time.time() - r.heartbeat > HEARTBEAT for r in relays):
             problems.append("no active relay")
-        elif any(
-            float(r.get(b"lag_seconds", 0)) > READY_LAG or float(r.get(b"held_back_seconds", 0)) > READY_LAG
-            for r in relays
-        ):
+        elif any(r is not None and max(r.lag_seconds, r.held_back_seconds) > READY_LAG for r in relays):
             problems.append("relay lagging")
     body = {"ready": not problems, "problems": problems}
     return JSONResponse(body, 200 if not problems else 503)

@@ -1,15 +1,15 @@
-"""What a running web process holds: settings, the PostgreSQL pool, Redis, and the node's hub."""
+"""What a running web process holds: settings, the PostgreSQL pool, the broker, and the node's hub."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import asyncpg
 
+from ..bus.broker import Broker
 from ..bus.commands import ClusterCommands
-from ..bus.connection import Bus
 from ..config import Settings
 from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
@@ -23,18 +23,13 @@ if TYPE_CHECKING:
 class Runtime:
     settings: Settings
     pool: asyncpg.Pool
-    bus: Bus
+    broker: Broker
     node: Node
     commands: ClusterCommands
     actions: ActionLimits
     admission: TokenBucket | None = None
     revocations: SessionRevocations | None = None  # every session's token is checked against it
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
-
-    @property
-    def redis(self) -> Any:
-        """Redis for single-key commands (routed by slot in a cluster)."""
-        return self.bus.redis
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Same origin, or one listed in GATEWAY_ORIGINS."""

@@ -124,7 +124,9 @@ async def sign_out(request: Request) -> Response:
     if found is not None and found.token_id and runtime.revocations is not None:  # older tokens just lose the cookie
         try:
             runtime.revocations.apply(
-                await revoke(runtime.pool, runtime.redis, runtime.settings.session_max_age, token_id=found.token_id)
+                await revoke(
+                    runtime.pool, runtime.broker.membership, runtime.settings.session_max_age, token_id=found.token_id
+                )
             )
         except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the cookie goes anyway
             log.warning("sign-out: revoking the session failed: %s", type(exc).__name__)

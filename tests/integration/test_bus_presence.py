@@ -9,7 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.bus import keys
-from gateway.bus.presence import PresenceManager, online_users
+from gateway.bus.presence import PresenceManager
 
 TEAM = 900_001  # no real team: a stack running beside these tests never sees it (another database, too)
 
@@ -43,7 +43,6 @@ async def test_an_entry_nobody_refreshes_lapses_and_expire_drops_it(redis: Redis
     await presence.refresh("node-a", [(TEAM, 8)], ttl=60)
     later = time.time() + 10
     assert await presence.online(TEAM, later) == {8}
-    assert await online_users(redis, TEAM, later) == {8}
     assert await redis.zcard(keys.presence(TEAM)) == 2
     await presence.expire(TEAM, later)
     assert await redis.zcard(keys.presence(TEAM)) == 1

@@ -129,19 +129,16 @@ async def test_bad_metrics_are_refused(stack: Stack, team: Team) -> None:
 
 
 async def test_single_user_and_local_deployments_send_neither(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
-    from redis.asyncio import Redis
-
     from gateway.bus.broker import RedisBroker
     from gateway.bus.connection import Bus
     from gateway.hub.presence import PresenceBoard
     from gateway.relay.extras import TeamExtras
 
-    redis = Redis.from_url(stack.redis_url)
     broker = RedisBroker(Bus(stack.redis_url))
     try:
         off = PresenceBoard(broker.presence, enabled=False)
         await off.add(team.id, team.user_id)  # a single-user node marks nobody
-        assert await redis.zcard(f"gw:presence:{team.id}") == 0
+        assert await broker.presence.online(team.id) == set()
         async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
             await client.post(
                 "/api/ingest/metrics",
@@ -157,5 +154,4 @@ async def test_single_user_and_local_deployments_send_neither(stack: Stack, pool
         assert neither == []
         await on.clear()
     finally:
-        await redis.aclose()
         await broker.aclose()

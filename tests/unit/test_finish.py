@@ -1,5 +1,6 @@
 """Finish notices and glows: a wave of work finishes once, after the settle time, titled by what it held."""
 
+from gateway.bus.memory import MemoryBroker
 from gateway.core.aggregate import Change
 from gateway.core.batching import Batcher
 from gateway.core.finish import SETTLE, FinishTracker, Wave
@@ -94,7 +95,9 @@ def test_finish_publications_are_a_notice_and_a_glow() -> None:
         [change(None, "queued", job(1, "queued", 1)), change("queued", "completed", job(1, "completed", 2))], now=0.0
     )
     finishes = core.take_finishes(SETTLE)
-    pubs = core.finish_publications(finishes, {(10, 1): "gw:finish:10:1"})
+    broker = MemoryBroker()
+    marker = broker.publisher(broker.partitions.tags[0], 1, 100, 60).marker(10, 1)  # as the relay names it
+    pubs = core.finish_publications(finishes, {(10, 1): marker})
     notice, glow = (decode_server(p.json, "json") for p in pubs)
     assert isinstance(notice, Notice) and isinstance(glow, Glow)
     assert (notice.channel, notice.trajectory_id, notice.wave, notice.title) == (
@@ -104,7 +107,7 @@ def test_finish_publications_are_a_notice_and_a_glow() -> None:
         "Jobs completed successfully",
     )
     assert (glow.channel, glow.trajectory_id, glow.wave) == ("team:1", 10, 1)
-    assert pubs[-1].marker == "gw:finish:10:1"  # set with the last of the two
+    assert pubs[-1].marker == marker  # set with the last of the two
 
 
 def test_a_restored_open_wave_finishes_and_a_closed_one_never_repeats() -> None:

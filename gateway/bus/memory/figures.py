@@ -8,7 +8,7 @@ from dataclasses import asdict
 import msgspec
 
 from ...core.team import ClusterFigures
-from ..relay_stats import EXPIRE, RelayStats
+from ..relay_stats import EXPIRE, RelayStats, parse
 from .keyspace import Expiring, Keyspace
 
 _encoder = msgspec.msgpack.Encoder()
@@ -44,12 +44,12 @@ class MemoryRelayStats:
         value = {**kept.value, **fields} if kept is not None and self.space.alive(kept.expires) else fields
         self.space.relay_stats[tag] = Expiring(value, self.space.clock() + EXPIRE)
 
-    async def read(self, tags: list[str]) -> list[dict[bytes, bytes]]:
+    async def read(self, tags: list[str]) -> list[RelayStats | None]:
         self.space.reachable()
-        out: list[dict[bytes, bytes]] = []
+        out: list[RelayStats | None] = []
         for tag in tags:
             kept = self.space.relay_stats.get(tag)
-            out.append(dict(kept.value) if kept is not None and self.space.alive(kept.expires) else {})
+            out.append(parse(kept.value) if kept is not None and self.space.alive(kept.expires) else None)
         return out
 
 
