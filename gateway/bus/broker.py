@@ -125,7 +125,7 @@ class PresenceStore(Protocol):
     async def teams(self) -> list[int]:
         """Teams that have had anyone online (the relay looks at these)."""
 
-    async def expire(self, team_id: int, now: float) -> None:
+    async def sweep(self, team_ids: list[int], now: float) -> dict[int, set[int]]:
         """Drop the team's entries that expired at or before `now`."""
 
 
@@ -138,7 +138,8 @@ class ClusterMetrics(Protocol):
     async def teams(self) -> list[int]:
         """Teams that have had clusters reporting."""
 
-    async def read(self, team_id: int) -> list[ClusterFigures]: ...
+    async def read(self, team_ids: list[int]) -> dict[int, list[ClusterFigures]]:
+        """The latest figures of each team's clusters, for several teams in one round trip."""
 
 
 class RelayHeartbeats(Protocol):
@@ -260,8 +261,8 @@ class _RedisFigures:
     async def teams(self) -> list[int]:
         return await cluster_figures.teams(self.bus.redis)
 
-    async def read(self, team_id: int) -> list[ClusterFigures]:
-        return await cluster_figures.read(self.bus.redis, team_id)
+    async def read(self, team_ids: list[int]) -> dict[int, list[ClusterFigures]]:
+        return await cluster_figures.read_teams(self.bus.redis, team_ids)
 
 
 class _RedisRelayStats:

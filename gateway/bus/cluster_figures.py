@@ -34,5 +34,13 @@ async def teams(redis: Redis) -> list[int]:
 
 async def read(redis: Redis, team_id: int) -> list[ClusterFigures]:
     """The latest figures of each of the team's clusters."""
-    reports = cast(dict[bytes, bytes], await redis.hgetall(keys.metrics(team_id)))
-    return [_decoder.decode(v) for v in reports.values()]
+    return (await read_teams(redis, [team_id]))[team_id]
+
+
+async def read_teams(redis: Redis, team_ids: list[int]) -> dict[int, list[ClusterFigures]]:
+    """The latest figures of each team's clusters, in one round trip."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for team_id in team_ids:
+            pipe.hgetall(keys.metrics(team_id))
+        replies = cast(list[dict[bytes, bytes]], await pipe.execute())
+    return {t: [_decoder.decode(v) for v in reports.values()] for t, reports in zip(team_ids, replies)}

@@ -56,9 +56,18 @@ class PresenceManager:
         """The teams that have had anyone online (the ones worth looking at)."""
         return [int(keys.text(t)) for t in await self.redis.smembers(keys.PRESENCE_TEAMS)]
 
-    async def expire(self, team_id: int, now: float) -> None:
-        """Drop the team's entries that expired by `now` (their nodes stopped refreshing them)."""
-        await self.redis.zremrangebyscore(keys.presence(team_id), "-inf", now)
+    async def sweep(self, team_ids: list[int], now: float) -> dict[int, set[int]]:
+        """Drop the teams' entries that expired by `now` (their nodes stopped refreshing them) and return each
+        team's users online, all in one round trip (the relay looks at every team it serves each second)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for team_id in team_ids:
+                pipe.zremrangebyscore(keys.presence(team_id), "-inf", now)
+                pipe.zrangebyscore(keys.presence(team_id), now, "+inf")
+            replies = await pipe.execute()
+        return {
+            team_id: {int(keys.text(m).split(":")[0]) for m in cast(list[bytes], members)}
+            for team_id, members in zip(team_ids, replies[1::2])
+        }
 
 
 def _entry(user_id: int, node_id: str) -> str:

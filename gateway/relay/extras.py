@@ -39,18 +39,18 @@ class TeamExtras:
         if self.presence:
             teams = sorted(t for t in await self.online.teams() if self.mine(t))
             members = await member_counts(db, teams)
+            online = await self.online.sweep(teams, wall) if teams else {}
             for team_id in teams:
-                await self.online.expire(team_id, wall)
-                users = sorted(await self.online.online(team_id, wall))
+                users = sorted(online[team_id])
                 presence = Presence(online=len(users), members=members.get(team_id, len(users)), users=users)
                 if self._last_presence.get(team_id) != presence:
                     self._last_presence[team_id] = presence
                     out.append((team_id, presence))
         if self.metrics:
-            for team_id in await self.figures.teams():
-                if not self.mine(team_id):
-                    continue
-                stats = cluster_stats(await self.figures.read(team_id), wall)
+            reporting = [t for t in await self.figures.teams() if self.mine(t)]
+            figures = await self.figures.read(reporting) if reporting else {}
+            for team_id in reporting:
+                stats = cluster_stats(figures[team_id], wall)
                 if not same_stats(self._last_stats.get(team_id), stats):
                     self._last_stats[team_id] = stats
                     out.append((team_id, stats))

@@ -37,13 +37,14 @@ async def test_a_user_on_two_nodes_counts_once_and_stays_until_both_leave(redis:
     assert await presence.online(TEAM) == set()
 
 
-async def test_an_entry_nobody_refreshes_lapses_and_expire_drops_it(redis: Redis) -> None:
+async def test_an_entry_nobody_refreshes_lapses_and_a_sweep_drops_it(redis: Redis) -> None:
     presence = PresenceManager(redis)
     await presence.join("node-a", TEAM, 7, ttl=5)
     await presence.refresh("node-a", [(TEAM, 8)], ttl=60)
+    await presence.join("node-b", TEAM + 1, 9, ttl=60)
     later = time.time() + 10
     assert await presence.online(TEAM, later) == {8}
     assert await redis.zcard(keys.presence(TEAM)) == 2
-    await presence.expire(TEAM, later)
+    assert await presence.sweep([TEAM, TEAM + 1, TEAM + 2], later) == {TEAM: {8}, TEAM + 1: {9}, TEAM + 2: set()}
     assert await redis.zcard(keys.presence(TEAM)) == 1
     assert await presence.online(TEAM) == {8}

@@ -402,7 +402,9 @@ async def test_presence_expires_unless_refreshed(broker: Broker) -> None:
     assert team in await presence.teams()
     await presence.leave("node-b", team, 2)
     assert await presence.online(team) == {1}
-    await presence.expire(team, now + 20)
+    quiet = next(_names)
+    assert await presence.sweep([team, quiet], now) == {team: {1}, quiet: set()}  # who is online, per team
+    assert await presence.sweep([team], now + 20) == {team: set()}  # and what expired is dropped
     assert await presence.online(team, now) == set()
     assert team in await presence.teams()  # the team stays worth looking at
     await presence.refresh("node-a", [(team, 3)], 8.0)
@@ -419,8 +421,10 @@ async def test_a_clusters_figures_replace_its_previous(broker: Broker) -> None:
     newer = ClusterFigures(id=1, name="gpu-1", cpu=90.0, memory=20.0, disk=30.0, network=1.0, at=102.0)
     await broker.figures.report(team, newer)
     assert team in await broker.figures.teams()
-    assert sorted(await broker.figures.read(team), key=lambda f: f.id) == [newer, other]
-    assert await broker.figures.read(next(_names)) == []
+    nobody = next(_names)
+    read = await broker.figures.read([team, nobody])
+    assert sorted(read[team], key=lambda f: f.id) == [newer, other]
+    assert read[nobody] == []
 
 
 async def test_relay_figures_read_back_as_written(broker: Broker, tag: str) -> None:

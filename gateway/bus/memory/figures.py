@@ -28,9 +28,9 @@ class MemoryFigures:
         self.space.reachable()
         return list(self.space.figure_teams)
 
-    async def read(self, team_id: int) -> list[ClusterFigures]:
+    async def read(self, team_ids: list[int]) -> dict[int, list[ClusterFigures]]:
         self.space.reachable()
-        return [_decoder.decode(v) for v in self.space.figures.get(team_id, {}).values()]
+        return {t: [_decoder.decode(v) for v in self.space.figures.get(t, {}).values()] for t in team_ids}
 
 
 class MemoryRelayStats:

@@ -42,13 +42,17 @@ class MemoryPresence:
         self.space.reachable()
         return list(self.space.presence_teams)
 
-    async def expire(self, team_id: int, now: float) -> None:
+    async def sweep(self, team_ids: list[int], now: float) -> dict[int, set[int]]:
         self.space.reachable()
-        team = self.space.presence.get(team_id, {})
-        for entry in [e for e, expires in team.items() if expires <= now]:
-            del team[entry]
-        if not team:
-            self.space.presence.pop(team_id, None)
+        out: dict[int, set[int]] = {}
+        for team_id in team_ids:
+            team = self.space.presence.get(team_id, {})
+            for entry in [e for e, expires in team.items() if expires <= now]:
+                del team[entry]
+            if not team:
+                self.space.presence.pop(team_id, None)
+            out[team_id] = {int(entry.split(":")[0]) for entry in team}
+        return out
 
 
 def _entry(user_id: int, node_id: str) -> str:
