@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 import redis
-from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, Connection, Redis, RedisCluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
 from .keys import Partitions
+from .packing import one_join
 
 # The answers that mean "ask the cluster where this slot lives now".
 MOVED = (MovedError, AskError, TryAgainError, ClusterDownError)
@@ -30,8 +31,10 @@ def connect(url: str, cluster: bool = False) -> Any:
     """A client for single-key commands: of one server, or routing by slot over a cluster."""
     if cluster:
         return RedisCluster.from_url(url)
+    pool = BlockingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
+    pool.connection_class = one_join(pool.connection_class)
     # from_pool: the client owns the pool, so closing the client closes its connections.
-    return Redis.from_pool(BlockingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT))
+    return Redis.from_pool(pool)
 
 
 # Sharded pub/sub on a plain asyncio connection (`PubSub.ssubscribe`), `RedisCluster.mget_nonatomic` and the
@@ -66,7 +69,13 @@ class Bus:
         name = f"{host}:{port}"
         client = self._servers.get(name)
         if client is None:
-            pool = BlockingConnectionPool(host=host, port=port, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
+            pool = BlockingConnectionPool(
+                host=host,
+                port=port,
+                max_connections=POOL_CONNECTIONS,
+                timeout=POOL_WAIT,
+                connection_class=one_join(Connection),
+            )
             client = self._servers[name] = Redis.from_pool(pool)
         return client
 
