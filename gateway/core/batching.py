@@ -205,6 +205,10 @@ class Batcher:
         self.seqs = Sequences(epoch)
         self.windows = JobWindows()  # the job channels' deltas, each channel at its own pace
         self._team_sent_at: dict[int, float] = {}
+        # Teams whose channel may have something to send (summaries or submission rows): a cycle looks at
+        # these, not at every team of the partition.
+        self._teams_to_send: set[int] = set()
+        self._names: dict[int, tuple[str, str]] = {}  # trajectory id -> its channel and its team's jobs channel
         self.events = Events(self.aggregates, self.seqs, settle)
         self.finishes = self.events.finishes
         self.submissions = SubmissionRows(self.aggregates)
@@ -224,6 +228,7 @@ class Batcher:
         for agg in trajectories:
             self.aggregates.add_trajectory(agg)
             self.aggregates.team(agg.team_id).dirty.add(agg.id)
+            self._teams_to_send.add(agg.team_id)
 
     def add_trajectory(self, trajectory_id: int, team_id: int, name: str) -> None:
         if not self.aggregates.known(trajectory_id):
@@ -243,23 +248,35 @@ class Batcher:
 
     def load_submissions(self, loaded: Iterable[SubmissionAggregate]) -> None:
         self.submissions.load(loaded)
+        self._teams_to_send.update(self.submissions.dirty)
 
     def apply(self, changes: Iterable[Change | SubmissionChange | MembershipChange], now: float = 0.0) -> None:
         task_changed = self.submissions.task_changed
+        to_send, add, names = self._teams_to_send, self.windows.add, self._names
         for change in changes:
             if isinstance(change, MembershipChange):
                 self.memberships.append(change)
                 continue
             if isinstance(change, SubmissionChange):
                 self.submissions.record_changed(change.record)
+                to_send.add(change.record.team_id)
                 continue
             task_changed(change)
             traj = self.aggregates.apply(change)
             job = change.job
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
                 self.finishes.job_changed(traj.id, job.kind, change.new_status, traj.active(), now, job.updated_at)
-            self.windows.add(channels.trajectory(job.trajectory_id), job)
-            self.windows.add(channels.team_jobs(job.team_id), job)
+            pair = names.get(job.trajectory_id)
+            if pair is None:  # a trajectory stays in its team (the database's composite keys hold it there)
+                pair = names[job.trajectory_id] = (
+                    channels.trajectory(job.trajectory_id),
+                    channels.team_jobs(job.team_id),
+                )
+            add(pair[0], job)
+            add(pair[1], job)
+            to_send.add(traj.team_id)
+            if job.submission_id is not None:
+                to_send.add(job.team_id)
             self.changes_applied += 1
 
     def mark_all_dirty(self) -> None:
@@ -268,6 +285,7 @@ class Batcher:
             team.dirty.update(team.trajectories)
             self._team_sent_at.pop(team.id, None)
         self.submissions.mark_all_dirty()
+        self._teams_to_send.update(self.aggregates.teams)
 
     def set_seqs(self, seqs: dict[str, int]) -> None:
         """Last sequences published before this relay took over (read from the bus)."""
@@ -283,11 +301,20 @@ class Batcher:
     def channels_without_seq(self) -> list[str]:
         """Channels about to publish whose last sequence is not known yet in this epoch."""
         wanted: set[str] = set(self.windows.pending)
-        dirty_submissions = self.submissions.dirty
-        for team in self.aggregates.teams.values():
-            if team.dirty or dirty_submissions.get(team.id):
-                wanted.add(channels.team(team.id))
+        wanted.update(channels.team(t) for t in self._teams_with_changes())
         return [c for c in wanted if c not in self.seqs.last]
+
+    def _teams_with_changes(self) -> list[int]:
+        """The teams whose channel has summaries or submission rows to send (the others leave the set)."""
+        teams, dirty_submissions = self.aggregates.teams, self.submissions.dirty
+        out = []
+        for team_id in self._teams_to_send:
+            team = teams.get(team_id)
+            if (team is not None and team.dirty) or dirty_submissions.get(team_id):
+                out.append(team_id)
+        if len(out) < len(self._teams_to_send):
+            self._teams_to_send = set(out)
+        return out
 
     def take_job_publications(self, now: float) -> list[Publication]:
         """The coalesced deltas of the job channels whose window has ended: one batch each (trajectory and
@@ -307,13 +334,17 @@ class Batcher:
 
     def _take_groups(self, publishing: dict[str, list[Job]]) -> dict[str, list[Group]]:
         """The changed groups of the trajectories about to publish (the others keep theirs for their batch)."""
-        dirty = self.aggregates.dirty_groups
+        dirty, names = self.aggregates.dirty_groups, self._names
         out: dict[str, list[Group]] = {}
-        for trajectory_id in [t for t in dirty if channels.trajectory(t) in publishing]:
+        for trajectory_id in list(dirty):
+            pair = names.get(trajectory_id)
+            channel = pair[0] if pair is not None else channels.trajectory(trajectory_id)
+            if channel not in publishing:
+                continue
             group_keys = dirty.pop(trajectory_id)
             traj = self.aggregates.trajectory(trajectory_id)
             if traj is not None:
-                out[channels.trajectory(trajectory_id)] = [traj.group(k) for k in sorted(group_keys, key=group_order)]
+                out[channel] = [traj.group(k) for k in sorted(group_keys, key=group_order)]
         return out
 
     def _publish_batch(self, channel: str, jobs: list[Job], groups: list[Group] | None, out: list[Publication]) -> None:
@@ -331,13 +362,8 @@ class Batcher:
 
     def next_team_due(self) -> float | None:
         """When the earliest team with unsent changes may publish (on the adapter's monotonic clock)."""
-        dirty_submissions = self.submissions.dirty
-        due = [
-            self._team_sent_at.get(t.id, float("-inf")) + TEAM_INTERVAL
-            for t in self.aggregates.teams.values()
-            if t.dirty or dirty_submissions.get(t.id)
-        ]
-        return min(due) if due else None
+        sent_at = self._team_sent_at
+        return min((sent_at.get(t, float("-inf")) + TEAM_INTERVAL for t in self._teams_with_changes()), default=None)
 
     def next_due(self) -> float | None:
         """When the relay must cycle even with no new change: a held job channel or a team to publish, a wave to
@@ -347,12 +373,11 @@ class Batcher:
 
     def take_team_publications(self, now: float) -> list[Publication]:
         out: list[Publication] = []
-        dirty_submissions = self.submissions.dirty
-        for team in self.aggregates.teams.values():
-            busy = team.dirty or dirty_submissions.get(team.id)
-            if busy and now >= self._team_sent_at.get(team.id, float("-inf")) + TEAM_INTERVAL:
-                self._team_sent_at[team.id] = now
-                out.append(self._team_publication(team))
+        sent_at = self._team_sent_at
+        for team_id in self._teams_with_changes():
+            if now >= sent_at.get(team_id, float("-inf")) + TEAM_INTERVAL:
+                sent_at[team_id] = now
+                out.append(self._team_publication(self.aggregates.team(team_id)))
         return out
 
     def _team_publication(self, team: TeamAggregate) -> Publication:
