@@ -41,6 +41,7 @@ class PartitionFigures:
     changes_before: int = 0  # what earlier Batchers of this process counted
     deltas_before: int = 0
     published: int = 0
+    cycles: int = 0  # reads of the outbox, each folded and published: most of the relay's cost is per cycle
     lag: float = 0.0  # commit to publish of the newest change, in the last cycle that had changes
     held_since: float | None = None  # monotonic: since when an open transaction holds the stream back
     commit_to_publish: Histogram = field(default_factory=Histogram)
@@ -112,12 +113,16 @@ class RelayCollector(Collector):
             "From a change's statement time in PostgreSQL to the relay's publish of it, per change",
             labels=["partition"],
         )
+        cycles = CounterMetricFamily(
+            "relay_cycles", "Read and publish cycles run (the relay's CPU grows with these)", labels=["partition"]
+        )
         for p, f, _ in active:
+            cycles.add_metric([str(p)], f.cycles)
             changes.add_metric([str(p)], f.changes)
             deltas.add_metric([str(p)], f.deltas)
             published.add_metric([str(p)], f.published)
             latency.add_metric([str(p)], f.commit_to_publish.buckets(), f.commit_to_publish.sum)
-        yield from (changes, deltas, published, latency)
+        yield from (cycles, changes, deltas, published, latency)
 
 
 @dataclass

@@ -120,6 +120,7 @@ class PartitionRelay:
             started = time.monotonic()
             pacer.before_read()
             result = await cycle.read()
+            self.figures.cycles += 1
             now = time.monotonic()
             await cycle.publish(result, now)
             await heartbeat.beat(now, cycle.core, cycle.published, watch)
