@@ -58,8 +58,8 @@ class Pacer:
     ) -> None:
         """Wait until the next cycle after one that began at `started` and read `result` (not called after a full
         read: read at once). Each job channel keeps its own pace in the batcher (a held channel's window is one
-        of the due times), so the relay itself gathers nothing: it reads again BUSY_POLL after the last cycle
-        began, its own cost not added to the wait, or at the next due time, or on a NOTIFY while it sleeps."""
+        of the due times), so the relay itself gathers nothing: awake, it reads again BUSY_POLL after the last
+        cycle began (its own cost not added to the wait); asleep, at the next due time or on a NOTIFY."""
         if result.changes or result.held_back:
             self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
             self.last_change = now
@@ -69,14 +69,14 @@ class Pacer:
             # Back off while an open transaction holds the horizon: it may stay open for long.
             await asyncio.sleep(min(0.1, BUSY_POLL + (now - held_since) / 10))
             return
-        due = next_due()
         steady = now - self.last_change < LINGER and self.gap < STEADY_GAP
         if steady or (result.changes and not self.asleep):
-            # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits).
-            wake_at = started + BUSY_POLL if due is None else min(started + BUSY_POLL, due)
-            await asyncio.sleep(max(0.0, wake_at - time.monotonic()))
+            # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits). A held
+            # channel whose window ends before the next poll goes out with it: at most one cycle per BUSY_POLL,
+            # however many channels' windows end in between.
+            await asyncio.sleep(max(0.0, started + BUSY_POLL - time.monotonic()))
             return
-        await self._sleep(due)
+        await self._sleep(next_due())
 
     async def _sleep(self, due: float | None) -> None:
         """Wait for a writer's NOTIFY (or what is due). The relay stays marked asleep after it wakes, as long as

@@ -88,6 +88,16 @@ async def test_a_busy_relay_reads_again_soon_without_touching_the_flag(url: str,
     assert not pacer.asleep and not await sleeping(url)
 
 
+async def test_windows_ending_before_the_next_poll_wait_for_it(url: str, pacer: Pacer) -> None:
+    await write_a_job(url)
+    result = await read_all(pacer.reader)
+    started = time.monotonic()
+    soon = started + BUSY_POLL / 10  # a held channel's window ends sooner: it goes out with the next poll
+    await pacer.wait(result, started, time.monotonic(), None, lambda: soon)
+    assert time.monotonic() - started >= BUSY_POLL  # at most one cycle per poll, however many windows end
+    assert not pacer.asleep
+
+
 async def test_a_slow_cycle_does_not_add_its_own_time_to_the_wait(url: str, pacer: Pacer) -> None:
     await write_a_job(url)
     result = await read_all(pacer.reader)
