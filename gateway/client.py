@@ -6,9 +6,10 @@
             ...  # Snapshot, Batch, Summary, Notice, Glow, ... (msgspec Structs from gateway.core.protocol)
 
 Connecting, the first time as after a drop, is retried with backoff and jitter (a busy node's `retry_after_ms`
-is honoured) until it works, or `max_attempts` attempts in a row failed: `ConnectionFailed`. After a drop it
-resumes every channel from its cursor; on `resync`, or a sequence that does not follow, it subscribes again
-without a cursor and yields the fresh snapshot, page by page (the checks are gateway.core.follower's).
+is honoured) until it works, or `max_attempts` attempts in a row failed: `ConnectionFailed` (the dialing is
+gateway.client_dial's). After a drop it resumes every channel from its cursor; on `resync`, or a sequence that
+does not follow, it subscribes again without a cursor and yields the fresh snapshot, page by page (the checks
+are gateway.core.follower's).
 A `token_provider` (a plain or async function; `token_from_command("gateway token --user 1")` runs a command)
 is asked again after a 401 at the handshake or a close 4001; without one, or when its fresh token is refused
 too, `Unauthorized` is raised.
@@ -24,7 +25,6 @@ again goes on with the other channels. Other `error` messages are yielded (`rate
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Awaitable
@@ -34,11 +34,11 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import websockets
 
-from .client_channels import FIRST_DELAY, ClientChannels, Followed, jitter
+from .client_channels import ClientChannels, Followed
+from .client_dial import Dialer
 from .client_errors import ChannelRefused, ConnectionFailed, Forbidden, GatewayError, Unauthorized
 from .client_tokens import TokenProvider, Tokens, token_from_command
 from .core.protocol import (
-    MSGPACK_SUBPROTOCOL,
     Format,
     Ping,
     ServerMessages,
@@ -95,15 +95,13 @@ class GatewayClient:
         self.url = websocket_url(url)
         self.tokens = Tokens(token, token_provider)
         self.format: Format = fmt
-        self.max_backoff = max_backoff
-        self.max_attempts = max_attempts
+        self.dialer = Dialer(self.url, fmt, self.tokens, max_backoff, max_attempts, self._closed)
         self.subscriptions = ClientChannels(max_backoff)
         self.reconnects = 0
         self._state = State.IDLE
         self._failure: GatewayError | None = None
         self._ws: websockets.ClientConnection | None = None
         self._opening = asyncio.Lock()
-        self._closing = asyncio.Event()  # cuts short a wait between connection attempts
 
     @property
     def channels(self) -> dict[str, Followed]:
@@ -113,6 +111,14 @@ class GatewayClient:
     def refused(self) -> dict[str, ChannelRefused]:
         """Channels dropped for good, and why."""
         return self.subscriptions.refused
+
+    @property
+    def max_backoff(self) -> float:
+        return self.dialer.max_backoff
+
+    @property
+    def max_attempts(self) -> int | None:
+        return self.dialer.max_attempts
 
     @property
     def token(self) -> str | None:
@@ -142,7 +148,7 @@ class GatewayClient:
     async def close(self) -> None:
         if self.state is not State.FAILED:
             self.state = State.CLOSED
-        self._closing.set()
+        self.dialer.closing.set()
         if self._ws is not None:
             await self._ws.close()
 
@@ -233,59 +239,11 @@ class GatewayClient:
         self.subscriptions.ask_all_again()
 
     async def _open(self, first: bool) -> None:
-        """Connect, with backoff and jitter between attempts; raises Unauthorized or ConnectionFailed."""
-        delay = FIRST_DELAY
-        wait = 0.0 if first else jitter(delay)  # after a drop, spread the reconnects of many clients
-        attempts = 0
-        while True:
-            if wait:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), wait)
-            if self._closed():
-                return
-            attempts += 1
-            hint: float | None = None
-            token = await self.tokens.get()  # a provider's own errors reach the caller as they are
-            try:
-                ws = await self._handshake(token)
-            except websockets.InvalidStatus as exc:
-                status, body = exc.response.status_code, _json_body(exc)
-                if status == 401:
-                    await self.tokens.renew(str(body.get("message") or "unauthorized"))  # or Unauthorized
-                    attempts, wait = attempts - 1, 0.0  # not the node's fault: try the new token at once
-                    continue
-                reason = f"HTTP {status}" + (f" {body['error']}" if "error" in body else "")
-                if status == 503:
-                    hint = _retry_after(exc, body)
-                elif status != 429 and status < 500:  # an origin or a path that retrying will not fix
-                    raise ConnectionFailed(self.url, attempts, f"{reason}: {body.get('message', 'refused')}") from None
-            except websockets.InvalidURI as exc:
-                raise ConnectionFailed(self.url, attempts, str(exc)) from None
-            except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
-                reason = _describe(exc)
-            else:
-                if self._closed():
-                    await ws.close()
-                    return
-                self._ws = ws
-                self.tokens.accepted()
-                self.state = State.OPEN
-                return
-            if self.max_attempts is not None and attempts >= self.max_attempts:
-                raise ConnectionFailed(self.url, attempts, reason)
-            wait = hint if hint is not None else jitter(delay)
-            delay = min(delay * 2, self.max_backoff)
-            log.warning("cannot connect to %s (%s): trying again in %.1f s", self.url, reason, wait)
-
-    async def _handshake(self, token: str) -> websockets.ClientConnection:
-        subprotocols = [MSGPACK_SUBPROTOCOL] if self.format == "msgpack" else None
-        return await websockets.connect(
-            self.url,
-            additional_headers={"Authorization": f"Bearer {token}"},
-            subprotocols=subprotocols,  # type: ignore[arg-type]
-            max_size=8 << 20,
-            compression=None,
-        )
+        """Connect (gateway.client_dial); raises Unauthorized or ConnectionFailed."""
+        ws = await self.dialer.dial(first)
+        if ws is not None:
+            self._ws = ws
+            self.state = State.OPEN
 
     def _track(self, m: ServerMessages) -> bool:
         """Whether the caller gets `m` (gaps and duplicates are the client's own business)."""
@@ -306,31 +264,3 @@ class GatewayClient:
         except websockets.ConnectionClosed:
             return False
         return True
-
-
-def _json_body(exc: websockets.InvalidStatus) -> dict[str, object]:
-    try:
-        body = msgspec.json.decode(exc.response.body or b"")
-    except msgspec.DecodeError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _retry_after(exc: websockets.InvalidStatus, body: dict[str, object]) -> float | None:
-    """A busy node's delay: `retry_after_ms` in the body, else the `Retry-After` header (seconds)."""
-    for value, scale in ((body.get("retry_after_ms"), 1000), (exc.response.headers.get("Retry-After"), 1)):
-        try:
-            return float(value) / scale  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            continue
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError) or "Connect call failed" in str(exc):
-        return "connection refused"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__

@@ -180,8 +180,7 @@ class Follower:
             page, final = m.get("page", 0), m.get("final", True)
             if state.position.snapshot(m["seq"], m["cursor"], page, final) is Verdict.GAP:
                 self.problems.append(f"snapshot page {page} after page {state.position.next_page} on {m['channel']}")
-                state.position.next_page = page  # noted: take it as it comes
-                state.position.snapshot(m["seq"], m["cursor"], page, final)
+                state.position.accept_page(m["seq"], m["cursor"], page, final)  # noted: take it as it comes
             if page == 0:
                 state.jobs.clear()
                 state.summaries.clear()

@@ -57,10 +57,15 @@ class Position:
         """A snapshot page: page 0 starts a snapshot, the others must follow it in order."""
         if page != 0 and page != self.next_page:
             return Verdict.GAP
+        self.accept_page(seq, cursor, page, final)
+        return Verdict.PAGE
+
+    def accept_page(self, seq: int, cursor: str, page: int, final: bool) -> None:
+        """Take a snapshot page the checks refused, as the page expected next (a test that notes a lost page
+        and goes on); the pages after it are expected from it."""
         self.seq, self.cursor = seq, cursor
         self.ready = final
         self.next_page = None if final else page + 1
-        return Verdict.PAGE
 
     def message(self, seq: int, cursor: str | None) -> Verdict:
         """A channel message with a position (batch, summary, notice, glow, presence, clusters ...)."""

@@ -18,6 +18,7 @@ from ..core.outbound import Outbound, Verdict
 from ..core.protocol import Format, Resync, ServerMessage, encode
 from ..core.subscription import Subscription
 from ..core.wsframe import OP_PONG, PRIVATE_LEVEL, Frame, build
+from .held import HeldChannels
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +79,7 @@ class Connection:
         self.channels: set[str] = set()
         self.teams_present: set[int] = set()  # teams whose channel this connection follows (presence)
         self.channel_teams: dict[str, int] = {}  # the team each subscribed channel belongs to
-        # The lifecycles of channels that are not live (snapshot, replay or catch-up under way): their live
-        # frames are held there. Empty for a connection that keeps up: the hub's shortcut needs it so.
-        self.buffering: dict[str, Subscription[Frame]] = {}
+        self.buffering = HeldChannels()  # the lifecycles of its channels that are not live (gateway.hub.held)
         self.outbound = Outbound(max_pending)
         self.close_code: int | None = None
         # A channel's live frame did not fit within the bound (see `deliver`): the node runs its catch-up.
@@ -113,19 +112,19 @@ class Connection:
         self.fast = link.write_wire if ok else None
         self.wire_kind = wire_kind(self.format, link.deflate)
 
+    def subscribed_channels(self) -> set[str]:
+        """Every channel the connection follows, live or held (all the hub may hold it under)."""
+        return self.channels | self.buffering.keys()
+
     def paused(self) -> None:
         """The socket takes no more for now: frames wait in the outbound until `flush`."""
         self.fast = None
 
     def open(self, channel: str, team_id: int) -> Subscription[Frame]:
         """Subscribe to a channel: its live frames are held from now on, until its lifecycle goes live."""
-        sub: Subscription[Frame] = Subscription(channel)
         self.channels.add(channel)
         self.channel_teams[channel] = team_id
-        earlier = self.buffering.get(channel)
-        if earlier is not None:
-            earlier.unsubscribed()  # subscribed again: the new lifecycle replaces it (its runner stops)
-        self.buffering[channel] = sub
+        sub = self.buffering.open(channel)  # subscribed again: the new lifecycle replaces the earlier one
         self.fast = None
         return sub
 
@@ -133,27 +132,18 @@ class Connection:
         """Unsubscribe: nothing more of the channel goes out (what is pending stays)."""
         self.channel_teams.pop(channel, None)
         self.channels.discard(channel)
-        sub = self.buffering.pop(channel, None)
-        if sub is not None:
-            sub.unsubscribed()
+        if self.buffering.end(channel):
             self.refresh()
 
     def go_live(self, sub: Subscription[Frame]) -> None:
         """The lifecycle's `GoLive`: the channel's frames go straight out again (the machine is dropped)."""
-        if self.buffering.get(sub.channel) is sub:
-            del self.buffering[sub.channel]
+        if self.buffering.release(sub):
             self.refresh()
 
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
         """A shared frame of a channel (called by the hub, never awaits)."""
-        if self.buffering:
-            sub = self.buffering.get(channel)
-            if sub is not None and sub.message(seq, frame, len(frame)):
-                if sum(s.held_bytes for s in self.buffering.values()) > self.outbound.limit:
-                    # Held back past the bound (all channels together) behind a snapshot or a backlog the
-                    # client is slow to take: drop this channel's. Its history has them; going live replays them.
-                    sub.bound_crossed(seq)
-                return
+        if self.buffering and self.buffering.hold(channel, seq, frame, self.outbound.limit):
+            return  # held behind the channel's snapshot, replay or catch-up
         if self.push(frame) is Verdict.LAG:
             self.lag(channel, seq)
 
@@ -161,9 +151,7 @@ class Connection:
         """The client fell behind on `channel` and frame `seq` did not fit: hold the channel's frames (within
         the bound) and have the node send what it missed from the channel's history once it has drained.
         What is pending stays: the client loses nothing and reloads nothing while the history reaches back."""
-        sub: Subscription[Frame] = Subscription.following(channel)
-        sub.bound_crossed(seq)
-        self.buffering[channel] = sub
+        sub = self.buffering.lagging(channel, seq)
         self.fast = None
         self.lags += 1
         if self.on_lag is not None:
@@ -211,24 +199,16 @@ class Connection:
         self._reply(Frame.control(build(OP_PONG, payload)))
 
     def _reply(self, frame: Frame) -> None:
-        verdict = self.push(frame)
-        if verdict is Verdict.QUEUED:
-            self.refused = 0
-        elif verdict is Verdict.LAG:
-            self.refused += 1
-            if self.refused >= MAX_REFUSED:
-                log.info(
-                    "slow consumer user=%s: its replies found no room %d times, closing", self.user_id, self.refused
-                )
-                self.close(CLOSE_SLOW)
+        self.refused = refused_in_a_row(self.refused, self.push(frame))
+        if self.refused >= MAX_REFUSED:
+            log.info("slow consumer user=%s: its replies found no room %d times, closing", self.user_id, self.refused)
+            self.close(CLOSE_SLOW)
 
     def resync(self, channel: str, reason: str) -> None:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
         if reason == "slow_consumer":
             self.outbound.resyncing = True  # past the bound again before draining once: closed
-        sub = self.buffering.get(channel)
-        if sub is not None:
-            sub.resync(reason)  # ended: whatever its runner still had to do is dropped
+        self.buffering.resync(channel, reason)
         self.leave(channel)
         self.send_message(Resync(channel=channel, reason=reason))
 
@@ -252,18 +232,15 @@ class Connection:
                 return
             link.write(frame)
 
-    async def drained(self, below: int) -> None:
-        """Wait until pending output is under `below` bytes (paged snapshots wait here between pages)."""
-        while self.outbound.size > below and self.close_code is None:
+    async def drain(self) -> None:
+        """Wait until pending output is under a quarter of the bound: room for a page, or to go live with (paged
+        snapshots wait here between pages)."""
+        while self.outbound.size > self.outbound.limit // 4 and self.close_code is None:
             if self._drained is None:
                 self._drained = asyncio.Event()
             self._drained.clear()
             await self._drained.wait()
         self._drained = None
-
-    async def drain(self) -> None:
-        """Wait until pending output is under a quarter of the bound: room for a page, or to go live with."""
-        await self.drained(below=self.outbound.limit // 4)
 
     async def send_paced(self, frame: Frame) -> None:
         """A channel's frame for this connection alone (a replay, a backlog, held frames released), paced by
@@ -271,6 +248,13 @@ class Connection:
         self.push(frame, force=True)
         if self.outbound.size > self.outbound.limit // 2:
             await self.drain()
+
+
+def refused_in_a_row(refused: int, verdict: Verdict) -> int:
+    """Replies in a row that found no room within the bound, after one more reply's verdict."""
+    if verdict is Verdict.QUEUED:
+        return 0
+    return refused + 1 if verdict is Verdict.LAG else refused  # CLOSE: closed already, nothing more counts
 
 
 WIRE_KINDS = 32  # wire_kind() < this

@@ -4,8 +4,8 @@ Subscribing never races the stream: the node subscribes in the bus first (confir
 then either replays what the client missed since its cursor from the channel's history, or reads the
 channel's state and sends a snapshot; then it releases the held messages newer than that. The lifecycle
 (gateway.core.subscription) decides each step; gateway.hub.lifecycle does its reads and writes. The rest is
-in modules of their own: who may follow what (membership), gap repair (repair), the bus subscriptions that
-follow local interest (interest), snapshots (snapshots).
+in modules of their own: whether a connection may subscribe (admission), who may follow what (membership), gap
+repair (repair), the bus subscriptions that follow local interest (interest), snapshots (snapshots).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 from ..bus.channels import ChannelReads
 from ..core import envelope
-from ..core.channels import BadChannel, Channel, parse_channel
+from ..core.channels import parse_channel
 from ..core.histogram import Histogram
 from ..core.protocol import Error
 from ..core.wsframe import ping_frame
+from .admission import Admission
 from .backlog import Backlog
 from .connection import Connection
 from .errors import RETRY_AFTER, TRANSIENT
@@ -53,7 +54,6 @@ class Node:
         keepalive: float = KEEPALIVE_EVERY,
     ) -> None:
         self.keepalive_every = keepalive
-        self.max_subscriptions = max_subscriptions
         self.presence = presence
         self.connections: set[Connection] = set()
         self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
@@ -63,6 +63,7 @@ class Node:
         self.reads = ChannelReads(bus.history, bus.channels)
         self.teams = ChannelTeams(access, bus.partitions, self.shared)
         self.memberships = Memberships(access, self.shared, self.connections, self.unsubscribe)
+        self.admission = Admission(self.teams, self.memberships, max_subscriptions, self._followed)
         self.backlog = Backlog(
             lambda channel, first, last: self.reads.entries(self.teams.tag(channel), channel, first, last)
         )
@@ -139,7 +140,7 @@ class Node:
             self.closed_bytes += conn.bytes_sent
             self.closed_frames += conn.frames_sent
             self.slow_closes += conn.close_code is not None
-        for channel in conn.channels | set(conn.buffering):
+        for channel in conn.subscribed_channels():
             self.hub.remove(conn, channel)
             conn.leave(channel)
         for team_id in list(conn.teams_present):
@@ -147,30 +148,10 @@ class Node:
         conn.teams_present.clear()
 
     async def subscribe(self, conn: Connection, name: str, cursor: str | None = None) -> None:
-        try:
-            channel = parse_channel(name)
-        except BadChannel as exc:
-            conn.reply(Error(code="bad_channel", message=str(exc), channel=name[:80]))
+        admitted = await self.admission.admit(conn, name)
+        if admitted is None:
             return
-        if name not in conn.channels and len(conn.channels) >= self.max_subscriptions:
-            conn.reply(
-                Error(
-                    code="too_many_subscriptions",
-                    message=f"at most {self.max_subscriptions} subscriptions per connection",
-                    channel=name,
-                )
-            )
-            return
-        try:
-            team_id = await self._member_team(conn, channel)
-        except TRANSIENT as exc:
-            log.warning("subscribe %s: membership check failed: %s", name, type(exc).__name__)
-            conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
-            return
-        if team_id is None:
-            # The same answer whether it exists or not: a foreign team's ids are not revealed.
-            conn.reply(Error(code="forbidden", message=f"not a member of the team of {name}", channel=name))
-            return
+        channel, team_id = admitted
         for attempt in (1, 2):
             sub = conn.open(name, team_id)
             since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
@@ -192,22 +173,6 @@ class Node:
                     continue
                 log.warning("subscribe %s failed: %s", name, type(exc).__name__)
                 conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
-
-    async def _member_team(self, conn: Connection, channel: Channel) -> int | None:
-        """The channel's team if the connection's user is one of its members, else None (no such channel or
-        not a member). A read failing once is tried again on a fresh connection: a pooled one that died with a
-        PostgreSQL restart fails on first use, and a client answered `unavailable` would reload for nothing."""
-        for attempt in (1, 2):
-            try:
-                team_id = await self.teams.team_of(channel, self._followed)
-                member = team_id is not None and await self.memberships.is_member(conn.user_id, team_id)
-                return team_id if member else None
-            except TRANSIENT as exc:
-                if attempt == 2 or conn.close_code is not None:
-                    raise
-                log.info("membership check for %s: %s, trying again", channel.name, type(exc).__name__)
-                await asyncio.sleep(RETRY_AFTER)
-        raise AssertionError("unreachable")
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
         conn.leave(name)

@@ -1,5 +1,6 @@
-"""One simulated cluster: workers that run its queued jobs; job reports and live figures over the ingest API
-(gateway.sim.ingest, gateway.sim.figures); commands over the bus (gateway.sim.commands).
+"""One simulated cluster: workers that run its queued jobs (the queue is gateway.sim.jobs); job reports and live
+figures over the ingest API (gateway.sim.ingest, gateway.sim.figures); commands over the bus
+(gateway.sim.commands); work that callbacks start, owned by gateway.sim.background.
 
 Its workers pick the cluster's own queued jobs, run them for realistic durations, fail some (a frame job gets
 three attempts: it waits again as `retrying`, then fails for good), and honour Remove and Retry commands,
@@ -13,11 +14,8 @@ Every delay is in simulated seconds, divided by `speed`; only the pace of reques
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import random
-from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +25,9 @@ import httpx
 from ..bus.connection import Bus
 from ..core.status import after_failure
 from . import commands, figures
-from .ingest import IngestClient, describe_failure
+from .background import Background
+from .ingest import IngestClient
+from .jobs import JobQueue, SimJob
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +47,6 @@ INSTANCE_TYPES: list[dict[str, Any]] = [
     {"name": "standard-spot", "cores": 4, "memory_gb": 16, "preemptible": True},
     {"name": "highcpu-spot", "cores": 32, "memory_gb": 64, "preemptible": True},
 ]
-FINISHED_KEPT = 20_000  # finished jobs a cluster still knows (to retry them); older ones are forgotten
-
-
-@dataclass
-class SimJob:
-    id: int
-    kind: str
-    attempt: int = 1
-    status: str = "queued"
-    removed: bool = False
-    priority: int = 0
-    preemptible: bool = False  # its node may be taken away mid-run
-    run: int = 0  # bumps when a run is stopped (kill, retry): a worker finishing an old run drops it
-    on_done: Callable[[SimJob], None] | None = None
 
 
 @dataclass
@@ -84,13 +70,10 @@ class SimCluster:
     def __post_init__(self) -> None:
         self.cluster_id = int(self.key.split(".")[0][1:])
         self.rng = random.Random(self.seed)
-        self.queue: list[tuple[int, int, int]] = []  # (-priority, order, job id): higher priority first
-        self._order = itertools.count()
-        self._work = asyncio.Event()
+        self.queue = JobQueue(self.jobs)
         self.busy = 0  # workers running a job
-        self._finished: deque[int] = deque()  # finished job ids, oldest first
         self._tasks: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()  # work started by callbacks (downloads, artifact uploads)
+        self._background = Background(self.cluster_id)  # work started by callbacks (downloads, artifact uploads)
         self.ingest = IngestClient(self.gateway_url, self.key, self.cluster_id)
         self.bus = Bus(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
@@ -126,7 +109,7 @@ class SimCluster:
 
     async def stop(self) -> None:
         """Stop working, let the requests already sent finish, then close the connections."""
-        tasks = [*self._tasks, *self._background]
+        tasks = [*self._tasks, *self._background.all()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -135,18 +118,7 @@ class SimCluster:
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Start work that a callback cannot await; stop() ends it, and a failed request is one warning line."""
-        task = asyncio.get_running_loop().create_task(work)
-        self._background.add(task)
-
-        def done(task: asyncio.Task[None]) -> None:
-            self._background.discard(task)
-            failure = None if task.cancelled() else task.exception()
-            if isinstance(failure, httpx.HTTPError):
-                log.warning("cluster %d: %s failed: %s", self.cluster_id, what, describe_failure(failure))
-            elif failure is not None:
-                log.error("cluster %d: %s failed", self.cluster_id, what, exc_info=failure)
-
-        task.add_done_callback(done)
+        self._background.spawn(work, what)
 
     # -- the platform's side: registering work
 
@@ -184,7 +156,6 @@ class SimCluster:
                 )
                 self.enqueue(job)
                 ids.append(job.id)
-            self._work.set()
         return ids
 
     async def sync_retried(self, submission_id: int) -> None:
@@ -211,8 +182,7 @@ class SimCluster:
     # -- running work
 
     def enqueue(self, job: SimJob) -> None:
-        heapq.heappush(self.queue, (-job.priority, next(self._order), job.id))
-        self._work.set()
+        self.queue.push(job)
 
     def backlog(self) -> int:
         """About how many jobs wait for a worker (entries of re-prioritised or removed jobs count until picked)."""
@@ -220,8 +190,7 @@ class SimCluster:
 
     def queued_order(self) -> list[int]:
         """The jobs waiting, in the order workers will pick them (holding ones are left alone)."""
-        waiting = (self.jobs.get(i) for _, _, i in sorted(self.queue))
-        return [j.id for j in waiting if j is not None and j.status in ("queued", "retrying") and not j.removed]
+        return self.queue.waiting()
 
     def _duration(self, kind: str) -> float:
         base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": 0.8, "artifact_upload": 0.3}.get(kind, 2.0)
@@ -229,16 +198,7 @@ class SimCluster:
 
     async def _worker(self) -> None:
         while True:
-            if not self.queue:
-                self._work.clear()
-                await self._work.wait()
-                continue
-            priority, order, job_id = heapq.heappop(self.queue)
-            job = self.jobs.get(job_id)
-            if job is None or job.removed or job.status not in ("queued", "retrying"):
-                continue
-            if -priority != job.priority:  # re-prioritised while waiting: its newer entry counts
-                continue
+            job = await self.queue.next()
             job.status = "running"
             run = job.run
             self._report(job)
@@ -272,11 +232,7 @@ class SimCluster:
 
     def finish(self, job: SimJob) -> None:
         """Remember a finished job for a while (it may be retried), then forget it: memory stays bounded all day."""
-        self._finished.append(job.id)
-        while len(self._finished) > FINISHED_KEPT:
-            old = self.jobs.get(self._finished.popleft())
-            if old is not None and (old.removed or old.status in ("completed", "failed", "preempted")):
-                del self.jobs[old.id]
+        self.queue.finish(job)
 
     def _report(self, job: SimJob, error: str | None = None) -> None:
         report: dict[str, Any] = {"id": job.id, "attempt": job.attempt, "status": job.status}

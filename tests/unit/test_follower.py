@@ -67,6 +67,23 @@ def test_accept_takes_a_refused_position() -> None:
     assert follower.message(CH, 10, "1-10") is Verdict.APPLY
 
 
+def test_accept_page_takes_a_refused_page_and_expects_the_next_after_it() -> None:
+    position = Position()
+    assert position.snapshot(5, "1-5", 0, False) is Verdict.PAGE
+    assert position.snapshot(5, "1-5", 2, False) is Verdict.GAP  # page 1 was lost
+    assert position == Position(seq=5, cursor="1-5", next_page=1)
+    position.accept_page(5, "1-5", 2, False)
+    assert position == Position(seq=5, cursor="1-5", next_page=3) and position.resume_cursor is None
+    assert position.snapshot(5, "1-5", 3, True) is Verdict.PAGE
+    assert position == Position(seq=5, cursor="1-5", ready=True) and position.resume_cursor == "1-5"
+
+
+def test_accepting_a_final_page_ends_the_snapshot() -> None:
+    position = Position()
+    position.accept_page(7, "1-7", 4, True)  # a final page with none before it
+    assert position == Position(seq=7, cursor="1-7", ready=True) and position.resume_cursor == "1-7"
+
+
 def test_channels_are_followed_apart() -> None:
     follower = following(CH, "team:1")
     follower.snapshot(CH, 5, "1-5", 0, True)
