@@ -49,15 +49,6 @@ def mask_frame(opcode: int, payload: bytes, fin: bool = True) -> bytes:
     return head + key + masked
 
 
-def unmask(payload: bytes | bytearray, key: bytes | bytearray) -> bytes:
-    n = len(payload)
-    if not n:
-        return b""
-    return (
-        int.from_bytes(payload, "big") ^ int.from_bytes(bytes(key) * ((n + 3) >> 2), "big") >> (((-n) & 3) << 3)
-    ).to_bytes(n, "big")
-
-
 def accept_key(key: bytes) -> bytes:
     return base64.b64encode(hashlib.sha1(key + GUID).digest())
 

@@ -36,6 +36,7 @@ from . import relay_stats as stats
 from .commands import ClusterCommands, Replies
 from .connection import Bus
 from .history import Entry
+from .keys import Partitions
 from .presence import PresenceManager
 from .publisher import Fenced, PartitionPublisher, Publisher
 from .relay_stats import RelayStats
@@ -51,6 +52,7 @@ __all__ = [
     "History",
     "Membership",
     "PartitionPublisher",
+    "Partitions",
     "Position",
     "PresenceStore",
     "RedisBroker",
@@ -182,7 +184,7 @@ class Broker(Protocol):
     """Everything at once: what a node or a relay is given."""
 
     cluster: bool
-    partitions: keys.Partitions
+    partitions: Partitions
 
     # Read-only, so that an implementation may hold its own classes of each capability.
     @property

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..bus.keys import Partitions
+from ..bus.broker import Partitions
 from ..core.aggregate import MembershipChange
 from ..core.channels import Channel
 from ..core.protocol import Error

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ..bus.broker import ChannelState, History, Subscribing
-from ..bus.keys import Partitions
+from ..bus.broker import ChannelState, History, Partitions, Subscribing
 from ..bus.subscriber import OnMessage
 from ..core.channels import Channel
 from ..core.grouping import Group
