@@ -26,7 +26,6 @@ from bench.subscribers.wsclient import (
     mask_frame,
     request_head,
     retry_delay,
-    unmask,
 )
 from gateway.core.wsframe import OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT
 
@@ -55,7 +54,7 @@ def parse_client_frames(data: bytes) -> list[tuple[int, bool, bytes]]:
         elif n == 127:
             n, pos = int.from_bytes(data[pos : pos + 8], "big"), pos + 8
         key, pos = data[pos : pos + 4], pos + 4
-        out.append((b0 & 0x0F, bool(b0 & 0x80), unmask(data[pos : pos + n], key)))
+        out.append((b0 & 0x0F, bool(b0 & 0x80), bytes(b ^ key[i % 4] for i, b in enumerate(data[pos : pos + n]))))
         pos += n
     return out
 
