@@ -59,6 +59,9 @@ class FinishTracker:
     settle: float = SETTLE
     waves: dict[int, Wave] = field(default_factory=dict)
     last_wave: dict[int, int] = field(default_factory=dict)  # closed waves, so numbers keep rising
+    # The open waves with no active job, and since when: a cycle looks at these alone (while work runs, the
+    # trajectories that are busy are most of them).
+    idle: dict[int, float] = field(default_factory=dict)
     # (trajectory, wave, time of the change that opened it) for waves opened this cycle
     started: list[tuple[int, int, datetime | None]] = field(default_factory=list)
 
@@ -67,6 +70,8 @@ class FinishTracker:
         self.last_wave[trajectory_id] = last_wave
         if open_wave is not None:
             self.waves[trajectory_id] = open_wave
+            if open_wave.idle_since is not None:
+                self.idle[trajectory_id] = open_wave.idle_since
 
     def job_changed(
         self,
@@ -91,18 +96,21 @@ class FinishTracker:
             wave.has_rasterize = True
         if status in FAILED:
             wave.failed = True  # a preempted task ends the wave with errors too
-        wave.idle_since = now if active_after == 0 else None
+        if active_after == 0:
+            wave.idle_since = self.idle[trajectory_id] = now
+        elif wave.idle_since is not None:
+            wave.idle_since = None
+            del self.idle[trajectory_id]
 
     def next_due(self) -> float | None:
-        due = [w.idle_since + self.settle for w in self.waves.values() if w.idle_since is not None]
-        return min(due) if due else None
+        return min(self.idle.values()) + self.settle if self.idle else None
 
     def take_finished(self, now: float, team_of: dict[int, int]) -> list[Finish]:
         out = []
-        for trajectory_id, wave in list(self.waves.items()):
-            if wave.idle_since is None or now < wave.idle_since + self.settle:
-                continue
-            del self.waves[trajectory_id]
+        settled = [t for t, since in self.idle.items() if now >= since + self.settle]
+        for trajectory_id in settled:
+            del self.idle[trajectory_id]
+            wave = self.waves.pop(trajectory_id)
             self.last_wave[trajectory_id] = wave.number
             title, level = notice_title(wave.has_analysis, wave.has_rasterize, wave.failed)
             out.append(Finish(trajectory_id, team_of.get(trajectory_id, 0), wave.number, title, level, not wave.failed))

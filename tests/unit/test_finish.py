@@ -1,5 +1,8 @@
 """Finish notices and glows: a wave of work finishes once, after the settle time, titled by what it held."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gateway.bus.memory import MemoryBroker
 from gateway.core.aggregate import Change
 from gateway.core.batching import Batcher
@@ -144,3 +147,40 @@ def test_trajectory_batches_carry_the_groups_they_changed() -> None:
     pubs = {p.channel: decode_server(p.json, "json") for p in core.take_job_publications(now=1.0)}
     (gone,) = pubs["trajectory:10"].groups
     assert (gone.key, gone.total) == ("frame:3", 0)
+
+
+# (trajectory, active jobs after the change, seconds since the previous step) or a cycle taking what finished
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.integers(1, 4), st.integers(0, 2), st.sampled_from([0.0, 0.1, 0.3, 0.6])),
+        st.just(None),
+    ),
+    max_size=60,
+)
+
+
+@given(steps)
+def test_a_wave_finishes_exactly_when_it_has_been_idle_for_the_settle_time(script: list) -> None:
+    """Whatever the order of changes and cycles: a cycle takes exactly the waves with no active job for the settle
+    time, each once, and `next_due` is the earliest time one of the others could finish."""
+    tracker, now = FinishTracker(), 0.0
+    idle_since: dict[int, float] = {}  # the model: open waves with no active job
+    busy: set[int] = set()  # open waves with active jobs
+    for step in script:
+        if step is None:
+            finished = tracker.take_finished(now, {})
+            due = {t for t, since in idle_since.items() if now >= since + SETTLE}
+            assert {f.trajectory_id for f in finished} == due
+            for t in due:
+                del idle_since[t]
+        else:
+            trajectory, active, gap = step
+            now += gap
+            opens = trajectory not in idle_since and trajectory not in busy
+            status = "running" if active or opens else "completed"
+            tracker.job_changed(trajectory, "preprocess", status, active, now)
+            idle_since.pop(trajectory, None)
+            busy.discard(trajectory)
+            (idle_since.__setitem__(trajectory, now) if active == 0 else busy.add(trajectory))
+        expected_due = min(idle_since.values()) + SETTLE if idle_since else None
+        assert tracker.next_due() == expected_due
