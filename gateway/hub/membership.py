@@ -104,7 +104,7 @@ class Memberships:
     def revoke(self, team_id: int, user_id: int) -> None:
         self._members.pop((user_id, team_id), None)
         for conn in [c for c in self.connections if c.user_id == user_id]:
-            for name in [n for n, t in conn.channel_teams.items() if t == team_id]:
+            for name in [n for n, t in conn.channels.items() if t == team_id]:
                 self.unsubscribe(conn, name)
                 conn.send_message(
                     Error(code="forbidden", message="you are no longer a member of this team", channel=name)
@@ -116,7 +116,7 @@ class Memberships:
             await asyncio.sleep(MEMBERSHIP_CHECK_EVERY)
             stale = time.monotonic() - MEMBER_TTL
             self._members = {k: at for k, at in self._members.items() if at > stale}
-            pairs = {(c.user_id, t) for c in self.connections for t in c.channel_teams.values()}
+            pairs = {(c.user_id, t) for c in self.connections for t in c.channels.values()}
             if not pairs:
                 continue
             try:

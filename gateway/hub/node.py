@@ -143,9 +143,9 @@ class Node:
         for channel in conn.subscribed_channels():
             self.hub.remove(conn, channel)
             conn.leave(channel)
-        for team_id in list(conn.teams_present):
+        for team_id in conn.teams_present:
             self.tasks.spawn(self.presence.remove(team_id, conn.user_id))
-        conn.teams_present.clear()
+        conn.teams_present = ()
 
     async def subscribe(self, conn: Connection, name: str, cursor: str | None = None) -> None:
         admitted = await self.admission.admit(conn, name)
@@ -161,7 +161,7 @@ class Node:
                 sub.subscribed(cursor)
                 await self.lifecycles.run(conn, sub, channel, since)
                 if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
-                    conn.teams_present.add(channel.id)  # an open view of the team: its user is online
+                    conn.teams_present += (channel.id,)  # an open view of the team: its user is online
                     await self.presence.add(channel.id, conn.user_id)
                 return
             except TRANSIENT as exc:
@@ -188,7 +188,7 @@ class Node:
     def _leave_team(self, conn: Connection, channel: str) -> None:
         kind, _, ident = channel.partition(":")
         if kind == "team" and int(ident) in conn.teams_present:
-            conn.teams_present.discard(int(ident))
+            conn.teams_present = tuple(t for t in conn.teams_present if t != int(ident))
             self.tasks.spawn(self.presence.remove(int(ident), conn.user_id))
 
     def _lagged(self, conn: Connection, sub: Lifecycle) -> None:

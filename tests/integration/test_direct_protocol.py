@@ -222,7 +222,7 @@ async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> 
             break
         await asyncio.sleep(0.02)
     conn = app.conns[-1]
-    conn.channels.add("trajectory:1")
+    conn.channels["trajectory:1"] = 1
     frame = Frame(json.dumps({"type": "batch", "pad": "z" * 4000}).encode(), text=True)
     for seq in range(
         1, 2001

@@ -17,7 +17,7 @@ CHANNEL = "trajectory:1"
 
 def conn(fmt: str = "json") -> Connection:
     c = Connection(user_id=1, fmt=fmt, max_pending=1 << 20)  # type: ignore[arg-type]  # unlinked: frames wait
-    c.channels.add(CHANNEL)
+    c.channels[CHANNEL] = 1
     return c
 
 
@@ -207,7 +207,7 @@ async def run(c: Connection, sub: Subscription[Frame]) -> None:
 
 def test_a_client_past_the_bound_keeps_what_is_pending_and_its_channel_waits_for_the_history() -> None:
     c = Connection(user_id=1, fmt="json", max_pending=4096)  # type: ignore[arg-type]  # unlinked: it reads nothing
-    c.channels.add(CHANNEL)
+    c.channels[CHANNEL] = 1
     lagged: list[tuple[str, int]] = []
     c.on_lag = lambda _conn, sub: lagged.append((sub.channel, sub.sent))
     for seq in range(1, 61):  # 60 frames of 200 bytes: three times the bound

@@ -65,7 +65,7 @@ def test_frames_are_shared_references_not_copies() -> None:
     json_conns = [Connection(user_id=i, fmt="json", max_pending=1 << 20) for i in range(50)]
     msgpack_conns = [Connection(user_id=i, fmt="msgpack", max_pending=1 << 20) for i in range(50)]
     for c in json_conns + msgpack_conns:  # unlinked: what the hub delivers waits in the outbound
-        c.channels.add(CHANNEL)
+        c.channels[CHANNEL] = 1
         hub.add(c, CHANNEL)
     hub.on_message(CHANNEL, data)
     json_frames = [c.take() for c in json_conns]
