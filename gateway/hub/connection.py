@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -70,9 +71,12 @@ class Connection:
         "refused",
         "_drained",
         "token_id",
+        "expires",
     )
 
-    def __init__(self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None) -> None:
+    def __init__(
+        self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None, expires: float = math.inf
+    ) -> None:
         self.user_id = user_id
         self.format = fmt
         # Each subscribed channel and its team. Few and small per connection, but 16,000 connections hold them:
@@ -95,6 +99,7 @@ class Connection:
         self.refused = 0  # replies in a row that did not fit within the bound
         self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
         self.token_id = ""  # the session's (set at the handshake): revoking it closes this connection
+        self.expires = expires  # when the session's token expires (wall clock): the node closes it then
 
     def close(self, code: int) -> None:
         """End the connection with a documented code."""

@@ -26,6 +26,7 @@ from .admission import Admission
 from .backlog import Backlog
 from .connection import Connection
 from .errors import RETRY_AFTER, TRANSIENT
+from .expiry import Expiries
 from .hub import Hub
 from .interest import Interest
 from .lifecycle import Lifecycle, Lifecycles
@@ -56,6 +57,7 @@ class Node:
         self.keepalive_every = keepalive
         self.presence = presence
         self.connections: set[Connection] = set()
+        self.expiries = Expiries()
         self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
         self.tasks = Tasks()
         self.shared = SharedReads()
@@ -99,6 +101,7 @@ class Node:
             asyncio.create_task(self.presence.run(), name="presence"),
             asyncio.create_task(self.memberships.recheck(), name="membership-check"),
             asyncio.create_task(self._keepalive(), name="keepalive"),
+            asyncio.create_task(self.expiries.run(), name="expiries"),
         ]
 
     async def stop(self) -> None:
@@ -129,11 +132,13 @@ class Node:
     def attach(self, conn: Connection) -> None:
         conn.on_lag = self._lagged
         self.connections.add(conn)
+        self.expiries.add(conn)  # a session ends with its token: the client renews it and connects again
         self.per_user[conn.user_id] = self.per_user.get(conn.user_id, 0) + 1
 
     def detach(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            self.expiries.discard(conn)
             left = self.per_user.pop(conn.user_id, 1) - 1
             if left:
                 self.per_user[conn.user_id] = left

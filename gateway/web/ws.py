@@ -32,7 +32,7 @@ from ..core.protocol import (
 )
 from ..core.ratelimit import TokenBucket
 from ..core.wsframe import Frame
-from ..hub.connection import CLOSE_EXPIRED, CLOSE_FLOOD, CLOSE_REASONS, Connection
+from ..hub.connection import CLOSE_FLOOD, CLOSE_REASONS, Connection
 from ..hub.node import Node, now_ms
 from .direct import EXTENSION
 from .guards import Refused, claims, session
@@ -75,9 +75,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
     await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
     settings, node = runtime.settings, runtime.node
-    conn = Connection(user_id, fmt, settings.max_pending_bytes)
+    conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=expires)
     conn.token_id = claims(websocket).token_id  # checked in _admit (and kept): revoking it closes the connection
-    client = ClientSession(conn, node, settings, expires)
+    client = ClientSession(conn, node, settings)
     node.attach(conn)
     adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
     if adopt is not None:
@@ -120,9 +120,9 @@ class ClientSession:
     database and Redis, so they run in a task, one at a time; requests that arrive meanwhile queue behind
     them, so a subscribe followed by an unsubscribe ends unsubscribed."""
 
-    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "expiry", "opened")
+    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "opened")
 
-    def __init__(self, conn: Connection, node: Node, settings: Settings, expires: float) -> None:
+    def __init__(self, conn: Connection, node: Node, settings: Settings) -> None:
         self.conn = conn
         self.node = node
         rate = settings.max_messages_per_second
@@ -130,8 +130,6 @@ class ClientSession:
         self.dropped = 0
         self.waiting: list[Subscribe | Unsubscribe] | None = None
         self.task: asyncio.Task[None] | None = None
-        # A session ends with its token: the browser renews its cookie and connects again.
-        self.expiry = asyncio.get_running_loop().call_later(max(0.0, expires - time.time()), conn.close, CLOSE_EXPIRED)
         self.opened = time.monotonic()
 
     def on_message(self, data: str | bytes) -> None:
@@ -208,7 +206,6 @@ class ClientSession:
 
     def end(self) -> None:
         """The connection is gone: stop what it started and let the node forget it."""
-        self.expiry.cancel()
         if self.task is not None:
             self.task.cancel()
         self.node.detach(self.conn)
