@@ -4,9 +4,9 @@
 wins), detects finished waves and paces the light team channel; what it hands out are `Publication`s, one
 message per channel with its sequence, encoded once per wire format. The relay (gateway.relay) reads the
 outbox, feeds `apply()`, and publishes what `take_*()` returns. It owns the clock: it passes `now` in and
-schedules the next wake-up from `next_due()` and `batch_delay()`.
+schedules the next wake-up from `next_due()`.
 
-Its parts: `Sequences` (each channel's position in the epoch; a message stamped and encoded once),
+Its parts: `JobWindows` (gateway.core.windows: each job channel's pace), `Sequences` (each channel's position in the epoch; a message stamped and encoded once),
 `SubmissionRows` (gateway.core.submission_rows: the Submissions page's rows and task counts) and `Events`
 (finish notices and glows, presence and cluster metrics: messages that are not job deltas).
 """
@@ -26,14 +26,11 @@ from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summa
 from .submission import SubmissionAggregate
 from .submission_rows import SubmissionRows
 from .team import ClusterStats, Presence
+from .windows import JobWindows
 
 MAX_JOBS_PER_BATCH = 500
 MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
 TEAM_INTERVAL = 0.25  # the light team channel: at most 4 messages a second per team
-MAX_TICK = 0.05  # a channel's window grows up to this with the size of its batches
-# After a channel published, it gathers at least this long: a channel gets at most 50 frames a second however
-# fast its jobs change (every frame is written to every subscriber; 20 ms is below what a person can see).
-MIN_TICK = 0.02
 SUMMARY_STATE_PREFIX = "t:"
 SUBMISSION_STATE_PREFIX = "u:"
 
@@ -53,49 +50,6 @@ class Publication(msgspec.Struct, kw_only=True):
     state_set: dict[str, bytes] | None = None
     state_del: list[str] | None = None
     marker: str | None = None  # a key set with the publish: this once-only event went out
-
-
-def batch_delay(jobs_last_batch: int) -> float:
-    """How long a channel gathers after a batch: MIN_TICK, up to MAX_TICK as its batches grow."""
-    return min(MAX_TICK, max(MIN_TICK, jobs_last_batch * 0.0005)) if jobs_last_batch else 0.0
-
-
-class JobWindows:
-    """Each job channel's pace: a change that finds its channel quiet goes out with the next cycle; a channel
-    that published less than its window ago holds its changes (latest version per job) until the window ends.
-    So one busy trajectory gathers while every other channel keeps its own pace."""
-
-    def __init__(self) -> None:
-        self.pending: dict[str, dict[int, Job]] = {}  # channel -> job id -> its latest version
-        self._opens: dict[str, float] = {}  # channel -> when its window ends (a channel with none is quiet)
-
-    def add(self, channel: str, job: Job) -> None:
-        held = self.pending.get(channel)
-        if held is None:
-            self.pending[channel] = {job.id: job}
-            return
-        seen = held.get(job.id)
-        if seen is None or job.version > seen.version:
-            held[job.id] = job
-
-    def take_due(self, now: float) -> dict[str, list[Job]]:
-        """The channels whose window has ended, with their jobs; each one's next window starts now."""
-        due: dict[str, list[Job]] = {}
-        opens = self._opens
-        for channel, held in self.pending.items():
-            if now >= opens.get(channel, float("-inf")):
-                due[channel] = list(held.values())
-        for channel, jobs in due.items():
-            del self.pending[channel]
-            opens[channel] = now + batch_delay(len(jobs))
-        if len(opens) > 2 * len(self.pending) + 1024:  # forget windows long over: channels come and go
-            self._opens = {c: t for c, t in opens.items() if t > now or c in self.pending}
-        return due
-
-    def next_due(self) -> float | None:
-        """When the earliest held channel's window ends."""
-        opens = self._opens
-        return min((opens.get(c, float("-inf")) for c in self.pending), default=None)
 
 
 class Sequences:

@@ -5,9 +5,10 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from gateway.core.aggregate import Change, TrajectoryAggregate
-from gateway.core.batching import MAX_BATCH_BYTES, MAX_TICK, MIN_TICK, TEAM_INTERVAL, Batcher, batch_delay
+from gateway.core.batching import MAX_BATCH_BYTES, TEAM_INTERVAL, Batcher
 from gateway.core.model import Counts, Job
 from gateway.core.protocol import decode_server
+from gateway.core.windows import MAX_TICK, MIN_TICK, batch_delay
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
