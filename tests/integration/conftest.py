@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import asyncpg
 import pytest
+from redis.asyncio import Redis
 
 from gateway.web.auth import issue_token, new_cluster_key
 from tests.conftest import Stack
@@ -21,6 +22,17 @@ class Team:
     cluster_id: int
     cluster_key: str
     trajectory_id: int
+
+
+@pytest.fixture
+async def scratch_redis(redis_url: str) -> AsyncIterator[Redis]:
+    """A client on Redis database 1, which no stack beside the tests reads; emptied after the test."""
+    client = Redis.from_url(redis_url.rsplit("/", 1)[0] + "/1")
+    try:
+        yield client
+    finally:
+        await client.flushdb()
+        await client.aclose()
 
 
 @pytest.fixture(scope="session")

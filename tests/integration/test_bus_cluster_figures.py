@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from redis.asyncio import Redis
 
-from gateway.bus import cluster_figures, keys
+from gateway.bus import cluster_figures
 from gateway.core.team import ClusterFigures
 
 TEAM = 900_002  # no real team: a stack running beside these tests never sees it (another database, too)
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url.rsplit("/", 1)[0] + "/1")  # not the database a running relay reads
-    try:
-        yield client
-    finally:
-        await client.delete(keys.metrics(TEAM), keys.METRICS_TEAMS)
-        await client.aclose()
+def redis(scratch_redis: Redis) -> Redis:
+    return scratch_redis
 
 
 def figures(cluster_id: int, cpu: float) -> ClusterFigures:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -15,13 +14,8 @@ TEAM = 900_001  # no real team: a stack running beside these tests never sees it
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url.rsplit("/", 1)[0] + "/1")  # not the database a running relay reads
-    try:
-        yield client
-    finally:
-        await client.delete(keys.presence(TEAM), keys.PRESENCE_TEAMS)
-        await client.aclose()
+def redis(scratch_redis: Redis) -> Redis:
+    return scratch_redis
 
 
 async def test_a_user_on_two_nodes_counts_once_and_stays_until_both_leave(redis: Redis) -> None:

@@ -3,8 +3,6 @@ an older version did not write reads as 0."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from redis.asyncio import Redis
 
@@ -15,13 +13,8 @@ TAG = "relay-stats-test"  # no partition's tag: a stack running beside these tes
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url.rsplit("/", 1)[0] + "/1")  # not the database a running relay reads
-    try:
-        yield client
-    finally:
-        await client.delete(keys.relay_stats(TAG))
-        await client.aclose()
+def redis(scratch_redis: Redis) -> Redis:
+    return scratch_redis
 
 
 async def test_figures_read_back_as_written_and_none_where_nobody_reported(redis: Redis) -> None:
