@@ -23,6 +23,7 @@ from ..core.aggregate import Change, MembershipChange, SubmissionChange
 from ..core.batching import Batcher, Publication
 from ..core.team import ClusterStats, Presence
 from ..store import outbox, waves
+from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
 from .metrics import PartitionFigures
 from .retry import retry_redis
@@ -54,6 +55,7 @@ class PublishCycle:
         announce: Callable[[bytes], Awaitable[object]],
         figures: PartitionFigures,
         published: int = 0,
+        joint: JointReads | None = None,
     ) -> None:
         self.db = db  # the outbox connection: it also records waves
         self.reader = reader
@@ -64,10 +66,13 @@ class PublishCycle:
         self.announce = announce  # membership changes, to every node
         self.figures = figures
         self.published = published  # messages published by this partition's relay (its stats in Redis)
+        self.joint = joint  # the process's joint reads, when it serves several partitions
 
-    async def read(self) -> ReadResult:
-        """The next captured changes, applied to the batcher (waves they open recorded)."""
-        result = await self.reader.read()
+    async def read(self, together: bool = False) -> ReadResult:
+        """The next captured changes, applied to the batcher (waves they open recorded); `together`: in one
+        statement with the process's other partitions reading now (gateway.store.joint_reads)."""
+        joint = self.joint
+        result = await (joint.read(self.reader) if together and joint is not None else self.reader.read())
         if result.changes:
             core = self.core
             unknown = core.unknown_trajectories(result.changes)

@@ -8,6 +8,7 @@ and stays so while they keep coming slowly (docs/operations.md, "Waking the rela
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
@@ -26,10 +27,13 @@ STEADY_GAP = 0.02  # ...but only while changes come this close together: slower,
 class Pacer:
     """One partition's pace: polling while changes come fast, sleeping on NOTIFY while they come slowly."""
 
-    def __init__(self, db: asyncpg.Connection, reader: OutboxReader, partition: int) -> None:
+    def __init__(self, db: asyncpg.Connection, reader: OutboxReader, partition: int, grid: bool = False) -> None:
         self.db = db  # the outbox connection, which listens for the writers' NOTIFY
         self.reader = reader
         self.partition = partition
+        # Awake, read on the process's grid (multiples of BUSY_POLL) rather than BUSY_POLL after this partition's
+        # last read: the process's busy partitions then read together, in one statement.
+        self.grid = grid
         self.wake = asyncio.Event()
         self.asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
         self.gap = 1.0  # how far apart changes have come lately (a moving average), in seconds
@@ -74,7 +78,11 @@ class Pacer:
             # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits). A held
             # channel whose window ends before the next poll goes out with it: at most one cycle per BUSY_POLL,
             # however many channels' windows end in between.
-            await asyncio.sleep(max(0.0, started + BUSY_POLL - time.monotonic()))
+            if self.grid:  # on the loop's own clock, so that partitions due at one point wake in one tick
+                now_on_loop = asyncio.get_running_loop().time()
+                await asyncio.sleep(next_grid_point(now_on_loop) - now_on_loop)
+            else:
+                await asyncio.sleep(max(0.0, started + BUSY_POLL - time.monotonic()))
             return
         await self._sleep(next_due())
 
@@ -96,3 +104,8 @@ class Pacer:
                 await self.wake.wait()
         except TimeoutError:
             pass
+
+
+def next_grid_point(now: float) -> float:
+    """The first multiple of BUSY_POLL after `now`: the busy partitions of a process read at these together."""
+    return (math.floor(now / BUSY_POLL) + 1) * BUSY_POLL

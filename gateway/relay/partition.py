@@ -83,7 +83,7 @@ class PartitionRelay:
         db = await outbox.connect(process.database_url)
         try:
             reader = OutboxReader(db, self.partition, count)
-            pacer = Pacer(db, reader, self.partition)
+            pacer = Pacer(db, reader, self.partition, grid=process.joint is not None)
             await outbox.listen(db, pacer.wake.set)
             await outbox.register_wakeup(db, self.partition, count)
             await outbox.partition_index(db, count)  # at once unless the partitions were just changed
@@ -100,7 +100,16 @@ class PartitionRelay:
                 reader.position,
             )
             cycle = PublishCycle(
-                db, reader, core, publisher, extras, lock.prove, self._announce, self.figures, self.published
+                db,
+                reader,
+                core,
+                publisher,
+                extras,
+                lock.prove,
+                self._announce,
+                self.figures,
+                self.published,
+                process.joint,
             )
             try:
                 await self._loop(cycle, pacer)
@@ -119,7 +128,7 @@ class PartitionRelay:
         while True:
             started = time.monotonic()
             pacer.before_read()
-            result = await cycle.read()
+            result = await cycle.read(together=not pacer.asleep)
             self.figures.cycles += 1
             now = time.monotonic()
             await cycle.publish(result, now)

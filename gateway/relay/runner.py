@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..bus.broker import RedisBroker
 from ..config import Settings
 from ..core.finish import SETTLE
+from ..store.joint_reads import JointReads
 from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from .ownership import PartitionServer, Sharing
 from .partition import PartitionRelay
@@ -50,6 +51,8 @@ class Relay:
         self.serving: dict[int, PartitionServer] = {}  # with several partitions: what this process serves
         self.figures: dict[int, PartitionFigures] = {}  # per partition this process has served: its /metrics
         self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
+        # Several partitions: their busy relays read the outbox in one statement (gateway.store.joint_reads).
+        self.joint = JointReads(database_url, partitions) if partitions > 1 else None
 
     @classmethod
     def from_settings(cls, settings: Settings, metrics_endpoint: Endpoint | None = None) -> Relay:
@@ -83,4 +86,6 @@ class Relay:
         finally:
             if exporter is not None:
                 await exporter.stop()
+            if self.joint is not None:
+                await self.joint.close()
             await broker.aclose()

@@ -223,6 +223,16 @@ class OutboxReader:
 
     async def read(self, limit: int = 5000) -> ReadResult:
         rows = await self.db.fetch(self._read, self.xid, self.seq, self._base_snapshot, limit, self._base_xmin)
+        return self.take(rows, limit)
+
+    @property
+    def alone(self) -> bool:
+        """Whether this reader must read on its own: just after a takeover it reads under the snapshot its state
+        was loaded from (rows that snapshot saw come back `counted`), which a joint read does not carry."""
+        return self._base_snapshot is not None
+
+    def take(self, rows: list[asyncpg.Record], limit: int) -> ReadResult:
+        """The changes of one read's rows (one row with no change when there was none), the cursor moved past."""
         horizon: int = rows[0]["horizon"]
         changes: list[Change | SubmissionChange | MembershipChange] = []
         for r in rows:

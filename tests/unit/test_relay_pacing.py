@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from gateway.relay.pacing import BUSY_POLL, Pacer
+from gateway.relay.pacing import BUSY_POLL, Pacer, next_grid_point
 from gateway.store import outbox
 from gateway.store.outbox import OutboxReader, ReadResult
 from tests.unit.outbox_reads import read_all
@@ -105,3 +105,12 @@ async def test_a_slow_cycle_does_not_add_its_own_time_to_the_wait(url: str, pace
     waiting = asyncio.create_task(pacer.wait(result, started, time.monotonic(), None, lambda: started + 60.0))
     await asyncio.wait_for(waiting, 5.0)  # not another poll interval, nor the minute to the next due time
     assert not pacer.asleep
+
+
+def test_partitions_awake_in_one_poll_period_read_again_at_the_same_point() -> None:
+    """Several partitions of one process, their cycles ending anywhere within a period, read next at the same
+    point (so in one statement: gateway.store.joint_reads), the period's end, never sooner than now."""
+    base = 1000 * BUSY_POLL
+    ends = [base + BUSY_POLL * f for f in (0.0, 0.01, 0.5, 0.99)]
+    assert {next_grid_point(now) for now in ends} == {base + BUSY_POLL}
+    assert next_grid_point(base + BUSY_POLL) == base + 2 * BUSY_POLL  # exactly on a point: the next one
