@@ -84,7 +84,7 @@ class PartitionRelay:
         try:
             reader = OutboxReader(db, self.partition, count)
             pacer = Pacer(db, reader, self.partition, grid=process.joint is not None)
-            await outbox.listen(db, pacer.wake.set)
+            await outbox.listen(db, self.partition, pacer.wake.set)
             await outbox.register_wakeup(db, self.partition, count)
             await outbox.partition_index(db, count)  # at once unless the partitions were just changed
             publisher = self.broker.publisher(self.tag, epoch, process.history_length, process.history_ttl)

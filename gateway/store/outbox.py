@@ -106,7 +106,7 @@ async def _partition_indexes(db: asyncpg.Connection) -> dict[str, bool]:
     return {r["relname"]: r["indisvalid"] for r in rows}
 
 
-CHANNEL = "job_changes"  # what writers NOTIFY while the relay sleeps
+CHANNEL = "job_changes"  # writers NOTIFY `job_changes_<partition>` while the partition's relay sleeps
 
 
 async def connect(database_url: str) -> asyncpg.Connection:
@@ -114,15 +114,21 @@ async def connect(database_url: str) -> asyncpg.Connection:
     return await asyncpg.connect(database_url, server_settings={"application_name": "gateway-relay-outbox"})
 
 
-async def listen(db: asyncpg.Connection, wake: Callable[[], None]) -> None:
-    """Call `wake` on each writer's NOTIFY."""
-    await db.add_listener(CHANNEL, lambda *_: wake())
+async def listen(db: asyncpg.Connection, partition: int, wake: Callable[[], None]) -> None:
+    """Call `wake` on each writer's NOTIFY for the partition (its channel: `job_changes_<partition>`)."""
+    await db.add_listener(f"{CHANNEL}_{partition}", lambda *_: wake())
 
 
 async def register_wakeup(db: asyncpg.Connection, partition: int, partitions: int) -> None:
-    """Give the partition its wake-up flag; partition 0 also drops the flags of partitions that no longer
-    exist (fewer partitions than before: their rows would have writers NOTIFY for nobody)."""
-    await db.execute("insert into relay_wakeup (partition) values ($1) on conflict do nothing", partition)
+    """Give the partition its wake-up flag, with the partition count writers compute its teams by; partition 0
+    also drops the flags of partitions that no longer exist (fewer partitions than before: their rows would
+    have writers NOTIFY for nobody)."""
+    await db.execute(
+        "insert into relay_wakeup (partition, partitions) values ($1, $2)"
+        " on conflict (partition) do update set partitions = excluded.partitions",
+        partition,
+        partitions,
+    )
     if partition == 0:
         await db.execute("delete from relay_wakeup where partition >= $1", partitions)
 

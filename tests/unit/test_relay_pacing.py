@@ -23,7 +23,7 @@ async def pacer(url: str) -> AsyncIterator[Pacer]:
     reader = OutboxReader(db)
     await reader.load()
     pacer = Pacer(db, reader, 0)
-    await outbox.listen(db, pacer.wake.set)
+    await outbox.listen(db, 0, pacer.wake.set)
     await outbox.register_wakeup(db, 0, 1)
     await pacer.start()
     yield pacer
@@ -114,3 +114,47 @@ def test_partitions_awake_in_one_poll_period_read_again_at_the_same_point() -> N
     ends = [base + BUSY_POLL * f for f in (0.0, 0.01, 0.5, 0.99)]
     assert {next_grid_point(now) for now in ends} == {base + BUSY_POLL}
     assert next_grid_point(base + BUSY_POLL) == base + 2 * BUSY_POLL  # exactly on a point: the next one
+
+
+async def test_a_commit_wakes_only_the_relay_of_its_teams_partition(url: str) -> None:
+    """Two partitions asleep: a job of a team of partition 1 wakes partition 1's relay alone (with every relay
+    woken by every commit, P partitions made P reads a commit)."""
+    wakes = {0: 0, 1: 0}
+    listeners = []
+    for partition in (0, 1):
+        db = await outbox.connect(url)
+        await outbox.register_wakeup(db, partition, 2)
+
+        def woken(partition: int = partition) -> None:
+            wakes[partition] += 1
+
+        await outbox.listen(db, partition, woken)
+        listeners.append(db)
+    writer = await asyncpg.connect(url)
+    try:
+        await writer.execute("update relay_wakeup set sleeping = true")
+        team_id = await writer.fetchval("insert into teams (name) values ('odd') returning id")
+        while team_id % 2 != 1:
+            team_id = await writer.fetchval("insert into teams (name) values ('odd') returning id")
+        cluster_id = await writer.fetchval(
+            "insert into clusters (team_id, name) values ($1, 'c') returning id", team_id
+        )
+        trajectory_id = await writer.fetchval(
+            "insert into trajectories (team_id, name) values ($1, 't') returning id", team_id
+        )
+        await writer.execute(
+            "insert into jobs (team_id, trajectory_id, cluster_id, kind, name) values ($1, $2, $3, 'preprocess', 'p')",
+            team_id,
+            trajectory_id,
+            cluster_id,
+        )
+        for partition in (0, 1):  # after these, each has heard all that came before
+            await writer.execute("select pg_notify($1, '')", f"job_changes_{partition}")
+        async with asyncio.timeout(30):
+            while wakes[0] < 1 or wakes[1] < 2:
+                await asyncio.sleep(0.01)
+        assert wakes == {0: 1, 1: 2}  # partition 0: its own NOTIFY after the commit only
+    finally:
+        await writer.close()
+        for db in listeners:
+            db.terminate()
