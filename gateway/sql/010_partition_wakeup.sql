@@ -4,6 +4,13 @@
 -- partition count it runs with beside its flag, so that writers compute its teams as it does.
 alter table relay_wakeup add column partitions integer not null default 1;
 
+-- Wake the sleeping relays of the partitions these teams belong to.
+create function wake_relays(teams bigint[]) returns void language plpgsql as $$
+begin
+    perform pg_notify('job_changes_' || w.partition, '') from relay_wakeup w
+    where w.sleeping and exists (select 1 from unnest(teams) t where t % w.partitions = w.partition);
+end $$;
+
 create or replace function jobs_capture() returns trigger language plpgsql as $$
 begin
     if tg_op = 'INSERT' then
@@ -28,11 +35,9 @@ begin
     -- statement and partition: identical notifications in a transaction fold into one.
     if exists (select 1 from relay_wakeup where sleeping) then
         if tg_op = 'DELETE' then
-            perform pg_notify('job_changes_' || w.partition, '') from relay_wakeup w
-            where w.sleeping and exists (select 1 from old_rows o where o.team_id % w.partitions = w.partition);
+            perform wake_relays(array(select o.team_id::bigint from old_rows o));
         else
-            perform pg_notify('job_changes_' || w.partition, '') from relay_wakeup w
-            where w.sleeping and exists (select 1 from new_rows n where n.team_id % w.partitions = w.partition);
+            perform wake_relays(array(select n.team_id::bigint from new_rows n));
         end if;
     end if;
     return null;
@@ -43,8 +48,7 @@ begin
     insert into job_changes (entity, team_id, trajectory_id, job_id, old_status, new_status, job)
     select 'submission', n.team_id, n.trajectory_id, n.id, null, null, to_jsonb(n) from new_rows n;
     if exists (select 1 from relay_wakeup where sleeping) then
-        perform pg_notify('job_changes_' || w.partition, '') from relay_wakeup w
-        where w.sleeping and exists (select 1 from new_rows n where n.team_id % w.partitions = w.partition);
+        perform wake_relays(array(select n.team_id::bigint from new_rows n));
     end if;
     return null;
 end $$;
@@ -57,8 +61,7 @@ begin
                jsonb_build_object('team_id', o.team_id, 'user_id', o.user_id, 'member', false)
         from old_rows o;
         if exists (select 1 from relay_wakeup where sleeping) then
-            perform pg_notify('job_changes_' || w.partition, '') from relay_wakeup w
-            where w.sleeping and exists (select 1 from old_rows o where o.team_id % w.partitions = w.partition);
+            perform wake_relays(array(select o.team_id::bigint from old_rows o));
         end if;
     else
         insert into job_changes (entity, team_id, job_id, job)
@@ -66,8 +69,7 @@ begin
                jsonb_build_object('team_id', n.team_id, 'user_id', n.user_id, 'member', true)
         from new_rows n;
         if exists (select 1 from relay_wakeup where sleeping) then
-            perform pg_notify('job_changes_' || w.partition, '') from relay_wakeup w
-            where w.sleeping and exists (select 1 from new_rows n where n.team_id % w.partitions = w.partition);
+            perform wake_relays(array(select n.team_id::bigint from new_rows n));
         end if;
     end if;
     return null;
