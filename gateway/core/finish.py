@@ -39,7 +39,6 @@ class Wave:
     has_analysis: bool = False
     has_rasterize: bool = False
     failed: bool = False
-    idle_since: float | None = None  # active jobs dropped to none at this time
 
 
 @dataclass
@@ -65,13 +64,16 @@ class FinishTracker:
     # (trajectory, wave, time of the change that opened it) for waves opened this cycle
     started: list[tuple[int, int, datetime | None]] = field(default_factory=list)
 
-    def restore(self, trajectory_id: int, last_wave: int, open_wave: Wave | None) -> None:
-        """At takeover: the last wave number, and the wave still open (not finished) if any."""
+    def restore(
+        self, trajectory_id: int, last_wave: int, open_wave: Wave | None, idle_since: float | None = None
+    ) -> None:
+        """At takeover: the last wave number, and the wave still open (not finished) if any, with since when
+        its trajectory has had no active job (None: it has some)."""
         self.last_wave[trajectory_id] = last_wave
         if open_wave is not None:
             self.waves[trajectory_id] = open_wave
-            if open_wave.idle_since is not None:
-                self.idle[trajectory_id] = open_wave.idle_since
+            if idle_since is not None:
+                self.idle[trajectory_id] = idle_since
 
     def job_changed(
         self,
@@ -97,10 +99,9 @@ class FinishTracker:
         if status in FAILED:
             wave.failed = True  # a preempted task ends the wave with errors too
         if active_after == 0:
-            wave.idle_since = self.idle[trajectory_id] = now
-        elif wave.idle_since is not None:
-            wave.idle_since = None
-            del self.idle[trajectory_id]
+            self.idle[trajectory_id] = now
+        else:
+            self.idle.pop(trajectory_id, None)
 
     def next_due(self) -> float | None:
         return min(self.idle.values()) + self.settle if self.idle else None

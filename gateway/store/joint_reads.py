@@ -14,38 +14,29 @@ failed statement fails every read that was in it, as its own read's failure woul
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import asyncpg
 
-from .outbox import OutboxReader, ReadResult, connect, partition_filter
-
-log = logging.getLogger(__name__)
+from .outbox import HORIZON, READ_PARTITION, OutboxReader, ReadResult, connect, partition_filter
 
 GATHER = 0.002  # how long the first read waits for the others of its tick (wake-ups land within a millisecond)
-
-_WITH = "with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)\n"
-_BRANCH = """
-select {partition} as part, h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
-       false as counted,
-       (c.seq is null and exists (select 1 from job_changes b where {mine} and b.xid >= h.horizon)) as held_back
-from h left join lateral (
-    select xid, seq, entity, old_status, new_status, job from job_changes
-    where {mine} and (xid, seq) > (${xid}::bigint, ${seq}::bigint) and xid < h.horizon
-    order by xid, seq
-    limit ${limit}
-) c on true
-"""
 
 
 def joint_statement(partitions: tuple[int, ...], count: int) -> str:
     """One statement reading the given partitions past their cursors (parameters: xid, seq, limit of each, in
     order), rows ordered by partition, then in each partition's commit-safe order."""
     branches = [
-        _BRANCH.format(partition=p, mine=partition_filter(p, count), xid=3 * i + 1, seq=3 * i + 2, limit=3 * i + 3)
+        READ_PARTITION.format(
+            partition=p,
+            mine=partition_filter(p, count),
+            counted="false",
+            xid=f"${3 * i + 1}",
+            seq=f"${3 * i + 2}",
+            limit=f"${3 * i + 3}",
+        )
         for i, p in enumerate(partitions)
     ]
-    return _WITH + "union all".join(branches) + "order by part, xid, seq"
+    return HORIZON + "union all".join(branches) + "order by part, xid, seq"
 
 
 class JointReads:
@@ -80,7 +71,8 @@ class JointReads:
     async def _run(self, batch: dict[int, tuple[OutboxReader, int, asyncio.Future[ReadResult]]]) -> None:
         partitions = tuple(sorted(batch))
         try:
-            rows = await self._fetch(partitions, [v for p in partitions for v in self._params(batch[p])])
+            cursors = [(batch[p][0].xid, batch[p][0].seq, batch[p][1]) for p in partitions]
+            rows = await self._fetch(partitions, [value for cursor in cursors for value in cursor])
             by_partition: dict[int, list[asyncpg.Record]] = {p: [] for p in partitions}
             for row in rows:
                 by_partition[row["part"]].append(row)
@@ -96,11 +88,6 @@ class JointReads:
         finally:
             for _, _, future in batch.values():
                 future.cancel()  # only those still undone: the task itself was cancelled
-
-    @staticmethod
-    def _params(waiting: tuple[OutboxReader, int, asyncio.Future[ReadResult]]) -> tuple[int, int, int]:
-        reader, limit, _ = waiting
-        return reader.xid, reader.seq, limit
 
     async def _fetch(self, partitions: tuple[int, ...], params: list[int]) -> list[asyncpg.Record]:
         sql = self._sql.get(partitions)

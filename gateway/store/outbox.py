@@ -39,21 +39,27 @@ from jobs where removed_at is null and submission_id is not null
 group by submission_id, status
 """
 
-# {mine} is the partition's filter, with its numbers written in (`team_id % 4 = 1`): a parameter would hide
-# the expression from the planner, which then could not match the partition's index (`partition_index`).
-_READ = """
-with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)
-select h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
-       ($3::text is not null and (c.xid < $5 or pg_visible_in_snapshot(c.xid::text::xid8, $3::text::pg_snapshot)))
-           as counted,
+# The horizon: every transaction below it has ended, so no row below it can appear any more.
+HORIZON = "with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)\n"
+# One partition's rows past its cursor, below the horizon (one row of nulls when there are none). {mine} is the
+# partition's filter, with its numbers written in (`team_id % 4 = 1`): a parameter would hide the expression
+# from the planner, which then could not match the partition's index (`partition_index`). gateway.store
+# .joint_reads puts several of these in one statement.
+READ_PARTITION = """
+select {partition} as part, h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
+       {counted} as counted,
        (c.seq is null and exists (select 1 from job_changes b where {mine} and b.xid >= h.horizon)) as held_back
 from h left join lateral (
     select xid, seq, entity, old_status, new_status, job from job_changes
-    where {mine} and (xid, seq) > ($1::bigint, $2::bigint) and xid < h.horizon
+    where {mine} and (xid, seq) > ({xid}::bigint, {seq}::bigint) and xid < h.horizon
     order by xid, seq
-    limit $4
+    limit {limit}
 ) c on true
 """
+# A row counts toward the aggregates loaded at takeover if that snapshot ($3, its xmin $5) saw it.
+_SEEN_BY_LOAD = (
+    "($3::text is not null and (c.xid < $5 or pg_visible_in_snapshot(c.xid::text::xid8, $3::text::pg_snapshot)))"
+)
 _PEEK = "select exists (select 1 from job_changes where {mine} and (xid, seq) > ($1::bigint, $2::bigint))"
 _INDEX_PREFIX = "job_changes_team_mod_"
 _INDEX_LOCK = 0x6F7574626F78  # "outbox": one relay builds or drops partition indexes at a time
@@ -170,7 +176,9 @@ class OutboxReader:
         self.partition = partition
         self.count = count
         mine = partition_filter(partition, count)
-        self._read = _READ.format(mine=mine)
+        self._read = HORIZON + READ_PARTITION.format(
+            partition=partition, mine=mine, counted=_SEEN_BY_LOAD, xid="$1", seq="$2", limit="$4"
+        )
         self._peek = _PEEK.format(mine=mine)
         self.xid = 0
         self.seq = 0

@@ -115,7 +115,7 @@ def test_finish_publications_are_a_notice_and_a_glow() -> None:
 
 def test_a_restored_open_wave_finishes_and_a_closed_one_never_repeats() -> None:
     tracker = FinishTracker()
-    tracker.restore(10, 3, Wave(4, has_analysis=True, idle_since=5.0))
+    tracker.restore(10, 3, Wave(4, has_analysis=True), idle_since=5.0)
     tracker.restore(11, 7, None)
     (finish,) = tracker.take_finished(5.0 + SETTLE, {10: 1})
     assert (finish.trajectory_id, finish.wave, finish.title) == (10, 4, "Analysis completed successfully!")
