@@ -237,4 +237,5 @@ class Follower:
             await asyncio.wait_for(loop(), timeout)
         except TimeoutError:
             seen = [(m["type"], m.get("channel"), m.get("seq"), m.get("code")) for m in self.messages[-8:]]
-            raise AssertionError(f"condition not met within {timeout}s; last messages: {seen}") from None
+            closed = f"; closed by the server: {self.closed}" if self.closed is not None else ""
+            raise AssertionError(f"condition not met within {timeout}s; last messages: {seen}{closed}") from None
