@@ -27,11 +27,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import asyncpg
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.bus.broker import RedisBroker
+from gateway.embedded import free_port
 
 from .infra import start_infra
 from .load import build_world
@@ -58,6 +61,21 @@ async def _settled(broker: RedisBroker) -> int:
         await asyncio.sleep(0.2)
 
 
+def _relay_counters(ports: list[int]) -> dict[str, float]:
+    """The relays' cycle and read counters, summed over processes and partitions, from their /metrics (a tree
+    without the reads counter read on every cycle: reads are then its cycles)."""
+    totals: dict[str, float] = {}
+    for port in ports:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in ("relay_cycles_total", "relay_outbox_reads_total"):
+                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    totals.setdefault("relay_outbox_reads_total", totals.get("relay_cycles_total", 0.0))
+    return totals
+
+
 async def run_layout(
     database_url: str, redis_url: str, count: int, relays: int, changes: int, logdir: Path
 ) -> dict[str, object]:
@@ -69,11 +87,15 @@ async def run_layout(
         "GATEWAY_LOG_LEVEL": "warning",
     }
     procs = []
+    ports = [free_port() for _ in range(relays)]
     for i in range(relays):
         with open(logdir / f"relay-{count}x{relays}-{i}.log", "wb") as log:
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT
+                    [sys.executable, "-m", "gateway.cli", "relay"],
+                    env={**env, "GATEWAY_RELAY_METRICS_PORT": str(ports[i])},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
             )
     pool = await asyncpg.create_pool(database_url, min_size=4, max_size=4)
@@ -90,6 +112,7 @@ async def run_layout(
                 " and datname = current_database()"
             )
         ]
+        counters0 = await asyncio.to_thread(_relay_counters, ports)  # scraped outside the CPU measured
         read0 = cpu_seconds(readers)
         cpu0 = cpu_seconds(p.pid for p in procs)
         started = time.monotonic()
@@ -115,6 +138,9 @@ async def run_layout(
         cpu = cpu_seconds(p.pid for p in procs) - cpu0
         read_cpu = cpu_seconds(readers) - read0
         done = await _published(broker) - base
+        counters = await asyncio.to_thread(_relay_counters, ports)
+        cycles = counters["relay_cycles_total"] - counters0["relay_cycles_total"]
+        reads = counters["relay_outbox_reads_total"] - counters0["relay_outbox_reads_total"]
         return {
             "partitions": count,
             "relays": relays,
@@ -127,6 +153,9 @@ async def run_layout(
             "outbox_readers": len(readers),
             "read_cpu_s": round(read_cpu, 2),
             "read_cpu_us_per_change": round(read_cpu * 1e6 / done, 1) if done else None,
+            "cycles": int(cycles),
+            "outbox_reads": int(reads),
+            "changes_per_read": round(done / reads, 1) if reads else None,
         }
     finally:
         for p in procs:

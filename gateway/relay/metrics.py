@@ -41,7 +41,8 @@ class PartitionFigures:
     changes_before: int = 0  # what earlier Batchers of this process counted
     deltas_before: int = 0
     published: int = 0
-    cycles: int = 0  # reads of the outbox, each folded and published: most of the relay's cost is per cycle
+    cycles: int = 0  # cycles run, each publishing what is due: most of the relay's cost is per cycle
+    reads: int = 0  # the cycles that read the outbox (asleep, one woken only for what is due does not)
     lag: float = 0.0  # commit to publish of the newest change, in the last cycle that had changes
     held_since: float | None = None  # monotonic: since when an open transaction holds the stream back
     commit_to_publish: Histogram = field(default_factory=Histogram)
@@ -114,15 +115,21 @@ class RelayCollector(Collector):
             labels=["partition"],
         )
         cycles = CounterMetricFamily(
-            "relay_cycles", "Read and publish cycles run (the relay's CPU grows with these)", labels=["partition"]
+            "relay_cycles", "Publish cycles run (the relay's CPU grows with these)", labels=["partition"]
+        )
+        reads = CounterMetricFamily(
+            "relay_outbox_reads",
+            "Cycles that read the outbox (PostgreSQL's cost grows with these)",
+            labels=["partition"],
         )
         for p, f, _ in active:
             cycles.add_metric([str(p)], f.cycles)
+            reads.add_metric([str(p)], f.reads)
             changes.add_metric([str(p)], f.changes)
             deltas.add_metric([str(p)], f.deltas)
             published.add_metric([str(p)], f.published)
             latency.add_metric([str(p)], f.commit_to_publish.buckets(), f.commit_to_publish.sum)
-        yield from (cycles, changes, deltas, published, latency)
+        yield from (cycles, reads, changes, deltas, published, latency)
 
 
 @dataclass

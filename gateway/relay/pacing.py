@@ -3,6 +3,10 @@
 NOTIFY takes a global lock at commit, so writers notify only while the relay says it sleeps
 (`relay_wakeup.sleeping`). A busy relay polls; it marks itself asleep only when changes stop or come slowly,
 and stays so while they keep coming slowly (docs/operations.md, "Waking the relay: NOTIFY only while it sleeps").
+
+Asleep, a cycle that wakes for what is due (a channel's window, a team's summary, a wave's finish) publishes it
+without reading the outbox: with the flag set, every commit since the last read has sent a NOTIFY, and none came.
+It reads anyway if the last read is IDLE_POLL old, the fallback for a wake-up missed.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import asyncpg
 from ..store import outbox
 from ..store.outbox import OutboxReader, ReadResult
 
-IDLE_POLL = 0.5  # asleep, the fallback when a wake-up is missed
+IDLE_POLL = 0.5  # asleep, a due cycle reads too once the last read is this old: the fallback for a missed wake-up
 SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that raced the flag
 BUSY_POLL = 0.010  # awake, from the start of one read to the next (each read costs the relay a cycle)
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
@@ -38,6 +42,7 @@ class Pacer:
         self.asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
         self.gap = 1.0  # how far apart changes have come lately (a moving average), in seconds
         self.last_change = time.monotonic()
+        self.read_at = 0.0  # monotonic: when the last cycle read the outbox
 
     async def start(self) -> None:
         """Before the first cycle: awake (a relay that stood by may find a backlog)."""
@@ -49,6 +54,7 @@ class Pacer:
         self.asleep = sleeping
 
     def before_read(self) -> None:
+        self.read_at = time.monotonic()
         if self.asleep:
             self.wake.clear()  # writers still NOTIFY: a commit from now on wakes the next wait
 
@@ -59,11 +65,12 @@ class Pacer:
         now: float,
         held_since: float | None,
         next_due: Callable[[], float | None],
-    ) -> None:
+    ) -> bool:
         """Wait until the next cycle after one that began at `started` and read `result` (not called after a full
-        read: read at once). Each job channel keeps its own pace in the batcher (a held channel's window is one
-        of the due times), so the relay itself gathers nothing: awake, it reads again BUSY_POLL after the last
-        cycle began (its own cost not added to the wait); asleep, at the next due time or on a NOTIFY."""
+        read: read at once); whether that cycle reads the outbox. Each job channel keeps its own pace in the
+        batcher (a held channel's window is one of the due times), so the relay itself gathers nothing: awake,
+        it reads again BUSY_POLL after the last cycle began (its own cost not added to the wait); asleep, on a
+        NOTIFY, or it wakes at the next due time to publish, reading only if the last read is IDLE_POLL old."""
         if result.changes or result.held_back:
             self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
             self.last_change = now
@@ -72,7 +79,7 @@ class Pacer:
         if result.held_back and held_since is not None:
             # Back off while an open transaction holds the horizon: it may stay open for long.
             await asyncio.sleep(min(0.1, BUSY_POLL + (now - held_since) / 10))
-            return
+            return True
         steady = now - self.last_change < LINGER and self.gap < STEADY_GAP
         if steady or (result.changes and not self.asleep):
             # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits). A held
@@ -83,27 +90,31 @@ class Pacer:
                 await asyncio.sleep(next_grid_point(now_on_loop) - now_on_loop)
             else:
                 await asyncio.sleep(max(0.0, started + BUSY_POLL - time.monotonic()))
-            return
-        await self._sleep(next_due())
+            return True
+        return await self._sleep(next_due())
 
-    async def _sleep(self, due: float | None) -> None:
-        """Wait for a writer's NOTIFY (or what is due). The relay stays marked asleep after it wakes, as long as
-        changes come slowly: two UPDATEs a cycle saved, and the next wait needs no second look."""
+    async def _sleep(self, due: float | None) -> bool:
+        """Wait for a writer's NOTIFY (or what is due); whether the next cycle reads. The relay stays marked
+        asleep after it wakes, as long as changes come slowly: two UPDATEs a cycle saved, and the next wait needs
+        no second look."""
         timeout = IDLE_POLL if due is None else max(0.0, due - time.monotonic())
+        look = due is None  # nothing due: this wake-up is only a look
         if not self.asleep:
             # Ask writers to wake us, then look once more: a commit may have slipped in before the flag.
             self.wake.clear()
             await self.set_sleeping(True)
             if await self.reader.peek():
-                return
+                return True
             # A writer whose statement still saw the flag unset sends no NOTIFY, and may commit just after
             # that look: look again shortly, once, instead of at the next due time.
-            timeout = min(timeout, SECOND_LOOK)
+            if timeout > SECOND_LOOK:
+                timeout, look = SECOND_LOOK, True
         try:
             async with asyncio.timeout(timeout):
                 await self.wake.wait()
+            return True
         except TimeoutError:
-            pass
+            return look or time.monotonic() - self.read_at >= IDLE_POLL
 
 
 def next_grid_point(now: float) -> float:

@@ -20,7 +20,7 @@ from ..bus.publisher import PartitionPublisher
 from ..core.batching import Batcher
 from ..core.finish import Wave
 from ..store import outbox, partitions, waves
-from ..store.outbox import OutboxReader
+from ..store.outbox import OutboxReader, ReadResult
 from .cycle import PublishCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
@@ -125,18 +125,22 @@ class PartitionRelay:
         heartbeat = Heartbeat(self._write_stats, self.figures)
         housekeeping = Housekeeping(reader, process.retention, process.job_retention)
         await pacer.start()
+        reads = True
         while True:
             started = time.monotonic()
-            pacer.before_read()
-            result = await cycle.read(together=not pacer.asleep)
+            if reads:
+                pacer.before_read()
+                result = await cycle.read(together=not pacer.asleep)
+                self.figures.reads += 1
+            else:  # asleep and no NOTIFY came: nothing was committed, publish what is due
+                result = ReadResult([], result.horizon, False, False)
             self.figures.cycles += 1
             now = time.monotonic()
             await cycle.publish(result, now)
             await heartbeat.beat(now, cycle.core, cycle.published, watch)
             await housekeeping.after_cycle(result, now)
             await watch.observe(result, now)
-            if not result.full:
-                await pacer.wait(result, started, now, watch.held_since, cycle.next_due)
+            reads = result.full or await pacer.wait(result, started, now, watch.held_since, cycle.next_due)
 
     async def _announce(self, payload: bytes) -> None:
         await self.broker.membership.publish(payload)

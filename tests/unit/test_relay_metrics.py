@@ -29,7 +29,7 @@ def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
     figures.serving(core)
     core.changes_applied, core.deltas_taken = 10, 4
     figures.published = 3
-    figures.cycles = 5
+    figures.cycles, figures.reads = 5, 3
     figures.commit_to_publish.observe(0.02)
     series = _series({0: figures})
     p = (("partition", "0"),)
@@ -38,7 +38,7 @@ def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
     assert (series[("relay_changes_total", p)], series[("relay_deltas_total", p)]) == (10, 4)
     assert series[("relay_coalescing_ratio", p)] == 2.5
     assert series[("relay_published_messages_total", p)] == 3
-    assert series[("relay_cycles_total", p)] == 5
+    assert (series[("relay_cycles_total", p)], series[("relay_outbox_reads_total", p)]) == (5, 3)
     assert series[("relay_commit_to_publish_seconds_bucket", (("le", "0.025"), ("partition", "0")))] == 1
     assert series[("relay_commit_to_publish_seconds_count", p)] == 1
 

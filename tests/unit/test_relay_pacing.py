@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from gateway.relay.pacing import BUSY_POLL, Pacer, next_grid_point
+from gateway.relay import pacing
+from gateway.relay.pacing import BUSY_POLL, IDLE_POLL, SECOND_LOOK, Pacer, next_grid_point
 from gateway.store import outbox
 from gateway.store.outbox import OutboxReader, ReadResult
 from tests.unit.outbox_reads import read_all
@@ -73,8 +74,43 @@ async def test_an_idle_relay_asks_writers_to_notify_and_their_commit_wakes_it(ur
     await asyncio.sleep(0.1)
     assert not waiting.done()
     await write_a_job(url)
-    await asyncio.wait_for(waiting, 10)
+    assert await asyncio.wait_for(waiting, 10)  # the next cycle reads
     assert pacer.asleep  # woken, it stays marked asleep while changes come slowly
+
+
+async def fall_asleep(pacer: Pacer) -> None:
+    pacer.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
+    now = time.monotonic()
+    assert await pacer.wait(idle(), now, now, None, lambda: now + 60.0)  # the second look reads
+    assert pacer.asleep and time.monotonic() - now >= SECOND_LOOK
+
+
+async def test_asleep_a_cycle_woken_only_for_what_is_due_publishes_without_reading(
+    url: str, pacer: Pacer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With writers asked to NOTIFY, no NOTIFY means no commit: a cycle woken for a channel's window or a team's
+    summary has nothing to read (at P partitions, such cycles made most of the reads)."""
+    monkeypatch.setattr(pacing, "IDLE_POLL", 60.0)  # a slow machine's pause must not make the fallback look due
+    await fall_asleep(pacer)
+    pacer.before_read()
+    now = time.monotonic()
+    assert not await pacer.wait(idle(), now, now, None, lambda: now + 0.05)
+    await write_a_job(url)  # its NOTIFY arrives while the relay publishes: the next wait ends at once, to read
+    async with asyncio.timeout(30):
+        while not pacer.wake.is_set():
+            await asyncio.sleep(0.01)
+    now = time.monotonic()
+    assert await pacer.wait(idle(), now, now, None, lambda: now + 60.0)
+    assert time.monotonic() - now < 30.0
+
+
+async def test_asleep_a_due_cycle_reads_when_the_last_read_is_idle_poll_old(url: str, pacer: Pacer) -> None:
+    """The fallback for a wake-up missed: a due cycle reads anyway once the last read is IDLE_POLL old."""
+    await fall_asleep(pacer)
+    pacer.before_read()
+    pacer.read_at -= IDLE_POLL
+    now = time.monotonic()
+    assert await pacer.wait(idle(), now, now, None, lambda: now + 0.01)
 
 
 async def test_a_busy_relay_reads_again_soon_without_touching_the_flag(url: str, pacer: Pacer) -> None:
