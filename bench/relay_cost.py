@@ -8,7 +8,9 @@ in transactions of 50 over 20 teams as fast as PostgreSQL takes them; the run en
 change counts (their stats in Redis) have caught up. Reported: relay CPU per change from /proc (all relay
 processes together), the outbox reads' CPU per change (the PostgreSQL backends of the relays' outbox
 connections: what reading each partition's rows costs the database), and changes published per second of wall
-time (the relays keeping up or not). `--layouts 1x1,2x1,4x1,8x1` shows how the read cost grows with P.
+time (the relays keeping up or not); from the relays' /metrics, their cycles, the partitions' outbox reads, and
+the statements those reads took (a process's partitions may read in one: gateway.store.joint_reads).
+`--layouts 1x1,2x1,4x1,8x1` shows how the read cost grows with P.
 
 `--pace` measures the other end, what a commit costs a relay at a slow, steady pace (fanout's 5 and 20 commits
 a second): one relay, one trajectory, commits of 5 changes each at each given rate (0: the relay idle), the
@@ -61,6 +63,14 @@ async def _settled(broker: RedisBroker) -> int:
         await asyncio.sleep(0.2)
 
 
+COUNTERS = (
+    "relay_cycles_total",
+    "relay_outbox_reads_total",
+    "relay_joint_reads_total",
+    "relay_joint_read_partitions_total",
+)
+
+
 def _relay_counters(ports: list[int]) -> dict[str, float]:
     """The relays' cycle and read counters, summed over processes and partitions, from their /metrics (a tree
     without the reads counter read on every cycle: reads are then its cycles)."""
@@ -70,10 +80,21 @@ def _relay_counters(ports: list[int]) -> dict[str, float]:
             text = response.read().decode()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in ("relay_cycles_total", "relay_outbox_reads_total"):
+                if sample.name in COUNTERS:
                     totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
     totals.setdefault("relay_outbox_reads_total", totals.get("relay_cycles_total", 0.0))
-    return totals
+    return {name: totals.get(name, 0.0) for name in COUNTERS}
+
+
+async def _outbox_backends(pool: asyncpg.Pool) -> list[int]:
+    """The PostgreSQL backends of the relays' outbox connections (what reading the outbox costs the database)."""
+    return [
+        r["pid"]
+        for r in await pool.fetch(
+            "select pid from pg_stat_activity where application_name = 'gateway-relay-outbox'"
+            " and datname = current_database()"
+        )
+    ]
 
 
 async def run_layout(
@@ -105,15 +126,8 @@ async def run_layout(
         ids = [j for jobs in world.jobs.values() for j in jobs]
         base = await _settled(broker)
         first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
-        readers = [
-            r["pid"]
-            for r in await pool.fetch(
-                "select pid from pg_stat_activity where application_name = 'gateway-relay-outbox'"
-                " and datname = current_database()"
-            )
-        ]
         counters0 = await asyncio.to_thread(_relay_counters, ports)  # scraped outside the CPU measured
-        read0 = cpu_seconds(readers)
+        read0 = {pid: cpu_seconds([pid]) for pid in await _outbox_backends(pool)}
         cpu0 = cpu_seconds(p.pid for p in procs)
         started = time.monotonic()
 
@@ -136,11 +150,13 @@ async def run_layout(
             await asyncio.sleep(0.05)
         took = time.monotonic() - started
         cpu = cpu_seconds(p.pid for p in procs) - cpu0
-        read_cpu = cpu_seconds(readers) - read0
+        # A backend that came meanwhile (the joint reads' connection is opened on the first joint read) counts whole.
+        readers = await _outbox_backends(pool)
+        read_cpu = sum(cpu_seconds([pid]) - read0.get(pid, 0.0) for pid in readers)
         done = await _published(broker) - base
         counters = await asyncio.to_thread(_relay_counters, ports)
-        cycles = counters["relay_cycles_total"] - counters0["relay_cycles_total"]
-        reads = counters["relay_outbox_reads_total"] - counters0["relay_outbox_reads_total"]
+        cycles, reads, joint, joined = (counters[name] - counters0[name] for name in COUNTERS)
+        statements = reads - joined + joint  # the reads made alone, and the joint statements
         return {
             "partitions": count,
             "relays": relays,
@@ -154,8 +170,9 @@ async def run_layout(
             "read_cpu_s": round(read_cpu, 2),
             "read_cpu_us_per_change": round(read_cpu * 1e6 / done, 1) if done else None,
             "cycles": int(cycles),
-            "outbox_reads": int(reads),
-            "changes_per_read": round(done / reads, 1) if reads else None,
+            "partition_reads": int(reads),
+            "read_statements": int(statements),
+            "changes_per_statement": round(done / statements, 1) if statements else None,
         }
     finally:
         for p in procs:

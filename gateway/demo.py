@@ -99,7 +99,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
     server = DemoServer(config)
     relay = Relay.from_settings(settings)
     also_export(
-        app, RelayCollector(relay.figures)
+        app, RelayCollector(relay.figures, relay.joint)
     )  # the relay runs in this process: its figures on the node's /metrics
     web = asyncio.create_task(_web(server, port), name="web server")
     relaying = asyncio.create_task(relay.run(), name="relay")

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from ..core.batching import Batcher
 from ..core.histogram import Histogram
 from ..exposition import exposition, scraper_refused
+from ..store.joint_reads import JointReads
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,9 @@ class RelayCollector(Collector):
     exported once at any time. Counters resume from this process's earlier count if it serves the partition again.
     """
 
-    def __init__(self, figures: dict[int, PartitionFigures]) -> None:
+    def __init__(self, figures: dict[int, PartitionFigures], joint: JointReads | None = None) -> None:
         self.figures = figures
+        self.joint = joint  # the process's joint reads, when it may serve several partitions
 
     def collect(self) -> Iterator[Metric]:
         active = [(p, f, f.core) for p, f in sorted(self.figures.items()) if f.core is not None]
@@ -130,6 +132,17 @@ class RelayCollector(Collector):
             published.add_metric([str(p)], f.published)
             latency.add_metric([str(p)], f.commit_to_publish.buckets(), f.commit_to_publish.sum)
         yield from (cycles, reads, changes, deltas, published, latency)
+        if self.joint is not None:
+            yield CounterMetricFamily(
+                "relay_joint_reads",
+                "Statements that read several partitions' outbox at once",
+                value=self.joint.statements,
+            )
+            yield CounterMetricFamily(
+                "relay_joint_read_partitions",
+                "The partitions' outbox reads that joint statements answered (each also in relay_outbox_reads_total)",
+                value=self.joint.answered,
+            )
 
 
 @dataclass

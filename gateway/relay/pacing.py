@@ -28,19 +28,40 @@ LINGER = 0.2  # stay awake this long after the last change before sleeping...
 STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
 
 
+class ProcessPace:
+    """How far apart a relay process's partitions have found changes lately, all partitions together.
+
+    Spread over P partitions, the same commits come P times further apart in each: alone, each partition would
+    sleep and read once per NOTIFY, and the reads (each with its fixed cost in PostgreSQL) would grow with P.
+    While the process as a whole is busy, a partition that had a change lately polls on the process's grid
+    instead, and the partitions read together in one statement, as one partition would (gateway.store
+    .joint_reads)."""
+
+    def __init__(self) -> None:
+        self.gap = 1.0  # a moving average, in seconds
+        self.last_change = time.monotonic()
+
+    def observe(self, now: float) -> None:
+        self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
+        self.last_change = now
+
+
 class Pacer:
     """One partition's pace: polling while changes come fast, sleeping on NOTIFY while they come slowly."""
 
-    def __init__(self, db: asyncpg.Connection, reader: OutboxReader, partition: int, grid: bool = False) -> None:
+    def __init__(
+        self, db: asyncpg.Connection, reader: OutboxReader, partition: int, process: ProcessPace | None = None
+    ) -> None:
         self.db = db  # the outbox connection, which listens for the writers' NOTIFY
         self.reader = reader
         self.partition = partition
-        # Awake, read on the process's grid (multiples of BUSY_POLL) rather than BUSY_POLL after this partition's
-        # last read: the process's busy partitions then read together, in one statement.
-        self.grid = grid
+        # One of several partitions of a process: awake, read on the process's grid (multiples of BUSY_POLL)
+        # rather than BUSY_POLL after this partition's last read, so that they read together, in one statement;
+        # and poll while the process is busy, not only this partition.
+        self.process = process
         self.wake = asyncio.Event()
         self.asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
-        self.gap = 1.0  # how far apart changes have come lately (a moving average), in seconds
+        self.gap = 1.0  # how far apart changes have come lately in this partition (a moving average), in seconds
         self.last_change = time.monotonic()
         self.read_at = 0.0  # monotonic: when the last cycle read the outbox
 
@@ -74,24 +95,31 @@ class Pacer:
         if result.changes or result.held_back:
             self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
             self.last_change = now
-            if self.asleep and self.gap < STEADY_GAP:
+            if self.process is not None:
+                self.process.observe(now)
+            if self.asleep and self._busy(now):
                 await self.set_sleeping(False)  # busy: poll, and spare the writers their NOTIFY
         if result.held_back and held_since is not None:
             # Back off while an open transaction holds the horizon: it may stay open for long.
             await asyncio.sleep(min(0.1, BUSY_POLL + (now - held_since) / 10))
             return True
-        steady = now - self.last_change < LINGER and self.gap < STEADY_GAP
-        if steady or (result.changes and not self.asleep):
+        if self._busy(now) or (result.changes and not self.asleep):
             # Awake: poll again soon. Writers are not asked to NOTIFY meanwhile (it serialises commits). A held
             # channel whose window ends before the next poll goes out with it: at most one cycle per BUSY_POLL,
             # however many channels' windows end in between.
-            if self.grid:  # on the loop's own clock, so that partitions due at one point wake in one tick
+            if self.process is not None:  # on the loop's clock: partitions due at one point wake in one tick
                 now_on_loop = asyncio.get_running_loop().time()
                 await asyncio.sleep(next_grid_point(now_on_loop) - now_on_loop)
             else:
                 await asyncio.sleep(max(0.0, started + BUSY_POLL - time.monotonic()))
             return True
         return await self._sleep(next_due())
+
+    def _busy(self, now: float) -> bool:
+        """Changes come fast: in this partition, or (it had one lately) in its process's partitions together."""
+        if now - self.last_change >= LINGER:
+            return False
+        return self.gap < STEADY_GAP or (self.process is not None and self.process.gap < STEADY_GAP)
 
     async def _sleep(self, due: float | None) -> bool:
         """Wait for a writer's NOTIFY (or what is due); whether the next cycle reads. The relay stays marked

@@ -83,7 +83,7 @@ class PartitionRelay:
         db = await outbox.connect(process.database_url)
         try:
             reader = OutboxReader(db, self.partition, count)
-            pacer = Pacer(db, reader, self.partition, grid=process.joint is not None)
+            pacer = Pacer(db, reader, self.partition, process.pace)
             await outbox.listen(db, self.partition, pacer.wake.set)
             await outbox.register_wakeup(db, self.partition, count)
             await outbox.partition_index(db, count)  # at once unless the partitions were just changed

@@ -16,6 +16,7 @@ from ..core.finish import SETTLE
 from ..store.joint_reads import JointReads
 from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from .ownership import PartitionServer, Sharing
+from .pacing import ProcessPace
 from .partition import PartitionRelay
 
 
@@ -53,6 +54,7 @@ class Relay:
         self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
         # Several partitions: their busy relays read the outbox in one statement (gateway.store.joint_reads).
         self.joint = JointReads(database_url, partitions) if partitions > 1 else None
+        self.pace = ProcessPace() if partitions > 1 else None  # and they poll while the process is busy
 
     @classmethod
     def from_settings(cls, settings: Settings, metrics_endpoint: Endpoint | None = None) -> Relay:
@@ -73,7 +75,9 @@ class Relay:
 
     async def run(self) -> None:
         broker = RedisBroker.connect(self.redis_url, self.cluster, self.count)
-        exporter = Exporter(self.metrics_endpoint, RelayCollector(self.figures)) if self.metrics_endpoint else None
+        exporter = (
+            Exporter(self.metrics_endpoint, RelayCollector(self.figures, self.joint)) if self.metrics_endpoint else None
+        )
         try:
             if exporter is not None:
                 await exporter.start()

@@ -4,8 +4,9 @@ While its changes come fast, each partition's relay reads the outbox every few m
 and a read's fixed cost in PostgreSQL (a snapshot, an index descent, a round trip) is paid per statement: P
 partitions reading apart would make P statements for the changes one partition's relay reads in one. So busy
 partitions wake on a shared grid, and the reads that arrive within GATHER of the first go to PostgreSQL as one
-statement: one index range per partition (each one's filter written in, so that the planner keeps using the
-partition index), under one horizon; each reader then takes its own rows, as if it had read alone.
+statement: one index range per partition (the partitions and their cursors given as arrays, so that one
+statement, planned once, serves every set of partitions), under one horizon; each reader then takes its own
+rows, as if it had read alone.
 
 A reader that must read alone (one just taken over reads under the snapshot its state was loaded from) does. A
 failed statement fails every read that was in it, as its own read's failure would have.
@@ -22,21 +23,24 @@ from .outbox import HORIZON, READ_PARTITION, OutboxReader, ReadResult, connect, 
 GATHER = 0.002  # how long the first read waits for the others of its tick (wake-ups land within a millisecond)
 
 
-def joint_statement(partitions: tuple[int, ...], count: int) -> str:
-    """One statement reading the given partitions past their cursors (parameters: xid, seq, limit of each, in
-    order), rows ordered by partition, then in each partition's commit-safe order."""
-    branches = [
-        READ_PARTITION.format(
-            partition=p,
-            mine=partition_filter(p, count),
+def joint_statement(count: int) -> str:
+    """One statement reading any of the `count` partitions past their cursors (parameters: arrays of the
+    partitions, their cursors' xid and seq, their limits), rows ordered by partition, then in each partition's
+    commit-safe order. One text for every set of partitions: PostgreSQL plans it once per connection."""
+    partition_filter(0, count)  # checks `count` is a number: it is written into the SQL
+    return (
+        HORIZON
+        + READ_PARTITION.format(
+            part="p.part",
+            partitions=", unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[]) as p(part, xid, seq, lim)",
+            count=count,
             counted="false",
-            xid=f"${3 * i + 1}",
-            seq=f"${3 * i + 2}",
-            limit=f"${3 * i + 3}",
+            xid="p.xid",
+            seq="p.seq",
+            limit="p.lim",
         )
-        for i, p in enumerate(partitions)
-    ]
-    return HORIZON + "union all".join(branches) + "order by part, xid, seq"
+        + "order by part, xid, seq"
+    )
 
 
 class JointReads:
@@ -44,11 +48,12 @@ class JointReads:
         self.database_url = database_url
         self.count = count
         self.statements = 0  # joint statements that ran (what the benchmark and the tests count)
+        self.answered = 0  # the partitions' reads they answered
         self._db: asyncpg.Connection | None = None
         self._waiting: dict[int, tuple[OutboxReader, int, asyncio.Future[ReadResult]]] = {}
         self._gather: asyncio.TimerHandle | None = None
         self._running: set[asyncio.Task[None]] = set()
-        self._sql: dict[tuple[int, ...], str] = {}
+        self._sql = joint_statement(count)
         self._one_at_a_time = asyncio.Lock()  # one connection: a batch gathered meanwhile waits for the last one
 
     async def read(self, reader: OutboxReader, limit: int = 5000) -> ReadResult:
@@ -71,12 +76,14 @@ class JointReads:
     async def _run(self, batch: dict[int, tuple[OutboxReader, int, asyncio.Future[ReadResult]]]) -> None:
         partitions = tuple(sorted(batch))
         try:
-            cursors = [(batch[p][0].xid, batch[p][0].seq, batch[p][1]) for p in partitions]
-            rows = await self._fetch(partitions, [value for cursor in cursors for value in cursor])
+            readers = [batch[p][0] for p in partitions]
+            limits = [batch[p][1] for p in partitions]
+            rows = await self._fetch(list(partitions), [r.xid for r in readers], [r.seq for r in readers], limits)
             by_partition: dict[int, list[asyncpg.Record]] = {p: [] for p in partitions}
             for row in rows:
                 by_partition[row["part"]].append(row)
             self.statements += 1
+            self.answered += len(partitions)
             for partition in partitions:
                 reader, limit, future = batch[partition]
                 if not future.done():  # its relay may have stopped meanwhile
@@ -89,15 +96,12 @@ class JointReads:
             for _, _, future in batch.values():
                 future.cancel()  # only those still undone: the task itself was cancelled
 
-    async def _fetch(self, partitions: tuple[int, ...], params: list[int]) -> list[asyncpg.Record]:
-        sql = self._sql.get(partitions)
-        if sql is None:
-            sql = self._sql[partitions] = joint_statement(partitions, self.count)
+    async def _fetch(self, *params: list[int]) -> list[asyncpg.Record]:
         async with self._one_at_a_time:
             if self._db is None or self._db.is_closed():
                 self._db = await connect(self.database_url)
             try:
-                return await self._db.fetch(sql, *params)
+                return await self._db.fetch(self._sql, *params)
             except Exception:
                 # A connection that failed once may be in any state (asyncpg can find one the server ended
                 # mid-way through its next statement): the next statement gets a fresh one.

@@ -41,20 +41,26 @@ group by submission_id, status
 
 # The horizon: every transaction below it has ended, so no row below it can appear any more.
 HORIZON = "with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)\n"
-# One partition's rows past its cursor, below the horizon (one row of nulls when there are none). {mine} is the
-# partition's filter, with its numbers written in (`team_id % 4 = 1`): a parameter would hide the expression
-# from the planner, which then could not match the partition's index (`partition_index`). gateway.store
-# .joint_reads puts several of these in one statement.
+# A partition's rows past its cursor, below the horizon (one row of nulls when there are none), and whether more
+# wait behind an open transaction. {part} is the partition: its number written in for one partition (`team_id % 4
+# = 1`: a parameter would hide the expression from the planner, which then could not match the partition's index,
+# `partition_index`), or, for several read in one statement (gateway.store.joint_reads), the column of the list
+# {partitions} adds to the FROM, which the planner matches to the index as a join condition.
 READ_PARTITION = """
-select {partition} as part, h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
-       {counted} as counted,
-       (c.seq is null and exists (select 1 from job_changes b where {mine} and b.xid >= h.horizon)) as held_back
-from h left join lateral (
+select {part} as part, h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
+       {counted} as counted, b.held is not null as held_back
+from h{partitions}
+left join lateral (
     select xid, seq, entity, old_status, new_status, job from job_changes
-    where {mine} and (xid, seq) > ({xid}::bigint, {seq}::bigint) and xid < h.horizon
+    where team_id % {count} = {part} and (xid, seq) > ({xid}::bigint, {seq}::bigint) and xid < h.horizon
     order by xid, seq
     limit {limit}
 ) c on true
+left join lateral (
+    select true as held from job_changes
+    where c.seq is null and team_id % {count} = {part} and xid >= h.horizon
+    limit 1
+) b on true
 """
 # A row counts toward the aggregates loaded at takeover if that snapshot ($3, its xmin $5) saw it.
 _SEEN_BY_LOAD = (
@@ -175,9 +181,9 @@ class OutboxReader:
         self.db = db
         self.partition = partition
         self.count = count
-        mine = partition_filter(partition, count)
+        mine = partition_filter(partition, count)  # checks both are numbers: they are written into the SQL
         self._read = HORIZON + READ_PARTITION.format(
-            partition=partition, mine=mine, counted=_SEEN_BY_LOAD, xid="$1", seq="$2", limit="$4"
+            part=partition, partitions="", count=count, counted=_SEEN_BY_LOAD, xid="$1", seq="$2", limit="$4"
         )
         self._peek = _PEEK.format(mine=mine)
         self.xid = 0
