@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from gateway.relay import pacing
-from gateway.relay.pacing import BUSY_POLL, IDLE_POLL, SECOND_LOOK, Pacer, next_grid_point
+from gateway.relay.pacing import BUSY_POLL, IDLE_POLL, SECOND_LOOK, Pacer, ProcessPace, next_grid_point
 from gateway.store import outbox
 from gateway.store.outbox import OutboxReader, ReadResult
 from tests.unit.outbox_reads import read_all
@@ -141,6 +141,23 @@ async def test_a_slow_cycle_does_not_add_its_own_time_to_the_wait(url: str, pace
     waiting = asyncio.create_task(pacer.wait(result, started, time.monotonic(), None, lambda: started + 60.0))
     await asyncio.wait_for(waiting, 5.0)  # not another poll interval, nor the minute to the next due time
     assert not pacer.asleep
+
+
+async def test_a_partition_of_a_busy_process_polls_though_its_own_changes_come_slowly(url: str, pacer: Pacer) -> None:
+    """Spread over partitions, a process's commits come P times further apart in each: a partition asleep that
+    finds a change while its process's partitions together find them every few milliseconds polls (and reads
+    with them in one statement), as one partition taking all those commits would."""
+    await fall_asleep(pacer)
+    pacer.process = process = ProcessPace()
+    for _ in range(30):  # the other partitions of the process find changes every few milliseconds
+        process.observe(time.monotonic())
+    await write_a_job(url)
+    pacer.before_read()
+    result = await read_all(pacer.reader)
+    assert result.changes and pacer.gap > 0.5  # its own: the first in a second
+    now = time.monotonic()
+    assert await pacer.wait(result, now, now, None, lambda: now + 60.0)
+    assert not pacer.asleep and not await sleeping(url)  # polling: writers spared their NOTIFY
 
 
 def test_partitions_awake_in_one_poll_period_read_again_at_the_same_point() -> None:
