@@ -13,10 +13,13 @@ from gateway.core.batching import Batcher
 from gateway.embedded import free_port
 from gateway.exposition import exposition
 from gateway.relay.metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
+from gateway.store.joint_reads import JointReads
 
 
-def _series(figures: dict[int, PartitionFigures]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = exposition([RelayCollector(figures)]).body.decode()  # type: ignore[union-attr]
+def _series(
+    figures: dict[int, PartitionFigures], joint: JointReads | None = None
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = exposition([RelayCollector(figures, joint)]).body.decode()  # type: ignore[union-attr]
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text) for s in family.samples if s.name.startswith("relay_")
@@ -41,6 +44,14 @@ def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
     assert (series[("relay_cycles_total", p)], series[("relay_outbox_reads_total", p)]) == (5, 3)
     assert series[("relay_commit_to_publish_seconds_bucket", (("le", "0.025"), ("partition", "0")))] == 1
     assert series[("relay_commit_to_publish_seconds_count", p)] == 1
+
+
+def test_a_process_of_several_partitions_exports_how_many_reads_went_together() -> None:
+    joint = JointReads("postgresql://unused", 4)  # connects on its first joint read only
+    joint.statements, joint.answered = 2, 7
+    series = _series({}, joint)
+    assert (series[("relay_joint_reads_total", ())], series[("relay_joint_read_partitions_total", ())]) == (2, 7)
+    assert not any(name.startswith("relay_joint") for name, _ in _series({}))  # one partition: none
 
 
 def test_a_partition_handed_over_is_not_exported_and_its_counts_resume_if_it_comes_back() -> None:
