@@ -127,8 +127,11 @@ async def connect(database_url: str) -> asyncpg.Connection:
 
 
 async def listen(db: asyncpg.Connection, partition: int, wake: Callable[[], None]) -> None:
-    """Call `wake` on each writer's NOTIFY for the partition (its channel: `job_changes_<partition>`)."""
+    """Call `wake` on each writer's NOTIFY for the partition (its channel: `job_changes_<partition>`), and when
+    the connection is lost: a relay asleep then reads at once, fails and stops serving, where it would have
+    found out only at its next look."""
     await db.add_listener(f"{CHANNEL}_{partition}", lambda *_: wake())
+    db.add_termination_listener(lambda _: wake())
 
 
 async def register_wakeup(db: asyncpg.Connection, partition: int, partitions: int) -> None:

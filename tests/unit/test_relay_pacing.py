@@ -104,6 +104,23 @@ async def test_asleep_a_cycle_woken_only_for_what_is_due_publishes_without_readi
     assert time.monotonic() - now < 30.0
 
 
+async def test_a_lost_connection_wakes_a_sleeping_relay_to_find_out(url: str, pacer: Pacer) -> None:
+    """Asleep, a relay reads only on a NOTIFY or a look: its connection lost (PostgreSQL restarted, a network
+    cut), it wakes at once, and its read fails and ends its session, instead of serving on unaware."""
+    await fall_asleep(pacer)
+    pacer.before_read()
+    pid = await pacer.db.fetchval("select pg_backend_pid()")
+    admin = await asyncpg.connect(url)
+    try:
+        await admin.execute("select pg_terminate_backend($1)", pid)
+    finally:
+        await admin.close()
+    now = time.monotonic()
+    assert await asyncio.wait_for(pacer.wait(idle(), now, now, None, lambda: now + 60.0), 30)
+    with pytest.raises((asyncpg.InterfaceError, asyncpg.PostgresError, OSError)):
+        await read_all(pacer.reader)
+
+
 async def test_asleep_a_due_cycle_reads_when_the_last_read_is_idle_poll_old(url: str, pacer: Pacer) -> None:
     """The fallback for a wake-up missed: a due cycle reads anyway once the last read is IDLE_POLL old."""
     await fall_asleep(pacer)
