@@ -132,6 +132,21 @@ def test_a_gap_is_filled_from_history_before_what_came_after_it() -> None:
     assert seqs(c) == [1, 2, 3, 4, 5]
 
 
+def test_a_channel_never_published_is_anchored_at_0_so_a_lost_first_message_is_a_gap() -> None:
+    """A subscriber's snapshot of a channel with no message yet reflects seq 0 (the node anchors the stream at
+    (fence, 0)): the first message lost on the bus must be fetched, not skipped by taking the second as the
+    stream's start (the client, at 0, would see 2 after its snapshot)."""
+    asked: list[tuple[str, int, int]] = []
+    hub = Hub(on_gap=lambda ch, first, last: asked.append((ch, first, last)))
+    c = conn()
+    hub.add(c, CHANNEL)
+    hub.anchor(CHANNEL, 1, 0)
+    hub.on_message(CHANNEL, packed(2))  # 1 was lost
+    assert asked == [(CHANNEL, 1, 1)]  # 2 waits behind the repair
+    hub.repaired(CHANNEL, [(1, 1, message(1)[1])])
+    assert seqs(c) == [1, 2]
+
+
 def test_a_gap_history_cannot_fill_resyncs_the_subscribers() -> None:
     hub = Hub(on_gap=lambda *_: None)
     c = conn()
