@@ -28,17 +28,11 @@ LINGER = 0.2  # stay awake this long after the last change before sleeping...
 STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
 
 
-class ProcessPace:
-    """How far apart a relay process's partitions have found changes lately, all partitions together.
-
-    Spread over P partitions, the same commits come P times further apart in each: alone, each partition would
-    sleep and read once per NOTIFY, and the reads (each with its fixed cost in PostgreSQL) would grow with P.
-    While the process as a whole is busy, a partition that had a change lately polls on the process's grid
-    instead, and the partitions read together in one statement, as one partition would (gateway.store
-    .joint_reads)."""
+class Pace:
+    """How far apart changes have come lately: a moving average of the gaps between reads that found some."""
 
     def __init__(self) -> None:
-        self.gap = 1.0  # a moving average, in seconds
+        self.gap = 1.0  # seconds
         self.last_change = time.monotonic()
 
     def observe(self, now: float) -> None:
@@ -50,24 +44,26 @@ class Pacer:
     """One partition's pace: polling while changes come fast, sleeping on NOTIFY while they come slowly."""
 
     def __init__(
-        self, db: asyncpg.Connection, reader: OutboxReader, partition: int, process: ProcessPace | None = None
+        self, db: asyncpg.Connection, reader: OutboxReader, partition: int, process: Pace | None = None
     ) -> None:
         self.db = db  # the outbox connection, which listens for the writers' NOTIFY
         self.reader = reader
         self.partition = partition
-        # One of several partitions of a process: awake, read on the process's grid (multiples of BUSY_POLL)
-        # rather than BUSY_POLL after this partition's last read, so that they read together, in one statement;
-        # and poll while the process is busy, not only this partition.
+        self.pace = Pace()  # this partition's changes
+        # One of several partitions of a process, the pace of all of them together. Spread over P partitions,
+        # the same commits come P times further apart in each: alone, each would sleep and read once per NOTIFY,
+        # and the reads (each with its fixed cost in PostgreSQL) would grow with P. So while the process is
+        # busy, a partition that had a change lately polls too, on the process's grid (multiples of BUSY_POLL,
+        # not BUSY_POLL after its own last read), and the partitions read in one statement, as one partition
+        # would (gateway.store.joint_reads).
         self.process = process
         self.wake = asyncio.Event()
         self.asleep = False  # what relay_wakeup says of this partition: writers NOTIFY while it is set
-        self.gap = 1.0  # how far apart changes have come lately in this partition (a moving average), in seconds
-        self.last_change = time.monotonic()
         self.read_at = 0.0  # monotonic: when the last cycle read the outbox
 
     async def start(self) -> None:
         """Before the first cycle: awake (a relay that stood by may find a backlog)."""
-        self.last_change = time.monotonic()
+        self.pace.last_change = time.monotonic()
         await self.set_sleeping(False)
 
     async def set_sleeping(self, sleeping: bool) -> None:
@@ -93,8 +89,7 @@ class Pacer:
         it reads again BUSY_POLL after the last cycle began (its own cost not added to the wait); asleep, on a
         NOTIFY, or it wakes at the next due time to publish, reading only if the last read is IDLE_POLL old."""
         if result.changes or result.held_back:
-            self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
-            self.last_change = now
+            self.pace.observe(now)
             if self.process is not None:
                 self.process.observe(now)
             if self.asleep and self._busy(now):
@@ -117,9 +112,9 @@ class Pacer:
 
     def _busy(self, now: float) -> bool:
         """Changes come fast: in this partition, or (it had one lately) in its process's partitions together."""
-        if now - self.last_change >= LINGER:
+        if now - self.pace.last_change >= LINGER:
             return False
-        return self.gap < STEADY_GAP or (self.process is not None and self.process.gap < STEADY_GAP)
+        return self.pace.gap < STEADY_GAP or (self.process is not None and self.process.gap < STEADY_GAP)
 
     async def _sleep(self, due: float | None) -> bool:
         """Wait for a writer's NOTIFY (or what is due); whether the next cycle reads. The relay stays marked

@@ -16,7 +16,7 @@ from ..core.finish import SETTLE
 from ..store.joint_reads import JointReads
 from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from .ownership import PartitionServer, Sharing
-from .pacing import ProcessPace
+from .pacing import Pace
 from .partition import PartitionRelay
 
 
@@ -54,7 +54,7 @@ class Relay:
         self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
         # Several partitions: their busy relays read the outbox in one statement (gateway.store.joint_reads).
         self.joint = JointReads(database_url, partitions) if partitions > 1 else None
-        self.pace = ProcessPace() if partitions > 1 else None  # and they poll while the process is busy
+        self.pace = Pace() if partitions > 1 else None  # and they poll while the process is busy
 
     @classmethod
     def from_settings(cls, settings: Settings, metrics_endpoint: Endpoint | None = None) -> Relay:

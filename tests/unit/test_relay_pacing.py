@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from gateway.relay import pacing
-from gateway.relay.pacing import BUSY_POLL, IDLE_POLL, SECOND_LOOK, Pacer, ProcessPace, next_grid_point
+from gateway.relay.pacing import BUSY_POLL, IDLE_POLL, SECOND_LOOK, Pace, Pacer, next_grid_point
 from gateway.store import outbox
 from gateway.store.outbox import OutboxReader, ReadResult
 from tests.unit.outbox_reads import read_all
@@ -63,7 +63,7 @@ def idle(horizon: int = 0) -> ReadResult:
 
 async def test_an_idle_relay_asks_writers_to_notify_and_their_commit_wakes_it(url: str, pacer: Pacer) -> None:
     assert not await sleeping(url)  # started awake
-    pacer.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
+    pacer.pace.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
     now = time.monotonic()
     await pacer.wait(idle(), now, now, None, lambda: None)  # falls asleep, looks once more shortly
     assert pacer.asleep and await sleeping(url)
@@ -79,7 +79,7 @@ async def test_an_idle_relay_asks_writers_to_notify_and_their_commit_wakes_it(ur
 
 
 async def fall_asleep(pacer: Pacer) -> None:
-    pacer.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
+    pacer.pace.last_change = time.monotonic() - 1.0  # no change for a second: past the linger
     now = time.monotonic()
     assert await pacer.wait(idle(), now, now, None, lambda: now + 60.0)  # the second look reads
     assert pacer.asleep and time.monotonic() - now >= SECOND_LOOK
@@ -165,13 +165,13 @@ async def test_a_partition_of_a_busy_process_polls_though_its_own_changes_come_s
     finds a change while its process's partitions together find them every few milliseconds polls (and reads
     with them in one statement), as one partition taking all those commits would."""
     await fall_asleep(pacer)
-    pacer.process = process = ProcessPace()
+    pacer.process = process = Pace()
     for _ in range(30):  # the other partitions of the process find changes every few milliseconds
         process.observe(time.monotonic())
     await write_a_job(url)
     pacer.before_read()
     result = await read_all(pacer.reader)
-    assert result.changes and pacer.gap > 0.5  # its own: the first in a second
+    assert result.changes and pacer.pace.gap > 0.5  # its own: the first in a second
     now = time.monotonic()
     assert await pacer.wait(result, now, now, None, lambda: now + 60.0)
     assert not pacer.asleep and not await sleeping(url)  # polling: writers spared their NOTIFY
