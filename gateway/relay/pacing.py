@@ -129,9 +129,8 @@ class Pacer:
             if await self.reader.peek():
                 return True
             # A writer whose statement still saw the flag unset sends no NOTIFY, and may commit just after
-            # that look: look again shortly, once, instead of at the next due time.
-            if timeout > SECOND_LOOK:
-                timeout, look = SECOND_LOOK, True
+            # that look: look again shortly, once (even if something is due sooner, that cycle reads).
+            timeout, look = min(timeout, SECOND_LOOK), True
         try:
             async with asyncio.timeout(timeout):
                 await self.wake.wait()

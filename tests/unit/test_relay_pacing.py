@@ -121,6 +121,19 @@ async def test_a_lost_connection_wakes_a_sleeping_relay_to_find_out(url: str, pa
         await read_all(pacer.reader)
 
 
+async def test_the_first_wake_up_after_falling_asleep_reads_even_when_something_is_due_sooner(
+    url: str, pacer: Pacer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second look is for a commit whose writer saw the flag unset (no NOTIFY): a team's summary due before
+    it must not turn it into a cycle that only publishes."""
+    monkeypatch.setattr(pacing, "IDLE_POLL", 60.0)
+    pacer.pace.last_change = time.monotonic() - 1.0  # past the linger: it falls asleep now
+    pacer.before_read()
+    now = time.monotonic()
+    assert await pacer.wait(idle(), now, now, None, lambda: now + SECOND_LOOK / 5)
+    assert pacer.asleep
+
+
 async def test_asleep_a_due_cycle_reads_when_the_last_read_is_idle_poll_old(url: str, pacer: Pacer) -> None:
     """The fallback for a wake-up missed: a due cycle reads anyway once the last read is IDLE_POLL old."""
     await fall_asleep(pacer)
