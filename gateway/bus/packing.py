@@ -26,11 +26,22 @@ class OneJoinPacking:
             args = tuple(args[0].encode().split()) + args[1:]
         elif b" " in args[0]:
             args = tuple(args[0].split()) + args[1:]
-        encode = self.encoder.encode
+        encoder = self.encoder
+        encode, encoding, errors = encoder.encode, encoder.encoding, encoder.encoding_errors
         out: list[bytes | memoryview] = []
         pieces: list[bytes] = [b"*%d\r\n" % len(args)]
         for arg in args:
-            arg = encode(arg)
+            # The publish call's hundred arguments a cycle are bytes, str and int: those without redis-py's
+            # isinstance chain (the same bytes); anything else (float, bool, memoryview) as redis-py encodes it.
+            kind = type(arg)
+            if kind is bytes:
+                pass
+            elif kind is str:
+                arg = arg.encode(encoding, errors)
+            elif kind is int:
+                arg = b"%d" % arg
+            else:
+                arg = encode(arg)
             if len(arg) > _CUTOFF or isinstance(arg, memoryview):
                 pieces.append(b"$%d\r\n" % len(arg))
                 out.append(b"".join(pieces))

@@ -12,7 +12,6 @@ import msgspec
 
 from .grouping import TRANSFERS, Group, job_group, make_group
 from .model import Counts, Job, TrajectorySummary
-from .status import group_status
 from .submission import SubmissionRecord
 
 
@@ -81,8 +80,8 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
             name=self.name,
             completed=self.counts.completed,
             total=self.counts.total(),
-            status=group_status(self.counts.as_dict()),
-            counts=Counts(**self.counts.as_dict()),
+            status=self.counts.status(),
+            counts=self.counts.copy(),
             updated_at=self.updated_at,
             open=TRANSFERS in self.groups,
         )

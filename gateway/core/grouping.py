@@ -10,7 +10,6 @@ from __future__ import annotations
 import msgspec
 
 from .model import Counts, Job
-from .status import group_status
 
 TRANSFER_KINDS = frozenset({"trajectory_transfer", "analysis_transfer", "storage_transfer"})
 GENERAL = "general"
@@ -70,8 +69,8 @@ def make_group(key: str, counts: Counts, timestep: float | None) -> Group:
         label=group_label(key, total),
         frame=int(key[6:]) if key.startswith("frame:") else None,
         timestep=timestep,
-        status=group_status(counts.as_dict()),
+        status=counts.status(),
         total=total,
-        counts=Counts(**counts.as_dict()),
+        counts=counts.copy(),
         open=key == TRANSFERS,
     )

@@ -6,6 +6,8 @@ from datetime import datetime
 
 import msgspec
 
+from .status import bucket_status
+
 
 class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A job's whole current state. Deltas are absolute: a client keeps the highest `version` per `id`.
@@ -59,6 +61,20 @@ class Counts(msgspec.Struct, omit_defaults=False):
 
     def as_dict(self) -> dict[str, int]:
         return msgspec.structs.asdict(self)
+
+    def copy(self) -> Counts:
+        """The counts as they are now (an aggregate's keep changing; a message's must not)."""
+        return msgspec.structs.replace(self)
+
+    def status(self) -> str:
+        """`group_status` of these counts, without building a dict (the relay asks per group per batch); the
+        buckets as BUCKET_OF folds them (tests/unit/test_status.py holds the two equal for every status)."""
+        return bucket_status(
+            self.queued + self.retrying + self.holding,
+            self.running,
+            self.completed,
+            self.failed + self.preempted,
+        )
 
 
 class TrajectorySummary(msgspec.Struct, kw_only=True):

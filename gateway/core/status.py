@@ -65,15 +65,20 @@ def buckets(counts: Mapping[str, int]) -> dict[Bucket, int]:
 def group_status(counts: Mapping[str, int]) -> GroupStatus:
     """The colour of a trajectory or a frame, from the counts per status of its jobs."""
     b = buckets(counts)
-    if b["running"]:
+    return bucket_status(b["queued"], b["running"], b["done"], b["failed"])
+
+
+def bucket_status(queued: int, running: int, done: int, failed: int) -> GroupStatus:
+    """The colour of a group from its bucket totals (`group_status`'s rule; `Counts.status` folds its fields)."""
+    if running:
         return "running"
-    if b["queued"]:
+    if queued:
         return "queued"
-    if not b["done"] and not b["failed"]:
+    if not done and not failed:
         return "empty"
-    if not b["failed"]:
+    if not failed:
         return "completed"
-    if not b["done"]:
+    if not done:
         return "failed"
     return "neutral"  # partly done, partly failed
 

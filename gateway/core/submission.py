@@ -128,7 +128,7 @@ class SubmissionAggregate:
             updated_at=max((t for t in (r.updated_at, self.last_change) if t is not None), default=None),
             status=submission_status(r.staging, self.counts, r.downloaded_at is not None),
             tasks=self.counts.total(),
-            counts=Counts(**self.counts.as_dict()),
+            counts=self.counts.copy(),
             avg_frame=round(self.time_sum / self.time_n, 3) if self.time_n else None,
             version=r.version,
         )

@@ -1,8 +1,11 @@
 """The Jobs view's rules for statuses: buckets, group colours, the ring's label."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gateway.core.status import after_failure, buckets, group_status, ring_label
+from gateway.core.model import Counts
+from gateway.core.status import STATUSES, after_failure, buckets, group_status, ring_label
 
 
 def counts(**kw: int) -> dict[str, int]:
@@ -50,3 +53,18 @@ def test_a_frame_job_gets_three_attempts_then_fails_for_good() -> None:
     assert after_failure(1) == ("retrying", 2)
     assert after_failure(2) == ("retrying", 3)
     assert after_failure(3) == ("failed", 3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=len(STATUSES), max_size=len(STATUSES)))
+def test_counts_know_their_colour_as_the_mapping_rule_does(numbers: list[int]) -> None:
+    """The relay colours groups from their Counts directly; it must be the rule the vectors check."""
+    counts = Counts(**dict(zip(STATUSES, numbers, strict=True)))
+    assert counts.status() == group_status(counts.as_dict())
+
+
+def test_a_copy_of_counts_does_not_move_with_the_aggregate() -> None:
+    counts = Counts(running=2)
+    copy = counts.copy()
+    counts.add("running", -1)
+    assert (copy.running, counts.running) == (2, 1)
