@@ -10,6 +10,8 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from gateway.bus import keys
 from gateway.bus.connection import Bus
@@ -112,6 +114,57 @@ async def test_a_fenced_out_relay_publishes_nothing_of_its_cycle(redis_url: str)
                 [Publication(channel=channel, epoch=4, seq=1, json=b"[]", msgpack=b"\x90")], relay_cursor="9:9"
             )
         assert not await redis.exists(keys.history(tag, channel), keys.seq(tag, channel), keys.relay_cursor(tag))
+    finally:
+        await redis.flushdb()
+        await bus.aclose()
+
+
+async def test_a_cycle_goes_out_after_redis_cut_the_publishers_connection(redis_url: str) -> None:
+    """The publisher writes on a connection of the pool: when Redis has closed it (a restart, a `CLIENT KILL`,
+    an idle timeout), the cycle fails with a RedisError at most once, and the same cycle sent again (as the
+    relay's cycle does) goes out, once, on a connection in step for the next one."""
+    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
+    redis = bus.redis
+    tag = bus.partitions.tags[0]
+    channel = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
+    try:
+        publisher = Publisher(bus, tag, 1, 100, 60)
+        await publisher.take_over()
+        await publisher.publish([Publication(channel=channel, epoch=1, seq=1, json=b"[]", msgpack=b"\x90")])
+        killer = Redis.from_url(redis_url)
+        try:
+            assert await killer.client_kill_filter(_type="normal", skipme=True) >= 1  # the bus's connections
+        finally:
+            await killer.aclose()
+        second = [Publication(channel=channel, epoch=1, seq=2, json=b"[]", msgpack=b"\x90")]
+        try:
+            await publisher.publish(second)
+        except RedisError:
+            await publisher.publish(second)
+        await publisher.publish([Publication(channel=channel, epoch=1, seq=3, json=b"[]", msgpack=b"\x90")])
+        entries = await redis.xrange(keys.history(tag, channel))
+        assert [entry_id for entry_id, _ in entries] == [b"1-0", b"2-0", b"3-0"]
+        assert await redis.get(keys.seq(tag, channel)) == b"1-3"
+    finally:
+        await redis.flushdb()
+        await bus.aclose()
+
+
+async def test_a_cycle_goes_out_after_redis_lost_its_scripts(redis_url: str) -> None:
+    """A Redis that restarted has no scripts: the cycle's call is refused as a whole (NOSCRIPT), the script is
+    loaded and the cycle runs again, and the connection is still in step for the next one."""
+    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
+    redis = bus.redis
+    tag = bus.partitions.tags[0]
+    channel = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
+    try:
+        publisher = Publisher(bus, tag, 1, 100, 60)
+        await publisher.take_over()
+        await redis.script_flush()
+        await publisher.publish([Publication(channel=channel, epoch=1, seq=1, json=b"[]", msgpack=b"\x90")])
+        await publisher.publish([Publication(channel=channel, epoch=1, seq=2, json=b"[]", msgpack=b"\x90")])
+        assert await redis.get(keys.seq(tag, channel)) == b"1-2"
+        assert len(await redis.xrange(keys.history(tag, channel))) == 2
     finally:
         await redis.flushdb()
         await bus.aclose()
