@@ -23,9 +23,14 @@ from ..store.outbox import OutboxReader, ReadResult
 
 IDLE_POLL = 0.5  # asleep, a due cycle reads too once the last read is this old: the fallback for a missed wake-up
 SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that raced the flag
-BUSY_POLL = 0.010  # awake, from the start of one read to the next (each read costs the relay a cycle)
+# Awake, from the start of one read to the next. Each read costs the relay a cycle, most of it fixed (two round
+# trips): at 20 ms a busy relay spends about a quarter less than at 10 ms (docs/performance.md, steady), and a
+# job channel's window is 20 ms at least, so a busy channel still goes out with every read.
+BUSY_POLL = 0.020
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
-STEADY_GAP = 0.02  # ...but only while changes come this close together: slower, NOTIFY costs writers little
+# ...but only while changes come this close together: slower, NOTIFY costs writers little. Above BUSY_POLL: a
+# relay that finds changes at every poll sees them BUSY_POLL apart, and must stay awake.
+STEADY_GAP = 0.03
 
 
 class Pace:
