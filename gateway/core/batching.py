@@ -30,7 +30,10 @@ from .windows import JobWindows
 
 MAX_JOBS_PER_BATCH = 500
 MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
-TEAM_INTERVAL = 0.25  # the light team channel: at most 4 messages a second per team
+# The light team channel: at most 2 messages a second per team (a change that finds it quiet goes out at once).
+# Every summary is written to every member's Jobs view: at 4 a second they were most of a busy node's frames
+# (docs/performance.md, steady), and twice a second is as fast as a person reads a moving count.
+TEAM_INTERVAL = 0.5
 SUMMARY_STATE_PREFIX = "t:"
 SUBMISSION_STATE_PREFIX = "u:"
 

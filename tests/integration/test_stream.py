@@ -7,6 +7,7 @@ import random
 
 import asyncpg
 
+from gateway.core.batching import TEAM_INTERVAL
 from harness.follower import Follower
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs, make_team
@@ -111,8 +112,8 @@ async def test_light_team_channel_is_rate_limited(stack: Stack, pool: asyncpg.Po
         await f.wait_for(lambda f: (f.channels[f"team:{team.id}"].counts or {}).get("completed") == 50)
         elapsed = loop.time() - started
         summaries = [m for m in f.messages if m["type"] == "summary"]
-        # At most 4 a second (plus the one that may go out at once at the start).
-        assert len(summaries) <= 4 * elapsed + 2, (len(summaries), elapsed)
+        # At most one per TEAM_INTERVAL, 2 a second (plus the one that may go out at once at the start).
+        assert len(summaries) <= elapsed / TEAM_INTERVAL + 2, (len(summaries), elapsed)
 
 
 async def test_foreign_team_is_refused_and_connection_keeps_serving(
