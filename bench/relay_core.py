@@ -7,9 +7,10 @@ transactions of 5 changes as the outbox returns them (each job as PostgreSQL's `
 the batcher, takes what is due on its own clock, and packs the cycle's publish as redis-py would send it. What
 it leaves out is what the machine's services do: the outbox query, the round trips, Redis running the script.
 
-The same work every run (a fixed seed, a simulated clock), so before and after compare on one machine within
-a few per cent, where `steady`'s CPU figures move by 10-20 %. Reported: µs per cycle and per change (the best
-of `--repeat` runs), and with `--profile` the functions that take the time.
+The same work every run (a fixed seed, a simulated clock) and no other process in the measure, so the best of
+several runs moves less than `steady`'s CPU figures; on a shared machine single runs still spread widely, so
+compare trees by the best of runs taken in turns. Reported: µs per cycle and per change (the best of `--repeat`
+runs), and with `--profile` the functions that take the time.
 """
 
 from __future__ import annotations

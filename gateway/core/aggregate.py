@@ -137,20 +137,25 @@ class Aggregates:
         if traj is None:  # the adapter registers names first; a stray id still counts
             traj = TrajectoryAggregate(id=job.trajectory_id, team_id=job.team_id, name=f"#{job.trajectory_id}")
             self.add_trajectory(traj)
-        team = self.team(traj.team_id)
+        team = self.teams.get(traj.team_id) or self.team(traj.team_id)
         key = job_group(job)
-        self.dirty_groups.setdefault(traj.id, set()).add(key)
-        if change.counted or change.old_status == change.new_status:
+        dirty = self.dirty_groups.get(traj.id)
+        if dirty is None:
+            self.dirty_groups[traj.id] = {key}
+        else:
+            dirty.add(key)
+        old, new = change.old_status, change.new_status
+        if change.counted or old == new:
             pass  # counted already, or the same status: counts unchanged, only the last change moves
         else:
-            if change.old_status is not None:
-                traj.counts.add(change.old_status, -1)
-                team.counts.add(change.old_status, -1)
-                traj.count_group(key, change.old_status, -1)
-            if change.new_status is not None:
-                traj.counts.add(change.new_status, 1)
-                team.counts.add(change.new_status, 1)
-                traj.count_group(key, change.new_status, 1, job.timestep)
+            if old is not None:
+                traj.counts.add(old, -1)
+                team.counts.add(old, -1)
+                traj.count_group(key, old, -1)
+            if new is not None:
+                traj.counts.add(new, 1)
+                team.counts.add(new, 1)
+                traj.count_group(key, new, 1, job.timestep)
         changed_at = job.removed_at or job.updated_at
         if changed_at is not None and (traj.updated_at is None or changed_at > traj.updated_at):
             traj.updated_at = changed_at

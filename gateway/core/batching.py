@@ -218,9 +218,10 @@ class Batcher:
                 self.submissions.record_changed(change.record)
                 to_send.add(change.record.team_id)
                 continue
-            task_changed(change)
-            traj = self.aggregates.apply(change)
             job = change.job
+            if job.submission_id is not None:  # a submission's task: its row's counts
+                task_changed(change)
+            traj = self.aggregates.apply(change)
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
                 self.finishes.job_changed(traj.id, job.kind, change.new_status, traj.active(), now, job.updated_at)
             pair = names.get(job.trajectory_id)

@@ -29,7 +29,7 @@ def key_for(transfer: bool, frame: int | None) -> str:
 
 
 def job_group(job: Job) -> str:
-    return group_key(job.kind, job.frame)
+    return key_for(job.kind in TRANSFER_KINDS, job.frame)
 
 
 def group_label(key: str, jobs_in_group: int) -> str:
