@@ -8,6 +8,8 @@ the older seq and see the next message as a gap (found by the benchmark's subscr
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 from redis.asyncio import Redis
@@ -119,52 +121,51 @@ async def test_a_fenced_out_relay_publishes_nothing_of_its_cycle(redis_url: str)
         await bus.aclose()
 
 
+@asynccontextmanager
+async def trajectory_publisher(redis_url: str) -> AsyncIterator[tuple[Publisher, Redis, str, str]]:
+    """A publisher that has taken over, on a scratch database, with a fresh trajectory channel to publish on."""
+    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
+    tag = bus.partitions.tags[0]
+    try:
+        publisher = Publisher(bus, tag, 1, 100, 60)
+        await publisher.take_over()
+        yield publisher, bus.redis, tag, f"trajectory:{10**9 + secrets.randbelow(10**6)}"
+    finally:
+        await bus.redis.flushdb()
+        await bus.aclose()
+
+
+def message(channel: str, seq: int) -> list[Publication]:
+    return [Publication(channel=channel, epoch=1, seq=seq, json=b"[]", msgpack=b"\x90")]
+
+
 async def test_a_cycle_goes_out_after_redis_cut_the_publishers_connection(redis_url: str) -> None:
     """The publisher writes on a connection of the pool: when Redis has closed it (a restart, a `CLIENT KILL`,
     an idle timeout), the cycle fails with a RedisError at most once, and the same cycle sent again (as the
     relay's cycle does) goes out, once, on a connection in step for the next one."""
-    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
-    redis = bus.redis
-    tag = bus.partitions.tags[0]
-    channel = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
-    try:
-        publisher = Publisher(bus, tag, 1, 100, 60)
-        await publisher.take_over()
-        await publisher.publish([Publication(channel=channel, epoch=1, seq=1, json=b"[]", msgpack=b"\x90")])
+    async with trajectory_publisher(redis_url) as (publisher, redis, tag, channel):
+        await publisher.publish(message(channel, 1))
         killer = Redis.from_url(redis_url)
         try:
             assert await killer.client_kill_filter(_type="normal", skipme=True) >= 1  # the bus's connections
         finally:
             await killer.aclose()
-        second = [Publication(channel=channel, epoch=1, seq=2, json=b"[]", msgpack=b"\x90")]
         try:
-            await publisher.publish(second)
+            await publisher.publish(message(channel, 2))
         except RedisError:
-            await publisher.publish(second)
-        await publisher.publish([Publication(channel=channel, epoch=1, seq=3, json=b"[]", msgpack=b"\x90")])
+            await publisher.publish(message(channel, 2))
+        await publisher.publish(message(channel, 3))
         entries = await redis.xrange(keys.history(tag, channel))
         assert [entry_id for entry_id, _ in entries] == [b"1-0", b"2-0", b"3-0"]
         assert await redis.get(keys.seq(tag, channel)) == b"1-3"
-    finally:
-        await redis.flushdb()
-        await bus.aclose()
 
 
 async def test_a_cycle_goes_out_after_redis_lost_its_scripts(redis_url: str) -> None:
     """A Redis that restarted has no scripts: the cycle's call is refused as a whole (NOSCRIPT), the script is
     loaded and the cycle runs again, and the connection is still in step for the next one."""
-    bus = Bus(redis_url.rsplit("/", 1)[0] + "/9")
-    redis = bus.redis
-    tag = bus.partitions.tags[0]
-    channel = f"trajectory:{10**9 + secrets.randbelow(10**6)}"
-    try:
-        publisher = Publisher(bus, tag, 1, 100, 60)
-        await publisher.take_over()
+    async with trajectory_publisher(redis_url) as (publisher, redis, tag, channel):
         await redis.script_flush()
-        await publisher.publish([Publication(channel=channel, epoch=1, seq=1, json=b"[]", msgpack=b"\x90")])
-        await publisher.publish([Publication(channel=channel, epoch=1, seq=2, json=b"[]", msgpack=b"\x90")])
+        await publisher.publish(message(channel, 1))
+        await publisher.publish(message(channel, 2))
         assert await redis.get(keys.seq(tag, channel)) == b"1-2"
         assert len(await redis.xrange(keys.history(tag, channel))) == 2
-    finally:
-        await redis.flushdb()
-        await bus.aclose()
