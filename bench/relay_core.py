@@ -2,7 +2,8 @@
 
     python -m bench.relay_core [--cycles 3000] [--profile]
 
-50 teams of 4 trajectories of 100 jobs; each cycle (a 10 ms poll of `steady`'s 400 commits a second) reads 4
+50 teams of 4 trajectories of 100 jobs; each cycle (`steady`'s 400 commits a second read every 10 ms, the busy
+poll when this bench was written and the shape its figures in docs/performance.md are for) reads 4
 transactions of 5 changes as the outbox returns them (each job as PostgreSQL's `to_jsonb` text), folds them into
 the batcher, takes what is due on its own clock, and packs the cycle's publish as redis-py would send it. What
 it leaves out is what the machine's services do: the outbox query, the round trips, Redis running the script.
@@ -25,6 +26,7 @@ from typing import Any
 
 import msgspec
 from redis._parsers.encoders import Encoder
+from redis.asyncio import Redis
 
 from gateway.bus.packing import OneJoinPacking
 from gateway.bus.publisher import Publisher
@@ -47,8 +49,6 @@ class _Bus:
     cluster = False
 
     def __init__(self) -> None:
-        from redis.asyncio import Redis
-
         self.redis = Redis()  # never connected: registering a script only computes its hash
 
 

@@ -137,7 +137,7 @@ class Aggregates:
         if traj is None:  # the adapter registers names first; a stray id still counts
             traj = TrajectoryAggregate(id=job.trajectory_id, team_id=job.team_id, name=f"#{job.trajectory_id}")
             self.add_trajectory(traj)
-        team = self.teams.get(traj.team_id) or self.team(traj.team_id)
+        team = self.team(traj.team_id)
         key = job_group(job)
         dirty = self.dirty_groups.get(traj.id)
         if dirty is None:

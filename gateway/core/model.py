@@ -6,7 +6,7 @@ from datetime import datetime
 
 import msgspec
 
-from .status import bucket_status
+from .status import GroupStatus, bucket_status
 
 
 class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -66,7 +66,7 @@ class Counts(msgspec.Struct, omit_defaults=False):
         """The counts as they are now (an aggregate's keep changing; a message's must not)."""
         return msgspec.structs.replace(self)
 
-    def status(self) -> str:
+    def status(self) -> GroupStatus:
         """`group_status` of these counts, without building a dict (the relay asks per group per batch); the
         buckets as BUCKET_OF folds them (tests/unit/test_status.py holds the two equal for every status)."""
         return bucket_status(
