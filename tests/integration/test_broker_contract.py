@@ -8,6 +8,7 @@ The scenarios are written once, in tests/unit/test_broker_memory.py (its `CONTRA
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
@@ -250,3 +251,25 @@ async def test_channels_follow_their_moved_slot_each_a_gap(kind: str, request: p
         if isinstance(broker, RedisBroker):
             await _empty(broker)
         await broker.aclose()
+
+
+# -- what a node's subscription costs per message
+
+
+@pytest.mark.parametrize("broker", ["redis", "cluster"], indirect=True)
+async def test_a_node_s_messages_are_not_formatted_for_a_debug_line(
+    broker: Broker, tag: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """redis-py 8.1 hands every RESP3 push to a handler that builds `"Push response: " + str(message)` whatever
+    the log level (redis-py #4230): a repr of each payload, 1.6 ms for a burst's 150 KB batch, on the node's
+    busiest path. The node's links speak RESP2, where a message is a plain reply: no such line is built."""
+    channel, heard = fresh("trajectory"), Heard()
+    caplog.set_level(logging.DEBUG, logger="push_response")
+    async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+        await subscriber.subscribe(tag, channel)
+        publisher = broker.publisher(tag, 1, 100, 60)
+        await publisher.take_over()
+        await publisher.publish([message(channel, 1, 1), message(channel, 1, 2)])
+        await eventually(lambda: len(heard.messages) == 2)
+    assert [envelope.unpack(d).seq for _, d in heard.messages] == [1, 2]
+    assert [r.getMessage()[:40] for r in caplog.records if r.name == "push_response"] == []
