@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from gateway.bus import keys
 from gateway.bus.connection import Bus
@@ -169,3 +169,20 @@ async def test_a_cycle_goes_out_after_redis_lost_its_scripts(redis_url: str) -> 
         await publisher.publish(message(channel, 2))
         assert await redis.get(keys.seq(tag, channel)) == b"1-2"
         assert len(await redis.xrange(keys.history(tag, channel))) == 2
+
+
+async def test_a_cycle_the_script_fails_on_is_an_error_not_a_publish(redis_url: str) -> None:
+    """A key of the partition's that another client overwrote with the wrong type (here the channel's state, a
+    string where the script writes a hash) fails the script part-way: the publish raises Redis's error, so the
+    relay keeps the cycle and retries it, rather than counting it as published; the connection stays in step."""
+    async with trajectory_publisher(redis_url) as (publisher, redis, tag, channel):
+        team = f"team:{10**9 + secrets.randbelow(10**6)}"
+        await redis.set(keys.state(tag, team), b"not a hash")
+        summary = Publication(channel=team, epoch=1, seq=1, json=b"{}", msgpack=b"\x80", state_set={"counts": b"c"})
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await publisher.publish([summary])
+        await redis.delete(keys.state(tag, team))
+        await publisher.publish([summary])  # the relay's retry, once the key is its own again
+        assert await redis.hgetall(keys.state(tag, team)) == {b"seq": b"1", b"epoch": b"1", b"counts": b"c"}
+        await publisher.publish(message(channel, 1))
+        assert await redis.get(keys.seq(tag, channel)) == b"1-1"
