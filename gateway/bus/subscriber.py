@@ -45,13 +45,10 @@ def _client(url: str | None = None, host: str = "", port: int = 0) -> Redis:
     # subscribe confirmations. TCP keepalives notice a dead peer instead. RESP2: redis-py 8.1 hands each RESP3
     # push to a handler that formats the whole message for a debug line whatever the log level (redis-py
     # #4230), a copy of every payload on the node's busiest path; a pub/sub connection needs nothing of RESP3.
-    options: dict = {
-        "retry": Retry(NoBackoff(), 0),
-        "socket_keepalive": True,
-        "socket_keepalive_options": _KEEPALIVE,
-        "protocol": 2,
-    }
-    return Redis.from_url(url, **options) if url else Redis(host=host, port=port, **options)
+    options: dict = {"retry": Retry(NoBackoff(), 0), "socket_keepalive": True, "socket_keepalive_options": _KEEPALIVE}
+    redis = Redis.from_url(url, **options) if url else Redis(host=host, port=port, **options)
+    redis.connection_pool.connection_kwargs["protocol"] = 2  # set here: a URL's `?protocol=3` beats an argument
+    return redis
 
 
 class _Link:

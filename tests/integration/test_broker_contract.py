@@ -263,6 +263,23 @@ async def test_a_node_s_messages_are_not_formatted_for_a_debug_line(
     """redis-py 8.1 hands every RESP3 push to a handler that builds `"Push response: " + str(message)` whatever
     the log level (redis-py #4230): a repr of each payload, 1.6 ms for a burst's 150 KB batch, on the node's
     busiest path. The node's links speak RESP2, where a message is a plain reply: no such line is built."""
+    await _no_push_lines(broker, tag, caplog)
+
+
+async def test_a_redis_url_asking_for_resp3_does_not_bring_the_debug_line_back(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`?protocol=3` in REDIS_URL (copied from another client's setup) would win over redis-py's argument."""
+    broker = RedisBroker(Bus(redis_url.rsplit("/", 1)[0] + "/10?protocol=3"))
+    await _empty(broker)
+    try:
+        await _no_push_lines(broker, broker.partitions.tags[0], caplog)
+    finally:
+        await _empty(broker)
+        await broker.aclose()
+
+
+async def _no_push_lines(broker: Broker, tag: str, caplog: pytest.LogCaptureFixture) -> None:
     channel, heard = fresh("trajectory"), Heard()
     caplog.set_level(logging.DEBUG, logger="push_response")
     async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
