@@ -74,6 +74,24 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return sum(tree(pids).values()) / TICKS
 
 
+def exact_cpu_seconds(pid: int) -> float:
+    """CPU seconds one process's live threads have run, to the nanosecond (/proc/<pid>/task/*/schedstat), 0.0
+    when it is gone. /proc/<pid>/stat counts in 10 ms ticks: a PostgreSQL backend that works 0.1 s in a run
+    is read to about ±10 % that way. No descendants, and the time of threads that have exited is not in it."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
 def rss_kb(pids: Iterable[int]) -> int:
     """Resident memory (VmRSS, kB) of `pids` and their descendants."""
     return sum(_rss_kb(pid) for pid in tree(pids))

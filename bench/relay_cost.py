@@ -7,9 +7,11 @@ A layout PxR runs R relay processes sharing P partitions. Four writers commit ab
 in transactions of 50 over 20 teams as fast as PostgreSQL takes them; the run ends when the relays' published
 change counts (their stats in Redis) have caught up. Reported: relay CPU per change from /proc (all relay
 processes together), the outbox reads' CPU per change (the PostgreSQL backends of the relays' outbox
-connections: what reading each partition's rows costs the database), and changes published per second of wall
-time (the relays keeping up or not); from the relays' /metrics, their cycles, the partitions' outbox reads, and
-the statements those reads took (a process's partitions may read in one: gateway.store.joint_reads).
+connections: what reading each partition's rows costs the database; read to the nanosecond from schedstat, as
+a tenth of a second spread over nine backends is too little for /proc's 10 ms ticks), and changes published per
+second of wall time (the relays keeping up or not); from the relays' /metrics, their cycles, the partitions'
+outbox reads, and the statements those reads took (a process's partitions may read in one:
+gateway.store.joint_reads).
 `--layouts 1x1,2x1,4x1,8x1` shows how the read cost grows with P.
 
 `--pace` measures the other end, what a commit costs a relay at a slow, steady pace (fanout's 5 and 20 commits
@@ -40,7 +42,7 @@ from gateway.embedded import free_port
 
 from .infra import start_infra
 from .load import build_world
-from .procstat import cpu_seconds
+from .procstat import cpu_seconds, exact_cpu_seconds
 
 TEAMS = 20
 BATCH = 50
@@ -127,7 +129,7 @@ async def run_layout(
         base = await _settled(broker)
         first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
         counters0 = await asyncio.to_thread(_relay_counters, ports)  # scraped outside the CPU measured
-        read0 = {pid: cpu_seconds([pid]) for pid in await _outbox_backends(pool)}
+        read0 = {pid: exact_cpu_seconds(pid) for pid in await _outbox_backends(pool)}
         cpu0 = cpu_seconds(p.pid for p in procs)
         started = time.monotonic()
 
@@ -152,7 +154,7 @@ async def run_layout(
         cpu = cpu_seconds(p.pid for p in procs) - cpu0
         # A backend that came meanwhile (the joint reads' connection is opened on the first joint read) counts whole.
         readers = await _outbox_backends(pool)
-        read_cpu = sum(cpu_seconds([pid]) - read0.get(pid, 0.0) for pid in readers)
+        read_cpu = sum(exact_cpu_seconds(pid) - read0.get(pid, 0.0) for pid in readers)
         done = await _published(broker) - base
         counters = await asyncio.to_thread(_relay_counters, ports)
         cycles, reads, joint, joined = (counters[name] - counters0[name] for name in COUNTERS)
@@ -167,7 +169,7 @@ async def run_layout(
             "relay_cpu_s": round(cpu, 2),
             "relay_cpu_us_per_change": round(cpu * 1e6 / done, 1) if done else None,
             "outbox_readers": len(readers),
-            "read_cpu_s": round(read_cpu, 2),
+            "read_cpu_s": round(read_cpu, 3),
             "read_cpu_us_per_change": round(read_cpu * 1e6 / done, 1) if done else None,
             "cycles": int(cycles),
             "partition_reads": int(reads),

@@ -828,6 +828,22 @@ def test_procstat_reads_this_process() -> None:
     assert procstat.rss_kb([2**22 + 12345]) == 0
 
 
+def test_exact_cpu_counts_below_a_tick() -> None:
+    """A PostgreSQL backend's share of a short run is a few milliseconds: /proc/<pid>/stat's 10 ms ticks read it
+    as 0 or 10; schedstat reads what ran."""
+    import os
+    import time
+
+    before = procstat.exact_cpu_seconds(os.getpid())
+    start = time.thread_time()
+    while time.thread_time() - start < 0.003:  # 3 ms of CPU, less than a tick
+        pass
+    spent = procstat.exact_cpu_seconds(os.getpid()) - before
+    assert 0.003 <= spent < 0.5  # what ran (to the nanosecond), not rounded to a tick
+    assert spent * 1e6 != int(spent * 100) * 1e4  # not a whole number of 10 ms ticks
+    assert procstat.exact_cpu_seconds(2**22 + 12345) == 0.0  # a vanished pid reads as nothing
+
+
 def test_loopback_subscribers_spread_over_source_addresses() -> None:
     # 16,000 connections to one port would exhaust one source address's ephemeral ports: 256 share each.
     assert source_address("127.0.0.1", 0) == ("127.1.0.1", 0) == source_address("127.0.0.1", 255)
