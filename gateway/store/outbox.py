@@ -121,9 +121,14 @@ async def _partition_indexes(db: asyncpg.Connection) -> dict[str, bool]:
 CHANNEL = "job_changes"  # writers NOTIFY `job_changes_<partition>` while the partition's relay sleeps
 
 
-async def connect(database_url: str) -> asyncpg.Connection:
-    """The relay's connection for reading the outbox (and listening for wake-ups)."""
-    return await asyncpg.connect(database_url, server_settings={"application_name": "gateway-relay-outbox"})
+async def connect(database_url: str, generic_plans: bool = False) -> asyncpg.Connection:
+    """The relay's connection for reading the outbox (and listening for wake-ups). `generic_plans`: every
+    statement is planned once, when first run, whatever its parameters (only for a connection whose statements
+    all have a good generic plan: the joint read's does, the peek's and the pruning's do not)."""
+    settings = {"application_name": "gateway-relay-outbox"}
+    if generic_plans:
+        settings["plan_cache_mode"] = "force_generic_plan"
+    return await asyncpg.connect(database_url, server_settings=settings)
 
 
 async def listen(db: asyncpg.Connection, partition: int, wake: Callable[[], None]) -> None:

@@ -137,6 +137,37 @@ async def test_the_joint_statement_reads_each_partition_through_its_index(db: as
         assert '"Seq Scan"' not in plan, plan  # not even where more wait behind an open transaction
 
 
+async def test_the_joint_statement_is_planned_once_and_its_one_plan_reads_through_the_index(
+    url: str, db: asyncpg.Connection, joint: JointReads
+) -> None:
+    """PostgreSQL's default plans a prepared statement anew at each run while its generic estimate looks
+    dearer, and for the joint statement's arrays it always does: planning cost twice the read. JointReads'
+    connection takes the generic plan; that plan, whatever the cursors, still goes through the index."""
+    await db.execute(
+        "insert into job_changes (team_id, trajectory_id, job_id, new_status, job)"
+        " select g % 40, 1, g, 'queued', '{}'::jsonb from generate_series(1, 20000) g"
+    )
+    await db.execute("analyze job_changes")
+    (readers,) = await readers_past_their_snapshot(url, db)
+    try:
+        await asyncio.gather(*(joint.read(r) for r in readers))
+        assert joint._db is not None and await joint._db.fetchval("show plan_cache_mode") == "force_generic_plan"
+    finally:
+        await close(readers)
+    generic = await outbox.connect(url, generic_plans=True)
+    try:
+        await generic.execute(f"prepare joint (int[], bigint[], bigint[], int[]) as {joint_statement(COUNT)}")
+        for cursor in (0, 2**62):
+            plan = await generic.fetchval(
+                f"explain (analyze, format json) execute joint ('{{0,2,3}}', '{{{cursor},{cursor},{cursor}}}',"
+                " '{0,0,0}', '{50,50,50}')"
+            )
+            assert scanned_indexes(json.loads(plan)) == {"job_changes_team_mod_4"}, plan
+            assert '"Seq Scan"' not in plan, plan
+    finally:
+        await generic.close()
+
+
 async def test_a_batch_gathered_while_the_last_one_runs_waits_for_it(
     url: str, db: asyncpg.Connection, joint: JointReads
 ) -> None:
