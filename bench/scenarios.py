@@ -357,7 +357,7 @@ async def steady(
         return mine
 
     trajectories = [t for team in world.teams for t in world.trajectories[team]]
-    names = [n for n in ["gateway", *PEER_NAMES, *DB_FED] if not only or n in only]
+    names = [n for n in ["gateway", COMPRESSED[0], *PEER_NAMES, *DB_FED] if not only or n in only]
     run = Run(
         {
             "scenario": "steady",
@@ -433,7 +433,7 @@ async def burst(
     so that the team is the same size for every system (broadcaster-pg's trigger counts it at every change)."""
     frames, team_subs, panel_subs = (500, 40, 10) if quick else (10_000, 500, 100)
     size = team_subs + panel_subs
-    names = [n for n in ["gateway", *PEER_NAMES, *DB_FED] if not only or n in only]
+    names = [n for n in ["gateway", COMPRESSED[0], *PEER_NAMES, *DB_FED] if not only or n in only]
     run = Run({"scenario": "burst", "quick": quick, "frames": frames, "subscribers": size})
     systems: dict[str, dict[str, Any]] = {}
     for n, name in enumerate(names):
@@ -506,7 +506,7 @@ async def burst(
         figures = outcome.figures
         figures["changes"] = writer.changes
         _count_pairs(figures, writer.changes * size if figures["correct"] else figures["deltas"])
-        if name == "gateway":
+        if SYSTEMS[name].dialect == "gateway":
             trajectory_frames = figures.pop("gateway_trajectory_frames")
         else:  # the tap's plain peers forward one frame per transaction; socket.io and broadcaster-pg one per change
             figures.pop("gateway_trajectory_frames")

@@ -168,7 +168,9 @@ SYSTEMS: dict[str, System] = {
 PEER_NAMES = ["socket.io", "python-socketio", "broadcaster"]  # the peers every scenario compares with
 DB_FED = ["broadcaster-pg"]  # steady and burst only: peers that read the database, not the tap
 BASELINES = ["floor", "node-ws"]  # pure fan-out references (fanout only)
-COMPRESSED = ["gateway-deflate", "node-ws-deflate"]  # fanout only: the same run with permessage-deflate negotiated
+# The same system with permessage-deflate negotiated, as browsers and the websockets and ws clients offer it:
+# both in fanout; the gateway's also in steady and burst (the peers stay uncompressed there, their cheapest).
+COMPRESSED = ["gateway-deflate", "node-ws-deflate"]
 
 
 def ensure_node_peers() -> None:
