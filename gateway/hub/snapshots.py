@@ -67,11 +67,16 @@ class Snapshots:
                 await asyncio.sleep(0.1)
                 state = await self.reads.team_state(tag, name)
         seq = state.seq or 0
-        epoch = state.epoch if state.epoch is not None else await self.reads.fence(tag)
+        epoch = state.epoch if state.epoch is not None else await self._fence(tag, since)
         self.anchor(name, epoch, seq)
         page = await self._team_page(channel, state, since)
         page.seq, page.cursor, page.time = seq, make_cursor(epoch, seq), now_ms()
         return seq, page
+
+    async def _fence(self, tag: str, since: int) -> int:
+        """The partition's epoch, for a channel with nothing published yet: read once for a connect storm on a
+        fresh channel, as its position is, not once per subscriber."""
+        return await self.shared.read(("fence", tag), lambda: self.reads.fence(tag), since)
 
     async def _team_page(self, channel: Channel, state: TeamState, since: int) -> Snapshot:
         counts, summaries, total = state.counts, state.summaries, state.total
@@ -103,7 +108,7 @@ class Snapshots:
         # The position is read before the rows: every batch at or below it was committed before the read.
         name, tag = channel.name, self.teams.tag(channel.name)
         position = await self.shared.read(("position", name), lambda: self.reads.position(tag, name), since)
-        epoch, seq = position or (await self.reads.fence(tag), 0)
+        epoch, seq = position or (await self._fence(tag, since), 0)
         self.anchor(name, epoch, seq)
         return seq, self._job_pages(channel, seq, make_cursor(epoch, seq), since)
 

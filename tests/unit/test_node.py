@@ -169,3 +169,20 @@ async def test_a_gap_on_the_bus_is_filled_from_the_history(world) -> None:
     for _ in range(100):
         await asyncio.sleep(0)
     assert received(conn) == [("snapshot", 0)] + [("batch", seq) for seq in range(1, 5)]
+
+
+async def test_a_connect_storm_on_a_channel_with_nothing_published_reads_its_epoch_once(world) -> None:
+    node, broker, _, _ = world
+    real, calls = broker.channels.fence, 0
+
+    async def counted(tag: str) -> int:
+        nonlocal calls
+        calls += 1
+        return await real(tag)
+
+    broker.channels.fence = counted  # type: ignore[method-assign]  # counts the reads, answers as the bus does
+    conns = [attached(node) for _ in range(50)]
+    await asyncio.gather(*(node.subscribe(conn, CHANNEL) for conn in conns))
+    snapshots = [json.loads(frame.data) for conn in conns if (frame := conn.take()) is not None]
+    assert [(s["type"], s["cursor"]) for s in snapshots] == [("snapshot", make_cursor(1, 0))] * 50
+    assert calls == 1  # one read of the partition's epoch for the fifty, not one each
