@@ -16,17 +16,11 @@ from gateway.client import ConnectionFailed, Forbidden, GatewayClient, Unauthori
 from gateway.core.protocol import Error, ServerMessages, Snapshot
 from gateway.embedded import free_port
 from gateway.web.auth import issue_token
+from harness.waiting import eventually
 from tests.conftest import Stack, spawn, wait_http
 from tests.integration.conftest import Team, insert_jobs, make_team
 
 DEADLINE = 20.0  # tokens of 2-3 s expire, nodes start: generous for a loaded machine
-
-
-async def eventually(predicate: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, f"still waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 class Reader:

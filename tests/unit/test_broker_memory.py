@@ -25,6 +25,7 @@ from gateway.bus.relay_stats import RelayStats
 from gateway.core import envelope
 from gateway.core.batching import Publication
 from gateway.core.team import ClusterFigures
+from harness.waiting import eventually
 
 _names = itertools.count(10**9 + int(time.time() * 1000) % 10**6 * 1000)
 
@@ -37,13 +38,6 @@ def fresh(kind: str) -> str:
 def message(channel: str, epoch: int, seq: int, **extra: Any) -> Publication:
     payload = b"\x81\xa1n" + bytes([seq % 128])  # MessagePack {"n": seq}
     return Publication(channel=channel, epoch=epoch, seq=seq, json=b'{"n":%d}' % seq, msgpack=payload, **extra)
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within the timeout"
-        await asyncio.sleep(0.005)
 
 
 class ShiftedClock:

@@ -18,6 +18,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from uvicorn.server import ServerState
 
 from gateway.web.http import BoundedHttpProtocol, HttpLimits, bounded_protocol
+from harness.waiting import eventually
 
 LIMITS = HttpLimits(
     max_request_line_bytes=100,
@@ -212,7 +213,7 @@ async def test_a_body_not_complete_in_time_gets_408_and_the_app_a_disconnect() -
 async def test_a_kept_alive_connection_idle_then_trickling_gets_408() -> None:
     protocol, transport = connect(bounded_protocol(LIMITS))
     protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    await asyncio.wait_for(_until(lambda: protocol.timeout_keep_alive_task is not None), 10)
+    await eventually(lambda: protocol.timeout_keep_alive_task is not None, "the keep-alive timer", timeout=10)
     protocol.data_received(b"\r\n")  # not even a request yet
     transport.written = b""
     await closed(transport)
@@ -250,8 +251,3 @@ async def test_an_upgrade_websockets_refuses_is_answered_and_closed(extra: bytes
     protocol, transport = connect(bounded_protocol(HttpLimits(max_header_bytes=64 << 10)))
     protocol.data_received(UPGRADE + extra + b"\r\n")
     assert transport.status == status and transport.closed, transport.written
-
-
-async def _until(condition: Any) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)

@@ -29,6 +29,7 @@ from gateway.relay.ownership import HeldLock, LostLock
 from gateway.relay.partition import load_state
 from gateway.store import outbox, partitions
 from gateway.store.outbox import OutboxReader, ReadResult
+from harness.waiting import eventually
 
 HISTORY = 100
 
@@ -68,13 +69,6 @@ async def insert_jobs(db: asyncpg.Connection, team: Team, n: int) -> list[int]:
         n,
     )
     return [r["id"] for r in rows]
-
-
-async def until(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 30.0
-    while not check():
-        assert time.monotonic() < deadline, "not within the timeout"
-        await asyncio.sleep(0.005)
 
 
 class NoExtras:
@@ -125,13 +119,13 @@ class Relaying:
         """Until a cycle started in a task has read its changes (into the batcher)."""
         core = self.cycle.core
         applied = core.changes_applied
-        await until(lambda: core.changes_applied > applied)
+        await eventually(lambda: core.changes_applied > applied, "the changes applied", timeout=30)
 
     async def publishing(self) -> None:
         """Until a cycle started in a task has read its changes and tried to publish them."""
         core = self.cycle.core
         taken = core.deltas_taken
-        await until(lambda: core.deltas_taken > taken)
+        await eventually(lambda: core.deltas_taken > taken, "the deltas taken", timeout=30)
 
     async def messages(self, channel: str) -> list[object]:
         entries = await self.broker.history.entries(self.tag, channel, 1)

@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable
 
 import pytest
 
 from gateway.relay.ownership import HeldLock, LostLock, Sharing, take_or_wait, try_take
 from gateway.store import partitions
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within the timeout"
-        await asyncio.sleep(0.05)
+from harness.waiting import eventually
 
 
 class Holding:
