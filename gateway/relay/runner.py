@@ -84,6 +84,8 @@ class Relay:
             if self.count == 1:
                 await PartitionRelay(self, broker, 0).run()
             else:
+                if self.joint is not None:
+                    self.joint.warm()
                 await Sharing(
                     self.database_url, self.count, lambda p: PartitionRelay(self, broker, p), self.serving
                 ).run()

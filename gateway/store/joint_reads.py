@@ -97,6 +97,20 @@ class JointReads:
             for _, _, future in batch.values():
                 future.cancel()  # only those still undone: the task itself was cancelled
 
+    def warm(self) -> None:
+        """In the background, open the connection and run the statement once on no partitions, before the first
+        busy moment: its start, asyncpg's look-up of the array types and the generic plan cost about 10 ms, which
+        the first joint read would otherwise add to its cycle in the middle of traffic."""
+        task = asyncio.get_running_loop().create_task(self._warm())
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _warm(self) -> None:
+        try:
+            await self._fetch([], [], [], [])
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            pass  # left to the first read, which opens a connection again
+
     async def _fetch(self, *params: list[int]) -> list[asyncpg.Record]:
         async with self._one_at_a_time:
             if self._db is None or self._db.is_closed():
