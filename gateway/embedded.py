@@ -245,7 +245,10 @@ class EmbeddedValkeyCluster:
             source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
             while names := source.execute_command("CLUSTER GETKEYSINSLOT", slot, 100):
                 source.execute_command("MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "REPLACE", "KEYS", *names)
-            for client in (target, source, *clients.values()):
+            # Each primary told once, target first: a SETSLOT NODE sent to a slot's owner drops that slot's
+            # sharded subscribers again (Valkey 8.1), so telling the target twice would make two moves of one.
+            others = [c for port, c in clients.items() if port not in (from_port, to_port)]
+            for client in (target, source, *others):
                 client.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
         finally:
             for client in clients.values():

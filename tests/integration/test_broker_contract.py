@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import pytest
-from redis.asyncio import RedisCluster
+from redis.asyncio import Redis, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
@@ -250,6 +250,40 @@ async def test_channels_follow_their_moved_slot_each_a_gap(kind: str, request: p
     finally:
         if isinstance(broker, RedisBroker):
             await _empty(broker)
+        await broker.aclose()
+
+
+async def test_a_slot_told_again_it_is_its_owner_s_is_followed_too(valkey_cluster: EmbeddedValkeyCluster) -> None:
+    """Valkey drops a slot's sharded subscribers at any SETSLOT NODE, even one naming the owner it already has
+    (an operator's or a tool's repeated step): the node hears `sunsubscribe` with nothing moved. It must
+    subscribe again, flag the gap, and go on hearing the channel."""
+    broker = RedisBroker(Bus(valkey_cluster.url, cluster=True, partitions=3))
+    tag = broker.partitions.tags[2]
+    channel, heard = fresh("trajectory"), Heard()
+    await _empty(broker)
+    try:
+        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+            await subscriber.subscribe(tag, channel)
+            publisher = broker.publisher(tag, 1, 100, 60)
+            await publisher.take_over()
+            await publisher.publish([message(channel, 1, 1)])
+            await eventually(lambda: len(heard.messages) == 1, "the first message")
+
+            slot = key_slot(tag.encode())
+            owner = Redis(host="127.0.0.1", port=valkey_cluster.owner(slot))
+            try:
+                await owner.execute_command(
+                    "CLUSTER SETSLOT", slot, "NODE", await owner.execute_command("CLUSTER MYID")
+                )
+            finally:
+                await owner.aclose()
+            await eventually(lambda: subscriber.moves == 1 and heard.restored >= 1, "the channel followed and restored")
+            assert heard.lost >= 1
+            await publisher.publish([message(channel, 1, 2)])
+            await eventually(lambda: len(heard.messages) == 2, "the message after the repeated SETSLOT")
+            assert [envelope.unpack(d).seq for _, d in heard.messages] == [1, 2]
+    finally:
+        await _empty(broker)
         await broker.aclose()
 
 
