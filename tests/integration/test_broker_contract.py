@@ -17,7 +17,7 @@ from redis.asyncio import Redis, RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
-from gateway.bus.broker import Broker, RedisBroker
+from gateway.bus.broker import Broker, PartitionPublisher, RedisBroker, Subscribing
 from gateway.bus.connection import Bus
 from gateway.bus.memory import MemoryBroker
 from gateway.core import envelope
@@ -92,6 +92,18 @@ async def retried(call: Callable[[], Awaitable[T]]) -> T:
         except (RedisError, OSError):
             await asyncio.sleep(0.1)
     return await call()
+
+
+async def first_heard(
+    broker: Broker, subscriber: Subscribing, heard: Heard, tag: str, channel: str
+) -> PartitionPublisher:
+    """Subscribed to `channel`, its partition's publisher taken over, and its first message heard."""
+    await subscriber.subscribe(tag, channel)
+    publisher = broker.publisher(tag, 1, 100, 60)
+    await publisher.take_over()
+    await publisher.publish([message(channel, 1, 1)])
+    await eventually(lambda: len(heard.messages) == 1, "the first message")
+    return publisher
 
 
 # -- a bus that restarts empty: what MemoryBroker.restart() stands for
@@ -178,11 +190,7 @@ async def test_what_a_dropped_subscription_missed_is_in_the_history(kind: str, r
     heard = Heard()
     try:
         async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
-            await subscriber.subscribe(tag, channel)
-            publisher = broker.publisher(tag, 1, 100, 60)
-            await publisher.take_over()
-            await publisher.publish([message(channel, 1, 1)])
-            await eventually(lambda: len(heard.messages) == 1)
+            publisher = await first_heard(broker, subscriber, heard, tag, channel)
 
             await drop()
             await publisher.publish([message(channel, 1, 2), message(channel, 1, 3)])
@@ -263,11 +271,7 @@ async def test_a_slot_told_again_it_is_its_owner_s_is_followed_too(valkey_cluste
     await _empty(broker)
     try:
         async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
-            await subscriber.subscribe(tag, channel)
-            publisher = broker.publisher(tag, 1, 100, 60)
-            await publisher.take_over()
-            await publisher.publish([message(channel, 1, 1)])
-            await eventually(lambda: len(heard.messages) == 1, "the first message")
+            publisher = await first_heard(broker, subscriber, heard, tag, channel)
 
             slot = key_slot(tag.encode())
             owner = Redis(host="127.0.0.1", port=valkey_cluster.owner(slot))
