@@ -72,6 +72,7 @@ class Connection:
         "_drained",
         "token_id",
         "expires",
+        "keepalive_slice",
     )
 
     def __init__(
@@ -100,6 +101,7 @@ class Connection:
         self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
         self.token_id = ""  # the session's (set at the handshake): revoking it closes this connection
         self.expires = expires  # when the session's token expires (wall clock): the node closes it then
+        self.keepalive_slice = -1  # which of the node's keepalive slices pings it (gateway.core.keepalive)
 
     def close(self, code: int) -> None:
         """End the connection with a documented code."""

@@ -20,6 +20,7 @@ from ..bus.channels import ChannelReads
 from ..core import envelope
 from ..core.channels import parse_channel
 from ..core.histogram import Histogram
+from ..core.keepalive import KeepaliveSlices, slices_for
 from ..core.protocol import Error
 from ..core.wsframe import ping_frame
 from .admission import Admission
@@ -42,7 +43,7 @@ __all__ = ["Node", "now_ms"]
 
 log = logging.getLogger(__name__)
 
-KEEPALIVE_EVERY = 20.0  # one ping to every connection; one that has not answered by the next is closed
+KEEPALIVE_EVERY = 20.0  # a ping to each connection this often; one that has not answered by the next is closed
 
 
 class Node:
@@ -57,6 +58,7 @@ class Node:
         self.keepalive_every = keepalive
         self.presence = presence
         self.connections: set[Connection] = set()
+        self.keepalive = KeepaliveSlices[Connection](slices_for(keepalive))
         self.expiries = Expiries()
         self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
         self.tasks = Tasks()
@@ -132,12 +134,14 @@ class Node:
     def attach(self, conn: Connection) -> None:
         conn.on_lag = self._lagged
         self.connections.add(conn)
+        self.keepalive.add(conn)
         self.expiries.add(conn)  # a session ends with its token: the client renews it and connects again
         self.per_user[conn.user_id] = self.per_user.get(conn.user_id, 0) + 1
 
     def detach(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            self.keepalive.discard(conn)
             self.expiries.discard(conn)
             left = self.per_user.pop(conn.user_id, 1) - 1
             if left:
@@ -204,13 +208,21 @@ class Node:
         return channel in self.hub.subscribers or channel in self.interest.subscribed
 
     async def _keepalive(self) -> None:
-        """Pings for every connection at once, instead of a timer per connection."""
+        """One task pings a slice of the connections each tick (gateway.core.keepalive), instead of a timer per
+        connection or one round for all. Ticks keep to a grid, so a late one does not push back the rest."""
+        loop = asyncio.get_running_loop()
+        tick = self.keepalive_every / self.keepalive.slices
+        at = loop.time()
         while True:
-            await asyncio.sleep(self.keepalive_every)
-            token = secrets.token_bytes(8)
-            wire = ping_frame(token)
-            for conn in list(self.connections):
-                conn.link.ping(wire, token)
+            at += tick
+            await asyncio.sleep(max(0.0, at - loop.time()))
+            at = max(at, loop.time() - tick)  # after a stall, go on from now rather than catch up in a burst
+            due = self.keepalive.due()
+            if due:
+                token = secrets.token_bytes(8)
+                wire = ping_frame(token)
+                for conn in due:
+                    conn.link.ping(wire, token)
 
     # -- the bus follows local interest; gaps are filled from history
 

@@ -251,6 +251,26 @@ async def test_a_blind_pong_does_not_keep_a_dead_peer_alive(brisk_node: Process,
     client.close()
 
 
+async def test_a_node_s_pings_are_spread_over_its_interval(brisk_node: Process, team: Team) -> None:
+    """Each connection is pinged on its own slice of the interval, not all in one round: one round at 16,000
+    connections was one turn of the event loop writing 16,000 pings, which every delivery waited behind. Each
+    tick's ping carries a token of its own, so the connections' first pings tell how many ticks they came in."""
+    clients = [await RawClient.connect(brisk_node.port, team.token) for _ in range(20)]
+    try:
+
+        async def first_ping(client: RawClient) -> bytes:
+            events = await client.events_until(lambda e: isinstance(e, Ping), timeout=20)
+            assert isinstance(events[-1], Ping), events
+            return bytes(events[-1].payload)
+
+        tokens = await asyncio.gather(*(first_ping(c) for c in clients))
+    finally:
+        for client in clients:
+            client.close()
+    # Dealt in turn to the ten slices of a one-second interval: ten ticks, two connections each.
+    assert len(set(tokens)) >= 5, f"20 connections' first pings came in {len(set(tokens))} ticks"
+
+
 async def test_a_ping_flood_is_rate_limited_like_messages_and_closed_with_4029(stack: Stack, team: Team) -> None:
     client = await RawClient.connect(stack.nodes[1].port, team.token)
     code = asyncio.create_task(server_close_code(client))
