@@ -41,6 +41,7 @@ from ..core.wsframe import (
     parse_close,
 )
 from .deflate import SharedDeflate, shared_window
+from .tcpstate import acknowledged, unsent
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,9 @@ class DirectLink(asyncio.Protocol):
         "drains",
         "_drains_at_ping",
         "_buffered_at_ping",
+        "_acked_at_ping",
+        "_socket",
+        "_fd",
         "_abort",
     )
 
@@ -94,6 +98,9 @@ class DirectLink(asyncio.Protocol):
         self.drains = 0  # times the socket took more after backing up: the peer reads, however slowly
         self._drains_at_ping = 0
         self._buffered_at_ping = 0
+        self._acked_at_ping = -1  # what the peer had acknowledged at the last ping, if its window was full then
+        self._socket = transport.get_extra_info("socket")
+        self._fd: int = self._socket.fileno() if self._socket is not None else -1
         self._abort: asyncio.TimerHandle | None = None
 
     # -- the hub's side (gateway.hub.connection.Link)
@@ -111,23 +118,29 @@ class DirectLink(asyncio.Protocol):
             self._abort = asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, self.transport.abort)
 
     def ping(self, wire: bytes, token: bytes) -> None:
-        """Keepalive: a peer that has not answered the last ping by the next one is gone, unless its socket has
-        drained since (a slow reader: our ping waits behind what it has not read yet). Only a pong carrying the
+        """Keepalive: a peer that has not answered the last ping by the next one is gone, unless it has read
+        since (a slow reader: our ping waits behind what it has not read yet). Only a pong carrying the
         ping's token answers it, so a peer that reads nothing cannot pass by sending pongs of its own."""
         if self.closing:
             return
         buffered = self.transport.get_write_buffer_size()
-        if self.ping_token is not None and not self._drained_since_ping(buffered):
+        if self.ping_token is not None and not self._read_since_ping(buffered):
             self.close(1011, "keepalive ping timeout")
             return
         self.ping_token = token
         self._drains_at_ping, self._buffered_at_ping = self.drains, buffered
+        # Only while bytes wait for the peer's window does an acknowledgement mean its application read; with
+        # the window open its kernel takes our bytes whether anyone reads them or not.
+        self._acked_at_ping = acknowledged(self._socket) if unsent(self._fd) else -1
         self.transport.write(wire)
 
-    def _drained_since_ping(self, buffered: int) -> bool:
+    def _read_since_ping(self, buffered: int) -> bool:
         # While the socket is backed up nothing but pings is added to the transport's buffer (frames wait in
-        # the hub's outbound), so a smaller buffer, or a resume, means the peer read.
-        return self.drains != self._drains_at_ping or buffered < self._buffered_at_ping
+        # the hub's outbound), so a smaller buffer, or a resume, means the peer read; so does an acknowledgement
+        # from a full window (gateway.web.tcpstate), which comes long before the transport's buffer moves.
+        if self.drains != self._drains_at_ping or buffered < self._buffered_at_ping:
+            return True
+        return self._acked_at_ping >= 0 and acknowledged(self._socket) > self._acked_at_ping
 
     # -- uvicorn's side
 

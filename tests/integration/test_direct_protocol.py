@@ -17,10 +17,11 @@ import uvicorn
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-from gateway.core.wsframe import Frame
+from gateway.core.wsframe import Frame, ping_frame
 from gateway.embedded import free_port
 from gateway.hub.connection import CLOSE_SLOW, Connection
 from gateway.web.direct import EXTENSION, DirectLink, DirectProtocol
+from gateway.web.tcpstate import acknowledged, unsent
 
 
 class EchoApp:
@@ -199,6 +200,73 @@ async def test_text_that_is_not_utf8_is_refused_with_1007(server: Any) -> None:
         with pytest.raises(ConnectionClosed) as info:
             await asyncio.wait_for(ws.recv(), 5)
         assert info.value.rcvd is not None and info.value.rcvd.code == 1007
+
+
+async def raw_peer(app: EchoApp, url: str, rcvbuf: int) -> tuple[socket.socket, Connection]:
+    """A websocket client on a plain socket that reads only when told to, and the app's connection for it."""
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    loop = asyncio.get_running_loop()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.setblocking(False)
+    known = len(app.conns)
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    await loop.sock_sendall(
+        sock,
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    assert (await asyncio.wait_for(loop.sock_recv(sock, 129), 5)).startswith(b"HTTP/1.1 101")
+    for _ in range(250):
+        if len(app.conns) > known:
+            break
+        await asyncio.sleep(0.02)
+    return sock, app.conns[known]
+
+
+async def test_a_slow_reader_whose_backlog_waits_in_the_kernel_outlives_the_keepalive(server: Any) -> None:
+    """Two peers are sent 3 MiB each, far more than the kernel's queues hold. Between two keepalive pings one
+    reads a little of it (not as far as the first ping), the other nothing. The reader stays: the kernel saw it
+    acknowledge bytes from a full window, though too few for the transport's buffer to move. The other is
+    closed (1011)."""
+    app, url, _ = server
+    loop = asyncio.get_running_loop()
+    peers = [await raw_peer(app, url, rcvbuf=64 << 10) for _ in range(2)]
+    links = []
+    for _, conn in peers:
+        link = conn.link
+        assert isinstance(link, DirectLink)
+        link.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        link.write_wire(b"\x82\x7f" + (3 << 20).to_bytes(8, "big"))  # one binary message of 3 MiB
+        for _ in range(48):
+            link.write_wire(b"z" * (64 << 10))
+        links.append(link)
+    socks = [link.transport.get_extra_info("socket") for link in links]
+    for _ in range(250):  # the kernel has taken what it can; the rest waits in the transport, paused
+        if all(not link.writable and unsent(s.fileno()) > 0 for link, s in zip(links, socks, strict=True)):
+            break
+        await asyncio.sleep(0.02)
+    for n, link in enumerate(links):
+        link.ping(ping_frame(b"first"), b"first")
+        assert link.ping_token == b"first", n
+    buffered = links[0].transport.get_write_buffer_size()
+    reader, _ = peers[0]
+    acked = acknowledged(socks[0])
+    read = 0
+    while read < 256 << 10:  # a slow reader's progress: far from the first ping, 3 MiB in
+        read += len(await asyncio.wait_for(loop.sock_recv(reader, 64 << 10), 5))
+    for _ in range(250):
+        if acknowledged(socks[0]) > acked:  # what it read made room for more
+            break
+        await asyncio.sleep(0.02)
+    # The transport alone shows nothing: it has not resumed, and its buffer is as full as at the first ping.
+    assert links[0].drains == 0 and links[0].transport.get_write_buffer_size() >= buffered
+    for link in links:
+        link.ping(ping_frame(b"second"), b"second")
+    assert links[0].close_code is None and links[0].ping_token == b"second"  # still followed, pinged again
+    assert links[1].close_code == 1011  # read nothing: taken for gone
+    for sock, _ in peers:
+        sock.close()
 
 
 async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> None:
