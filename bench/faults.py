@@ -52,6 +52,10 @@ from .subscribers import Fleet
 Progress = Callable[[str], None]
 MAX_PENDING = 1 << 20  # the nodes' GATEWAY_MAX_PENDING_BYTES: a stalled client passes it within seconds
 SLOW_READ_PAUSE = 0.05  # the slow client's pause after each message it reads: 20 a second
+# The slow client's receive buffer: a common default. Not the stalled one's 4 KB: on loopback (64 KB segments)
+# a window that small is never reopened by the reader, only found again by the sender's zero-window probes,
+# whose backoff grows to tens of seconds: such a client reads about a message a second, not 20.
+SLOW_RECEIVE_BUFFER = 128 << 10
 PROBE_STATUSES = ("holding", "preempted")  # the markers' statuses: the load only cycles queued/running/completed
 DB_DOWN = (
     OSError,
@@ -322,7 +326,8 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
     followed = [
         c for team in teams for c in (f"team-jobs:{team}", *(f"trajectory:{t}" for t in lab.jobs.trajectories[team]))
     ]
-    slow, stalled = Follower(node.ws, token, stallable=True), Follower(node.ws, token, stallable=True)
+    slow = Follower(node.ws, token, stallable=True, receive_buffer=SLOW_RECEIVE_BUFFER)
+    stalled = Follower(node.ws, token, stallable=True)
     await fleet.reset_stats()
     writer, load = start_load(lab, size, size.stall + 10)
     delays: list[float | None] = []
@@ -336,6 +341,7 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
         reference = asyncio.create_task(bytes_received(node.ws, token, followed, size.stall))
         rss_before = node_rss_kb(node)
         slow.trickle(SLOW_READ_PAUSE)
+        slow_read_before = len(slow.messages)
         stalled.stall()
         progress(
             f"a client reads slowly and another stops reading, for {size.stall:.0f} s (node0 RSS {rss_before / 1024:.0f} MiB)"
@@ -358,6 +364,7 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
                 break
             await asyncio.sleep(0.1)
         stall_stats = await fleet.stats()
+        slow_read = len(slow.messages) - slow_read_before
         slow.wake()
         stalled.wake()
         load.cancel()
@@ -395,6 +402,7 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
                 "stalled_current": current[1],
                 "node_connections_before": connections,
                 "node_connections_after": connections_after,
+                "slow_read_during_stall": slow_read,  # messages: at most 20 a second
                 "slow_resyncs": sum(s.resyncs for s in slow.channels.values()),
                 "slow_close": slow_close,
                 "node_catch_ups": catch_ups,

@@ -58,11 +58,14 @@ class Follower:
         origin: str | None = None,
         resubscribe_on_gap: bool = False,
         stallable: bool = False,
+        receive_buffer: int = 4096,
     ) -> None:
         self.url = url
-        # stall() must stop all reading: a 4 KB receive window, and no keepalive pings of our own (their
-        # pongs would go unread and the client would close the connection itself).
+        # stall() must stop all reading: a small receive buffer (4 KB: the kernel then holds next to nothing
+        # for it), and no keepalive pings of our own (their pongs would go unread and the client would close
+        # the connection itself).
         self.stallable = stallable
+        self.receive_buffer = receive_buffer
         # A client that sees a sequence jump subscribes again (docs/protocol.md); off, a jump is a problem.
         self.resubscribe_on_gap = resubscribe_on_gap
         self.gap_resubscribes = 0
@@ -82,7 +85,7 @@ class Follower:
         options: dict[str, Any] = {}
         if self.stallable:
             sock = socket.socket()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
             sock.setblocking(False)
             parts = urlsplit(self.url)
             await asyncio.get_running_loop().sock_connect(sock, (parts.hostname, parts.port))

@@ -67,6 +67,7 @@ def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others
     # keepalive did not take it for dead). The stalled peer (answering nothing) was closed by the
     # node: it finds its connection gone when it reads again (a close frame it could not read in time: reset).
     assert p["node_catch_ups"] > 0 and p["slow_resyncs"] == 0 and p["slow_close"] is None, p
+    assert p["slow_read_during_stall"] >= 4 * p["stall_s"], p  # slow, at most 20 a second, but reading all along
     assert (
         p["stalled_close"] in (1006, 1011, 4008) and p["node_connections_after"] == p["node_connections_before"] - 1
     ), p
