@@ -71,6 +71,7 @@ class DirectLink(asyncio.Protocol):
         "close_code",
         "failed",
         "ping_token",
+        "delivered",
         "drains",
         "_drains_at_ping",
         "_buffered_at_ping",
@@ -95,6 +96,9 @@ class DirectLink(asyncio.Protocol):
         self.close_code: int | None = None  # the code of the close frame we sent (the log's close line reads it)
         self.failed = False  # the client broke the protocol: nothing it sends is read any more (RFC 6455 7.1.7)
         self.ping_token: bytes | None = None  # the keepalive ping the peer has not answered yet
+        # Once the connection is gone: every byte the peer's TCP acknowledged (None where the kernel does not
+        # say). The close's log line reads it: the hub writes live frames straight to the socket, uncounted.
+        self.delivered: int | None = None
         self.drains = 0  # times the socket took more after backing up: the peer reads, however slowly
         self._drains_at_ping = 0
         self._buffered_at_ping = 0
@@ -238,6 +242,7 @@ class DirectLink(asyncio.Protocol):
             self.conn.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.delivered = acknowledged(self._socket) or None  # the socket is closed once this returns
         self.writable = False
         self.closing = True
         self.conn.paused()

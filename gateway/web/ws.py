@@ -214,20 +214,35 @@ class ClientSession:
 
 def _log_closed(conn: Connection, duration: float) -> None:
     """One line per websocket. The code is ours when we closed it; else the link's, if it keeps the one it
-    exchanged; None ("-" in text): the client left, or the network dropped it. Bytes: what went through the
-    connection's own writes (frames the hub wrote straight to the socket are counted node-wide only, in /metrics)."""
+    exchanged; None ("-" in text): the client left, or the network dropped it. Delivered: every byte the client's
+    TCP acknowledged, framing included (the node's own link, on Linux); sent and frames: what went through the
+    connection's own queue (snapshots, replies, catch-ups), not the live frames the hub wrote straight to the
+    socket (counted node-wide only, in /metrics)."""
     code = conn.close_code if conn.close_code is not None else getattr(conn.link, "close_code", None)
+    delivered = getattr(conn.link, "delivered", None)
     fields = {
         "event": "websocket_closed",
         "code": code,
         "duration_ms": round(duration * 1000, 1),
+        "bytes_delivered": delivered,
         "bytes_sent": conn.bytes_sent,
         "frames_sent": conn.frames_sent,
         "user_id": conn.user_id,
     }
+    shown = "-" if code is None else code
+    if delivered is not None:
+        log.info(
+            "websocket closed: code %s after %.1f s, %d bytes delivered (user %s)",
+            shown,
+            duration,
+            delivered,
+            conn.user_id,
+            extra={"fields": fields},
+        )
+        return
     log.info(
         "websocket closed: code %s after %.1f s, %d bytes in %d frames (user %s)",
-        "-" if code is None else code,
+        shown,
         duration,
         conn.bytes_sent,
         conn.frames_sent,

@@ -9,14 +9,16 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
+import websockets
 
 from gateway.embedded import free_port
 from gateway.web.auth import issue_token
 from harness.follower import Follower
 from tests.conftest import Process, Stack, spawn, wait_http
-from tests.integration.conftest import Team
+from tests.integration.conftest import Team, insert_jobs
 
 Entry = dict[str, Any]
 
@@ -97,3 +99,34 @@ async def test_a_websocket_the_client_closes_is_logged_once(json_node: Process, 
     )
     assert len(found) == 1, found
     assert found[0]["code"] in (None, 1000) and found[0]["bytes_sent"] > 0
+
+
+async def test_a_close_line_counts_the_live_frames_the_client_was_delivered(
+    json_node: Process, team: Team, pool: asyncpg.Pool
+) -> None:
+    """Live frames go from the hub straight to the socket, past the connection's own counters (a client that got
+    23 MiB was logged with 0.7 MB): the close line's `bytes_delivered`, what the client's TCP acknowledged, holds
+    at least every byte the client read."""
+    headers = {"Authorization": f"Bearer {team.token}"}
+    read = 0
+    async with websockets.connect(json_node.ws, additional_headers=headers, compression=None) as ws:
+        await ws.send(json.dumps({"type": "subscribe", "channel": f"trajectory:{team.trajectory_id}"}))
+        jobs: set[int] = set()
+        inserted = False
+        async with asyncio.timeout(30):
+            while len(jobs) < 40:
+                message = await ws.recv()
+                read += len(message)
+                parsed = json.loads(message)
+                if parsed["type"] == "snapshot" and parsed.get("final", True) and not inserted:
+                    await insert_jobs(pool, team, 40)  # live, in batches, once the snapshot is in
+                    inserted = True
+                elif parsed["type"] == "batch":
+                    jobs.update(j["id"] for j in parsed.get("jobs") or ())
+    found = await wait_for_entries(
+        json_node, lambda e: e.get("event") == "websocket_closed" and e.get("user_id") == team.user_id
+    )
+    assert len(found) == 1, found
+    line = found[0]
+    assert line["bytes_delivered"] >= read > 0, line
+    assert "bytes delivered" in line["message"], line
