@@ -509,7 +509,8 @@ def describe(f: dict[str, Any]) -> str:
     )
     if "stall_s" in f:
         line += (
-            f"; node0 RSS grew at most {f['node_rss_max_growth_mb']} MiB, slow client: {f['slow_resyncs']} resyncs, "
+            f"; node0 RSS grew at most {f['node_rss_max_growth_mb']} MiB, slow client: read {f['slow_read_during_stall']}, "
+            f"{f['slow_resyncs']} resyncs, "
             f"close {f['slow_close']}; stalled peer: close {f['stalled_close']}; a reading client got {f['reading_client_received_mb']} MiB; "
             f"others' marker delays {f['others_marker_delays_s']} s"
         )
@@ -533,7 +534,8 @@ def markdown(record: dict[str, Any]) -> str:
     stall = record["phases"][-1]
     lines += [
         "",
-        f"Two clients stopped reading for {stall['stall_s']:.0f} s: node RSS grew at most {stall['node_rss_max_growth_mb']} MiB "
+        f"For {stall['stall_s']:.0f} s one client read slowly ({stall['slow_read_during_stall']:,} messages, at most 20 a "
+        f"second) and another not at all: node RSS grew at most {stall['node_rss_max_growth_mb']} MiB "
         f"(bound {MAX_PENDING >> 20} MiB a connection) while a client reading the same channels received "
         f"{stall['reading_client_received_mb']} MiB; the slow one got {stall['slow_resyncs']} resyncs "
         f"(close: {stall['slow_close']}), the stalled peer was closed ({stall['stalled_close']}); a marker reached every other "
