@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from . import keys
 from .connection import Bus
