@@ -77,7 +77,6 @@ class DirectLink(asyncio.Protocol):
         "_buffered_at_ping",
         "_acked_at_ping",
         "_socket",
-        "_fd",
         "_abort",
     )
 
@@ -104,7 +103,6 @@ class DirectLink(asyncio.Protocol):
         self._buffered_at_ping = 0
         self._acked_at_ping = -1  # what the peer had acknowledged at the last ping, if its window was full then
         self._socket = transport.get_extra_info("socket")
-        self._fd: int = self._socket.fileno() if self._socket is not None else -1
         self._abort: asyncio.TimerHandle | None = None
 
     # -- the hub's side (gateway.hub.connection.Link)
@@ -135,7 +133,7 @@ class DirectLink(asyncio.Protocol):
         self._drains_at_ping, self._buffered_at_ping = self.drains, buffered
         # Only while bytes wait for the peer's window does an acknowledgement mean its application read; with
         # the window open its kernel takes our bytes whether anyone reads them or not.
-        self._acked_at_ping = acknowledged(self._socket) if unsent(self._fd) else -1
+        self._acked_at_ping = acknowledged(self._socket) if unsent(self._socket) else -1
         self.transport.write(wire)
 
     def _read_since_ping(self, buffered: int) -> bool:

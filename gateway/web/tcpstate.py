@@ -27,13 +27,13 @@ _BYTES_ACKED_AT = 120
 _LINUX = sys.platform == "linux"
 
 
-def unsent(fd: int) -> int:
+def unsent(sock: Any) -> int:
     """Bytes the kernel holds for the socket and could not send yet: more than 0, the peer's window is full."""
-    if not _LINUX or fd < 0:
+    if not _LINUX or sock is None:
         return 0
     count = array.array("i", [0])
     try:
-        fcntl.ioctl(fd, _SIOCOUTQNSD, count)
+        fcntl.ioctl(sock.fileno(), _SIOCOUTQNSD, count)
     except OSError:
         return 0
     return count[0]

@@ -229,23 +229,16 @@ def _log_closed(conn: Connection, duration: float) -> None:
         "frames_sent": conn.frames_sent,
         "user_id": conn.user_id,
     }
-    shown = "-" if code is None else code
-    if delivered is not None:
-        log.info(
-            "websocket closed: code %s after %.1f s, %d bytes delivered (user %s)",
-            shown,
-            duration,
-            delivered,
-            conn.user_id,
-            extra={"fields": fields},
-        )
-        return
+    sent = (
+        f"{delivered} bytes delivered"
+        if delivered is not None
+        else f"{conn.bytes_sent} bytes in {conn.frames_sent} frames"
+    )
     log.info(
-        "websocket closed: code %s after %.1f s, %d bytes in %d frames (user %s)",
-        shown,
+        "websocket closed: code %s after %.1f s, %s (user %s)",
+        "-" if code is None else code,
         duration,
-        conn.bytes_sent,
-        conn.frames_sent,
+        sent,
         conn.user_id,
         extra={"fields": fields},
     )

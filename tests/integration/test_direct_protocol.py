@@ -243,7 +243,7 @@ async def test_a_slow_reader_whose_backlog_waits_in_the_kernel_outlives_the_keep
         links.append(link)
     socks = [link.transport.get_extra_info("socket") for link in links]
     for _ in range(250):  # the kernel has taken what it can; the rest waits in the transport, paused
-        if all(not link.writable and unsent(s.fileno()) > 0 for link, s in zip(links, socks, strict=True)):
+        if all(not link.writable and unsent(s) > 0 for link, s in zip(links, socks, strict=True)):
             break
         await asyncio.sleep(0.02)
     for n, link in enumerate(links):
