@@ -36,6 +36,10 @@ NEXT_STATUS = {"queued": "running", "running": "completed", "completed": "queued
 PREVIOUS_STATUS: dict[str, str | None] = {new: old for old, new in NEXT_STATUS.items()}
 # A changed job's whole row, from which the tap encodes what the gateway's wire carries.
 RETURNING = " returning j.id, j.status, to_jsonb(j)::text as job"
+# The jobs of $1 locked in id order before an `update jobs j ... from locked where j.id = locked.id`, as the
+# ingest locks them: concurrent writers whose samples overlap would otherwise lock them in the scan's (physical)
+# order and deadlock each other.
+LOCKED = "with locked as (select id from jobs where id = any($1::bigint[]) order by id for update)"
 
 
 @dataclass
@@ -217,8 +221,8 @@ class Writer:
     async def change(self, trajectory: int) -> None:
         ids = random.sample(self.world.jobs[trajectory], min(self.per_tx, len(self.world.jobs[trajectory])))
         rows = await self.pool.fetch(
-            "update jobs j set status = case status when 'queued' then 'running' when 'running' then 'completed'"
-            " else 'queued' end where id = any($1::bigint[])" + RETURNING,
+            f"{LOCKED} update jobs j set status = case status when 'queued' then 'running'"
+            f" when 'running' then 'completed' else 'queued' end from locked where j.id = locked.id{RETURNING}",
             ids,
         )
         # Its jobs only ever hold the three statuses of NEXT_STATUS: the new status tells the old one.

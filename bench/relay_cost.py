@@ -41,7 +41,7 @@ from gateway.bus.broker import RedisBroker
 from gateway.embedded import free_port
 
 from .infra import start_infra
-from .load import build_world
+from .load import LOCKED, build_world
 from .procstat import cpu_seconds, exact_cpu_seconds
 
 TEAMS = 20
@@ -139,7 +139,7 @@ async def run_layout(
             for _ in range(n // BATCH):
                 async with pool.acquire() as db:
                     await db.execute(
-                        "update jobs set status = $2 where id = any($1::bigint[])",
+                        LOCKED + " update jobs j set status = $2 from locked where j.id = locked.id",
                         rng.sample(ids, BATCH),
                         rng.choice(statuses),
                     )
