@@ -189,7 +189,14 @@ async def run_layout(
 async def run_pace(
     database_url: str, redis_url: str, rates: list[float], seconds: float, logdir: Path
 ) -> list[dict[str, object]]:
-    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "GATEWAY_LOG_LEVEL": "warning"}
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "GATEWAY_LOG_LEVEL": "warning",
+        "GATEWAY_RELAY_METRICS_PORT": str(port),
+    }
     with open(logdir / "relay-pace.log", "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "relay"], env=env, stdout=log, stderr=subprocess.STDOUT
@@ -205,6 +212,7 @@ async def run_pace(
         await asyncio.sleep(2.0)
         statuses = ["queued", "running", "completed"]
         for rate in rates:
+            counters0 = await asyncio.to_thread(_relay_counters, [port])  # scraped outside the CPU measured
             cpu0, started, commits = cpu_seconds([proc.pid]), time.monotonic(), 0
             while time.monotonic() - started < seconds:
                 if rate:
@@ -220,12 +228,18 @@ async def run_pace(
             await asyncio.sleep(0.3)  # the last commit's cycle
             cpu = cpu_seconds([proc.pid]) - cpu0
             took = time.monotonic() - started
+            counters = await asyncio.to_thread(_relay_counters, [port])
+            cycles, reads = (counters[name] - counters0[name] for name in COUNTERS[:2])
             rows.append(
                 {
                     "commits_per_s": rate,
                     "commits": commits,
                     "relay_cpu_ms_per_s": round(cpu * 1e3 / took, 2),
                     "relay_cpu_us_per_commit": round(cpu * 1e6 / commits) if commits else None,
+                    # At a slow pace one cycle and one read a commit; more are wake-ups for what is due (a
+                    # team's summary, a held window) or cycles that found nothing to do.
+                    "cycles_per_s": round(cycles / took, 1),
+                    "reads_per_s": round(reads / took, 1),
                 }
             )
             print(json.dumps(rows[-1]), flush=True)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+import uvloop
 
 from gateway.relay import pacing
 from gateway.relay.pacing import BUSY_POLL, IDLE_POLL, SECOND_LOOK, Pace, Pacer, next_grid_point
@@ -102,6 +103,38 @@ async def test_asleep_a_cycle_woken_only_for_what_is_due_publishes_without_readi
     now = time.monotonic()
     assert await pacer.wait(idle(), now, now, None, lambda: now + 60.0)
     assert time.monotonic() - now < 30.0
+
+
+def test_asleep_a_wait_for_a_due_time_ends_when_it_is_due_on_the_relays_loop(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay runs on uvloop (gateway.cli), whose timers count whole milliseconds from a clock read at the
+    start of the loop's turn. A wait that ended before its due time by the batcher's clock (about a third did) made
+    the cycle find nothing due and wait again: several cycles for one team summary or window."""
+    monkeypatch.setattr(pacing, "IDLE_POLL", 60.0)  # the cycles only publish: none reads
+
+    async def early_by() -> list[float]:
+        db = await outbox.connect(url)
+        try:
+            reader = OutboxReader(db)
+            await reader.load()
+            pacer = Pacer(db, reader, 0)
+            await outbox.listen(db, 0, pacer.wake.set)
+            await outbox.register_wakeup(db, 0, 1)
+            await pacer.start()
+            await fall_asleep(pacer)
+            early = []
+            for i in range(60):
+                pacer.before_read()
+                now = time.monotonic()
+                due = now + 0.002 + i / 4000  # 2 to 17 ms ahead, across the timers' millisecond steps
+                assert not await pacer.wait(idle(), now, now, None, lambda due=due: due)
+                early.append(due - time.monotonic())
+            return [e for e in early if e > 0]
+        finally:
+            db.terminate()
+
+    assert uvloop.run(early_by()) == []
 
 
 async def test_a_lost_connection_wakes_a_sleeping_relay_to_find_out(url: str, pacer: Pacer) -> None:
