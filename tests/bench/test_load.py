@@ -12,7 +12,9 @@ import pytest
 from redis.asyncio import Redis
 
 from bench.load import TapMessage, World, Writer, build_world, team_counts
+from gateway.core.grouping import Group, job_group
 from gateway.core.model import Job
+from gateway.store.queries import trajectory_groups
 
 
 class Tap:
@@ -78,6 +80,16 @@ async def test_the_tap_carries_whole_jobs_and_the_teams_counts_in_order(pool: as
     assert latest == {i: job for i, job in (await jobs_now(pool, trajectory)).items() if i in writer.changed}
     raw = next(data for c, data in tap.published if c.startswith("bench:trajectory:"))
     assert b'"name":"Preprocess frame' in raw and b"null" not in raw  # the gateway's fields, defaults left out
+
+    # And the groups those changes moved, each with its counts after them: the latest (by seq) is the snapshot's.
+    panels = tap.messages(f"bench:trajectory:{trajectory}")
+    assert sorted(m.seq or 0 for m in panels) == list(range(1, writer.committed + 1))
+    groups: dict[str, Group] = {}
+    for message in sorted(panels, key=lambda m: m.seq or 0):
+        assert message.groups and {g.key for g in message.groups} == {job_group(j) for j in message.changes}
+        groups.update((g.key, g) for g in message.groups)
+    snapshot = {g.key: g for g in await trajectory_groups(pool, trajectory)}
+    assert groups == {key: group for key, group in snapshot.items() if key in groups}
 
     rooms = tap.messages(f"bench:team:{team}")
     assert len(rooms) == writer.committed and sorted(m.seq or 0 for m in rooms) == list(range(1, len(rooms) + 1))
