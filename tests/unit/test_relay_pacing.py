@@ -19,8 +19,8 @@ from gateway.store.outbox import OutboxReader, ReadResult
 from tests.unit.outbox_reads import read_all
 
 
-@pytest.fixture
-async def pacer(url: str) -> AsyncIterator[Pacer]:
+async def started_pacer(url: str) -> Pacer:
+    """Partition 0's pacer on an outbox connection of its own, listening, awake (the caller terminates its db)."""
     db = await outbox.connect(url)
     reader = OutboxReader(db)
     await reader.load()
@@ -28,8 +28,14 @@ async def pacer(url: str) -> AsyncIterator[Pacer]:
     await outbox.listen(db, 0, pacer.wake.set)
     await outbox.register_wakeup(db, 0, 1)
     await pacer.start()
+    return pacer
+
+
+@pytest.fixture
+async def pacer(url: str) -> AsyncIterator[Pacer]:
+    pacer = await started_pacer(url)
     yield pacer
-    db.terminate()
+    pacer.db.terminate()
 
 
 async def sleeping(url: str) -> bool:
@@ -114,14 +120,8 @@ def test_asleep_a_wait_for_a_due_time_ends_when_it_is_due_on_the_relays_loop(
     monkeypatch.setattr(pacing, "IDLE_POLL", 60.0)  # the cycles only publish: none reads
 
     async def early_by() -> list[float]:
-        db = await outbox.connect(url)
+        pacer = await started_pacer(url)
         try:
-            reader = OutboxReader(db)
-            await reader.load()
-            pacer = Pacer(db, reader, 0)
-            await outbox.listen(db, 0, pacer.wake.set)
-            await outbox.register_wakeup(db, 0, 1)
-            await pacer.start()
             await fall_asleep(pacer)
             early = []
             for i in range(60):
@@ -132,7 +132,7 @@ def test_asleep_a_wait_for_a_due_time_ends_when_it_is_due_on_the_relays_loop(
                 early.append(due - time.monotonic())
             return [e for e in early if e > 0]
         finally:
-            db.terminate()
+            pacer.db.terminate()
 
     assert uvloop.run(early_by()) == []
 
