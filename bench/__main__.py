@@ -29,7 +29,7 @@ from .systems import SYSTEMS, Context, ensure_node_peers
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPARE_FDS = 1_000  # a server's descriptors besides its subscribers' sockets (Redis, PostgreSQL, logs, libraries)
-ROUNDS = ("fanout", "steady")  # the scenarios whose CPU figures are read as ratios between systems
+ROUNDS = ("fanout", "steady", "burst")  # the scenarios whose CPU figures are read as ratios between systems
 
 
 def _progress(started: float):
@@ -116,7 +116,7 @@ def main() -> None:
         "--rounds",
         type=int,
         default=1,
-        help="fanout, steady: measure each system this many times, taking turns, and report the median round",
+        help="fanout, steady, burst: measure each system this many times, taking turns, and report the median round",
     )
     parser.add_argument(
         "--sizes",

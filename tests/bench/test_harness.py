@@ -30,13 +30,13 @@ FIGURES = (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_quick(scenario: str, out: Path) -> subprocess.CompletedProcess[str]:
-    """`python -m bench <scenario> --quick`, on the tests' PostgreSQL when they were given one."""
+def run_quick(scenario: str, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`python -m bench <scenario> --quick [options]`, on the tests' PostgreSQL when they were given one."""
     env = {**os.environ}
     if os.environ.get("TEST_DATABASE_URL"):
         env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]
     done = subprocess.run(
-        [sys.executable, "-m", "bench", scenario, "--quick", "--out", str(out)],
+        [sys.executable, "-m", "bench", scenario, "--quick", "--out", str(out), *options],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -93,3 +93,17 @@ def test_every_scenario_runs_quick_and_the_gateway_ends_at_the_database(scenario
             assert systems[name]["trajectory_frames"] * 20 <= systems[name]["changes"], name
     if scenario == "storm":  # every client resumed from its cursor: current again without a resync
         assert gateway["recovery_s"] is not None and gateway["storm_resyncs"] == 0
+
+
+def test_burst_rounds_take_turns_and_report_each_systems_median_round(tmp_path: Path) -> None:
+    """A burst's cost is mostly copying bytes, which a busy spell of the machine moves by half: like fanout and
+    steady, it measures every system several times, taking turns, and reports the median round."""
+    done = run_quick("burst", tmp_path, "--rounds", "2", "--systems", "gateway,broadcaster")
+    systems = json.loads((tmp_path / "burst.json").read_text())["systems"]
+    assert set(systems) == {"gateway", "broadcaster"}
+    for figures in systems.values():
+        rounds = figures["cpu_us_per_delta_rounds"]
+        assert len(rounds) == 2 and figures["cpu_us_per_delta"] == sorted(rounds)[0]  # the lower median of two
+    assert systems["gateway"]["correct"] and systems["gateway"]["lost"] == 0  # in every round
+    started = [line for line in done.stdout.splitlines() if "burst: " in line and "(round " in line]
+    assert [line.split("burst: ")[1].split(",")[0] for line in started] == ["gateway", "broadcaster"] * 2
