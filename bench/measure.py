@@ -15,12 +15,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.bus.broker import RedisBroker
+
 from .procstat import cpu_seconds, rss_kb
 from .report import cdf
 from .subscribers import Fleet, FleetStates, compare_states
 from .systems import Context, System
 
 DRAIN = 1.0  # quiet this long after the last commit: everything committed has arrived
+RELAY_QUIET = 2.0  # the relay's count of changes still this long (two of its heartbeats): it has caught up
 
 
 @dataclass
@@ -72,6 +75,7 @@ async def measure(
     """Start `system`, connect `plan.subscribers`, run `workload`, take the figures, stop everything.
     `after(fleet, cpu, figures)`, given the subscribers, a reader of the system's CPU seconds and the figures, measures
     more of the same running system (fanout's saturation); what it returns joins the figures."""
+    started_at = time.time()
     running = system.start(ctx)
     fleet: Fleet | None = None
     try:
@@ -97,6 +101,8 @@ async def measure(
         live = await fleet.wait_live(60 + plan.subscribers / 100)
         progress(f"{system.name}: {live['live']}/{plan.subscribers} live in {time.monotonic() - started:.1f} s")
         await asyncio.sleep(1.0)  # joins are not acknowledged by the peers; let the connect burst settle
+        if system.dialect.startswith("gateway"):
+            await relay_caught_up(ctx.redis_url, started_at)
         rss_idle = rss_kb(running.node_pids)
         connect_bytes = (await fleet.stats()).get("bytes", 0)  # handshakes and snapshots, as they came off the sockets
         await fleet.reset_stats()
@@ -170,3 +176,28 @@ async def settle(fleet: Fleet, quiet: float = DRAIN, longest: float = 60.0) -> N
 
 def _subscriptions(plan: Plan, checked: dict[str, Any]) -> int:
     return sum(1 for i in range(plan.subscribers) for channel in plan.channels(i) if channel in checked)
+
+
+async def relay_caught_up(redis_url: str, since: float, timeout: float = 180.0) -> None:
+    """Until the gateway's relay, started at `since` (wall clock), has published what the outbox held then: the
+    changes written for the systems measured while it was stopped (a peer's burst is 120,000), which it replays
+    when it starts. Without this wait the replay's tail fell in the gateway's measured phase (its relay took
+    2.7 s in a round of `burst --rounds` against 1.7 s alone). Caught up: its heartbeat is its own (written
+    after `since`) and its count of changes has not moved for RELAY_QUIET."""
+    broker = RedisBroker.connect(redis_url)
+    try:
+        deadline = time.monotonic() + timeout
+        last: int | None = None
+        still_since = time.monotonic()
+        while time.monotonic() < deadline:
+            stats = await broker.relay_stats.read(broker.partitions.tags)
+            if all(s is not None and s.heartbeat >= since for s in stats):
+                count = sum(s.changes for s in stats if s is not None)
+                if count != last:
+                    last, still_since = count, time.monotonic()
+                elif time.monotonic() - still_since >= RELAY_QUIET:
+                    return
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"the gateway's relay did not catch up with the outbox in {timeout:.0f} s")
+    finally:
+        await broker.aclose()
