@@ -9,20 +9,17 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ..core.batching import SUBMISSION_STATE_PREFIX, SUMMARY_STATE_PREFIX
+from ..core.batching import SUMMARY_STATE_PREFIX
 from ..core.model import Counts, TrajectorySummary
-from ..core.submission import SubmissionRow
 from ..core.team import ClusterStats, Presence
 from .broker import ChannelState, History, Position
 from .history import Entry
 
 _summary_decoder = msgspec.msgpack.Decoder(TrajectorySummary)
 _counts_decoder = msgspec.msgpack.Decoder(Counts)
-_submission_decoder = msgspec.msgpack.Decoder(SubmissionRow)
 _presence_decoder = msgspec.msgpack.Decoder(Presence)
 _stats_decoder = msgspec.msgpack.Decoder(ClusterStats)
 _SUMMARY = SUMMARY_STATE_PREFIX.encode()
-_SUBMISSION = SUBMISSION_STATE_PREFIX.encode()
 
 
 @dataclass
@@ -34,7 +31,6 @@ class TeamState:
     counts: Counts | None = None  # None: the relay stored no counts (the node reads them from PostgreSQL)
     summaries: list[TrajectorySummary] = field(default_factory=list)
     total: int | None = None  # trajectories listed in all, when stored
-    submissions: list[SubmissionRow] = field(default_factory=list)
     presence: Presence | None = None
     clusters: ClusterStats | None = None
 
@@ -47,7 +43,6 @@ def decode_team_state(raw: dict[bytes, bytes]) -> TeamState:
         counts=_counts_decoder.decode(raw[b"counts"]) if b"counts" in raw else None,
         summaries=[_summary_decoder.decode(v) for k, v in raw.items() if k.startswith(_SUMMARY)],
         total=int(raw[b"total"]) if b"total" in raw else None,
-        submissions=[_submission_decoder.decode(v) for k, v in raw.items() if k.startswith(_SUBMISSION)],
         presence=_presence_decoder.decode(raw[b"presence"]) if b"presence" in raw else None,
         clusters=_stats_decoder.decode(raw[b"clusters"]) if b"clusters" in raw else None,
     )

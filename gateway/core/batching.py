@@ -13,7 +13,7 @@ Its parts: `JobWindows` (gateway.core.windows: each job channel's pace), `Sequen
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -34,8 +34,10 @@ MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB me
 # Every summary is written to every member's Jobs view: at 4 a second they were most of a busy node's frames
 # (docs/performance.md, steady), and twice a second is as fast as a person reads a moving count.
 TEAM_INTERVAL = 0.5
+# A team message carries at most this many changed submission rows; past it (a relay's first start on a large
+# team) it says `reload_submissions` instead, and the pages read their windows again.
+MAX_ROWS_PER_SUMMARY = 1_000
 SUMMARY_STATE_PREFIX = "t:"
-SUBMISSION_STATE_PREFIX = "u:"
 
 
 class Publication(msgspec.Struct, kw_only=True):
@@ -203,8 +205,9 @@ class Batcher:
             if isinstance(c, Change) and not self.aggregates.known(c.job.trajectory_id)
         }
 
-    def load_submissions(self, loaded: Iterable[SubmissionAggregate]) -> None:
-        self.submissions.load(loaded)
+    def load_submissions(self, loaded: Iterable[SubmissionAggregate], saved: Mapping[int, bytes] | None = None) -> None:
+        """The submissions as of the snapshot; `saved`: their rows as last saved (only those changed are sent)."""
+        self.submissions.load(loaded, saved)
         self._teams_to_send.update(self.submissions.dirty)
 
     def apply(self, changes: Iterable[Change | SubmissionChange | MembershipChange], now: float = 0.0) -> None:
@@ -238,11 +241,11 @@ class Batcher:
             self.changes_applied += 1
 
     def mark_all_dirty(self) -> None:
-        """Publish every team's whole state again (the bus lost what it held)."""
+        """Publish every team's whole state again (the bus lost what it held). Submission rows are not part of
+        it: they are saved in PostgreSQL, and the pages read their windows again on the resync."""
         for team in self.aggregates.teams.values():
             team.dirty.update(team.trajectories)
             self._team_sent_at.pop(team.id, None)
-        self.submissions.mark_all_dirty()
         self._teams_to_send.update(self.aggregates.teams)
 
     def set_seqs(self, seqs: dict[str, int]) -> None:
@@ -355,8 +358,7 @@ class Batcher:
         team.dirty.clear()
         summaries.sort(key=_recent_first)
         rows = self.submissions.take_rows(team.id)
-        for row in rows:
-            state_set[f"{SUBMISSION_STATE_PREFIX}{row.id}"] = msgspec.msgpack.encode(row)
+        reload = len(rows) > MAX_ROWS_PER_SUMMARY
         message = Summary(
             channel=channel,
             seq=seq,
@@ -364,7 +366,8 @@ class Batcher:
             counts=team.counts,
             trajectories=summaries,
             total_trajectories=team.listed_trajectories(),
-            submissions=rows or None,
+            submissions=None if reload or not rows else rows,
+            reload_submissions=reload,
         )
         publication = self.seqs.publication(channel, seq, message)
         state_set["counts"] = msgspec.msgpack.encode(team.counts)

@@ -66,7 +66,6 @@ class Snapshot(ServerMessage):
     counts: Counts | None = None  # team channel
     trajectories: list[TrajectorySummary] | None = None  # team channel: the most recent ones
     total_trajectories: int | None = None
-    submissions: list[SubmissionRow] | None = None  # team channel: the most recent submissions
     presence: Presence | None = None  # team channel, unless single-user
     clusters: ClusterStats | None = None  # team channel, unless local mode
 
@@ -131,6 +130,9 @@ class Summary(ServerMessage):
     trajectories: list[TrajectorySummary]
     total_trajectories: int
     submissions: list[SubmissionRow] | None = None  # the rows of the Submissions page that changed
+    # More rows changed at once than a message carries: read the Submissions windows again (GET
+    # /api/teams/{id}/submissions); the changed rows are not listed.
+    reload_submissions: bool = False
 
 
 class Resync(ServerMessage):

@@ -1,10 +1,15 @@
 """The Submissions page's rows as the relay folds changes, without I/O: each submission's record and its tasks'
 running totals, and per team the rows changed since its channel last published (gateway.core.batching sends them).
+
+Every row taken for the team channel is also handed to the relay to save first (`take_to_save`): the windows the
+page reads (gateway.store.submission_rows) are never older than a delta already sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+import msgspec
 
 from .aggregate import Aggregates, Change
 from .submission import SubmissionAggregate, SubmissionRecord, SubmissionRow
@@ -18,13 +23,18 @@ class SubmissionRows:
         self.aggregates = aggregates
         self.by_id: dict[int, SubmissionAggregate] = {}
         self.dirty: dict[int, set[int]] = {}  # per team
+        self.to_save: list[tuple[int, SubmissionRow, bytes]] = []  # taken (team, row, its JSON), for the relay to save
 
-    def load(self, loaded: Iterable[SubmissionAggregate]) -> None:
+    def load(self, loaded: Iterable[SubmissionAggregate], saved: Mapping[int, bytes] | None = None) -> None:
+        """Start from a snapshot; `saved`: the rows as last saved (JSON by id), those unchanged are not sent again."""
+        saved = saved or {}
         for agg in loaded:
             if agg.record is not None:
                 self.by_id[agg.record.id] = agg
-                self.dirty.setdefault(agg.record.team_id, set()).add(agg.record.id)
                 self.aggregates.team(agg.record.team_id)
+                row = agg.row()
+                if row is None or saved.get(agg.record.id) != msgspec.json.encode(row):
+                    self.dirty.setdefault(agg.record.team_id, set()).add(agg.record.id)
 
     def record_changed(self, record: SubmissionRecord) -> None:
         agg = self.by_id.get(record.id)
@@ -54,17 +64,19 @@ class SubmissionRows:
             agg.last_change = job.updated_at
         self.dirty.setdefault(job.team_id, set()).add(job.submission_id)
 
-    def mark_all_dirty(self) -> None:
-        for submission_id, agg in self.by_id.items():
-            if agg.record is not None:
-                self.dirty.setdefault(agg.record.team_id, set()).add(submission_id)
-
     def take_rows(self, team_id: int) -> list[SubmissionRow]:
-        """The team's changed rows (by id), no longer changed."""
+        """The team's changed rows (by id), no longer changed; each is also queued to be saved."""
         rows = []
+        encode = msgspec.json.encode
         for submission_id in sorted(self.dirty.pop(team_id, ())):
             agg = self.by_id.get(submission_id)
             row = agg.row() if agg is not None else None
             if row is not None:
                 rows.append(row)
+                self.to_save.append((team_id, row, encode(row)))
         return rows
+
+    def take_to_save(self) -> list[tuple[int, SubmissionRow, bytes]]:
+        """The rows taken since the last call (team, row, JSON): saved before the messages carrying them go out."""
+        taken, self.to_save = self.to_save, []
+        return taken

@@ -26,7 +26,6 @@ from .ports import Access
 from .shared import SharedReads
 
 SNAPSHOT_TRAJECTORIES = 300  # the team channel lists the most recent few hundred, plus totals
-SNAPSHOT_SUBMISSIONS = 500
 GROUPS_PER_PAGE = 1_000
 STATE_WAIT = 3.0  # a team's state missing from the bus (Redis restarted): wait this long for the relay
 
@@ -86,8 +85,6 @@ class Snapshots:
             )
             total = len(summaries)
         summaries.sort(key=lambda s: s.updated_at.timestamp() if s.updated_at else 0.0, reverse=True)
-        rows = state.submissions
-        rows.sort(key=lambda r: (r.created_at.timestamp() if r.created_at else 0.0, r.id), reverse=True)
         return Snapshot(
             channel=channel.name,
             seq=0,
@@ -98,7 +95,6 @@ class Snapshots:
             counts=counts,
             trajectories=summaries[:SNAPSHOT_TRAJECTORIES],
             total_trajectories=total if total is not None else len(summaries),
-            submissions=rows[:SNAPSHOT_SUBMISSIONS],
             presence=state.presence,
             clusters=state.clusters,
         )

@@ -22,7 +22,7 @@ from ..core import channels
 from ..core.aggregate import Change, MembershipChange, SubmissionChange
 from ..core.batching import Batcher, Publication
 from ..core.team import ClusterStats, Presence
-from ..store import outbox, waves
+from ..store import outbox, submission_rows, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
 from .metrics import PartitionFigures
@@ -124,6 +124,8 @@ class PublishCycle:
             + core.finish_publications(finishes, markers)
         )
         publications += [core.team_extra_publication(team_id, update) for team_id, update in extras]
+        # Saved before they go out: a window read after a row's delta arrived is never older than the delta.
+        await submission_rows.save(self.db, core.submissions.take_to_save())
         if not publications and cursor is None:
             if markers:
                 await waves.record_closed(self.db, list(markers))
@@ -149,6 +151,7 @@ class PublishCycle:
                     await publisher.take_over()
                     core.mark_all_dirty()
                     publications += core.take_team_publications(time.monotonic())
+                    await submission_rows.save(self.db, core.submissions.take_to_save())
             except (RedisError, OSError):
                 pass
 

@@ -155,7 +155,8 @@ async def load_state(
     """A new epoch's starting point: counts from one snapshot, reading from where the previous relay published
     up to (rows the snapshot saw go out as deltas only), and the waves it left."""
     core.load(await reader.load(await retry_redis(publisher.relay_cursor)))
-    core.load_submissions(reader.submissions.values())
+    core.load_submissions(reader.submissions.values(), reader.saved_rows)
+    reader.saved_rows = {}
     await restore_waves(db, reader, core)
 
 

@@ -22,7 +22,7 @@ import msgspec
 from ..core.aggregate import Change, MembershipChange, SubmissionChange, TrajectoryAggregate
 from ..core.model import Job
 from ..core.submission import SubmissionAggregate, SubmissionRecord
-from . import waves
+from . import submission_rows, waves
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
@@ -201,6 +201,7 @@ class OutboxReader:
         self._base_xmax = 0
         self.waves: list[asyncpg.Record] = []  # trajectory_waves as of the snapshot
         self.submissions: dict[int, SubmissionAggregate] = {}  # as of the snapshot
+        self.saved_rows: dict[int, bytes] = {}  # the Submissions page's rows as saved (store.submission_rows)
 
     @property
     def position(self) -> str:
@@ -217,8 +218,9 @@ class OutboxReader:
             snapshot: str = await self.db.fetchval("select pg_current_snapshot()::text")
             rows = await self.db.fetch(AGGREGATES, None)
             group_rows = await self.db.fetch(GROUP_COUNTS, None)
-            submission_rows = await self.db.fetch("select to_jsonb(s)::text as record from submissions s")
+            records = await self.db.fetch("select to_jsonb(s)::text as record from submissions s")
             task_rows = await self.db.fetch(_SUBMISSION_TASKS)
+            self.saved_rows = await submission_rows.saved(self.db, self.count, self.partition)
             self.waves = await waves.load(self.db)
         xmin, xmax, _ = snapshot.split(":")
         self._base_snapshot, self._base_xmin, self._base_xmax = snapshot, int(xmin), int(xmax)
@@ -230,7 +232,7 @@ class OutboxReader:
         trajectories = {r["id"]: aggregate_of(r) for r in rows if self.mine(r["team_id"])}
         self.waves = [w for w in self.waves if w["trajectory_id"] in trajectories]
         self.submissions = {}
-        for r in submission_rows:
+        for r in records:
             record = _submission_decoder.decode(r["record"])
             if self.mine(record.team_id):
                 self.submissions[record.id] = SubmissionAggregate(record)

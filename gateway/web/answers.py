@@ -6,6 +6,8 @@ from __future__ import annotations
 import msgspec
 from starlette.responses import Response
 
+from ..core.submission import SubmissionRow
+
 
 class Created(msgspec.Struct):
     id: int
@@ -104,3 +106,32 @@ encoder = msgspec.json.Encoder()
 def answer(body: msgspec.Struct, status: int = 200) -> Response:
     """A JSON answer encoded from its Struct (the type the OpenAPI document names for it)."""
     return Response(encoder.encode(body), status, media_type="application/json")
+
+
+class SubmissionWindow(msgspec.Struct, kw_only=True):
+    """A window of the Submissions page: `total` rows match the filters, `rows` are those from `offset` on, in
+    the order asked for. Keep it live with the team channel's `summary` rows."""
+
+    total: int
+    offset: int
+    limit: int
+    sort: str
+    dir: str
+    rows: list[SubmissionRow]
+
+
+class SubmissionWindowOut(msgspec.Struct, kw_only=True):
+    """`SubmissionWindow` as it is sent: the rows as saved, JSON written once by the relay, never decoded here."""
+
+    total: int
+    offset: int
+    limit: int
+    sort: str
+    dir: str
+    rows: list[msgspec.Raw]
+
+
+class Projects(msgspec.Struct):
+    """The team's projects, in order (the Submissions page's filter; at most 1,000)."""
+
+    projects: list[str]

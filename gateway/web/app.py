@@ -40,6 +40,7 @@ from .metrics import healthz, metrics, readyz
 from .runtime import Runtime
 from .schema import asyncapi_document, openapi_document
 from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
+from .submission_windows import team_projects, team_submissions, team_submissions_csv
 from .submissions import submissions_action
 from .ws import websocket_endpoint
 
@@ -107,6 +108,9 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/trajectories/{id:int}/analyses", trajectory_analyses),
         Route("/api/analyses/{id:int}", delete_analysis, methods=["DELETE"]),
         Route("/api/teams/{id:int}/trajectories", team_trajectories),
+        Route("/api/teams/{id:int}/submissions", team_submissions),
+        Route("/api/teams/{id:int}/submissions.csv", team_submissions_csv),
+        Route("/api/teams/{id:int}/projects", team_projects),
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
         Route("/api/sign-out", sign_out, methods=["POST"]),

@@ -9,8 +9,38 @@ from typing import Any
 from ..core.control import ActionResult, SubmissionsAction
 from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.instance_types import InstanceTypes, Offered
+from ..core.submission import SUBMISSION_STATUSES
+from ..core.submission_window import DEFAULT_LIMIT, MAX_FILTER_VALUES, MAX_LIMIT, MAX_SEARCH, SORT_COLUMNS
 from ..core.team import MetricsReport
-from .answers import Analyses, Created, Done, Me, Members, Renewed, Trajectories, Users
+from .answers import Analyses, Created, Done, Me, Members, Projects, Renewed, SubmissionWindow, Trajectories, Users
+
+
+def _param(name: str, description: str, schema: dict[str, Any], many: bool = False) -> dict[str, Any]:
+    if many:
+        schema = {"type": "array", "items": schema, "maxItems": MAX_FILTER_VALUES}
+        return {"name": name, "in": "query", "description": description, "schema": schema, "explode": True}
+    return {"name": name, "in": "query", "description": description, "schema": schema}
+
+
+# The view of the Submissions page: its filters and order (a window adds offset and limit).
+VIEW = (
+    _param("sort", "the column to sort by", {"type": "string", "enum": list(SORT_COLUMNS), "default": "created_at"}),
+    _param("dir", "asc or desc (created_at sorts desc by default, the others asc)", {"enum": ["asc", "desc"]}),
+    _param("status", "only these statuses; repeat for each", {"enum": list(SUBMISSION_STATUSES)}, many=True),
+    _param("project", "only these projects; repeat for each", {"type": "string", "maxLength": MAX_SEARCH}, many=True),
+    _param("user", "only these users' submissions; repeat for each", {"type": "integer", "minimum": 1}, many=True),
+    _param(
+        "q",
+        "search: the job id, or a part of the title, project or user's name",
+        {"type": "string", "maxLength": MAX_SEARCH},
+    ),
+)
+PAGE = (
+    _param("offset", "rows to skip", {"type": "integer", "minimum": 0, "default": 0}),
+    _param(
+        "limit", "rows to answer", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +57,8 @@ class Operation:
     answer: Any = None  # the 200 body's Struct; None: 204, no body
     not_found: str | None = None  # when it can answer 404
     query: tuple[tuple[str, str], ...] = ()  # (name, description) of repeatable integer query parameters
+    parameters: tuple[dict[str, Any], ...] = ()  # other query parameters, as OpenAPI parameter objects
+    media: str = "application/json"  # the 200 body's type (text/csv: a string, not the Struct's JSON)
 
 
 ROUTES: list[Operation] = [
@@ -193,6 +225,39 @@ ROUTES: list[Operation] = [
         "user",
         None,
         Trajectories,
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/submissions",
+        "teamSubmissions",
+        "teams",
+        "A window of the Submissions page: rows sorted, filtered and searched on the server, with the total",
+        "user",
+        None,
+        SubmissionWindow,
+        parameters=VIEW + PAGE,
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/submissions.csv",
+        "exportSubmissions",
+        "teams",
+        "Every row of a Submissions view (its filters and order), as CSV with the page's columns, streamed",
+        "user",
+        None,
+        SubmissionWindow,
+        parameters=VIEW,
+        media="text/csv",
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/projects",
+        "teamProjects",
+        "teams",
+        "The team's projects, for the Submissions page's filter",
+        "user",
+        None,
+        Projects,
     ),
     Operation(
         "get",

@@ -107,7 +107,8 @@ def _strict_discriminators(value: Any) -> Any:
 
 
 def openapi() -> dict[str, Any]:
-    types = {t for r in ROUTES for t in (r.request, r.answer) if t is not None} | {Problem}
+    types = {t for r in ROUTES for t in (r.request, r.answer) if t is not None and r.media == "application/json"}
+    types |= {Problem}
     _, components = msgspec.json.schema_components(sorted(types, key=lambda t: t.__name__), ref_template=REF)
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
@@ -157,6 +158,7 @@ def _operation(route: Operation) -> dict[str, Any]:
                 "explode": True,
             }
         )
+    parameters += route.parameters
     if parameters:
         operation["parameters"] = parameters
     if route.request is not None:
@@ -165,7 +167,10 @@ def _operation(route: Operation) -> dict[str, Any]:
     if route.answer is None:
         responses["204"] = {"description": "Done"}
     else:
-        responses["200"] = {"description": "OK", "content": _json(route.answer)}
+        content = (
+            _json(route.answer) if route.media == "application/json" else {route.media: {"schema": {"type": "string"}}}
+        )
+        responses["200"] = {"description": "OK", "content": content}
     for status, description in _refusals(route):
         responses[status] = {"description": description, "content": _json(Problem)}
     operation["responses"] = responses
@@ -185,7 +190,13 @@ def _refusals(route: Operation) -> list[tuple[str, str]]:
         refusals.append(("404", f"Not found: {route.not_found}"))
     if route.request is not None or route.method == "post":
         refusals.append(("413", "The body is larger than the limit"))
-    if route.request is not None or "{id}" in route.path or route.query or route.operation_id == "demoSignIn":
+    if (
+        route.request is not None
+        or "{id}" in route.path
+        or route.query
+        or route.parameters
+        or route.operation_id == "demoSignIn"
+    ):
         refusals.append(("422", "Invalid: the message names the bad field"))
     refusals.append(("429", "Too many requests: retry after the Retry-After header's seconds"))
     return refusals

@@ -1,0 +1,115 @@
+"""A window of the Submissions page, without I/O: what the page may ask for (sort, filters, search, offset) and
+the checks that turn a query string into it, each refusal naming its parameter.
+
+The store (gateway.store.submission_rows) turns a window into SQL; every sort key here has an index there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .submission import SUBMISSION_STATUSES
+
+# The page's columns that sort, each the projection's column of the same meaning (USER sorts by name).
+SORT_COLUMNS = {
+    "id": "id",
+    "user": "user_name",
+    "status": "status",
+    "project": "project",
+    "title": "title",
+    "priority": "priority",
+    "cores": "cores",
+    "memory_gb": "memory_gb",
+    "preemptible": "preemptible",
+    "progress": "progress",
+    "tasks": "tasks",
+    "avg_frame": "avg_frame",
+    "created_at": "created_at",
+}
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 500
+MAX_SEARCH = 200
+MAX_FILTER_VALUES = 20
+
+
+class BadWindow(ValueError):
+    """A query the page cannot mean: `parameter` names what is wrong."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}")
+        self.parameter = parameter
+
+
+@dataclass(frozen=True)
+class Window:
+    sort: str = "created_at"
+    descending: bool = True
+    statuses: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    users: tuple[int, ...] = ()
+    search: str = ""
+    offset: int = 0
+    limit: int = DEFAULT_LIMIT
+
+    @property
+    def column(self) -> str:
+        return SORT_COLUMNS[self.sort]
+
+
+def _int(params: Mapping[str, Sequence[str]], name: str, default: int, low: int, high: int) -> int:
+    values = params.get(name) or ()
+    if not values:
+        return default
+    raw = values[-1]
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise BadWindow(name, f"expected a whole number from {low} to {high}")
+    return int(raw)
+
+
+def _many(params: Mapping[str, Sequence[str]], name: str) -> tuple[str, ...]:
+    values = tuple(v for v in params.get(name) or () if v != "")
+    if len(values) > MAX_FILTER_VALUES:
+        raise BadWindow(name, f"at most {MAX_FILTER_VALUES} values")
+    return values
+
+
+def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Window:
+    """A window from query parameters (each a list of values, as repeated in the query string):
+    `sort`, `dir` (asc or desc), `status`, `project`, `user` (repeatable), `q`, `offset`, `limit`."""
+    sort = (params.get("sort") or ["created_at"])[-1]
+    if sort not in SORT_COLUMNS:
+        raise BadWindow("sort", f"expected one of {', '.join(SORT_COLUMNS)}")
+    direction = (params.get("dir") or ["desc" if sort == "created_at" else "asc"])[-1]
+    if direction not in ("asc", "desc"):
+        raise BadWindow("dir", "expected asc or desc")
+    statuses = _many(params, "status")
+    for status in statuses:
+        if status not in SUBMISSION_STATUSES:
+            raise BadWindow("status", f"unknown status {status!r}")
+    users = _many(params, "user")
+    for raw in users:
+        if not raw.isdigit() or len(raw) > 18:
+            raise BadWindow("user", "expected a user id")
+    search = (params.get("q") or [""])[-1].strip()
+    if len(search) > MAX_SEARCH:
+        raise BadWindow("q", f"at most {MAX_SEARCH} characters")
+    projects = _many(params, "project")
+    if any(len(p) > MAX_SEARCH for p in projects):
+        raise BadWindow("project", f"at most {MAX_SEARCH} characters")
+    return Window(
+        sort=sort,
+        descending=direction == "desc",
+        statuses=statuses,
+        projects=projects,
+        users=tuple(int(u) for u in users),
+        search=search,
+        offset=_int(params, "offset", 0, 0, 10**9) if paged else 0,
+        limit=_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT) if paged else 0,
+    )
+
+
+def like_pattern(search: str) -> str:
+    """`search` as an ILIKE pattern that matches it anywhere, its own % _ and \\ taken literally."""
+    escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

@@ -1,0 +1,41 @@
+-- The Submissions page at a farm's scale: the server windows, sorts, filters and counts the rows.
+--
+-- A submission's status, tasks, progress and average frame time are derived from its tasks by the relay (the
+-- one place that folds every change, gateway.core.submission). The relay writes each row it is about to
+-- publish here first (gateway.store.submission_rows), so a window read after a row's delta arrived is never
+-- older than that delta. `row` is the row exactly as the team channel sends it (JSON), served without decoding.
+-- Nothing writes here but the relay; losing it costs nothing: a relay's next start writes every row again.
+create table submission_rows (
+    id          bigint primary key references submissions (id) on delete cascade,
+    team_id     bigint not null,
+    user_id     bigint,
+    user_name   text not null default '',
+    status      text not null,
+    project     text not null,
+    title       text not null,
+    priority    integer not null,
+    cores       integer not null,
+    memory_gb   integer not null,
+    preemptible boolean not null,
+    progress    real not null,  -- completed tasks / tasks (0 with no tasks)
+    tasks       integer not null,
+    avg_frame   real,
+    created_at  timestamptz,
+    row         text not null
+);
+
+-- One index per sortable column, each ending in the id that breaks ties: any sort of any team's rows is an
+-- index scan, never a sort of the whole table.
+create index submission_rows_id on submission_rows (team_id, id);
+create index submission_rows_user on submission_rows (team_id, user_name, id);
+create index submission_rows_status on submission_rows (team_id, status, id);
+create index submission_rows_project on submission_rows (team_id, project, id);
+create index submission_rows_title on submission_rows (team_id, title, id);
+create index submission_rows_priority on submission_rows (team_id, priority, id);
+create index submission_rows_cores on submission_rows (team_id, cores, id);
+create index submission_rows_memory on submission_rows (team_id, memory_gb, id);
+create index submission_rows_preemptible on submission_rows (team_id, preemptible, id);
+create index submission_rows_progress on submission_rows (team_id, progress, id);
+create index submission_rows_tasks on submission_rows (team_id, tasks, id);
+create index submission_rows_avg_frame on submission_rows (team_id, avg_frame, id);
+create index submission_rows_created on submission_rows (team_id, created_at, id);

@@ -1,0 +1,128 @@
+"""The Submissions page's rows as the relay derived them (table `submission_rows`): saved by the relay before it
+publishes them, read by nodes in windows (sorted, filtered, counted) and exported whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import asyncpg
+
+from ..core.submission import SubmissionRow
+from ..core.submission_window import Window, like_pattern
+
+_SAVE = """
+insert into submission_rows (id, team_id, user_id, user_name, status, project, title, priority, cores, memory_gb,
+                             preemptible, progress, tasks, avg_frame, created_at, row)
+select r.id, r.team_id, r.user_id, coalesce(u.name, ''), r.status, r.project, r.title, r.priority, r.cores,
+       r.memory_gb, r.preemptible, r.progress, r.tasks, r.avg_frame, r.created_at, r.row
+from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[],
+            $9::int[], $10::boolean[], $11::real[], $12::int[], $13::real[], $14::timestamptz[], $15::text[])
+     as r (id, team_id, user_id, status, project, title, priority, cores, memory_gb, preemptible, progress, tasks,
+           avg_frame, created_at, row)
+left join users u on u.id = r.user_id
+where exists (select 1 from submissions s where s.id = r.id)
+on conflict (id) do update set
+    team_id = excluded.team_id, user_id = excluded.user_id, user_name = excluded.user_name,
+    status = excluded.status, project = excluded.project, title = excluded.title, priority = excluded.priority,
+    cores = excluded.cores, memory_gb = excluded.memory_gb, preemptible = excluded.preemptible,
+    progress = excluded.progress, tasks = excluded.tasks, avg_frame = excluded.avg_frame,
+    created_at = excluded.created_at, row = excluded.row
+"""
+
+
+async def save(db: asyncpg.Connection, rows: Sequence[tuple[int, SubmissionRow, bytes]]) -> None:
+    """Save rows (team, row, the row's JSON) in one statement; a submission deleted meanwhile is skipped."""
+    if not rows:
+        return
+    # One row per submission, the last taken: a statement may not change a row twice.
+    latest = {row.id: (team_id, row, text) for team_id, row, text in rows}
+    ordered = [latest[i] for i in sorted(latest)]  # rows locked in id order, as every writer here does
+    await db.execute(
+        _SAVE,
+        [r.id for _, r, _ in ordered],
+        [t for t, _, _ in ordered],
+        [r.user_id for _, r, _ in ordered],
+        [r.status for _, r, _ in ordered],
+        [r.project for _, r, _ in ordered],
+        [r.title for _, r, _ in ordered],
+        [r.priority for _, r, _ in ordered],
+        [r.cores for _, r, _ in ordered],
+        [r.memory_gb for _, r, _ in ordered],
+        [r.preemptible for _, r, _ in ordered],
+        [r.counts.completed / r.tasks if r.tasks else 0.0 for _, r, _ in ordered],
+        [r.tasks for _, r, _ in ordered],
+        [r.avg_frame for _, r, _ in ordered],
+        [r.created_at for _, r, _ in ordered],
+        [text.decode() for _, _, text in ordered],
+    )
+
+
+async def saved(db: asyncpg.Connection, partitions: int = 1, partition: int = 0) -> dict[int, bytes]:
+    """The saved rows' JSON by id of one partition's teams (a relay's start compares them with what it derives)."""
+    rows = await db.fetch("select id, row from submission_rows where team_id % $1 = $2", partitions, partition)
+    return {r["id"]: r["row"].encode() for r in rows}
+
+
+def _where(team_id: int, window: Window) -> tuple[str, list[object]]:
+    clauses: list[str] = ["team_id = $1"]
+    args: list[object] = [team_id]
+
+    def arg(value: object) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    if window.statuses:
+        clauses.append(f"status = any({arg(list(window.statuses))}::text[])")
+    if window.projects:
+        clauses.append(f"project = any({arg(list(window.projects))}::text[])")
+    if window.users:
+        clauses.append(f"user_id = any({arg(list(window.users))}::bigint[])")
+    if window.search:
+        pattern = arg(like_pattern(window.search))
+        found = f"title ilike {pattern} or project ilike {pattern} or user_name ilike {pattern}"
+        if window.search.isdigit() and len(window.search) <= 18:
+            found += f" or id = {arg(int(window.search))}"
+        clauses.append(f"({found})")
+    return " and ".join(clauses), args
+
+
+def _order(window: Window) -> str:
+    direction = "desc" if window.descending else "asc"
+    return f"order by {window.column} {direction}, id {direction}"  # a column of SORT_COLUMNS: never user text
+
+
+async def window(pool: asyncpg.Pool, team_id: int, window: Window) -> tuple[int, list[str]]:
+    """The total matching the window's filters, and the rows (JSON) of its page."""
+    where, args = _where(team_id, window)
+    async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+        total: int = await db.fetchval(f"select count(*) from submission_rows where {where}", *args)
+        rows = await db.fetch(
+            f"select row from submission_rows where {where} {_order(window)}"
+            f" limit {int(window.limit)} offset {int(window.offset)}",
+            *args,
+        )
+    return total, [r["row"] for r in rows]
+
+
+async def export(pool: asyncpg.Pool, team_id: int, window: Window, chunk: int = 1_000) -> AsyncIterator[list[str]]:
+    """Every row matching the window's filters, in its order, read in chunks from one snapshot (JSON)."""
+    where, args = _where(team_id, window)
+    query = f"select row from submission_rows where {where} {_order(window)}"
+    async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+        cursor = await db.cursor(query, *args)
+        while True:
+            rows = await cursor.fetch(chunk)
+            if not rows:
+                return
+            yield [r["row"] for r in rows]
+
+
+async def projects(pool: asyncpg.Pool, team_id: int, limit: int = 1_000) -> list[str]:
+    """The team's projects (for the filter), in order."""
+    rows = await pool.fetch(
+        "select distinct project from submission_rows where team_id = $1 and project <> '' order by project limit $2",
+        team_id,
+        limit,
+    )
+    return [r["project"] for r in rows]
