@@ -2,7 +2,7 @@
 import { groupKey } from "./rules.js";
 
 export class TeamState {
-  constructor() { this.reset(); this.glowing = new Map(); }
+  constructor() { this.reset(); this.glowing = new Map(); this.onSubmissions = null; }
 
   reset() {
     this.counts = null;
@@ -10,27 +10,24 @@ export class TeamState {
     this.total = 0;
     this.presence = null;
     this.clusters = null;
-    this.submissions = new Map();
   }
 
   apply(m) {
     switch (m.type) {
-      case "reset": this.reset(); break;
+      case "reset": this.reset(); this.onSubmissions?.([], true); break;
       case "snapshot":
         this.reset();
         this.counts = m.counts; this.total = m.total_trajectories || 0;
         for (const s of m.trajectories || []) this.summaries.set(s.id, s);
         if (m.presence) this.presence = m.presence;
-        for (const r of m.submissions || []) this.submissions.set(r.id, r);
         if (m.clusters) this.clusters = m.clusters;
+        this.onSubmissions?.([], true); // the stream starts again: the Submissions window is read again
         break;
       case "summary":
         this.counts = m.counts; this.total = m.total_trajectories;
         for (const s of m.trajectories) s.total ? this.summaries.set(s.id, s) : this.summaries.delete(s.id);
-        for (const r of m.submissions || []) {
-          const seen = this.submissions.get(r.id);
-          if (!seen || r.version >= seen.version) this.submissions.set(r.id, r);
-        }
+        // The Submissions page's rows (the page reads its window over HTTP and keeps it live with these).
+        if (m.submissions || m.reload_submissions) this.onSubmissions?.(m.submissions || [], Boolean(m.reload_submissions));
         break;
       case "presence": this.presence = m.presence; break;
       case "clusters": this.clusters = m.clusters; break;

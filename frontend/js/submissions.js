@@ -1,11 +1,14 @@
-// The Submissions page: every submission as a live row; select with click, ctrl/cmd and shift (or the keyboard);
-// right-click, the context-menu key or the Actions button acts on the selected rows.
+// The Submissions page: a window of the team's submissions (sorted, filtered, searched and counted by the server,
+// so every one of tens of thousands is reachable), kept live by the team channel's rows. Select with click,
+// ctrl/cmd and shift (or the keyboard); right-click, the context-menu key or the Actions button acts on the
+// selected rows. The view (sort, filters, search, page) lives in the address, so a reload or a link opens it.
 //
-// Rows are keyed and change in place; while the pointer or keyboard focus is on the table, or a menu or dialog is
-// open, they keep their order (new submissions are announced), and the order catches up afterwards.
+// Rows change in place as they stream. A row that enters or leaves the window (under the sort and filters) is
+// announced while the pointer or focus is on the table or a menu or dialog is open ("3 new, show"); otherwise the
+// window is read again, at most once a second. Nothing moves under the pointer.
 import { app } from "./context.js";
-import { Aim, StableOrder, holding, newsText } from "./order.js";
-import { acting, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
+import { Aim, holding } from "./order.js";
+import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
   ["id", "JOB ID"], ["user", "USER"], ["status", "STATUS"], ["project", "PROJECT"], ["title", "TITLE"],
@@ -16,98 +19,251 @@ const SEGMENTS = [["completed", "green"], ["running", "blue"], ["queued", "amber
   ["holding", "amber"], ["failed", "red"], ["preempted", "red"]];
 const STATUS_COLOUR = { running: "blue", pending: "amber", holding: "amber", success: "green", downloaded: "green",
   failed: "red", preempted: "red", sync_failed: "red" };
+export const STATUSES = ["upload_pending", "uploading", "sync_pending", "syncing", "sync_failed", "pending", "holding",
+  "running", "success", "downloaded", "failed", "preempted"];
 const PRIORITY = /^-?\d+$/;
+export const PAGE_SIZE = 100;
+const RELOAD_EVERY = 1000; // ms: a window that moved is read again at most this often
+const number = new Intl.NumberFormat();
+
+/** The view in the address: sort, dir, status, project, user, q, page (1-based); defaults left out. */
+export function readView(search = location.search) {
+  const p = new URLSearchParams(search);
+  const sort = COLUMNS.some(([k]) => k === p.get("sort")) ? p.get("sort") : "created_at";
+  const dir = p.get("dir") === "asc" || p.get("dir") === "desc" ? p.get("dir") : sort === "created_at" ? "desc" : "asc";
+  const page = Math.max(1, Math.floor(Number(p.get("page"))) || 1);
+  return { sort, dir, status: p.get("status") || "", project: p.get("project") || "", user: p.get("user") || "", q: p.get("q") || "", page };
+}
+
+function viewQuery(view, { paged = false } = {}) {
+  const p = new URLSearchParams();
+  p.set("sort", view.sort);
+  p.set("dir", view.dir);
+  for (const k of ["status", "project", "user", "q"]) if (view[k]) p.set(k, view[k]);
+  if (paged) { p.set("offset", String((view.page - 1) * PAGE_SIZE)); p.set("limit", String(PAGE_SIZE)); }
+  return p;
+}
+
+function address(view) {
+  const p = new URLSearchParams();
+  if (view.sort !== "created_at") p.set("sort", view.sort);
+  if (view.dir !== (view.sort === "created_at" ? "desc" : "asc")) p.set("dir", view.dir);
+  for (const k of ["status", "project", "user", "q"]) if (view[k]) p.set(k, view[k]);
+  if (view.page > 1) p.set("page", String(view.page));
+  const qs = p.toString();
+  return `/submissions${qs ? `?${qs}` : ""}`;
+}
+
+/** The value a column sorts by, as the server sorts it (USER by name, PROGRESS by the completed share). */
+function sortValue(r, key) {
+  if (key === "user") return app.memberNames.get(r.user_id) || "";
+  if (key === "progress") return r.tasks ? r.counts.completed / r.tasks : 0;
+  if (key === "preemptible") return r.preemptible ? 1 : 0;
+  return r[key];
+}
 
 export class SubmissionsPage {
   constructor(main, openTasks) {
     this.main = main;
     this.openTasks = openTasks; // (row, opener) => the panel with its tasks
-    this.sort = ["created_at", -1];
-    this.filters = { status: "", user: "", project: "" };
+    this.view = readView();
+    this.rows = []; // the window, in the server's order
+    this.total = null; // rows matching the filters; null until the first window arrives
+    this.offset = 0;
+    this.known = new Map(); // id -> the latest row seen (the window's and the selected ones)
     this.selected = new Set();
     this.anchor = null;
-    this.shown = []; // ids in the order shown
-    this.order = new StableOrder();
     this.trs = new Map();
     this.focusId = null;
-    this.filterSignature = "";
+    this.entering = new Set(); // rows that now belong in the window (announced)
+    this.leaving = new Set(); // the window's rows that no longer belong there
+    this.moved = false; // a row changed its place in the order
+    this.during = null; // rows streamed while a window is being read: newer than it, they win
+    this.asked = 0; // the number of the latest window read
+    this.loadedAt = 0;
+    this.error = "";
+    this.projects = [];
+    app.team.onSubmissions = (rows, reload) => this.onRows(rows, reload);
   }
 
   get team() { return app.team; }
 
-  rows() {
-    const f = this.filters;
-    const list = [...this.team.submissions.values()].filter((r) =>
-      (!f.status || r.status === f.status) && (!f.user || String(r.user_id) === f.user) && (!f.project || r.project === f.project));
-    const [key, dir] = this.sort;
-    const value = (r) => key === "user" ? (app.memberNames.get(r.user_id) || "") : key === "progress" ? r.counts.completed / (r.tasks || 1) : r[key];
-    return list.sort((a, b) => { const x = value(a), y = value(b); return (x < y ? -1 : x > y ? 1 : a.id - b.id) * dir; });
+  /** Rows from the team channel: in place when in the window, announced when they enter or leave it. */
+  onRows(rows, reload) {
+    if (reload) { this.moved = true; app.schedule(); return; }
+    const shown = new Map(this.rows.map((r, i) => [r.id, i]));
+    for (const r of rows) {
+      if (this.during) this.during.set(r.id, r);
+      const at = shown.get(r.id);
+      if (at !== undefined) {
+        const before = this.rows[at];
+        this.rows[at] = r;
+        if (!this.belongs(r)) this.leaving.add(r.id);
+        else { this.leaving.delete(r.id); if (sortValue(before, this.view.sort) !== sortValue(r, this.view.sort)) this.moved = true; }
+      } else if (this.belongs(r)) this.entering.add(r.id);
+      else this.entering.delete(r.id);
+      if (at !== undefined || this.selected.has(r.id)) this.known.set(r.id, r);
+    }
+    app.schedule();
+  }
+
+  /** Whether a row matches the filters and falls between the window's first and last rows in its order. */
+  belongs(r) {
+    const v = this.view;
+    if (v.status && r.status !== v.status) return false;
+    if (v.project && r.project !== v.project) return false;
+    if (v.user && String(r.user_id) !== v.user) return false;
+    if (v.q) {
+      const q = v.q.toLowerCase();
+      const name = (app.memberNames.get(r.user_id) || "").toLowerCase();
+      if (!(String(r.id) === v.q || r.title.toLowerCase().includes(q) || r.project.toLowerCase().includes(q) || name.includes(q))) return false;
+    }
+    if (!this.rows.length) return true;
+    const first = this.offset === 0 || this.compare(this.rows[0], r) <= 0;
+    const last = this.offset + this.rows.length >= (this.total || 0) || this.compare(r, this.rows[this.rows.length - 1]) <= 0;
+    return first && last;
+  }
+
+  compare(a, b) {
+    const key = this.view.sort, dir = this.view.dir === "desc" ? -1 : 1;
+    let x = sortValue(a, key), y = sortValue(b, key);
+    if (x === null || x === undefined) x = Infinity; // PostgreSQL: nulls last going up, first going down
+    if (y === null || y === undefined) y = Infinity;
+    return (x < y ? -1 : x > y ? 1 : a.id - b.id) * dir;
+  }
+
+  /** Read the window the view names; rows streamed meanwhile are newer than it and keep their state. */
+  async load() {
+    const asked = ++this.asked;
+    this.during = new Map();
+    this.loadedAt = performance.now();
+    this.main.querySelector("table")?.setAttribute("aria-busy", "true");
+    let body = null;
+    try {
+      const response = await fetch(`/api/teams/${app.teamId}/submissions?${viewQuery(this.view, { paged: true })}`);
+      body = await response.json().catch(() => ({}));
+      if (asked !== this.asked) return;
+      if (!response.ok) { this.error = body.message || "The submissions could not be read"; body = null; }
+    } catch {
+      if (asked !== this.asked) return;
+      this.error = "The gateway could not be reached";
+    }
+    const during = this.during;
+    this.during = null;
+    this.main.querySelector("table")?.removeAttribute("aria-busy");
+    if (!body) { app.schedule(); return; }
+    this.error = "";
+    const pages = Math.max(1, Math.ceil(body.total / PAGE_SIZE));
+    if (this.view.page > pages) { this.go({ page: pages }); return; } // fewer rows now: the last page there is
+    this.rows = body.rows.map((r) => during.get(r.id) || r);
+    this.total = body.total;
+    this.offset = body.offset;
+    for (const r of this.rows) this.known.set(r.id, r);
+    for (const id of this.known.keys()) if (!this.selected.has(id) && !this.rows.some((r) => r.id === id)) this.known.delete(id);
+    this.entering.clear();
+    this.leaving.clear();
+    this.moved = false;
+    app.schedule();
+  }
+
+  /** Change the view (the person's own doing: the new window shows at once). */
+  go(change) {
+    this.view = { ...this.view, ...change };
+    history.replaceState(history.state, "", address(this.view));
+    this.load();
+    this.render();
   }
 
   mount() {
     this.main.dataset.page = "submissions";
     this.main.innerHTML = `<h1>Submissions</h1>
-      <div class="toolbar"><div class="filters"></div>
+      <div class="toolbar">
+        <label class="search"><span class="visually-hidden">Search submissions</span>
+          <input type="search" name="q" placeholder="Search job id, title, project, user" autocomplete="off" maxlength="200"></label>
+        <div class="filters"></div>
         <button type="button" class="actions-button" aria-haspopup="menu">Actions</button>
+        <a class="export" download>Export CSV</a>
         <span class="selection quiet" aria-live="polite"></span>
         <button type="button" class="news" hidden></button></div>
+      <p class="load-error red" role="alert" hidden></p>
       <div class="table-scroll">
       <table class="submissions" role="grid" aria-multiselectable="true" aria-label="Submissions"><thead><tr>${COLUMNS.map(([k, label]) =>
         `<th scope="col" data-col="${k}"><button type="button" class="sort" data-sort="${k}">${label}</button></th>`).join("")}</tr></thead>
       <tbody></tbody></table></div>
-      <p class="empty quiet" hidden>No submissions</p>`;
+      <p class="empty quiet" hidden>No submissions</p>
+      <nav class="pager" aria-label="Pages of submissions"><span class="range" aria-live="polite"></span>
+        <button type="button" data-go="first">First</button><button type="button" data-go="prev">Previous</button>
+        <button type="button" data-go="next">Next</button><button type="button" data-go="last">Last</button></nav>`;
     this.tbody = this.main.querySelector("tbody");
     this.table = this.main.querySelector("table");
     this.trs = new Map();
-    this.order = new StableOrder();
     this.filterSignature = "";
     this.aim = new Aim(this.table, () => app.schedule());
-    this.main.querySelector(".news").addEventListener("click", () => { this.order.release(); this.render(); });
+    this.main.querySelector("input[name=q]").value = this.view.q;
+    this.main.querySelector(".news").addEventListener("click", () => this.load());
     this.main.querySelector(".actions-button").addEventListener("click", (e) => this._menu(null, e.currentTarget));
     this._wire();
+    this.load();
+    fetch(`/api/teams/${app.teamId}/projects`).then((r) => r.json()).then((b) => { this.projects = b.projects || []; app.schedule(); }).catch(() => {});
   }
 
   render() {
     if (this.main.dataset.page !== "submissions" || !this.tbody) this.mount();
+    const held = holding([this.aim]);
+    if ((this.entering.size || this.leaving.size || this.moved) && !held && !this.during && performance.now() - this.loadedAt > RELOAD_EVERY) this.load();
     this._drawFilters();
-    const latest = this.rows().map((r) => r.id);
-    this.shown = this.order.next(latest, holding([this.aim])).filter((id) => this.team.submissions.has(id));
     const nodes = [];
     const keep = new Map();
-    const focusId = this.shown.includes(this.focusId) ? this.focusId : this.shown[0];
-    for (const id of this.shown) {
-      const tr = this.trs.get(id) || this._tr(id);
-      this._fill(tr, this.team.submissions.get(id), id === focusId);
-      keep.set(id, tr);
+    const ids = this.rows.map((r) => r.id);
+    const focusId = ids.includes(this.focusId) ? this.focusId : ids[0];
+    for (const r of this.rows) {
+      const tr = this.trs.get(r.id) || this._tr(r.id);
+      this._fill(tr, r, r.id === focusId);
+      keep.set(r.id, tr);
       nodes.push(tr);
     }
     this.trs = keep;
     placeChildren(this.tbody, nodes);
-    this.main.querySelector(".empty").hidden = nodes.length > 0;
+    const error = this.main.querySelector(".load-error");
+    error.hidden = !this.error;
+    setText(error, this.error);
+    this.main.querySelector(".empty").hidden = nodes.length > 0 || this.total === null;
+    setText(this.main.querySelector(".empty"), this.view.q || this.view.status || this.view.project || this.view.user ? "No submissions match" : "No submissions");
     const news = this.main.querySelector(".news");
-    news.hidden = !this.order.waiting;
-    setText(news, newsText(this.order.waiting));
+    const words = [this.entering.size && `${this.entering.size} new`, this.leaving.size && `${this.leaving.size} changed`].filter(Boolean);
+    news.hidden = !words.length || !held;
+    setText(news, `${words.join(", ")}, show`);
     setText(this.main.querySelector(".selection"), this.selected.size ? `${this.selected.size} selected` : "");
     setAttr(this.main.querySelector(".actions-button"), "aria-disabled", this.selected.size ? null : "true");
+    setAttr(this.main.querySelector(".export"), "href", `/api/teams/${app.teamId}/submissions.csv?${viewQuery(this.view)}`);
     for (const th of this.main.querySelectorAll("th[data-col]")) {
-      setAttr(th, "aria-sort", this.sort[0] === th.dataset.col ? (this.sort[1] > 0 ? "ascending" : "descending") : null);
+      setAttr(th, "aria-sort", this.view.sort === th.dataset.col ? (this.view.dir === "asc" ? "ascending" : "descending") : null);
+    }
+    this._drawPager();
+  }
+
+  _drawPager() {
+    const total = this.total || 0;
+    const first = total ? this.offset + 1 : 0;
+    const last = this.offset + this.rows.length;
+    setText(this.main.querySelector(".range"), this.total === null ? "Loading…" : total ? `${number.format(first)}–${number.format(last)} of ${number.format(total)}` : "0 of 0");
+    const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
+    for (const b of this.main.querySelectorAll("[data-go]")) {
+      const back = b.dataset.go === "first" || b.dataset.go === "prev";
+      b.disabled = back ? this.view.page <= 1 : this.view.page >= pages;
     }
   }
 
   _drawFilters() {
-    const all = [...this.team.submissions.values()];
-    const statuses = new Map(all.map((r) => [r.status, r.status]));
-    const users = new Map(all.filter((r) => r.user_id).map((r) => [String(r.user_id), app.memberNames.get(r.user_id) || `#${r.user_id}`]));
-    const projects = new Map(all.filter((r) => r.project).map((r) => [r.project, r.project]));
-    const options = (values, current, label) => `<option value="">All ${label}</option>` + [...values].sort().map(([v, text]) =>
+    const members = [...app.memberNames.entries()].map(([id, name]) => [String(id), name]);
+    const options = (values, current, label) => `<option value="">All ${label}</option>` + values.map(([v, text]) =>
       `<option value="${esc(v)}" ${String(current) === String(v) ? "selected" : ""}>${esc(text)}</option>`).join("");
-    const html = `<label>Status <select data-filter="status">${options(statuses, this.filters.status, "statuses")}</select></label>
-      <label>User <select data-filter="user">${options(users, this.filters.user, "users")}</select></label>
-      <label>Project <select data-filter="project">${options(projects, this.filters.project, "projects")}</select></label>`;
+    const html = `<label>Status <select data-filter="status">${options(STATUSES.map((s) => [s, s]), this.view.status, "statuses")}</select></label>
+      <label>User <select data-filter="user">${options(members.sort((a, b) => a[1].localeCompare(b[1])), this.view.user, "users")}</select></label>
+      <label>Project <select data-filter="project">${options(this.projects.map((p) => [p, p]), this.view.project, "projects")}</select></label>`;
     if (html === this.filterSignature) return;
     const box = this.main.querySelector(".filters");
-    const focused = box.contains(document.activeElement) ? document.activeElement.dataset.filter : null;
-    if (focused) return; // not while a person uses a filter: the options catch up afterwards
+    if (box.contains(document.activeElement)) return; // not while a person uses a filter: the options catch up afterwards
     this.filterSignature = html;
     box.innerHTML = html;
   }
@@ -124,16 +280,17 @@ export class SubmissionsPage {
   _fill(tr, r, tabbable) {
     const c = tr.children;
     const selected = this.selected.has(r.id);
-    tr.className = `${selected ? "selected" : ""} ${r.reviewed ? "reviewed" : ""}`;
+    tr.className = `${selected ? "selected" : ""} ${r.reviewed ? "reviewed" : ""} ${this.leaving.has(r.id) ? "leaving" : ""}`;
     setAttr(tr, "aria-selected", String(selected));
     tr.tabIndex = tabbable ? 0 : -1;
     setText(c[0], String(r.id));
     const user = r.user_id ? app.memberNames.get(r.user_id) || `#${r.user_id}` : "—";
     setText(c[1], user);
-    setAttr(c[1], "title", r.user_id ? null : "submitted by a cluster, not a person");
+    setAttr(c[1], "title", r.user_id ? user : "submitted by a cluster, not a person");
     setText(c[2], r.status);
     c[2].className = STATUS_COLOUR[r.status] || "";
     setText(c[3], r.project);
+    setAttr(c[3], "title", r.project || null);
     setText(c[4], r.reviewed ? `${r.title} ✓` : r.title);
     setAttr(c[4], "title", r.reviewed ? `${r.title} (reviewed)` : r.title);
     setText(c[5], String(r.priority));
@@ -141,10 +298,11 @@ export class SubmissionsPage {
     setText(c[7], `${r.memory_gb} GB`);
     setText(c[8], r.preemptible ? "yes" : "no");
     setAttr(c[8], "title", r.instance_type);
-    const counts = SEGMENTS.filter(([k]) => r.counts[k]).map(([k]) => `${r.counts[k]} ${k}`).join(", ");
+    const segments = SEGMENTS.filter(([k]) => r.counts[k]);
+    const counts = segments.map(([k]) => `${r.counts[k]} ${k}`).join(", ");
     const [bar, words] = c[9].children;
     setAttr(bar, "aria-label", counts || "no tasks");
-    const segments = SEGMENTS.filter(([k]) => r.counts[k]);
+    setAttr(c[9], "title", counts || "no tasks");
     const signature = segments.map(([k]) => `${k}:${r.counts[k]}`).join(",");
     if (bar.dataset.signature !== signature) {
       bar.dataset.signature = signature;
@@ -157,21 +315,35 @@ export class SubmissionsPage {
         return seg;
       }));
     }
-    setText(words, counts);
+    // One line, whatever the counts: the share done, the rest in the bar's tooltip.
+    setText(words, r.tasks ? `${r.counts.completed || 0}/${r.tasks} done` : "");
     setText(c[10], String(r.tasks));
     setText(c[11], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
-    setText(c[12], r.created_at ? new Date(r.created_at).toLocaleString() : "");
+    setText(c[12], r.created_at ? clock(r.created_at) : "");
+    setAttr(c[12], "title", r.created_at ? new Date(r.created_at).toLocaleString() : null);
   }
 
   /** Wire the page's events once per mount; rows change in place as they stream. */
   _wire() {
+    let typing = null;
+    this.main.addEventListener("input", (e) => {
+      if (e.target.name !== "q") return;
+      clearTimeout(typing);
+      typing = setTimeout(() => this.go({ q: e.target.value.trim(), page: 1 }), 250);
+    });
     this.main.addEventListener("click", (e) => {
       const th = e.target.closest("[data-sort]");
       if (th) {
         const k = th.dataset.sort;
-        this.sort = [k, this.sort[0] === k ? -this.sort[1] : 1];
-        this.order.release(); // the person's own doing: the new order shows at once
-        this.render();
+        const dir = this.view.sort === k ? (this.view.dir === "asc" ? "desc" : "asc") : k === "created_at" ? "desc" : "asc";
+        this.go({ sort: k, dir, page: 1 });
+        return;
+      }
+      const pager = e.target.closest("[data-go]");
+      if (pager) {
+        const pages = Math.max(1, Math.ceil((this.total || 0) / PAGE_SIZE));
+        const page = { first: 1, prev: this.view.page - 1, next: this.view.page + 1, last: pages }[pager.dataset.go];
+        this.go({ page: Math.max(1, Math.min(pages, page)) });
         return;
       }
       const tr = e.target.closest("[data-sub]");
@@ -179,30 +351,31 @@ export class SubmissionsPage {
     });
     this.main.addEventListener("dblclick", (e) => {
       const tr = e.target.closest("[data-sub]");
-      if (tr) this.openTasks(this.team.submissions.get(Number(tr.dataset.sub)), tr);
+      if (tr) this.openTasks(this.known.get(Number(tr.dataset.sub)), tr);
     });
     this.main.addEventListener("keydown", (e) => {
       const tr = e.target.closest("[data-sub]");
       if (!tr || e.target !== tr) return;
       const id = Number(tr.dataset.sub);
-      const i = this.shown.indexOf(id);
-      const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: this.shown.length - 1 }[e.key];
+      const ids = this.rows.map((r) => r.id);
+      const i = ids.indexOf(id);
+      const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: ids.length - 1 }[e.key];
       if (to !== undefined) {
         e.preventDefault();
-        const next = this.shown[Math.max(0, Math.min(this.shown.length - 1, to))];
+        const next = ids[Math.max(0, Math.min(ids.length - 1, to))];
         if (e.shiftKey) this._select(next, { shiftKey: true });
         this.focusId = next;
         this.render();
         this.trs.get(next)?.focus();
       } else if (e.key === "Enter") {
         e.preventDefault();
-        this.openTasks(this.team.submissions.get(id), tr);
+        this.openTasks(this.known.get(id), tr);
       } else if (e.key === " ") {
         e.preventDefault();
         this._select(id, { ctrlKey: e.ctrlKey || e.metaKey, shiftKey: e.shiftKey });
       } else if (e.key === "a" && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
-        this.selected = new Set(this.shown);
+        this.selected = new Set(ids);
         this.render();
       } else if (isMenuKey(e)) {
         e.preventDefault();
@@ -213,7 +386,7 @@ export class SubmissionsPage {
     this.main.addEventListener("focusin", (e) => { const tr = e.target.closest("[data-sub]"); if (tr) this.focusId = Number(tr.dataset.sub); });
     this.main.addEventListener("change", (e) => {
       const f = e.target.dataset.filter;
-      if (f) { this.filters[f] = e.target.value; this.order.release(); this.render(); }
+      if (f) this.go({ [f]: e.target.value, page: 1 });
     });
     this.main.addEventListener("contextmenu", (e) => {
       const tr = e.target.closest("[data-sub]");
@@ -226,10 +399,11 @@ export class SubmissionsPage {
   }
 
   _select(id, e) {
-    if (e.shiftKey && this.anchor !== null) {
-      const [a, b] = [this.shown.indexOf(this.anchor), this.shown.indexOf(id)].sort((x, y) => x - y);
+    const ids = this.rows.map((r) => r.id);
+    if (e.shiftKey && this.anchor !== null && ids.includes(this.anchor)) {
+      const [a, b] = [ids.indexOf(this.anchor), ids.indexOf(id)].sort((x, y) => x - y);
       if (!(e.ctrlKey || e.metaKey)) this.selected.clear();
-      for (const sid of this.shown.slice(a, b + 1)) this.selected.add(sid);
+      for (const sid of ids.slice(a, b + 1)) this.selected.add(sid);
     } else if (e.ctrlKey || e.metaKey) {
       this.selected.has(id) ? this.selected.delete(id) : this.selected.add(id);
       this.anchor = id;
@@ -242,9 +416,9 @@ export class SubmissionsPage {
   }
 
   _menu(at, anchor) {
-    const ids = [...this.selected].filter((id) => this.team.submissions.has(id));
+    const ids = [...this.selected].filter((id) => this.known.has(id));
     if (!ids.length) { toast("Select submissions first (click a row; ctrl or shift for more)", "info"); return; }
-    const rows = ids.map((id) => this.team.submissions.get(id));
+    const rows = ids.map((id) => this.known.get(id));
     const items = submissionActions(ids, rows, anchor, this.table);
     if (at) menu(at.x, at.y, items, "Submission actions", anchor);
     else menuAt(anchor, items, "Submission actions");
@@ -254,19 +428,48 @@ export class SubmissionsPage {
 const actOn = (what, body, target) =>
   acting(what, () => send("/api/submissions/actions", { body }), target);
 
+// Actions that cannot be taken back: a person confirms what they will do first, in numbers and per cluster.
+const CONFIRMED = { kill: "Kill", retry: "Retry" };
+
+/** "on cpu-big (40) and gpu-2 (30)" */
+export function onClusters(clusters) {
+  const names = clusters.map((c) => (clusters.length > 1 ? `${c.name} (${number.format(c.tasks)})` : c.name));
+  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names[0] || "";
+}
+
+/** Ask first, with what the action would take; then act. Escape or Cancel does nothing. */
+async function confirmThenAct(label, action, selection, target, opener) {
+  const { ok, body } = await send("/api/submissions/actions/preview", { body: { action, ...selection } }).catch(() => ({ ok: false, body: {} }));
+  if (!ok) { showResult(false, body); return; }
+  if (body.tasks > 0) {
+    const of = selection.submissions ? ` of ${number.format(body.submissions)} submission${body.submissions === 1 ? "" : "s"}` : "";
+    const tasks = `${number.format(body.tasks)} task${body.tasks === 1 ? "" : "s"}`;
+    const sure = await confirmDialog({
+      title: `${label} ${tasks}${of} on ${onClusters(body.clusters)}?`,
+      text: action === "kill" ? "Queued, held and running tasks fail with “Killed by a user”. Retry Failed runs them again."
+        : "Every task runs again from the start, completed ones included; their results are replaced.",
+      confirm: `${label} ${tasks}`,
+      opener,
+    });
+    if (!sure) return;
+  }
+  await actOn(label, { action, ...selection }, target);
+}
+
 /** The task actions, for selected submissions (`submissions`) or one task (`tasks`). */
-function taskItems(selection, target) {
+function taskItems(selection, target, opener) {
   return [
     ["Hold", "hold"], ["Unhold", "unhold"], ["Kill", "kill"], ["Retry", "retry"], ["Retry Failed", "retry_failed"],
     ["Retry Preempted", "retry_preempted"],
-  ].map(([label, action]) => [label, () => actOn(label, { action, ...selection }, target)]);
+  ].map(([label, action]) => [label, () => (CONFIRMED[action]
+    ? confirmThenAct(label, action, selection, target, opener) : actOn(label, { action, ...selection }, target))]);
 }
 
 /** The menu on selected submissions. */
 export function submissionActions(ids, rows, opener, target) {
   const reviewed = rows.every((r) => r.reviewed);
   return [
-    ...taskItems({ submissions: ids }, target),
+    ...taskItems({ submissions: ids }, target, opener),
     ["Retry Sync", () => actOn("Retry Sync", { action: "retry_sync", submissions: ids }, target)],
     { label: "Reviewed", checked: reviewed, action: () => actOn("Reviewed", { action: "reviewed", submissions: ids, reviewed: !reviewed }, target) },
     ["Edit / Instance Type", () => editInstanceType(ids, rows, opener, target)],
@@ -276,7 +479,7 @@ export function submissionActions(ids, rows, opener, target) {
 
 /** The menu on one task of a submission (the panel opened from the Submissions page). */
 export function taskMenu(job, anchor, x, y) {
-  menu(x, y, taskItems({ tasks: [job.id] }, anchor.closest(".tree")), `Actions of task ${job.name}`, anchor);
+  menu(x, y, taskItems({ tasks: [job.id] }, anchor.closest(".tree"), anchor), `Actions of task ${job.name}`, anchor);
 }
 
 async function editInstanceType(ids, rows, opener, target) {

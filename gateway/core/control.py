@@ -168,6 +168,21 @@ class SubmissionsAction(msgspec.Struct, forbid_unknown_fields=True):
     reviewed: bool = True  # Reviewed: false takes the mark away again
 
 
+class ClusterShare(msgspec.Struct):
+    name: str
+    tasks: int
+
+
+class ActionPreview(msgspec.Struct, kw_only=True):
+    """What a task action would take, before a person confirms it: `tasks` tasks of `submissions` selected
+    submissions, held by `clusters` (each with its share). Nothing is done."""
+
+    action: str
+    tasks: int
+    submissions: int
+    clusters: list[ClusterShare]
+
+
 def task_toast(action: TaskAction, found: int, acted: int, unconfirmed: list[str]) -> ActionResult:
     verb = action.verb
     if verb.startswith("Queued"):

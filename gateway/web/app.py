@@ -41,7 +41,7 @@ from .runtime import Runtime
 from .schema import asyncapi_document, openapi_document
 from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
 from .submission_windows import team_projects, team_submissions, team_submissions_csv
-from .submissions import submissions_action
+from .submissions import preview_submissions_action, submissions_action
 from .ws import websocket_endpoint
 
 
@@ -103,6 +103,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),
         Route("/api/submissions/actions", submissions_action, methods=["POST"]),
+        Route("/api/submissions/actions/preview", preview_submissions_action, methods=["POST"]),
         Route("/api/submissions/instance-types", submission_instance_types),
         Route("/api/ingest/instance-types", declare_instance_types, methods=["POST"]),
         Route("/api/trajectories/{id:int}/analyses", trajectory_analyses),

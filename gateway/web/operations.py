@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.control import ActionResult, SubmissionsAction
+from ..core.control import ActionPreview, ActionResult, SubmissionsAction
 from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.instance_types import InstanceTypes, Offered
 from ..core.submission import SUBMISSION_STATUSES
@@ -162,6 +162,16 @@ ROUTES: list[Operation] = [
         "user",
         SubmissionsAction,
         ActionResult,
+    ),
+    Operation(
+        "post",
+        "/api/submissions/actions/preview",
+        "previewSubmissionsAction",
+        "actions",
+        "What a task action would take (tasks per cluster), for a confirmation; nothing is done",
+        "user",
+        SubmissionsAction,
+        ActionPreview,
     ),
     Operation(
         "get",

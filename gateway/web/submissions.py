@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from ..control.commands import ask_clusters, holders
 from ..control.tasks import run_task_action
-from ..core.control import TASK_ACTIONS, ActionResult, SubmissionsAction, outcome
+from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, ClusterShare, SubmissionsAction, outcome
 from ..core.instance_types import InstanceType, refusal
 from ..store import clusters, submissions, tasks
 from .guards import Refused, decode, endpoint, runtime_of, user
@@ -30,6 +30,31 @@ async def submissions_action(request: Request) -> Response:
     with runtime.actions.slot(user_id, team_id):
         result = await _act(runtime, team_id, body)
     return Response(_encoder.encode(result), media_type="application/json")
+
+
+@endpoint
+async def preview_submissions_action(request: Request) -> Response:
+    """What a task action (kill, retry ...) would take, per cluster, for the confirmation a person answers first."""
+    user_id = user(request)
+    body = await decode(request, _decoder, limit=1 << 20)
+    action = TASK_ACTIONS.get(body.action)
+    if action is None:
+        raise Refused(422, "invalid", f"action: {body.action} acts on no tasks: nothing to preview")
+    if not body.submissions and not body.tasks:
+        raise Refused(422, "invalid", "select submissions or tasks")
+    runtime = runtime_of(request)
+    team_id = await _team_of_selection(runtime, user_id, body)
+    rows = await tasks.selected_tasks(runtime.pool, team_id, list(action.takes), body.submissions, body.tasks)
+    shares: dict[str, int] = {}
+    for row in rows:
+        shares[row.cluster] = shares.get(row.cluster, 0) + 1
+    preview = ActionPreview(
+        action=body.action,
+        tasks=len(rows),
+        submissions=len(body.submissions),
+        clusters=[ClusterShare(name, n) for name, n in sorted(shares.items())],
+    )
+    return Response(_encoder.encode(preview), media_type="application/json")
 
 
 async def _team_of_selection(runtime: Runtime, user_id: int, body: SubmissionsAction) -> int:

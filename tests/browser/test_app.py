@@ -370,26 +370,33 @@ async def test_submissions_page_multi_select_actions_sort_and_filter(
         await page.locator(".toast", has_text="Priority set to 7 on 1 submission(s)").wait_for()
         assert await pool.fetchval("select priority from submissions where id = $1", b) == 7
 
+        shown = "() => [...document.querySelectorAll('tbody tr[data-sub]')].map(e => Number(e.dataset.sub)).join()"
         await page.click("button[data-sort='priority']")  # ascending, then descending
+        await page.wait_for_function(f"({shown})() === '{a},{b}'")
         await page.click("button[data-sort='priority']")
-        first = await page.get_attribute("tbody tr[data-sub]", "data-sub")
-        assert first == str(b)
+        await page.wait_for_function(f"({shown})() === '{b},{a}'")
+        assert "sort=priority" in page.url and "dir=desc" in page.url  # the view is in the address
         await page.select_option("select[data-filter='status']", "holding")
-        shown = await page.eval_on_selector_all("tbody tr[data-sub]", "els => els.map(e => Number(e.dataset.sub))")
-        assert shown == [b, a]  # both holding, still by priority
+        await page.wait_for_function(f"({shown})() === '{b},{a}' && location.search.includes('status=holding')")
+        await page.select_option("select[data-filter='status']", "running")
+        await page.wait_for_selector(".empty:text('No submissions match')")
 
         await page.select_option("select[data-filter='status']", "")
-        for item, toast in (
-            ("Unhold", "Released 5 task(s)"),
-            ("Reviewed", "Marked 2 submission(s) reviewed"),
-            ("Kill", "Killed 5 task(s)"),
-            ("Retry Failed", "Queued 5 failed task(s) for retry"),
-            ("Retry", "Queued 5 task(s) for retry"),
+        await page.wait_for_function(f"({shown})() === '{b},{a}'")
+        for item, toast, question in (
+            ("Unhold", "Released 5 task(s)", None),
+            ("Reviewed", "Marked 2 submission(s) reviewed", None),
+            ("Kill", "Killed 5 task(s)", "Kill 5 tasks of 2 submissions on gpu-1?"),
+            ("Retry Failed", "Queued 5 failed task(s) for retry", None),
+            ("Retry", "Queued 5 task(s) for retry", "Retry 5 tasks of 2 submissions on gpu-1?"),
         ):
             await page.click(f"tr[data-sub='{a}']")
             await page.click(f"tr[data-sub='{b}']", modifiers=["Shift"])  # a range: both rows
             await page.click(f"tr[data-sub='{a}']", button="right")
             await page.click(f".menu li:text-is('{item}')")
+            if question is not None:  # it cannot be taken back: what it will do, in numbers, first
+                await page.locator("dialog h2", has_text=question).wait_for()
+                await page.click("dialog button[type='submit']")
             await page.locator(".toast", has_text=toast).last.wait_for()
         assert {
             r["status"]
