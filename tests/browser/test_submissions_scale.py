@@ -1,0 +1,180 @@
+"""The Submissions page past every old cap, in Chromium: more rows than the 500 it used to stop at, every one
+reachable, sorted over all of them, the view in the address, rows that keep their height under a header that
+stays, a click that lands on the row aimed at while rows stream, and a kill that asks first."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.conftest import Team
+from tests.integration.test_submission_windows import add_submissions, saved
+
+N = 620
+SHOWN = "() => [...document.querySelectorAll('tbody tr[data-sub]')].map(e => Number(e.dataset.sub))"
+
+
+@pytest.fixture
+async def many(pool: asyncpg.Pool, stack: Stack, team: Team) -> list[int]:
+    ids = await add_submissions(pool, team, N)
+    await saved(stack, team, N)
+    return ids
+
+
+async def range_text(page: Any, text: str) -> None:
+    await page.wait_for_function(f"document.querySelector('.pager .range').textContent === {text!r}")
+
+
+async def test_every_row_is_reachable_and_sorting_covers_them_all(
+    page: Any, stack: Stack, team: Team, many: list[int]
+) -> None:
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await range_text(page, "1–100 of 620")
+    assert len(await page.evaluate(SHOWN)) == 100
+    await page.click("button[data-sort='id']")  # JOB ID, ascending: the first row is the smallest of all
+    await page.wait_for_function(f"({SHOWN})()[0] === {min(many)}")
+    await page.click(".pager [data-go='last']")
+    await range_text(page, "601–620 of 620")
+    assert (await page.evaluate(SHOWN))[-1] == max(many)
+    assert await page.is_disabled(".pager [data-go='next']")
+    await page.click(".pager [data-go='prev']")
+    await range_text(page, "501–600 of 620")
+
+    await page.fill("input[name='q']", "shot 061")  # 0610..0619: the search runs on the server
+    await range_text(page, "1–10 of 10")
+    await page.select_option("select[data-filter='project']", "p1")  # 0613 and 0617
+    await range_text(page, "1–2 of 2")
+    assert "q=shot+061" in page.url and "project=p1" in page.url
+    await page.reload()  # a reload (or a shared link) opens the same view
+    await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
+    await range_text(page, "1–2 of 2")
+    assert await page.input_value("input[name='q']") == "shot 061"
+    assert await page.input_value("select[data-filter='project']") == "p1"
+    titles = await page.eval_on_selector_all("tbody td[data-col='title']", "els => els.map(e => e.textContent)")
+    assert titles == ["Render shot 0613", "Render shot 0617"]
+    href = await page.get_attribute(".export", "href")
+    assert href.startswith(f"/api/teams/{team.id}/submissions.csv?") and "project=p1" in href
+    text = await page.evaluate("async (h) => (await fetch(h)).text()", href)
+    assert text.splitlines()[1:] and [line.split(",")[4] for line in text.splitlines()[1:]] == titles
+
+
+async def test_rows_keep_their_height_and_the_header_stays(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, many: list[int]
+) -> None:
+    await page.set_viewport_size({"width": 1400, "height": 900})
+    await pool.execute(
+        "update submissions set title = $2 where id = $1", many[0], "Copper grain run " + "very long title " * 8
+    )
+    await page.goto(f"{stack.nodes[0].http}/submissions?sort=id&dir=asc")
+    await page.wait_for_function(f"({SHOWN})().length === 100")
+    heights = await page.eval_on_selector_all(
+        "tbody tr[data-sub]", "els => [...new Set(els.map(e => Math.round(e.getBoundingClientRect().height)))]"
+    )
+    assert len(heights) == 1, heights  # one line each, the long title cut with its full text on hover
+    title = f"tr[data-sub='{many[0]}'] td[data-col='title']"  # live: the change arrives on the team channel
+    await page.wait_for_function(f"document.querySelector(\"{title}\").title.startsWith('Copper grain run very long')")
+    heights = await page.eval_on_selector_all(
+        "tbody tr[data-sub]", "els => [...new Set(els.map(e => Math.round(e.getBoundingClientRect().height)))]"
+    )
+    assert len(heights) == 1, heights
+    box = page.locator(".table-scroll")
+    assert await box.evaluate("b => b.scrollWidth <= b.clientWidth"), "every column fits at 1400 px"
+    header = await page.locator("thead th").first.bounding_box()
+    await box.evaluate("b => { b.scrollTop = 1200; }")
+    await page.wait_for_function("document.querySelector('.table-scroll').scrollTop > 1000")
+    assert await page.locator("thead th").first.bounding_box() == header  # the header stays in place
+    for width in (768, 360):
+        await page.set_viewport_size({"width": width, "height": 800})
+        page_width = await page.evaluate("document.documentElement.scrollWidth")
+        assert page_width <= width, f"the page scrolls sideways at {width} px"
+        assert await box.evaluate("b => b.scrollWidth > b.clientWidth")  # the table does, inside its box
+
+
+async def stream(pool: asyncpg.Pool, team: Team, ids: list[int], stop: asyncio.Event) -> None:
+    """Tasks changing on the page's rows, several times a second, until `stop`."""
+    jobs = [
+        r["id"]
+        for r in await pool.fetch(
+            "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, submission_id)"
+            " select $1, $2, $3, 'analysis', 'Analysis frame', f, s from unnest($4::bigint[]) s,"
+            " generate_series(0, 3) f returning id",
+            team.id,
+            team.trajectory_id,
+            team.cluster_id,
+            ids,
+        )
+    ]
+    step = 0
+    while not stop.is_set():
+        chunk = jobs[(step * 37) % len(jobs) :][:40]
+        await pool.execute(
+            "update jobs set status = $2 where id = any($1::bigint[])", chunk, ("running", "completed")[step % 2]
+        )
+        step += 1
+        await asyncio.sleep(0.1)
+
+
+@contextlib.asynccontextmanager
+async def streaming(pool: asyncpg.Pool, team: Team, ids: list[int]) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(stream(pool, team, ids, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_click_lands_on_the_row_aimed_at_while_rows_stream(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, many: list[int]
+) -> None:
+    # Sorted by progress: every change moves rows in the order, and new ones keep entering the window.
+    await page.goto(f"{stack.nodes[0].http}/submissions?sort=progress&dir=desc")
+    await page.wait_for_function(f"({SHOWN})().length === 100")
+    async with streaming(pool, team, many[:150]):
+        aimed = page.locator("tbody tr[data-sub]").nth(6)
+        target = int(await aimed.get_attribute("data-sub"))
+        box = await aimed.bounding_box()
+        x, y = box["x"] + 40, box["y"] + box["height"] / 2
+        await page.mouse.move(x, y)
+        under = f"() => document.elementFromPoint({x}, {y}).closest('tr').dataset.sub"
+        for _ in range(20):  # two seconds of changes with the pointer still
+            await page.wait_for_timeout(100)
+            assert await page.evaluate(under) == str(target)
+        await page.wait_for_selector(".news:not([hidden])")  # what moved is announced, not shown under the pointer
+        await page.mouse.click(x, y)
+        assert await page.get_attribute(f"tr[data-sub='{target}']", "aria-selected") == "true"
+        await page.mouse.move(5, 5)  # the pointer leaves: the window catches up by itself
+        await page.wait_for_selector(".news", state="hidden")
+
+
+async def test_kill_asks_first_and_escape_does_nothing(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    [sid] = await add_submissions(pool, team, 1)
+    await pool.execute(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, submission_id, status)"
+        " select $1, $2, $3, 'analysis', 'Analysis frame', f, $4, 'running' from generate_series(0, 2) f",
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
+        sid,
+    )
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    row = f"tr[data-sub='{sid}']"
+    await page.wait_for_function(f"document.querySelector(\"{row}\")?.innerText.includes('running')")
+    await page.focus(row)
+    await page.keyboard.press("Space")
+    await page.keyboard.press("Shift+F10")  # the menu by keyboard
+    await page.locator("role=menuitem[name='Kill']").focus()
+    await page.keyboard.press("Enter")
+    await page.locator("dialog h2", has_text="Kill 3 tasks of 1 submission on gpu-1?").wait_for()
+    await page.keyboard.press("Escape")
+    await page.wait_for_selector("dialog", state="detached")
+    assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {
+        "running"
+    }
