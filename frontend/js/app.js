@@ -1,5 +1,6 @@
 // The Jobs single-page app: header ring and popover, dashboard cards, a trajectory's panel, Submissions, My Team,
 // Clusters. Views draw at most once per animation frame, whatever the rate of updates.
+import { param } from "./address.js";
 import { app } from "./context.js";
 import { Dashboard } from "./dashboard.js";
 import { Live } from "./live.js";
@@ -96,6 +97,16 @@ function drawClustersPage() {
     <tbody>${rows || `<tr><td colspan="6" class="quiet">No cluster reports metrics</td></tr>`}</tbody></table></div>`);
 }
 
+/** What the address says is open (a reload or a shared link): the popover and its search, a trajectory's panel. */
+function restoreView() {
+  const id = Number(param("panel"));
+  if (Number.isSafeInteger(id) && id > 0) {
+    const known = app.team.summaries.get(id) || dashboard.known.find((t) => t.id === id);
+    panel.open(id, known ? known.name : `Trajectory ${id}`, { tab: param("tab") === "analyses" ? "analyses" : "jobs", opener: $("ring") });
+  }
+  if (param("jobs") === "open") popover.setOpen(true);
+}
+
 // -- signing in
 
 const SIGN_IN_NOTES = {
@@ -184,14 +195,16 @@ async function start() {
     document.body.dataset.live = status;
   }, renewSession);
   scheduleRenewal(me.expires_at, me.time);
-  // Who the members are and which trajectories there are, before the first rows are drawn (USER, the cards).
-  const [trajectories, members] = await Promise.all([
-    fetch(`/api/teams/${app.teamId}/trajectories`).then((r) => r.json()),
-    fetch(`/api/teams/${app.teamId}/members`).then((r) => r.json()),
-  ]);
-  dashboard.known = trajectories.trajectories || [];
+  // Who the members are, before the first rows are drawn (USER); the dashboard reads its cards itself.
+  const members = await fetch(`/api/teams/${app.teamId}/members`).then((r) => r.json());
   for (const m of members.members || []) app.memberNames.set(m.id, m.name);
-  app.live.subscribe(`team:${app.teamId}`, (m) => { app.team.apply(m); if (m.type === "glow") setTimeout(schedule, 3600); schedule(); });
+  let restored = false;
+  app.live.subscribe(`team:${app.teamId}`, (m) => {
+    app.team.apply(m);
+    if (m.type === "glow") setTimeout(schedule, 3600);
+    if (!restored && m.type === "snapshot") { restored = true; restoreView(); }
+    schedule();
+  });
   app.live.start();
   window.gatewayLive = app.live;
   window.gatewayApp = app; // for the browser tests: the team's state as the views read it

@@ -1,20 +1,37 @@
-// The dashboard: a card per trajectory, newest first (new ones included), each with its menu.
+// The dashboard: a card per trajectory, newest first (new ones included), each with its menu. A team may hold
+// thousands: the server pages and searches them ("100 of 1,204 trajectories", Show more), and each card tells the
+// truth from its first second (an upload on its way says so).
 //
 // Cards are keyed and change in place. While the pointer or keyboard focus is on the grid, or a menu or the panel
 // is open, they keep their places: new trajectories are announced ("2 new, show") and take their place (first)
 // when the pointer leaves.
+import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { colour, word } from "./rules.js";
 import { ICON } from "./tree.js";
 import { ago, menuAt, placeChildren, setAttr, setText } from "./ui.js";
 
+const PAGE = 100;
+const DAY = 24 * 3600 * 1000;
+const number = new Intl.NumberFormat();
+// Where an upload's data is, while its trajectory has no jobs yet (the submission's staging).
+export const STAGING_WORDS = {
+  upload_pending: "Waiting to upload", uploading: "Uploading", sync_pending: "Uploaded, waiting to sync",
+  syncing: "Syncing to the cluster", sync_failed: "Sync failed: Retry Sync on the Submissions page",
+};
+
 export class Dashboard {
   constructor(main, panel) {
     this.main = main;
     this.panel = panel;
-    this.known = []; // the team's trajectories as loaded: { id, name, created_at }, newest first
+    this.known = []; // the team's trajectories as loaded: { id, name, created_at, staging }, newest first
     this.names = null; // id -> name of the known ones
+    this.total = null; // trajectories matching the search, in all
+    this.search = param("q");
+    this.loading = false;
+    this.uploads = new Map(); // trajectory id -> { submission, staging } of an upload on its way (live)
+    app.team.onSubmissions((rows) => this._uploads(rows));
     this.order = new StableOrder();
     this.cards = new Map(); // id -> element
     this.grid = null;
@@ -24,8 +41,19 @@ export class Dashboard {
   mount() {
     this.main.dataset.page = "dash";
     this.main.innerHTML = `<h1 class="visually-hidden">Dashboard</h1>
-      <div class="cards-bar"><button type="button" class="news" hidden></button></div>
-      <div class="cards"></div>`;
+      <div class="cards-bar"><label class="search"><span class="visually-hidden">Find a trajectory</span>
+          <input type="search" name="q" placeholder="Find a trajectory" autocomplete="off" maxlength="200"></label>
+        <span class="count quiet" aria-live="polite"></span><button type="button" class="news" hidden></button></div>
+      <div class="cards"></div>
+      <p class="empty quiet" hidden></p>
+      <div class="more-bar"><button type="button" class="more" hidden>Show more</button></div>`;
+    this.main.querySelector("input[name=q]").value = this.search;
+    let typing = null;
+    this.main.querySelector("input[name=q]").addEventListener("input", (e) => {
+      clearTimeout(typing);
+      typing = setTimeout(() => { this.search = e.target.value.trim(); setParams({ q: this.search }); this.load(); }, 250);
+    });
+    this.main.querySelector(".more").addEventListener("click", () => this.load(this.known.length));
     this.grid = this.main.querySelector(".cards");
     this.news = this.main.querySelector(".news");
     this.cards = new Map();
@@ -42,6 +70,57 @@ export class Dashboard {
 
   held() { return holding([this.aim], () => this.panel.isOpen); }
 
+  /** A page of cards from the server (`offset` 0: the first page again, for a new search; `front`: the newest
+   * page merged in front of what is loaded, for trajectories created since). */
+  async load(offset = 0, front = false) {
+    this.loading = true;
+    const asked = (this.asked = (this.asked || 0) + 1);
+    const p = new URLSearchParams({ offset: String(offset), limit: String(PAGE) });
+    if (this.search) p.set("q", this.search);
+    const body = await fetch(`/api/teams/${app.teamId}/trajectories?${p}`).then((r) => r.json()).catch(() => null);
+    if (asked !== this.asked) return;
+    this.loading = false;
+    if (!body || !body.trajectories) { app.schedule(); return; }
+    app.team.learn(body.summaries);
+    const page = body.trajectories;
+    const ids = new Set(page.map((t) => t.id));
+    if (front) this.known = [...page, ...this.known.filter((t) => !ids.has(t.id))];
+    else this.known = offset === 0 ? page : [...this.known, ...page.filter((t) => !this._listed(t.id))];
+    this.total = body.total;
+    this.names = null;
+    if (offset === 0 && !front) this.order.release(); // a new search shows at once
+    app.schedule();
+  }
+
+  /** Uploads on their way, from the Submissions page's rows as they stream: the card says where the data is. */
+  _uploads(rows) {
+    let changed = false;
+    for (const r of rows) {
+      if (r.trajectory_id === null) continue;
+      const seen = this.uploads.get(r.trajectory_id);
+      // The newest news of a trajectory's upload wins over what the cards were read with (null: its data is there).
+      if (r.staging !== "ready") { this.uploads.set(r.trajectory_id, { submission: r.id, staging: r.staging }); changed = true; }
+      else if (!seen || seen.submission === r.id) { this.uploads.set(r.trajectory_id, { submission: r.id, staging: null }); changed = true; }
+    }
+    // An upload of a trajectory created since the cards were read: its card (with its name) comes from the server.
+    const newest = this.known.reduce((m, t) => Math.max(m, t.id), 0);
+    const arrived = [...this.uploads].some(([id, u]) => u.staging && id > newest && !this._listed(id));
+    if (this.total !== null && arrived) this.load(0, true);
+    if (changed) app.schedule();
+  }
+
+  _staging(id) {
+    const live = this.uploads.get(id);
+    if (live) return live.staging;
+    const t = this._listed(id);
+    return t ? t.staging || null : null;
+  }
+
+  _listed(id) {
+    if (!this.byId || this.byId.size !== this.known.length) this.byId = new Map(this.known.map((t) => [t.id, t]));
+    return this.byId.get(id);
+  }
+
   menu(id, button) {
     const name = this._name(id);
     menuAt(button, [
@@ -57,15 +136,21 @@ export class Dashboard {
     return this.names.get(id) || `Trajectory ${id}`;
   }
 
-  /** Newest first: the trajectories created since the page loaded (known by their summary) lead, newest id first. */
+  /** Newest first: the trajectories created since the page loaded (known by their summary, newer than every
+   * card loaded) lead, newest id first. */
   latest() {
     const loaded = new Set(this.known.map((t) => t.id));
-    const fresh = [...app.team.summaries.keys()].filter((id) => !loaded.has(id)).sort((a, b) => b - a);
+    const newest = this.known.reduce((m, t) => Math.max(m, t.id), 0);
+    const fresh = [...app.team.summaries.values()]
+      .filter((s) => !loaded.has(s.id) && s.id > newest && (!this.search || s.name.toLowerCase().includes(this.search.toLowerCase())))
+      .map((s) => s.id).sort((a, b) => b - a);
+    this.fresh = fresh.length;
     return [...fresh, ...this.known.map((t) => t.id)];
   }
 
   draw() {
     if (this.main.dataset.page !== "dash" || !this.grid) this.mount();
+    if (this.total === null && !this.loading) this.load();
     const ids = this.order.next(this.latest(), this.held());
     const now = app.live.now();
     const nodes = [];
@@ -80,6 +165,13 @@ export class Dashboard {
     placeChildren(this.grid, nodes);
     this.news.hidden = !this.order.waiting;
     setText(this.news, newsText(this.order.waiting));
+    const shown = nodes.length; // the cards read, and those created since
+    const total = Math.max((this.total || 0) + (this.fresh || 0), shown);
+    setText(this.main.querySelector(".count"), this.total === null ? "" : `${number.format(Math.min(shown, total))} of ${number.format(total)} trajectories`);
+    this.main.querySelector(".more").hidden = this.total === null || this.known.length >= this.total;
+    const empty = this.main.querySelector(".empty");
+    empty.hidden = this.total === null || nodes.length > 0;
+    setText(empty, this.search ? `No trajectory's name has “${this.search}”` : "No trajectories yet");
   }
 
   _card(id) {
@@ -107,7 +199,10 @@ export class Dashboard {
     setText(text, name);
     setAttr(title, "title", name); // the whole name, when it is cut short
     setAttr(button, "aria-label", `Menu of ${name}`);
-    setText(progress, s ? `${s.completed}/${s.total} jobs completed` : "No jobs in the last 24 hours");
+    const staging = s ? null : this._staging(id);
+    const listed = this._listed(id);
+    const young = listed && now - Date.parse(listed.created_at) < DAY;
+    setText(progress, s ? `${s.completed}/${s.total} jobs completed` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
     setText(state, s ? word(s.status) : "");
     setText(when, s ? ago(s.updated_at, now) : "");
   }

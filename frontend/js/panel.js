@@ -1,4 +1,5 @@
 // The panel at the right of the dashboard: one trajectory's jobs (or one submission's tasks), and its analyses.
+import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
@@ -28,6 +29,7 @@ export class Panel {
     this.name = name;
     this.opener = opener;
     this.tab = tab;
+    if (submission === null) setParams({ panel: id, tab: tab === "jobs" ? "" : tab });
     const el = this.el;
     el.hidden = false;
     el.innerHTML = `<div class="panel-head"><h2 id="panel-title" tabindex="-1"></h2>
@@ -84,6 +86,7 @@ export class Panel {
 
   show(tab) {
     this.tab = tab;
+    if (param("panel") === String(this.id)) setParams({ tab: tab === "jobs" ? "" : tab });
     for (const [name, tabId, panelId] of [["jobs", "tab-jobs", "panel-jobs"], ["analyses", "tab-analyses", "panel-analyses"]]) {
       const on = name === tab;
       const t = this.el.querySelector(`#${tabId}`);
@@ -98,6 +101,7 @@ export class Panel {
   close(restore = true) {
     if (this.id === null) return;
     unfollow(this.id);
+    setParams({ panel: "", tab: "" });
     this.id = null;
     this.tree = null;
     this.el.hidden = true;

@@ -1,8 +1,11 @@
 // The Jobs popover: the counts, every trajectory (most recent first) with its jobs a click away, and Clusters.
+// The team channel's snapshot brings the few hundred most recent; older ones are a "Show older" away and a search
+// finds any by name (both read over HTTP), and the count says how many there are in all.
 //
 // The counts and the Clusters block stay in view; only the list scrolls. Rows are keyed and change in place;
 // while the person aims at the popover (pointer, keyboard focus, an open menu) they keep their order, new
 // trajectories are announced ("2 new, show"), and the order catches up when the pointer leaves.
+import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { buckets, colour, word } from "./rules.js";
@@ -10,6 +13,7 @@ import { ICON, JobTree } from "./tree.js";
 import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
 import { ago, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
 
+const number = new Intl.NumberFormat();
 const ZERO = { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0, holding: 0, preempted: 0 };
 
 export class Popover {
@@ -28,10 +32,14 @@ export class Popover {
         <div><b data-bucket="queued">0</b>Queued</div><div><b data-bucket="running">0</b>Running</div>
         <div><b data-bucket="done">0</b>Done</div><div><b data-bucket="failed">0</b>Failed</div>
       </div>
-      <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><button type="button" class="news" hidden></button></div>
+      <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><span class="pop-count quiet small" aria-live="polite"></span>
+        <button type="button" class="news" hidden></button></div>
+      <label class="pop-find"><span class="visually-hidden">Find a trajectory</span>
+        <input type="search" name="find" placeholder="Find a trajectory" autocomplete="off" maxlength="200"></label>
       <div class="pop-list">
         <p class="empty quiet" hidden>No jobs in the last 24 hours</p>
         <div class="pop-tree" role="tree" aria-labelledby="pop-title"></div>
+        <button type="button" class="older" hidden>Show older</button>
       </div>
       <div class="block">
         <span class="clusters-none quiet">Clusters: none reporting</span>
@@ -44,6 +52,15 @@ export class Popover {
     this.news = this.el.querySelector(".news");
     this.aim = new Aim(this.el, () => app.schedule());
     this.news.addEventListener("click", () => { this.order.release(); this.draw(); });
+    this.find = param("find"); // the search, as typed
+    this.found = null; // the server's count of trajectories whose name has it (null: no search)
+    this.el.querySelector("input[name=find]").value = this.find;
+    let typing = null;
+    this.el.querySelector("input[name=find]").addEventListener("input", (e) => {
+      clearTimeout(typing);
+      typing = setTimeout(() => this.search(e.target.value.trim()), 250);
+    });
+    this.el.querySelector(".older").addEventListener("click", () => this.older());
     this.el.addEventListener("click", (e) => this._click(e));
     this.el.addEventListener("keydown", (e) => this._key(e));
     this.el.addEventListener("contextmenu", (e) => {
@@ -62,11 +79,48 @@ export class Popover {
   setOpen(open) {
     this.el.hidden = !open;
     this.ring.setAttribute("aria-expanded", String(open));
+    setParams({ jobs: open ? "open" : "" });
     if (!open) return;
     this.order.release(); // it opens in the latest order
+    if (this.find && this.found === null) this.search(this.find);
     this.draw();
     const first = this.list.querySelector("[data-head]");
     if (first) first.focus();
+  }
+
+  /** Read a page of trajectories over HTTP (older ones, or those a search finds) into the team's summaries. */
+  async _read(query) {
+    const body = await fetch(`/api/teams/${app.teamId}/trajectories/active?${new URLSearchParams(query)}`)
+      .then((r) => r.json()).catch(() => null);
+    if (body && body.summaries) app.team.learn(body.summaries);
+    return body;
+  }
+
+  async search(find) {
+    this.find = find;
+    setParams({ find });
+    this.found = null;
+    this.order.release(); // the person's own doing: it shows at once
+    if (find) {
+      const body = await this._read({ q: find, limit: "300" });
+      if (this.find === find && body) this.found = body.total;
+    }
+    app.schedule();
+  }
+
+  async older() {
+    const query = { offset: String(this.matching().length), limit: "300" };
+    if (this.find) query.q = this.find;
+    await this._read(query);
+    this.order.release(); // the person's own doing: the older ones show at once, after the rest
+    app.schedule();
+  }
+
+  /** The trajectories the browser knows that the search matches (all of them without one), most recent first. */
+  matching() {
+    const find = this.find.toLowerCase();
+    const all = app.team.recent();
+    return find ? all.filter((s) => s.name.toLowerCase().includes(find)) : all;
   }
 
   _name(id) { const s = app.team.summaries.get(id) || this.seen.get(id); return s ? s.name : `Trajectory ${id}`; }
@@ -126,7 +180,7 @@ export class Popover {
     if (!this.isOpen) return;
     const b = buckets(app.team.counts || ZERO);
     for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, String(b[el.dataset.bucket]));
-    const latest = app.team.recent();
+    const latest = this.matching();
     for (const s of latest) this.seen.set(s.id, s);
     const ids = this.order.next(latest.map((s) => s.id), this.held());
     const now = app.live.now();
@@ -145,7 +199,11 @@ export class Popover {
     this.rows = keep;
     placeChildren(this.list, nodes);
     this.empty.hidden = nodes.length > 0;
+    setText(this.empty, this.find ? `No trajectory's name has “${this.find}”` : "No jobs in the last 24 hours");
     this.list.hidden = nodes.length === 0;
+    const total = Math.max(this.find ? this.found ?? latest.length : app.team.total || 0, latest.length);
+    setText(this.el.querySelector(".pop-count"), total ? `${number.format(latest.length)} of ${number.format(total)}` : "");
+    this.el.querySelector(".older").hidden = latest.length >= total;
     this.news.hidden = !this.order.waiting;
     setText(this.news, newsText(this.order.waiting));
     this._block();

@@ -2,7 +2,20 @@
 import { groupKey } from "./rules.js";
 
 export class TeamState {
-  constructor() { this.reset(); this.glowing = new Map(); this.onSubmissions = null; }
+  constructor() { this.reset(); this.glowing = new Map(); this.rowListeners = new Set(); }
+
+  /** `fn(rows, reload)` hears the Submissions page's rows as they stream (`reload`: read the windows again). */
+  onSubmissions(fn) { this.rowListeners.add(fn); return () => this.rowListeners.delete(fn); }
+
+  _rows(rows, reload) { for (const fn of this.rowListeners) fn(rows, reload); }
+
+  /** Summaries read over HTTP (older pages, a search): kept unless the stream already brought a newer one. */
+  learn(summaries) {
+    for (const s of summaries) {
+      const seen = this.summaries.get(s.id);
+      if (!seen || (s.updated_at || "") > (seen.updated_at || "")) this.summaries.set(s.id, s);
+    }
+  }
 
   reset() {
     this.counts = null;
@@ -14,20 +27,20 @@ export class TeamState {
 
   apply(m) {
     switch (m.type) {
-      case "reset": this.reset(); this.onSubmissions?.([], true); break;
+      case "reset": this.reset(); this._rows([], true); break;
       case "snapshot":
         this.reset();
         this.counts = m.counts; this.total = m.total_trajectories || 0;
         for (const s of m.trajectories || []) this.summaries.set(s.id, s);
         if (m.presence) this.presence = m.presence;
         if (m.clusters) this.clusters = m.clusters;
-        this.onSubmissions?.([], true); // the stream starts again: the Submissions window is read again
+        this._rows([], true); // the stream starts again: the Submissions window is read again
         break;
       case "summary":
         this.counts = m.counts; this.total = m.total_trajectories;
         for (const s of m.trajectories) s.total ? this.summaries.set(s.id, s) : this.summaries.delete(s.id);
         // The Submissions page's rows (the page reads its window over HTTP and keeps it live with these).
-        if (m.submissions || m.reload_submissions) this.onSubmissions?.(m.submissions || [], Boolean(m.reload_submissions));
+        if (m.submissions || m.reload_submissions) this._rows(m.submissions || [], Boolean(m.reload_submissions));
         break;
       case "presence": this.presence = m.presence; break;
       case "clusters": this.clusters = m.clusters; break;
@@ -43,7 +56,10 @@ export class TeamState {
     return false;
   }
 
-  recent() { return [...this.summaries.values()].sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || "")); }
+  /** Most recent change first, then the highest id: the server's order, so that its pages continue this list. */
+  recent() {
+    return [...this.summaries.values()].sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || "") || b.id - a.id);
+  }
 }
 
 export class TrajectoryState {

@@ -6,6 +6,7 @@
 // Rows change in place as they stream. A row that enters or leaves the window (under the sort and filters) is
 // announced while the pointer or focus is on the table or a menu or dialog is open ("3 new, show"); otherwise the
 // window is read again, at most once a second. Nothing moves under the pointer.
+import { setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, holding } from "./order.js";
 import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
@@ -44,14 +45,14 @@ function viewQuery(view, { paged = false } = {}) {
   return p;
 }
 
-function address(view) {
-  const p = new URLSearchParams();
-  if (view.sort !== "created_at") p.set("sort", view.sort);
-  if (view.dir !== (view.sort === "created_at" ? "desc" : "asc")) p.set("dir", view.dir);
-  for (const k of ["status", "project", "user", "q"]) if (view[k]) p.set(k, view[k]);
-  if (view.page > 1) p.set("page", String(view.page));
-  const qs = p.toString();
-  return `/submissions${qs ? `?${qs}` : ""}`;
+/** The view's parameters for the address (defaults left out; the popover's and panel's are kept). */
+function addressOf(view) {
+  return {
+    sort: view.sort !== "created_at" ? view.sort : "",
+    dir: view.dir !== (view.sort === "created_at" ? "desc" : "asc") ? view.dir : "",
+    status: view.status, project: view.project, user: view.user, q: view.q,
+    page: view.page > 1 ? view.page : "",
+  };
 }
 
 /** The value a column sorts by, as the server sorts it (USER by name, PROGRESS by the completed share). */
@@ -83,7 +84,7 @@ export class SubmissionsPage {
     this.loadedAt = 0;
     this.error = "";
     this.projects = [];
-    app.team.onSubmissions = (rows, reload) => this.onRows(rows, reload);
+    app.team.onSubmissions((rows, reload) => this.onRows(rows, reload));
   }
 
   get team() { return app.team; }
@@ -169,7 +170,7 @@ export class SubmissionsPage {
   /** Change the view (the person's own doing: the new window shows at once). */
   go(change) {
     this.view = { ...this.view, ...change };
-    history.replaceState(history.state, "", address(this.view));
+    setParams(addressOf(this.view));
     this.load();
     this.render();
   }

@@ -93,11 +93,13 @@ function learnAnalyses(trajectoryId, jobs) {
 }
 
 /** What tells same-named jobs apart: the start time of the pipeline run that made the job's analysis, else when
- * the job was created. */
+ * the job was created (and started, once it has: each time named for what it is). */
 export function runLabel(trajectoryId) {
   return (job) => {
     const row = job.analysis_id !== null ? analysesOf(trajectoryId).rows.get(job.analysis_id) : null;
-    if (row) return `run started ${clock(row.created_at, app.live.now())}`;
-    return job.created_at ? `started ${clock(job.created_at, app.live.now())}` : `#${job.id}`;
+    const now = app.live.now();
+    if (row) return `run started ${clock(row.created_at, now)}`;
+    if (!job.created_at) return `#${job.id}`;
+    return `created ${clock(job.created_at, now)}${job.started_at ? `, started ${clock(job.started_at, now)}` : ""}`;
   };
 }

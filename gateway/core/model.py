@@ -77,6 +77,12 @@ class Counts(msgspec.Struct, omit_defaults=False):
         )
 
 
+def most_recent_first(summary: TrajectorySummary) -> tuple[float, int]:
+    """The popover's order, as a sort key (reverse=True): the last change, then the id, so that every list of
+    summaries (a snapshot, a page read over HTTP, the browser's) has one order and pages continue each other."""
+    return (summary.updated_at.timestamp() if summary.updated_at else 0.0, summary.id)
+
+
 class TrajectorySummary(msgspec.Struct, kw_only=True):
     """One line of the team's Jobs popover: `name`, `completed/total`, group status, last change."""
 

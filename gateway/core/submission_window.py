@@ -71,7 +71,18 @@ def _many(params: Mapping[str, Sequence[str]], name: str) -> tuple[str, ...]:
     values = tuple(v for v in params.get(name) or () if v != "")
     if len(values) > MAX_FILTER_VALUES:
         raise BadWindow(name, f"at most {MAX_FILTER_VALUES} values")
+    for value in values:
+        _text(name, value)
     return values
+
+
+def _text(name: str, value: str) -> str:
+    """A text a person typed: PostgreSQL's text holds no NUL, and a search is at most MAX_SEARCH characters."""
+    if "\x00" in value:
+        raise BadWindow(name, "contains a NUL character")
+    if len(value) > MAX_SEARCH:
+        raise BadWindow(name, f"at most {MAX_SEARCH} characters")
+    return value
 
 
 def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Window:
@@ -91,12 +102,8 @@ def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Win
     for raw in users:
         if not raw.isdigit() or len(raw) > 18:
             raise BadWindow("user", "expected a user id")
-    search = (params.get("q") or [""])[-1].strip()
-    if len(search) > MAX_SEARCH:
-        raise BadWindow("q", f"at most {MAX_SEARCH} characters")
+    search = _text("q", (params.get("q") or [""])[-1].strip())
     projects = _many(params, "project")
-    if any(len(p) > MAX_SEARCH for p in projects):
-        raise BadWindow("project", f"at most {MAX_SEARCH} characters")
     return Window(
         sort=sort,
         descending=direction == "desc",
@@ -107,6 +114,31 @@ def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Win
         offset=_int(params, "offset", 0, 0, 10**9) if paged else 0,
         limit=_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT) if paged else 0,
     )
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of a list searched by name (the dashboard's cards, the popover's trajectories)."""
+
+    search: str = ""
+    offset: int = 0
+    limit: int = DEFAULT_LIMIT
+
+
+def parse_page(params: Mapping[str, Sequence[str]], default_limit: int = DEFAULT_LIMIT) -> Page:
+    """`q`, `offset` and `limit` (1 to 500) from query parameters."""
+    search = _text("q", (params.get("q") or [""])[-1].strip())
+    return Page(
+        search=search,
+        offset=_int(params, "offset", 0, 0, 10**9),
+        limit=_int(params, "limit", default_limit, 1, MAX_LIMIT),
+    )
+
+
+def search_matches(search: str, *texts: str) -> bool:
+    """Whether a part of any of `texts` is `search`, case aside (as ILIKE '%search%')."""
+    needle = search.casefold()
+    return any(needle in t.casefold() for t in texts)
 
 
 def like_pattern(search: str) -> str:

@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable
 
 from ..bus.channels import ChannelReads
-from ..core import envelope
+from ..core import channels, envelope
 from ..core.channels import parse_channel
 from ..core.histogram import Histogram
 from ..core.keepalive import KeepaliveSlices, slices_for
+from ..core.model import TrajectorySummary
 from ..core.protocol import Error
 from ..core.wsframe import ping_frame
 from .admission import Admission
@@ -95,6 +96,12 @@ class Node:
     @on_revocation.setter
     def on_revocation(self, listener: Callable[[bytes], None]) -> None:
         self.memberships.on_revocation = listener
+
+    async def team_summaries(self, team_id: int) -> list[TrajectorySummary]:
+        """Every trajectory summary the team's channel lists now, as the relay stored it with its last publish."""
+        name = channels.team(team_id)
+        state = await self.reads.team_state(self.teams.partitions.tag(team_id), name)
+        return state.summaries
 
     async def start(self) -> None:
         self._runners = [

@@ -19,7 +19,7 @@ import msgspec
 from ..bus.channels import ChannelReads, TeamState
 from ..core.batching import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH
 from ..core.channels import Channel
-from ..core.model import Job
+from ..core.model import Job, most_recent_first
 from ..core.protocol import Snapshot, make_cursor
 from .membership import ChannelTeams
 from .ports import Access
@@ -84,7 +84,7 @@ class Snapshots:
                 ("team", channel.id), lambda: self.access.team_state(channel.id), since
             )
             total = len(summaries)
-        summaries.sort(key=lambda s: s.updated_at.timestamp() if s.updated_at else 0.0, reverse=True)
+        summaries.sort(key=most_recent_first, reverse=True)
         return Snapshot(
             channel=channel.name,
             seq=0,

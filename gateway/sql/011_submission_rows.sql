@@ -28,6 +28,7 @@ create table submission_rows (
 -- index scan, never a sort of the whole table.
 create index submission_rows_id on submission_rows (team_id, id);
 create index submission_rows_user on submission_rows (team_id, user_name, id);
+create index submission_rows_user_id on submission_rows (team_id, user_id, id);  -- the User filter
 create index submission_rows_status on submission_rows (team_id, status, id);
 create index submission_rows_project on submission_rows (team_id, project, id);
 create index submission_rows_title on submission_rows (team_id, title, id);
@@ -39,3 +40,8 @@ create index submission_rows_progress on submission_rows (team_id, progress, id)
 create index submission_rows_tasks on submission_rows (team_id, tasks, id);
 create index submission_rows_avg_frame on submission_rows (team_id, avg_frame, id);
 create index submission_rows_created on submission_rows (team_id, created_at, id);
+
+-- The dashboard's cards: a team's trajectories newest first, in pages, however many it holds.
+create index trajectories_team_created on trajectories (team_id, created_at, id);
+-- A card says when its trajectory's upload is still on its way (few are at any time).
+create index submissions_staging on submissions (trajectory_id, created_at) where staging <> 'ready';

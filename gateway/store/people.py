@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import asyncpg
 
+from ..core.submission_window import like_pattern
+
 
 class Named(NamedTuple):
     """A user or a team."""
@@ -21,6 +23,7 @@ class Listed(NamedTuple):
     id: int
     name: str
     created_at: datetime
+    staging: str | None = None  # its newest upload's data, while not on the cluster yet
 
 
 async def user(pool: asyncpg.Pool, user_id: int) -> Named | None:
@@ -55,10 +58,23 @@ async def members(pool: asyncpg.Pool, team_id: int) -> list[Named]:
     return [Named(*r) for r in rows]
 
 
-async def trajectories(pool: asyncpg.Pool, team_id: int) -> list[Listed]:
-    """The team's trajectories, newest first (at most 500)."""
-    rows = await pool.fetch(
-        "select id, name, created_at from trajectories where team_id = $1 order by created_at desc, id desc limit 500",
-        team_id,
-    )
-    return [Listed(*r) for r in rows]
+async def trajectories(
+    pool: asyncpg.Pool, team_id: int, search: str = "", offset: int = 0, limit: int = 100
+) -> tuple[int, list[Listed]]:
+    """How many of the team's trajectories match `search` (a part of the name), and a page of them, newest first,
+    each with where its newest upload's data is when it is not on the cluster yet (else None)."""
+    where = "team_id = $1"
+    args: list[object] = [team_id]
+    if search:
+        where += " and name ilike $2"
+        args.append(like_pattern(search))
+    async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+        total: int = await db.fetchval(f"select count(*) from trajectories where {where}", *args)
+        rows = await db.fetch(
+            "select t.id, t.name, t.created_at, (select s.staging from submissions s where s.trajectory_id = t.id"
+            "  and s.team_id = t.team_id and s.staging <> 'ready' order by s.created_at desc limit 1) as staging"
+            f" from trajectories t where {where} order by created_at desc, id desc"
+            f" limit {int(limit)} offset {int(offset)}",
+            *args,
+        )
+    return total, [Listed(*r) for r in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 from starlette.responses import Response
 
+from ..core.model import TrajectorySummary
 from ..core.submission import SubmissionRow
 
 
@@ -50,16 +51,31 @@ class Members(msgspec.Struct, omit_defaults=True):
     online: int | None = None
 
 
-class TrajectoryRow(msgspec.Struct):
+class TrajectoryRow(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: int
     name: str
     created_at: str  # ISO 8601
+    staging: str | None = None  # its newest upload's data while not on the cluster: uploading, syncing ...
 
 
-class Trajectories(msgspec.Struct):
-    """The team's trajectories, newest first (at most 500)."""
+class Trajectories(msgspec.Struct, kw_only=True):
+    """A page of the team's trajectories (the dashboard's cards), newest first: `total` match the search. `summaries`
+    are the live summaries of those listed with jobs (the team channel's `summary` keeps them live)."""
 
+    total: int
+    offset: int
+    limit: int
     trajectories: list[TrajectoryRow]
+    summaries: list[TrajectorySummary]
+
+
+class ActiveTrajectories(msgspec.Struct, kw_only=True):
+    """A page of the trajectories with jobs listed (the Jobs popover), most recent change first: `total` match."""
+
+    total: int
+    offset: int
+    limit: int
+    summaries: list[TrajectorySummary]
 
 
 class AnalysisRow(msgspec.Struct, kw_only=True):

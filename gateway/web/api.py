@@ -7,8 +7,10 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..core.model import most_recent_first
+from ..core.submission_window import BadWindow, Page, parse_page, search_matches
 from ..store import people
-from .answers import Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
+from .answers import ActiveTrajectories, Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
 
 
@@ -48,10 +50,57 @@ async def team_members(request: Request) -> Response:
     return answer(Members(members, online=sum(1 for m in members if m.online)))
 
 
+def _page(request: Request, default_limit: int = 100) -> Page:
+    query = request.query_params
+    try:
+        return parse_page({k: query.getlist(k) for k in query}, default_limit)
+    except BadWindow as bad:
+        raise Refused(422, "invalid", str(bad)) from None
+
+
 @endpoint
 async def team_trajectories(request: Request) -> Response:
-    """The dashboard's cards: the team's trajectories, newest first (the live counts come on the team channel)."""
+    """The dashboard's cards: a page of the team's trajectories, newest first, with the summaries of those with jobs
+    (the live counts then come on the team channel)."""
     team_id = path_id(request)
-    await member(request, user(request), team_id)
-    rows = await people.trajectories(runtime_of(request).pool, team_id)
-    return answer(Trajectories([TrajectoryRow(r.id, r.name, r.created_at.isoformat()) for r in rows]))
+    user_id = user(request)
+    page = _page(request)
+    await member(request, user_id, team_id)
+    runtime = runtime_of(request)
+    total, rows = await people.trajectories(runtime.pool, team_id, page.search, page.offset, page.limit)
+    listed = {r.id for r in rows}
+    summaries = [s for s in await runtime.node.team_summaries(team_id) if s.id in listed]
+    return answer(
+        Trajectories(
+            total=total,
+            offset=page.offset,
+            limit=page.limit,
+            trajectories=[
+                TrajectoryRow(id=r.id, name=r.name, created_at=r.created_at.isoformat(), staging=r.staging)
+                for r in rows
+            ],
+            summaries=summaries,
+        )
+    )
+
+
+@endpoint
+async def team_active_trajectories(request: Request) -> Response:
+    """The Jobs popover's trajectories past those its snapshot carries: those with jobs listed, most recent change
+    first, searched by name."""
+    team_id = path_id(request)
+    user_id = user(request)
+    page = _page(request, default_limit=300)
+    await member(request, user_id, team_id)
+    summaries = await runtime_of(request).node.team_summaries(team_id)
+    if page.search:
+        summaries = [s for s in summaries if search_matches(page.search, s.name)]
+    summaries.sort(key=most_recent_first, reverse=True)
+    return answer(
+        ActiveTrajectories(
+            total=len(summaries),
+            offset=page.offset,
+            limit=page.limit,
+            summaries=summaries[page.offset : page.offset + page.limit],
+        )
+    )

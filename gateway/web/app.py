@@ -23,7 +23,7 @@ from ..resources import FRONTEND
 from ..store.access import NodeAccess
 from .actions import remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
-from .api import me, team_members, team_trajectories
+from .api import me, team_active_trajectories, team_members, team_trajectories
 from .headers import SecurityHeaders
 from .inflight import ActionLimits
 from .ingest import (
@@ -109,6 +109,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/trajectories/{id:int}/analyses", trajectory_analyses),
         Route("/api/analyses/{id:int}", delete_analysis, methods=["DELETE"]),
         Route("/api/teams/{id:int}/trajectories", team_trajectories),
+        Route("/api/teams/{id:int}/trajectories/active", team_active_trajectories),
         Route("/api/teams/{id:int}/submissions", team_submissions),
         Route("/api/teams/{id:int}/submissions.csv", team_submissions_csv),
         Route("/api/teams/{id:int}/projects", team_projects),

@@ -12,7 +12,19 @@ from ..core.instance_types import InstanceTypes, Offered
 from ..core.submission import SUBMISSION_STATUSES
 from ..core.submission_window import DEFAULT_LIMIT, MAX_FILTER_VALUES, MAX_LIMIT, MAX_SEARCH, SORT_COLUMNS
 from ..core.team import MetricsReport
-from .answers import Analyses, Created, Done, Me, Members, Projects, Renewed, SubmissionWindow, Trajectories, Users
+from .answers import (
+    ActiveTrajectories,
+    Analyses,
+    Created,
+    Done,
+    Me,
+    Members,
+    Projects,
+    Renewed,
+    SubmissionWindow,
+    Trajectories,
+    Users,
+)
 
 
 def _param(name: str, description: str, schema: dict[str, Any], many: bool = False) -> dict[str, Any]:
@@ -34,6 +46,11 @@ VIEW = (
         "search: the job id, or a part of the title, project or user's name",
         {"type": "string", "maxLength": MAX_SEARCH},
     ),
+)
+SEARCHED_PAGE = (
+    _param("q", "a part of the trajectory's name", {"type": "string", "maxLength": MAX_SEARCH}),
+    _param("offset", "rows to skip", {"type": "integer", "minimum": 0, "default": 0}),
+    _param("limit", "rows to answer", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
 )
 PAGE = (
     _param("offset", "rows to skip", {"type": "integer", "minimum": 0, "default": 0}),
@@ -231,10 +248,22 @@ ROUTES: list[Operation] = [
         "/api/teams/{id}/trajectories",
         "teamTrajectories",
         "teams",
-        "The team's trajectories, newest first",
+        "A page of the team's trajectories (the dashboard's cards), newest first, searched by name",
         "user",
         None,
         Trajectories,
+        parameters=SEARCHED_PAGE,
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/trajectories/active",
+        "teamActiveTrajectories",
+        "teams",
+        "A page of the trajectories with jobs listed (the Jobs popover), most recent change first, searched by name",
+        "user",
+        None,
+        ActiveTrajectories,
+        parameters=SEARCHED_PAGE,
     ),
     Operation(
         "get",

@@ -41,12 +41,14 @@ _row_decoder = msgspec.json.Decoder(SubmissionRow)
 
 async def _team_window(request: Request, paged: bool = True) -> tuple[int, Window]:
     team_id = path_id(request)
-    await member(request, user(request), team_id)
+    user_id = user(request)
     query = request.query_params
     try:
-        return team_id, parse_window({k: query.getlist(k) for k in query}, paged)
+        window = parse_window({k: query.getlist(k) for k in query}, paged)
     except BadWindow as bad:
         raise Refused(422, "invalid", str(bad)) from None
+    await member(request, user_id, team_id)
+    return team_id, window
 
 
 @endpoint

@@ -634,3 +634,27 @@ async def test_the_popover_reads_as_the_document_says_and_its_links_close_it(
     await page.click("#popover .online")
     await page.wait_for_selector("#popover", state="hidden")
     await page.wait_for_selector("main h1:text('My Team')")
+
+
+async def test_same_named_jobs_say_when_they_were_created_and_started(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
+    # Two jobs of one frame with one name and no pipeline run: their labels name each time for what it is.
+    ids = [
+        r["id"]
+        for r in await pool.fetch(
+            "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
+            " select $1, $2, $3, 'preprocess', 'Preprocess trajectory frame', 0 from generate_series(1, 2)"
+            " returning id",
+            team.id,
+            team.trajectory_id,
+            team.cluster_id,
+        )
+    ]
+    await pool.execute("update jobs set status = 'running' where id = $1", ids[0])
+    await open_panel(page, team.trajectory_id)
+    await page.click("#panel [data-group='frame:0']")
+    await page.wait_for_function("document.querySelectorAll('#panel .row.job .run').length === 2")
+    labels = await page.eval_on_selector_all("#panel .row.job .run", "els => els.map(e => e.textContent)")
+    assert all(label.startswith("created ") for label in labels), labels
+    assert sorted("started" in label for label in labels) == [False, True], labels  # one runs, one is queued

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -61,8 +62,19 @@ ID_CASES = [
     Case("GET", "/api/trajectories/{bad}/analyses", "user"),
     Case("DELETE", "/api/analyses/{bad}", "user"),
     Case("GET", "/api/submissions/instance-types?submission={bad}", "user", field="submission[0]: expected an id"),
+    Case("POST", "/api/submissions/actions/preview", "user", {"action": "kill", "tasks": [BAD]}, "$.tasks[0]"),
+    Case("GET", "/api/teams/{bad}/submissions", "user"),
+    Case("GET", "/api/teams/1/submissions?user={bad}", "user", field="user: expected a user id"),
+    Case("GET", "/api/teams/1/submissions?offset={bad}", "user", field="offset: expected a whole number"),
+    Case("GET", "/api/teams/{bad}/submissions.csv", "user"),
+    Case("GET", "/api/teams/{bad}/projects", "user"),
+    Case("GET", "/api/teams/{bad}/trajectories/active", "user"),
+    Case("GET", "/api/teams/1/trajectories?limit={bad}", "user", field="limit: expected a whole number"),
 ]
 TEXT_CASES = [
+    Case("GET", "/api/teams/1/submissions?q={bad}", "user", field="q: contains a NUL"),
+    Case("GET", "/api/teams/1/submissions.csv?project={bad}", "user", field="project: contains a NUL"),
+    Case("GET", "/api/teams/1/trajectories/active?q={bad}", "user", field="q: contains a NUL"),
     Case("POST", "/api/ingest/jobs", "cluster", job(name=BAD), "$.jobs[0].name"),
     Case(
         "POST",
@@ -110,7 +122,8 @@ def headers(case: Case, team: Team) -> dict[str, str]:
 
 
 async def send(base: str, case: Case, value: object, team: Team) -> httpx.Response:
-    path = case.path.format(bad=value)
+    # In a query string the value is percent-encoded, as a browser sends it (a NUL arrives as %00).
+    path = case.path.format(bad=quote(str(value)) if "?" in case.path else value)
     async with httpx.AsyncClient(base_url=base, timeout=10) as client:
         return await client.request(case.method, path, json=put(value, case.body), headers=headers(case, team))
 
