@@ -45,3 +45,18 @@ create index submission_rows_created on submission_rows (team_id, created_at, id
 create index trajectories_team_created on trajectories (team_id, created_at, id);
 -- A card says when its trajectory's upload is still on its way (few are at any time).
 create index submissions_staging on submissions (trajectory_id, created_at) where staging <> 'ready';
+
+-- The search box (a part of a title, project or user's name) reads trigram indexes where the server has pg_trgm
+-- (PostgreSQL's contrib, in most installs and managed services; the embedded server of `gateway demo` has none,
+-- and its searches read the team's rows instead, as they do without the right to create the extension).
+do $$
+begin
+    if exists (select 1 from pg_available_extensions where name = 'pg_trgm') then
+        create extension if not exists pg_trgm;
+        create index submission_rows_title_trgm on submission_rows using gin (title gin_trgm_ops);
+        create index submission_rows_project_trgm on submission_rows using gin (project gin_trgm_ops);
+        create index submission_rows_user_trgm on submission_rows using gin (user_name gin_trgm_ops);
+    end if;
+exception when insufficient_privilege then
+    raise notice 'pg_trgm could not be created: searches read the rows';
+end $$;
