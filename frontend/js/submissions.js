@@ -7,6 +7,7 @@
 // announced while the pointer or focus is on the table or a menu or dialog is open ("3 new, show"); otherwise the
 // window is read again, at most once a second. Nothing moves under the pointer.
 import { setParams } from "./address.js";
+import { onClusters } from "./trajectories.js";
 import { app } from "./context.js";
 import { Aim, holding } from "./order.js";
 import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
@@ -431,12 +432,6 @@ const actOn = (what, body, target) =>
 
 // Actions that cannot be taken back: a person confirms what they will do first, in numbers and per cluster.
 const CONFIRMED = { kill: "Kill", retry: "Retry" };
-
-/** "on cpu-big (40) and gpu-2 (30)" */
-export function onClusters(clusters) {
-  const names = clusters.map((c) => (clusters.length > 1 ? `${c.name} (${number.format(c.tasks)})` : c.name));
-  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names[0] || "";
-}
 
 /** Ask first, with what the action would take; then act. Escape or Cancel does nothing. */
 async function confirmThenAct(label, action, selection, target, opener) {

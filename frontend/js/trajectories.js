@@ -2,7 +2,7 @@
 // analyses (the listing, and the start times that tell same-named jobs of two pipeline runs apart).
 import { app } from "./context.js";
 import { TrajectoryState } from "./state.js";
-import { acting, clock, menu, send } from "./ui.js";
+import { acting, clock, confirmDialog, menu, send, showResult } from "./ui.js";
 
 const followed = new Map(); // id -> { state, users }
 
@@ -31,7 +31,7 @@ export function unfollow(id) {
  * key, its menu button), in the popover and in the panel. */
 export function trajectoryMenu(id, name, anchor, x, y) {
   menu(x, y, [
-    ["Remove Running Jobs", () => acting("Remove Running Jobs", () => send(`/api/trajectories/${id}/remove-running`))],
+    ["Remove Running Jobs", () => removeRunning(id, name, anchor)],
     ["Retry Failed Jobs", () => acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`))],
   ], `Actions of ${name}`, anchor);
 }
@@ -43,10 +43,33 @@ export function jobMenu(trajectoryId, name, job, anchor, x, y) {
     items.push([`Retry Failed Frames of ${job.name}`, () => retryFrames(job.analysis_id, job.name)]);
   }
   items.push(
-    ["Remove Running Jobs", () => acting("Remove Running Jobs", () => send(`/api/trajectories/${trajectoryId}/remove-running`))],
+    ["Remove Running Jobs", () => removeRunning(trajectoryId, name, anchor)],
     ["Retry Failed Jobs", () => acting("Retry Failed Jobs", () => send(`/api/trajectories/${trajectoryId}/retry-failed`))],
   );
   menu(x, y, items, `Actions of ${name}`, anchor);
+}
+
+/** Remove Running Jobs asks first, with how many jobs it stops on which clusters (it cannot be undone). */
+async function removeRunning(id, name, opener) {
+  const { ok, body } = await send(`/api/trajectories/${id}/remove-running/preview`, { method: "GET" }).catch(() => ({ ok: false, body: {} }));
+  if (!ok) { showResult(false, body); return; }
+  if (body.tasks > 0) {
+    const jobs = `${body.tasks.toLocaleString()} job${body.tasks === 1 ? "" : "s"}`;
+    const sure = await confirmDialog({
+      title: `Remove ${jobs} of ${name} on ${onClusters(body.clusters)}?`,
+      text: "Their clusters stop the queued, running and retrying jobs, and they leave the list. What they already produced is kept.",
+      confirm: `Remove ${jobs}`,
+      opener,
+    });
+    if (!sure) return;
+  }
+  await acting("Remove Running Jobs", () => send(`/api/trajectories/${id}/remove-running`));
+}
+
+/** "on cpu-big (40) and gpu-2 (30)": the clusters a confirmation names, each with its share when there are several. */
+export function onClusters(clusters) {
+  const names = clusters.map((c) => (clusters.length > 1 ? `${c.name} (${c.tasks.toLocaleString()})` : c.name));
+  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names[0] || "";
 }
 
 /** Retry Failed Frames of the analysis a failed job belongs to. */

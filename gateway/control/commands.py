@@ -22,7 +22,9 @@ from ..core.control import (
     REMOVABLE,
     RETRYABLE,
     Action,
+    ActionPreview,
     ActionResult,
+    ClusterShare,
     Command,
     command_encoder,
     confirmation_decoder,
@@ -32,6 +34,12 @@ from ..store import tasks
 from ..store.tasks import HeldJob, Scope
 
 log = logging.getLogger(__name__)
+
+
+async def preview_removal(pool: asyncpg.Pool, team_id: int, trajectory_id: int) -> ActionPreview:
+    """What Remove Running Jobs would take of a trajectory, per cluster; nothing is done."""
+    rows = await tasks.jobs_in_scope(pool, "trajectory", trajectory_id, team_id, list(REMOVABLE))
+    return ActionPreview(action="remove", tasks=len(rows), submissions=0, clusters=cluster_shares(rows))
 
 
 async def run_action(
@@ -86,6 +94,14 @@ def holders(jobs: list[HeldJob]) -> tuple[dict[int, list[int]], dict[int, str]]:
         by_cluster.setdefault(job.cluster_id, []).append(job.id)
         names[job.cluster_id] = job.cluster
     return by_cluster, names
+
+
+def cluster_shares(jobs: list[HeldJob]) -> list[ClusterShare]:
+    """How many of the jobs each cluster holds, by name: what a confirmation names before anything is done."""
+    shares: dict[str, int] = {}
+    for job in jobs:
+        shares[job.cluster] = shares.get(job.cluster, 0) + 1
+    return [ClusterShare(name, n) for name, n in sorted(shares.items())]
 
 
 async def ask_clusters(

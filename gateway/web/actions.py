@@ -1,6 +1,6 @@
 """Remove Running Jobs and Retry Failed Jobs: a person's actions, carried out by the clusters.
 
-`POST /api/trajectories/<id>/remove-running`, `POST /api/trajectories/<id>/retry-failed`,
+`POST /api/trajectories/<id>/remove-running` (`GET .../remove-running/preview`: what it would take), `POST /api/trajectories/<id>/retry-failed`,
 `POST /api/analyses/<id>/retry-failed`, with the same token as the websocket. The JSON answer's `message`
 is the toast, word for word.
 """
@@ -11,7 +11,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import run_action
+from ..control.commands import preview_removal, run_action
 from ..core.control import Action
 from ..store import queries
 from ..store.tasks import Scope
@@ -33,6 +33,19 @@ async def _act(request: Request, action: Action, scope: Scope) -> Response:
             runtime.pool, runtime.commands, action, team_id, scope, raw, runtime.settings.command_timeout
         )
     return Response(_encoder.encode(result), media_type="application/json")
+
+
+@endpoint
+async def preview_remove_running(request: Request) -> Response:
+    """What Remove Running Jobs would stop, per cluster, for the confirmation a person answers first."""
+    user_id = user(request)
+    runtime = runtime_of(request)
+    trajectory_id = path_id(request)
+    team_id = await queries.team_of_trajectory(runtime.pool, trajectory_id)
+    await member(request, user_id, team_id, "only members of the team may act on its jobs")
+    assert team_id is not None
+    preview = await preview_removal(runtime.pool, team_id, trajectory_id)
+    return Response(_encoder.encode(preview), media_type="application/json")
 
 
 @endpoint

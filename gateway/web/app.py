@@ -21,7 +21,7 @@ from ..hub.presence import PresenceBoard
 from ..hub.revocations import SessionRevocations
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
-from .actions import remove_running, retry_failed, retry_failed_frames
+from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
 from .headers import SecurityHeaders
@@ -100,6 +100,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/ingest/submissions", ingest_submission, methods=["POST"]),
         Route("/api/ingest/submissions/{id:int}", update_submission, methods=["POST"]),
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
+        Route("/api/trajectories/{id:int}/remove-running/preview", preview_remove_running),
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),
         Route("/api/submissions/actions", submissions_action, methods=["POST"]),

@@ -151,6 +151,16 @@ ROUTES: list[Operation] = [
         ActionResult,
     ),
     Operation(
+        "get",
+        "/api/trajectories/{id}/remove-running/preview",
+        "previewRemoveRunningJobs",
+        "actions",
+        "What Remove Running Jobs would stop, per cluster, for a confirmation; nothing is done",
+        "user",
+        None,
+        ActionPreview,
+    ),
+    Operation(
         "post",
         "/api/trajectories/{id}/retry-failed",
         "retryFailedJobs",

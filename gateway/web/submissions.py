@@ -6,9 +6,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import ask_clusters, holders
+from ..control.commands import ask_clusters, cluster_shares, holders
 from ..control.tasks import run_task_action
-from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, ClusterShare, SubmissionsAction, outcome
+from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, SubmissionsAction, outcome
 from ..core.instance_types import InstanceType, refusal
 from ..store import clusters, submissions, tasks
 from .guards import Refused, decode, endpoint, runtime_of, user
@@ -45,14 +45,8 @@ async def preview_submissions_action(request: Request) -> Response:
     runtime = runtime_of(request)
     team_id = await _team_of_selection(runtime, user_id, body)
     rows = await tasks.selected_tasks(runtime.pool, team_id, list(action.takes), body.submissions, body.tasks)
-    shares: dict[str, int] = {}
-    for row in rows:
-        shares[row.cluster] = shares.get(row.cluster, 0) + 1
     preview = ActionPreview(
-        action=body.action,
-        tasks=len(rows),
-        submissions=len(body.submissions),
-        clusters=[ClusterShare(name, n) for name, n in sorted(shares.items())],
+        action=body.action, tasks=len(rows), submissions=len(body.submissions), clusters=cluster_shares(rows)
     )
     return Response(_encoder.encode(preview), media_type="application/json")
 

@@ -177,6 +177,20 @@ async def test_right_click_actions_show_the_gateways_toasts_and_the_list_changes
         head = page.locator(f"[data-head='{team.trajectory_id}']")
         await head.click(button="right")
         await page.click("role=menuitem[name='Remove Running Jobs']")
+        # It cannot be undone: it asks first, with how many jobs on which cluster; Escape does nothing.
+        name = await pool.fetchval("select name from trajectories where id = $1", team.trajectory_id)
+        await page.locator("dialog h2", has_text=f"Remove 3 jobs of {name} on gpu-1?").wait_for()
+        await page.keyboard.press("Escape")
+        await page.wait_for_selector("dialog", state="detached")
+        assert (
+            await pool.fetchval(
+                "select count(*) from jobs where trajectory_id = $1 and removed_at is null", team.trajectory_id
+            )
+            == 4
+        )
+        await head.click(button="right")
+        await page.click("role=menuitem[name='Remove Running Jobs']")
+        await page.click("dialog button[type='submit']")
         await page.locator(".toast", has_text="Removed 3 job(s)").wait_for()
         await head.click()
         await open_groups(page, "#popover", 1)

@@ -53,6 +53,7 @@ ID_CASES = [
     Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "user_id": BAD}, "$.user_id"),
     Case("POST", "/api/ingest/submissions/{bad}", "cluster", {"staging": "syncing"}),
     Case("POST", "/api/trajectories/{bad}/remove-running", "user"),
+    Case("GET", "/api/trajectories/{bad}/remove-running/preview", "user"),
     Case("POST", "/api/trajectories/{bad}/retry-failed", "user"),
     Case("POST", "/api/analyses/{bad}/retry-failed", "user"),
     Case("GET", "/api/teams/{bad}/members", "user"),

@@ -189,6 +189,47 @@ REFERENCES: dict[str, tuple[Callable[[Teams], int], Request, int, str]] = {
         403,
         "not a member of this team",
     ),
+    "a team's active trajectories": (
+        lambda t: t.other.id,
+        lambda t, ref: ("GET", f"/api/teams/{ref}/trajectories/active?q=a", t.mine.token, None),
+        403,
+        "not a member of this team",
+    ),
+    "a team's submissions": (
+        lambda t: t.other.id,
+        lambda t, ref: ("GET", f"/api/teams/{ref}/submissions?sort=title", t.mine.token, None),
+        403,
+        "not a member of this team",
+    ),
+    "a team's submissions as CSV": (
+        lambda t: t.other.id,
+        lambda t, ref: ("GET", f"/api/teams/{ref}/submissions.csv", t.mine.token, None),
+        403,
+        "not a member of this team",
+    ),
+    "a team's projects": (
+        lambda t: t.other.id,
+        lambda t, ref: ("GET", f"/api/teams/{ref}/projects", t.mine.token, None),
+        403,
+        "not a member of this team",
+    ),
+    "a preview of an action on a submission": (
+        lambda t: t.other_submission,
+        lambda t, ref: (
+            "POST",
+            "/api/submissions/actions/preview",
+            t.mine.token,
+            {"action": "kill", "submissions": [ref]},
+        ),
+        403,
+        "submissions[0]: no submission {ref} in your teams",
+    ),
+    "a preview of Remove Running Jobs": (
+        lambda t: t.other.trajectory_id,
+        lambda t, ref: ("GET", f"/api/trajectories/{ref}/remove-running/preview", t.mine.token, None),
+        403,
+        "only members of the team may act on its jobs",
+    ),
 }
 
 
