@@ -180,10 +180,12 @@ export class Panel {
       await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr);
       loadAnalyses(id, true);
     } else if (e.target.closest("[data-delete]")) {
+      const active = row.running + row.queued;
       const sure = await confirmDialog({
-        title: `Delete analysis ${row.plugin}?`,
-        text: "Its jobs still queued or running are stopped on their clusters, and its results (its jobs, one per frame, "
-          + "and their artifact upload) are deleted for the whole team. This cannot be undone.",
+        title: `Delete analysis ${row.plugin} of ${row.frames.toLocaleString()} frame${row.frames === 1 ? "" : "s"}?`,
+        text: `${active ? `Its ${active.toLocaleString()} job${active === 1 ? "" : "s"} still queued or running stop on their clusters, and its` : "Its"}`
+          + ` results (${row.completed.toLocaleString()} frame${row.completed === 1 ? "" : "s"} done, their jobs and their artifact upload)`
+          + " are deleted for the whole team. This cannot be undone.",
         confirm: "Delete analysis",
         opener: button,
       });

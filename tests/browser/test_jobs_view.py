@@ -509,7 +509,7 @@ async def test_the_analysis_listing_retries_and_deletes(
     await page.locator(".toast.success", has_text="Queued 1 failed job(s) for retry").wait_for()
     # Delete asks first; Cancel keeps it, and focus goes back to the button.
     await row.locator("[data-delete]").click()
-    await page.wait_for_selector("dialog[open] :text('Delete analysis Radial Distribution Function?')")
+    await page.wait_for_selector("dialog[open] :text('Delete analysis Radial Distribution Function of 3 frames?')")
     await page.keyboard.press("Escape")
     assert await page.evaluate("document.activeElement.hasAttribute('data-delete')")
     await row.locator("[data-delete]").click()

@@ -28,7 +28,7 @@ async def many(pool: asyncpg.Pool, stack: Stack, team: Team) -> list[int]:
 
 
 async def range_text(page: Any, text: str) -> None:
-    await page.wait_for_function(f"document.querySelector('.pager .range').textContent === {text!r}")
+    await page.wait_for_function(f"document.querySelector('.pager .range')?.textContent === {text!r}")
 
 
 async def test_every_row_is_reachable_and_sorting_covers_them_all(
@@ -78,7 +78,7 @@ async def test_rows_keep_their_height_and_the_header_stays(
     )
     assert len(heights) == 1, heights  # one line each, the long title cut with its full text on hover
     title = f"tr[data-sub='{many[0]}'] td[data-col='title']"  # live: the change arrives on the team channel
-    await page.wait_for_function(f"document.querySelector(\"{title}\").title.startsWith('Copper grain run very long')")
+    await page.wait_for_function(f"document.querySelector(\"{title}\")?.title.startsWith('Copper grain run very long')")
     heights = await page.eval_on_selector_all(
         "tbody tr[data-sub]", "els => [...new Set(els.map(e => Math.round(e.getBoundingClientRect().height)))]"
     )
