@@ -30,10 +30,11 @@ phase changes. Measured:
   (its 250 ms typing pause included);
 - streaming: `/submissions` open sorted by progress descending, about 1,000 task changes a second (100 every
   100 ms, each flipping a task between running and completed, so rows enter and leave the window) for
-  `--stream-seconds`, once with the pointer away from the table and once resting on a row; every long task
-  (> 50 ms) the page's PerformanceObserver saw from the first write until the page had the last (the relay caught
-  up, and at least 1 s after the last write): count, max, sum, and their sum over that span (the main thread's
-  share in long tasks). The issue's target: no task passes 50 ms. Reported, never judged.
+  `--stream-seconds`, once with the pointer away from the table and once resting on a row, after as long a
+  baseline without changes; every long task the page's PerformanceObserver saw from the first write until the
+  page had the last (the relay caught up, and at least 1 s after the last write): count, max, sum, and their sum
+  over that span (the main thread's share in long tasks), with the page's draws and animation frames, its window
+  reads and the machine's load average. The issue's target: no task passes 50 ms. Reported, never judged.
 
 Writes bench/results/views.json and views.md (with the commit and the date). Without Chromium the browser parts
 are skipped and said so, unless GATEWAY_REQUIRE_BROWSER=1 makes that an error. Timing never fails the run; a
@@ -817,13 +818,19 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
                 assert box is not None, selector
                 await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=5)
 
-            for pointer in ("away", "over a row"):
+            # First a baseline: the same span without a change written (what the page and this machine do anyway).
+            for pointer, changes in (("away", False), ("away", True), ("over a row", True)):
                 await point_at("main h1" if pointer == "away" else "tbody tr[data-sub] >> nth=4")
                 await page.wait_for_timeout(1_500)  # the page settles: a window read the pointer's leaving asked for
                 shown = await page.evaluate(WINDOW_IDS)
                 begin = await page.evaluate("() => [performance.now(), window.gatewayStats.draws, window.benchFrames]")
                 first_write = time.monotonic()
-                writes = await write_stream(pool, team, seconds, rng)
+                load_before = os.getloadavg()[0]
+                if changes:
+                    writes = await write_stream(pool, team, seconds, rng)
+                else:
+                    await asyncio.sleep(seconds)
+                    writes = {"changes": 0, "batches": 0, "seconds": seconds, "per_second": 0, "latest_batch_ms": 0.0}
                 last_write = time.monotonic()
                 relay = await caught_up(pool, team)
                 rest = STREAM_SETTLE - (time.monotonic() - last_write)
@@ -842,7 +849,9 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
                 phases.append(
                     {
                         "pointer": pointer,
+                        "changes": changes,
                         "writes": writes,
+                        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # 1 min, before, after
                         "relay_caught_up_s": None if relay is None else round(relay, 2),
                         "observed_s": round(span / 1000, 2),
                         "long_tasks": long_task_figures(durations, span),
@@ -855,7 +864,7 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
                             "after": sum(1 for i in after if i in streamed),
                         },
                         "window_rows_moved": shown != after,
-                        "within_target": not durations,  # a long task is one over 50 ms
+                        "within_target": not any(d > LONG_TASK_MS for d in durations),
                     }
                 )
                 await point_at("main h1")  # away from the table: the order catches up
@@ -998,7 +1007,9 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str,
             )
             states["vacuumed"] = await measure_state(pool, team, all_kinds, base, "vacuumed", 1, args.repeat)
             if browser_wanted:  # last: the changes move the rows the windows above count
-                say(f"streaming: {STREAM_RATE:,} task changes a second for {args.stream_seconds:g} s, twice")
+                say(
+                    f"streaming: {STREAM_RATE:,} task changes a second for {args.stream_seconds:g} s, twice, after a baseline"
+                )
                 streaming = await stream_phases(base, pool, team, args.stream_seconds)
                 for phase in streaming["phases"]:
                     t = phase["long_tasks"]
@@ -1209,25 +1220,30 @@ def streaming_markdown(record: dict[str, Any]) -> list[str]:
         " span observed); busy share: their sum over that span.",
         "",
         "| pointer | changes written (a second) | relay caught up after the last write | span observed s"
-        " | long tasks | max ms | sum ms | busy share | draws / frames | window reads | news shown | streamed rows in"
-        " the window (before → after) | no task over 50 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " | long tasks | max ms | sum ms | busy share | longest ms | draws / frames | window reads | news shown"
+        " | streamed rows in the window (before → after) | load average (1 min) | no task over 50 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phase in streaming["phases"]:
         t, w = phase["long_tasks"], phase["writes"]
         relay = "not within 60 s" if phase["relay_caught_up_s"] is None else f"{phase['relay_caught_up_s']} s"
         rows = phase["streamed_rows_in_window"]
+        pointer = phase["pointer"] + ("" if phase["changes"] else " (baseline: no changes)")
         lines.append(
-            f"| {phase['pointer']} | {w['changes']:,} ({w['per_second']:,}) | {relay} | {phase['observed_s']}"
-            f" | {t['count']} | {t['max_ms']} | {t['sum_ms']} | {t['busy_share']:.1%} | {phase['draws']} /"
-            f" {phase['frames']} | {phase['window_reads']} | {phase['news'] or '—'} | {rows['before']} →"
-            f" {rows['after']} | {'met' if phase['within_target'] else 'NOT met'} |"
+            f"| {pointer} | {w['changes']:,} ({w['per_second']:,}) | {relay} | {phase['observed_s']}"
+            f" | {t['count']} | {t['max_ms']} | {t['sum_ms']} | {t['busy_share']:.1%}"
+            f" | {', '.join(f'{d:g}' for d in t['longest_ms'][:5]) or '—'} | {phase['draws']} / {phase['frames']}"
+            f" | {phase['window_reads']} | {phase['news'] or '—'} | {rows['before']} → {rows['after']}"
+            f"{' (reordered)' if phase['window_rows_moved'] else ''}"
+            f" | {phase['load_average'][0]} → {phase['load_average'][1]}"
+            f" | {'met' if phase['within_target'] else 'NOT met'} |"
         )
-    worst = max((p["long_tasks"]["max_ms"] for p in streaming["phases"]), default=0.0)
+    streamed = [p for p in streaming["phases"] if p["changes"]]
+    worst = max((p["long_tasks"]["max_ms"] for p in streamed), default=0.0)
     lines += [
         "",
-        f"Target: no main-thread task over {streaming['target_ms']:.0f} ms:"
-        f" {'met' if all(p['within_target'] for p in streaming['phases']) else f'NOT met (the longest {worst} ms)'}"
+        f"Target, while changes stream: no main-thread task over {streaming['target_ms']:.0f} ms:"
+        f" {'met' if all(p['within_target'] for p in streamed) else f'NOT met (the longest {worst} ms)'}"
         + (f"; wrong: {'; '.join(streaming['wrong'][:3])}" if streaming["wrong"] else "")
         + ". Reported, not judged: the run does not fail on it.",
     ]
@@ -1241,7 +1257,7 @@ def failures(record: dict[str, Any]) -> list[str]:
     out += [f"{name}: {x['wrong'][0]}" for name, x in record["dashboard"].get("http", {}).items() if not x["ok"]]
     out += record["dashboard"]["browser"].get("wrong", [])
     out += record["streaming"].get("wrong", [])
-    if record["streaming"].get("phases") and not all(p["writes"]["changes"] for p in record["streaming"]["phases"]):
+    if not all(p["writes"]["changes"] for p in record["streaming"].get("phases", ()) if p["changes"]):
         out.append("a streaming phase wrote no task change")
     judged = record["states"]["analyzed"]["seq_scans"]["judged"]
     if record["seq_scan_enforced"] and judged:

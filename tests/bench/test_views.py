@@ -1,5 +1,6 @@
-"""The Submissions page's benchmark (bench/views.py) at its `--quick` size: a test that it runs, that every window
-it times answers right and every plan is read, not of speed (timing is reported, never asserted here).
+"""The Submissions page's and the dashboard's benchmark (bench/views.py) at its `--quick` size: a test that it runs,
+that every window and page of trajectories it times answers right, every plan is read and the streaming phase
+wrote its changes and reported the page's long tasks, not of speed (timing is reported, never asserted here).
 
 Its browser part needs Chromium: without it that part is skipped, unless GATEWAY_REQUIRE_BROWSER=1 makes it a
 failure. No Node peer runs here, so the package's skip without Node.js does not apply.
@@ -22,6 +23,8 @@ from tests.browser.conftest import _chromium
 
 N = 2_000
 REPEAT = 5  # --quick: requests per kind of window
+TRAJECTORIES = 50  # --quick: trajectories added (the team holds one more, with the submissions' tasks)
+STREAM_SECONDS = 3.0  # --quick: seconds of task changes per phase
 
 
 @pytest.fixture(autouse=True)
@@ -91,3 +94,68 @@ def test_the_browser_draws_the_first_rows_and_sorts(views: tuple[Path, dict[str,
         x["first_rows_ms"] > 0 and x["sort_click_ms"] > 0 for x in browser["loads"]
     )
     assert "goto /submissions → first rows drawn" in (out / "views.md").read_text()
+
+
+def test_the_dashboard_pages_answer_with_their_totals(views: tuple[Path, dict[str, Any]]) -> None:
+    out, record = views
+    size = record["size"]
+    assert size["trajectories"] == TRAJECTORIES + 1 and size["jobs_per_trajectory"] == 20
+    assert size["trajectory_jobs"] == TRAJECTORIES * 20 and size["jobs"] == size["tasks"] > size["trajectory_jobs"]
+    assert record["setup_s"]["trajectories_written"] >= 0 and record["setup_s"]["listed_after_writes"] >= 0
+    http = record["dashboard"]["http"]
+    assert len(http) == 6 and {x["path"] for x in http.values()} == {
+        "/api/teams/{id}/trajectories",
+        "/api/teams/{id}/trajectories/active",
+    }
+    for name, x in http.items():
+        assert x["ok"], (name, x["wrong"])  # 200, with the right total and rows
+        assert x["samples"] == REPEAT and x["p50_ms"] > 0 and x["p95_ms"] >= x["p50_ms"], name
+    searches = [x for name, x in http.items() if "search" in name]
+    assert len(searches) == 2 and all(x["total"] == 10 for x in searches)  # "run 002": runs 0020 to 0029
+    assert all(x["total"] == TRAJECTORIES + 1 for name, x in http.items() if "search" not in name)
+    table = (out / "views.md").read_text()
+    assert f"### Dashboard and popover: {TRAJECTORIES + 1} trajectories" in table
+    assert table.count("| cards: ") == 3 and table.count("| popover: ") == 3
+
+
+def test_the_browser_draws_the_first_cards_the_popover_and_a_search(views: tuple[Path, dict[str, Any]]) -> None:
+    out, record = views
+    browser = record["dashboard"]["browser"]
+    if "skipped" in browser:
+        pytest.skip(f"the benchmark's browser part did not run: {browser['skipped']}")
+    assert browser["wrong"] == []  # no page error; the counts read "51 of 51", "10 of 10"
+    assert len(browser["loads"]) == 3
+    for load in browser["loads"]:
+        assert all(load[k] > 0 for k in ("first_cards_ms", "page_ms", "live_ms", "popover_ms", "search_ms")), load
+    assert isinstance(browser["within_target"], bool)  # reported, never judged here
+    table = (out / "views.md").read_text()
+    assert "goto / → first cards drawn" in table and "the popover's count drawn" in table
+
+
+def test_changes_stream_into_the_open_window_and_its_long_tasks_are_reported(
+    views: tuple[Path, dict[str, Any]],
+) -> None:
+    out, record = views
+    streaming = record["streaming"]
+    if "skipped" in streaming:
+        pytest.skip(f"the benchmark's browser part did not run: {streaming['skipped']}")
+    assert streaming["wrong"] == []  # no page error
+    assert streaming["seconds"] == STREAM_SECONDS and streaming["submissions"] == 200 and streaming["tasks"] == 2_000
+    assert record["size"]["stream_tasks"] == 2_000
+    phases = streaming["phases"]
+    assert [(p["pointer"], p["changes"]) for p in phases] == [("away", False), ("away", True), ("over a row", True)]
+    assert phases[0]["writes"]["changes"] == 0  # the baseline
+    for phase in phases[1:]:
+        assert phase["writes"]["changes"] > 0, phase  # some changes were written (about 1,000 a second)
+        assert phase["writes"]["changes"] % streaming["batch"] == 0
+        assert phase["relay_caught_up_s"] is not None, phase  # the relay folded every change into the rows
+    for phase in phases:
+        t = phase["long_tasks"]
+        assert isinstance(t["count"], int) and len(t["longest_ms"]) == min(10, t["count"])
+        assert t["max_ms"] >= 0 and t["sum_ms"] >= t["max_ms"] and 0 <= t["busy_share"] <= 1
+        assert phase["observed_s"] >= STREAM_SECONDS and phase["frames"] > 0
+        assert isinstance(phase["within_target"], bool)  # reported, never judged here
+    assert phases[2]["window_reads"] == 0 and not phases[2]["window_rows_moved"]  # nothing moves under the pointer
+    table = (out / "views.md").read_text()
+    assert "### Streaming into the open window: 1,000 task changes a second for 3 s" in table
+    assert "| over a row | " in table and "(baseline: no changes)" in table
