@@ -275,7 +275,7 @@ export class SubmissionsPage {
     tr.dataset.sub = id;
     tr.dataset.key = `s:${id}`;
     tr.innerHTML = `${COLUMNS.map(([k]) => `<td data-col="${k}"></td>`).join("")}`;
-    tr.children[9].innerHTML = `<div class="bar" role="img"></div><span class="quiet small counts"></span>`;
+    tr.children[9].innerHTML = `<div class="bar" role="img"></div><span class="quiet small done-words"></span>`;
     return tr;
   }
 

@@ -71,6 +71,16 @@ async def test_rows_keep_their_height_and_the_header_stays(
     await pool.execute(
         "update submissions set title = $2 where id = $1", many[0], "Copper grain run " + "very long title " * 8
     )
+    # Rows with tasks (a bar and its words) and rows without: one height all the same.
+    await pool.execute(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, submission_id, status)"
+        " select $1, $2, $3, 'analysis', 'Analysis frame', f, s, (array['running', 'completed', 'failed'])[f % 3 + 1]"
+        " from unnest($4::bigint[]) s, generate_series(0, 5) f",
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
+        many[1:6],
+    )
     await page.goto(f"{stack.nodes[0].http}/submissions?sort=id&dir=asc")
     await page.wait_for_function(f"({SHOWN})().length === 100")
     heights = await page.eval_on_selector_all(
@@ -79,6 +89,8 @@ async def test_rows_keep_their_height_and_the_header_stays(
     assert len(heights) == 1, heights  # one line each, the long title cut with its full text on hover
     title = f"tr[data-sub='{many[0]}'] td[data-col='title']"  # live: the change arrives on the team channel
     await page.wait_for_function(f"document.querySelector(\"{title}\")?.title.startsWith('Copper grain run very long')")
+    words = f"tr[data-sub='{many[5]}'] .done-words"
+    await page.wait_for_function(f"document.querySelector(\"{words}\")?.textContent === '2/6 done'")
     heights = await page.eval_on_selector_all(
         "tbody tr[data-sub]", "els => [...new Set(els.map(e => Math.round(e.getBoundingClientRect().height)))]"
     )
