@@ -109,12 +109,21 @@ STREAM_SECONDS = 10.0
 QUICK_STREAM_SECONDS = 3.0
 STREAM_SETTLE = 1.0  # at least this long after the last write is watched too (the relay's deltas still arrive)
 LONG_TASK_MS = 50.0  # the issue's target: no main-thread task passes it
-# Every long task the page sees, with when it started on the page's clock; and a count of animation frames.
+AFTER_READ_MS = 300  # a long task starting this soon after a window read was answered is counted as its drawing
+# Every long task the page sees, with when it started on the page's clock; every window it read (when asked, when
+# answered); and a count of animation frames.
 WATCH_MAIN_THREAD = """
 window.benchLongTasks = [];
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) window.benchLongTasks.push([e.startTime, e.duration]);
 }).observe({ type: 'longtask', buffered: true });
+window.benchReads = [];
+performance.setResourceTimingBufferSize(100000);
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    if (e.name.includes('/submissions?')) window.benchReads.push([e.startTime, e.responseEnd]);
+  }
+}).observe({ type: 'resource', buffered: true });
 window.benchFrames = 0;
 const benchTick = () => { window.benchFrames++; requestAnimationFrame(benchTick); };
 requestAnimationFrame(benchTick);
@@ -292,6 +301,8 @@ class Team:
     stream_submissions: list[int] = field(default_factory=list)
     stream_running: list[int] = field(default_factory=list)  # the streamed tasks running now
     stream_completed: list[int] = field(default_factory=list)  # and completed now
+    first_id: int = 0  # the team's first submission: those at (id - first_id) % every == 0 hold analysis tasks
+    every: int = 1
     trajectories: int = 0  # in the team, the one holding the tasks included
     trajectory_jobs: int = 0  # jobs on the trajectories added
     all_jobs: int = 0  # every job of the team
@@ -321,24 +332,33 @@ async def populate(pool: asyncpg.Pool, secret: str, n: int, say: Callable[[str],
         )
         jobs += int(done.split()[-1])
     say(f"{jobs:,} tasks written on every {every}th submission")
-    out = Team(team.id, user_ids, team.token, n, jobs, team.trajectory_id, team.cluster_id)
+    out = Team(team.id, user_ids, team.token, n, jobs, team.trajectory_id, team.cluster_id, first_id=low, every=every)
     await stream_tasks(pool, out, say)
     return out
+
+
+async def without_tasks(pool: asyncpg.Pool, team: Team, count: int, newest: bool) -> list[int]:
+    """The newest (or oldest) `count` ready submissions holding no task yet, by INSERT_JOBS's rule and the streamed
+    ones' ids (not an anti-join with jobs: on tables never analyzed, as with autovacuum off, the planner reads it as
+    a nested loop over every job, minutes at 100,000 submissions)."""
+    rows = await pool.fetch(
+        "select id from submissions where team_id = $1 and staging = 'ready' and trajectory_id is null"
+        " and (id - $2) % $3 <> 0 and id <> all($4::bigint[])"
+        f" order by id {'desc' if newest else 'asc'} limit $5",
+        team.id,
+        team.first_id,
+        team.every,
+        team.stream_submissions,
+        count,
+    )
+    return [r["id"] for r in rows]
 
 
 async def stream_tasks(pool: asyncpg.Pool, team: Team, say: Callable[[str], None]) -> None:
     """STREAM_TASKS_EACH tasks on each of the newest ready submissions without tasks, STREAM_RUNNING of them
     running (chosen at random, the same every run), the rest completed: the rows the streaming phase moves."""
     count = min(STREAM_SUBMISSIONS, team.submissions // 10)
-    ids = [
-        r["id"]
-        for r in await pool.fetch(
-            "select id from submissions s where team_id = $1 and staging = 'ready'"
-            " and not exists (select 1 from jobs j where j.submission_id = s.id) order by id desc limit $2",
-            team.id,
-            count,
-        )
-    ]
+    ids = await without_tasks(pool, team, count, newest=True)
     slots = [(sid, frame) for sid in ids for frame in range(STREAM_TASKS_EACH)]
     running = set(random.Random(1).sample(range(len(slots)), round(len(slots) * STREAM_RUNNING)))
     rows = await pool.fetch(
@@ -364,15 +384,7 @@ async def populate_trajectories(
     the team's submissions (the oldest ready ones without tasks); their ids."""
     started = time.monotonic()
     ids = [r["id"] for r in await pool.fetch(INSERT_TRAJECTORIES, team.id, TITLES, count)]
-    runs = [
-        r["id"]
-        for r in await pool.fetch(
-            "select id from submissions s where team_id = $1 and staging = 'ready' and trajectory_id is null"
-            " and not exists (select 1 from jobs j where j.submission_id = s.id) order by id limit $2",
-            team.id,
-            count,
-        )
-    ]
+    runs = await without_tasks(pool, team, count, newest=False)
     if len(runs) < count:
         raise SystemExit(f"bench.views: {count:,} trajectories need as many submissions without tasks ({len(runs):,})")
     await pool.execute(LINK_TRAJECTORIES, team.id, ids, runs)
@@ -576,7 +588,7 @@ class Listing:
     params: dict[str, str]
     total: int
     rows: int
-    samples: list[float] = field(default_factory=list)  # ms
+    samples: dict[str, list[float]] = field(default_factory=dict)  # ms, by the tables' state
     wrong: list[str] = field(default_factory=list)
 
     @property
@@ -606,7 +618,7 @@ async def listings(pool: asyncpg.Pool, team: Team, term: str) -> list[Listing]:
     return out
 
 
-async def time_listings(base: str, team: Team, all_listings: list[Listing], repeat: int) -> None:
+async def time_listings(base: str, team: Team, all_listings: list[Listing], repeat: int, state: str) -> None:
     """Every listing `repeat` times, taking turns, one request at a time; each answer checked."""
     headers = {"Authorization": f"Bearer {team.token}"}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
@@ -616,7 +628,7 @@ async def time_listings(base: str, team: Team, all_listings: list[Listing], repe
                 response = await client.get(f"/api/teams/{team.id}/{listing.path}", params=listing.params)
                 ms = (time.perf_counter() - started) * 1000
                 if i:
-                    listing.samples.append(ms)
+                    listing.samples.setdefault(state, []).append(ms)
                 if response.status_code != 200:
                     listing.wrong.append(f"{response.status_code}: {response.text[:200]}")
                     continue
@@ -629,21 +641,42 @@ async def time_listings(base: str, team: Team, all_listings: list[Listing], repe
 
 
 def listing_figures(all_listings: list[Listing]) -> dict[str, Any]:
+    def timing(samples: list[float]) -> dict[str, Any]:
+        return {
+            "samples": len(samples),
+            "p50_ms": round(percentile(samples, 50) or 0, 1),
+            "p95_ms": round(percentile(samples, 95) or 0, 1),
+            "max_ms": round(max(samples, default=0), 1),
+        }
+
     return {
         x.name: {
             "path": f"/api/teams/{{id}}/{x.path}",
             "params": x.params,
             "total": x.total,
             "rows": x.rows,
-            "samples": len(x.samples),
-            "p50_ms": round(percentile(x.samples, 50) or 0, 1),
-            "p95_ms": round(percentile(x.samples, 95) or 0, 1),
-            "max_ms": round(max(x.samples, default=0), 1),
+            **{state: timing(samples) for state, samples in x.samples.items()},
             "ok": not x.wrong,
             "wrong": x.wrong[:5],
         }
         for x in all_listings
     }
+
+
+# The cards' page statement as gateway.store.people.trajectories() runs it (a copy: EXPLAINed, never served).
+CARDS_PAGE = (
+    "select t.id, t.name, t.created_at, (select s.staging from submissions s where s.trajectory_id = t.id"
+    "  and s.team_id = t.team_id and s.staging <> 'ready' order by s.created_at desc limit 1) as staging"
+    " from trajectories t where team_id = $1 order by created_at desc, id desc limit {limit} offset {offset}"
+)
+
+
+async def explain_cards(pool: asyncpg.Pool, team: Team) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the cards' deepest page: its plan on one line and the time PostgreSQL spent."""
+    sql = CARDS_PAGE.format(limit=CARD_PAGE, offset=max(0, team.trajectories - CARD_PAGE))
+    raw = await pool.fetchval(f"explain (analyze, format json) {sql}", team.id)
+    top = (json.loads(raw) if isinstance(raw, str) else raw)[0]
+    return {"plan": describe(top["Plan"]), "execution_ms": round(top["Execution Time"], 1)}
 
 
 async def new_page(browser: Any, wrong: list[str]) -> tuple[Any, Any]:
@@ -799,16 +832,11 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
     phases: list[dict[str, Any]] = []
     streamed = set(team.stream_submissions)
     rng = random.Random(2)
-    reads: list[float] = []  # when the page asked for a window (monotonic)
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium(), args=ARGS)
         try:
             context, page = await new_page(browser, wrong)
             await sign_in(page, base, team.token)
-            page.on(
-                "request",
-                lambda r: reads.append(time.monotonic()) if f"/api/teams/{team.id}/submissions?" in r.url else None,
-            )
             await page.goto(f"{base}/submissions?sort=progress&dir=desc")
             await page.wait_for_function(DRAWN, timeout=60_000)
             await page.wait_for_function(LIVE, timeout=60_000)
@@ -824,7 +852,6 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
                 await page.wait_for_timeout(1_500)  # the page settles: a window read the pointer's leaving asked for
                 shown = await page.evaluate(WINDOW_IDS)
                 begin = await page.evaluate("() => [performance.now(), window.gatewayStats.draws, window.benchFrames]")
-                first_write = time.monotonic()
                 load_before = os.getloadavg()[0]
                 if changes:
                     writes = await write_stream(pool, team, seconds, rng)
@@ -837,11 +864,16 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
                 if rest > 0:
                     await asyncio.sleep(rest)
                 end = await page.evaluate(
-                    "() => [performance.now(), window.gatewayStats.draws, window.benchFrames, window.benchLongTasks]"
+                    "() => [performance.now(), window.gatewayStats.draws, window.benchFrames, window.benchLongTasks,"
+                    " window.benchReads]"
                 )
-                window_reads = sum(1 for t in reads if t >= first_write)
                 span = end[0] - begin[0]
-                durations = [d for start, d in end[3] if begin[0] <= start <= end[0]]
+                tasks = [(start, d) for start, d in end[3] if begin[0] <= start <= end[0]]
+                durations = [d for _, d in tasks]
+                answered = [done for asked, done in end[4] if begin[0] <= done <= end[0]]
+                after_read = sum(
+                    1 for start, _ in tasks if any(0 <= start - done <= AFTER_READ_MS for done in answered)
+                )
                 news = await page.evaluate(
                     "() => { const b = document.querySelector('main .news'); return b && !b.hidden ? b.textContent : null; }"
                 )
@@ -854,10 +886,10 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
                         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # 1 min, before, after
                         "relay_caught_up_s": None if relay is None else round(relay, 2),
                         "observed_s": round(span / 1000, 2),
-                        "long_tasks": long_task_figures(durations, span),
+                        "long_tasks": {**long_task_figures(durations, span), "after_window_read": after_read},
                         "draws": end[1] - begin[1],
                         "frames": end[2] - begin[2],
-                        "window_reads": window_reads,
+                        "window_reads": len(answered),
                         "news": news,
                         "streamed_rows_in_window": {
                             "before": sum(1 for i in shown if i in streamed),
@@ -993,14 +1025,21 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str,
                 browser = await browser_rounds(base, team.token, args.rounds, first)
             term = search_term(args.trajectories)
             all_listings = await listings(pool, team, term)
-            say(f"dashboard: {args.rounds} round(s) of {len(all_listings)} requests x {args.repeat}")
-            for _ in range(args.rounds):
-                await time_listings(base, team, all_listings, args.repeat)
-            dashboard["http"] = listing_figures(all_listings)
+            say(f"dashboard, as written: {args.rounds} round(s) of {len(all_listings)} requests x {args.repeat}")
             dashboard["search"] = term
+            dashboard["explain"] = {"written": await explain_cards(pool, team)}
+            for _ in range(args.rounds):
+                await time_listings(base, team, all_listings, args.repeat, "written")
             if browser_wanted:
                 say(f"browser: {args.rounds * LOADS_PER_ROUND} navigations to /, each with the popover and a search")
                 dashboard["browser"] = await dashboard_rounds(base, team, args.rounds, term, all_listings[1].total)
+            # What autovacuum's ANALYZE leaves (this server's autovacuum may be off): the cards' statement reads
+            # submissions, which nothing analyzed so far.
+            await pool.execute("analyze submissions, trajectories")
+            say(f"dashboard, after ANALYZE: 1 round of {len(all_listings)} requests x {args.repeat}")
+            dashboard["explain"]["analyzed"] = await explain_cards(pool, team)
+            await time_listings(base, team, all_listings, args.repeat, "analyzed")
+            dashboard["http"] = listing_figures(all_listings)
             await pool.execute("vacuum (analyze) submission_rows")
             say(
                 f"after VACUUM (what autovacuum leaves): EXPLAIN, then 1 round of {len(all_kinds)} kinds x {args.repeat}"
@@ -1156,6 +1195,7 @@ def _ms(value: float | None) -> str:
 
 def dashboard_markdown(record: dict[str, Any]) -> list[str]:
     size, dashboard = record["size"], record["dashboard"]
+    first = next(iter(dashboard["http"].values()))
     lines = [
         "",
         f"### Dashboard and popover: {size['trajectories']:,} trajectories, {size['jobs']:,} jobs in the team",
@@ -1163,19 +1203,27 @@ def dashboard_markdown(record: dict[str, Any]) -> list[str]:
         f"{size['trajectories'] - 1:,} trajectories of {size['jobs_per_trajectory']:,} jobs each"
         f" ({size['trajectory_jobs']:,} jobs, written in {record['setup_s']['trajectories_written']} s), beside the"
         " one holding the other submissions' tasks; the relay listed them all"
-        f" {record['setup_s']['listed_after_writes']} s after the last write. Over HTTP from the node,"
-        f" {next(iter(dashboard['http'].values()))['samples']} requests each, taking turns:",
+        f" {record['setup_s']['listed_after_writes']} s after the last write. Over HTTP from the node, the requests"
+        f" taking turns: as written ({first['written']['samples']} each; submissions and trajectories never analyzed,"
+        f" as with this server's autovacuum off), then after ANALYZE of both ({first['analyzed']['samples']} each):",
         "",
-        "| request | total | rows | p50 ms | p95 ms | max ms | answers |",
-        "|---|---|---|---|---|---|---|",
+        "| request | total | rows | as written p50 ms | p95 ms | max ms | after ANALYZE p50 ms | p95 ms | max ms"
+        " | answers |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, x in dashboard["http"].items():
         query = "&".join(f"{k}={v}" for k, v in x["params"].items())
         answers = "ok" if x["ok"] else f"WRONG ({len(x['wrong'])})"
+        w, a = x["written"], x["analyzed"]
         lines.append(
             f"| {name} (`{x['path'].removeprefix('/api/teams/{id}')}?{query}`) | {x['total']:,} | {x['rows']:,}"
-            f" | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} | {x['max_ms']:.1f} | {answers} |"
+            f" | {w['p50_ms']:.1f} | {w['p95_ms']:.1f} | {w['max_ms']:.1f}"
+            f" | {a['p50_ms']:.1f} | {a['p95_ms']:.1f} | {a['max_ms']:.1f} | {answers} |"
         )
+    lines += ["", "The cards' deepest page, EXPLAIN ANALYZE (the statement of gateway.store.people.trajectories):", ""]
+    for state, label in (("written", "as written"), ("analyzed", "after ANALYZE")):
+        e = dashboard["explain"][state]
+        lines.append(f"- {label}: {e['execution_ms']} ms, {e['plan']}")
     browser = dashboard["browser"]
     if "skipped" in browser:
         return [*lines, "", f"Dashboard in the browser: skipped ({browser['skipped']})."]
@@ -1220,7 +1268,8 @@ def streaming_markdown(record: dict[str, Any]) -> list[str]:
         " span observed); busy share: their sum over that span.",
         "",
         "| pointer | changes written (a second) | relay caught up after the last write | span observed s"
-        " | long tasks | max ms | sum ms | busy share | longest ms | draws / frames | window reads | news shown"
+        f" | long tasks (within {AFTER_READ_MS} ms of a window read) | max ms | sum ms | busy share | longest ms | draws / frames"
+        " | window reads | news shown"
         " | streamed rows in the window (before → after) | load average (1 min) | no task over 50 ms |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -1231,7 +1280,7 @@ def streaming_markdown(record: dict[str, Any]) -> list[str]:
         pointer = phase["pointer"] + ("" if phase["changes"] else " (baseline: no changes)")
         lines.append(
             f"| {pointer} | {w['changes']:,} ({w['per_second']:,}) | {relay} | {phase['observed_s']}"
-            f" | {t['count']} | {t['max_ms']} | {t['sum_ms']} | {t['busy_share']:.1%}"
+            f" | {t['count']} ({t['after_window_read']}) | {t['max_ms']} | {t['sum_ms']} | {t['busy_share']:.1%}"
             f" | {', '.join(f'{d:g}' for d in t['longest_ms'][:5]) or '—'} | {phase['draws']} / {phase['frames']}"
             f" | {phase['window_reads']} | {phase['news'] or '—'} | {rows['before']} → {rows['after']}"
             f"{' (reordered)' if phase['window_rows_moved'] else ''}"
