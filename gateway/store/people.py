@@ -71,8 +71,10 @@ async def trajectories(
     async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
         total: int = await db.fetchval(f"select count(*) from trajectories where {where}", *args)
         rows = await db.fetch(
+            # Only the partial index (trajectory_id, created_at) where staging <> 'ready' answers this: a few rows
+            # per page, whatever the planner knows (naming the team too let it walk the team's submissions).
             "select t.id, t.name, t.created_at, (select s.staging from submissions s where s.trajectory_id = t.id"
-            "  and s.team_id = t.team_id and s.staging <> 'ready' order by s.created_at desc limit 1) as staging"
+            "  and s.staging <> 'ready' order by s.created_at desc limit 1) as staging"
             f" from trajectories t where {where} order by created_at desc, id desc"
             f" limit {int(limit)} offset {int(offset)}",
             *args,

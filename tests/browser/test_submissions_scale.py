@@ -97,6 +97,18 @@ async def test_rows_keep_their_height_and_the_header_stays(
     assert len(heights) == 1, heights
     box = page.locator(".table-scroll")
     assert await box.evaluate("b => b.scrollWidth <= b.clientWidth"), "every column fits at 1400 px"
+    cut = await page.evaluate(  # and nothing in a header (sorted by it: with its arrow) or PROGRESS is cut short
+        """() => {
+          const heads = [...document.querySelectorAll('thead th')];
+          const sorted = heads.map(th => th.getAttribute('aria-sort'));
+          heads.forEach(th => th.setAttribute('aria-sort', 'descending'));
+          const cut = [...document.querySelectorAll('thead th .sort, td[data-col=progress]')]
+            .filter(e => e.scrollWidth > e.clientWidth).map(e => e.textContent);
+          heads.forEach((th, i) => sorted[i] === null ? th.removeAttribute('aria-sort') : th.setAttribute('aria-sort', sorted[i]));
+          return cut;
+        }"""
+    )
+    assert cut == [], cut
     header = await page.locator("thead th").first.bounding_box()
     await box.evaluate("b => { b.scrollTop = 1200; }")
     await page.wait_for_function("document.querySelector('.table-scroll').scrollTop > 1000")
