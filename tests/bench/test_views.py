@@ -1,4 +1,4 @@
-"""The Submissions page's and the dashboard's benchmark (bench/views.py) at its `--quick` size: a test that it runs,
+"""The Submissions page's and the dashboard's benchmark (bench/views/) at its `--quick` size: a test that it runs,
 that every window and page of trajectories it times answers right, every plan is read and the streaming phase
 wrote its changes and reported the page's long tasks, not of speed (timing is reported, never asserted here).
 

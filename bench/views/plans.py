@@ -1,0 +1,75 @@
+"""EXPLAIN of what the windows and the cards run: the count and the page statement of a window, built by the store's
+own helpers so the plans are those served, and whether either scans submission_rows; the cards' deepest page with
+EXPLAIN ANALYZE."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+
+from gateway.core.submission_window import Window
+from gateway.store.submission_rows import _order, _where
+
+from .common import CARD_PAGE
+from .server import Kind
+from .team import Team
+
+
+def statements(team_id: int, window: Window) -> tuple[dict[str, str], list[object]]:
+    """The count and the page statement of a window, as gateway.store.submission_rows.window() runs them."""
+    where, args = _where(team_id, window)
+    page = (
+        f"select row from submission_rows where {where} {_order(window)}"
+        f" limit {int(window.limit)} offset {int(window.offset)}"
+    )
+    return {"count": f"select count(*) from submission_rows where {where}", "page": page}, args
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from plan_nodes(child)
+
+
+def describe(plan: dict[str, Any]) -> str:
+    """A plan on one line: each node's type, its index or relation, outermost first."""
+    parts = []
+    for node in plan_nodes(plan):
+        where = node.get("Index Name") or node.get("Relation Name")
+        parts.append(node["Node Type"] + (f" ({where})" if where else ""))
+    return " > ".join(parts)
+
+
+async def explain(pool: asyncpg.Pool, team_id: int, kind: Kind) -> dict[str, Any]:
+    """EXPLAIN (FORMAT JSON) of the window's two statements: each one's plan, and whether it scans the table."""
+    sqls, args = statements(team_id, kind.window())
+    out: dict[str, Any] = {"group": kind.group}
+    async with pool.acquire() as db:
+        for name, sql in sqls.items():
+            raw = await db.fetchval(f"explain (format json) {sql}", *args)
+            plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+            seq = any(
+                n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "submission_rows" for n in plan_nodes(plan)
+            )
+            out[name] = {"seq_scan": seq, "plan": describe(plan), "cost": plan["Total Cost"], "json": plan}
+    out["seq_scan"] = out["count"]["seq_scan"] or out["page"]["seq_scan"]
+    return out
+
+
+# The cards' page statement as gateway.store.people.trajectories() runs it (a copy: EXPLAINed, never served).
+CARDS_PAGE = (
+    "select t.id, t.name, t.created_at, (select s.staging from submissions s where s.trajectory_id = t.id"
+    "  and s.team_id = t.team_id and s.staging <> 'ready' order by s.created_at desc limit 1) as staging"
+    " from trajectories t where team_id = $1 order by created_at desc, id desc limit {limit} offset {offset}"
+)
+
+
+async def explain_cards(pool: asyncpg.Pool, team: Team) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the cards' deepest page: its plan on one line and the time PostgreSQL spent."""
+    sql = CARDS_PAGE.format(limit=CARD_PAGE, offset=max(0, team.trajectories - CARD_PAGE))
+    raw = await pool.fetchval(f"explain (analyze, format json) {sql}", team.id)
+    top = (json.loads(raw) if isinstance(raw, str) else raw)[0]
+    return {"plan": describe(top["Plan"]), "execution_ms": round(top["Execution Time"], 1)}
