@@ -40,6 +40,9 @@ function drawRing() {
   const c = app.team.counts || { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0 };
   const label = ringLabel(c);
   if ($("ring-label").textContent !== label) $("ring-label").textContent = label;
+  // The tab says it too, for a person looking at another tab: "3 running - Jobs".
+  const title = label === "Jobs" ? "Jobs" : `${label} - Jobs`;
+  if (document.title !== title) document.title = title;
   $("ring-fill").setAttribute("stroke-dasharray", `${Math.round(ringFill(c) * 100)} 100`);
 }
 

@@ -89,6 +89,7 @@ export class Dashboard {
     this.total = body.total;
     this.names = null;
     if (offset === 0 && !front) this.order.release(); // a new search shows at once
+    this._arrivals();
     app.schedule();
   }
 
@@ -102,11 +103,21 @@ export class Dashboard {
       if (r.staging !== "ready") { this.uploads.set(r.trajectory_id, { submission: r.id, staging: r.staging }); changed = true; }
       else if (!seen || seen.submission === r.id) { this.uploads.set(r.trajectory_id, { submission: r.id, staging: null }); changed = true; }
     }
-    // An upload of a trajectory created since the cards were read: its card (with its name) comes from the server.
-    const newest = this.known.reduce((m, t) => Math.max(m, t.id), 0);
-    const arrived = [...this.uploads].some(([id, u]) => u.staging && id > newest && !this._listed(id));
-    if (this.total !== null && arrived) this.load(0, true);
+    this._arrivals();
     if (changed) app.schedule();
+  }
+
+  /** An upload of a trajectory created since the cards were read: its card (with its name) comes from the server,
+   * once per trajectory (a search may leave it out). Checked again when a page arrives: it may have been read
+   * before the trajectory was written. */
+  _arrivals() {
+    if (this.total === null || this.loading) return;
+    const newest = this.known.reduce((m, t) => Math.max(m, t.id), 0);
+    this.fetched = this.fetched || new Set();
+    const arrived = [...this.uploads].filter(([id, u]) => u.staging && id > newest && !this._listed(id) && !this.fetched.has(id));
+    if (!arrived.length) return;
+    for (const [id] of arrived) this.fetched.add(id);
+    this.load(0, true);
   }
 
   _staging(id) {

@@ -57,7 +57,20 @@ const TOAST_TIME = { success: 6000, info: 6000, warning: 12000, error: 12000 };
 
 export function toast(text, level = "success") {
   const box = document.getElementById("toasts");
+  const same = level === "busy" ? null : [...box.children].find((t) => t.dataset.text === text && t.dataset.level === level);
+  if (same) { // the same words again: one toast that counts them ("×3"), newest last, its time starting again
+    const count = Number(same.dataset.count) + 1;
+    same.dataset.count = String(count);
+    same.querySelector(".times").textContent = `×${count}`;
+    box.append(same);
+    clearTimeout(Number(same.dataset.timer));
+    same.dataset.timer = String(setTimeout(() => same.remove(), TOAST_TIME[level] || 6000));
+    return same;
+  }
   const el = document.createElement("div");
+  el.dataset.text = text;
+  el.dataset.level = level;
+  el.dataset.count = "1";
   el.className = `toast ${level}`;
   el.setAttribute("role", level === "warning" || level === "error" ? "alert" : "status");
   const words = document.createElement("span");
@@ -67,10 +80,12 @@ export function toast(text, level = "success") {
   close.setAttribute("aria-label", "Dismiss");
   close.textContent = "×";
   close.addEventListener("click", () => el.remove());
-  el.append(words, close);
+  const times = document.createElement("span");
+  times.className = "times";
+  el.append(words, times, close);
   box.append(el);
   while (box.children.length > TOASTS_KEPT) box.firstElementChild.remove();
-  if (level !== "busy") setTimeout(() => el.remove(), TOAST_TIME[level] || 6000);
+  if (level !== "busy") el.dataset.timer = String(setTimeout(() => el.remove(), TOAST_TIME[level] || 6000));
   return el;
 }
 

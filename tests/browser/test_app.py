@@ -69,8 +69,10 @@ async def test_ring_label_and_counts_follow_job_changes(page: Any, pool: asyncpg
     await page.wait_for_function("document.getElementById('ring-label').textContent === '5 queued'")
     await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:2])
     await page.wait_for_function("document.getElementById('ring-label').textContent === '2 running'")
+    assert await page.title() == "2 running - Jobs"  # the tab says it too, for a person in another tab
     await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
     await page.wait_for_function("document.getElementById('ring-label').textContent === 'Jobs'")
+    assert await page.title() == "Jobs"
     await page.click("#ring")
     counts = await page.inner_text(".counts")
     assert counts.split() == ["0", "Queued", "0", "Running", "5", "Done", "0", "Failed"]
@@ -425,3 +427,18 @@ async def test_submissions_page_multi_select_actions_sort_and_filter(
         await page.locator(".toast", has_text="Held 1 task(s)").wait_for()
     finally:
         await cluster.stop()
+
+
+async def test_identical_toasts_merge_and_count(page: Any, pool: asyncpg.Pool, team: Team) -> None:
+    await insert_jobs(pool, team, 2)  # nothing failed: Retry Failed Jobs finds nothing, three times
+    await page.click("#ring")
+    head = page.locator(f"[data-head='{team.trajectory_id}']")
+    for times in (1, 2, 3):
+        await head.click(button="right")
+        await page.click("role=menuitem[name='Retry Failed Jobs']")
+        await page.wait_for_function(
+            "[...document.querySelectorAll('#toasts .toast')].some(t => t.textContent.includes("
+            f"'No failed jobs found to retry') && t.dataset.count === '{times}')"
+        )
+    toasts = await page.eval_on_selector_all("#toasts .toast:not(.busy)", "els => els.map(e => e.innerText)")
+    assert len(toasts) == 1 and "No failed jobs found to retry" in toasts[0] and "×3" in toasts[0], toasts

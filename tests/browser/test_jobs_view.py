@@ -261,8 +261,8 @@ async def test_nothing_overlaps_or_runs_off_screen(
         title = page.locator(f"[data-card='{team.trajectory_id}'] .card-title")
         assert (await title.get_attribute("title")).startswith("Lipid bilayer with cholesterol")
         assert await title.locator(".title-text").evaluate(
-            "e => e.scrollWidth > e.clientWidth"
-        )  # cut short, with an ellipsis
+            "e => e.scrollHeight > e.clientHeight && e.getClientRects().length && e.clientHeight < 3 * parseFloat(getComputedStyle(e).lineHeight)"
+        )  # cut short after two lines, with an ellipsis
         await page.click("#ring")
         await page.click(f"[data-head='{team.trajectory_id}']")
         await page.click("#popover [data-group='frame:0']")
