@@ -104,7 +104,7 @@ function drawClustersPage() {
 function restoreView() {
   const id = Number(param("panel"));
   if (Number.isSafeInteger(id) && id > 0) {
-    const known = app.team.summaries.get(id) || dashboard.known.find((t) => t.id === id);
+    const known = app.team.summaries.get(id) || dashboard.listed(id);
     panel.open(id, known ? known.name : `Trajectory ${id}`, { tab: param("tab") === "analyses" ? "analyses" : "jobs", opener: $("ring") });
   }
   if (param("jobs") === "open") popover.setOpen(true);

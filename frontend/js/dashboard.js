@@ -26,7 +26,7 @@ export class Dashboard {
     this.main = main;
     this.panel = panel;
     this.known = []; // the team's trajectories as loaded: { id, name, created_at, staging }, newest first
-    this.names = null; // id -> name of the known ones
+    this.byId = new Map(); // the same, by id (set with them: _setKnown)
     this.total = null; // trajectories matching the search, in all
     this.search = param("q");
     this.loading = false;
@@ -84,10 +84,9 @@ export class Dashboard {
     app.team.learn(body.summaries);
     const page = body.trajectories;
     const ids = new Set(page.map((t) => t.id));
-    if (front) this.known = [...page, ...this.known.filter((t) => !ids.has(t.id))];
-    else this.known = offset === 0 ? page : [...this.known, ...page.filter((t) => !this._listed(t.id))];
+    if (front) this._setKnown([...page, ...this.known.filter((t) => !ids.has(t.id))]);
+    else this._setKnown(offset === 0 ? page : [...this.known, ...page.filter((t) => !this.listed(t.id))]);
     this.total = body.total;
-    this.names = null;
     if (offset === 0 && !front) this.order.release(); // a new search shows at once
     this._arrivals();
     app.schedule();
@@ -114,7 +113,7 @@ export class Dashboard {
     if (this.total === null || this.loading) return;
     const newest = this.known.reduce((m, t) => Math.max(m, t.id), 0);
     this.fetched = this.fetched || new Set();
-    const arrived = [...this.uploads].filter(([id, u]) => u.staging && id > newest && !this._listed(id) && !this.fetched.has(id));
+    const arrived = [...this.uploads].filter(([id, u]) => u.staging && id > newest && !this.listed(id) && !this.fetched.has(id));
     if (!arrived.length) return;
     for (const [id] of arrived) this.fetched.add(id);
     this.load(0, true);
@@ -123,14 +122,17 @@ export class Dashboard {
   _staging(id) {
     const live = this.uploads.get(id);
     if (live) return live.staging;
-    const t = this._listed(id);
+    const t = this.listed(id);
     return t ? t.staging || null : null;
   }
 
-  _listed(id) {
-    if (!this.byId || this.byId.size !== this.known.length) this.byId = new Map(this.known.map((t) => [t.id, t]));
-    return this.byId.get(id);
+  _setKnown(list) {
+    this.known = list;
+    this.byId = new Map(list.map((t) => [t.id, t]));
   }
+
+  /** A card the server listed (its name, when it was created, where its upload is). */
+  listed(id) { return this.byId.get(id); }
 
   menu(id, button) {
     const name = this._name(id);
@@ -142,9 +144,7 @@ export class Dashboard {
 
   _name(id) {
     const s = app.team.summaries.get(id);
-    if (s) return s.name;
-    if (!this.names || this.names.size !== this.known.length) this.names = new Map(this.known.map((t) => [t.id, t.name]));
-    return this.names.get(id) || `Trajectory ${id}`;
+    return s ? s.name : this.listed(id)?.name || `Trajectory ${id}`;
   }
 
   /** Newest first: the trajectories created since the page loaded (known by their summary, newer than every
@@ -211,7 +211,7 @@ export class Dashboard {
     setAttr(title, "title", name); // the whole name, when it is cut short
     setAttr(button, "aria-label", `Menu of ${name}`);
     const staging = s ? null : this._staging(id);
-    const listed = this._listed(id);
+    const listed = this.listed(id);
     const young = listed && now - Date.parse(listed.created_at) < DAY;
     setText(progress, s ? `${s.completed}/${s.total} jobs completed` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
     setText(state, s ? word(s.status) : "");

@@ -102,17 +102,17 @@ def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Win
     for raw in users:
         if not raw.isdigit() or len(raw) > 18:
             raise BadWindow("user", "expected a user id")
-    search = _text("q", (params.get("q") or [""])[-1].strip())
     projects = _many(params, "project")
+    page = parse_page(params) if paged else Page(search=_search(params), limit=0)
     return Window(
         sort=sort,
         descending=direction == "desc",
         statuses=statuses,
         projects=projects,
         users=tuple(int(u) for u in users),
-        search=search,
-        offset=_int(params, "offset", 0, 0, 10**9) if paged else 0,
-        limit=_int(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT) if paged else 0,
+        search=page.search,
+        offset=page.offset,
+        limit=page.limit,
     )
 
 
@@ -127,12 +127,15 @@ class Page:
 
 def parse_page(params: Mapping[str, Sequence[str]], default_limit: int = DEFAULT_LIMIT) -> Page:
     """`q`, `offset` and `limit` (1 to 500) from query parameters."""
-    search = _text("q", (params.get("q") or [""])[-1].strip())
     return Page(
-        search=search,
+        search=_search(params),
         offset=_int(params, "offset", 0, 0, 10**9),
         limit=_int(params, "limit", default_limit, 1, MAX_LIMIT),
     )
+
+
+def _search(params: Mapping[str, Sequence[str]]) -> str:
+    return _text("q", (params.get("q") or [""])[-1].strip())
 
 
 def search_matches(search: str, *texts: str) -> bool:

@@ -47,16 +47,18 @@ VIEW = (
         {"type": "string", "maxLength": MAX_SEARCH},
     ),
 )
-SEARCHED_PAGE = (
-    _param("q", "a part of the trajectory's name", {"type": "string", "maxLength": MAX_SEARCH}),
-    _param("offset", "rows to skip", {"type": "integer", "minimum": 0, "default": 0}),
-    _param("limit", "rows to answer", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
-)
+OFFSET = _param("offset", "rows to skip", {"type": "integer", "minimum": 0, "default": 0})
 PAGE = (
-    _param("offset", "rows to skip", {"type": "integer", "minimum": 0, "default": 0}),
+    OFFSET,
     _param(
         "limit", "rows to answer", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
     ),
+)
+# The trajectory lists' limit defaults differ (cards 100, the popover 300): not stated here.
+SEARCHED_PAGE = (
+    _param("q", "a part of the trajectory's name", {"type": "string", "maxLength": MAX_SEARCH}),
+    OFFSET,
+    _param("limit", "rows to answer", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
 )
 
 
