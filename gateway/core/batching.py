@@ -19,7 +19,7 @@ import msgspec
 
 from . import channels
 from .aggregate import Aggregates, Change, MembershipChange, SubmissionChange, TeamAggregate, TrajectoryAggregate
-from .finish import SETTLE, Finish, FinishTracker
+from .finish import SETTLE, Finish, FinishTracker, cuts_short, every_job_completed
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
 from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
@@ -77,53 +77,67 @@ class Sequences:
 
 
 class Events:
-    """Messages that are not job deltas: a wave's finish (a notice, for a clean finish a glow), presence and
-    cluster metrics on the team channel."""
+    """Messages that are not job deltas: a wave's finish (a notice on its trajectory's channel and on its team's,
+    for a clean finish a glow), presence and cluster metrics on the team channel."""
 
-    def __init__(self, aggregates: Aggregates, seqs: Sequences, settle: float) -> None:
+    def __init__(self, aggregates: Aggregates, seqs: Sequences, settle: float, submissions: SubmissionRows) -> None:
         self.aggregates = aggregates
         self.seqs = seqs
+        self.submissions = submissions
         self.finishes = FinishTracker(settle)
 
     def take_finishes(self, now: float) -> list[Finish]:
-        """Waves whose trajectory has had no active job for the settle time."""
+        """Waves whose trajectory has had no active job for the settle time (silent ones included: the adapter
+        closes them too, and publishes nothing for them)."""
         finishes = self.finishes.take_finished(now, {})
+        by_id = self.submissions.by_id
         for finish in finishes:
             traj = self.aggregates.trajectory(finish.trajectory_id)
             if traj is not None:
                 finish.team_id = traj.team_id
-                # The glow is for a trajectory that finished all its jobs with none failed.
-                finish.glow = finish.glow and traj.counts.failed == 0 and traj.counts.total() > 0
+                finish.name = traj.name
+                # The glow is for a trajectory whose every listed job completed, whatever this wave did.
+                finish.glow = finish.glow and every_job_completed(traj.counts)
+            users: set[int] = set()
+            for submission_id in finish.submissions:
+                agg = by_id.get(submission_id)
+                if agg is not None and agg.record is not None and agg.record.user_id is not None:
+                    users.add(agg.record.user_id)
+            finish.users = sorted(users)
         return finishes
 
     def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
-        wanted = {channels.trajectory(f.trajectory_id) for f in finishes} | {
-            channels.team(f.team_id) for f in finishes if f.glow
-        }
+        wanted: set[str] = set()
+        for f in finishes:
+            if not f.silent:
+                wanted.update((channels.trajectory(f.trajectory_id), channels.team(f.team_id)))
         return [c for c in wanted if c not in self.seqs.last]
 
     def finish_publications(self, finishes: list[Finish], markers: dict[tuple[int, int], str]) -> list[Publication]:
-        """A notice on the trajectory channel and, for a clean finish, a glow on the team channel."""
+        """A notice on the trajectory channel (a panel, a tool following the trajectory) and the same on the team
+        channel (every member's page, whichever panel is open), and for a clean finish a glow on the team channel.
+        A silent finish (a person cut the wave short) publishes nothing."""
         out: list[Publication] = []
         seqs, epoch = self.seqs, self.seqs.epoch
         for f in finishes:
-            channel = channels.trajectory(f.trajectory_id)
-            seq = seqs.next(channel)
-            notice = Notice(
-                channel=channel,
-                seq=seq,
-                cursor=make_cursor(epoch, seq),
-                trajectory_id=f.trajectory_id,
-                wave=f.wave,
-                title=f.title,
-                level=f.level,
-            )
-            publication = seqs.publication(channel, seq, notice)
-            if not f.glow:
-                publication.marker = markers.get((f.trajectory_id, f.wave))
-            out.append(publication)
+            if f.silent:
+                continue
+            team_channel = channels.team(f.team_id)
+            for channel in (channels.trajectory(f.trajectory_id), team_channel):
+                seq = seqs.next(channel)
+                notice = Notice(
+                    channel=channel,
+                    seq=seq,
+                    cursor=make_cursor(epoch, seq),
+                    trajectory_id=f.trajectory_id,
+                    wave=f.wave,
+                    title=f.title,
+                    level=f.level,
+                    name=f.name,
+                    users=f.users,
+                )
+                out.append(seqs.publication(channel, seq, notice))
             if f.glow:
-                team_channel = channels.team(f.team_id)
                 seq = seqs.next(team_channel)
                 glow = Glow(
                     channel=team_channel,
@@ -132,9 +146,8 @@ class Events:
                     trajectory_id=f.trajectory_id,
                     wave=f.wave,
                 )
-                publication = seqs.publication(team_channel, seq, glow)
-                publication.marker = markers.get((f.trajectory_id, f.wave))  # set once both went out
-                out.append(publication)
+                out.append(seqs.publication(team_channel, seq, glow))
+            out[-1].marker = markers.get((f.trajectory_id, f.wave))  # set with the last of them: all went out
         return out
 
     def team_extra_publication(self, team_id: int, update: Presence | ClusterStats) -> Publication:
@@ -168,9 +181,9 @@ class Batcher:
         # these, not at every team of the partition.
         self._teams_to_send: set[int] = set()
         self._names: dict[int, tuple[str, str]] = {}  # trajectory id -> its channel and its team's jobs channel
-        self.events = Events(self.aggregates, self.seqs, settle)
-        self.finishes = self.events.finishes
         self.submissions = SubmissionRows(self.aggregates)
+        self.events = Events(self.aggregates, self.seqs, settle, self.submissions)
+        self.finishes = self.events.finishes
         self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
         self.changes_applied = 0
         self.deltas_taken = 0
@@ -226,7 +239,16 @@ class Batcher:
                 task_changed(change)
             traj = self.aggregates.apply(change)
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
-                self.finishes.job_changed(traj.id, job.kind, change.new_status, traj.active(), now, job.updated_at)
+                self.finishes.job_changed(
+                    traj.id,
+                    job.kind,
+                    change.new_status,
+                    traj.active(),
+                    now,
+                    job.updated_at,
+                    job.submission_id,
+                    cuts_short(change.old_status, change.new_status, job.error),
+                )
             pair = names.get(job.trajectory_id)
             if pair is None:  # a trajectory stays in its team (the database's composite keys hold it there)
                 pair = names[job.trajectory_id] = (

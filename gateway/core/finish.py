@@ -3,6 +3,18 @@
 A trajectory's work finishes when its active jobs (queued, retrying, running) have stayed at none for a
 settle time, so that an upload inserted in chunks, or analyses followed by their artifact uploads, do not
 finish early. The core never reads a clock: the adapter passes `now` in and wakes up at `next_due()`.
+
+What a finish tells, and to whom:
+
+- A wave in which a person stopped work (removed an active job: Remove Running Jobs, Delete analysis; or killed
+  one: Kill on the Submissions page) ends silently: no notice, no glow, even when other jobs of it completed
+  first. Its notice would report as finished (or failed) work that a person cut short, and that person knows.
+  An active job swept out by retention counts the same: it did not finish either. Work that starts after the
+  silent finish is a new wave and notifies as usual.
+- The glow is for a trajectory whose every listed job completed when its wave finished (its counts then, not
+  only this wave's jobs): never while a failed or preempted job of it is still listed.
+- The notice names the members whose submissions the wave's jobs belong to (`users`), so that a browser can
+  tell its person "your jobs finished" whichever page they look at.
 """
 
 from __future__ import annotations
@@ -10,9 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .control import KILLED
+from .model import Counts
 from .status import ACTIVE, FAILED
 
 SETTLE = 0.5  # seconds with no active job before a wave counts as finished
+# The submissions a wave remembers, to name whose work it was: a wave is usually one upload or one pipeline run;
+# past this many the others are not named (a finish must not grow with the farm).
+MAX_WAVE_SUBMISSIONS = 32
 
 SUCCESS = "success"
 WARNING = "warning"
@@ -31,6 +48,20 @@ def notice_title(has_analysis: bool, has_rasterize: bool, failed: bool) -> tuple
     return ("Jobs completed with errors", WARNING) if failed else ("Jobs completed successfully", SUCCESS)
 
 
+def cuts_short(old_status: str | None, new_status: str | None, error: str | None) -> bool:
+    """Whether a change ended a job's work without the job finishing it: removed (or swept) while active, or
+    killed by a person."""
+    if new_status is None:
+        return old_status in ACTIVE
+    return new_status == "failed" and error == KILLED
+
+
+def every_job_completed(counts: Counts) -> bool:
+    """The glow's rule: the trajectory lists jobs and every one of them completed."""
+    total = counts.total()
+    return total > 0 and counts.completed == total
+
+
 @dataclass
 class Wave:
     """What one trajectory has done since its work last finished."""
@@ -39,6 +70,8 @@ class Wave:
     has_analysis: bool = False
     has_rasterize: bool = False
     failed: bool = False
+    stopped: bool = False  # a person removed or killed some of its active jobs: it ends silently
+    submissions: set[int] = field(default_factory=set)  # whose work it was (at most MAX_WAVE_SUBMISSIONS)
 
 
 @dataclass
@@ -48,7 +81,11 @@ class Finish:
     wave: int
     title: str
     level: str
-    glow: bool  # finished all its jobs with none failed
+    glow: bool  # every listed job of the trajectory completed (the adapter checks its counts: every_job_completed)
+    silent: bool = False  # a person cut the wave short: nothing is published, the wave is only closed
+    submissions: set[int] = field(default_factory=set)
+    name: str = ""  # the trajectory's (the adapter fills it in, with `users`)
+    users: list[int] = field(default_factory=list)  # the members whose submissions the wave's jobs belong to
 
 
 @dataclass
@@ -83,8 +120,11 @@ class FinishTracker:
         active_after: int,
         now: float,
         at: datetime | None = None,
+        submission_id: int | None = None,
+        cut_short: bool = False,
     ) -> None:
-        """A job of the trajectory changed; `active_after` is the trajectory's active count after it."""
+        """A job of the trajectory changed; `active_after` is the trajectory's active count after it;
+        `cut_short`: the change stopped the job's work (`cuts_short`)."""
         wave = self.waves.get(trajectory_id)
         if wave is None:
             if status is None or status not in ACTIVE:
@@ -96,8 +136,12 @@ class FinishTracker:
             wave.has_analysis = True
         elif kind == "rasterize":
             wave.has_rasterize = True
-        if status in FAILED:
+        if cut_short:
+            wave.stopped = True
+        elif status in FAILED:
             wave.failed = True  # a preempted task ends the wave with errors too
+        if submission_id is not None and len(wave.submissions) < MAX_WAVE_SUBMISSIONS:
+            wave.submissions.add(submission_id)
         if active_after == 0:
             self.idle[trajectory_id] = now
         else:
@@ -114,7 +158,9 @@ class FinishTracker:
             wave = self.waves.pop(trajectory_id)
             self.last_wave[trajectory_id] = wave.number
             title, level = notice_title(wave.has_analysis, wave.has_rasterize, wave.failed)
-            out.append(Finish(trajectory_id, team_of.get(trajectory_id, 0), wave.number, title, level, not wave.failed))
+            glow = not wave.failed and not wave.stopped
+            team_id = team_of.get(trajectory_id, 0)
+            out.append(Finish(trajectory_id, team_id, wave.number, title, level, glow, wave.stopped, wave.submissions))
         return out
 
     def take_started(self) -> list[tuple[int, int, datetime | None]]:

@@ -81,7 +81,8 @@ class Batch(ServerMessage):
 
 
 class Notice(ServerMessage):
-    """A trajectory's work finished (trajectory channel): a completion toast. An event, never in a snapshot."""
+    """A trajectory's work finished (on its trajectory channel and its team's): a completion toast. An event,
+    never in a snapshot. Not sent when a person cut the work short (removed or killed its jobs)."""
 
     channel: str
     seq: int
@@ -90,6 +91,8 @@ class Notice(ServerMessage):
     wave: int
     title: str
     level: str  # success | warning
+    name: str = ""  # the trajectory's
+    users: list[int] = msgspec.field(default_factory=list)  # members whose submissions the wave's jobs belong to
 
 
 class Glow(ServerMessage):

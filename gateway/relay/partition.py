@@ -171,5 +171,5 @@ async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batc
         facts = await waves.facts(db, trajectory_id, row["started_at"])
         traj = core.aggregates.trajectory(trajectory_id)
         idle = traj is None or traj.active() == 0
-        wave = Wave(number, facts.analysis, facts.rasterize, facts.failed)
+        wave = Wave(number, facts.analysis, facts.rasterize, facts.failed, facts.stopped, facts.submissions)
         core.finishes.restore(trajectory_id, number - 1, wave, now if idle else None)

@@ -11,14 +11,20 @@ from datetime import datetime
 
 import asyncpg
 
+from ..core.control import KILLED
+from ..core.finish import MAX_WAVE_SUBMISSIONS
+from ..core.status import ACTIVE
+
 
 @dataclass
 class WaveFacts:
-    """What a wave's jobs did so far: its finish notice says so."""
+    """What a wave's jobs did so far: its finish notice says so (gateway.core.finish)."""
 
     analysis: bool
     rasterize: bool
     failed: bool
+    stopped: bool  # a person removed or killed some of its active jobs: it ends silently
+    submissions: set[int]  # whose work it was
 
 
 async def load(db: asyncpg.Connection) -> list[asyncpg.Record]:
@@ -28,16 +34,24 @@ async def load(db: asyncpg.Connection) -> list[asyncpg.Record]:
 
 
 async def facts(db: asyncpg.Connection, trajectory_id: int, started_at: datetime) -> WaveFacts:
-    """What the trajectory's jobs changed since its wave started."""
+    """What the trajectory's jobs changed since its wave started. A job removed while it was still at work, or
+    killed, stopped the wave's work (`core.finish.cuts_short`): what the table keeps of it is its status at
+    removal, or the killed task's error."""
     row = await db.fetchrow(
         "select coalesce(bool_or(kind = 'analysis'), false) as analysis,"
         " coalesce(bool_or(kind = 'rasterize'), false) as rasterize,"
-        " coalesce(bool_or(status = 'failed'), false) as failed"
+        " coalesce(bool_or(status in ('failed', 'preempted') and error is distinct from $3), false) as failed,"
+        " coalesce(bool_or((removed_at is not null and status = any($4::text[]))"
+        "   or (status = 'failed' and error = $3)), false) as stopped,"
+        " array(select distinct s from unnest(array_agg(submission_id)) s where s is not null"
+        f"   limit {MAX_WAVE_SUBMISSIONS}) as submissions"
         " from jobs where trajectory_id = $1 and updated_at >= $2",
         trajectory_id,
         started_at,
+        KILLED,
+        sorted(ACTIVE),
     )
-    return WaveFacts(row["analysis"], row["rasterize"], row["failed"])
+    return WaveFacts(row["analysis"], row["rasterize"], row["failed"], row["stopped"], set(row["submissions"]))
 
 
 async def record_started(db: asyncpg.Connection, started: list[tuple[int, int, datetime | None]]) -> None:

@@ -348,9 +348,15 @@ async def test_a_finish_is_not_repeated_by_a_reconnect_or_a_relay_restart(
         await asyncio.sleep(2.0)  # the new relay has settled whatever it would finish
         (job_id,) = await insert_jobs(wpool, wteam, 1)  # proof the stream is live again
         await f.wait_for(lambda f: job_id in f.listed(f"trajectory:{wteam.trajectory_id}"))
-        assert len(_events(f, "notice")) == 1 and len(_events(f, "glow")) == 1
+        assert _once_each(f, wteam)
     finally:
         await f.__aexit__()
+
+
+def _once_each(f: Follower, team: Team) -> bool:
+    """One notice on the trajectory's channel, the same on the team's, and one glow."""
+    channels = sorted(m["channel"] for m in _events(f, "notice"))
+    return channels == [f"team:{team.id}", f"trajectory:{team.trajectory_id}"] and len(_events(f, "glow")) == 1
 
 
 async def test_a_finish_the_killed_relay_could_not_publish_is_published_by_its_successor(
@@ -371,7 +377,7 @@ async def test_a_finish_the_killed_relay_could_not_publish_is_published_by_its_s
         world.start_relay("relay-heir")
         await f.wait_for(lambda f: _events(f, "notice"), timeout=15)
         await asyncio.sleep(1.0)
-        assert len(_events(f, "notice")) == 1 and len(_events(f, "glow")) == 1
+        assert _once_each(f, wteam)
     finally:
         await f.__aexit__()
 
