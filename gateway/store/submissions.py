@@ -5,6 +5,7 @@ Every write goes through the captured path (the submissions table's triggers), s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 import asyncpg
@@ -92,12 +93,14 @@ async def set_instance_type(pool: asyncpg.Pool, ids: list[int], team_id: int, ch
     return _count(status)
 
 
-async def failed_syncs(pool: asyncpg.Pool, ids: list[int], team_id: int) -> list[FailedSync]:
-    """Those of the team's submissions whose sync failed."""
+async def failed_syncs(pool: asyncpg.Pool, ids: list[int], team_id: int, tasks: list[int]) -> list[FailedSync]:
+    """Those of the team's submissions whose sync failed: of the selected ones, and of the selected tasks'."""
     rows = await pool.fetch(
-        "select id, cluster_id from submissions where id = any($1::bigint[]) and team_id = $2 and staging = 'sync_failed'",
+        "select id, cluster_id from submissions where team_id = $2 and staging = 'sync_failed' and (id = any($1::bigint[])"
+        " or id in (select submission_id from jobs where id = any($3::bigint[]) and team_id = $2)) order by id",
         ids,
         team_id,
+        tasks,
     )
     return [FailedSync(*r) for r in rows]
 
@@ -133,22 +136,30 @@ async def create(pool: asyncpg.Pool, team_id: int, cluster_id: int, body: NewSub
 
 
 async def update_staging(
-    pool: asyncpg.Pool, submission_id: int, team_id: int, staging: str | None, downloaded: bool | None
-) -> bool:
+    pool: asyncpg.Pool,
+    submission_id: int,
+    team_id: int,
+    staging: str | None,
+    downloaded: bool | None,
+    reachable: Callable[[str], Collection[str]],
+) -> str | None:
     """A staging cluster moves the submission's data along (`staging`), or the downloading tool marks it
-    downloaded (or not); None leaves either as it is. False when the team has no such submission."""
-    status = await pool.execute(
-        "update submissions set staging = coalesce($3::text, staging),"
-        " downloaded_at = case when $4::boolean is null then downloaded_at"
-        " when $4::boolean then coalesce(downloaded_at, now()) end"
-        " where id = $1 and team_id = $2",
-        submission_id,
-        team_id,
-        staging,
-        downloaded,
-    )
-    # UPDATE 0 is also a change to what it already was (submissions_stamp skips those): only a submission
-    # not in the team is refused, and another team's reads as one that does not exist.
-    return status != "UPDATE 0" or bool(
-        await pool.fetchval("select 1 from submissions where id = $1 and team_id = $2", submission_id, team_id)
-    )
+    downloaded (or not); None leaves either as it is. Returns the staging the submission was at (None: the team
+    has no such submission); nothing is written when `staging` is not among `reachable(that staging)`. The row
+    is locked while it is read and written, so a move is checked against what it moves from."""
+    async with pool.acquire() as db, db.transaction():
+        current: str | None = await db.fetchval(
+            "select staging from submissions where id = $1 and team_id = $2 for update", submission_id, team_id
+        )
+        if current is None or (staging is not None and staging not in reachable(current)):
+            return current
+        await db.execute(
+            "update submissions set staging = coalesce($2::text, staging),"
+            " downloaded_at = case when $3::boolean is null then downloaded_at"
+            " when $3::boolean then coalesce(downloaded_at, now()) end"
+            " where id = $1",
+            submission_id,
+            staging,
+            downloaded,
+        )
+        return current

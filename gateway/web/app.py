@@ -35,6 +35,7 @@ from .ingest import (
     update_submission,
 )
 from .instance_types import declare_instance_types, submission_instance_types
+from .lifecycle import lifecycle
 from .logs import RequestTimer, install_redaction
 from .metrics import healthz, metrics, readyz
 from .runtime import Runtime
@@ -126,6 +127,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/openapi.json", openapi_document),
         Route("/", index),
         Route("/submissions", index),
+        Route("/submissions/lifecycle.svg", lifecycle),
     ]
     routes.append(
         Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
+from ..core.lifecycle import staging_reachable, staging_refusal
 from ..core.team import ClusterFigures, MetricsReport
 from ..store import clusters, ingest, queries, submissions
 from .answers import Created, answer
@@ -86,11 +87,17 @@ async def ingest_submission(request: Request) -> Response:
 
 @endpoint
 async def update_submission(request: Request) -> Response:
-    """The staging cluster moves a submission's data along; the downloading tool marks it downloaded."""
+    """The staging cluster moves a submission's data along (as the transition table allows: gateway.core.lifecycle);
+    the downloading tool marks it downloaded."""
     who = await cluster(request)
     submission_id = path_id(request)
     body = await decode(request, _update_decoder)
     pool = runtime_of(request).pool
-    if not await submissions.update_staging(pool, submission_id, who.team_id, body.staging, body.downloaded):
+    before = await submissions.update_staging(
+        pool, submission_id, who.team_id, body.staging, body.downloaded, staging_reachable
+    )
+    if before is None:
         raise Refused(404, "not_found", f"id: no submission {submission_id} in this cluster's team")
+    if body.staging is not None and (refusal := staging_refusal(submission_id, before, body.staging)):
+        raise Refused(409, "conflict", refusal)  # a move the transition table does not make: nothing written
     return Response(status_code=204)

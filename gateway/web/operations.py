@@ -75,6 +75,7 @@ class Operation:
     request: Any = None  # the JSON body's Struct
     answer: Any = None  # the 200 body's Struct; None: 204, no body
     not_found: str | None = None  # when it can answer 404
+    conflict: str | None = None  # when it can answer 409
     query: tuple[tuple[str, str], ...] = ()  # (name, description) of repeatable integer query parameters
     parameters: tuple[dict[str, Any], ...] = ()  # other query parameters, as OpenAPI parameter objects
     media: str = "application/json"  # the 200 body's type (text/csv: a string, not the Struct's JSON)
@@ -131,6 +132,7 @@ ROUTES: list[Operation] = [
         SubmissionUpdate,
         None,
         "no such submission in this cluster's team",
+        conflict="a staging the submission's lifecycle does not reach from where it is (the message names both)",
     ),
     Operation(
         "post",

@@ -188,6 +188,8 @@ def _refusals(route: Operation) -> list[tuple[str, str]]:
         refusals.append(("403", "Not allowed: not a member of the team, or a request from another origin"))
     if route.not_found:
         refusals.append(("404", f"Not found: {route.not_found}"))
+    if route.conflict:
+        refusals.append(("409", f"Conflict: {route.conflict}"))
     if route.request is not None or route.method == "post":
         refusals.append(("413", "The body is larger than the limit"))
     if (

@@ -76,7 +76,7 @@ async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Actio
     if body.action == "reviewed":
         return await _reviewed(runtime, team_id, chosen, body.reviewed)
     if body.action == "retry_sync":
-        return await _retry_sync(runtime, team_id, chosen)
+        return await _retry_sync(runtime, team_id, chosen, body.tasks)
     return await _edit(runtime, team_id, body)
 
 
@@ -126,11 +126,12 @@ async def _instance_type(runtime: Runtime, team_id: int, body: SubmissionsAction
     return found
 
 
-async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int]) -> ActionResult:
-    """Sync again the selected submissions whose sync failed: each is asked of the cluster staging it (one
-    written before submissions named their cluster is asked of every cluster of the team). Only what a cluster
-    confirms is shown syncing; a cluster that does not confirm is named."""
-    failed = await submissions.failed_syncs(runtime.pool, chosen, team_id)
+async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selected_tasks: list[int]) -> ActionResult:
+    """Sync again the selected submissions whose sync failed, or those of the selected tasks (the sync is their
+    submission's): each is asked of the cluster staging it (one written before submissions named their cluster
+    is asked of every cluster of the team). Only what a cluster confirms is shown syncing; a cluster that does
+    not confirm is named."""
+    failed = await submissions.failed_syncs(runtime.pool, chosen, team_id, selected_tasks)
     if not failed:
         return outcome("", 0, 0, [], nothing="No submissions whose sync failed")
     names = await clusters.team_clusters(runtime.pool, team_id)
