@@ -49,6 +49,24 @@ async def teams_of(pool: asyncpg.Pool, user_id: int) -> list[Named]:
     return [Named(*r) for r in rows]
 
 
+class Membership(NamedTuple):
+    """A team of a user's, and their role in it: owner, admin or member."""
+
+    id: int
+    name: str
+    role: str
+
+
+async def memberships_of(pool: asyncpg.Pool, user_id: int) -> list[Membership]:
+    """The user's teams with their role in each, by name."""
+    rows = await pool.fetch(
+        "select t.id, t.name, m.role from teams t join memberships m on m.team_id = t.id where m.user_id = $1"
+        " order by t.name, t.id",
+        user_id,
+    )
+    return [Membership(*r) for r in rows]
+
+
 async def members(pool: asyncpg.Pool, team_id: int) -> list[Named]:
     """The team's members, by name."""
     rows = await pool.fetch(

@@ -29,12 +29,13 @@ async def demo_team(db: asyncpg.Connection) -> int | None:
 async def create_demo_teams(
     db: asyncpg.Connection, members: list[str], clusters: list[str], trajectories: list[str]
 ) -> int:
-    """The demo team with its members, clusters and trajectories, and another team with one member (someone
-    the demo team's data must stay hidden from); returns the demo team's id."""
+    """The demo team with its members (the first its owner, the second an admin), clusters and trajectories, and
+    another team with one member (someone the demo team's data must stay hidden from); returns the demo team's id."""
     team_id: int = await db.fetchval("insert into teams (name) values ('Demo Lab') returning id")
-    for name in members:
+    for i, name in enumerate(members):
         uid = await db.fetchval("insert into users (name) values ($1) returning id", name)
-        await db.execute("insert into memberships values ($1, $2)", team_id, uid)
+        role = ("owner", "admin")[i] if i < 2 else "member"
+        await db.execute("insert into memberships (team_id, user_id, role) values ($1, $2, $3)", team_id, uid, role)
     for name in clusters:
         await db.execute("insert into clusters (team_id, name) values ($1, $2)", team_id, name)
     for name in trajectories:

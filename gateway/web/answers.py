@@ -38,6 +38,35 @@ class Me(msgspec.Struct):
     time: int  # the server's clock, to read expires_at by
 
 
+class TeamRole(msgspec.Struct):
+    """A team of the signed-in person's and their role in it."""
+
+    id: int
+    name: str
+    role: str  # owner, admin or member (every member may follow and act on the team's jobs)
+
+
+class SessionRow(msgspec.Struct):
+    """A session the person is signed in with: a browser, or a tool with its own token."""
+
+    id: int  # what POST /api/account/sessions/{id}/revoke takes
+    device: str  # from its User-Agent, in a few words: "Chrome on Linux", "python-httpx"
+    started_at: str  # ISO 8601: when the person signed in
+    last_seen_at: str  # ISO 8601: its last request or live socket (moved at most once a minute)
+    current: bool  # the session of this request: "This device"
+
+
+class Account(msgspec.Struct, kw_only=True):
+    """The account page: who is signed in, their teams and role in each, and their active sessions, most recently
+    seen first (`sessions_total` in all; the list holds the first 100)."""
+
+    user: Named
+    teams: list[TeamRole]
+    sessions: list[SessionRow]
+    sessions_total: int
+    time: int  # the server's clock (milliseconds since the Unix epoch), to read the times by
+
+
 class Member(msgspec.Struct):
     id: int
     name: str

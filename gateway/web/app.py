@@ -19,8 +19,10 @@ from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
 from ..hub.presence import PresenceBoard
 from ..hub.revocations import SessionRevocations
+from ..hub.sessions import SessionsSeen
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
+from .account import account, revoke_session
 from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
@@ -65,6 +67,8 @@ def create_app(settings: Settings) -> Starlette:
         revocations = SessionRevocations(pool, node.connections, settings.session_max_age)
         node.on_revocation = revocations.receive
         await revocations.start()
+        sessions = SessionsSeen(pool, node.connections)
+        sessions.start()
         await node.start()
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
         admission = TokenBucket(settings.admission_rate, settings.admission_rate)
@@ -79,6 +83,7 @@ def create_app(settings: Settings) -> Starlette:
             actions=actions,
             admission=admission,
             revocations=revocations,
+            sessions=sessions,
             http_rate=http_rate,
         )
         try:
@@ -86,6 +91,7 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             await commands.aclose()
             await node.stop()
+            await sessions.stop()
             await revocations.stop()
             await bus.aclose()
             await pool.close()
@@ -118,6 +124,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
         Route("/api/sign-out", sign_out, methods=["POST"]),
+        Route("/api/account", account),
+        Route("/api/account/sessions/{id:int}/revoke", revoke_session, methods=["POST"]),
         Route("/sign-in", confirm_sign_in, methods=["POST"]),  # the sign-in link's confirmation page posts here
         Route("/api/session/renew", renew, methods=["POST"]),
         Route("/healthz", healthz),

@@ -96,6 +96,8 @@ def claims(request: HTTPConnection) -> Claims:
     if request.scope["type"] == "http":  # websockets have their own limits (admission, messages per second)
         within_rate(request, ("user", found.user_id))
     request.state.claims = found
+    if runtime.sessions is not None:  # the account page's "last seen" (written at most once a minute)
+        runtime.sessions.seen(found, request.headers.get("user-agent", ""))
     return found
 
 

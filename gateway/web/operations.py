@@ -13,6 +13,7 @@ from ..core.submission import SUBMISSION_STATUSES
 from ..core.submission_window import DEFAULT_LIMIT, MAX_FILTER_VALUES, MAX_LIMIT, MAX_SEARCH, SORT_COLUMNS
 from ..core.team import MetricsReport
 from .answers import (
+    Account,
     ActiveTrajectories,
     Analyses,
     Created,
@@ -345,6 +346,27 @@ ROUTES: list[Operation] = [
         Done,
     ),
     Operation(
+        "get",
+        "/api/account",
+        "account",
+        "session",
+        "The account page: the person's teams and role in each, and the sessions they are signed in with",
+        "user",
+        None,
+        Account,
+    ),
+    Operation(
+        "post",
+        "/api/account/sessions/{id}/revoke",
+        "revokeSession",
+        "session",
+        "End one of the person's own sessions on every node (their current one: this browser signs out)",
+        "user",
+        None,
+        Done,
+        "no active session of the person's with this id (another person's included)",
+    ),
+    Operation(
         "post",
         "/api/session/renew",
         "renewSession",
@@ -360,5 +382,5 @@ TAGS = [
     {"name": "ingest", "description": "Clusters report jobs and register what they refer to (a cluster key)"},
     {"name": "actions", "description": "A person's actions on jobs, carried out by the clusters that hold them"},
     {"name": "teams", "description": "A team's members and trajectories"},
-    {"name": "session", "description": "Who is signed in, and the browser's session cookie"},
+    {"name": "session", "description": "Who is signed in, the browser's session cookie, and the account's sessions"},
 ]

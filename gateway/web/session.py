@@ -1,6 +1,6 @@
 """Signing in the browser: a token in the URL becomes an HttpOnly cookie once the user confirms whom it signs
 in as (gateway.web.confirm); demo mode has a user picker. Renewals keep the session, never past its maximum
-age; signing out revokes it."""
+age; signing out revokes it. Each session is recorded with its device for the account page (gateway.web.account)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,16 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from ..core.device import device_of
+from ..core.sessions import Seen
 from ..core.types import MAX_ID, Id
+from ..credentials import Claims
 from ..hub.revocations import revoke
 from ..resources import INDEX
 from ..store import people, queries
+from ..store import sessions as stored_sessions
 from .answers import Done, Named, Renewed, Users, answer
-from .auth import TOKEN_COOKIE, InvalidToken, issue_token
+from .auth import TOKEN_COOKIE, InvalidToken, issue_token, read_token
 from .body import BodyTooLarge, read_body
 from .confirm import confirmation_page, page
 from .guards import Refused, claims, endpoint, query_token, runtime_of, same_origin, token_of, user, verified
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 
 NO_STORE = {"Cache-Control": "no-store"}
 MAX_FORM_BYTES = 16 << 10
+DB_ERRORS = (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 class SignIn(msgspec.Struct):
@@ -52,6 +57,31 @@ def with_session(
         path="/",
     )
     return response
+
+
+async def record_session(request: Request, runtime: Runtime, found: Claims) -> None:
+    """The session is listed on the account page from now on, with this browser's device."""
+    if not found.token_id:
+        return  # a token from before sessions had ids: nothing names it
+    device = device_of(request.headers.get("user-agent", ""))
+    seen = Seen(found.token_id, found.user_id, found.started, found.expires, device)
+    try:
+        await stored_sessions.record(runtime.pool, [seen])
+    except DB_ERRORS as exc:  # the sign-in holds all the same; the node's next write lists it
+        log.warning("recording a session failed: %s", type(exc).__name__)
+        if runtime.sessions is not None:
+            runtime.sessions.seen(found, request.headers.get("user-agent", ""))
+
+
+async def end_session(runtime: Runtime, token_id: str) -> None:
+    """Revoke a session on every node, as `gateway revoke --token-id` does (its sockets close with 4001), and
+    take it off the account page."""
+    if runtime.revocations is None:
+        return
+    runtime.revocations.apply(
+        await revoke(runtime.pool, runtime.broker.membership, runtime.settings.session_max_age, token_id=token_id)
+    )
+    await stored_sessions.forget(runtime.pool, token_id)
 
 
 async def index(request: Request) -> Response:
@@ -85,6 +115,7 @@ async def confirm_sign_in(request: Request) -> Response:
     except InvalidToken:
         return RedirectResponse("/?signin=expired", status_code=303)
     redirect = RedirectResponse(page(form.get("next", ["/"])[0]), status_code=303)
+    await record_session(request, runtime, found)
     return with_session(redirect, request, runtime, token, found.expires)
 
 
@@ -109,6 +140,7 @@ async def demo_sign_in(request: Request) -> Response:
     if not await queries.user_exists(runtime.pool, user_id):
         return JSONResponse({"error": "invalid", "message": f"user_id: no user {user_id}"}, 422)
     token = issue_token(runtime.settings.secret, user_id, runtime.settings.token_ttl)
+    await record_session(request, runtime, read_token(runtime.settings.secret, token))
     return with_session(answer(Done()), request, runtime, token)
 
 
@@ -121,14 +153,10 @@ async def sign_out(request: Request) -> Response:
         found = verified(runtime, token_of(request))
     except InvalidToken:
         found = None  # nothing to revoke
-    if found is not None and found.token_id and runtime.revocations is not None:  # older tokens just lose the cookie
+    if found is not None and found.token_id:  # older tokens just lose the cookie
         try:
-            runtime.revocations.apply(
-                await revoke(
-                    runtime.pool, runtime.broker.membership, runtime.settings.session_max_age, token_id=found.token_id
-                )
-            )
-        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:  # the cookie goes anyway
+            await end_session(runtime, found.token_id)
+        except DB_ERRORS as exc:  # the cookie goes anyway
             log.warning("sign-out: revoking the session failed: %s", type(exc).__name__)
     response = answer(Done())
     response.delete_cookie(TOKEN_COOKIE, path="/")
@@ -149,4 +177,5 @@ async def renew(request: Request) -> Response:
         settings.secret, found.user_id, expires - now, now, token_id=found.token_id, started=found.started
     )
     body = Renewed(ok=True, expires_at=expires * 1000, time=int(time.time() * 1000))
+    await record_session(request, runtime, read_token(settings.secret, token))  # its new expiry
     return with_session(answer(body), request, runtime, token, expires)

@@ -71,6 +71,7 @@ ID_CASES = [
     Case("GET", "/api/teams/{bad}/projects", "user"),
     Case("GET", "/api/teams/{bad}/trajectories/active", "user"),
     Case("GET", "/api/teams/1/trajectories?limit={bad}", "user", field="limit: expected a whole number"),
+    Case("POST", "/api/account/sessions/{bad}/revoke", "user"),
 ]
 TEXT_CASES = [
     Case("GET", "/api/teams/1/submissions?q={bad}", "user", field="q: contains a NUL"),
@@ -105,7 +106,14 @@ TEXT_CASES = [
     ),
 ]
 # Routes that read nothing a caller chooses but its credentials (those are checked by signature or hash).
-NO_INPUT = {"/api/me", "/api/sign-in/users", "/api/sign-out", "/api/session/renew", "/api/ingest/metrics"}
+NO_INPUT = {
+    "/api/me",
+    "/api/account",
+    "/api/sign-in/users",
+    "/api/sign-out",
+    "/api/session/renew",
+    "/api/ingest/metrics",
+}
 
 
 def put(value: object, into: object) -> object:

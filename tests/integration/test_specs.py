@@ -14,7 +14,7 @@ import msgspec
 import pytest
 from openapi_spec_validator import validate
 
-from gateway.web.answers import Me, Members, Trajectories
+from gateway.web.answers import Account, Me, Members, Trajectories
 from tests.conftest import Stack
 from tests.integration.conftest import Team
 
@@ -67,6 +67,7 @@ async def test_what_the_routes_answer_is_what_the_document_says(stack: Stack, te
     async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers=headers) as client:
         for path, struct in (
             ("/api/me", Me),
+            ("/api/account", Account),
             (f"/api/teams/{team.id}/members", Members),
             (f"/api/teams/{team.id}/trajectories", Trajectories),
         ):

@@ -1,0 +1,72 @@
+"""The account page's API: the signed-in person's teams and role in each, and where they are signed in (each
+session's device and when it was last seen), with a revoke for each session that ends it on every node."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..store import people
+from ..store import sessions as stored
+from .answers import Account, Done, Named, SessionRow, TeamRole, answer
+from .auth import TOKEN_COOKIE
+from .guards import Refused, claims, endpoint, path_id, runtime_of, user
+from .session import DB_ERRORS, end_session, record_session
+
+SESSIONS_LISTED = 100
+
+
+@endpoint
+async def account(request: Request) -> Response:
+    user_id = user(request)
+    found = claims(request)
+    runtime = runtime_of(request)
+    person = await people.user(runtime.pool, user_id)
+    if person is None:
+        raise Refused(401, "unauthorized", "unknown user")
+    await record_session(request, runtime, found)  # this one is listed, seen now, whatever the node's last write
+    teams = await people.memberships_of(runtime.pool, user_id)
+    total, rows = await stored.active(runtime.pool, user_id, runtime.settings.session_max_age, SESSIONS_LISTED)
+    sessions = [
+        SessionRow(
+            id=r.id,
+            device=r.device or "Unknown",
+            started_at=r.started_at.isoformat(),
+            last_seen_at=r.last_seen_at.isoformat(),
+            current=bool(found.token_id) and r.token_id == found.token_id,
+        )
+        for r in rows
+    ]
+    return answer(
+        Account(
+            user=Named(person.id, person.name),
+            teams=[TeamRole(t.id, t.name, t.role) for t in teams],
+            sessions=sessions,
+            sessions_total=total,
+            time=int(time.time() * 1000),
+        )
+    )
+
+
+@endpoint
+async def revoke_session(request: Request) -> Response:
+    """Ends one of the person's own sessions on every node; their current one signs this browser out too.
+    Another person's session is refused like one that does not exist."""
+    session_id = path_id(request)
+    user_id = user(request, acting=True)
+    found = claims(request)
+    runtime = runtime_of(request)
+    max_age = runtime.settings.session_max_age
+    token_id = await stored.active_token(runtime.pool, user_id, session_id, max_age)
+    if token_id is None:
+        raise Refused(404, "not_found", f"no active session {session_id} of yours")
+    try:
+        await end_session(runtime, token_id)
+    except DB_ERRORS:
+        raise Refused(503, "unavailable", "the session could not be revoked now: try again") from None
+    response = answer(Done())
+    if token_id == found.token_id:
+        response.delete_cookie(TOKEN_COOKIE, path="/")
+    return response
