@@ -1,5 +1,6 @@
 // The Jobs single-page app: header ring and popover, dashboard cards, a trajectory's panel, Submissions, My Team,
 // Clusters. Views draw at most once per animation frame, whatever the rate of updates.
+import { AccountPage, signOut } from "./account.js";
 import { param } from "./address.js";
 import { app } from "./context.js";
 import { Dashboard } from "./dashboard.js";
@@ -16,6 +17,7 @@ const panel = new Panel($("panel"));
 const popover = new Popover($("popover"), $("ring"), panel);
 const dashboard = new Dashboard($("main"), panel);
 let submissionsPage = null;
+const accountPage = new AccountPage($("main"));
 
 function schedule() {
   if (dirty) return;
@@ -51,7 +53,7 @@ function drawRing() {
 function route() {
   const page = location.pathname === "/submissions" ? "/submissions" : location.hash.replace("#", "") || "/";
   for (const a of document.querySelectorAll("header nav a")) {
-    const here = a.dataset.page === page || (a.dataset.page === "/" && !["/submissions", "/team", "/clusters"].includes(page));
+    const here = a.dataset.page === page || (a.dataset.page === "/" && !["/submissions", "/team", "/clusters", "/account"].includes(page));
     if (here) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   if (page === "/submissions") {
@@ -64,6 +66,7 @@ function route() {
   }
   if (page === "/team") return drawTeamPage();
   if (page === "/clusters") return drawClustersPage();
+  if (page === "/account") return accountPage.render();
   dashboard.draw();
 }
 
@@ -115,6 +118,7 @@ function restoreView() {
 const SIGN_IN_NOTES = {
   ended: "Your session has ended: sign in again.",
   expired: "That sign-in link has expired or was revoked.",
+  out: "You have signed out.",
 };
 
 async function signIn() {
@@ -188,6 +192,8 @@ async function start() {
   const response = await fetch("/api/me");
   if (!response.ok) return signIn();
   const me = (app.me = await response.json());
+  $("sign-out").hidden = false; // signed in: on every page, even without a team
+  $("sign-out").addEventListener("click", signOut);
   if (!me.teams.length) { $("main").textContent = "You are not a member of any team."; return; }
   const saved = Number(localStorage.getItem("team"));
   app.teamId = me.teams.some((t) => t.id === saved) ? saved : me.teams[0].id;

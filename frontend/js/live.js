@@ -50,6 +50,9 @@ export class Live {
 
   start() { this.onStatus("connecting"); this._connect(); }
 
+  /** No more connections (signing out): the socket is closed and nothing reconnects. */
+  stop() { const ws = this.ws; this.ws = null; clearInterval(this.pinger); if (ws) ws.close(); }
+
   subscribe(channel, handler) {
     this.channels.set(channel, { handler, cursor: null, seq: null, ready: false, nextPage: null });
     this._send({ type: "subscribe", channel });

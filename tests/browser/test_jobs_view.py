@@ -292,9 +292,12 @@ async def test_nothing_overlaps_or_runs_off_screen(
         await page.click("tr[data-sub]", button="right")
         problems["submission menu"] = await layout_problems(page, ".menu")
         await page.keyboard.press("Escape")
-        for where in ("team", "clusters"):
+        for where in ("team", "clusters", "account"):
             await page.goto(f"{base}/#/{where}")
             await page.wait_for_selector("main h1")
+            await page.wait_for_function(
+                "!document.querySelector('main .who') || !!document.querySelector('tr[data-session]')"
+            )
             problems[where] = await layout_problems(page, "header, #main")
         assert {k: v for k, v in problems.items() if v} == {}
     finally:
@@ -335,9 +338,12 @@ async def test_axe_finds_no_serious_violation_on_any_view(
         await page.click(".menu li:text-is('Edit / Priority')")
         found["a dialog"] = await axe_violations(page)
         await page.keyboard.press("Escape")
-        for where in ("team", "clusters"):
+        for where in ("team", "clusters", "account"):
             await page.goto(f"{base}/#/{where}")
             await page.wait_for_selector("main h1")
+            await page.wait_for_function(
+                "!document.querySelector('main .who') || !!document.querySelector('tr[data-session]')"
+            )
             found[where] = await axe_violations(page)
         assert {k: v for k, v in found.items() if v} == {}
     finally:
