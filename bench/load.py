@@ -33,6 +33,7 @@ from redis.asyncio import Redis
 from gateway.core.aggregate import TrajectoryAggregate
 from gateway.core.grouping import Group, group_order, job_group
 from gateway.core.model import Job
+from gateway.core.status import LISTED
 from gateway.store.queries import trajectory_groups
 from gateway.web.auth import issue_token
 
@@ -289,13 +290,15 @@ async def _put(queue: asyncio.Queue[int | None], item: int | None, workers: list
             raise RuntimeError("the writer's workers all ended")
 
 
-STATUSES = ("queued", "retrying", "running", "completed", "failed", "holding", "preempted")
+STATUSES = LISTED  # every status a count carries (silent included)
 
 
 async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
     """A team's counts per status of its listed jobs, as the team channel carries them."""
     rows = await pool.fetch(
-        "select status, count(*) as n from jobs where team_id = $1 and removed_at is null group by status", team
+        "select job_listed_status(status, silent_since) as status, count(*) as n from jobs"
+        " where team_id = $1 and removed_at is null group by 1",
+        team,
     )
     counts = dict.fromkeys(STATUSES, 0)
     counts.update({r["status"]: r["n"] for r in rows})

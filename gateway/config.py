@@ -135,6 +135,9 @@ class Settings:
     # Seconds a trajectory must stay with no active job before its work counts as finished (toast and glow): an
     # upload that arrives in chunks closer together than this finishes once.
     finish_settle: float = field(default_factory=lambda: _float("GATEWAY_FINISH_SETTLE", 0.5))
+    # Seconds a cluster may send nothing (no job report, no metrics) before its unfinished jobs are listed as
+    # "cluster silent since ..." (they come back to their statuses when it reports again).
+    cluster_silent_after: float = field(default_factory=lambda: _float("GATEWAY_CLUSTER_SILENT_AFTER", 120, 1.0))
     # How long an action waits for the clusters to confirm, in seconds.
     command_timeout: float = field(default_factory=lambda: _float("GATEWAY_COMMAND_TIMEOUT", 3))
     # Actions in flight (waiting for their clusters) per user and per team, on one node; past them: 429.

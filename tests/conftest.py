@@ -118,6 +118,9 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         # Tests pace chunked writes tenths of a second apart; on a busy machine a 0.2 s sleep can pass the
         # default half second, so the finish's settle time is four times longer here.
         "GATEWAY_FINISH_SETTLE": "2",
+        # A cluster a test stopped is not silent while later tests of the session use its team (the silence
+        # itself is tested in a world of its own: tests/integration/test_cluster_silence.py).
+        "GATEWAY_CLUSTER_SILENT_AFTER": "3600",
         "GATEWAY_LOG_LEVEL": "INFO",
     }
     relay = spawn("relay", ["relay"], env, logdir)

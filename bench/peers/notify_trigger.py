@@ -34,9 +34,10 @@ begin
         json_build_object('channel', 'trajectory:' || new.trajectory_id, 'changes', json_build_array(job))::text);
     perform pg_advisory_xact_lock({LOCK_CLASS}, new.team_id::int);
     select json_object_agg(s.status, coalesce(c.n, 0)) into counts
-    from unnest(array['queued', 'retrying', 'running', 'completed', 'failed', 'holding', 'preempted']) s (status)
-    left join (select status, count(*) as n from jobs where team_id = new.team_id and removed_at is null
-               group by status) c using (status);
+    from unnest(array['queued', 'retrying', 'running', 'completed', 'failed', 'holding', 'preempted', 'silent'])
+         s (status)
+    left join (select job_listed_status(status, silent_since) as status, count(*) as n from jobs
+               where team_id = new.team_id and removed_at is null group by 1) c using (status);
     perform pg_notify('bench:team:' || new.team_id,
         json_build_object('channel', 'team:' || new.team_id, 'changes', json_build_array(job),
                           'counts', counts)::text);

@@ -14,7 +14,7 @@ import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from
 import { ago, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
 
 const number = new Intl.NumberFormat();
-const ZERO = { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0, holding: 0, preempted: 0 };
+const ZERO = { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0, holding: 0, preempted: 0, silent: 0 };
 
 export class Popover {
   constructor(el, ring, panel = null) {
@@ -31,6 +31,7 @@ export class Popover {
       <div class="counts" role="group" aria-label="Job counts">
         <div><b data-bucket="queued">0</b>Queued</div><div><b data-bucket="running">0</b>Running</div>
         <div><b data-bucket="done">0</b>Done</div><div><b data-bucket="failed">0</b>Failed</div>
+        <div class="silent-count" hidden><b data-bucket="silent">0</b>Cluster silent</div>
       </div>
       <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><span class="pop-count quiet small" aria-live="polite"></span>
         <button type="button" class="news" hidden></button></div>
@@ -180,6 +181,7 @@ export class Popover {
     if (!this.isOpen) return;
     const b = buckets(app.team.counts || ZERO);
     for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, String(b[el.dataset.bucket]));
+    this.el.querySelector(".silent-count").hidden = !b.silent; // shown only while a cluster is silent
     const latest = this.matching();
     for (const s of latest) this.seen.set(s.id, s);
     const ids = this.order.next(latest.map((s) => s.id), this.held());

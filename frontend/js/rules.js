@@ -1,17 +1,19 @@
 // The Jobs view's rules for the browser. One definition lives in the gateway's core (gateway/core/status.py,
 // grouping.py, finish.py); this mirror must pass the same JSON vectors (frontend/vectors/jobs-view.json).
 
-export const BUCKET_OF = { queued: "queued", retrying: "queued", holding: "queued", running: "running", completed: "done", failed: "failed", preempted: "failed" };
+export const BUCKET_OF = { queued: "queued", retrying: "queued", holding: "queued", running: "running", completed: "done", failed: "failed", preempted: "failed", silent: "silent" };
+const SILENCEABLE = new Set(["queued", "retrying", "running"]);
 const TRANSFERS = new Set(["trajectory_transfer", "analysis_transfer", "storage_transfer"]);
 // How each status is shown, a job's or a group's: [word, colour]. Colour is never the only signal.
 const SHOWN = {
   queued: ["queued", "amber"], retrying: ["retrying", "amber"], running: ["running", "blue"],
   completed: ["completed", "green"], failed: ["failed", "red"], holding: ["holding", "amber"],
-  preempted: ["preempted", "red"], neutral: ["partly failed", "neutral"], empty: ["", "neutral"],
+  preempted: ["preempted", "red"], silent: ["cluster silent", "grey"],
+  neutral: ["partly failed", "neutral"], empty: ["", "neutral"],
 };
 
 export function buckets(counts) {
-  const out = { queued: 0, running: 0, done: 0, failed: 0 };
+  const out = { queued: 0, running: 0, silent: 0, done: 0, failed: 0 };
   for (const [status, n] of Object.entries(counts)) if (BUCKET_OF[status]) out[BUCKET_OF[status]] += n;
   return out;
 }
@@ -20,11 +22,16 @@ export function groupStatus(counts) {
   const b = buckets(counts);
   if (b.running) return "running";
   if (b.queued) return "queued";
+  if (b.silent) return "silent";
   if (!b.done && !b.failed) return "empty";
   if (!b.failed) return "completed";
   if (!b.done) return "failed";
   return "neutral";
 }
+
+/** The status a job is listed with: `silent` while its cluster is silent and the job unfinished (the delta
+ * keeps its stored status and says since when: `silent_since`). */
+export const listedStatus = (job) => (job.silent_since && SILENCEABLE.has(job.status) ? "silent" : job.status);
 
 export const colour = (status) => (SHOWN[status] ? SHOWN[status][1] : "neutral");
 
@@ -35,6 +42,7 @@ export function ringLabel(counts) {
   const b = buckets(counts);
   if (b.running) return `${b.running} running`;
   if (b.queued) return `${b.queued} queued`;
+  if (b.silent) return `${b.silent} silent`;
   return "Jobs";
 }
 

@@ -15,11 +15,14 @@ import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt,
 const COLUMNS = [
   ["id", "JOB ID"], ["user", "USER"], ["status", "STATUS"], ["project", "PROJECT"], ["title", "TITLE"],
   ["priority", "PRIORITY"], ["cores", "CORES"], ["memory_gb", "MEMORY"], ["preemptible", "PREEMPTIBLE"],
-  ["progress", "PROGRESS"], ["tasks", "TASKS"], ["avg_frame", "AVG. FRAME"], ["created_at", "CREATED"],
+  ["progress", "PROGRESS"], ["eta", "TIME LEFT"], ["tasks", "TASKS"], ["avg_frame", "AVG. FRAME"], ["created_at", "CREATED"],
 ];
+const UNSORTED = new Set(["eta"]); // TIME LEFT moves by the second: a heading, not a sort the server keeps
 const SEGMENTS = [["completed", "green"], ["running", "blue"], ["queued", "amber"], ["retrying", "amber"],
-  ["holding", "amber"], ["failed", "red"], ["preempted", "red"]];
-const STATUS_COLOUR = { running: "blue", pending: "amber", holding: "amber", success: "green", downloaded: "green",
+  ["holding", "amber"], ["silent", "grey"], ["failed", "red"], ["preempted", "red"]];
+// The lifecycle diagram draws each status in the same colour (gateway.core.lifecycle.STATUS_COLOURS; the browser
+// tests hold the two equal).
+export const STATUS_COLOUR = { running: "blue", pending: "amber", holding: "amber", success: "green", downloaded: "green",
   failed: "red", preempted: "red", sync_failed: "red" };
 export const STATUSES = ["upload_pending", "uploading", "sync_pending", "syncing", "sync_failed", "pending", "holding",
   "running", "success", "downloaded", "failed", "preempted"];

@@ -5,13 +5,28 @@
 // tree is held (the pointer over it, a menu open ...) its rows keep their places: new jobs wait, announced.
 // Keyboard: one row is in the tab order; arrows move, Enter or Space opens a group, the context-menu key (or
 // Shift+F10) opens the trajectory's actions.
-import { colour, groupLabel, word } from "./rules.js";
+import { attemptLabel, colour, groupLabel, listedStatus, word } from "./rules.js";
+import { clusterName } from "./trajectories.js";
 import { ago, isMenuKey, placeChildren, setAttr, setText, took } from "./ui.js";
 import { newsText } from "./order.js";
+import { groupStatus } from "./rules.js";
 
-const ROW = 34; // px, every row (a failed job's error sits under its name)
-export const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", neutral: "•" }; // colour is never the only signal
+const ROW = 34; // px, every row (a job's cluster, attempt and error sit under its name)
+export const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", grey: "◌", neutral: "•" }; // colour is never the only signal
+/** "cluster silent since 20:16": the silence began when the cluster was last heard from (local time). */
+export function silentSince(at) {
+  const t = new Date(at);
+  return `cluster silent since ${t.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`;
+}
 const RETRYABLE = new Set(["failed", "preempted"]); // counted as Failed: Retry Failed Frames takes both
+
+/** A group as a filtered tree lists it (a submission's tasks): counted from the jobs it lists, not from all the
+ * frame's jobs the server counts, so that its `2/3` is over the rows under it (and its colour theirs). */
+function listedGroup(group, jobs) {
+  const counts = Object.fromEntries(Object.keys(group.counts).map((status) => [status, 0]));
+  for (const job of jobs) counts[job.status] = (counts[job.status] || 0) + 1;
+  return { ...group, counts, total: jobs.length, status: groupStatus(counts), label: groupLabel(group.key, jobs.length) };
+}
 
 function order(key) {
   if (key.startsWith("frame:")) return [0, Number(key.slice(6))];
@@ -135,9 +150,9 @@ export class JobTree {
     const rows = [];
     const keys = [...s.groups.keys()].sort((a, b) => { const x = order(a), y = order(b); return x[0] - y[0] || x[1] - y[1]; });
     for (const key of keys) {
-      const group = s.groups.get(key);
+      let group = s.groups.get(key);
       let jobs = [...(s.byGroup.get(key) || new Map()).values()];
-      if (this.o.filter) { jobs = jobs.filter(this.o.filter); if (!jobs.length) continue; }
+      if (this.o.filter) { jobs = jobs.filter(this.o.filter); if (!jobs.length) continue; group = listedGroup(group, jobs); }
       const open = this._isOpen(group);
       rows.push({ key: `g:${key}`, group, open });
       if (!open) continue;
@@ -245,9 +260,10 @@ export class JobTree {
   }
 
   _fillJob(el, r, now) {
-    const j = r.job, c = colour(j.status);
+    const j = r.job, shown = listedStatus(j), c = colour(shown);
     const [icon, nameCol, status, when, tookEl, retry] = el.children;
-    const [line, error] = nameCol.children;
+    const [line, meta] = nameCol.children;
+    const [where, attempt, error] = meta.children;
     const [label, run] = line.children;
     el.className = `row job ${c}${r.gone ? " gone" : ""}`;
     el.dataset.job = j.id;
@@ -256,7 +272,9 @@ export class JobTree {
     setText(run, r.same ? this.o.runLabel(j) : "");
     setText(error, j.error || "");
     setAttr(error, "title", j.error || null);
-    setText(status, word(j.status));
+    setText(where, clusterName(j.cluster_id));
+    setText(attempt, attemptLabel(j.attempts));
+    setText(status, shown === "silent" ? silentSince(j.silent_since) : word(shown));
     setText(when, ago(j.updated_at, now));
     setText(tookEl, took(j));
     const retryable = RETRYABLE.has(j.status) && j.kind === "analysis" && j.analysis_id !== null && Boolean(this.o.onRetry);

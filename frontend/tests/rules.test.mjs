@@ -18,4 +18,6 @@ test("ring fill", () => v.ring_fill.forEach((c) => assert.equal(rules.ringFill(c
 test("group key", () => v.group_key.forEach((c) => assert.equal(rules.groupKey(c.kind, c.frame), c.expect)));
 test("group label", () => v.group_label.forEach((c) => assert.equal(rules.groupLabel(c.key, c.jobs), c.expect)));
 test("groups that open by themselves", () => v.group_opens_by_itself.forEach((c) => assert.equal(rules.groupOpensByItself(c.key), c.expect)));
+test("listed status", () => v.listed_status.forEach((c) => assert.equal(rules.listedStatus(c.job), c.expect, c.why)));
+test("attempt label", () => v.attempt_label.forEach((c) => assert.equal(rules.attemptLabel(c.attempts), c.expect, c.why)));
 test("notice title", () => v.notice_title.forEach((c) => assert.deepEqual(rules.noticeTitle(c.analysis, c.rasterize, c.failed), c.expect)));

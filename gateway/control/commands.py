@@ -30,7 +30,7 @@ from ..core.control import (
     confirmation_decoder,
     toast,
 )
-from ..store import tasks
+from ..store import clusters, tasks
 from ..store.tasks import HeldJob, Scope
 
 log = logging.getLogger(__name__)
@@ -75,15 +75,22 @@ async def run_action(
         *(ask_clusters(commands, command, by_cluster, timeout) for (command, _), (by_cluster, _) in zip(parts, asked))
     )
     confirmed: dict[int, set[int]] = {}
-    unconfirmed: set[str] = set()
+    unconfirmed: dict[int, str] = {}
     for (by_cluster, names), answer in zip(asked, answers):
         for cluster_id, ids in answer.items():
             confirmed.setdefault(cluster_id, set()).update(ids)
-        unconfirmed.update(names[c] for c in by_cluster if c not in answer)
-    acted = await _apply(pool, action, confirmed, statuses)
+        unconfirmed.update((c, names[c]) for c in by_cluster if c not in answer)
+    acted = await _apply(pool, action, confirmed, statuses, {r.id: r.attempts for r in rows})
     preempted = {r.id for r in rows if r.status == "preempted"}
     acted_preempted = sum(1 for ids in confirmed.values() for i in ids if i in preempted)
-    return toast(action, len(rows), acted, sorted(unconfirmed), preempted=acted_preempted)
+    silent = await silence(pool, unconfirmed)
+    return toast(action, len(rows), acted, sorted(unconfirmed.values()), preempted=acted_preempted, silent=silent)
+
+
+async def silence(pool: asyncpg.Pool, unconfirmed: dict[int, str]) -> dict[str, float]:
+    """Which clusters that did not confirm are silent, by name, and for how many seconds."""
+    seconds = await clusters.silent_among(pool, list(unconfirmed))
+    return {unconfirmed[c]: s for c, s in seconds.items()}
 
 
 def holders(jobs: list[HeldJob]) -> tuple[dict[int, list[int]], dict[int, str]]:
@@ -137,12 +144,14 @@ async def ask_clusters(
     return confirmed
 
 
-async def _apply(pool: asyncpg.Pool, action: Action, confirmed: dict[int, set[int]], statuses: list[str]) -> int:
+async def _apply(
+    pool: asyncpg.Pool, action: Action, confirmed: dict[int, set[int]], statuses: list[str], seen: dict[int, int]
+) -> int:
     ids = sorted(i for jobs in confirmed.values() for i in jobs)
     if not ids:
         return 0
     if action == "remove":
         await tasks.tombstone(pool, ids, statuses)
     else:
-        await tasks.retry(pool, ids, statuses)
+        await tasks.retry(pool, {i: seen[i] for i in ids}, statuses)
     return len(ids)  # what the clusters did, whichever write reached the row first

@@ -7,7 +7,7 @@ import asyncpg
 from ..bus.commands import ClusterCommands
 from ..core.control import KILLED, ActionResult, TaskAction, task_toast
 from ..store import tasks
-from .commands import ask_clusters, holders
+from .commands import ask_clusters, holders, silence
 
 
 async def run_task_action(
@@ -27,5 +27,10 @@ async def run_task_action(
     confirmed = await ask_clusters(commands, action.name, by_cluster, timeout)
     ids = sorted(i for jobs in confirmed.values() for i in jobs)
     if ids:
-        await tasks.set_task_status(pool, ids, action.becomes, action.new_attempt, list(action.takes), KILLED)
-    return task_toast(action, len(rows), len(ids), [names[c] for c in by_cluster if c not in confirmed])
+        seen = {r.id: r.attempts for r in rows}
+        await tasks.set_task_status(
+            pool, {i: seen[i] for i in ids}, action.becomes, action.new_attempt, list(action.takes), KILLED
+        )
+    unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
+    silent = await silence(pool, unconfirmed)
+    return task_toast(action, len(rows), len(ids), list(unconfirmed.values()), silent)

@@ -7,6 +7,7 @@ did not confirm in time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 import msgspec
@@ -56,36 +57,71 @@ class ActionResult(msgspec.Struct):
     level: Level = "success"
 
 
-def unconfirmed_suffix(names: list[str]) -> str:
-    if not names:
-        return ""
-    if len(names) == 1:
-        return f"; cluster {names[0]} did not confirm"
-    return f"; clusters {', '.join(names)} did not confirm"
+def silent_for(seconds: float) -> str:
+    """How long a cluster has been silent, in a person's words."""
+    minutes = int(seconds // 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h"
 
 
-def outcome(done: str, found: int, acted: int, unconfirmed: list[str], *, nothing: str, note: str = "") -> ActionResult:
+def unconfirmed_suffix(names: list[str], silent: Mapping[str, float] | None = None) -> str:
+    """Names the clusters that did not confirm; one that is silent (`silent`: name -> seconds since it was last
+    heard from) is said to be, so a person knows why and that its jobs are listed as silent."""
+    silent = silent or {}
+    quiet = [n for n in names if n not in silent]
+    parts = []
+    if len(quiet) == 1:
+        parts.append(f"; cluster {quiet[0]} did not confirm")
+    elif quiet:
+        parts.append(f"; clusters {', '.join(quiet)} did not confirm")
+    for name in names:
+        if name in silent:
+            parts.append(f"; cluster {name} is silent (nothing heard for {silent_for(silent[name])})")
+    return "".join(parts)
+
+
+def outcome(
+    done: str,
+    found: int,
+    acted: int,
+    unconfirmed: list[str],
+    *,
+    nothing: str,
+    note: str = "",
+    silent: Mapping[str, float] | None = None,
+) -> ActionResult:
     """Every action's toast, from what it found and what really changed.
 
     `done` holds `{n}`: the count changed, written `3 of 5` when fewer changed than were found. `nothing` is the
     whole toast when nothing qualified. `note` follows the count (say, how many of them were preempted). Success
-    only when everything found changed; a cluster that did not confirm is named.
+    only when everything found changed; a cluster that did not confirm is named, and said to be silent if it is.
     """
     names = sorted(set(unconfirmed))
     if not found and not names:
         return ActionResult(message=nothing, acted=0, unconfirmed=[], level="info")
     n = f"{acted}" if acted == found else f"{acted} of {found}"
     level: Level = "success" if acted == found and acted > 0 and not names else "warning"
-    return ActionResult(
-        message=f"{done.format(n=n)}{note}{unconfirmed_suffix(names)}", acted=acted, unconfirmed=names, level=level
-    )
+    suffix = unconfirmed_suffix(names, silent)
+    return ActionResult(message=f"{done.format(n=n)}{note}{suffix}", acted=acted, unconfirmed=names, level=level)
 
 
-def toast(action: Action, found: int, acted: int, unconfirmed: list[str], preempted: int = 0) -> ActionResult:
+def toast(
+    action: Action,
+    found: int,
+    acted: int,
+    unconfirmed: list[str],
+    preempted: int = 0,
+    silent: Mapping[str, float] | None = None,
+) -> ActionResult:
     """Remove Running Jobs and Retry Failed Jobs (or Frames): found is how many jobs qualified, acted how many
     changed, preempted how many of those were preempted ones."""
     if action == "remove":
-        return outcome("Removed {n} job(s)", found, acted, unconfirmed, nothing="No queued or running jobs found")
+        return outcome(
+            "Removed {n} job(s)", found, acted, unconfirmed, nothing="No queued or running jobs found", silent=silent
+        )
     note = f" ({preempted} of them preempted)" if preempted else ""
     return outcome(
         "Queued {n} failed job(s) for retry",
@@ -94,6 +130,7 @@ def toast(action: Action, found: int, acted: int, unconfirmed: list[str], preemp
         unconfirmed,
         nothing="No failed jobs found to retry",
         note=note,
+        silent=silent,
     )
 
 
@@ -183,11 +220,15 @@ class ActionPreview(msgspec.Struct, kw_only=True):
     clusters: list[ClusterShare]
 
 
-def task_toast(action: TaskAction, found: int, acted: int, unconfirmed: list[str]) -> ActionResult:
+def task_toast(
+    action: TaskAction, found: int, acted: int, unconfirmed: list[str], silent: Mapping[str, float] | None = None
+) -> ActionResult:
     verb = action.verb
     if verb.startswith("Queued"):
         kind = verb.removeprefix("Queued").removesuffix("for retry").strip()
         done = f"Queued {{n}} {kind + ' ' if kind else ''}task(s) for retry"
     else:
         done = f"{verb} {{n}} task(s)"
-    return outcome(done, found, acted, unconfirmed, nothing=f"No tasks to {action.name.replace('_', ' ')}")
+    return outcome(
+        done, found, acted, unconfirmed, nothing=f"No tasks to {action.name.replace('_', ' ')}", silent=silent
+    )

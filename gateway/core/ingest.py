@@ -23,6 +23,9 @@ class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     id: Id | None = None
     attempt: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
     error: Annotated[Text, msgspec.Meta(max_length=4000)] | None = None
+    # The cluster removed the job (a person's Remove Running Jobs, or its own operator): it leaves every list,
+    # as when the gateway applies a confirmed removal; reported whether or not the command's reply arrived.
+    removed: bool = False
     # Only when creating:
     trajectory_id: Id | None = None
     kind: Kind | None = None
@@ -95,6 +98,8 @@ def check_new_job(index: int, report: JobReport) -> None:
     missing = [f for f in ("trajectory_id", "kind", "name") if getattr(report, f) is None]
     if missing:
         raise InvalidReport(f"jobs[{index}]: a new job needs {', '.join(missing)}")
+    if report.removed:
+        raise InvalidReport(f"jobs[{index}].removed: a new job cannot be removed (name the job's id)")
 
 
 def report_applies(attempts: int, status: str, removed: bool, attempt: int, new_status: str) -> bool:

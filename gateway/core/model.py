@@ -37,6 +37,8 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     removed_at: datetime | None = None
+    # Its cluster's silence (no report since then) while the job is unfinished: listed as `silent` (core.status).
+    silent_since: datetime | None = None
 
 
 class Counts(msgspec.Struct, omit_defaults=False):
@@ -49,15 +51,25 @@ class Counts(msgspec.Struct, omit_defaults=False):
     failed: int = 0
     holding: int = 0
     preempted: int = 0
+    silent: int = 0  # queued, retrying or running on a cluster that stopped reporting (core.status.SILENT)
 
     def add(self, status: str, n: int) -> None:
         setattr(self, status, getattr(self, status) + n)
 
     def total(self) -> int:
-        return self.queued + self.retrying + self.running + self.completed + self.failed + self.holding + self.preempted
+        return (
+            self.queued
+            + self.retrying
+            + self.running
+            + self.completed
+            + self.failed
+            + self.holding
+            + self.preempted
+            + self.silent
+        )
 
     def active(self) -> int:
-        return self.queued + self.retrying + self.running + self.holding
+        return self.queued + self.retrying + self.running + self.holding + self.silent
 
     def as_dict(self) -> dict[str, int]:
         return msgspec.structs.asdict(self)
@@ -74,6 +86,7 @@ class Counts(msgspec.Struct, omit_defaults=False):
             self.running,
             self.completed,
             self.failed + self.preempted,
+            self.silent,
         )
 
 
@@ -83,8 +96,16 @@ def most_recent_first(summary: TrajectorySummary) -> tuple[float, int]:
     return (summary.updated_at.timestamp() if summary.updated_at else 0.0, summary.id)
 
 
-class TrajectorySummary(msgspec.Struct, kw_only=True):
-    """One line of the team's Jobs popover: `name`, `completed/total`, group status, last change."""
+class AnalysisEta(msgspec.Struct, kw_only=True):
+    """An analysis with work left, and its estimated seconds left (None: unknown yet; gateway.core.eta)."""
+
+    id: int
+    eta: int | None
+
+
+class TrajectorySummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One line of the team's Jobs popover: `name`, `completed/total`, group status, last change, and while it
+    has work left its estimated time left. Fields at their default (null, false) are left out of the wire."""
 
     id: int
     name: str

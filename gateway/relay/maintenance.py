@@ -4,7 +4,8 @@
   on every node judges.
 - `HoldBackWatch`: since when an open transaction holds the outbox's horizon back, and which one (logged).
 - `Housekeeping`: outbox rows published `retention` seconds ago are deleted; partition 0 also sweeps jobs
-  past their retention (for all partitions: the sweep's changes reach each partition through the outbox).
+  past their retention, and lists the unfinished jobs of clusters silent for `silent_after` seconds as silent
+  (for all partitions: the sweeps' changes reach each partition through the outbox).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from redis.exceptions import RedisError
 
 from ..bus.relay_stats import RelayStats
 from ..core.batching import Batcher
-from ..store import maintenance
+from ..store import clusters, maintenance
 from ..store.outbox import Blocker, OutboxReader, ReadResult
 from .metrics import PartitionFigures
 
@@ -28,6 +29,7 @@ STATS_EVERY = 1.0
 HELD_BACK_LOG_AFTER = 2.0
 HELD_BACK_LOG_EVERY = 10.0
 PRUNE_EVERY = 60.0
+SILENCE_EVERY = 5.0  # seconds between looks for clusters gone silent
 
 
 class HoldBackWatch:
@@ -97,16 +99,20 @@ class Heartbeat:
 class Housekeeping:
     """Prunes the partition's published outbox rows; partition 0 sweeps jobs past retention."""
 
-    def __init__(self, reader: OutboxReader, retention: float, job_retention: float) -> None:
+    def __init__(
+        self, reader: OutboxReader, retention: float, job_retention: float, silent_after: float = 120.0
+    ) -> None:
         self.reader = reader
         self.db = reader.db
         self.partition = reader.partition
         self.partitions = reader.count
         self.retention = retention  # outbox rows are kept this long after they were published
         self.job_retention = job_retention  # a job is listed this long after its last change
+        self.silent_after = silent_after  # a cluster heard from no longer than this ago is silent
         self.every = min(PRUNE_EVERY, retention / 2, job_retention / 4)
+        self.silence_every = min(SILENCE_EVERY, silent_after / 4)
         self._published_at: deque[tuple[float, str]] = deque()  # (when, outbox cursor) per cycle with changes
-        self._last = time.monotonic()
+        self._last = self._silence_last = time.monotonic()
 
     async def after_cycle(self, result: ReadResult, now: float) -> None:
         if result.changes:
@@ -116,6 +122,16 @@ class Housekeeping:
             await self._prune(now)
             if self.partition == 0:  # one sweep for all: it changes jobs, whose changes reach each partition
                 await maintenance.sweep_jobs(self.db, self.job_retention)
+        if self.partition == 0 and now - self._silence_last > self.silence_every:
+            self._silence_last = now
+            for silent in await clusters.mark_silent(self.db, self.silent_after):
+                log.warning(
+                    "cluster %s (id %d, team %d) silent since %s: its unfinished jobs are listed as silent",
+                    silent.name,
+                    silent.id,
+                    silent.team_id,
+                    silent.silent_since.isoformat(timespec="seconds"),
+                )
 
     async def _prune(self, now: float) -> None:
         """Delete outbox rows published more than `retention` seconds ago, in small batches."""

@@ -123,7 +123,7 @@ class PartitionRelay:
         process, reader = self.process, cycle.reader
         watch = HoldBackWatch(reader, self.figures)
         heartbeat = Heartbeat(self._write_stats, self.figures)
-        housekeeping = Housekeeping(reader, process.retention, process.job_retention)
+        housekeeping = Housekeeping(reader, process.retention, process.job_retention, process.cluster_silent_after)
         await pacer.start()
         reads = True
         while True:

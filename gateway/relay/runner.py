@@ -37,6 +37,7 @@ class Relay:
         partitions: int = 1,
         finish_settle: float = SETTLE,
         metrics_endpoint: Endpoint | None = None,
+        cluster_silent_after: float = 120.0,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -49,6 +50,7 @@ class Relay:
         self.cluster = cluster
         self.count = partitions
         self.finish_settle = finish_settle  # seconds with no active job before a trajectory's work counts as finished
+        self.cluster_silent_after = cluster_silent_after  # seconds without a request before a cluster is silent
         self.serving: dict[int, PartitionServer] = {}  # with several partitions: what this process serves
         self.figures: dict[int, PartitionFigures] = {}  # per partition this process has served: its /metrics
         self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
@@ -71,6 +73,7 @@ class Relay:
             partitions=settings.partitions,
             finish_settle=settings.finish_settle,
             metrics_endpoint=metrics_endpoint,
+            cluster_silent_after=settings.cluster_silent_after,
         )
 
     async def run(self) -> None:

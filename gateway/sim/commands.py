@@ -1,5 +1,8 @@
 """A simulated cluster's side of the command channel: it listens, carries out Remove, Retry, Hold and the rest
-on the jobs it holds, and confirms what it did (unless told never to confirm, as a broken cluster would not)."""
+on the jobs it holds, and confirms what it did (unless told never to confirm, as a broken cluster would not).
+
+Whether or not its confirmation arrives, it reports each job it changed through ingest, as a real cluster's
+daemon reports every state it sees: a reply lost on the way never leaves a job listed as it was."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ..bus.commands import command_inbox, confirm
-from ..core.control import Confirmation, command_decoder
+from ..core.control import KILLED, Confirmation, command_decoder
 
 if TYPE_CHECKING:
     from .cluster import SimCluster, SimJob
@@ -50,7 +53,20 @@ def act(cluster: SimCluster, action: str, job_ids: list[int], priority: int | No
             continue
         if _act_on(cluster, action, job, priority):
             acted.append(job_id)
+            _report(cluster, action, job)
     return acted
+
+
+def _report(cluster: SimCluster, action: str, job: SimJob) -> None:
+    """The job's state after the action, as the cluster's next report batch carries it."""
+    if action in ("priority", "instance_type"):
+        return  # no state of the job changed
+    report: dict[str, object] = {"id": job.id, "attempt": job.attempt, "status": job.status}
+    if action == "remove":
+        report["removed"] = True
+    elif action == "kill":
+        report["error"] = KILLED
+    cluster.ingest.report(report)
 
 
 def _act_on(cluster: SimCluster, action: str, job: SimJob, priority: int | None) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import NamedTuple
 
 import asyncpg
@@ -12,12 +13,69 @@ from .types import Database
 class ClusterKey(NamedTuple):
     team_id: int
     key_hash: str | None  # None until a key is issued
+    silent: bool = False  # it had stopped reporting: its next request ends the silence (heard)
+
+
+class SilentCluster(NamedTuple):
+    id: int
+    team_id: int
+    name: str
+    silent_since: datetime
 
 
 async def key_of(pool: asyncpg.Pool, cluster_id: int) -> ClusterKey | None:
     """The cluster's team and its stored key hash, or None when there is no such cluster."""
-    row = await pool.fetchrow("select team_id, key_hash from clusters where id = $1", cluster_id)
-    return None if row is None else ClusterKey(row["team_id"], row["key_hash"])
+    row = await pool.fetchrow(
+        "select team_id, key_hash, silent_since is not null as silent from clusters where id = $1", cluster_id
+    )
+    return None if row is None else ClusterKey(row["team_id"], row["key_hash"], row["silent"])
+
+
+async def heard(pool: asyncpg.Pool, cluster_id: int) -> bool:
+    """The cluster was just heard from: note when, and end its silence if it was silent (its jobs are listed
+    with their own statuses again, through the captured path). True when a silence ended."""
+    async with pool.acquire() as db, db.transaction():
+        was_silent = await db.fetchval(
+            "update clusters c set heard_at = statement_timestamp(), silent_since = null"
+            " from (select id, silent_since from clusters where id = $1 for update) old"
+            " where c.id = old.id returning old.silent_since is not null",
+            cluster_id,
+        )
+        if was_silent:
+            await db.execute(
+                "update jobs set silent_since = null where cluster_id = $1 and silent_since is not null", cluster_id
+            )
+    return bool(was_silent)
+
+
+async def mark_silent(db: Database, silent_after: float) -> list[SilentCluster]:
+    """Clusters not heard from for `silent_after` seconds become silent (since they were last heard), and every
+    unfinished job of a silent cluster is listed as silent, including jobs that reached one since. The clusters
+    that became silent now are returned."""
+    rows = await db.fetch(
+        "update clusters set silent_since = heard_at"
+        " where silent_since is null and heard_at < statement_timestamp() - make_interval(secs => $1)"
+        " returning id, team_id, name, silent_since",
+        silent_after,
+    )
+    await db.execute(
+        "update jobs j set silent_since = c.silent_since from clusters c"
+        " where c.silent_since is not null and j.cluster_id = c.id and j.silent_since is null"
+        " and j.removed_at is null and j.status in ('queued', 'retrying', 'running')"
+    )
+    return [SilentCluster(r["id"], r["team_id"], r["name"], r["silent_since"]) for r in rows]
+
+
+async def silent_among(pool: asyncpg.Pool, cluster_ids: list[int]) -> dict[int, float]:
+    """Which of these clusters are silent, and for how many seconds (by the database's clock)."""
+    if not cluster_ids:
+        return {}
+    rows = await pool.fetch(
+        "select id, extract(epoch from statement_timestamp() - silent_since)::float8 as seconds from clusters"
+        " where id = any($1::bigint[]) and silent_since is not null",
+        cluster_ids,
+    )
+    return {r["id"]: r["seconds"] for r in rows}
 
 
 async def set_key_hash(db: Database, cluster_id: int, key_hash: str) -> bool:

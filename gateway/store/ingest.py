@@ -17,8 +17,9 @@ from ..core.ingest import (
 
 # The same rules as core.ingest.report_applies, so that they hold whoever calls this path.
 _UPDATE = """
-update jobs j set status = r.status, attempts = r.attempt, error = r.error
-from unnest($1::bigint[], $2::int[], $3::text[], $4::text[]) as r(id, attempt, status, error)
+update jobs j set status = r.status, attempts = r.attempt, error = r.error,
+                  removed_at = case when r.removed then statement_timestamp() end
+from unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $6::bool[]) as r(id, attempt, status, error, removed)
 where j.id = r.id and j.cluster_id = $5 and j.removed_at is null
   and (r.attempt > j.attempts
        or (r.attempt = j.attempts and j.status not in ('completed', 'failed')
@@ -172,12 +173,12 @@ async def _update(db: asyncpg.Connection, cluster_id: int, known: list) -> set[i
         if r.id not in current:
             raise InvalidReport(f"jobs[{i}].id: no job {r.id} on this cluster")
     # Fold several reports about one job in order; only the survivor goes to SQL.
-    final: dict[int, tuple[int, str, str | None]] = {}
+    final: dict[int, tuple[int, str, str | None, bool]] = {}
     for _, r in known:
         attempts, status, removed = current[r.id]
         if report_applies(attempts, status, removed, r.attempt, r.status):
-            current[r.id] = (r.attempt, r.status, removed)
-            final[r.id] = (r.attempt, r.status, r.error)
+            current[r.id] = (r.attempt, r.status, r.removed)
+            final[r.id] = (r.attempt, r.status, r.error, r.removed)
     if not final:
         return set()
     items = list(final.items())
@@ -188,5 +189,6 @@ async def _update(db: asyncpg.Connection, cluster_id: int, known: list) -> set[i
         [v[1] for _, v in items],
         [v[2] for _, v in items],
         cluster_id,
+        [v[3] for _, v in items],
     )
     return {row["id"] for row in rows}

@@ -30,13 +30,13 @@ _submission_decoder = msgspec.json.Decoder(SubmissionRecord)
 _membership_decoder = msgspec.json.Decoder(MembershipChange)
 
 _SUBMISSION_TASKS = """
-select submission_id, status, count(*) as n,
+select submission_id, job_listed_status(status, silent_since) as status, count(*) as n,
        coalesce(sum(extract(epoch from finished_at - started_at)) filter (
            where status = 'completed' and started_at is not null and finished_at is not null), 0)::float8 as time_sum,
        count(*) filter (where status = 'completed' and started_at is not null and finished_at is not null) as time_n,
        max(updated_at) as last_change
 from jobs where removed_at is null and submission_id is not null
-group by submission_id, status
+group by 1, 2
 """
 
 # The horizon: every transaction below it has ended, so no row below it can appear any more.

@@ -55,16 +55,18 @@ async def jobs_page(pool: asyncpg.Pool, channel: Channel, after_id: int, limit: 
 # Every trajectory's counts per status; the relay's startup snapshot and a team's fallback state.
 AGGREGATES = """
 select t.id, t.team_id, t.name,
-       count(*) filter (where j.status = 'queued') as queued,
-       count(*) filter (where j.status = 'retrying') as retrying,
-       count(*) filter (where j.status = 'running') as running,
-       count(*) filter (where j.status = 'completed') as completed,
-       count(*) filter (where j.status = 'failed') as failed,
-       count(*) filter (where j.status = 'holding') as holding,
-       count(*) filter (where j.status = 'preempted') as preempted,
+       count(*) filter (where j.listed = 'queued') as queued,
+       count(*) filter (where j.listed = 'retrying') as retrying,
+       count(*) filter (where j.listed = 'running') as running,
+       count(*) filter (where j.listed = 'completed') as completed,
+       count(*) filter (where j.listed = 'failed') as failed,
+       count(*) filter (where j.listed = 'holding') as holding,
+       count(*) filter (where j.listed = 'preempted') as preempted,
+       count(*) filter (where j.listed = 'silent') as silent,
        max(j.updated_at) as updated_at
 from trajectories t
-left join jobs j on j.trajectory_id = t.id and j.removed_at is null
+left join (select trajectory_id, updated_at, job_listed_status(status, silent_since) as listed from jobs
+           where removed_at is null) j on j.trajectory_id = t.id
 where $1::bigint is null or t.team_id = $1
 group by t.id
 """
@@ -83,6 +85,7 @@ def aggregate_of(row: asyncpg.Record) -> TrajectoryAggregate:
             row["failed"],
             row["holding"],
             row["preempted"],
+            row["silent"],
         ),
         updated_at=row["updated_at"],
     )
@@ -104,7 +107,7 @@ async def team_state(pool: asyncpg.Pool, team_id: int) -> tuple[Counts, list[Tra
 # Listed jobs per frame group and status; the group key itself is computed in Python (core.grouping).
 GROUP_COUNTS = """
 select trajectory_id, kind in ('trajectory_transfer', 'analysis_transfer', 'storage_transfer') as transfer,
-       frame, status, count(*) as n, max(timestep) as timestep
+       frame, job_listed_status(status, silent_since) as status, count(*) as n, max(timestep) as timestep
 from jobs
 where removed_at is null and ($1::bigint is null or trajectory_id = $1)
 group by 1, 2, 3, 4

@@ -26,7 +26,8 @@ class HeldJob(NamedTuple):
     id: int
     cluster_id: int
     cluster: str  # the cluster's name
-    status: str | None = None  # where the query reads it
+    status: str | None = None
+    attempts: int = 1  # the attempt it was on when the action read it
 
 
 async def jobs_in_scope(
@@ -35,7 +36,7 @@ async def jobs_in_scope(
     """The scope's listed jobs in `statuses`: only the team's jobs on its own clusters, whatever else names the
     scope's trajectory or analysis."""
     rows = await pool.fetch(
-        f"select j.id, j.cluster_id, c.name, j.status from jobs j join clusters c on c.id = j.cluster_id"
+        f"select j.id, j.cluster_id, c.name, j.status, j.attempts from jobs j join clusters c on c.id = j.cluster_id"
         f" where {_SCOPES[scope]} and j.team_id = $3 and c.team_id = $3 and j.removed_at is null"
         f" and j.status = any($2::text[])",
         scope_id,
@@ -55,13 +56,16 @@ async def tombstone(pool: asyncpg.Pool, ids: list[int], statuses: list[str]) -> 
     )
 
 
-async def retry(pool: asyncpg.Pool, ids: list[int], statuses: list[str]) -> None:
-    """A new attempt of each job. A cluster may already report it running before this lands: then it is moot."""
+async def retry(pool: asyncpg.Pool, seen: dict[int, int], statuses: list[str]) -> None:
+    """A new attempt of each job, after the attempt it was on when read (`seen`: id -> attempts). The cluster
+    reports the same new attempt itself; whichever write lands first, the other is moot."""
     await pool.execute(
-        "update jobs set status = 'retrying', attempts = attempts + 1, error = null"
-        " where id = any($1::bigint[]) and removed_at is null and status = any($2::text[])",
-        ids,
+        "update jobs j set status = 'retrying', attempts = r.attempts + 1, error = null"
+        " from unnest($1::bigint[], $3::int[]) as r(id, attempts)"
+        " where j.id = r.id and j.attempts = r.attempts and j.removed_at is null and j.status = any($2::text[])",
+        list(seen),
         statuses,
+        list(seen.values()),
     )
 
 
@@ -70,7 +74,7 @@ async def selected_tasks(
 ) -> list[HeldJob]:
     """The team's listed tasks in `statuses` on its own clusters, of the selected submissions or selected alone."""
     rows = await pool.fetch(
-        "select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        "select j.id, j.cluster_id, c.name, j.status, j.attempts from jobs j join clusters c on c.id = j.cluster_id"
         " where j.team_id = $1 and c.team_id = $1 and j.removed_at is null and j.status = any($2::text[])"
         " and (j.submission_id = any($3::bigint[]) or j.id = any($4::bigint[]))",
         team_id,
@@ -84,7 +88,7 @@ async def selected_tasks(
 async def tasks_not_started(pool: asyncpg.Pool, team_id: int, submissions: list[int]) -> list[HeldJob]:
     """The submissions' listed tasks not yet run (queued, retrying or held), on the team's own clusters."""
     rows = await pool.fetch(
-        "select j.id, j.cluster_id, c.name from jobs j join clusters c on c.id = j.cluster_id"
+        "select j.id, j.cluster_id, c.name, j.status, j.attempts from jobs j join clusters c on c.id = j.cluster_id"
         " where j.submission_id = any($1::bigint[]) and j.team_id = $2 and c.team_id = $2 and j.removed_at is null"
         " and j.status in ('queued', 'retrying', 'holding')",
         submissions,
@@ -95,22 +99,25 @@ async def tasks_not_started(pool: asyncpg.Pool, team_id: int, submissions: list[
 
 async def set_task_status(
     pool: asyncpg.Pool,
-    ids: list[int],
+    seen: dict[int, int],
     becomes: str,
     new_attempt: bool,
     statuses: list[str],
     killed_error: str,
 ) -> None:
-    """What a task action makes of the tasks still in `statuses`: a new status, maybe a new attempt (which clears
-    the error), or a kill's error."""
+    """What a task action makes of the tasks still in `statuses` and on the attempt they were read at (`seen`:
+    id -> attempts): a new status, maybe a new attempt (which clears the error), or a kill's error. The cluster
+    reports the same outcome itself; whichever write lands first, the other is moot."""
     await pool.execute(
-        "update jobs set status = $2, attempts = attempts + $3,"
-        " error = case when $2 = 'failed' then $5 when $6 then null else error end"
-        " where id = any($1::bigint[]) and removed_at is null and status = any($4::text[])",
-        ids,
+        "update jobs j set status = $2, attempts = r.attempts + $3,"
+        " error = case when $2 = 'failed' then $5 when $6 then null else j.error end"
+        " from unnest($1::bigint[], $7::int[]) as r(id, attempts)"
+        " where j.id = r.id and j.attempts = r.attempts and j.removed_at is null and j.status = any($4::text[])",
+        list(seen),
         becomes,
         1 if new_attempt else 0,
         statuses,
         killed_error,
         new_attempt,
+        list(seen.values()),
     )

@@ -27,6 +27,7 @@ from .actions import preview_remove_running, remove_running, retry_failed, retry
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
 from .headers import SecurityHeaders
+from .heard import Hearing
 from .inflight import ActionLimits
 from .ingest import (
     ingest_analysis,
@@ -85,6 +86,7 @@ def create_app(settings: Settings) -> Starlette:
             revocations=revocations,
             sessions=sessions,
             http_rate=http_rate,
+            hearing=Hearing(settings.cluster_silent_after),
         )
         try:
             yield

@@ -181,6 +181,9 @@ async def cluster(request: Request) -> Cluster:
     if cluster_id is None or found is None or not key_matches(key, found.key_hash):
         raise Refused(401, "unauthorized", "a valid cluster key is required")
     within_rate(request, ("cluster", cluster_id))  # keyed by a checked key: nobody spends another's rate
+    runtime = runtime_of(request)
+    if runtime.hearing is not None:
+        await runtime.hearing.heard(runtime.pool, cluster_id, found.silent)
     return Cluster(cluster_id, found.team_id)
 
 

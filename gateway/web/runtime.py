@@ -15,6 +15,7 @@ from ..core.ratelimit import KeyedRate, TokenBucket
 from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
+from .heard import Hearing
 
 if TYPE_CHECKING:
     from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
@@ -32,6 +33,7 @@ class Runtime:
     revocations: SessionRevocations | None = None  # every session's token is checked against it
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)
+    hearing: Hearing | None = None  # notes when each cluster was last heard from
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Same origin, or one listed in GATEWAY_ORIGINS."""

@@ -250,6 +250,8 @@ async def test_the_browser_runs_the_same_rule_vectors(page: Any) -> None:
             v.group_label.forEach(c => r.groupLabel(c.key, c.jobs) === c.expect || bad.push(['group_label', c]));
             v.group_opens_by_itself.forEach(c => r.groupOpensByItself(c.key) === c.expect || bad.push(['opens', c]));
             v.notice_title.forEach(c => eq(r.noticeTitle(c.analysis, c.rasterize, c.failed), c.expect) || bad.push(['notice', c]));
+            v.attempt_label.forEach(c => r.attemptLabel(c.attempts) === c.expect || bad.push(['attempt_label', c]));
+            v.listed_status.forEach(c => r.listedStatus(c.job) === c.expect || bad.push(['listed_status', c]));
             return bad;
         }""",
         vectors,

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
-from gateway.core.status import group_status
+from gateway.core.status import STATUSES, group_status
 from gateway.sim.cluster import SimCluster
 from tests.browser.helpers import ROOT, axe_violations, layout_problems, open_groups, sign_in
 from tests.conftest import Stack
@@ -20,7 +21,7 @@ from tests.integration.test_actions import add_cluster
 
 VECTORS = json.loads((ROOT / "frontend" / "vectors" / "jobs-view.json").read_text())
 SHOWN = {c["status"]: c for c in VECTORS["statuses"]}
-JOB_STATUSES = [c["status"] for c in VECTORS["statuses"] if c["bucket"]]
+JOB_STATUSES = [c["status"] for c in VECTORS["statuses"] if c["status"] in STATUSES]  # stored ones (not silent)
 
 
 async def new_trajectories(pool: asyncpg.Pool, team: Team, names: list[str]) -> list[int]:
@@ -116,6 +117,50 @@ async def test_every_status_shows_its_word_and_colour(page: Any, pool: asyncpg.P
         )
         assert "undefined" not in await head.inner_text()
     assert "undefined" not in await page.inner_text("body")
+
+
+async def test_a_silent_clusters_jobs_say_since_when_and_come_back_when_it_reports(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """The cluster was last heard from two hours ago: the relay's sweep lists its unfinished jobs as silent; the
+    ring stops calling them running, the popover counts them apart, each row says since when. Its next report
+    (metrics here) brings them back."""
+    ids = await insert_jobs(pool, team, 3)
+    await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:2])
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '2 running'")
+    heard = await pool.fetchval(
+        "update clusters set heard_at = now() - interval '2 hours' where id = $1 returning heard_at", team.cluster_id
+    )
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '3 silent'", timeout=60_000)
+    await page.click("#ring")
+    silent = page.locator("#popover .silent-count")
+    await silent.wait_for()
+    assert (await silent.inner_text()).split() == ["3", "Cluster", "silent"]
+    assert await page.locator("#popover [data-bucket='running']").inner_text() == "0"
+    head = page.locator(f"#popover [data-head='{team.trajectory_id}']")
+    assert await head.locator(".state").inner_text() == SHOWN["silent"]["word"]
+    assert SHOWN["silent"]["colour"] in (await head.get_attribute("class")).split()
+    await page.keyboard.press("Escape")
+    await open_panel(page, team.trajectory_id)
+    await open_groups(page, "#panel", 3)
+    since = await page.evaluate(
+        "(at) => new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })", heard.isoformat()
+    )
+    await page.wait_for_function("document.querySelectorAll('#panel .row.job.grey').length === 3")
+    words = await page.locator("#panel .row.job .status").all_inner_texts()
+    assert words == [f"cluster silent since {since}"] * 3
+    # The cluster reports again: its jobs show their own statuses.
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        response = await client.post(
+            "/api/ingest/metrics",
+            json={"cpu": 10, "memory": 20, "disk": 30, "network": 1},
+            headers={"Authorization": f"Bearer {team.cluster_key}"},
+        )
+    assert response.status_code == 204, response.text
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '2 running'")
+    await page.wait_for_function("document.querySelectorAll('#panel .row.job.grey').length === 0")
+    assert sorted(await page.locator("#panel .row.job .status").all_inner_texts()) == ["queued", "running", "running"]
+    assert await silent.is_hidden()
 
 
 # -- nothing moves under the pointer

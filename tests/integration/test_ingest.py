@@ -94,6 +94,35 @@ async def test_removed_job_stays_removed(stack: Stack, pool: asyncpg.Pool, team:
     assert (await job_row(pool, job_id))["status"] == "queued"
 
 
+async def test_a_cluster_reports_a_job_it_removed_and_it_leaves_the_list(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    running, stale = await insert_jobs(pool, team, 2)
+    await pool.execute(
+        "update jobs set status = 'running', attempts = 2 where id = any($1::bigint[])", [running, stale]
+    )
+    async with Follower(stack.nodes[1].ws, team.token) as f:
+        channel = f"trajectory:{team.trajectory_id}"
+        await f.subscribe(channel)
+        await f.wait_for(lambda f: len(f.listed(channel)) == 2)
+        response = await post(
+            stack,
+            team.cluster_key,
+            {
+                "jobs": [
+                    {"id": running, "attempt": 2, "status": "running", "removed": True},
+                    {"id": stale, "attempt": 1, "status": "running", "removed": True},  # an older attempt's
+                ]
+            },
+        )
+        assert (response.json()["updated"], response.json()["ignored"]) == (1, 1)
+        await f.wait_for(lambda f: list(f.listed(channel)) == [stale])
+    removed = await pool.fetch(
+        "select id from jobs where id = any($1::bigint[]) and removed_at is not null", [running, stale]
+    )
+    assert [r["id"] for r in removed] == [running]
+
+
 @pytest.mark.parametrize(
     ("body", "status", "names"),
     [
@@ -103,6 +132,11 @@ async def test_removed_job_stays_removed(stack: Stack, pool: asyncpg.Pool, team:
         ({"jobs": [{"status": "queued", "kind": "preprocess"}]}, 422, "jobs[0]: a new job needs trajectory_id, name"),
         ({"jobs": []}, 422, "$.jobs"),
         ({"jobs": [{"id": 1, "status": "running", "attempt": 0}]}, 422, "$.jobs[0].attempt"),
+        (
+            {"jobs": [{"status": "queued", "kind": "preprocess", "trajectory_id": 1, "name": "p", "removed": True}]},
+            422,
+            "jobs[0].removed: a new job cannot be removed",
+        ),
     ],
 )
 async def test_invalid_reports_name_the_bad_field(

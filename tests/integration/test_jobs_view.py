@@ -36,6 +36,7 @@ async def test_counts_and_summaries_after_a_10000_job_burst(stack: Stack, pool: 
             "failed": 500,
             "holding": 0,
             "preempted": 0,
+            "silent": 0,
         }
         await f.wait_for(lambda f: f.channels[team_channel].counts == expected, timeout=30)
         summary = f.channels[team_channel].summaries[team.trajectory_id]

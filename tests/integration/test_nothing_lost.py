@@ -102,7 +102,7 @@ async def burst(pool: asyncpg.Pool, ids: list[int], seconds: float, writers: int
 async def database_state(pool: asyncpg.Pool, team: Team) -> tuple[dict[int, tuple[str, int]], dict[str, int]]:
     rows = await pool.fetch("select id, status, version from jobs where team_id = $1 and removed_at is null", team.id)
     jobs = {r["id"]: (r["status"], r["version"]) for r in rows}
-    counts = {s: 0 for s in ("queued", "retrying", "running", "completed", "failed", "holding", "preempted")}
+    counts = {s: 0 for s in ("queued", "retrying", "running", "completed", "failed", "holding", "preempted", "silent")}
     for status, _ in jobs.values():
         counts[status] += 1
     return jobs, counts
@@ -397,7 +397,16 @@ async def test_jobs_past_retention_drop_out_with_exact_counts(world: World, wpoo
         await f.wait_for(
             lambda f: (
                 f.channels[f"team:{wteam.id}"].counts
-                == {"queued": 2, "retrying": 0, "running": 0, "completed": 0, "failed": 0, "holding": 0, "preempted": 0}
+                == {
+                    "queued": 2,
+                    "retrying": 0,
+                    "running": 0,
+                    "completed": 0,
+                    "failed": 0,
+                    "holding": 0,
+                    "preempted": 0,
+                    "silent": 0,
+                }
             )
         )
         # Tombstones stay: a late report cannot bring a job back.

@@ -69,7 +69,9 @@ async def test_concurrent_writers_converge_with_exact_counts(stack: Stack, pool:
 
         rows = await pool.fetch("select id, status, version from jobs where trajectory_id = $1", team.trajectory_id)
         expected = {r["id"]: (r["status"], r["version"]) for r in rows}
-        counts = {s: 0 for s in ("queued", "retrying", "running", "completed", "failed", "holding", "preempted")}
+        counts = {
+            s: 0 for s in ("queued", "retrying", "running", "completed", "failed", "holding", "preempted", "silent")
+        }
         for status, _ in expected.values():
             counts[status] += 1
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.model import Counts
-from gateway.core.status import STATUSES, after_failure, buckets, group_status, ring_label
+from gateway.core.status import LISTED, after_failure, buckets, group_status, ring_label
 
 
 def counts(**kw: int) -> dict[str, int]:
@@ -16,9 +16,17 @@ def test_queued_and_retrying_both_count_as_queued() -> None:
     assert buckets(counts(queued=2, retrying=3, running=1, completed=4, failed=5)) == {
         "queued": 5,
         "running": 1,
+        "silent": 0,
         "done": 4,
         "failed": 5,
     }
+
+
+def test_jobs_on_a_silent_cluster_count_apart_and_keep_their_trajectory_unfinished() -> None:
+    assert buckets(counts(running=1, silent=3, completed=2))["silent"] == 3
+    assert group_status(counts(silent=2, completed=5)) == "silent"
+    assert ring_label(counts(silent=2, completed=5)) == "2 silent"
+    assert Counts(silent=2, completed=1).active() == 2
 
 
 @pytest.mark.parametrize(
@@ -56,10 +64,10 @@ def test_a_frame_job_gets_three_attempts_then_fails_for_good() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=3), min_size=len(STATUSES), max_size=len(STATUSES)))
+@given(st.lists(st.integers(min_value=0, max_value=3), min_size=len(LISTED), max_size=len(LISTED)))
 def test_counts_know_their_colour_as_the_mapping_rule_does(numbers: list[int]) -> None:
     """The relay colours groups from their Counts directly; it must be the rule the vectors check."""
-    counts = Counts(**dict(zip(STATUSES, numbers, strict=True)))
+    counts = Counts(**dict(zip(LISTED, numbers, strict=True)))
     assert counts.status() == group_status(counts.as_dict())
 
 

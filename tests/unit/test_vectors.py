@@ -14,7 +14,18 @@ import pytest
 from gateway.core.finish import notice_title
 from gateway.core.grouping import group_key, group_label, make_group
 from gateway.core.model import Counts
-from gateway.core.status import BUCKET_OF, STATUSES, buckets, colour, group_status, ring_fill, ring_label, word
+from gateway.core.status import (
+    BUCKET_OF,
+    LISTED,
+    attempt_label,
+    buckets,
+    colour,
+    group_status,
+    listed_status,
+    ring_fill,
+    ring_label,
+    word,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS: dict[str, Any] = json.loads((ROOT / "frontend" / "vectors" / "jobs-view.json").read_text())
@@ -32,7 +43,7 @@ def test_every_status_has_its_word_colour_and_bucket(case: dict[str, Any]) -> No
 
 def test_the_status_table_lists_every_status_of_a_job_and_of_a_group() -> None:
     listed = {c["status"] for c in cases("statuses")}
-    assert set(STATUSES) | {"neutral", "empty"} == listed
+    assert set(LISTED) | {"neutral", "empty"} == listed
     assert {c["expect"] for c in cases("group_status")} <= listed
 
 
@@ -78,6 +89,12 @@ def test_group_label(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", cases("group_opens_by_itself"))
 def test_groups_with_transfers_open_by_themselves(case: dict[str, Any]) -> None:
     assert make_group(case["key"], Counts(queued=1), None).open is case["expect"]
+
+
+@pytest.mark.parametrize("case", cases("listed_status"))
+def test_listed_status(case: dict[str, Any]) -> None:
+    job = case["job"]
+    assert listed_status(job["status"], job.get("silent_since")) == case["expect"], case.get("why")
 
 
 @pytest.mark.parametrize("case", cases("notice_title"))

@@ -64,5 +64,6 @@ def test_a_group_always_carries_its_whole_counts() -> None:
         "failed": 0,
         "holding": 0,
         "preempted": 0,
+        "silent": 0,
     }
     assert "timestep" not in decoded and "open" not in decoded
