@@ -15,9 +15,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import run_action
+from ..control.commands import run_action, silence
 from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
-from ..store import analyses, queries
+from ..store import analyses, clusters, queries
 from .answers import Analyses, AnalysisRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, user
 
@@ -79,8 +79,10 @@ async def delete_analysis(request: Request) -> Response:
             else ActionResult(message="", acted=0, unconfirmed=[])
         )
     if stopped.unconfirmed:
+        named = {c: n for c, n in (await clusters.team_clusters(pool, team_id)).items() if n in stopped.unconfirmed}
+        suffix = unconfirmed_suffix(stopped.unconfirmed, await silence(pool, named))
         result = ActionResult(
-            message=f"{plugin} not deleted: stopped {stopped.acted} of {active} job(s){unconfirmed_suffix(stopped.unconfirmed)}",
+            message=f"{plugin} not deleted: stopped {stopped.acted} of {active} job(s){suffix}",
             acted=stopped.acted,
             unconfirmed=stopped.unconfirmed,
             level="warning",

@@ -6,7 +6,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import ask_clusters, cluster_shares, holders
+from ..control.commands import ask_clusters, cluster_shares, holders, silence
 from ..control.tasks import run_task_action
 from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, SubmissionsAction, outcome
 from ..core.instance_types import InstanceType, refusal
@@ -107,8 +107,15 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
     confirmed = await ask_clusters(
         runtime.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any
     )
-    silent = [names[c] for c in by_cluster if c not in confirmed]
-    return outcome(f"{what} on {{n}} submission(s)", len(body.submissions), n, silent, nothing="No submissions to edit")
+    unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
+    return outcome(
+        f"{what} on {{n}} submission(s)",
+        len(body.submissions),
+        n,
+        list(unconfirmed.values()),
+        nothing="No submissions to edit",
+        silent=await silence(runtime.pool, unconfirmed),
+    )
 
 
 async def _instance_type(runtime: Runtime, team_id: int, body: SubmissionsAction) -> InstanceType:
@@ -145,11 +152,12 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
     if synced:
         await submissions.mark_syncing(runtime.pool, synced)
     # A cluster that did not confirm is named when it was asked about a submission nobody confirmed.
-    silent = [names[c] for c, ids in by_cluster.items() if c not in confirmed and set(ids) - set(synced)]
+    unconfirmed = {c: names[c] for c, ids in by_cluster.items() if c not in confirmed and set(ids) - set(synced)}
     return outcome(
         "Retrying sync of {n} submission(s)",
         len(failed),
         len(synced),
-        silent,
+        list(unconfirmed.values()),
         nothing="No submissions whose sync failed",
+        silent=await silence(runtime.pool, unconfirmed),
     )

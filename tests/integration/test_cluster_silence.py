@@ -120,6 +120,13 @@ async def test_a_cluster_that_stops_reporting_has_its_jobs_listed_silent_until_i
         result = await act(quiet_world, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
         assert result["acted"] == 0 and result["unconfirmed"] == ["gpu-1"], result
         assert "cluster gpu-1 is silent (nothing heard for" in result["message"], result
+        async with httpx.AsyncClient(base_url=quiet_world.nodes[0].http) as client:
+            killed = await client.post(
+                "/api/submissions/actions",
+                json={"action": "kill", "tasks": ids[:3]},
+                headers={"Authorization": f"Bearer {team.token}"},
+            )
+        assert killed.json()["message"].startswith("Killed 0 of 3 task(s); cluster gpu-1 is silent"), killed.text
 
         # It reports again (a restarted daemon): every job shows its own status again.
         back = cluster_of(quiet_world, team, report_metrics=False)

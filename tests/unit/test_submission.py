@@ -95,3 +95,14 @@ def test_jobs_view_toasts() -> None:
         "Queued 0 of 5 failed job(s) for retry; clusters cpu-big, gpu-2 did not confirm"
     )
     assert toast("remove", 2, 2, []).message == "Removed 2 job(s)"
+
+
+def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
+    result = toast("remove", 5, 1, ["gpu-2", "cpu-big", "gpu-3"], silent={"gpu-2": 300.0, "gpu-3": 7300.0})
+    assert result.message == (
+        "Removed 1 of 5 job(s); cluster cpu-big did not confirm; cluster gpu-2 is silent (nothing heard for 5 min)"
+        "; cluster gpu-3 is silent (nothing heard for 2 h)"
+    )
+    assert result.unconfirmed == ["cpu-big", "gpu-2", "gpu-3"] and result.level == "warning"
+    killed = task_toast(TASK_ACTIONS["kill"], 2, 0, ["gpu-2"], silent={"gpu-2": 20.0})
+    assert killed.message == "Killed 0 of 2 task(s); cluster gpu-2 is silent (nothing heard for under a minute)"
