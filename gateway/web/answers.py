@@ -74,10 +74,12 @@ class Member(msgspec.Struct):
 
 
 class Members(msgspec.Struct, omit_defaults=True):
-    """My Team: the members, and how many are online (absent in a single-user deployment)."""
+    """My Team: the members, and how many are online (absent in a single-user deployment); and the team's
+    clusters by name, which a job row names (a job delta carries only its `cluster_id`)."""
 
     members: list[Member]
     online: int | None = None
+    clusters: list[Named] = msgspec.field(default_factory=list)
 
 
 class TrajectoryRow(msgspec.Struct, kw_only=True, omit_defaults=True):

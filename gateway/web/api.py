@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from ..core.model import most_recent_first
 from ..core.submission_window import BadWindow, Page, parse_page, search_matches
-from ..store import people
+from ..store import clusters, people
 from .answers import ActiveTrajectories, Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
 
@@ -38,16 +38,17 @@ async def me(request: Request) -> Response:
 
 @endpoint
 async def team_members(request: Request) -> Response:
-    """My Team: the members, and who is online now (across every node)."""
+    """My Team: the members, and who is online now (across every node); the team's clusters' names (job rows)."""
     team_id = path_id(request)
     await member(request, user(request), team_id)
     runtime = runtime_of(request)
     rows = await people.members(runtime.pool, team_id)
     online = set() if runtime.settings.single_user else await runtime.broker.presence.online(team_id)
     members = [Member(r.id, r.name, r.id in online) for r in rows]
+    named = [Named(i, n) for i, n in (await clusters.team_clusters_by_name(runtime.pool, team_id)).items()]
     if runtime.settings.single_user:
-        return answer(Members(members))
-    return answer(Members(members, online=sum(1 for m in members if m.online)))
+        return answer(Members(members, clusters=named))
+    return answer(Members(members, online=sum(1 for m in members if m.online), clusters=named))
 
 
 def _page(request: Request, default_limit: int = 100) -> Page:

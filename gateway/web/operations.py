@@ -253,7 +253,7 @@ ROUTES: list[Operation] = [
         "/api/teams/{id}/members",
         "teamMembers",
         "teams",
-        "My Team: members and who is online",
+        "My Team: members and who is online; the team's clusters by name (job rows name them)",
         "user",
         None,
         Members,

@@ -70,6 +70,7 @@ async def test_presence_counts_each_user_once_across_nodes_and_drops_a_dead_node
             assert members["online"] == 1
             me = await pool.fetchval("select name from users where id = $1", team.user_id)
             assert {m["name"]: m["online"] for m in members["members"]} == {"Linus": False, "Rosalind": False, me: True}
+            assert members["clusters"] == [{"id": team.cluster_id, "name": "gpu-1"}]  # a job row names its cluster
             await other.__aexit__()
     finally:
         doomed.stop()
