@@ -4,12 +4,14 @@ import { AccountPage, signOut } from "./account.js";
 import { param } from "./address.js";
 import { app } from "./context.js";
 import { Dashboard } from "./dashboard.js";
+import { unreadCount } from "./history.js";
 import { Live } from "./live.js";
+import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen } from "./notices.js";
 import { Panel } from "./panel.js";
 import { Popover } from "./popover.js";
 import { ringFill, ringLabel } from "./rules.js";
 import { SubmissionsPage, taskMenu } from "./submissions.js";
-import { closeMenu, dialogOpen, esc, menuOpen, toast } from "./ui.js";
+import { closeMenu, dialogOpen, esc, menuOpen } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
 let dirty = false;
@@ -25,7 +27,6 @@ function schedule() {
   requestAnimationFrame(() => { dirty = false; draw(); });
 }
 app.schedule = schedule;
-app.onNotice = (id, m) => { if (panel.id === id) toast(m.title, m.level); };
 
 // For the browser tests: how often we drew.
 window.gatewayStats = { draws: 0 };
@@ -42,8 +43,10 @@ function drawRing() {
   const c = app.team.counts || { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0 };
   const label = ringLabel(c);
   if ($("ring-label").textContent !== label) $("ring-label").textContent = label;
-  // The tab says it too, for a person looking at another tab: "3 running - Jobs".
-  const title = label === "Jobs" ? "Jobs" : `${label} - Jobs`;
+  // The tab says it too, for a person looking at another tab: "3 running - Jobs", and "(2) ..." while two
+  // notifications wait unread under the bell.
+  const unread = unreadCount();
+  const title = `${unread ? `(${unread}) ` : ""}${label === "Jobs" ? "Jobs" : `${label} - Jobs`}`;
   if (document.title !== title) document.title = title;
   $("ring-fill").setAttribute("stroke-dasharray", `${Math.round(ringFill(c) * 100)} 100`);
 }
@@ -147,6 +150,7 @@ function wire() {
   document.addEventListener("keydown", (e) => {
     if (e.key !== "Escape" || dialogOpen()) return; // a dialog handles its own Escape
     if (menuOpen()) { closeMenu(true); return; }
+    if (historyOpen()) { setHistoryOpen(false); return; }
     if (popover.isOpen) { popover.setOpen(false); $("ring").focus(); return; }
     if (panel.isOpen && (panel.el.contains(document.activeElement) || document.activeElement === document.body)) panel.close();
   });
@@ -207,9 +211,11 @@ async function start() {
   // Who the members are, before the first rows are drawn (USER); the dashboard reads its cards itself.
   const members = await fetch(`/api/teams/${app.teamId}/members`).then((r) => r.json());
   for (const m of members.members || []) app.memberNames.set(m.id, m.name);
+  for (const c of members.clusters || []) app.clusterNames.set(c.id, c.name); // a job row names its cluster
   let restored = false;
   app.live.subscribe(`team:${app.teamId}`, (m) => {
     app.team.apply(m);
+    if (m.type === "notice") finished(m); // every finish of the team: the person's own are told (notices.js)
     if (m.type === "glow") setTimeout(schedule, 3600);
     if (!restored && m.type === "snapshot") { restored = true; restoreView(); }
     schedule();
@@ -218,6 +224,12 @@ async function start() {
   window.gatewayLive = app.live;
   window.gatewayApp = app; // for the browser tests: the team's state as the views read it
   wire();
+  mountNotices({
+    ring: $("ring"),
+    open: (id, name) => panel.open(id, name, { opener: $("bell") }),
+    panelId: () => panel.id,
+    opening: () => popover.setOpen(false),
+  });
   schedule();
 }
 

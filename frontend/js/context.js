@@ -7,6 +7,6 @@ export const app = {
   live: null, // the live connection
   team: new TeamState(), // the team channel's state
   memberNames: new Map(), // user id -> name
+  clusterNames: new Map(), // the team's clusters: id -> name
   schedule: () => {}, // redraw at the next animation frame
-  onNotice: () => {}, // a trajectory channel's finish notice
 };

@@ -65,6 +65,15 @@ export function groupLabel(key, jobs) {
 
 export const groupOpensByItself = (key) => key === "transfers";
 
+export const MAX_ATTEMPTS = 3; // gateway/core/status.py: a job's automatic attempts
+
+/** Which attempt a job is on, from the second: "attempt 2 of 3"; past its automatic attempts (a person retried
+ * it) "attempt 4"; nothing on its first. */
+export function attemptLabel(attempts) {
+  if (!(attempts > 1)) return "";
+  return attempts <= MAX_ATTEMPTS ? `attempt ${attempts} of ${MAX_ATTEMPTS}` : `attempt ${attempts}`;
+}
+
 export function noticeTitle(analysis, rasterize, failed) {
   const what = analysis ? "Analysis" : rasterize ? "Rasterization" : "Jobs";
   if (failed) return [`${what} completed with errors`, "warning"];

@@ -1,18 +1,20 @@
 // A trajectory's live jobs (one subscription each, shared by the popover and the panel), its actions, and its
 // analyses (the listing, and the start times that tell same-named jobs of two pipeline runs apart).
 import { app } from "./context.js";
+import { rememberMine } from "./notices.js";
 import { TrajectoryState } from "./state.js";
 import { acting, clock, confirmDialog, menu, send, showResult } from "./ui.js";
 
 const followed = new Map(); // id -> { state, users }
 
 export function follow(id) {
+  rememberMine(id); // its jobs opened (a panel, a row of the popover): its finishes today are the person's
   let t = followed.get(id);
   if (!t) {
     t = { state: new TrajectoryState(id), users: 0 };
     followed.set(id, t);
     app.live.subscribe(`trajectory:${id}`, (m) => {
-      if (m.type === "notice") { app.onNotice(id, m); return; }
+      if (m.type === "notice") return; // the team channel brings every finish, this one too (notices.js)
       t.state.apply(m);
       learnAnalyses(id, m.jobs || []);
       app.schedule();
@@ -32,7 +34,7 @@ export function unfollow(id) {
 export function trajectoryMenu(id, name, anchor, x, y) {
   menu(x, y, [
     ["Remove Running Jobs", () => removeRunning(id, name, anchor)],
-    ["Retry Failed Jobs", () => acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`))],
+    ["Retry Failed Jobs", () => retryFailed(id)],
   ], `Actions of ${name}`, anchor);
 }
 
@@ -44,7 +46,7 @@ export function jobMenu(trajectoryId, name, job, anchor, x, y) {
   }
   items.push(
     ["Remove Running Jobs", () => removeRunning(trajectoryId, name, anchor)],
-    ["Retry Failed Jobs", () => acting("Retry Failed Jobs", () => send(`/api/trajectories/${trajectoryId}/retry-failed`))],
+    ["Retry Failed Jobs", () => retryFailed(trajectoryId)],
   );
   menu(x, y, items, `Actions of ${name}`, anchor);
 }
@@ -72,9 +74,33 @@ export function onClusters(clusters) {
   return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names[0] || "";
 }
 
-/** Retry Failed Frames of the analysis a failed job belongs to. */
+/** Retry Failed Jobs of a trajectory: the person started that work again, its finish is theirs. */
+function retryFailed(id) {
+  rememberMine(id);
+  return acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`));
+}
+
+/** Retry Failed Frames of the analysis a failed job belongs to (from its trajectory's jobs, opened: the
+ * trajectory's finishes are the person's already). */
 export const retryFrames = (analysisId, plugin) =>
   acting(`Retry Failed Frames of ${plugin}`, () => send(`/api/analyses/${analysisId}/retry-failed`));
+
+/** The name of the cluster a job runs on, from the team's clusters (a cluster added since the page loaded is
+ * read again, once). Nothing in local mode, where the one cluster is this machine. */
+export function clusterName(id) {
+  if (app.me && app.me.local) return "";
+  const name = app.clusterNames.get(id);
+  if (name !== undefined) return name;
+  if (!asked.has(id)) {
+    asked.add(id);
+    fetch(`/api/teams/${app.teamId}/members`).then((r) => r.json()).then((body) => {
+      for (const c of body.clusters || []) app.clusterNames.set(c.id, c.name);
+      app.schedule();
+    }).catch(() => {});
+  }
+  return `cluster ${id}`;
+}
+const asked = new Set(); // cluster ids read again
 
 // -- analyses
 

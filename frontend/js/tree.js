@@ -254,7 +254,7 @@ export class JobTree {
     el.setAttribute("role", "treeitem");
     el.setAttribute("aria-level", "2");
     el.innerHTML = `<span class="icon" aria-hidden="true"></span><span class="name-col"><span class="name-line"><span class="label"></span>
-      <span class="run quiet"></span></span><span class="error"></span></span><span class="status"></span><span class="quiet when"></span>
+      <span class="run quiet"></span></span><span class="meta-line"><span class="where quiet"></span><span class="attempt"></span><span class="error"></span></span></span><span class="status"></span><span class="quiet when"></span>
       <span class="quiet took"></span><button class="retry" type="button" tabindex="-1" data-retry hidden>Retry</button>`;
     return el;
   }

@@ -1,4 +1,5 @@
 // Small pieces the views share: escaping, times, toasts, the context menu, dialogs, and acting with a busy state.
+import { looking, markRead, remember } from "./history.js";
 
 export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
@@ -50,42 +51,82 @@ export function placeChildren(parent, nodes) {
   while (at) { const next = at.nextSibling; parent.removeChild(at); at = next; }
 }
 
-// -- toasts: one place under the page, in the layout's flow, so they never cover a control
+// -- toasts: one place under the page, in the layout's flow, so they never cover a control. Each is also kept in
+// the bell's list for an hour (history.js). One that arrives while the person looks elsewhere (another tab or
+// window) waits for them: its time starts when they are back.
 
 const TOASTS_KEPT = 4;
 const TOAST_TIME = { success: 6000, info: 6000, warning: 12000, error: 12000 };
 
-export function toast(text, level = "success") {
+let waitingForThePerson = false; // listening for their return (from the first toast on)
+
+function startTimer(el) {
+  clearTimeout(Number(el.dataset.timer));
+  if (!waitingForThePerson) {
+    waitingForThePerson = true;
+    document.addEventListener("visibilitychange", backToThePage);
+    window.addEventListener("focus", backToThePage);
+  }
+  if (!looking()) { el.dataset.waiting = ""; return; }
+  delete el.dataset.waiting;
+  el.dataset.timer = String(setTimeout(() => el.remove(), TOAST_TIME[el.dataset.level] || 6000));
+}
+
+function backToThePage() {
+  if (looking()) for (const el of document.querySelectorAll("#toasts .toast[data-waiting]")) startTimer(el);
+}
+
+/** A toast: `text` at `level` (success, info, warning, error; busy: until removed, and not kept). Options:
+ * `detail` (what it is about, shown after the words: a trajectory's name), `open` (the detail is a button that
+ * opens it), `key` (one event: kept once in the list however often it is heard), `trajectory` (its id). */
+export function toast(text, level = "success", { detail = "", open = null, key = null, trajectory = null } = {}) {
   const box = document.getElementById("toasts");
-  const same = level === "busy" ? null : [...box.children].find((t) => t.dataset.text === text && t.dataset.level === level);
+  const same = level === "busy" ? null
+    : [...box.children].find((t) => t.dataset.text === text && t.dataset.level === level && t.dataset.detail === detail);
   if (same) { // the same words again: one toast that counts them ("×3"), newest last, its time starting again
     const count = Number(same.dataset.count) + 1;
     same.dataset.count = String(count);
     same.querySelector(".times").textContent = `×${count}`;
     box.append(same);
-    clearTimeout(Number(same.dataset.timer));
-    same.dataset.timer = String(setTimeout(() => same.remove(), TOAST_TIME[level] || 6000));
+    same.dataset.entry = remember({ text, detail, level, key, trajectory });
+    startTimer(same);
     return same;
   }
   const el = document.createElement("div");
   el.dataset.text = text;
   el.dataset.level = level;
+  el.dataset.detail = detail;
   el.dataset.count = "1";
   el.className = `toast ${level}`;
   el.setAttribute("role", level === "warning" || level === "error" ? "alert" : "status");
   const words = document.createElement("span");
+  words.className = "words";
   words.textContent = text;
+  if (detail) {
+    const about = document.createElement(open ? "button" : "span");
+    about.className = "about";
+    about.textContent = detail;
+    if (open) {
+      about.type = "button";
+      about.title = `Open ${detail}`;
+      about.addEventListener("click", () => { markRead([el.dataset.entry]); el.remove(); open(); });
+    }
+    words.append(" ", about);
+  }
   const close = document.createElement("button");
   close.className = "toast-close";
   close.setAttribute("aria-label", "Dismiss");
   close.textContent = "×";
-  close.addEventListener("click", () => el.remove());
+  close.addEventListener("click", () => { if (el.dataset.entry) markRead([el.dataset.entry]); el.remove(); });
   const times = document.createElement("span");
   times.className = "times";
   el.append(words, times, close);
   box.append(el);
   while (box.children.length > TOASTS_KEPT) box.firstElementChild.remove();
-  if (level !== "busy") el.dataset.timer = String(setTimeout(() => el.remove(), TOAST_TIME[level] || 6000));
+  if (level !== "busy") {
+    el.dataset.entry = remember({ text, detail, level, key, trajectory });
+    startTimer(el);
+  }
   return el;
 }
 
