@@ -32,6 +32,7 @@ from gateway.bus.packing import OneJoinPacking
 from gateway.bus.publisher import Publisher
 from gateway.core.aggregate import TrajectoryAggregate
 from gateway.core.batching import Batcher
+from gateway.core.eta import WaitingWork, WorkSnapshot
 from gateway.store.outbox import OutboxReader
 
 TEAMS, TRAJECTORIES, JOBS = 50, 4, 100
@@ -82,6 +83,15 @@ class World:
             out.append(agg)
         return out
 
+    def work(self) -> WorkSnapshot:
+        """Every job queued, per trajectory, as a takeover reads them for the estimates of time left."""
+        return WorkSnapshot(
+            waiting=[
+                WaitingWork(trajectory // 10, "preprocess", trajectory, None, None, "queued", len(ids))
+                for trajectory, ids in self.by_trajectory.items()
+            ]
+        )
+
     def commit(self, now: datetime) -> list[dict[str, Any]]:
         """One transaction: 5 jobs of one trajectory move on; its outbox rows."""
         self.xid += 1
@@ -91,6 +101,13 @@ class World:
             job = self.jobs[job_id]
             old = job["status"]
             job["status"], job["version"], job["updated_at"] = NEXT[old], job["version"] + 1, now.isoformat()
+            # As the table's trigger stamps them: the estimates of time left read them.
+            if job["status"] == "running":
+                job["started_at"], job["finished_at"] = now.isoformat(), None
+            elif job["status"] == "completed":
+                job["finished_at"] = now.isoformat()
+            else:
+                job["started_at"] = job["finished_at"] = None
             self.seq += 1
             rows.append(
                 {
@@ -143,6 +160,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
     world = World(seed)
     core = Batcher(epoch=1)
     core.load(world.aggregates())
+    core.load_work(world.work())
     reader = OutboxReader(None, 0, 1)  # only `take` is used: no connection
     publisher = Publisher(_Bus(), "{p0}", 1, 1000, 3600)  # type: ignore[arg-type]
     packer = _Packer()
@@ -153,6 +171,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
     ]
     changes = published = 0
     now = 1000.0
+    wall = world.clock.timestamp() - now  # the jobs' clock at `now`
     started = time.perf_counter()
     for rows in reads:
         now += POLL
@@ -162,6 +181,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
         missing = core.channels_without_seq()
         if missing:
             core.set_seqs(dict.fromkeys(missing, 0))
+        core.refresh_eta(now, wall + now)
         publications = core.take_job_publications(now) + core.take_team_publications(now)
         for call in publisher._calls(publications, reader.position):
             packer.pack_command(*call)

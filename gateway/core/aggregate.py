@@ -11,7 +11,7 @@ from datetime import datetime
 import msgspec
 
 from .grouping import TRANSFERS, Group, job_group, make_group
-from .model import Counts, Job, TrajectorySummary
+from .model import AnalysisEta, Counts, Job, TrajectorySummary
 from .submission import SubmissionRecord
 
 
@@ -56,6 +56,9 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
     counts: Counts = msgspec.field(default_factory=Counts)
     updated_at: datetime | None = None
     groups: dict[str, GroupAggregate] = msgspec.field(default_factory=dict)
+    # The estimated time left as last published (gateway.core.eta sets them; None: unknown or nothing left).
+    eta: int | None = None
+    analyses: list[AnalysisEta] | None = None
 
     def active(self) -> int:
         return self.counts.active()
@@ -75,6 +78,7 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
             del self.groups[key]
 
     def summary(self) -> TrajectorySummary:
+        active = self.counts.active() > 0  # its figure goes the moment nothing is left, not at the next refresh
         return TrajectorySummary(
             id=self.id,
             name=self.name,
@@ -84,6 +88,8 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
             counts=self.counts.copy(),
             updated_at=self.updated_at,
             open=TRANSFERS in self.groups,
+            eta=self.eta if active else None,
+            analyses=self.analyses if active else None,
         )
 
 

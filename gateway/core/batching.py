@@ -19,6 +19,7 @@ import msgspec
 
 from . import channels
 from .aggregate import Aggregates, Change, MembershipChange, SubmissionChange, TeamAggregate, TrajectoryAggregate
+from .eta import EtaTracker, WorkSnapshot
 from .finish import SETTLE, Finish, FinishTracker, cuts_short, every_job_completed
 from .grouping import Group, group_order
 from .model import Job, TrajectorySummary
@@ -182,6 +183,7 @@ class Batcher:
         self._teams_to_send: set[int] = set()
         self._names: dict[int, tuple[str, str]] = {}  # trajectory id -> its channel and its team's jobs channel
         self.submissions = SubmissionRows(self.aggregates)
+        self.eta = EtaTracker()  # the estimated time left (gateway.core.eta)
         self.events = Events(self.aggregates, self.seqs, settle, self.submissions)
         self.finishes = self.events.finishes
         self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
@@ -223,8 +225,12 @@ class Batcher:
         self.submissions.load(loaded, saved)
         self._teams_to_send.update(self.submissions.dirty)
 
+    def load_work(self, snapshot: WorkSnapshot) -> None:
+        """The unfinished work and recent durations as of the snapshot, for the estimates of time left."""
+        self.eta.load(snapshot)
+
     def apply(self, changes: Iterable[Change | SubmissionChange | MembershipChange], now: float = 0.0) -> None:
-        task_changed = self.submissions.task_changed
+        task_changed, eta_changed = self.submissions.task_changed, self.eta.job_changed
         to_send, add, names = self._teams_to_send, self.windows.add, self._names
         for change in changes:
             if isinstance(change, MembershipChange):
@@ -238,6 +244,7 @@ class Batcher:
             if job.submission_id is not None:  # a submission's task: its row's counts
                 task_changed(change)
             traj = self.aggregates.apply(change)
+            eta_changed(change)
             if not change.counted:  # replayed after a takeover: its wave was restored from the database
                 self.finishes.job_changed(
                     traj.id,
@@ -261,6 +268,30 @@ class Batcher:
             if job.submission_id is not None:
                 to_send.add(job.team_id)
             self.changes_applied += 1
+
+    def refresh_eta(self, now: float, wall: float) -> None:
+        """Recompute the estimates of time left when due (`wall`: the Unix clock the jobs' times are on); the
+        summaries and rows whose figure moved go out with their team's next message."""
+        moved = self.eta.refresh(now, wall)
+        if moved is None:
+            return
+        aggregates, to_send = self.aggregates, self._teams_to_send
+        for trajectory_id, eta in moved.trajectories.items():
+            traj = aggregates.trajectory(trajectory_id)
+            if traj is not None:
+                traj.eta = eta
+                aggregates.team(traj.team_id).dirty.add(trajectory_id)
+                to_send.add(traj.team_id)
+        for trajectory_id, analyses in moved.analyses.items():
+            traj = aggregates.trajectory(trajectory_id)
+            if traj is not None:
+                traj.analyses = analyses
+                aggregates.team(traj.team_id).dirty.add(trajectory_id)
+                to_send.add(traj.team_id)
+        for submission_id, eta in moved.submissions.items():
+            team_id = self.submissions.eta_changed(submission_id, eta)
+            if team_id is not None:
+                to_send.add(team_id)
 
     def mark_all_dirty(self) -> None:
         """Publish every team's whole state again (the bus lost what it held). Submission rows are not part of
@@ -350,8 +381,12 @@ class Batcher:
 
     def next_due(self) -> float | None:
         """When the relay must cycle even with no new change: a held job channel or a team to publish, a wave to
-        finish."""
-        due = [d for d in (self.windows.next_due(), self.next_team_due(), self.finishes.next_due()) if d is not None]
+        finish, estimates of time left to recompute."""
+        due = [
+            d
+            for d in (self.windows.next_due(), self.next_team_due(), self.finishes.next_due(), self.eta.next_due())
+            if d is not None
+        ]
         return min(due) if due else None
 
     def take_team_publications(self, now: float) -> list[Publication]:

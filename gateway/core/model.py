@@ -115,3 +115,5 @@ class TrajectorySummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     counts: Counts
     updated_at: datetime | None = None
     open: bool = False  # it holds storage transfers: its group opens by itself
+    eta: int | None = None  # seconds left while it has work left (None: unknown, or nothing left; gateway.core.eta)
+    analyses: list[AnalysisEta] | None = None  # its analyses with work left, most recent first

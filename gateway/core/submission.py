@@ -67,8 +67,9 @@ class SubmissionRecord(msgspec.Struct, kw_only=True):
     version: int = 1
 
 
-class SubmissionRow(msgspec.Struct, kw_only=True):
-    """One live row of the Submissions page: the record, its derived status and its tasks' aggregates."""
+class SubmissionRow(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One live row of the Submissions page: the record, its derived status and its tasks' aggregates. Only
+    `eta` has a default, left out of the wire."""
 
     id: int
     trajectory_id: int | None
@@ -91,12 +92,13 @@ class SubmissionRow(msgspec.Struct, kw_only=True):
     counts: Counts
     avg_frame: float | None  # seconds a completed task took, on average
     version: int
+    eta: int | None = None  # seconds left while tasks wait or run (None: unknown, or nothing left; gateway.core.eta)
 
 
 class SubmissionAggregate:
     """The relay's running totals for one submission."""
 
-    __slots__ = ("record", "counts", "time_sum", "time_n", "last_change")
+    __slots__ = ("record", "counts", "time_sum", "time_n", "last_change", "eta")
 
     def __init__(self, record: SubmissionRecord | None = None) -> None:
         self.record = record
@@ -104,6 +106,7 @@ class SubmissionAggregate:
         self.time_sum = 0.0
         self.time_n = 0
         self.last_change: datetime | None = None
+        self.eta: int | None = None  # as last published (gateway.core.eta)
 
     def row(self) -> SubmissionRow | None:
         r = self.record
@@ -131,4 +134,5 @@ class SubmissionAggregate:
             counts=self.counts.copy(),
             avg_frame=round(self.time_sum / self.time_n, 3) if self.time_n else None,
             version=r.version,
+            eta=self.eta if self.counts.active() else None,
         )

@@ -64,6 +64,17 @@ class SubmissionRows:
             agg.last_change = job.updated_at
         self.dirty.setdefault(job.team_id, set()).add(job.submission_id)
 
+    def eta_changed(self, submission_id: int, eta: int | None) -> int | None:
+        """A submission's estimated time left moved: its row goes out again; its team (None: no record yet)."""
+        agg = self.by_id.get(submission_id)
+        if agg is None:
+            return None
+        agg.eta = eta
+        if agg.record is None:
+            return None
+        self.dirty.setdefault(agg.record.team_id, set()).add(submission_id)
+        return agg.record.team_id
+
     def take_rows(self, team_id: int) -> list[SubmissionRow]:
         """The team's changed rows (by id), no longer changed; each is also queued to be saved."""
         rows = []

@@ -118,6 +118,7 @@ class PublishCycle:
         missing += [c for c in {channels.team(t) for t, _ in extras} if c not in missing and not core.knows_seq(c)]
         if missing:
             core.set_seqs(await retry_redis(lambda: publisher.last_seqs(missing)))
+        core.refresh_eta(now, time.time())
         publications: list[Publication] = (
             core.take_job_publications(now)
             + core.take_team_publications(now)

@@ -18,6 +18,7 @@ from ..bus import relay_stats
 from ..bus.broker import Broker
 from ..bus.publisher import PartitionPublisher
 from ..core.batching import Batcher
+from ..core.eta import WorkSnapshot
 from ..core.finish import Wave
 from ..store import outbox, partitions, waves
 from ..store.outbox import OutboxReader, ReadResult
@@ -157,6 +158,8 @@ async def load_state(
     core.load(await reader.load(await retry_redis(publisher.relay_cursor)))
     core.load_submissions(reader.submissions.values(), reader.saved_rows)
     reader.saved_rows = {}
+    core.load_work(reader.work)
+    reader.work = WorkSnapshot()
     await restore_waves(db, reader, core)
 
 

@@ -20,9 +20,10 @@ import asyncpg
 import msgspec
 
 from ..core.aggregate import Change, MembershipChange, SubmissionChange, TrajectoryAggregate
+from ..core.eta import WorkSnapshot
 from ..core.model import Job
 from ..core.submission import SubmissionAggregate, SubmissionRecord
-from . import submission_rows, waves
+from . import eta, submission_rows, waves
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
@@ -202,6 +203,7 @@ class OutboxReader:
         self.waves: list[asyncpg.Record] = []  # trajectory_waves as of the snapshot
         self.submissions: dict[int, SubmissionAggregate] = {}  # as of the snapshot
         self.saved_rows: dict[int, bytes] = {}  # the Submissions page's rows as saved (store.submission_rows)
+        self.work = WorkSnapshot()  # unfinished work and recent durations, for the estimates of time left
 
     @property
     def position(self) -> str:
@@ -222,6 +224,7 @@ class OutboxReader:
             task_rows = await self.db.fetch(_SUBMISSION_TASKS)
             self.saved_rows = await submission_rows.saved(self.db, self.count, self.partition)
             self.waves = await waves.load(self.db)
+            self.work = await eta.snapshot(self.db, self.count, self.partition)
         xmin, xmax, _ = snapshot.split(":")
         self._base_snapshot, self._base_xmin, self._base_xmax = snapshot, int(xmin), int(xmax)
         self.xid, self.seq = int(xmin) - 1, 2**62  # nothing older than the snapshot's xmin by default

@@ -1,0 +1,401 @@
+"""Estimated time left for a trajectory, an analysis and a submission, without I/O and without a clock.
+
+The estimate is built only from what the relay already folds: the job changes it reads from the outbox.
+
+- **How long a job takes** on a cluster, per kind: a running mean of the completed jobs' `finished_at -
+  started_at` (a plain mean of the first ten, then an exponentially weighted one, so it follows a cluster that
+  speeds up or slows down). Until `MIN_SAMPLES` jobs of a kind completed on a cluster, that kind's duration there
+  is unknown, and so is every estimate that needs it: never a made-up figure.
+- **How many workers** a cluster has: the clusters report CPU, memory, disk and network (gateway.core.team), not
+  workers or queues, so the relay counts them from the jobs themselves: the most jobs seen running on the cluster
+  at once while some of its jobs waited (a work-conserving cluster with a queue runs as many as it has workers),
+  over its last `WORKER_SAMPLES` refreshes.
+- **What is ahead** of a piece of work: each cluster's waiting work is kept in the order it arrived, as batches
+  (one per trajectory, submission and analysis: an upload, an analysis of a pipeline run), in first-come order
+  as clusters take them (the simulator's, and a batch scheduler's at one priority; priorities are not modelled).
+  A batch finishes when the work ahead of it and its own are done, shared over the cluster's workers: the
+  running jobs' time left (their mean less how long they have run), plus the waiting jobs' means, divided by
+  the workers; and never sooner than its own longest job.
+
+An owner (a trajectory, an analysis, a submission) finishes when its last batch does, on whichever cluster. An
+owner with a job holding (it waits for a person) or on a silent cluster has no estimate: nobody can say when.
+
+The relay calls `job_changed()` for every change (a few dictionary operations), and `refresh()` when `next_due()`
+says: at most once a second after changes, and every few seconds while jobs run (their time left shrinks as they
+run). `refresh()` returns only the figures that moved by more than their rounding (`rounded`): about 5 % of the
+figure, so a trajectory with half an hour left is published again about once a minute, not at every change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+
+import msgspec
+
+from .aggregate import Change
+from .model import AnalysisEta, Job
+
+MIN_SAMPLES = 5  # completed jobs of a kind on a cluster before its duration there is trusted
+MEAN_OF_FIRST = 10  # the first samples are averaged plainly; later ones weigh WEIGHT each
+WEIGHT = 0.1
+WORKER_SAMPLES = 16  # refreshes over which a cluster's most jobs running at once count as its workers
+REFRESH_GAP = 1.0  # seconds: after changes, estimates are recomputed at most this often
+REFRESH_EVERY = 5.0  # seconds: while jobs run, estimates are recomputed this often even with no change
+OVERRUN = 0.1  # a job running past its kind's mean is assumed to have this share of the mean left
+MAX_ANALYSES = 50  # analyses with an estimate in one trajectory's summary (the most recent ones)
+
+WAITING = frozenset({"queued", "retrying"})
+RUNNING = "running"
+FINISHED = frozenset({"completed", "failed", "preempted"})
+# Any other listed status of an unfinished job (holding, a silent cluster's jobs, a status added later) blocks
+# the estimate of whatever it belongs to.
+
+BatchKey = tuple[int, int | None, int | None]  # trajectory, submission, analysis
+
+
+def step(seconds: float) -> int:
+    """The rounding of a figure of this size: about 5 % of it, in round numbers."""
+    if seconds < 60:
+        return 5
+    if seconds < 300:
+        return 10
+    if seconds < 900:
+        return 30
+    if seconds < 3600:
+        return 60
+    if seconds < 4 * 3600:
+        return 300
+    return 900
+
+
+def rounded(seconds: float) -> int:
+    """Seconds left as published: rounded to `step`, at least 1."""
+    s = step(seconds)
+    return max(1, round(seconds / s) * s)
+
+
+def settle(published: int | None, estimate: float | None) -> int | None:
+    """The figure to publish: the one published until the estimate moved by more than its step (no flicker
+    between two neighbours), else the estimate rounded."""
+    if estimate is None:
+        return None
+    if published is not None and abs(estimate - published) < step(min(published, estimate)):
+        return published
+    return rounded(estimate)
+
+
+class Durations:
+    """Per cluster and kind, the running mean of completed jobs' durations and how many made it."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self) -> None:
+        self._of: dict[tuple[int, str], list[float]] = {}  # (cluster, kind) -> [samples, mean]
+
+    def observe(self, cluster: int, kind: str, seconds: float) -> None:
+        if not (seconds >= 0.0 and math.isfinite(seconds)):
+            return  # a clock step or a bad timestamp: no sample
+        entry = self._of.get((cluster, kind))
+        if entry is None:
+            self._of[(cluster, kind)] = [1.0, seconds]
+            return
+        entry[0] += 1.0
+        entry[1] += (seconds - entry[1]) * max(WEIGHT, 1.0 / min(entry[0], MEAN_OF_FIRST))
+
+    def seed(self, cluster: int, kind: str, samples: int, mean: float) -> None:
+        """Start from what the database says recent jobs took (a relay's takeover)."""
+        if samples > 0 and mean >= 0.0 and math.isfinite(mean):
+            self._of[(cluster, kind)] = [float(samples), mean]
+
+    def mean(self, cluster: int, kind: str) -> float | None:
+        """The mean duration, or None until MIN_SAMPLES jobs completed."""
+        entry = self._of.get((cluster, kind))
+        return entry[1] if entry is not None and entry[0] >= MIN_SAMPLES else None
+
+    def samples(self, cluster: int, kind: str) -> int:
+        entry = self._of.get((cluster, kind))
+        return int(entry[0]) if entry is not None else 0
+
+
+class _Batch:
+    """A cluster's unfinished jobs of one trajectory, submission and analysis."""
+
+    __slots__ = ("waiting", "running", "blocked")
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, int] = {}  # kind -> jobs queued or retrying
+        self.running = 0
+        self.blocked = 0  # holding, silent, or a status the estimate does not know
+
+    def empty(self) -> bool:
+        return not (self.waiting or self.running or self.blocked)
+
+
+class _Cluster:
+    __slots__ = ("batches", "running", "waiting", "workers")
+
+    def __init__(self) -> None:
+        self.batches: dict[BatchKey, _Batch] = {}  # in the order they arrived: first come, first served
+        self.running: dict[int, tuple[BatchKey, str, float | None]] = {}  # job id -> batch, kind, started
+        self.waiting = 0  # jobs queued or retrying
+        self.workers: deque[int] = deque(maxlen=WORKER_SAMPLES)
+
+
+class WaitingWork(msgspec.Struct, array_like=True):
+    """Unfinished jobs not running, as a relay's takeover reads them: one row per batch, kind and status."""
+
+    cluster: int
+    kind: str
+    trajectory: int
+    submission: int | None
+    analysis: int | None
+    status: str
+    jobs: int
+
+
+class RunningJob(msgspec.Struct, array_like=True):
+    id: int
+    cluster: int
+    kind: str
+    trajectory: int
+    submission: int | None
+    analysis: int | None
+    started: float | None  # seconds since the Unix epoch
+
+
+class RecentDurations(msgspec.Struct, array_like=True):
+    cluster: int
+    kind: str
+    samples: int
+    mean: float
+
+
+class WorkSnapshot(msgspec.Struct, kw_only=True):
+    """The unfinished work and recent durations as of the snapshot a relay's state is loaded from; `waiting` in
+    the order the work arrived (its first job's id)."""
+
+    waiting: list[WaitingWork] = msgspec.field(default_factory=list)
+    running: list[RunningJob] = msgspec.field(default_factory=list)
+    durations: list[RecentDurations] = msgspec.field(default_factory=list)
+
+
+class EtaChanges(msgspec.Struct, kw_only=True):
+    """The figures a refresh moved: per trajectory and submission the seconds left (None: unknown, or nothing
+    left to do), per trajectory its analyses' figures (None: none has work left)."""
+
+    trajectories: dict[int, int | None] = msgspec.field(default_factory=dict)
+    analyses: dict[int, list[AnalysisEta] | None] = msgspec.field(default_factory=dict)
+    submissions: dict[int, int | None] = msgspec.field(default_factory=dict)
+
+
+class EtaTracker:
+    """The relay's estimates: fed every job change, refreshed when due, handing out the figures that moved."""
+
+    def __init__(self) -> None:
+        self.durations = Durations()
+        self.clusters: dict[int, _Cluster] = {}
+        self.trajectories: dict[int, int | None] = {}  # as last handed out
+        self.submissions: dict[int, int | None] = {}
+        self.analyses: dict[int, list[AnalysisEta]] = {}
+        self._dirty = False
+        self._last = -math.inf
+
+    # -- input
+
+    def load(self, snapshot: WorkSnapshot) -> None:
+        for d in snapshot.durations:
+            self.durations.seed(d.cluster, d.kind, d.samples, d.mean)
+        for w in snapshot.waiting:
+            self._add(self._cluster(w.cluster), (w.trajectory, w.submission, w.analysis), w.kind, w.status, w.jobs)
+        for r in snapshot.running:
+            cluster = self._cluster(r.cluster)
+            key = (r.trajectory, r.submission, r.analysis)
+            self._batch(cluster, key).running += 1
+            cluster.running[r.id] = (key, r.kind, r.started)
+        self._dirty = True
+
+    def job_changed(self, change: Change) -> None:
+        """Fold one captured change in (a change a takeover's snapshot already saw is in `load()`'s work)."""
+        old, new = change.old_status, change.new_status
+        if change.counted or old == new:
+            return
+        job = change.job
+        cluster = self.clusters.get(job.cluster_id)
+        if cluster is None:
+            if new is None or new in FINISHED:
+                if new == "completed":
+                    self._sample(job)
+                return
+            cluster = self.clusters[job.cluster_id] = _Cluster()
+        self._dirty = True
+        key = (job.trajectory_id, job.submission_id, job.analysis_id)
+        if old == RUNNING:
+            was = cluster.running.pop(job.id, None)
+            if was is not None:
+                batch = cluster.batches.get(was[0])
+                if batch is not None:
+                    batch.running -= 1
+                    if batch.empty():
+                        del cluster.batches[was[0]]
+        elif old is not None and old not in FINISHED:
+            self._add(cluster, key, job.kind, old, -1)
+        if new is None or new in FINISHED:
+            if new == "completed":
+                self._sample(job)
+            return
+        if new == RUNNING:
+            self._batch(cluster, key).running += 1
+            cluster.running[job.id] = (key, job.kind, job.started_at.timestamp() if job.started_at else None)
+        else:
+            self._add(cluster, key, job.kind, new, 1)
+
+    def _sample(self, job: Job) -> None:
+        if job.started_at is not None and job.finished_at is not None:
+            self.durations.observe(job.cluster_id, job.kind, (job.finished_at - job.started_at).total_seconds())
+
+    def _cluster(self, cluster_id: int) -> _Cluster:
+        cluster = self.clusters.get(cluster_id)
+        if cluster is None:
+            cluster = self.clusters[cluster_id] = _Cluster()
+        return cluster
+
+    @staticmethod
+    def _batch(cluster: _Cluster, key: BatchKey) -> _Batch:
+        batch = cluster.batches.get(key)
+        if batch is None:
+            batch = cluster.batches[key] = _Batch()
+        return batch
+
+    def _add(self, cluster: _Cluster, key: BatchKey, kind: str, status: str, n: int) -> None:
+        """Count `n` (negative: take away) jobs of a batch in a status that is not running."""
+        batch = cluster.batches.get(key)
+        if batch is None:
+            if n < 0:
+                return  # not counted (the estimate started after it): nothing to take away
+            batch = cluster.batches[key] = _Batch()
+        if status in WAITING:
+            have = batch.waiting.get(kind, 0)
+            n = max(n, -have)
+            if have + n:
+                batch.waiting[kind] = have + n
+            else:
+                batch.waiting.pop(kind, None)
+            cluster.waiting += n
+        else:
+            batch.blocked = max(0, batch.blocked + n)
+        if batch.empty():
+            del cluster.batches[key]
+
+    # -- output
+
+    def next_due(self) -> float | None:
+        """When estimates should be recomputed (the adapter's monotonic clock), or None while nothing moves
+        them."""
+        if self._dirty:
+            return self._last + REFRESH_GAP
+        if any(c.running for c in self.clusters.values()):
+            return self._last + REFRESH_EVERY
+        return None
+
+    def refresh(self, now: float, wall: float) -> EtaChanges | None:
+        """Recompute if due (`now`: monotonic seconds; `wall`: seconds since the Unix epoch, the clock the jobs'
+        `started_at` are on); the figures that moved, or None."""
+        due = self.next_due()
+        if due is None or now < due:
+            return None
+        self._dirty = False
+        self._last = now
+        trajectories: dict[int, float] = {}
+        submissions: dict[int, float] = {}
+        analyses: dict[tuple[int, int], float] = {}
+        for cluster_id, cluster in self.clusters.items():
+            if not cluster.batches:
+                continue  # kept: its workers are remembered for its next work
+            for (trajectory, submission, analysis), finish in self._finishes(cluster_id, cluster, wall):
+                if finish > trajectories.get(trajectory, -1.0):
+                    trajectories[trajectory] = finish
+                if submission is not None and finish > submissions.get(submission, -1.0):
+                    submissions[submission] = finish
+                if analysis is not None and finish > analyses.get((trajectory, analysis), -1.0):
+                    analyses[(trajectory, analysis)] = finish
+        changes = EtaChanges()
+        _moved(self.trajectories, trajectories, changes.trajectories)
+        _moved(self.submissions, submissions, changes.submissions)
+        self._moved_analyses(analyses, changes.analyses)
+        if not (changes.trajectories or changes.submissions or changes.analyses):
+            return None
+        return changes
+
+    def _finishes(self, cluster_id: int, cluster: _Cluster, wall: float) -> Iterable[tuple[BatchKey, float]]:
+        """When each of the cluster's batches finishes, in seconds from now (math.inf: unknown)."""
+        mean = self.durations.mean
+        running = len(cluster.running)
+        if cluster.waiting:
+            cluster.workers.append(running)
+        workers = max(max(cluster.workers, default=0), running, 1)
+        ahead = 0.0  # work (seconds of one worker) before the next waiting job can start
+        unknown = False
+        own: dict[BatchKey, float] = {}  # each batch's running jobs: the longest time left
+        for key, kind, started in cluster.running.values():
+            d = mean(cluster_id, kind)
+            if d is None:
+                unknown = True
+                own[key] = math.inf
+                continue
+            left = d / 2 if started is None else max(d - max(0.0, wall - started), d * OVERRUN)
+            ahead += left
+            if left > own.get(key, 0.0):
+                own[key] = left
+        for key, batch in cluster.batches.items():
+            finish = own.get(key, 0.0)
+            if batch.waiting:
+                for kind, n in batch.waiting.items():
+                    d = mean(cluster_id, kind)
+                    if d is None:
+                        unknown = True
+                        break
+                    ahead += n * d
+                    if d > finish:
+                        finish = d
+                finish = math.inf if unknown else max(finish, ahead / workers)
+            if batch.blocked:
+                finish = math.inf
+            yield key, finish
+
+    def _moved_analyses(
+        self, estimates: dict[tuple[int, int], float], out: dict[int, list[AnalysisEta] | None]
+    ) -> None:
+        by_trajectory: dict[int, list[tuple[int, float]]] = {}
+        for (trajectory, analysis), finish in estimates.items():
+            by_trajectory.setdefault(trajectory, []).append((analysis, finish))
+        for trajectory in self.analyses.keys() - by_trajectory.keys():
+            del self.analyses[trajectory]
+            out[trajectory] = None
+        for trajectory, figures in by_trajectory.items():
+            figures.sort(reverse=True)  # the most recent analyses first
+            published = {a.id: a.eta for a in self.analyses.get(trajectory, ())}
+            now = [
+                AnalysisEta(id=analysis, eta=settle(published.get(analysis), _known(finish)))
+                for analysis, finish in figures[:MAX_ANALYSES]
+            ]
+            if now != self.analyses.get(trajectory):
+                self.analyses[trajectory] = now
+                out[trajectory] = now
+
+
+def _known(finish: float) -> float | None:
+    return None if finish == math.inf else finish
+
+
+def _moved(published: dict[int, int | None], estimates: dict[int, float], out: dict[int, int | None]) -> None:
+    """Hand out (into `out`, and remember) the figures that moved; owners with nothing left go back to None."""
+    for owner in published.keys() - estimates.keys():
+        if published.pop(owner) is not None:
+            out[owner] = None
+    for owner, finish in estimates.items():
+        before = published.get(owner)
+        figure = published[owner] = settle(before, _known(finish))
+        if figure != before:
+            out[owner] = figure
