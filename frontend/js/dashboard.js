@@ -8,6 +8,7 @@
 import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
+import { timeLeft, unfinished } from "./eta.js";
 import { colour, word } from "./rules.js";
 import { ICON } from "./tree.js";
 import { ago, menuAt, placeChildren, setAttr, setText } from "./ui.js";
@@ -192,7 +193,7 @@ export class Dashboard {
     el.setAttribute("aria-labelledby", `card-${id}`);
     el.innerHTML = `<div class="card-top"><h2 class="card-title" id="card-${id}"><span class="icon" aria-hidden="true"></span>
       <span class="title-text"></span></h2><button class="menu-button" type="button" aria-haspopup="menu" data-menu="${id}">⋯</button></div>
-      <p class="meta"><span class="progress"></span><span class="state"></span><span class="when quiet"></span></p>`;
+      <p class="meta"><span class="progress"></span><span class="state"></span><span class="eta"></span><span class="when quiet"></span></p>`;
     return el;
   }
 
@@ -202,7 +203,7 @@ export class Dashboard {
     const [top, meta] = el.children;
     const [title, button] = top.children;
     const [icon, text] = title.children;
-    const [progress, state, when] = meta.children;
+    const [progress, state, eta, when] = meta.children;
     const c = s ? colour(s.status) : "neutral";
     el.className = `card ${app.team.isGlowing(id) ? "glow" : ""}`;
     title.className = `card-title ${s ? c : ""}`;
@@ -215,6 +216,8 @@ export class Dashboard {
     const young = listed && now - Date.parse(listed.created_at) < DAY;
     setText(progress, s ? `${s.completed}/${s.total} jobs completed` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
     setText(state, s ? word(s.status) : "");
+    setText(eta, s && unfinished(s.counts) ? timeLeft(s.eta) : "");
+    eta.hidden = !eta.textContent;
     setText(when, s ? ago(s.updated_at, now) : "");
   }
 }

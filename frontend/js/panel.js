@@ -1,6 +1,7 @@
 // The panel at the right of the dashboard: one trajectory's jobs (or one submission's tasks), and its analyses.
 import { param, setParams } from "./address.js";
 import { app } from "./context.js";
+import { timeLeft } from "./eta.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
 import { follow, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
@@ -147,7 +148,7 @@ export class Panel {
   _analysisRow(row) {
     const tr = document.createElement("tr");
     tr.dataset.analysis = row.id;
-    tr.innerHTML = `<td class="plugin"></td><td class="frames"><span class="done"></span><span class="failed red"></span><span class="left quiet"></span></td>
+    tr.innerHTML = `<td class="plugin"></td><td class="frames"><span class="done"></span><span class="failed red"></span><span class="left quiet"></span><span class="eta"></span></td>
       <td class="started"></td><td><div class="actions"><button type="button" data-retry-frames>Retry Failed Frames</button>
       <button type="button" class="delete" data-delete>Delete analysis</button></div></td>`;
     return tr;
@@ -155,17 +156,25 @@ export class Panel {
 
   _fillAnalysis(tr, row, now) {
     const [plugin, frames, started, actions] = tr.children;
-    const [done, failed, left] = frames.children;
+    const [done, failed, left, eta] = frames.children;
     setText(plugin, row.plugin);
     setText(done, `${row.completed}/${row.frames} frames done`);
     setText(failed, row.failed ? `${row.failed} failed` : "");
     setText(left, row.running + row.queued ? `${row.running + row.queued} to go` : "");
+    setText(eta, row.running + row.queued ? timeLeft(this._analysisEta(row.id)) : "");
     setText(started, clock(row.created_at, now));
     const [retry, del] = actions.firstElementChild.children;
     setAttr(retry, "aria-label", `Retry Failed Frames of ${row.plugin}`);
     setAttr(retry, "aria-disabled", row.failed ? null : "true");
     retry.classList.toggle("unavailable", !row.failed);
     setAttr(del, "aria-label", `Delete analysis ${row.plugin} (${clock(row.created_at, now)})`);
+  }
+
+  /** An analysis's estimated seconds left, from its trajectory's summary (null: unknown). */
+  _analysisEta(analysisId) {
+    const s = app.team.summaries.get(this.id);
+    const found = s && s.analyses ? s.analyses.find((a) => a.id === analysisId) : null;
+    return found ? found.eta : null;
   }
 
   async _analysisClick(e) {

@@ -9,6 +9,7 @@ import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { buckets, colour, word } from "./rules.js";
+import { timeLeft, unfinished } from "./eta.js";
 import { ICON, JobTree } from "./tree.js";
 import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
 import { ago, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
@@ -219,14 +220,14 @@ export class Popover {
     el.innerHTML = `<div class="head" role="treeitem" aria-expanded="false" tabindex="-1" data-head="${id}" data-key="t:${id}">
       <span class="icon" aria-hidden="true"></span><span class="name"></span>
       <button class="menu-button" type="button" tabindex="-1" aria-haspopup="menu">⋯</button>
-      <span class="meta"><span class="progress"></span><span class="state"></span><span class="when quiet"></span></span></div>`;
+      <span class="meta"><span class="progress"></span><span class="state"></span><span class="eta"></span><span class="when quiet"></span></span></div>`;
     return el;
   }
 
   _fill(el, s, now, gone, tabbable) {
     const head = el.firstElementChild;
     const [icon, name, button, meta] = head.children;
-    const [progress, state, when] = meta.children;
+    const [progress, state, eta, when] = meta.children;
     const c = colour(s.status);
     el.className = `traj ${app.team.isGlowing(s.id) ? "glow" : ""}${gone ? " gone" : ""}`;
     head.className = `head ${c}`;
@@ -238,6 +239,8 @@ export class Popover {
     setAttr(button, "aria-label", `Actions of ${s.name}`);
     setText(progress, `${s.completed}/${s.total} jobs completed`);
     setText(state, word(s.status));
+    setText(eta, unfinished(s.counts) ? timeLeft(s.eta) : "");
+    eta.hidden = !eta.textContent;
     setText(when, ago(s.updated_at, now));
     if (this.openId === s.id && this.tree && this.tree.el.parentNode !== el) el.append(this.tree.el);
   }

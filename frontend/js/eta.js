@@ -1,0 +1,34 @@
+// The estimated time left, in words (the relay estimates it: gateway/core/eta.py; null while it cannot tell).
+// Shown only for work still to do: a trajectory, an analysis or a submission with jobs queued, running or held.
+
+/** Whether counts per status hold unfinished work. */
+export function unfinished(counts) {
+  if (!counts) return false;
+  return (counts.queued || 0) + (counts.retrying || 0) + (counts.running || 0) + (counts.holding || 0) + (counts.silent || 0) > 0;
+}
+
+/** "about 12 min left", "less than a minute left", "about 1 h 20 min left", "time left unknown". */
+export function timeLeft(seconds) {
+  const words = duration(seconds);
+  return words === null ? "time left unknown" : `${words} left`;
+}
+
+/** The same for a column headed TIME LEFT: "about 12 min", "less than a minute", "unknown". */
+export function timeLeftShort(seconds) {
+  return duration(seconds) ?? "unknown";
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds < 0) return null;
+  if (seconds < 60) return "less than a minute";
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `about ${minutes} min`;
+  if (seconds < 10 * 3600) {
+    const tens = Math.round(seconds / 600) * 10; // to ten minutes: "about 1 h 20 min"
+    const h = Math.floor(tens / 60), m = tens % 60;
+    return m ? `about ${h} h ${m} min` : `about ${h} h`;
+  }
+  const hours = Math.round(seconds / 3600);
+  if (hours < 48) return `about ${hours} h`;
+  return `about ${Math.round(seconds / 86400)} days`;
+}

@@ -1,0 +1,26 @@
+// The estimated time left in words: `node --test frontend/tests/`.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { timeLeft, timeLeftShort, unfinished } from "../js/eta.js";
+
+test("the time left in the words a person expects", () => {
+  const cases = [
+    [null, "time left unknown"], [undefined, "time left unknown"], [0, "less than a minute left"],
+    [59, "less than a minute left"], [60, "about 1 min left"], [720, "about 12 min left"],
+    [3569, "about 59 min left"], [3600, "about 1 h left"], [4800, "about 1 h 20 min left"],
+    [9 * 3600 + 50 * 60, "about 9 h 50 min left"], [36000, "about 10 h left"], [47 * 3600, "about 47 h left"],
+    [3 * 86400, "about 3 days left"],
+  ];
+  for (const [seconds, words] of cases) assert.equal(timeLeft(seconds), words, String(seconds));
+});
+
+test("a column headed TIME LEFT says it shorter", () => {
+  assert.deepEqual([timeLeftShort(720), timeLeftShort(30), timeLeftShort(null)], ["about 12 min", "less than a minute", "unknown"]);
+});
+
+test("only unfinished work has a time left", () => {
+  assert.equal(unfinished({ queued: 0, retrying: 0, running: 1, completed: 4 }), true);
+  assert.equal(unfinished({ holding: 2 }), true);
+  assert.equal(unfinished({ queued: 0, running: 0, completed: 9, failed: 1 }), false);
+  assert.equal(unfinished(undefined), false);
+});
