@@ -9,8 +9,8 @@
 import { setParams } from "./address.js";
 import { onClusters } from "./trajectories.js";
 import { app } from "./context.js";
-import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
+import { showLifecycle } from "./lifecycle.js";
 import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
@@ -28,14 +28,23 @@ export const STATUS_COLOUR = { running: "blue", pending: "amber", holding: "ambe
 export const STATUSES = ["upload_pending", "uploading", "sync_pending", "syncing", "sync_failed", "pending", "holding",
   "running", "success", "downloaded", "failed", "preempted"];
 const PRIORITY = /^-?\d+$/;
+let current = null; // the page: the task menu reads what it knows of the submission whose tasks are shown
 export const PAGE_SIZE = 100;
 const RELOAD_EVERY = 1000; // ms: a window that moved is read again at most this often
 const number = new Intl.NumberFormat();
 
+/** A column header: its sort button; STATUS also has a help button, which opens how a submission moves. */
+function headerCell(key, label) {
+  const sort = `<button type="button" class="sort" data-sort="${key}">${label}</button>`;
+  if (key !== "status") return sort;
+  return `<div class="with-help">${sort}<button type="button" class="col-help" data-lifecycle aria-haspopup="dialog"
+    aria-label="How a submission moves through its statuses" title="How a submission moves">?</button></div>`;
+}
+
 /** The view in the address: sort, dir, status, project, user, q, page (1-based); defaults left out. */
 export function readView(search = location.search) {
   const p = new URLSearchParams(search);
-  const sort = COLUMNS.some(([k]) => k === p.get("sort") && !UNSORTED.has(k)) ? p.get("sort") : "created_at";
+  const sort = COLUMNS.some(([k]) => k === p.get("sort")) ? p.get("sort") : "created_at";
   const dir = p.get("dir") === "asc" || p.get("dir") === "desc" ? p.get("dir") : sort === "created_at" ? "desc" : "asc";
   const page = Math.max(1, Math.floor(Number(p.get("page"))) || 1);
   return { sort, dir, status: p.get("status") || "", project: p.get("project") || "", user: p.get("user") || "", q: p.get("q") || "", page };
@@ -89,6 +98,8 @@ export class SubmissionsPage {
     this.loadedAt = 0;
     this.error = "";
     this.projects = [];
+    this.opened = null; // the latest row of the submission whose tasks the panel shows
+    current = this;
     app.team.onSubmissions((rows, reload) => this.onRows(rows, reload));
   }
 
@@ -100,6 +111,7 @@ export class SubmissionsPage {
     const shown = new Map(this.rows.map((r, i) => [r.id, i]));
     for (const r of rows) {
       if (this.during) this.during.set(r.id, r);
+      if (this.opened && this.opened.id === r.id) this.opened = r;
       const at = shown.get(r.id);
       if (at !== undefined) {
         const before = this.rows[at];
@@ -189,19 +201,19 @@ export class SubmissionsPage {
         <div class="filters"></div>
         <button type="button" class="actions-button" aria-haspopup="menu">Actions</button>
         <a class="export" download>Export CSV</a>
+        <a class="lifecycle-link" href="/submissions/lifecycle.svg" data-lifecycle aria-haspopup="dialog">How a submission moves</a>
         <span class="selection quiet" aria-live="polite"></span>
         <button type="button" class="news" hidden></button></div>
       <p class="load-error red" role="alert" hidden></p>
       <div class="table-scroll">
       <table class="submissions" role="grid" aria-multiselectable="true" aria-label="Submissions"><thead><tr>${COLUMNS.map(([k, label]) =>
-        `<th scope="col" data-col="${k}"><button type="button" class="sort" data-sort="${k}">${label}</button></th>`).join("")}</tr></thead>
+        `<th scope="col" data-col="${k}">${headerCell(k, label)}</th>`).join("")}</tr></thead>
       <tbody></tbody></table></div>
       <p class="empty quiet" hidden>No submissions</p>
       <nav class="pager" aria-label="Pages of submissions"><span class="range" aria-live="polite"></span>
         <button type="button" data-go="first">First</button><button type="button" data-go="prev">Previous</button>
         <button type="button" data-go="next">Next</button><button type="button" data-go="last">Last</button></nav>`;
     this.tbody = this.main.querySelector("tbody");
-    for (const [k, label] of COLUMNS) if (UNSORTED.has(k)) this.main.querySelector(`th[data-col="${k}"]`).textContent = label;
     this.table = this.main.querySelector("table");
     this.trs = new Map();
     this.filterSignature = "";
@@ -324,11 +336,10 @@ export class SubmissionsPage {
     }
     // One line, whatever the counts: the share done, the rest in the bar's tooltip.
     setText(words, r.tasks ? `${r.counts.completed || 0}/${r.tasks} done` : "");
-    setText(c[10], unfinished(r.counts) ? timeLeftShort(r.eta) : ""); // only while tasks wait or run
-    setText(c[11], String(r.tasks));
-    setText(c[12], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
-    setText(c[13], r.created_at ? clock(r.created_at) : "");
-    setAttr(c[13], "title", r.created_at ? new Date(r.created_at).toLocaleString() : null);
+    setText(c[10], String(r.tasks));
+    setText(c[11], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
+    setText(c[12], r.created_at ? clock(r.created_at) : "");
+    setAttr(c[12], "title", r.created_at ? new Date(r.created_at).toLocaleString() : null);
   }
 
   /** Wire the page's events once per mount; rows change in place as they stream. */
@@ -340,6 +351,8 @@ export class SubmissionsPage {
       typing = setTimeout(() => this.go({ q: e.target.value.trim(), page: 1 }), 250);
     });
     this.main.addEventListener("click", (e) => {
+      const help = e.target.closest("[data-lifecycle]");
+      if (help && !(e.ctrlKey || e.metaKey || e.shiftKey)) { e.preventDefault(); showLifecycle(help); return; } // else: the SVG in a tab
       const th = e.target.closest("[data-sort]");
       if (th) {
         const k = th.dataset.sort;
@@ -359,7 +372,7 @@ export class SubmissionsPage {
     });
     this.main.addEventListener("dblclick", (e) => {
       const tr = e.target.closest("[data-sub]");
-      if (tr) this.openTasks(this.known.get(Number(tr.dataset.sub)), tr);
+      if (tr) this._openTasks(Number(tr.dataset.sub), tr);
     });
     this.main.addEventListener("keydown", (e) => {
       const tr = e.target.closest("[data-sub]");
@@ -377,7 +390,7 @@ export class SubmissionsPage {
         this.trs.get(next)?.focus();
       } else if (e.key === "Enter") {
         e.preventDefault();
-        this.openTasks(this.known.get(id), tr);
+        this._openTasks(id, tr);
       } else if (e.key === " ") {
         e.preventDefault();
         this._select(id, { ctrlKey: e.ctrlKey || e.metaKey, shiftKey: e.shiftKey });
@@ -404,6 +417,11 @@ export class SubmissionsPage {
       if (!this.selected.has(id)) this._select(id, {});
       this._menu({ x: e.clientX, y: e.clientY }, tr);
     });
+  }
+
+  _openTasks(id, tr) {
+    this.opened = this.known.get(id) || null;
+    this.openTasks(this.opened, tr);
   }
 
   _select(id, e) {
@@ -479,9 +497,15 @@ export function submissionActions(ids, rows, opener, target) {
   ];
 }
 
-/** The menu on one task of a submission (the panel opened from the Submissions page). */
+/** The menu on one task of a submission (the panel opened from the Submissions page). Retry Sync is its
+ * submission's (the data is synced once for all its tasks): offered while that sync failed, or when the page does
+ * not know (the gateway then says whether there was one). */
 export function taskMenu(job, anchor, x, y) {
-  menu(x, y, taskItems({ tasks: [job.id] }, anchor.closest(".tree"), anchor), `Actions of task ${job.name}`, anchor);
+  const target = anchor.closest(".tree");
+  const items = taskItems({ tasks: [job.id] }, target, anchor);
+  const row = current?.opened?.id === job.submission_id ? current.opened : current?.known.get(job.submission_id);
+  if (!row || row.status === "sync_failed") items.push(["Retry Sync", () => actOn("Retry Sync", { action: "retry_sync", tasks: [job.id] }, target)]);
+  menu(x, y, items, `Actions of task ${job.name}`, anchor);
 }
 
 async function editInstanceType(ids, rows, opener, target) {

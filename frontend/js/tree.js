@@ -173,7 +173,8 @@ export class JobTree {
     const s = this.state;
     this.rows = this.rows.map((r) => {
       if (latest.has(r.key)) return latest.get(r.key);
-      if (r.group) { const g = s.groups.get(r.group.key); return g ? { ...r, group: g } : { ...r, gone: true }; }
+      // Filtered, a group missing from the fresh rows lists none of the jobs any more: gone, its last counts kept.
+      if (r.group) { const g = this.o.filter ? null : s.groups.get(r.group.key); return g ? { ...r, group: g } : { ...r, gone: true }; }
       const job = s.jobs.get(r.job.id);
       return job ? { ...r, job } : { ...r, gone: true };
     });
