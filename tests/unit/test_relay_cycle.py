@@ -306,6 +306,37 @@ async def test_a_finish_goes_out_once_even_when_its_relay_died_before_recording_
     assert not await writer.fetchval("select open from trajectory_waves where trajectory_id = $1", team.trajectory_id)
 
 
+async def test_a_wave_a_person_cut_short_closes_silently_and_stays_silent_after_a_takeover(
+    url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
+) -> None:
+    """One frame completed, the other was removed while it ran (Remove Running Jobs): no notice, no glow; the
+    wave is closed all the same, and a successor that finds it open reads from the jobs that it was cut short."""
+    team = await make_team(writer)
+    broker = MemoryBroker()
+    relay = await take_over(url, relays, broker, epoch=3, settle=0.0)
+    await relay.run()
+    done, removed = await insert_jobs(writer, team, 2)
+    await writer.execute("update jobs set status = 'running' where id = any($1::bigint[])", [done, removed])
+    await relay.run()  # the wave opens
+    await writer.execute("update jobs set status = 'completed' where id = $1", done)
+    await writer.execute("update jobs set removed_at = now() where id = $1", removed)
+    await relay.run()
+    await relay.run()
+    trajectory, team_channel = channels.trajectory(team.trajectory_id), channels.team(team.id)
+
+    async def finishes(r: Relaying) -> list[object]:
+        return [m for c in (trajectory, team_channel) for m in await r.messages(c) if isinstance(m, Notice | Glow)]
+
+    assert await finishes(relay) == []
+    assert not await writer.fetchval("select open from trajectory_waves where trajectory_id = $1", team.trajectory_id)
+    await writer.execute("update trajectory_waves set open = true where trajectory_id = $1", team.trajectory_id)
+    successor = await take_over(url, relays, broker, epoch=4, settle=0.0)
+    await successor.run()
+    await successor.run()
+    assert await finishes(successor) == []
+    assert not await writer.fetchval("select open from trajectory_waves where trajectory_id = $1", team.trajectory_id)
+
+
 async def test_membership_changes_are_announced_to_every_node(
     url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
 ) -> None:
