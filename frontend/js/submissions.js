@@ -9,6 +9,7 @@
 import { setParams } from "./address.js";
 import { onClusters } from "./trajectories.js";
 import { app } from "./context.js";
+import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
 import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
@@ -44,7 +45,7 @@ function headerCell(key, label) {
 /** The view in the address: sort, dir, status, project, user, q, page (1-based); defaults left out. */
 export function readView(search = location.search) {
   const p = new URLSearchParams(search);
-  const sort = COLUMNS.some(([k]) => k === p.get("sort")) ? p.get("sort") : "created_at";
+  const sort = COLUMNS.some(([k]) => k === p.get("sort") && !UNSORTED.has(k)) ? p.get("sort") : "created_at";
   const dir = p.get("dir") === "asc" || p.get("dir") === "desc" ? p.get("dir") : sort === "created_at" ? "desc" : "asc";
   const page = Math.max(1, Math.floor(Number(p.get("page"))) || 1);
   return { sort, dir, status: p.get("status") || "", project: p.get("project") || "", user: p.get("user") || "", q: p.get("q") || "", page };
@@ -214,6 +215,7 @@ export class SubmissionsPage {
         <button type="button" data-go="first">First</button><button type="button" data-go="prev">Previous</button>
         <button type="button" data-go="next">Next</button><button type="button" data-go="last">Last</button></nav>`;
     this.tbody = this.main.querySelector("tbody");
+    for (const [k, label] of COLUMNS) if (UNSORTED.has(k)) this.main.querySelector(`th[data-col="${k}"]`).textContent = label;
     this.table = this.main.querySelector("table");
     this.trs = new Map();
     this.filterSignature = "";
@@ -336,10 +338,11 @@ export class SubmissionsPage {
     }
     // One line, whatever the counts: the share done, the rest in the bar's tooltip.
     setText(words, r.tasks ? `${r.counts.completed || 0}/${r.tasks} done` : "");
-    setText(c[10], String(r.tasks));
-    setText(c[11], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
-    setText(c[12], r.created_at ? clock(r.created_at) : "");
-    setAttr(c[12], "title", r.created_at ? new Date(r.created_at).toLocaleString() : null);
+    setText(c[10], unfinished(r.counts) ? timeLeftShort(r.eta) : ""); // only while tasks wait or run
+    setText(c[11], String(r.tasks));
+    setText(c[12], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
+    setText(c[13], r.created_at ? clock(r.created_at) : "");
+    setAttr(c[13], "title", r.created_at ? new Date(r.created_at).toLocaleString() : null);
   }
 
   /** Wire the page's events once per mount; rows change in place as they stream. */
