@@ -5,11 +5,10 @@
 // tree is held (the pointer over it, a menu open ...) its rows keep their places: new jobs wait, announced.
 // Keyboard: one row is in the tab order; arrows move, Enter or Space opens a group, the context-menu key (or
 // Shift+F10) opens the trajectory's actions.
-import { attemptLabel, colour, groupLabel, listedStatus, word } from "./rules.js";
+import { attemptLabel, colour, groupLabel, groupStatus, listedStatus, word } from "./rules.js";
 import { clusterName } from "./trajectories.js";
 import { ago, isMenuKey, placeChildren, setAttr, setText, took } from "./ui.js";
 import { newsText } from "./order.js";
-import { groupStatus } from "./rules.js";
 
 const ROW = 34; // px, every row (a job's cluster, attempt and error sit under its name)
 export const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", grey: "◌", neutral: "•" }; // colour is never the only signal
@@ -21,10 +20,11 @@ export function silentSince(at) {
 const RETRYABLE = new Set(["failed", "preempted"]); // counted as Failed: Retry Failed Frames takes both
 
 /** A group as a filtered tree lists it (a submission's tasks): counted from the jobs it lists, not from all the
- * frame's jobs the server counts, so that its `2/3` is over the rows under it (and its colour theirs). */
+ * frame's jobs the server counts, so that its `2/3` is over the rows under it (and its colour theirs). Each job
+ * counts under the status it is listed with, as the server counts (a silent cluster's are `silent`). */
 function listedGroup(group, jobs) {
   const counts = Object.fromEntries(Object.keys(group.counts).map((status) => [status, 0]));
-  for (const job of jobs) counts[job.status] = (counts[job.status] || 0) + 1;
+  for (const job of jobs) counts[listedStatus(job)] = (counts[listedStatus(job)] || 0) + 1;
   return { ...group, counts, total: jobs.length, status: groupStatus(counts), label: groupLabel(group.key, jobs.length) };
 }
 
