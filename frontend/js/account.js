@@ -10,7 +10,17 @@ const ROLES = { owner: "Owner", admin: "Admin", member: "Member" };
 export async function signOut() {
   if (app.live) app.live.stop(); // its socket is closed with the session: no renewal, no "session ended" page
   await fetch("/api/sign-out", { method: "POST" }).catch(() => null);
+  forget(localStorage);
+  forget(sessionStorage);
   location.assign("/?signin=out");
+}
+
+/** What this person's pages kept in the browser (the bell's toasts, the trajectories they opened today, the
+ * notification switch): a shared machine keeps none of it once they sign out. */
+function forget(storage) {
+  try {
+    for (const key of Object.keys(storage)) if (key.startsWith("jobs.")) storage.removeItem(key);
+  } catch { /* storage refused: nothing was kept either */ }
 }
 
 export class AccountPage {

@@ -32,8 +32,13 @@ async def test_sign_out_is_on_every_page_by_keyboard_and_the_old_cookie_no_longe
         await page.goto(f"{base}{where}")
         await page.get_by_role("button", name="Sign out").wait_for()
         await page.get_by_role("link", name="Account").wait_for()
+    # What the pages keep in the browser for this person (the bell's list of toasts, trajectories opened today).
+    await page.evaluate("localStorage.setItem(`jobs.toasts.${1}`, '[]'); localStorage.setItem('jobs.mine.1', '{}')")
+    assert "jobs.mine.1" in await page.evaluate("Object.keys(localStorage)")
     await page.focus("#ring")
-    await page.keyboard.press("Tab")  # the next stop after the Jobs ring
+    await page.keyboard.press("Tab")  # the Jobs ring, its bell of notifications, then Sign out
+    assert await page.evaluate("document.activeElement.id") == "bell"
+    await page.keyboard.press("Tab")
     assert await page.evaluate("document.activeElement.textContent") == "Sign out"
     await page.keyboard.press("Enter")
     await page.wait_for_url(f"{base}/?signin=out")
@@ -41,6 +46,7 @@ async def test_sign_out_is_on_every_page_by_keyboard_and_the_old_cookie_no_longe
     assert "You have signed out." in await page.inner_text("main")
     assert await page.locator("#sign-out").is_hidden()
     assert await page.context.cookies() == []
+    assert [k for k in await page.evaluate("Object.keys(localStorage)") if k.startswith("jobs.")] == []
     await old_cookie_refused(stack, team.token)
 
 
