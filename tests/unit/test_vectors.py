@@ -86,6 +86,11 @@ def test_group_label(case: dict[str, Any]) -> None:
     assert group_label(case["key"], case["jobs"]) == case["expect"]
 
 
+@pytest.mark.parametrize("case", cases("attempt_label"), ids=lambda c: str(c["attempts"]))
+def test_attempt_label(case: dict[str, Any]) -> None:
+    assert attempt_label(case["attempts"]) == case["expect"], case.get("why")
+
+
 @pytest.mark.parametrize("case", cases("group_opens_by_itself"))
 def test_groups_with_transfers_open_by_themselves(case: dict[str, Any]) -> None:
     assert make_group(case["key"], Counts(queued=1), None).open is case["expect"]
