@@ -24,6 +24,7 @@ from gateway.core import envelope
 from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
+from gateway.core.status import LISTED
 from gateway.embedded import EmbeddedValkey, free_port
 from harness.follower import Follower
 from harness.world import Process, World, postgres_proxy, spawn, wait_http
@@ -102,7 +103,7 @@ async def burst(pool: asyncpg.Pool, ids: list[int], seconds: float, writers: int
 async def database_state(pool: asyncpg.Pool, team: Team) -> tuple[dict[int, tuple[str, int]], dict[str, int]]:
     rows = await pool.fetch("select id, status, version from jobs where team_id = $1 and removed_at is null", team.id)
     jobs = {r["id"]: (r["status"], r["version"]) for r in rows}
-    counts = {s: 0 for s in ("queued", "retrying", "running", "completed", "failed", "holding", "preempted", "silent")}
+    counts = dict.fromkeys(LISTED, 0)
     for status, _ in jobs.values():
         counts[status] += 1
     return jobs, counts
@@ -394,21 +395,7 @@ async def test_jobs_past_retention_drop_out_with_exact_counts(world: World, wpoo
         fresh = await insert_jobs(wpool, wteam, 2)
         trajectory = f"trajectory:{wteam.trajectory_id}"
         await f.wait_for(lambda f: set(f.listed(trajectory)) == set(fresh), timeout=10)
-        await f.wait_for(
-            lambda f: (
-                f.channels[f"team:{wteam.id}"].counts
-                == {
-                    "queued": 2,
-                    "retrying": 0,
-                    "running": 0,
-                    "completed": 0,
-                    "failed": 0,
-                    "holding": 0,
-                    "preempted": 0,
-                    "silent": 0,
-                }
-            )
-        )
+        await f.wait_for(lambda f: f.channels[f"team:{wteam.id}"].counts == {**dict.fromkeys(LISTED, 0), "queued": 2})
         # Tombstones stay: a late report cannot bring a job back.
         assert (
             await wpool.fetchval(

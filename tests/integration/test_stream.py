@@ -8,6 +8,7 @@ import random
 import asyncpg
 
 from gateway.core.batching import TEAM_INTERVAL
+from gateway.core.status import LISTED
 from harness.follower import Follower
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs, make_team
@@ -69,9 +70,7 @@ async def test_concurrent_writers_converge_with_exact_counts(stack: Stack, pool:
 
         rows = await pool.fetch("select id, status, version from jobs where trajectory_id = $1", team.trajectory_id)
         expected = {r["id"]: (r["status"], r["version"]) for r in rows}
-        counts = {
-            s: 0 for s in ("queued", "retrying", "running", "completed", "failed", "holding", "preempted", "silent")
-        }
+        counts = dict.fromkeys(LISTED, 0)
         for status, _ in expected.values():
             counts[status] += 1
 
