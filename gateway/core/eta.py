@@ -122,25 +122,84 @@ class Durations:
 class _Batch:
     """A cluster's unfinished jobs of one trajectory, submission and analysis."""
 
-    __slots__ = ("waiting", "running", "blocked")
+    __slots__ = ("waiting", "running", "blocked", "latest")
 
     def __init__(self) -> None:
         self.waiting: dict[str, int] = {}  # kind -> jobs queued or retrying
-        self.running = 0
+        self.running: dict[str, int] = {}  # kind -> jobs running
         self.blocked = 0  # holding, silent, or a status the estimate does not know
-
-    def empty(self) -> bool:
-        return not (self.waiting or self.running or self.blocked)
+        self.latest = 0.0  # when its last running job started (the one with the most left)
 
 
 class _Cluster:
-    __slots__ = ("batches", "running", "waiting", "workers")
+    """A cluster's unfinished work: its batches in order, and its running jobs with their sums per kind (a
+    refresh then costs a few operations per kind and per batch, not one per running job)."""
+
+    __slots__ = ("batches", "running", "waiting", "run_n", "run_started", "workers")
 
     def __init__(self) -> None:
         self.batches: dict[BatchKey, _Batch] = {}  # in the order they arrived: first come, first served
-        self.running: dict[int, tuple[BatchKey, str, float | None]] = {}  # job id -> batch, kind, started
+        self.running: dict[int, tuple[BatchKey, str, float]] = {}  # job id -> batch, kind, started
         self.waiting = 0  # jobs queued or retrying
+        self.run_n: dict[str, int] = {}  # kind -> jobs running
+        self.run_started: dict[str, float] = {}  # kind -> the sum of their start times
         self.workers: deque[int] = deque(maxlen=WORKER_SAMPLES)
+
+    def start(self, job_id: int, key: BatchKey, kind: str, started: float) -> None:
+        batch = self.batches.get(key)
+        if batch is None:
+            batch = self.batches[key] = _Batch()
+        batch.running[kind] = batch.running.get(kind, 0) + 1
+        if started > batch.latest:
+            batch.latest = started
+        self.running[job_id] = (key, kind, started)
+        self.run_n[kind] = self.run_n.get(kind, 0) + 1
+        self.run_started[kind] = self.run_started.get(kind, 0.0) + started
+
+    def stop(self, job_id: int) -> None:
+        was = self.running.pop(job_id, None)
+        if was is None:
+            return  # not counted (the estimate started after it)
+        key, kind, started = was
+        n = self.run_n[kind] - 1
+        if n:
+            self.run_n[kind] = n
+            self.run_started[kind] -= started
+        else:
+            del self.run_n[kind], self.run_started[kind]  # no rounding left behind
+        batch = self.batches[key]
+        n = batch.running[kind] - 1
+        if n:
+            batch.running[kind] = n
+        else:
+            del batch.running[kind]
+            if not batch.running:
+                batch.latest = 0.0
+                if not (batch.waiting or batch.blocked):
+                    del self.batches[key]
+
+    def count(self, key: BatchKey, kind: str, status: str, n: int) -> None:
+        """Count `n` (negative: take away) jobs of a batch in a status that is not running."""
+        batch = self.batches.get(key)
+        if batch is None:
+            if n < 0:
+                return  # not counted (the estimate started after it): nothing to take away
+            batch = self.batches[key] = _Batch()
+        if status in WAITING:
+            waiting = batch.waiting
+            have = waiting.get(kind, 0)
+            if have + n > 0:
+                waiting[kind] = have + n
+                self.waiting += n
+            else:
+                self.waiting -= have
+                waiting.pop(kind, None)
+        elif batch.blocked + n > 0:
+            batch.blocked += n
+        else:
+            batch.blocked = 0
+        if not (batch.waiting or batch.running or batch.blocked):
+            del self.batches[key]
 
 
 class WaitingWork(msgspec.Struct, array_like=True):
@@ -208,18 +267,16 @@ class EtaTracker:
         for d in snapshot.durations:
             self.durations.seed(d.cluster, d.kind, d.samples, d.mean)
         for w in snapshot.waiting:
-            self._add(self._cluster(w.cluster), (w.trajectory, w.submission, w.analysis), w.kind, w.status, w.jobs)
+            self._cluster(w.cluster).count((w.trajectory, w.submission, w.analysis), w.kind, w.status, w.jobs)
         for r in snapshot.running:
-            cluster = self._cluster(r.cluster)
             key = (r.trajectory, r.submission, r.analysis)
-            self._batch(cluster, key).running += 1
-            cluster.running[r.id] = (key, r.kind, r.started)
+            self._cluster(r.cluster).start(r.id, key, r.kind, r.started or 0.0)
         self._dirty = True
 
     def job_changed(self, change: Change) -> None:
         """Fold one captured change in (a change a takeover's snapshot already saw is in `load()`'s work)."""
         old, new = change.old_status, change.new_status
-        if change.counted or old == new:
+        if old == new or change.counted:
             return
         job = change.job
         cluster = self.clusters.get(job.cluster_id)
@@ -232,24 +289,18 @@ class EtaTracker:
         self._dirty = True
         key = (job.trajectory_id, job.submission_id, job.analysis_id)
         if old == RUNNING:
-            was = cluster.running.pop(job.id, None)
-            if was is not None:
-                batch = cluster.batches.get(was[0])
-                if batch is not None:
-                    batch.running -= 1
-                    if batch.empty():
-                        del cluster.batches[was[0]]
+            cluster.stop(job.id)
         elif old is not None and old not in FINISHED:
-            self._add(cluster, key, job.kind, old, -1)
-        if new is None or new in FINISHED:
+            cluster.count(key, job.kind, old, -1)
+        if new == RUNNING:
+            # A job without a start time (never, from the table's trigger) counts as started long ago.
+            started = job.started_at or job.updated_at
+            cluster.start(job.id, key, job.kind, started.timestamp() if started is not None else 0.0)
+        elif new is None or new in FINISHED:
             if new == "completed":
                 self._sample(job)
-            return
-        if new == RUNNING:
-            self._batch(cluster, key).running += 1
-            cluster.running[job.id] = (key, job.kind, job.started_at.timestamp() if job.started_at else None)
         else:
-            self._add(cluster, key, job.kind, new, 1)
+            cluster.count(key, job.kind, new, 1)
 
     def _sample(self, job: Job) -> None:
         if job.started_at is not None and job.finished_at is not None:
@@ -260,33 +311,6 @@ class EtaTracker:
         if cluster is None:
             cluster = self.clusters[cluster_id] = _Cluster()
         return cluster
-
-    @staticmethod
-    def _batch(cluster: _Cluster, key: BatchKey) -> _Batch:
-        batch = cluster.batches.get(key)
-        if batch is None:
-            batch = cluster.batches[key] = _Batch()
-        return batch
-
-    def _add(self, cluster: _Cluster, key: BatchKey, kind: str, status: str, n: int) -> None:
-        """Count `n` (negative: take away) jobs of a batch in a status that is not running."""
-        batch = cluster.batches.get(key)
-        if batch is None:
-            if n < 0:
-                return  # not counted (the estimate started after it): nothing to take away
-            batch = cluster.batches[key] = _Batch()
-        if status in WAITING:
-            have = batch.waiting.get(kind, 0)
-            n = max(n, -have)
-            if have + n:
-                batch.waiting[kind] = have + n
-            else:
-                batch.waiting.pop(kind, None)
-            cluster.waiting += n
-        else:
-            batch.blocked = max(0, batch.blocked + n)
-        if batch.empty():
-            del cluster.batches[key]
 
     # -- output
 
@@ -330,29 +354,41 @@ class EtaTracker:
 
     def _finishes(self, cluster_id: int, cluster: _Cluster, wall: float) -> Iterable[tuple[BatchKey, float]]:
         """When each of the cluster's batches finishes, in seconds from now (math.inf: unknown)."""
-        mean = self.durations.mean
+        known = self.durations.mean
+        means: dict[str, float | None] = {}
+
+        def mean(kind: str) -> float | None:
+            if kind not in means:
+                means[kind] = known(cluster_id, kind)
+            return means[kind]
+
         running = len(cluster.running)
         if cluster.waiting:
             cluster.workers.append(running)
         workers = max(max(cluster.workers, default=0), running, 1)
         ahead = 0.0  # work (seconds of one worker) before the next waiting job can start
         unknown = False
-        own: dict[BatchKey, float] = {}  # each batch's running jobs: the longest time left
-        for key, kind, started in cluster.running.values():
-            d = mean(cluster_id, kind)
+        for kind, n in cluster.run_n.items():  # what the running jobs have left: their mean less how long they ran
+            d = mean(kind)
             if d is None:
                 unknown = True
-                own[key] = math.inf
                 continue
-            left = d / 2 if started is None else max(d - max(0.0, wall - started), d * OVERRUN)
-            ahead += left
-            if left > own.get(key, 0.0):
-                own[key] = left
+            left = n * (d - wall) + cluster.run_started[kind]
+            ahead += max(left, n * d * OVERRUN)
         for key, batch in cluster.batches.items():
-            finish = own.get(key, 0.0)
+            finish = 0.0
+            if batch.running:  # never sooner than its last started job's time left
+                longest, told = 0.0, True
+                for kind in batch.running:
+                    d = mean(kind)
+                    if d is None:
+                        told = False
+                        break
+                    longest = max(longest, d)
+                finish = max(longest - (wall - batch.latest), longest * OVERRUN) if told else math.inf
             if batch.waiting:
                 for kind, n in batch.waiting.items():
-                    d = mean(cluster_id, kind)
+                    d = mean(kind)
                     if d is None:
                         unknown = True
                         break
