@@ -338,7 +338,9 @@ export class SubmissionsPage {
     }
     // One line, whatever the counts: the share done, the rest in the bar's tooltip.
     setText(words, r.tasks ? `${r.counts.completed || 0}/${r.tasks} done` : "");
-    setText(c[10], unfinished(r.counts) ? timeLeftShort(r.eta) : ""); // only while tasks wait or run
+    const left = unfinished(r.counts) ? timeLeftShort(r.eta) : ""; // only while tasks wait or run
+    setText(c[10], left);
+    setAttr(c[10], "title", left || null); // "about 1 h 20 min" may be cut short
     setText(c[11], String(r.tasks));
     setText(c[12], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
     setText(c[13], r.created_at ? clock(r.created_at) : "");
