@@ -1,7 +1,7 @@
 // How a submission moves: the lifecycle diagram the gateway draws from the transition table it checks
 // (GET /submissions/lifecycle.svg), in a modal dialog. The Submissions page opens it from its "How a submission
 // moves" link and from the STATUS column's help button; Escape or Close closes it, and focus goes back.
-import { focusBack } from "./ui.js";
+import { countDialog, focusBack } from "./ui.js";
 
 let diagram = null; // the SVG's text: the table only changes with the gateway, so it is read once per page
 
@@ -34,6 +34,7 @@ export async function showLifecycle(opener = document.activeElement) {
     document.dispatchEvent(new CustomEvent("menuclosed")); // lists that waited catch up
   });
   document.body.append(dlg);
+  countDialog(dlg);
   dlg.showModal();
   dlg.querySelector(".close").focus();
   try {

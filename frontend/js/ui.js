@@ -248,6 +248,11 @@ export const isMenuKey = (e) => e.key === "ContextMenu" || (e.key === "F10" && e
 
 let openDialogs = 0;
 export const dialogOpen = () => openDialogs > 0;
+/** A modal dialog built elsewhere (the lifecycle diagram): lists behind it hold still until it closes. */
+export function countDialog(dlg) {
+  openDialogs++;
+  dlg.addEventListener("close", () => { openDialogs--; }, { once: true });
+}
 let dialogSeq = 0;
 
 /** A modal form. `fields` is HTML; `check(form)` returns an error message or null. Resolves with the form's

@@ -97,8 +97,11 @@ async def test_how_a_submission_moves_opens_from_the_page_and_from_the_status_he
     for status, (page_colour, css, svg) in colours.items():
         assert page_colour == STATUS_COLOURS[status], status
         assert css == svg, (status, css, svg)
+    # While it is open the lists behind it hold still, as behind every dialog of the page.
+    assert await page.evaluate("async () => (await import('/js/ui.js')).dialogOpen()") is True
     await page.keyboard.press("Escape")  # closes the dialog, and only that
     await page.wait_for_selector("dialog.lifecycle", state="detached")
+    assert await page.evaluate("async () => (await import('/js/ui.js')).dialogOpen()") is False
     assert await page.evaluate("document.activeElement.classList.contains('lifecycle-link')")
     # The help button beside STATUS's sort button: the same dialog; sorting is still the sort button's.
     help_button = page.locator("th[data-col='status'] button.col-help")
