@@ -56,6 +56,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("running", "preempted", "a node is preempted", "tasks"),
     Transition("success", "downloaded", "downloaded", "cluster"),
     Transition("success", "pending", "Retry", "action"),
+    # A retry takes the downloaded mark off: the new results are downloaded again.
+    Transition("downloaded", "pending", "Retry", "action"),
     Transition("failed", "pending", "Retry Failed", "action"),
     Transition("preempted", "pending", "Retry Preempted", "action"),
 )

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from ..core.lifecycle import MEANINGS, START, STATUS_COLOURS, TRANSITIONS, Transition
 
-WIDTH, HEIGHT = 1090, 500
+WIDTH, HEIGHT = 1090, 530
 BOX_W, BOX_H = 128, 36
 # The Submissions page's palette (frontend/style.css, :root; a unit test holds the two equal). Presentation
 # attributes, not a <style>: the Content-Security-Policy refuses inline styles, and attributes are not styles.
@@ -78,6 +78,9 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("failed", "pending"): Route((482, 340), anchor="end", shift=6),
     ("success", "pending"): Route(
         (590, 446), points=((790, _MAIN + BOX_H / 2), (790, 430), (390, 430), (390, _MAIN + BOX_H / 2))
+    ),
+    ("downloaded", "pending"): Route(
+        (890, 456), points=((990, _MAIN + BOX_H / 2), (990, 470), (368, 470), (368, _MAIN + BOX_H / 2))
     ),
 }
 

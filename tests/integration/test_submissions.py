@@ -350,3 +350,42 @@ async def test_instance_types_are_the_clusters_and_others_are_refused(
         422,
         "priority: a whole number from -1000 to 1000 is required",
     )
+
+
+async def test_a_retried_downloaded_submission_is_downloaded_again_only_when_its_new_results_are(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
+    """Retry on a downloaded submission takes the mark off: once its tasks complete again it is a success, not
+    downloaded already (gateway.core.lifecycle: downloaded -> pending by Retry)."""
+    ids, _ = await tasks(cluster, team, 2)
+    sid = await submission_of(pool, ids[0])
+    for job_id in ids:
+        cluster.jobs[job_id].status = "completed"
+        cluster._report(cluster.jobs[job_id])
+    await cluster.flushed()
+    await cluster.update_submission(sid, downloaded=True)
+    window = f"/api/teams/{team.id}/submissions?sort=id&dir=desc"
+
+    async def status() -> str:
+        async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+            answer = await client.get(window, headers={"Authorization": f"Bearer {team.token}"})
+        return next(r["status"] for r in answer.json()["rows"] if r["id"] == sid)
+
+    async def becomes(wanted: str) -> None:
+        deadline = asyncio.get_running_loop().time() + 30  # a few relay cycles, on a busy machine
+        while asyncio.get_running_loop().time() < deadline:
+            if await status() == wanted:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"submission {sid} stayed {await status()}, not {wanted}")
+
+    await becomes("downloaded")
+    result = await act(stack, team, action="retry", submissions=[sid])
+    assert result["message"] == "Queued 2 task(s) for retry", result
+    assert await pool.fetchval("select downloaded_at from submissions where id = $1", sid) is None
+    await becomes("pending")
+    for job_id in ids:
+        cluster.jobs[job_id].status = "completed"
+        cluster._report(cluster.jobs[job_id])
+    await cluster.flushed()
+    await becomes("success")

@@ -43,7 +43,7 @@ def test_the_table_covers_the_twelve_statuses_of_the_submissions_document() -> N
     moved_into = {t.target for t in TRANSITIONS}
     moved_from = {t.source for t in TRANSITIONS}
     assert moved_into == set(SUBMISSION_STATUSES)  # every status can be reached ...
-    assert moved_from - {START} == set(SUBMISSION_STATUSES) - {"downloaded"}  # ... and left, but the end
+    assert moved_from - {START} == set(SUBMISSION_STATUSES)  # ... and left (downloaded: only by a Retry)
     assert len({(t.source, t.target) for t in TRANSITIONS}) == len(TRANSITIONS)  # one arrow per move
     for t in TRANSITIONS:
         if t.staging is not None:  # a cluster's staging report: to that staging, or (ready) to the tasks' phase
@@ -81,7 +81,9 @@ def _moves() -> dict[str, set[tuple[str, str]]]:
                 for action in TASK_ACTIONS.values():
                     afters.append((action.name, [action.becomes if s in action.takes else s for s in tasks]))
                 for cause, after in afters:
-                    made.setdefault(cause, set()).add((before, _status(after, downloaded)))
+                    # A retry's new attempt takes the downloaded mark off (gateway.store.tasks.set_task_status).
+                    still = downloaded and not (cause in TASK_ACTIONS and TASK_ACTIONS[cause].new_attempt)
+                    made.setdefault(cause, set()).add((before, _status(after, still)))
                 made["downloaded"].add((before, _status(tasks, True)))
     return made
 
