@@ -21,13 +21,23 @@ async def team_of_channel(pool: asyncpg.Pool, channel: Channel) -> int | None:
     return await pool.fetchval("select id from teams where id = $1", channel.id)
 
 
-async def team_of_trajectory(pool: asyncpg.Pool, trajectory_id: int) -> int | None:
-    return await pool.fetchval("select team_id from trajectories where id = $1", trajectory_id)
-
-
-async def team_of_analysis(pool: asyncpg.Pool, analysis_id: int) -> int | None:
+# A row's team, answered only to one of its members. Another team's row and a missing one both answer None through
+# the same single query: neither the answer nor its time tells whether another team's id exists (issue #35).
+async def members_team_of_trajectory(pool: asyncpg.Pool, trajectory_id: int, user_id: int) -> int | None:
     return await pool.fetchval(
-        "select t.team_id from analyses a join trajectories t on t.id = a.trajectory_id where a.id = $1", analysis_id
+        "select t.team_id from trajectories t join memberships m on m.team_id = t.team_id"
+        " where t.id = $1 and m.user_id = $2",
+        trajectory_id,
+        user_id,
+    )
+
+
+async def members_team_of_analysis(pool: asyncpg.Pool, analysis_id: int, user_id: int) -> int | None:
+    return await pool.fetchval(
+        "select t.team_id from analyses a join trajectories t on t.id = a.trajectory_id"
+        " join memberships m on m.team_id = t.team_id where a.id = $1 and m.user_id = $2",
+        analysis_id,
+        user_id,
     )
 
 

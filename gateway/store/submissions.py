@@ -139,17 +139,25 @@ async def update_staging(
     pool: asyncpg.Pool,
     submission_id: int,
     team_id: int,
+    cluster_id: int,
     staging: str | None,
     downloaded: bool | None,
     reachable: Callable[[str], Collection[str]],
 ) -> str | None:
-    """A staging cluster moves the submission's data along (`staging`), or the downloading tool marks it
-    downloaded (or not); None leaves either as it is. Returns the staging the submission was at (None: the team
-    has no such submission); nothing is written when `staging` is not among `reachable(that staging)`. The row
-    is locked while it is read and written, so a move is checked against what it moves from."""
+    """The staging cluster moves the submission's data along (`staging`), or the downloading tool (with the key of
+    the cluster that ran it) marks it downloaded (or not); None leaves either as it is. Only the submission's own
+    cluster (`cluster_id`) acts on it; one written before submissions named their cluster, any cluster of its team
+    (`sync` goes to each of those). Returns the staging the submission was at (None: this cluster has no such
+    submission, whether another cluster's, another team's or none at all); nothing is written when `staging` is
+    not among `reachable(that staging)`. The row is locked while it is read and written, so a move is checked
+    against what it moves from."""
     async with pool.acquire() as db, db.transaction():
         current: str | None = await db.fetchval(
-            "select staging from submissions where id = $1 and team_id = $2 for update", submission_id, team_id
+            "select staging from submissions where id = $1 and team_id = $2"
+            " and (cluster_id = $3 or cluster_id is null) for update",
+            submission_id,
+            team_id,
+            cluster_id,
         )
         if current is None or (staging is not None and staging not in reachable(current)):
             return current

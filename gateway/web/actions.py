@@ -15,19 +15,18 @@ from ..control.commands import preview_removal, run_action
 from ..core.control import Action
 from ..store import queries
 from ..store.tasks import Scope
-from .guards import endpoint, member, path_id, runtime_of, user
+from .guards import endpoint, members_team, path_id, runtime_of, user
 
 _encoder = msgspec.json.Encoder()
+_NOT_A_MEMBER = "only members of the team may act on its jobs"  # also for an id that does not exist
 
 
 async def _act(request: Request, action: Action, scope: Scope) -> Response:
     user_id = user(request, acting=True)
     runtime = runtime_of(request)
     raw = path_id(request)
-    team_of = queries.team_of_analysis if scope == "analysis_frames" else queries.team_of_trajectory
-    team_id = await team_of(runtime.pool, raw)
-    await member(request, user_id, team_id, "only members of the team may act on its jobs")
-    assert team_id is not None
+    team_of = queries.members_team_of_analysis if scope == "analysis_frames" else queries.members_team_of_trajectory
+    team_id = await members_team(request, user_id, team_of, raw, _NOT_A_MEMBER)
     with runtime.actions.slot(user_id, team_id):
         result = await run_action(
             runtime.pool, runtime.commands, action, team_id, scope, raw, runtime.settings.command_timeout
@@ -41,9 +40,7 @@ async def preview_remove_running(request: Request) -> Response:
     user_id = user(request)
     runtime = runtime_of(request)
     trajectory_id = path_id(request)
-    team_id = await queries.team_of_trajectory(runtime.pool, trajectory_id)
-    await member(request, user_id, team_id, "only members of the team may act on its jobs")
-    assert team_id is not None
+    team_id = await members_team(request, user_id, queries.members_team_of_trajectory, trajectory_id, _NOT_A_MEMBER)
     preview = await preview_removal(runtime.pool, team_id, trajectory_id)
     return Response(_encoder.encode(preview), media_type="application/json")
 

@@ -19,7 +19,7 @@ from ..control.commands import run_action, silence
 from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
 from ..store import analyses, clusters, queries
 from .answers import Analyses, AnalysisRow, answer
-from .guards import Refused, endpoint, member, path_id, runtime_of, user
+from .guards import Refused, endpoint, members_team, path_id, runtime_of, user
 
 _encoder = msgspec.json.Encoder()
 LISTED = 200  # analyses a listing shows, newest first
@@ -29,7 +29,9 @@ LISTED = 200  # analyses a listing shows, newest first
 async def trajectory_analyses(request: Request) -> Response:
     trajectory_id = path_id(request)
     pool = runtime_of(request).pool
-    await member(request, user(request), await queries.team_of_trajectory(pool, trajectory_id))
+    await members_team(
+        request, user(request), queries.members_team_of_trajectory, trajectory_id, "not a member of this team"
+    )
     rows = await analyses.listing(pool, trajectory_id, LISTED)
     return answer(
         Analyses(
@@ -56,9 +58,13 @@ async def delete_analysis(request: Request) -> Response:
     analysis_id = path_id(request)
     runtime = runtime_of(request)
     pool = runtime.pool
-    team_id = await queries.team_of_analysis(pool, analysis_id)
-    await member(request, user_id, team_id, "only members of the team may delete its analyses")
-    assert team_id is not None
+    team_id = await members_team(
+        request,
+        user_id,
+        queries.members_team_of_analysis,
+        analysis_id,
+        "only members of the team may delete its analyses",
+    )
     found = await analyses.find(pool, analysis_id)
     if found is None or found.deleted:
         raise Refused(404, "not_found", f"id: no analysis {analysis_id}")

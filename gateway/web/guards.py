@@ -14,6 +14,7 @@ from functools import wraps
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
+import asyncpg
 import msgspec
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
@@ -157,11 +158,23 @@ def within_rate(request: HTTPConnection, key: tuple[str, int]) -> None:
         )
 
 
-async def member(
-    request: Request, user_id: int, team_id: int | None, message: str = "not a member of this team"
-) -> None:
-    if team_id is None or not await queries.is_member(runtime_of(request).pool, user_id, team_id):
+async def member(request: Request, user_id: int, team_id: int, message: str = "not a member of this team") -> None:
+    """The team the path names: one query whether the team exists or not."""
+    if not await queries.is_member(runtime_of(request).pool, user_id, team_id):
         raise Refused(403, "forbidden", message)
+
+
+MembersTeamOf = Callable[[asyncpg.Pool, int, int], Awaitable[int | None]]  # queries.members_team_of_*
+
+
+async def members_team(request: Request, user_id: int, team_of: MembersTeamOf, row_id: int, message: str) -> int:
+    """The team of the row the path names (a trajectory, an analysis), when the caller is one of its members.
+    `team_of` answers only a member's team, so another team's row and a missing one take the same one query and
+    get the same 403: neither the answer nor its time tells whether the row exists."""
+    team_id = await team_of(runtime_of(request).pool, row_id, user_id)
+    if team_id is None:
+        raise Refused(403, "forbidden", message)
+    return team_id
 
 
 @dataclass(frozen=True)

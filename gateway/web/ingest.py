@@ -88,16 +88,17 @@ async def ingest_submission(request: Request) -> Response:
 @endpoint
 async def update_submission(request: Request) -> Response:
     """The staging cluster moves a submission's data along (as the transition table allows: gateway.core.lifecycle);
-    the downloading tool marks it downloaded."""
+    the downloading tool, with that cluster's key, marks it downloaded. Another cluster's submission is refused
+    as a missing one: the refusal tells nothing of what other clusters stage."""
     who = await cluster(request)
     submission_id = path_id(request)
     body = await decode(request, _update_decoder)
     pool = runtime_of(request).pool
     before = await submissions.update_staging(
-        pool, submission_id, who.team_id, body.staging, body.downloaded, staging_reachable
+        pool, submission_id, who.team_id, who.id, body.staging, body.downloaded, staging_reachable
     )
     if before is None:
-        raise Refused(404, "not_found", f"id: no submission {submission_id} in this cluster's team")
+        raise Refused(404, "not_found", f"id: no submission {submission_id} of this cluster")
     if body.staging is not None and (refusal := staging_refusal(submission_id, before, body.staging)):
         raise Refused(409, "conflict", refusal)  # a move the transition table does not make: nothing written
     return Response(status_code=204)

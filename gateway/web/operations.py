@@ -132,7 +132,7 @@ ROUTES: list[Operation] = [
         "cluster",
         SubmissionUpdate,
         None,
-        "no such submission in this cluster's team",
+        "no such submission of this cluster (another cluster's, another team's or none: the same answer)",
         conflict="a staging the submission's lifecycle does not reach from where it is (the message names both)",
     ),
     Operation(

@@ -7,12 +7,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import asyncpg
 import httpx
 import pytest
 
+from gateway.store import queries
+from gateway.web.auth import new_cluster_key
+from gateway.web.guards import MembersTeamOf, Refused, members_team
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs, make_team
 
@@ -141,7 +145,7 @@ REFERENCES: dict[str, tuple[Callable[[Teams], int], Request, int, str]] = {
         lambda t: t.other_submission,
         lambda t, ref: ("POST", f"/api/ingest/submissions/{ref}", t.mine.cluster_key, {"staging": "syncing"}),
         404,
-        "id: no submission {ref} in this cluster's team",
+        "id: no submission {ref} of this cluster",
     ),
     "a trajectory acted on": (
         lambda t: t.other.trajectory_id,
@@ -230,6 +234,18 @@ REFERENCES: dict[str, tuple[Callable[[Teams], int], Request, int, str]] = {
         403,
         "only members of the team may act on its jobs",
     ),
+    "a trajectory's analyses": (
+        lambda t: t.other.trajectory_id,
+        lambda t, ref: ("GET", f"/api/trajectories/{ref}/analyses", t.mine.token, None),
+        403,
+        "not a member of this team",
+    ),
+    "an analysis deleted": (
+        lambda t: t.other_analysis,
+        lambda t, ref: ("DELETE", f"/api/analyses/{ref}", t.mine.token, None),
+        403,
+        "only members of the team may delete its analyses",
+    ),
 }
 
 
@@ -271,6 +287,121 @@ async def test_another_teams_row_is_refused_like_one_that_does_not_exist(
             response.text,
         )
     assert await _writes(pool, teams) == before  # all or nothing: the valid rows before the bad one are not written
+
+
+# -- another team's id and a missing one: the same answer, from the same statements (issue #35: timing told them
+# apart when a missing id skipped the membership query)
+
+BY_ID = [
+    "a trajectory acted on",
+    "an analysis acted on",
+    "a preview of Remove Running Jobs",
+    "a trajectory's analyses",
+    "an analysis deleted",
+]
+
+
+@pytest.mark.parametrize("reference", BY_ID)
+async def test_another_teams_id_and_a_missing_one_answer_byte_for_byte_the_same(
+    stack: Stack, teams: Teams, reference: str
+) -> None:
+    foreign_of, request, status, _ = REFERENCES[reference]
+    answers = []
+    for ref in (foreign_of(teams), MISSING):
+        response = await send(stack, *request(teams, ref))
+        answers.append((response.status_code, response.headers["content-type"], response.content))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == status
+
+
+@pytest.mark.parametrize(
+    "team_of, own, foreign",
+    [
+        (queries.members_team_of_trajectory, lambda t: t.mine.trajectory_id, lambda t: t.other.trajectory_id),
+        (queries.members_team_of_analysis, lambda t: t.analysis, lambda t: t.other_analysis),
+    ],
+    ids=["trajectory", "analysis"],
+)
+async def test_the_membership_guard_runs_one_statement_whether_the_id_exists_or_not(
+    database_url: str,
+    teams: Teams,
+    team_of: MembersTeamOf,
+    own: Callable[[Teams], int],
+    foreign: Callable[[Teams], int],
+) -> None:
+    statements: list[str] = []
+
+    def log(record: asyncpg.connection.LoggedQuery) -> None:
+        if not record.query.startswith("SELECT pg_advisory_unlock_all()"):  # the pool's own reset on release
+            statements.append(record.query)
+
+    async def logged(conn: asyncpg.Connection) -> None:
+        conn.add_query_logger(log)
+
+    async with asyncpg.create_pool(database_url, min_size=1, max_size=1, init=logged) as pool:
+        request = cast(
+            Any, SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(runtime=SimpleNamespace(pool=pool))))
+        )
+        seen = {}
+        for name, ref in (("own", own(teams)), ("foreign", foreign(teams)), ("missing", MISSING)):
+            statements.clear()
+            try:
+                seen[name] = (await members_team(request, teams.mine.user_id, team_of, ref, "no"), list(statements))
+            except Refused as refused:
+                seen[name] = ((refused.status, refused.code, refused.message), list(statements))
+    assert seen["foreign"] == seen["missing"] == ((403, "forbidden", "no"), seen["own"][1])
+    assert seen["own"][0] == teams.mine.id and len(seen["own"][1]) == 1
+
+
+# -- a cluster's key acts only on what that cluster staged (issue #35: one cluster of a team moved another's)
+
+
+async def test_a_cluster_acts_only_on_its_own_submissions(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    second_id = await pool.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-2') returning id", team.id)
+    second_key, key_hash = new_cluster_key(second_id)
+    await pool.execute("update clusters set key_hash = $2 where id = $1", second_id, key_hash)
+    created = await send(
+        stack, "POST", "/api/ingest/submissions", team.cluster_key, {"title": "batch", "staging": "syncing"}
+    )
+    assert created.status_code == 200, created.text
+    sid = created.json()["id"]
+    state = "select staging, downloaded_at, cluster_id, version from submissions where id = $1"
+    before = await pool.fetchrow(state, sid)
+    assert before["cluster_id"] == team.cluster_id
+    for body in ({"staging": "sync_failed"}, {"downloaded": True}):
+        answers = []
+        for ref in (sid, MISSING):
+            response = await send(stack, "POST", f"/api/ingest/submissions/{ref}", second_key, body)
+            answers.append((response.status_code, response.content.replace(str(ref).encode(), b"ID")))
+        assert (
+            answers[0] == answers[1] == (404, b'{"error":"not_found","message":"id: no submission ID of this cluster"}')
+        )
+    assert await pool.fetchrow(state, sid) == before  # nothing written
+    own = await send(stack, "POST", f"/api/ingest/submissions/{sid}", team.cluster_key, {"staging": "sync_failed"})
+    assert own.status_code == 204, own.text
+    assert await pool.fetchval("select staging from submissions where id = $1", sid) == "sync_failed"
+
+
+async def test_a_submission_without_a_cluster_is_any_of_its_teams_clusters(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """Written before submissions named their cluster: `sync` goes to every cluster of the team, so any of them
+    reports on it (and another team's clusters still cannot)."""
+    sid = await pool.fetchval(
+        "insert into submissions (team_id, trajectory_id, title, staging) values ($1, $2, 'old', 'syncing')"
+        " returning id",
+        team.id,
+        team.trajectory_id,
+    )
+    second_id = await pool.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-2') returning id", team.id)
+    second_key, key_hash = new_cluster_key(second_id)
+    await pool.execute("update clusters set key_hash = $2 where id = $1", second_id, key_hash)
+    other = await make_team(pool, stack.secret)
+    refused = await send(stack, "POST", f"/api/ingest/submissions/{sid}", other.cluster_key, {"staging": "ready"})
+    assert refused.status_code == 404
+    response = await send(stack, "POST", f"/api/ingest/submissions/{sid}", second_key, {"staging": "ready"})
+    assert response.status_code == 204, response.text
+    assert await pool.fetchval("select staging from submissions where id = $1", sid) == "ready"
 
 
 async def test_a_new_jobs_analysis_must_be_of_its_trajectory(stack: Stack, pool: asyncpg.Pool, teams: Teams) -> None:
