@@ -3,6 +3,10 @@
 A link alone never signs a browser in: another site could send a victim's browser to a link with the
 attacker's token, and the victim would then work (and type) in the attacker's account. The button posts
 from this page (its Origin is checked), and the page cannot be framed (`frame-ancestors 'none'`).
+
+The token stays out of every Referer (`Referrer-Policy: no-referrer`, gateway.web.headers) and leaves the
+address bar and the history as the page loads (frontend/js/confirm.js, which also posts the form: under that
+policy a form's own post would say `Origin: null`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ _PAGE = """<!doctype html>
 <button type="submit" id="confirm-sign-in">Sign in as {name}</button>
 <a href="/">Cancel</a>
 </form>
+<p id="sign-in-problem" role="alert" hidden></p>
 </main>
 <script type="module" src="/js/confirm.js"></script>
 </body>

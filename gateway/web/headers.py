@@ -20,8 +20,10 @@ HEADERS = (
     ("content-security-policy", CONTENT_SECURITY_POLICY),
     ("x-frame-options", "DENY"),  # frame-ancestors for browsers that predate it
     ("x-content-type-options", "nosniff"),
-    # Not `no-referrer`: a same-origin form post must keep its Origin (that policy would send `Origin: null`).
-    ("referrer-policy", "same-origin"),
+    # A sign-in link's token must not ride in the Referer of its confirmation page's requests (`/style.css`,
+    # `/js/confirm.js`: proxies log it), nor any other URL's. Under this policy a form's own post says
+    # `Origin: null`; the one form the app has (the sign-in's) is posted by a fetch, which keeps its Origin.
+    ("referrer-policy", "no-referrer"),
 )
 
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -22,6 +23,35 @@ async def test_token_in_the_url_becomes_an_httponly_cookie_and_leaves_the_url(pa
     (cookie,) = await page.context.cookies()
     assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == ("gateway_token", True, "Strict")
     assert await page.evaluate("document.cookie") == ""  # no script can read it
+
+
+async def test_a_sign_in_links_token_leaves_the_address_bar_and_rides_in_no_referer(
+    browser: Any, stack: Stack, team: Team
+) -> None:
+    """Proxies log Referer: none of the confirmation page's requests (its style, its script, the button's post)
+    nor the app's after it carries the token, and the address bar drops it as the page loads (issue #35)."""
+    context = await browser.new_context()
+    try:
+        page = await context.new_page()
+        requests: list[Any] = []
+        page.on("request", lambda request: requests.append(request))
+        base = stack.nodes[0].http
+        await page.goto(f"{base}/?token={team.token}")
+        await page.wait_for_selector("#confirm-sign-in")
+        assert team.token not in await page.evaluate("location.href")
+        await page.click("#confirm-sign-in")
+        await page.wait_for_selector("body[data-live='live']")
+        assert page.url == f"{base}/"
+        assert [c["name"] for c in await context.cookies()] == ["gateway_token"]
+        paths = {urlsplit(r.url).path for r in requests}
+        assert {"/style.css", "/js/confirm.js", "/sign-in", "/js/app.js"} <= paths
+        for request in requests:
+            headers = await request.all_headers()
+            assert team.token not in headers.get("referer", ""), request.url
+            if request.method == "POST" and request.url == f"{base}/sign-in":
+                assert headers["origin"] == base  # the fetch keeps it: the check on /sign-in passes
+    finally:
+        await context.close()
 
 
 async def test_the_app_runs_under_its_content_security_policy(browser: Any, stack: Stack, team: Team) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import asyncpg
 import httpx
@@ -40,15 +41,34 @@ def limited_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iter
         node.stop()
 
 
-@pytest.mark.parametrize("path", ["/", "/submissions", "/js/app.js", "/style.css", "/api/me"])
+FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
+# Every file the app serves (its tests and test vectors are files too), and every page.
+FILES = sorted(f"/{p.relative_to(FRONTEND).as_posix()}" for p in FRONTEND.rglob("*") if p.is_file())
+PAGES = ["/", "/submissions", "/?signin=expired", "/submissions/lifecycle.svg", "/no-such-page", "/api/me"]
+
+
+@pytest.mark.parametrize("path", PAGES + FILES)
 async def test_pages_files_and_answers_carry_the_security_headers(stack: Stack, path: str) -> None:
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
         answer = await client.get(path)
+    assert answer.status_code in (200, 401, 404)
+    assert_security_headers(answer, path)
+
+
+async def test_the_sign_in_links_confirmation_page_sends_no_referrer(stack: Stack, team: Team) -> None:
+    """Its own requests (`/style.css`, `/js/confirm.js`) would otherwise carry the token in their Referer."""
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        answer = await client.get("/", params={"token": team.token})
+    assert answer.status_code == 200 and 'id="confirm-sign-in"' in answer.text
+    assert_security_headers(answer, "/")
+
+
+def assert_security_headers(answer: httpx.Response, path: str) -> None:
     policy = answer.headers["content-security-policy"]
     assert "script-src 'self';" in policy and "'unsafe-inline'" not in policy and "frame-ancestors 'none'" in policy
     assert answer.headers["x-content-type-options"] == "nosniff"
     assert answer.headers["x-frame-options"] == "DENY"
-    assert answer.headers["referrer-policy"] == "same-origin"
+    assert answer.headers["referrer-policy"] == "no-referrer"
     if path.endswith(".js"):
         assert answer.headers["content-type"].startswith(("text/javascript", "application/javascript"))
 

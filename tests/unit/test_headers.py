@@ -39,15 +39,15 @@ async def test_every_http_answer_carries_the_security_headers() -> None:
     assert b"script-src 'self';" in headers[b"content-security-policy"]
     assert headers[b"x-content-type-options"] == b"nosniff"
     assert headers[b"x-frame-options"] == b"DENY"
-    assert headers[b"referrer-policy"] == b"same-origin"
+    assert headers[b"referrer-policy"] == b"no-referrer"
     assert headers[b"content-type"] == b"text/plain" and body == {"type": "http.response.body", "body": b"no"}
 
 
 async def test_a_header_the_app_sets_itself_is_kept() -> None:
     (start,) = await run(
-        "http", {"type": "http.response.start", "status": 200, "headers": [(b"referrer-policy", b"no-referrer")]}
+        "http", {"type": "http.response.start", "status": 200, "headers": [(b"referrer-policy", b"strict-origin")]}
     )
-    assert [v for k, v in start["headers"] if k == b"referrer-policy"] == [b"no-referrer"]
+    assert [v for k, v in start["headers"] if k == b"referrer-policy"] == [b"strict-origin"]
 
 
 async def test_websocket_messages_pass_through_untouched() -> None:
