@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -15,6 +16,10 @@ from dataclasses import dataclass
 import jwt
 
 from .core.types import is_id
+
+CLOCK_SKEW = 60.0  # seconds a token's `iat` and `auth_time` may lie ahead of this node's clock (another's)
+_CANONICAL_ID = re.compile(r"[1-9][0-9]{0,18}")  # ASCII digits, no sign, underscore, space or leading zero
+_MAX_INSTANT = 2**53
 
 
 class InvalidToken(Exception):
@@ -56,25 +61,51 @@ def verify_token(secret: str, token: str) -> int:
     return read_token(secret, token).user_id
 
 
-def read_token(secret: str, token: str, max_age: float | None = None) -> Claims:
-    """The session of a valid token; raises InvalidToken when forged, expired, malformed, or (with `max_age`)
-    when its session started longer ago than that."""
+def read_token(secret: str, token: str, max_age: float | None = None, now: float | None = None) -> Claims:
+    """The session of a valid token; raises InvalidToken when forged, expired, malformed, issued in the future
+    (past CLOCK_SKEW), or (with `max_age`) when its session started longer ago than that."""
+    now = time.time() if now is None else now
     try:
-        claims = jwt.decode(token, secret, algorithms=["HS256"], options={"require": ["sub", "exp", "iat"]})
-        # Tokens from before sessions had ids: their session started when they were issued.
-        found = Claims(
-            int(claims["sub"]),
-            str(claims.get("jti", "")),
-            float(claims.get("auth_time", claims["iat"])),
-            float(claims["exp"]),
+        # PyJWT's own `iat` check allows no skew at all: read_token's allows CLOCK_SKEW, as for `auth_time`.
+        claims = jwt.decode(
+            token, secret, algorithms=["HS256"], options={"require": ["sub", "exp", "iat"], "verify_iat": False}
         )
     except jwt.ExpiredSignatureError:
         raise InvalidToken("token expired") from None
-    except (jwt.InvalidTokenError, ValueError, TypeError):
+    except jwt.InvalidTokenError:
         raise InvalidToken("invalid token") from None
-    if max_age is not None and time.time() - found.started > max_age:
+    user_id = user_of(claims["sub"])
+    issued = instant(claims["iat"])
+    # Tokens from before sessions had ids: their session started when they were issued.
+    started = instant(claims.get("auth_time", claims["iat"]))
+    expires = instant(claims["exp"])
+    token_id = claims.get("jti", "")
+    if user_id is None or issued is None or started is None or expires is None or not isinstance(token_id, str):
+        raise InvalidToken("invalid token")
+    if max(issued, started) > now + CLOCK_SKEW:
+        # Only the signing secret mints these, yet a session started in the future would never grow too old,
+        # and `gateway revoke --user` (sessions started at or before it) would miss it.
+        raise InvalidToken("token issued in the future: check the clocks")
+    if max_age is not None and now - started > max_age:
         raise InvalidToken("session too old: sign in again")
-    return found
+    return Claims(user_id, token_id, started, expires)
+
+
+def user_of(sub: object) -> int | None:
+    """A token's `sub` as the user id it names: the canonical decimal spelling of an id PostgreSQL can hold,
+    or None. int() would read "1_0" as 10 and " 7" as 7, and 2**70 would fail only in the database."""
+    if not isinstance(sub, str) or _CANONICAL_ID.fullmatch(sub) is None:
+        return None
+    user_id = int(sub)
+    return user_id if is_id(user_id) else None
+
+
+def instant(value: object) -> float | None:
+    """A Unix time claim as a float, or None when it is no number, not finite, or beyond any date a float holds
+    to the second (NaN and Infinity are JSON that Python's parser takes; a huge int would overflow a float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -_MAX_INSTANT <= value <= _MAX_INSTANT:
+        return None
+    return float(value)
 
 
 def new_cluster_key(cluster_id: int) -> tuple[str, str]:

@@ -11,6 +11,7 @@ import time
 
 import asyncpg
 import httpx
+import jwt
 import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -227,3 +228,56 @@ async def test_a_percent_encoded_token_name_is_no_token_and_never_reaches_the_lo
     for process in (*stack.nodes, stack.relay):
         assert team.token not in process.output() and team.token.split(".")[1] not in process.output()
     assert "tok%65n=[redacted]" in node.output()
+
+
+def forged(stack: Stack, team: Team, case: str) -> str:
+    """A token signed with the stack's own secret, its claims set by hand (issue #35): only a holder of the secret
+    can make it, and the gateway must still refuse it, never read it as someone else nor fail with a 500."""
+    now = int(time.time())
+    user = str(team.user_id)
+    claims: dict[str, object] = {"sub": user, "iat": now, "exp": now + 3600, "jti": "forged", "auth_time": now}
+    if case == "session-in-the-future":  # would never grow too old, nor be ended by `gateway revoke --user`
+        claims["auth_time"] = now + 86400
+    elif case == "issued-in-the-future":
+        claims["iat"] = claims["auth_time"] = now + 3600
+    elif case == "underscore":  # int() reads "1_0" as 10
+        claims["sub"] = f"{user[:-1]}_{user[-1]}" if len(user) > 1 else f"0_{user}"
+    elif case == "space":
+        claims["sub"] = f" {user}"
+    elif case == "leading-zero":
+        claims["sub"] = f"0{user}"
+    elif case == "beyond-bigint":  # was a 500: PostgreSQL's bigint cannot hold it
+        claims["sub"] = str(2**70)
+    elif case == "nan-session":
+        claims["auth_time"] = float("nan")
+    return jwt.encode(claims, stack.secret, algorithm="HS256")
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("session-in-the-future", "token issued in the future: check the clocks"),
+        ("issued-in-the-future", "token issued in the future: check the clocks"),
+        ("underscore", "invalid token"),
+        ("space", "invalid token"),
+        ("leading-zero", "invalid token"),
+        ("beyond-bigint", "invalid token"),
+        ("nan-session", "invalid token"),
+    ],
+)
+async def test_a_token_signed_with_the_secret_but_making_no_sense_is_refused_everywhere(
+    stack: Stack, team: Team, case: str, message: str
+) -> None:
+    token = forged(stack, team, case)
+    node = stack.nodes[0]
+    answer = await me(node, token)
+    assert (answer.status_code, answer.json()) == (401, {"error": "unauthorized", "message": message})
+    with pytest.raises(InvalidStatus) as info:
+        async with websockets.connect(node.ws, additional_headers={"Authorization": f"Bearer {token}"}):
+            pass
+    assert info.value.response.status_code == 401
+    assert json.loads(info.value.response.body) == {"error": "unauthorized", "message": message}
+    async with httpx.AsyncClient(base_url=node.http) as client:  # a sign-in link with it asks nobody
+        link = await client.get("/", params={"token": token})
+    assert (link.status_code, link.headers["location"]) == (303, "/?signin=expired")
+    assert (await me(node, team.token)).status_code == 200  # the real token still works

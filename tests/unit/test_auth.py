@@ -1,6 +1,9 @@
+import time
+
 import jwt
 import pytest
 
+from gateway.credentials import CLOCK_SKEW
 from gateway.web.auth import (
     InvalidToken,
     cluster_of_key,
@@ -49,6 +52,62 @@ def test_tokens_from_before_session_ids_still_work_and_started_when_issued() -> 
     legacy = jwt.encode({"sub": "5", "iat": 1000, "exp": 2**40}, SECRET, algorithm="HS256")
     claims = read_token(SECRET, legacy)
     assert (claims.user_id, claims.token_id, claims.started) == (5, "", 1000.0)
+
+
+def forge(now: float, **claims: object) -> str:
+    """A token signed with the right secret whose claims are set by hand: what only a holder of the secret
+    could make, and the verification must still refuse when they make no sense."""
+    return jwt.encode({"sub": "5", "iat": int(now), "exp": int(now) + 3600, **claims}, SECRET, algorithm="HS256")
+
+
+def test_a_session_started_in_the_future_is_refused_beyond_the_clock_skew() -> None:
+    now = time.time()
+    for started in (now + CLOCK_SKEW + 5, now + 86400 * 365):
+        with pytest.raises(InvalidToken, match="token issued in the future"):
+            read_token(SECRET, forge(now, auth_time=int(started)), max_age=7 * 86400)
+    # Another node's clock may run a little ahead of this one's.
+    assert read_token(SECRET, forge(now, auth_time=int(now) + 30), max_age=7 * 86400).started == int(now) + 30
+
+
+def test_a_token_issued_in_the_future_is_refused_beyond_the_clock_skew() -> None:
+    now = time.time()
+    with pytest.raises(InvalidToken, match="token issued in the future"):
+        read_token(SECRET, forge(now, iat=int(now + CLOCK_SKEW + 5), auth_time=int(now)))
+    with pytest.raises(InvalidToken, match="token issued in the future"):  # and so its session, without auth_time
+        read_token(SECRET, forge(now, iat=int(now) + 3600, exp=int(now) + 7200))
+    assert read_token(SECRET, forge(now, iat=int(now) + 30)).user_id == 5
+
+
+@pytest.mark.parametrize(
+    "sub",
+    ["1_0", " 7", "7 ", "7\n", "+7", "-7", "07", "0", "", "\u0663", "1e3", "0x10", str(2**63), str(2**70)],
+)
+def test_a_subject_that_is_not_the_canonical_spelling_of_an_id_is_refused(sub: str) -> None:
+    with pytest.raises(InvalidToken, match="^invalid token$"):
+        read_token(SECRET, forge(time.time(), sub=sub))
+
+
+def test_the_largest_id_is_a_subject() -> None:
+    assert read_token(SECRET, forge(time.time(), sub=str(2**63 - 1))).user_id == 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"auth_time": float("nan")},
+        {"auth_time": float("-inf")},
+        {"auth_time": "1000"},
+        {"auth_time": True},
+        {"auth_time": None},
+        {"auth_time": 10**400},
+        {"exp": 10**400},
+        {"jti": {"not": "text"}},
+    ],
+    ids=["nan", "minus-infinity", "text", "bool", "null", "huge", "huge-exp", "jti-object"],
+)
+def test_claims_that_are_not_what_they_say_are_refused(claims: dict[str, object]) -> None:
+    with pytest.raises(InvalidToken, match="^invalid token$"):
+        read_token(SECRET, forge(time.time(), **claims), max_age=7 * 86400)
 
 
 def test_cluster_keys_are_checked_against_their_hash() -> None:
