@@ -110,33 +110,22 @@ async def set_task_status(
     reports the same outcome itself; whichever write lands first, the other is moot. A new attempt also takes
     the downloaded mark off its submission: its results are to be made, and downloaded, again."""
     async with pool.acquire() as db, db.transaction():
-        await _set_task_status(db, seen, becomes, new_attempt, statuses, killed_error)
+        await db.execute(
+            "update jobs j set status = $2, attempts = r.attempts + $3,"
+            " error = case when $2 = 'failed' then $5 when $6 then null else j.error end"
+            " from unnest($1::bigint[], $7::int[]) as r(id, attempts)"
+            " where j.id = r.id and j.attempts = r.attempts and j.removed_at is null and j.status = any($4::text[])",
+            list(seen),
+            becomes,
+            1 if new_attempt else 0,
+            statuses,
+            killed_error,
+            new_attempt,
+            list(seen.values()),
+        )
         if new_attempt:
             await db.execute(
                 "update submissions set downloaded_at = null where downloaded_at is not null and id in"
                 " (select submission_id from jobs where id = any($1::bigint[]))",
                 list(seen),
             )
-
-
-async def _set_task_status(
-    db: asyncpg.Connection,
-    seen: dict[int, int],
-    becomes: str,
-    new_attempt: bool,
-    statuses: list[str],
-    killed_error: str,
-) -> None:
-    await db.execute(
-        "update jobs j set status = $2, attempts = r.attempts + $3,"
-        " error = case when $2 = 'failed' then $5 when $6 then null else j.error end"
-        " from unnest($1::bigint[], $7::int[]) as r(id, attempts)"
-        " where j.id = r.id and j.attempts = r.attempts and j.removed_at is null and j.status = any($4::text[])",
-        list(seen),
-        becomes,
-        1 if new_attempt else 0,
-        statuses,
-        killed_error,
-        new_attempt,
-        list(seen.values()),
-    )
