@@ -11,10 +11,11 @@ AXE = ROOT / "tests" / "tools" / "node_modules" / "axe-core" / "axe.min.js"
 
 
 async def sign_in(page: Any, base: str, token: str) -> None:
-    """A sign-in link asks first: confirm as the person would."""
+    """A sign-in link asks first: confirm as the person would. The confirmation page's address is `/` already
+    (the token leaves it at once), so what tells that the person is in is the page the button leads to."""
     await page.goto(f"{base}/?token={token}")
-    await page.click("#confirm-sign-in")
-    await page.wait_for_url(f"{base}/")
+    async with page.expect_navigation(url=f"{base}/"):
+        await page.click("#confirm-sign-in")
 
 
 async def open_groups(page: Any, scope: str, count: int) -> None:
