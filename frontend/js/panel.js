@@ -160,8 +160,9 @@ export class Panel {
     setText(plugin, row.plugin);
     setText(done, `${row.completed}/${row.frames} frames done`);
     setText(failed, row.failed ? `${row.failed} failed` : "");
-    setText(left, row.running + row.queued ? `${row.running + row.queued} to go` : "");
-    setText(eta, row.running + row.queued ? timeLeft(this._analysisEta(row.id)) : "");
+    const toGo = row.running + row.queued + (row.silent || 0);
+    setText(left, toGo ? `${toGo} to go${row.silent ? ` (${row.silent} cluster silent)` : ""}` : "");
+    setText(eta, toGo ? timeLeft(this._analysisEta(row.id)) : "");
     setText(started, clock(row.created_at, now));
     const [retry, del] = actions.firstElementChild.children;
     setAttr(retry, "aria-label", `Retry Failed Frames of ${row.plugin}`);
@@ -189,7 +190,7 @@ export class Panel {
       await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr);
       loadAnalyses(id, true);
     } else if (e.target.closest("[data-delete]")) {
-      const active = row.running + row.queued;
+      const active = row.running + row.queued + (row.silent || 0);
       const sure = await confirmDialog({
         title: `Delete analysis ${row.plugin} of ${row.frames.toLocaleString()} frame${row.frames === 1 ? "" : "s"}?`,
         text: `${active ? `Its ${active.toLocaleString()} job${active === 1 ? "" : "s"} still queued or running stop on their clusters, and its` : "Its"}`

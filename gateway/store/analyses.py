@@ -19,6 +19,7 @@ class AnalysisProgress(NamedTuple):
     failed: int  # failed or preempted
     running: int
     queued: int  # queued, retrying or held
+    silent: int  # queued, retrying or running on a cluster that stopped reporting (core.status.SILENT)
 
 
 class FoundAnalysis(NamedTuple):
@@ -31,10 +32,12 @@ select a.id, a.plugin, a.created_at,
        count(j.id) filter (where j.kind = 'analysis') as frames,
        count(j.id) filter (where j.kind = 'analysis' and j.status = 'completed') as completed,
        count(j.id) filter (where j.kind = 'analysis' and j.status in ('failed', 'preempted')) as failed,
-       count(j.id) filter (where j.kind = 'analysis' and j.status = 'running') as running,
-       count(j.id) filter (where j.kind = 'analysis' and j.status in ('queued', 'retrying', 'holding')) as queued
+       count(j.id) filter (where j.kind = 'analysis' and j.listed = 'running') as running,
+       count(j.id) filter (where j.kind = 'analysis' and j.listed in ('queued', 'retrying', 'holding')) as queued,
+       count(j.id) filter (where j.kind = 'analysis' and j.listed = 'silent') as silent
 from analyses a
-left join jobs j on j.analysis_id = a.id and j.trajectory_id = a.trajectory_id and j.removed_at is null
+left join (select id, analysis_id, trajectory_id, kind, status, job_listed_status(status, silent_since) as listed
+           from jobs where removed_at is null) j on j.analysis_id = a.id and j.trajectory_id = a.trajectory_id
 where a.trajectory_id = $1 and a.deleted_at is null
 group by a.id
 order by a.created_at desc, a.id desc

@@ -45,6 +45,7 @@ async def trajectory_analyses(request: Request) -> Response:
                     failed=r.failed,
                     running=r.running,
                     queued=r.queued,
+                    silent=r.silent,
                 )
                 for r in rows
             ]

@@ -111,7 +111,8 @@ class ActiveTrajectories(msgspec.Struct, kw_only=True):
 
 class AnalysisRow(msgspec.Struct, kw_only=True):
     """One analysis of a trajectory (a plugin of a pipeline run) and its frames: `frames` jobs, of which
-    `completed` are done, `failed` failed (preempted ones included), `running` and `queued` still at work."""
+    `completed` are done, `failed` failed (preempted ones included), `running` and `queued` still at work, and
+    `silent` unfinished on a cluster that stopped reporting."""
 
     id: int
     plugin: str
@@ -121,6 +122,7 @@ class AnalysisRow(msgspec.Struct, kw_only=True):
     failed: int
     running: int
     queued: int
+    silent: int = 0
 
 
 class Analyses(msgspec.Struct):

@@ -4,6 +4,7 @@ again. A world of its own: a relay that judges a cluster silent after a few seco
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -181,3 +182,51 @@ async def test_only_the_cluster_that_stopped_is_silent(quiet_world: World, qpool
         assert kept[0] not in [r["id"] for r in silent] and by_sql not in [r["id"] for r in silent]
     finally:
         await metrics_only.stop()
+
+
+async def test_the_analysis_listing_counts_a_silent_clusters_frames_apart(
+    quiet_world: World, qpool: asyncpg.Pool
+) -> None:
+    """The panel's Analyses tab says "3 to go (3 cluster silent)", never that they run or wait."""
+    team = await make_team(qpool, quiet_world.secret)
+    cluster = cluster_of(quiet_world, team, report_metrics=False)
+    await cluster.start()
+    try:
+        analysis = await cluster.create_analysis(team.trajectory_id, "Radial Distribution Function")
+        ids = await cluster.submit(
+            [
+                {
+                    "trajectory_id": team.trajectory_id,
+                    "kind": "analysis",
+                    "name": "RDF",
+                    "frame": i,
+                    "analysis_id": analysis,
+                }
+                for i in range(3)
+            ]
+        )
+        for job_id in ids[:2]:
+            cluster.jobs[job_id].status = "running"
+            cluster._report(cluster.jobs[job_id])
+        await cluster.flushed()
+    finally:
+        await cluster.stop()  # and nothing more from it
+
+    async def row() -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=quiet_world.nodes[0].http) as client:
+            answer = await client.get(
+                f"/api/trajectories/{team.trajectory_id}/analyses", headers={"Authorization": f"Bearer {team.token}"}
+            )
+        found: dict[str, Any] = answer.json()["analyses"][0]
+        return found
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while (await row())["silent"] != 3 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+    listed = await row()
+    assert {k: listed[k] for k in ("frames", "running", "queued", "silent")} == {
+        "frames": 3,
+        "running": 0,
+        "queued": 0,
+        "silent": 3,
+    }
