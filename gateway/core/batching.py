@@ -275,23 +275,26 @@ class Batcher:
         moved = self.eta.refresh(now, wall)
         if moved is None:
             return
-        aggregates, to_send = self.aggregates, self._teams_to_send
         for trajectory_id, eta in moved.trajectories.items():
-            traj = aggregates.trajectory(trajectory_id)
+            traj = self._summary_moved(trajectory_id)
             if traj is not None:
                 traj.eta = eta
-                aggregates.team(traj.team_id).dirty.add(trajectory_id)
-                to_send.add(traj.team_id)
         for trajectory_id, analyses in moved.analyses.items():
-            traj = aggregates.trajectory(trajectory_id)
+            traj = self._summary_moved(trajectory_id)
             if traj is not None:
                 traj.analyses = analyses
-                aggregates.team(traj.team_id).dirty.add(trajectory_id)
-                to_send.add(traj.team_id)
         for submission_id, eta in moved.submissions.items():
             team_id = self.submissions.eta_changed(submission_id, eta)
             if team_id is not None:
-                to_send.add(team_id)
+                self._teams_to_send.add(team_id)
+
+    def _summary_moved(self, trajectory_id: int) -> TrajectoryAggregate | None:
+        """A trajectory whose summary goes out again with its team's next message (None: not known here)."""
+        traj = self.aggregates.trajectory(trajectory_id)
+        if traj is not None:
+            self.aggregates.team(traj.team_id).dirty.add(trajectory_id)
+            self._teams_to_send.add(traj.team_id)
+        return traj
 
     def mark_all_dirty(self) -> None:
         """Publish every team's whole state again (the bus lost what it held). Submission rows are not part of
