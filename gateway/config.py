@@ -111,6 +111,12 @@ class Settings:
     max_connections_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_CONNECTIONS_PER_USER", 20))
     # Client messages per second per connection (bursts up to four times as many).
     max_messages_per_second: float = field(default_factory=lambda: _float("GATEWAY_MAX_MESSAGES_PER_SECOND", 50))
+    # Every frame a websocket client sends (pings, pongs, continuations, messages) and every byte, per second per
+    # connection, in bursts of four seconds' worth; past either the connection is closed with 4029.
+    max_frames_per_second: float = field(default_factory=lambda: _float("GATEWAY_MAX_FRAMES_PER_SECOND", 200, 1.0))
+    max_bytes_per_second: float = field(default_factory=lambda: _float("GATEWAY_MAX_BYTES_PER_SECOND", 256 << 10, 1.0))
+    # Seconds a client's frame or fragmented message may stay unfinished before the connection is closed (1008).
+    message_timeout: float = field(default_factory=lambda: _float("GATEWAY_MESSAGE_TIMEOUT", 10, 0.1))
     # New websockets admitted per second per node (bursts as large): a reconnect storm is let in at this
     # rate, the rest told to retry after a jittered delay.
     admission_rate: float = field(default_factory=lambda: _float("GATEWAY_ADMISSION_RATE", 2000))

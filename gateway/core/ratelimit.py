@@ -73,3 +73,39 @@ class KeyedRate:
         refilled = self.burst / self.rate
         self.buckets = {k: b for k, b in self.buckets.items() if b.at is not None and now - b.at < refilled}
         self._sweep_at = max(1024, 2 * len(self.buckets))  # sweeps stay rare however many keys are active
+
+
+class FrameBudget:
+    """What one websocket client may send, every frame of it: pings, pongs, continuations and messages alike cost
+    a frame, and every byte counts, at `frame_rate` frames and `byte_rate` bytes a second on average, in bursts
+    of `BURST_SECONDS` seconds' worth. Reading a frame costs the node whatever its payload: a flood of empty pongs
+    must run out as surely as a flood of messages."""
+
+    BURST_SECONDS = 4.0
+
+    __slots__ = ("frame_rate", "byte_rate", "frame_burst", "byte_burst", "frames", "bytes", "at")
+
+    def __init__(self, frame_rate: float, byte_rate: float, min_byte_burst: float = 0.0) -> None:
+        self.frame_rate = frame_rate
+        self.byte_rate = byte_rate
+        self.frame_burst = frame_rate * self.BURST_SECONDS
+        self.byte_burst = max(byte_rate * self.BURST_SECONDS, min_byte_burst)  # room for the largest message
+        self.frames = self.frame_burst
+        self.bytes = self.byte_burst
+        self.at: float | None = None
+
+    def refill(self, now: float) -> None:
+        if self.at is not None:
+            elapsed = now - self.at
+            self.frames = min(self.frame_burst, self.frames + elapsed * self.frame_rate)
+            self.bytes = min(self.byte_burst, self.bytes + elapsed * self.byte_rate)
+        self.at = now
+
+    def take_bytes(self, count: int, now: float) -> bool:
+        """Whether `count` more bytes fit (they are counted either way); refills first."""
+        self.refill(now)
+        self.bytes -= count
+        return self.bytes >= 0
+
+    def take_frames(self, count: int) -> None:
+        self.frames -= count

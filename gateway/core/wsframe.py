@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - the pure-Python fallback of the same f
     from websockets.utils import apply_mask
 
 OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+CLOSE_FLOOD = 4029  # the client sent past its budget of frames, bytes or messages
 _DATA_OPS = (OP_TEXT, OP_BINARY)
 _CONTROL_OPS = (OP_CLOSE, OP_PING, OP_PONG)
 RSV1 = 0x40  # the first frame of a compressed message
@@ -181,6 +182,9 @@ class FrameReader:
     """Turns a client's bytes into complete messages `(opcode, payload)`; fragments are joined.
 
     Control frames (ping, pong, close) come out as they arrive, even between the fragments of a message.
+    A fragmented message's size counts each continuation frame whole (header and mask too), so empty
+    continuations cannot grow a message for ever; at most `allowance` frames are read (a connection's budget,
+    gateway.core.ratelimit.FrameBudget), past it ProtocolError 4029, so one read costs at most that many frames.
     With `inflate` (permessage-deflate was negotiated) a message whose first frame has RSV1 set is compressed:
     it comes out decompressed, at most `max_size` bytes either way.
 
@@ -190,8 +194,8 @@ class FrameReader:
     """
 
     __slots__ = (
-        "max_size", "inflate", "client", "frames", "_inflater", "_buffer", "_fragments", "_fragment_op",
-        "_fragment_size", "_fragment_rsv1",
+        "max_size", "inflate", "client", "frames", "allowance", "progress", "_inflater", "_buffer", "_fragments",
+        "_fragment_op", "_fragment_size", "_fragment_rsv1",
     )  # fmt: skip
 
     def __init__(
@@ -201,9 +205,13 @@ class FrameReader:
         self.inflate = inflate
         self.client = client
         self.frames = 0  # frames read, control frames and fragments included
+        self.allowance = float("inf")  # frames it may still read: past them, ProtocolError 4029
+        # Frames that ended what was under way: a whole message, or a control frame between messages. While a
+        # message is `unfinished` and this does not move, the client is holding it open (gateway.web.direct).
+        self.progress = 0
         self._inflater = zlib.decompressobj(-15) if inflate and context_takeover else None
         self._buffer = b""
-        self._fragments: list[bytes] | None = None
+        self._fragments: bytearray | None = None
         self._fragment_op = 0
         self._fragment_size = 0
         self._fragment_rsv1 = False
@@ -212,6 +220,11 @@ class FrameReader:
     def buffered(self) -> int:
         """Bytes kept for the next feed: the start of a frame whose end has not arrived."""
         return len(self._buffer)
+
+    @property
+    def unfinished(self) -> bool:
+        """A frame or a fragmented message has begun and not ended."""
+        return self._fragments is not None or bool(self._buffer)
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """The complete messages in what has arrived. A broken frame raises ProtocolError, which carries the
@@ -230,6 +243,7 @@ class FrameReader:
         client, max_size = self.client, self.max_size  # read once: a benchmark client reads thousands of frames
         try:
             while end - pos >= 2:
+                start = pos
                 first, second = buffer[pos], buffer[pos + 1]
                 fin, opcode, length = first & 0x80, first & 0x0F, second & 0x7F
                 rsv = first & 0x70
@@ -256,8 +270,14 @@ class FrameReader:
                         raise ProtocolError(1002, "control frames are final and at most 125 bytes")
                 elif opcode not in _DATA_OPS and opcode != OP_CONT:
                     raise ProtocolError(1002, f"unknown opcode {opcode}")
-                elif length + self._fragment_size > max_size:
+                elif opcode == OP_CONT:
+                    # A continuation counts whole: 0-byte ones are not free (each still costs a frame to parse).
+                    if at - pos + 4 * bool(masked) + length + self._fragment_size > max_size:
+                        raise ProtocolError(1009, f"message larger than {max_size} bytes")
+                elif length > max_size:
                     raise ProtocolError(1009, f"message larger than {max_size} bytes")
+                if self.frames >= self.allowance:
+                    raise ProtocolError(CLOSE_FLOOD, "too many frames: slow down")
                 if masked:
                     if end - at < 4 + length:
                         break
@@ -271,32 +291,37 @@ class FrameReader:
                 self.frames += 1
                 if (first == 0x81 or first == 0x82) and self._fragments is None:
                     messages.append((opcode, payload))  # the common case: a whole, uncompressed message
+                    self.progress += 1
                     continue
-                message = self._message(opcode, bool(fin), bool(rsv), payload)
+                fragmented = self._fragments is not None
+                message = self._message(opcode, bool(fin), bool(rsv), payload, pos - start)
                 if message is not None:
                     messages.append(message)
+                    if not fragmented or message[0] in _DATA_OPS:
+                        self.progress += 1
         finally:
             self._buffer = buffer[pos:] if pos < end else b""
         if len(self._buffer) > max_size + 14:
             raise ProtocolError(1009, f"message larger than {max_size} bytes")
         return messages
 
-    def _message(self, opcode: int, fin: bool, rsv1: bool, payload: bytes) -> tuple[int, bytes] | None:
+    def _message(self, opcode: int, fin: bool, rsv1: bool, payload: bytes, wire: int) -> tuple[int, bytes] | None:
+        """`wire`: the frame's whole length, which a continuation adds to its message's size."""
         if opcode in _CONTROL_OPS:
             return opcode, payload
         if opcode == OP_CONT:
             if self._fragments is None:
                 raise ProtocolError(1002, "continuation frame without a message to continue")
-            self._fragments.append(payload)
-            self._fragment_size += len(payload)
+            self._fragments += payload
+            self._fragment_size += wire
             if not fin:
                 return None
-            opcode, payload, rsv1 = self._fragment_op, b"".join(self._fragments), self._fragment_rsv1
+            opcode, payload, rsv1 = self._fragment_op, bytes(self._fragments), self._fragment_rsv1
             self._fragments, self._fragment_size = None, 0
         elif self._fragments is not None:
             raise ProtocolError(1002, "a new message began before the last one ended")
         elif not fin:
-            self._fragments, self._fragment_op, self._fragment_size = [payload], opcode, len(payload)
+            self._fragments, self._fragment_op, self._fragment_size = bytearray(payload), opcode, len(payload)
             self._fragment_rsv1 = rsv1
             return None
         if not rsv1:

@@ -18,14 +18,13 @@ from typing import Protocol
 from ..core.outbound import Outbound, Verdict
 from ..core.protocol import Format, Resync, ServerMessage, encode
 from ..core.subscription import Subscription
-from ..core.wsframe import OP_PONG, PRIVATE_LEVEL, Frame, build
+from ..core.wsframe import CLOSE_FLOOD, OP_PONG, PRIVATE_LEVEL, Frame, build
 from .held import HeldChannels
 
 log = logging.getLogger(__name__)
 
 CLOSE_EXPIRED = 4001  # the session's token expired: renew it and connect again
 CLOSE_SLOW = 4008  # could not drain its output even after a resync
-CLOSE_FLOOD = 4029  # kept sending far past the message rate limit
 MAX_REFUSED = 64  # replies in a row that found no room before the client is closed as a slow consumer
 CLOSE_REASONS = {
     CLOSE_EXPIRED: "token expired",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -27,7 +28,9 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
+from ..core.ratelimit import FrameBudget
 from ..core.wsframe import (
+    CLOSE_FLOOD,
     OP_BINARY,
     OP_CLOSE,
     OP_PING,
@@ -76,6 +79,10 @@ class DirectLink(asyncio.Protocol):
         "_drains_at_ping",
         "_buffered_at_ping",
         "_acked_at_ping",
+        "budget",
+        "message_timeout",
+        "_unfinished",
+        "_progress_at",
         "_socket",
         "_abort",
     )
@@ -102,6 +109,12 @@ class DirectLink(asyncio.Protocol):
         self._drains_at_ping = 0
         self._buffered_at_ping = 0
         self._acked_at_ping = -1  # what the peer had acknowledged at the last ping, if its window was full then
+        # What the client may send (every frame and byte counts; past it: 4029), and how long a frame or a
+        # fragmented message may stay unfinished (1008); None: no bound (the node's sessions set both).
+        self.budget: FrameBudget | None = None
+        self.message_timeout: float | None = None
+        self._unfinished: asyncio.TimerHandle | None = None
+        self._progress_at = -1  # the reader's progress when the unfinished message's timer was set
         self._socket = transport.get_extra_info("socket")
         self._abort: asyncio.TimerHandle | None = None
 
@@ -154,13 +167,45 @@ class DirectLink(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.failed:
             return
+        reader, budget = self.reader, self.budget
+        if budget is not None:
+            if not budget.take_bytes(len(data), time.monotonic()):
+                self._fail(CLOSE_FLOOD, "too many bytes: slow down")
+                return
+            reader.allowance = reader.frames + int(budget.frames)  # one read parses at most what is left
+        read_before = reader.frames
         error: ProtocolError | None = None
         try:
-            messages = self.reader.feed(data)
+            messages = reader.feed(data)
         except ProtocolError as exc:
             messages, error = exc.messages, exc  # what came before the broken frame is handled first
-        if self._dispatch(messages) and error is not None:
-            self._fail(error.code, str(error))
+        if budget is not None:
+            budget.take_frames(reader.frames - read_before)
+        if self._dispatch(messages):
+            if error is not None:
+                self._fail(error.code, str(error))
+            elif self.message_timeout is not None:
+                self._watch_unfinished(reader)
+
+    def _watch_unfinished(self, reader: FrameReader) -> None:
+        """A frame or fragmented message left unfinished must end within `message_timeout`, counted from the
+        last frame that ended something: a client cannot hold a message (and its bytes here) open for ever."""
+        if not reader.unfinished:
+            if self._unfinished is not None:
+                self._unfinished.cancel()
+                self._unfinished = None
+            return
+        if self._unfinished is not None and reader.progress == self._progress_at:
+            return  # still the same unfinished message: its deadline stands
+        if self._unfinished is not None:
+            self._unfinished.cancel()
+        self._progress_at = reader.progress
+        timeout = self.message_timeout or 0.0
+        self._unfinished = asyncio.get_running_loop().call_later(timeout, self._left_unfinished, timeout)
+
+    def _left_unfinished(self, timeout: float) -> None:
+        self._unfinished = None
+        self._fail(1008, f"message left unfinished for {timeout:g} s")
 
     def _dispatch(self, messages: list[tuple[int, bytes]]) -> bool:
         """Handle the client's messages in order; False once the connection is over (the peer's close came,
@@ -203,6 +248,7 @@ class DirectLink(asyncio.Protocol):
         self._send_close(code, reason)
         if self.transport.is_closing():
             return
+        self.transport.pause_reading()  # nothing it sends is read now: the kernel, not the loop, holds the rest
         if self.transport.can_write_eof():
             self.transport.write_eof()  # after the close frame: the peer reads it, then sees the end
             if self._abort is None:
@@ -245,9 +291,10 @@ class DirectLink(asyncio.Protocol):
         self.closing = True
         self.conn.paused()
         self.connections.discard(self)
-        if self._abort is not None:
-            self._abort.cancel()
-            self._abort = None
+        for timer in (self._abort, self._unfinished):
+            if timer is not None:
+                timer.cancel()
+        self._abort = self._unfinished = None
         self.on_lost()
 
 
@@ -298,15 +345,25 @@ class DirectProtocol(WebSocketsSansIOProtocol):
             self.deflate = window
             scope["extensions"][EXTENSION] = self.adopt
 
-    def adopt(self, on_message: OnMessage, on_lost: OnLost, conn: Writer, on_ping: OnPing | None = None) -> DirectLink:
+    def adopt(
+        self,
+        on_message: OnMessage,
+        on_lost: OnLost,
+        conn: Writer,
+        on_ping: OnPing | None = None,
+        budget: FrameBudget | None = None,
+        message_timeout: float | None = None,
+    ) -> DirectLink:
         """Hand the accepted connection over to a DirectLink (call right after accepting, before any await).
-        `on_ping` answers the client's pings (default: a pong at once, outside any bound)."""
+        `on_ping` answers the client's pings (default: a pong at once, outside any bound); `budget` bounds the
+        frames and bytes the client may send, `message_timeout` how long one may stay unfinished."""
         if not self.handshake_complete or self.close_sent or self.disconnected:
             raise ClientDisconnected()
         link = DirectLink(self.transport, self.config.ws_max_size, self.connections, self.deflate)
         link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
         if on_ping is not None:
             link.on_ping = on_ping
+        link.budget, link.message_timeout = budget, message_timeout
         self.stop_keepalive()  # the node pings every link at once instead of a timer per connection
         self.connections.discard(self)
         self.connections.add(link)  # type: ignore[arg-type]  # uvicorn only calls shutdown() on these

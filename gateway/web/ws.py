@@ -30,7 +30,7 @@ from ..core.protocol import (
     Unsubscribe,
     decode_client,
 )
-from ..core.ratelimit import TokenBucket
+from ..core.ratelimit import FrameBudget, TokenBucket
 from ..core.wsframe import Frame
 from ..hub.connection import CLOSE_FLOOD, CLOSE_REASONS, Connection
 from ..hub.node import Node, now_ms
@@ -82,7 +82,12 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
     if adopt is not None:
         try:
-            conn.link = adopt(client.on_message, client.end, conn, client.on_ping)
+            budget = FrameBudget(
+                settings.max_frames_per_second,
+                settings.max_bytes_per_second,
+                min_byte_burst=2 * (settings.max_message_bytes + 14),  # the largest message fits, twice over
+            )
+            conn.link = adopt(client.on_message, client.end, conn, client.on_ping, budget, settings.message_timeout)
         except ClientDisconnected:
             client.end()
             return

@@ -100,7 +100,7 @@ def masked_text(payload: bytes) -> bytes:
 
 @pytest.fixture
 async def eager_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Process]:
-    """A node whose message rate limit lets a client ask as fast as it likes; a small output bound."""
+    """A node whose message rate limit and frame budget let a client ask as fast as it likes; a small output bound."""
     port = free_port()
     env = {
         **os.environ,
@@ -108,6 +108,8 @@ async def eager_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> 
         "REDIS_URL": stack.redis_url,
         "GATEWAY_SECRET": stack.secret,
         "GATEWAY_MAX_MESSAGES_PER_SECOND": "1000000",
+        "GATEWAY_MAX_FRAMES_PER_SECOND": "1000000",
+        "GATEWAY_MAX_BYTES_PER_SECOND": str(1 << 30),
         "GATEWAY_MAX_PENDING_BYTES": str(256 << 10),
     }
     node = spawn("node-eager", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("eager"), port)

@@ -79,6 +79,43 @@ def test_fragments_are_joined_and_control_frames_pass_between_them() -> None:
     assert reader.feed(data) == [(OP_PING, b"p"), (OP_TEXT, b"abcde")]
 
 
+def test_empty_continuations_count_whole_so_a_message_cannot_grow_for_ever() -> None:
+    """10,000,000 empty continuations grew a node by 76 MiB: they added 0 bytes to the message's size. Each
+    counts its frame now (2 bytes of header and 4 of mask), so a 100-byte bound takes 16 of them at most."""
+    reader = FrameReader(max_size=100)
+    assert reader.feed(masked(OP_TEXT, b"a", fin=False) + masked(OP_CONT, b"", fin=False) * 16) == []
+    with pytest.raises(ProtocolError) as info:
+        reader.feed(masked(OP_CONT, b"", fin=False))
+    assert info.value.code == 1009
+    # What a client may really send: a message in a few fragments, each counted with its header.
+    whole = FrameReader(max_size=100).feed(
+        masked(OP_TEXT, b"x" * 40, fin=False) + masked(OP_CONT, b"y" * 40, fin=False) + masked(OP_CONT, b"z" * 8)
+    )
+    assert whole == [(OP_TEXT, b"x" * 40 + b"y" * 40 + b"z" * 8)]
+
+
+def test_a_read_parses_no_more_frames_than_the_allowance_and_keeps_what_came_before() -> None:
+    reader = FrameReader(max_size=100)
+    reader.allowance = 3
+    with pytest.raises(ProtocolError) as info:
+        reader.feed(masked(OP_PONG, b"") * 2 + masked(OP_TEXT, b"hi") + masked(OP_PONG, b"") * 1000)
+    assert info.value.code == 4029 and reader.frames == 3
+    assert info.value.messages == [(OP_PONG, b""), (OP_PONG, b""), (OP_TEXT, b"hi")]
+
+
+def test_an_unfinished_message_makes_no_progress_until_it_ends() -> None:
+    """What the link's deadline watches: control frames between fragments do not count as progress."""
+    reader = FrameReader(max_size=100)
+    reader.feed(masked(OP_TEXT, b"a"))
+    assert (reader.unfinished, reader.progress) == (False, 1)
+    reader.feed(masked(OP_TEXT, b"b", fin=False) + masked(OP_PONG, b"") + masked(OP_CONT, b"", fin=False))
+    assert (reader.unfinished, reader.progress) == (True, 1)
+    reader.feed(masked(OP_CONT, b"c"))
+    assert (reader.unfinished, reader.progress) == (False, 2)
+    reader.feed(masked(OP_PONG, b"") + masked(OP_TEXT, b"half")[:5])  # a frame begun: unfinished too
+    assert (reader.unfinished, reader.progress) == (True, 3)
+
+
 @pytest.mark.parametrize(
     ("data", "code"),
     [
