@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import asyncio
 import importlib.util
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from . import __version__
-from .config import ConfigError, Settings, check_secret
+from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
 from .running import run_until_signalled
 from .web.serving import uvicorn_config
 
@@ -38,6 +39,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     from .web.app import create_app
 
     _require(settings, "database_url", "redis_url", "secret")
+    if args.host not in ("127.0.0.1", "localhost", "::1") and settings.hosts == DEFAULT_HOSTS:
+        logging.getLogger("gateway").warning(
+            "listening on %s, but GATEWAY_HOSTS is not set: requests naming any host but %s get 421;"
+            " set GATEWAY_HOSTS to the names clients reach this node by",
+            args.host,
+            ", ".join(DEFAULT_HOSTS),
+        )
     uvicorn.Server(uvicorn_config(create_app(settings), settings, args.host, args.port)).run()
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 MIN_SECRET_LENGTH = 32
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # the names a node on this machine is reached by
 
 
 class ConfigError(ValueError):
@@ -67,6 +68,16 @@ def check_secret(secret: str) -> None:
         )
 
 
+def _hosts() -> tuple[str, ...]:
+    raw = os.environ.get("GATEWAY_HOSTS", "")
+    names = tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+    for name in names:
+        if name != "*" and (name.startswith("http") and "://" in name or "/" in name):
+            raise ConfigError(f"GATEWAY_HOSTS: {name!r} is not a host name (give names like jobs.example.org)")
+    # A name given with a port answers for that name on any port: the port is the listener's business.
+    return tuple(n if n.startswith("[") or n == "*" else n.partition(":")[0] for n in names) or DEFAULT_HOSTS
+
+
 def _origins() -> tuple[str, ...]:
     raw = os.environ.get("GATEWAY_ORIGINS", "")
     return tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
@@ -83,6 +94,8 @@ class Settings:
     partitions: int = field(default_factory=lambda: _int("GATEWAY_PARTITIONS", 1, minimum=1))
     # Signs user tokens. Without one, `serve` refuses to start (the demo makes one up).
     secret: str = field(default_factory=lambda: os.environ.get("GATEWAY_SECRET", ""))
+    # The host names the node answers for (the Host header, port aside); any other gets 421. "*": any.
+    hosts: tuple[str, ...] = field(default_factory=_hosts)
     # Allowed browser origins for the websocket; empty means same origin only.
     origins: tuple[str, ...] = field(default_factory=_origins)
     log_level: str = field(default_factory=lambda: _choice("GATEWAY_LOG_LEVEL", "INFO", LOG_LEVELS, upper=True))

@@ -1,7 +1,8 @@
 """Serving Prometheus text, for a node's /metrics and the relay's: who may scrape, and what every process adds.
 
 With GATEWAY_METRICS_TOKEN set, scrapers send it as a bearer token; without, only a client on the process's
-own host may scrape, directly (a request a proxy forwards could come from anywhere).
+own host may scrape, directly (a request a proxy forwards could come from anywhere), naming this host (a
+browser on this machine showing a rebinding domain's page connects from loopback too).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+from .web.hosts import loopback_host
 
 # process_* (CPU, memory, descriptors, start time) and python_info: made once, read at each scrape.
 PROCESS_COLLECTORS: tuple[Collector, ...] = (ProcessCollector(registry=None), PlatformCollector(registry=None))
@@ -42,7 +45,14 @@ def scraper_refused(request: Request, token: str) -> JSONResponse | None:
             headers={"WWW-Authenticate": "Bearer"},
         )
     forwarded = "x-forwarded-for" in request.headers or "forwarded" in request.headers
-    if not forwarded and request.client is not None and _loopback(request.client.host):
+    # A loopback client is a scraper on this machine only when it also names this machine: a browser here on a
+    # rebinding domain's page connects from loopback too, naming that domain (gateway.web.hosts).
+    if (
+        not forwarded
+        and request.client is not None
+        and _loopback(request.client.host)
+        and loopback_host(request.headers.get("host", ""))
+    ):
         return None
     return JSONResponse(
         {"error": "forbidden", "message": "/metrics is served to this host only: set GATEWAY_METRICS_TOKEN"}, 403

@@ -28,6 +28,7 @@ from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
 from .headers import SecurityHeaders
 from .heard import Hearing
+from .hosts import HostCheck
 from .inflight import ActionLimits
 from .ingest import (
     ingest_analysis,
@@ -142,6 +143,9 @@ def create_app(settings: Settings) -> Starlette:
     routes.append(
         Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     )  # a missing folder fails here
-    return Starlette(
-        routes=routes, lifespan=lifespan, middleware=[Middleware(RequestTimer), Middleware(SecurityHeaders)]
-    )
+    middleware = [
+        Middleware(RequestTimer),
+        Middleware(SecurityHeaders),
+        Middleware(HostCheck, allowed=settings.hosts),  # innermost of the three: a 421 is timed and has headers
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import wraps
 from typing import TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import asyncpg
 import msgspec
@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.types import MAX_ID, is_id
 from ..store import clusters, queries
+from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
 from .runtime import Runtime
@@ -140,11 +141,9 @@ def same_origin(
     if origin is None:
         allowed = False
     elif required:
-        allowed = origin != "null" and (
-            urlsplit(origin).netloc == host or origin.rstrip("/") in runtime.settings.origins
-        )
+        allowed = hosts.same_origin(origin, request.url.scheme, host) or origin.rstrip("/") in runtime.settings.origins
     else:
-        allowed = runtime.origin_allowed(origin, host)
+        allowed = runtime.origin_allowed(origin, request.url.scheme, host)
     if not allowed:
         raise Refused(403, "origin_not_allowed", message)
 

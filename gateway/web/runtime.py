@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import asyncpg
 
@@ -16,6 +15,7 @@ from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
 from .heard import Hearing
+from .hosts import same_origin
 
 if TYPE_CHECKING:
     from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
@@ -35,10 +35,9 @@ class Runtime:
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)
     hearing: Hearing | None = None  # notes when each cluster was last heard from
 
-    def origin_allowed(self, origin: str, host: str) -> bool:
-        """Same origin, or one listed in GATEWAY_ORIGINS."""
-        origin = origin.rstrip("/")
+    def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
+        """The request's own origin (scheme, host and port), or one listed in GATEWAY_ORIGINS."""
         allowed = self.settings.origins
-        if origin in allowed or "*" in allowed:
+        if origin.rstrip("/") in allowed or "*" in allowed:
             return True
-        return bool(host) and urlsplit(origin).netloc == host
+        return same_origin(origin, scheme, host)

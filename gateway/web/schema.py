@@ -200,6 +200,7 @@ def _refusals(route: Operation) -> list[tuple[str, str]]:
         or route.operation_id == "demoSignIn"
     ):
         refusals.append(("422", "Invalid: the message names the bad field"))
+    refusals.append(("421", "Misdirected: the Host is not a name this node answers for (GATEWAY_HOSTS)"))
     refusals.append(("429", "Too many requests: retry after the Retry-After header's seconds"))
     return refusals
 

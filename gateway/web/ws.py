@@ -100,7 +100,9 @@ def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONRe
     """The session's user and expiry, or why this handshake is refused, as the HTTP response to send."""
     # Browsers always send Origin; tools usually do not.
     origin = websocket.headers.get("origin")
-    if origin is not None and not runtime.origin_allowed(origin, websocket.headers.get("host", "")):
+    if origin is not None and not runtime.origin_allowed(
+        origin, websocket.url.scheme, websocket.headers.get("host", "")
+    ):
         return JSONResponse({"error": "origin_not_allowed", "message": "this origin may not open the socket"}, 403)
     try:
         user_id, expires = session(websocket)

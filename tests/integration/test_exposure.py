@@ -3,6 +3,7 @@ the HTTP API's per-user and per-cluster rate (429 with Retry-After)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,3 +124,91 @@ async def test_past_its_rate_a_cluster_gets_429_with_retry_after(limited_node: P
             "/api/ingest/jobs", json={"jobs": []}, headers={"Authorization": f"Bearer c{team.cluster_id}.forged"}
         )
     assert forged.status_code == 401  # an unchecked key spends nobody's rate
+
+
+async def raw_upgrade(port: int, host: str, token: str, origin: str) -> int:
+    """The status of a websocket upgrade naming `host` and `origin`, sent as a browser on a rebinding page would."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        (
+            f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nOrigin: {origin}\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            f"Cookie: gateway_token={token}\r\n\r\n"
+        ).encode()
+    )
+    status = await asyncio.wait_for(reader.readline(), 10)
+    writer.close()
+    return int(status.split()[1])
+
+
+async def test_a_rebinding_domain_gets_421_for_every_page_action_socket_and_metrics(stack: Stack, team: Team) -> None:
+    """The attack: `evil.example` resolved to 127.0.0.1, its page in the victim's browser. It sent
+    `Host: evil.example:8765` and a matching Origin: it signed in, retried jobs and opened /ws, and /metrics
+    (loopback only) was readable. The node answers for its own names only (GATEWAY_HOSTS): 421 before any route."""
+    node = stack.nodes[0]
+    evil = f"evil.example:{node.port}"
+    origin = f"http://{evil}"
+    cookie = {"Cookie": f"gateway_token={team.token}", "Host": evil, "Origin": origin}
+    async with httpx.AsyncClient(base_url=node.http) as client:
+        for method, path in [
+            ("GET", "/"),
+            ("GET", "/api/me"),
+            ("POST", f"/sign-in?token={team.token}"),
+            ("POST", f"/api/trajectories/{team.trajectory_id}/retry-failed"),
+            ("GET", "/metrics"),
+            ("GET", "/healthz"),
+            ("GET", "/js/app.js"),
+        ]:
+            answer = await client.request(method, path, headers=cookie)
+            assert answer.status_code == 421, (method, path, answer.status_code)
+            assert answer.json()["error"] == "misdirected"
+            assert answer.headers["x-frame-options"] == "DENY"  # still a response of ours, with its headers
+        # The node's own names still work, the port aside.
+        for host in (f"127.0.0.1:{node.port}", f"localhost:{node.port}", "localhost"):
+            assert (await client.get("/healthz", headers={"Host": host})).status_code == 200, host
+    assert await raw_upgrade(node.port, evil, team.token, origin) == 421
+    assert await raw_upgrade(node.port, f"127.0.0.1:{node.port}", team.token, f"http://127.0.0.1:{node.port}") == 101
+
+
+@pytest.mark.parametrize("scheme", ["https", "ftp", "ws"])
+async def test_an_origin_with_our_host_and_port_but_another_scheme_is_another_origin(
+    stack: Stack, team: Team, scheme: str
+) -> None:
+    node = stack.nodes[0]
+    host = f"127.0.0.1:{node.port}"
+    assert await raw_upgrade(node.port, host, team.token, f"{scheme}://{host}") == 403
+    async with httpx.AsyncClient(base_url=node.http) as client:
+        acted = await client.post(
+            f"/api/trajectories/{team.trajectory_id}/retry-failed",
+            headers={"Cookie": f"gateway_token={team.token}", "Origin": f"{scheme}://{host}"},
+        )
+    assert acted.status_code == 403 and acted.json()["error"] == "origin_not_allowed"
+
+
+@pytest.fixture(scope="module")
+def any_host_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """A node told to answer for any host name (behind a proxy that checks them itself)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_HOSTS": "*",
+    }
+    node = spawn("node-any-host", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("any-host"), port)
+    try:
+        wait_http(node)
+        yield node
+    finally:
+        node.stop()
+
+
+async def test_metrics_stay_loopback_only_under_any_host_name(any_host_node: Process) -> None:
+    """With every host name answered, a loopback client naming another host (a rebinding page in a browser on
+    the node's machine) still may not scrape: the loopback rule wants this machine's name too."""
+    async with httpx.AsyncClient(base_url=any_host_node.http) as client:
+        rebound = await client.get("/metrics", headers={"Host": f"evil.example:{any_host_node.port}"})
+        assert rebound.status_code == 403 and rebound.json()["error"] == "forbidden"
+        assert (await client.get("/healthz", headers={"Host": "evil.example"})).status_code == 200
+        assert (await client.get("/metrics")).status_code == 200
