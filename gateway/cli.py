@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import asyncio
 import importlib.util
+import logging
 import os
 import sys
 import textwrap
