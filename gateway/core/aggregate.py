@@ -42,11 +42,24 @@ class MembershipChange(msgspec.Struct, kw_only=True):
     counted: bool = False
 
 
+class OwnershipChange(msgspec.Struct, kw_only=True):
+    """A channel moved to another team (a trajectory, by the platform): its old team's subscribers lose it."""
+
+    channel: str
+    team_id: int
+    previous_team_id: int
+    counted: bool = False
+
+
 class SubmissionChange(msgspec.Struct, kw_only=True):
     """A submission's record changed (its tasks' changes arrive as job changes)."""
 
     record: SubmissionRecord
     counted: bool = False
+
+
+# What one outbox row reads as: a job's change, a submission's record, a membership, a channel's new owner.
+AnyChange = Change | SubmissionChange | MembershipChange | OwnershipChange
 
 
 class TrajectoryAggregate(msgspec.Struct, kw_only=True):
@@ -127,6 +140,19 @@ class Aggregates:
 
     def known(self, trajectory_id: int) -> bool:
         return trajectory_id in self._trajectories
+
+    def forget(self, trajectory_id: int) -> None:
+        """A trajectory that moved to another team: its next change registers it again, under its new team."""
+        agg = self._trajectories.pop(trajectory_id, None)
+        self.dirty_groups.pop(trajectory_id, None)
+        if agg is None:
+            return
+        team = self.team(agg.team_id)
+        team.trajectories.pop(trajectory_id, None)
+        team.dirty.discard(trajectory_id)
+        for status, n in agg.counts.as_dict().items():
+            if n:
+                team.counts.add(status, -n)
 
     def add_trajectory(self, agg: TrajectoryAggregate) -> None:
         """Register a trajectory (from the startup snapshot or a name looked up later)."""

@@ -18,7 +18,16 @@ from collections.abc import Iterable, Mapping
 import msgspec
 
 from . import channels
-from .aggregate import Aggregates, Change, MembershipChange, SubmissionChange, TeamAggregate, TrajectoryAggregate
+from .aggregate import (
+    Aggregates,
+    AnyChange,
+    Change,
+    MembershipChange,
+    OwnershipChange,
+    SubmissionChange,
+    TeamAggregate,
+    TrajectoryAggregate,
+)
 from .eta import EtaTracker, WorkSnapshot
 from .finish import SETTLE, Finish, FinishTracker, cuts_short, every_job_completed
 from .grouping import Group, group_order
@@ -187,6 +196,7 @@ class Batcher:
         self.events = Events(self.aggregates, self.seqs, settle, self.submissions)
         self.finishes = self.events.finishes
         self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
+        self.ownerships: list[OwnershipChange] = []  # channels that moved to another team, to announce too
         self.changes_applied = 0
         self.deltas_taken = 0
         # The events' messages, as the relay asks for them.
@@ -212,7 +222,21 @@ class Batcher:
         taken, self.memberships = self.memberships, []
         return taken
 
-    def unknown_trajectories(self, changes: Iterable[Change | SubmissionChange | MembershipChange]) -> set[int]:
+    def take_ownerships(self) -> list[OwnershipChange]:
+        taken, self.ownerships = self.ownerships, []
+        return taken
+
+    def _moved(self, change: OwnershipChange) -> None:
+        """A trajectory moved to another team (it has no jobs: their keys would have held it): forgotten here,
+        so its next job registers it under its new team (and in its new team's partition's relay), and
+        announced, so nodes end the old team's subscriptions."""
+        self.ownerships.append(change)
+        kind, _, ident = change.channel.partition(":")
+        if kind == "trajectory" and ident.isdigit():
+            self.aggregates.forget(int(ident))
+            self._names.pop(int(ident), None)
+
+    def unknown_trajectories(self, changes: Iterable[AnyChange]) -> set[int]:
         """Trajectories whose names the adapter must look up before `apply()`."""
         return {
             c.job.trajectory_id
@@ -229,12 +253,15 @@ class Batcher:
         """The unfinished work and recent durations as of the snapshot, for the estimates of time left."""
         self.eta.load(snapshot)
 
-    def apply(self, changes: Iterable[Change | SubmissionChange | MembershipChange], now: float = 0.0) -> None:
+    def apply(self, changes: Iterable[AnyChange], now: float = 0.0) -> None:
         task_changed, eta_changed = self.submissions.task_changed, self.eta.job_changed
         to_send, add, names = self._teams_to_send, self.windows.add, self._names
         for change in changes:
             if isinstance(change, MembershipChange):
                 self.memberships.append(change)
+                continue
+            if isinstance(change, OwnershipChange):
+                self._moved(change)
                 continue
             if isinstance(change, SubmissionChange):
                 self.submissions.record_changed(change.record)
@@ -257,7 +284,7 @@ class Batcher:
                     cuts_short(change.old_status, change.new_status, job.error),
                 )
             pair = names.get(job.trajectory_id)
-            if pair is None:  # a trajectory stays in its team (the database's composite keys hold it there)
+            if pair is None:  # a trajectory's jobs are of its team (the database's composite keys hold them there)
                 pair = names[job.trajectory_id] = (
                     channels.trajectory(job.trajectory_id),
                     channels.team_jobs(job.team_id),

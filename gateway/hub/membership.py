@@ -1,8 +1,9 @@
-"""Who may follow a channel: its team (found once, it never changes) and the user's membership of it.
+"""Who may follow a channel: its team and the user's membership of it.
 
 A member removed from a team loses its subscriptions at once, on every node: the relay announces membership
 changes on the bus's membership channel, and every node checks its live subscriptions now and then in case one
-announcement was lost.
+announcement was lost. A trajectory the platform moves to another team is announced the same way: its old
+team's subscriptions end (`forbidden`), and its team is read again from PostgreSQL on the next subscribe.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import msgspec
 
 from ..bus.broker import Partitions
-from ..core.aggregate import MembershipChange
+from ..core.aggregate import MembershipChange, OwnershipChange
 from ..core.channels import Channel
 from ..core.protocol import Error
 from .connection import Connection
@@ -31,6 +32,16 @@ MAX_CHANNEL_TEAMS = 100_000  # past this, forget the teams of channels nobody he
 _memberships_decoder = msgspec.json.Decoder(list[MembershipChange])
 
 
+class Moved(msgspec.Struct):
+    """The relay's announcement of channels that changed team (a message of its own on the membership channel)."""
+
+    moved: list[OwnershipChange]
+
+
+_moved_decoder = msgspec.json.Decoder(Moved)
+_MOVED = b'{"moved"'
+
+
 class ChannelTeams:
     """The team of each channel this node has looked up, and so its partition's hash tag in the bus."""
 
@@ -39,16 +50,28 @@ class ChannelTeams:
         self.partitions = partitions
         self.shared = shared
         self._teams: dict[str, int] = {}
+        self.moved: set[str] = set()  # channels announced as moved to another team: their cached team is stale
 
     async def team_of(self, channel: Channel, followed: Callable[[str], bool]) -> int | None:
-        team_id = self._teams.get(channel.name)
+        name = channel.name
+        team_id = None if name in self.moved else self._teams.get(name)
         if team_id is None:
-            team_id = await self.shared.read(("team", channel.name), lambda: self.access.team_of_channel(channel))
-            if team_id is not None:
+            team_id = await self.shared.read(("team", name), lambda: self.access.team_of_channel(channel))
+            if team_id is None:
+                return None
+            previous = self._teams.get(name)
+            # A moved channel's bus subscription, while it lasts, stays under its old team's partition tag.
+            if previous is None or not followed(name) or self.partitions.tag(previous) == self.partitions.tag(team_id):
+                self.moved.discard(name)
                 if len(self._teams) > MAX_CHANNEL_TEAMS:  # keep what is followed: its tag is needed
                     self._teams = {c: t for c, t in self._teams.items() if followed(c)}
-                self._teams[channel.name] = team_id
+                self._teams[name] = team_id
         return team_id
+
+    def channel_moved(self, channel: str) -> None:
+        """Its team changed: the next subscribe reads it from PostgreSQL again."""
+        if channel in self._teams:
+            self.moved.add(channel)
 
     def known(self, channel: str) -> bool:
         return channel in self._teams
@@ -67,8 +90,10 @@ class Memberships:
         shared: SharedReads,
         connections: set[Connection],
         unsubscribe: Callable[[Connection, str], None],
+        teams: ChannelTeams,
     ) -> None:
         self.access = access
+        self.teams = teams
         self.shared = shared
         self.connections = connections
         self.unsubscribe = unsubscribe
@@ -89,6 +114,15 @@ class Memberships:
 
     def receive(self, data: bytes) -> None:
         """A message on the bus's membership channel: a revoked session, or membership changes."""
+        if data.startswith(_MOVED):
+            try:
+                moved = _moved_decoder.decode(data).moved
+            except msgspec.DecodeError:
+                log.warning("ignored an undecodable ownership message")
+                return
+            for move in moved:
+                self.moved(move.channel, move.team_id)
+            return
         if data[:1] == b"{":  # a revoked session (membership changes come as a list)
             self.on_revocation(data)
             return
@@ -110,6 +144,14 @@ class Memberships:
                     Error(code="forbidden", message="you are no longer a member of this team", channel=name)
                 )
 
+    def moved(self, channel: str, team_id: int) -> None:
+        """A channel now belongs to `team_id`: every subscription to it made under another team ends (a member
+        of the new team subscribes again; its team is read afresh)."""
+        self.teams.channel_moved(channel)
+        for conn in [c for c in self.connections if c.channels.get(channel, team_id) != team_id]:
+            self.unsubscribe(conn, channel)
+            conn.send_message(Error(code="forbidden", message=f"{channel} moved to another team", channel=channel))
+
     async def recheck(self) -> None:
         """The safety net for a membership message the bus dropped: check every live subscription now and then."""
         while True:
@@ -119,9 +161,15 @@ class Memberships:
             pairs = {(c.user_id, t) for c in self.connections for t in c.channels.values()}
             if not pairs:
                 continue
+            followed = {n: t for c in self.connections for n, t in c.channels.items() if n.startswith("trajectory:")}
             try:
                 lost = await self.access.lost_memberships(pairs)
+                owners = await self.access.trajectory_teams([int(n[11:]) for n in followed])
             except TRANSIENT:
                 continue
             for user_id, team_id in lost:
                 self.revoke(team_id, user_id)
+            for name in followed:  # a move whose announcement was lost, or came while a subscribe was on its way
+                owner = owners.get(int(name[11:]))
+                if owner is not None and any(c.channels.get(name, owner) != owner for c in self.connections):
+                    self.moved(name, owner)

@@ -67,7 +67,7 @@ class Node:
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._on_gap)
         self.reads = ChannelReads(bus.history, bus.channels)
         self.teams = ChannelTeams(access, bus.partitions, self.shared)
-        self.memberships = Memberships(access, self.shared, self.connections, self.unsubscribe)
+        self.memberships = Memberships(access, self.shared, self.connections, self.unsubscribe, self.teams)
         self.admission = Admission(self.teams, self.memberships, max_subscriptions, self._followed)
         self.backlog = Backlog(
             lambda channel, first, last: self.reads.entries(self.teams.tag(channel), channel, first, last)

@@ -26,6 +26,9 @@ class Access(Protocol):
     async def lost_memberships(self, pairs: set[tuple[int, int]]) -> list[tuple[int, int]]:
         """The (user, team) pairs that are no longer memberships."""
 
+    async def trajectory_teams(self, trajectory_ids: list[int]) -> dict[int, int]:
+        """The team of each trajectory that exists."""
+
     async def team_state(self, team_id: int) -> tuple[Counts, list[TrajectorySummary]]: ...
 
     async def trajectory_groups(self, trajectory_id: int) -> list[Group]: ...

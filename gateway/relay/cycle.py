@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from ..bus.publisher import PartitionPublisher
 from ..core import channels
-from ..core.aggregate import Change, MembershipChange, SubmissionChange
+from ..core.aggregate import AnyChange, Change
 from ..core.batching import Batcher, Publication
 from ..core.team import ClusterStats, Presence
 from ..store import outbox, submission_rows, waves
@@ -92,6 +92,10 @@ class PublishCycle:
         if memberships:
             payload = _membership_encoder.encode(memberships)
             await retry_redis(lambda: self.announce(payload))
+        moved = self.core.take_ownerships()
+        if moved:  # a message of its own: nodes that predate it ignore it, and no membership change with it
+            moved_payload = _membership_encoder.encode({"moved": moved})
+            await retry_redis(lambda: self.announce(moved_payload))
         if result.changes:
             self._observe_published(result.changes)
 
@@ -156,7 +160,7 @@ class PublishCycle:
             except (RedisError, OSError):
                 pass
 
-    def _observe_published(self, changes: list[Change | SubmissionChange | MembershipChange]) -> None:
+    def _observe_published(self, changes: list[AnyChange]) -> None:
         """The cycle's changes are on the bus: commit (the writer's statement time, on PostgreSQL's clock) to
         publish, for each, and the newest one's as the partition's lag."""
         now = time.time()

@@ -41,6 +41,12 @@ class NodeAccess:
     async def lost_memberships(self, pairs: set[tuple[int, int]]) -> list[tuple[int, int]]:
         return await lost_memberships(self.pool, pairs)
 
+    async def trajectory_teams(self, trajectory_ids: list[int]) -> dict[int, int]:
+        rows = await self.pool.fetch(
+            "select id, team_id from trajectories where id = any($1::bigint[])", trajectory_ids
+        )
+        return {r["id"]: r["team_id"] for r in rows}
+
     async def team_state(self, team_id: int) -> tuple[Counts, list[TrajectorySummary]]:
         return await queries.team_state(self.pool, team_id)
 

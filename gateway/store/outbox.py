@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
-from ..core.aggregate import Change, MembershipChange, SubmissionChange, TrajectoryAggregate
+from ..core.aggregate import AnyChange, Change, MembershipChange, OwnershipChange, SubmissionChange, TrajectoryAggregate
 from ..core.eta import WorkSnapshot
 from ..core.model import Job
 from ..core.submission import SubmissionAggregate, SubmissionRecord
@@ -29,6 +29,7 @@ from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 _job_decoder = msgspec.json.Decoder(Job)
 _submission_decoder = msgspec.json.Decoder(SubmissionRecord)
 _membership_decoder = msgspec.json.Decoder(MembershipChange)
+_ownership_decoder = msgspec.json.Decoder(OwnershipChange)
 
 _SUBMISSION_TASKS = """
 select submission_id, job_listed_status(status, silent_since) as status, count(*) as n,
@@ -167,7 +168,7 @@ async def trajectories(db: asyncpg.Connection, ids: list[int]) -> list[tuple[int
 
 @dataclass
 class ReadResult:
-    changes: list[Change | SubmissionChange | MembershipChange]
+    changes: list[AnyChange]
     horizon: int
     held_back: bool  # committed changes wait behind an open transaction
     full: bool  # the limit was reached: read again at once
@@ -267,12 +268,16 @@ class OutboxReader:
     def take(self, rows: list[asyncpg.Record], limit: int) -> ReadResult:
         """The changes of one read's rows (one row with no change when there was none), the cursor moved past."""
         horizon: int = rows[0]["horizon"]
-        changes: list[Change | SubmissionChange | MembershipChange] = []
+        changes: list[AnyChange] = []
         for r in rows:
             if r["seq"] is None:
                 break
             if r["entity"] == "membership":
                 changes.append(_membership_decoder.decode(r["job"]))
+                self.xid, self.seq = r["xid"], r["seq"]
+                continue
+            if r["entity"] == "ownership":
+                changes.append(_ownership_decoder.decode(r["job"]))
                 self.xid, self.seq = r["xid"], r["seq"]
                 continue
             if r["entity"] == "submission":

@@ -15,10 +15,12 @@ HOST = "gateway.example:8000"
 
 def request(origins: tuple[str, ...], origin: str | None = None, query: bytes = b"") -> Request:
     runtime = SimpleNamespace(settings=Settings(origins=origins))
-    runtime.origin_allowed = lambda o, h: Runtime.origin_allowed(runtime, o, h)  # type: ignore[arg-type]
+    runtime.origin_allowed = lambda o, s, h: Runtime.origin_allowed(runtime, o, s, h)  # type: ignore[arg-type]
     headers = [(b"host", HOST.encode())] + ([(b"origin", origin.encode())] if origin is not None else [])
     scope = {
         "type": "http",
+        "scheme": "https",  # the node behind TLS (or a trusted proxy that says so)
+        "path": "/",
         "headers": headers,
         "query_string": query,
         "app": SimpleNamespace(state=SimpleNamespace(runtime=runtime)),
@@ -37,8 +39,9 @@ def refused(req: Request, required: bool = False) -> bool:
 
 def test_acting_takes_tools_our_pages_and_listed_origins() -> None:
     assert not refused(request(()))  # a tool sends no Origin
-    assert not refused(request((), f"http://{HOST}"))
+    assert not refused(request((), f"https://{HOST}"))
     assert refused(request((), "https://evil.example"))
+    assert refused(request((), f"http://{HOST}"))  # our host and port, another scheme: another origin
     assert not refused(request(("https://app.example",), "https://app.example"))
 
 
@@ -47,6 +50,7 @@ def test_a_sign_in_takes_our_pages_and_origins_listed_by_name_never_the_wildcard
     assert not refused(request(origins, f"https://{HOST}"), required=True)
     assert refused(request(origins, "https://evil.example"), required=True)
     assert refused(request(origins, "null"), required=True)
+    assert refused(request(origins, f"http://{HOST}"), required=True)
     assert refused(request(origins), required=True)  # a browser's form always says where it comes from
     assert refused(request(origins, "https://app.example"), required=True) == ("https://app.example" not in origins)
 

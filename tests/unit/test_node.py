@@ -38,6 +38,9 @@ class Access:
     async def lost_memberships(self, pairs: set[tuple[int, int]]) -> list[tuple[int, int]]:
         return [(u, t) for u, t in pairs if u != 1]
 
+    async def trajectory_teams(self, trajectory_ids: list[int]) -> dict[int, int]:
+        return dict.fromkeys(trajectory_ids, TEAM)
+
     async def team_state(self, team_id: int) -> tuple[Counts, list[TrajectorySummary]]:
         return Counts(), []
 

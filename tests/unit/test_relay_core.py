@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
-from gateway.core.aggregate import Change, TrajectoryAggregate
+from gateway.core.aggregate import Change, OwnershipChange, TrajectoryAggregate
 from gateway.core.batching import MAX_BATCH_BYTES, TEAM_INTERVAL, Batcher
 from gateway.core.model import Counts, Job
 from gateway.core.protocol import decode_server
@@ -166,3 +166,18 @@ def test_a_quiet_channel_publishes_at_once_while_a_busy_one_waits_for_its_window
 def test_unknown_trajectories_are_asked_for_before_apply() -> None:
     core = core_with_trajectory(10)
     assert core.unknown_trajectories([change(None, "queued", job(1, "queued", 1, trajectory=99))]) == {99}
+
+
+def test_a_trajectory_moved_to_another_team_is_announced_and_registered_again_under_it() -> None:
+    core = core_with_trajectory(10)
+    moved = OwnershipChange(channel="trajectory:10", team_id=2, previous_team_id=1)
+    core.apply([moved])
+    assert core.take_ownerships() == [moved] and core.take_ownerships() == []
+    assert core.take_memberships() == []  # announced on their own, never among membership changes
+    # Its next job is asked for again (the adapter reads its team), then counted in its new team's state.
+    arriving = change(None, "queued", job(1, "queued", 1, trajectory=10, team=2))
+    assert core.unknown_trajectories([arriving]) == {10}
+    core.add_trajectory(10, 2, "T10")
+    core.apply([arriving])
+    assert core.aggregates.team(2).counts.queued == 1 and 10 in core.aggregates.team(2).trajectories
+    assert 10 not in core.aggregates.team(1).trajectories and core.aggregates.team(1).counts.total() == 0
