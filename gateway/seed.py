@@ -28,7 +28,8 @@ class Seeded:
     other_user_id: int = 0
     # What the last run left half-way, for the clusters to take up again (else it would look stuck for good).
     unfinished: list[Unfinished] = field(default_factory=list)
-    staging: dict[int, str] = field(default_factory=dict)  # submission id -> staging state short of ready
+    # submission id -> its staging state short of ready, and the cluster staging it (None: any of the team's)
+    staging: dict[int, tuple[str, int | None]] = field(default_factory=dict)
 
 
 async def seed_demo(dsn: str) -> Seeded:

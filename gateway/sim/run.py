@@ -39,7 +39,7 @@ class Simulation:
         redis_cluster: bool = False,
         sync_fail_rate: float = 0.1,
         operator_delay: tuple[float, float] = (20.0, 60.0),
-        staging: dict[int, str] | None = None,
+        staging: dict[int, tuple[str, int | None]] | None = None,
         users: list[int] | None = None,
     ) -> None:
         self.rng = random.Random(seed)
@@ -73,8 +73,10 @@ class Simulation:
         try:
             for cluster in self.clusters:
                 await cluster.start()
-            for submission_id, state in self.staging.items():
-                cluster = self.clusters[submission_id % len(self.clusters)]
+            by_id = {c.cluster_id: c for c in self.clusters}
+            for submission_id, (state, cluster_id) in self.staging.items():
+                # Only the cluster that staged it may go on (the gateway refuses the others' reports).
+                cluster = by_id.get(cluster_id or 0) or self.clusters[submission_id % len(self.clusters)]
                 cluster.spawn(
                     finish_staging(cluster, submission_id, state), f"the staging of submission {submission_id}"
                 )

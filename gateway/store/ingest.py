@@ -96,7 +96,7 @@ async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch
 async def _insert(db: asyncpg.Connection, cluster_id: int, team_id: int, new: list) -> list[int]:
     if not new:
         return []
-    await _check_references(db, team_id, new)
+    await _check_references(db, cluster_id, team_id, new)
     reports = [r for _, r in new]
     rows = await db.fetch(
         _INSERT,
@@ -122,7 +122,12 @@ _ANALYSES = (
     "select a.id, a.trajectory_id from analyses a join trajectories t on t.id = a.trajectory_id"
     " where a.id = any($1::bigint[]) and t.team_id = $2"
 )
-_SUBMISSIONS = "select id, team_id from submissions where id = any($1::bigint[]) and team_id = $2"
+# A submission a cluster staged is that cluster's own: another cluster of the team adds no job to it. One with no
+# cluster (written before submissions named theirs) is any of its team's clusters'.
+_SUBMISSIONS = (
+    "select id, team_id from submissions where id = any($1::bigint[]) and team_id = $2"
+    " and (cluster_id is null or cluster_id = $3)"
+)
 # The field a foreign key of sql/007_team_references.sql checks.
 _FIELD_OF = {
     "jobs_trajectory_team": "trajectory_id",
@@ -132,12 +137,15 @@ _FIELD_OF = {
 }
 
 
-async def _check_references(db: asyncpg.Connection, team_id: int, new: list[tuple[int, JobReport]]) -> None:
-    """Every row a new job names is the cluster's team's: someone else's reads exactly like one that does not
-    exist, so a refusal tells nothing about other teams. An analysis must also be of the job's trajectory."""
+async def _check_references(
+    db: asyncpg.Connection, cluster_id: int, team_id: int, new: list[tuple[int, JobReport]]
+) -> None:
+    """Every row a new job names is the cluster's team's (its submission, the cluster's own): someone else's
+    reads exactly like one that does not exist, so a refusal tells nothing about other teams or clusters. An
+    analysis must also be of the job's trajectory."""
     trajectories = await _team_rows(db, _TRAJECTORIES, team_id, [r.trajectory_id for _, r in new])
     analyses = await _team_rows(db, _ANALYSES, team_id, [r.analysis_id for _, r in new])
-    submissions = await _team_rows(db, _SUBMISSIONS, team_id, [r.submission_id for _, r in new])
+    submissions = await _team_rows(db, _SUBMISSIONS, team_id, [r.submission_id for _, r in new], cluster_id)
     for i, r in new:
         if r.trajectory_id not in trajectories:
             raise InvalidReport(f"jobs[{i}].trajectory_id: no trajectory {r.trajectory_id} in this cluster's team")
@@ -148,14 +156,16 @@ async def _check_references(db: asyncpg.Connection, team_id: int, new: list[tupl
                 f"jobs[{i}].analysis_id: analysis {r.analysis_id} is not of trajectory {r.trajectory_id}"
             )
         if r.submission_id is not None and r.submission_id not in submissions:
-            raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} in this cluster's team")
+            raise InvalidReport(f"jobs[{i}].submission_id: no submission {r.submission_id} of this cluster")
 
 
-async def _team_rows(db: asyncpg.Connection, query: str, team_id: int, wanted: list[int | None]) -> dict[int, int]:
+async def _team_rows(
+    db: asyncpg.Connection, query: str, team_id: int, wanted: list[int | None], *more: int
+) -> dict[int, int]:
     ids = sorted({i for i in wanted if i is not None})
     if not ids:
         return {}
-    return {row[0]: row[1] for row in await db.fetch(query, ids, team_id)}
+    return {row[0]: row[1] for row in await db.fetch(query, ids, team_id, *more)}
 
 
 async def _update(db: asyncpg.Connection, cluster_id: int, known: list) -> set[int]:

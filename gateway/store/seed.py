@@ -84,10 +84,10 @@ async def unfinished(db: asyncpg.Connection, team_id: int) -> list[Unfinished]:
     return [Unfinished(**r) for r in rows]
 
 
-async def staging(db: asyncpg.Connection, team_id: int) -> dict[int, str]:
-    """The team's submissions not yet ready, with their staging state."""
-    return dict(
-        await db.fetch(
-            "select id, staging from submissions where team_id = $1 and staging <> 'ready' order by id", team_id
-        )
+async def staging(db: asyncpg.Connection, team_id: int) -> dict[int, tuple[str, int | None]]:
+    """The team's submissions not yet ready: their staging state and the cluster staging them (None: any)."""
+    rows = await db.fetch(
+        "select id, staging, cluster_id from submissions where team_id = $1 and staging <> 'ready' order by id",
+        team_id,
     )
+    return {r["id"]: (r["staging"], r["cluster_id"]) for r in rows}

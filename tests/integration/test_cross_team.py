@@ -105,7 +105,7 @@ REFERENCES: dict[str, tuple[Callable[[Teams], int], Request, int, str]] = {
             {"jobs": [new_job(t.mine.trajectory_id), new_job(t.mine.trajectory_id, submission_id=ref)]},
         ),
         422,
-        "jobs[1].submission_id: no submission {ref} in this cluster's team",
+        "jobs[1].submission_id: no submission {ref} of this cluster",
     ),
     "a reported job": (
         lambda t: t.other_job,
@@ -377,6 +377,16 @@ async def test_a_cluster_acts_only_on_its_own_submissions(stack: Stack, pool: as
             answers[0] == answers[1] == (404, b'{"error":"not_found","message":"id: no submission ID of this cluster"}')
         )
     assert await pool.fetchrow(state, sid) == before  # nothing written
+    # Nor does it add a job to it: refused as a submission that does not exist is.
+    answers = []
+    for ref in (sid, MISSING):
+        response = await send(
+            stack, "POST", "/api/ingest/jobs", second_key, {"jobs": [new_job(team.trajectory_id, submission_id=ref)]}
+        )
+        answers.append((response.status_code, response.content.replace(str(ref).encode(), b"ID")))
+    assert answers[0] == answers[1] and answers[0][0] == 422, answers
+    assert b"jobs[0].submission_id: no submission ID of this cluster" in answers[0][1]
+    assert await pool.fetchval("select count(*) from jobs where submission_id = $1", sid) == 0
     own = await send(stack, "POST", f"/api/ingest/submissions/{sid}", team.cluster_key, {"staging": "sync_failed"})
     assert own.status_code == 204, own.text
     assert await pool.fetchval("select staging from submissions where id = $1", sid) == "sync_failed"

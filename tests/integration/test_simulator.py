@@ -303,3 +303,47 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_a_restarted_simulation_finishes_each_staging_submission_on_the_cluster_that_staged_it(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """A demo restarted with submissions left staging handed each to a cluster picked by its id; once the gateway
+    refused other clusters' reports on a submission (issue #35), any picked wrongly stayed staging for ever."""
+    from gateway.store import seed
+
+    keys = [team.cluster_key]
+    async with pool.acquire() as db:
+        second_id = await db.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-2') returning id", team.id)
+        key, key_hash = new_cluster_key(second_id)
+        await db.execute("update clusters set key_hash = $2 where id = $1", second_id, key_hash)
+    keys.append(key)
+    staged = [
+        await pool.fetchval(
+            "insert into submissions (team_id, trajectory_id, cluster_id, title, staging)"
+            " values ($1, $2, $3, $4, 'syncing') returning id",
+            team.id,
+            team.trajectory_id,
+            cluster_id,
+            f"Upload {n}",
+        )
+        for n in range(2)
+        for cluster_id in (team.cluster_id, second_id)
+    ]
+    async with pool.acquire() as db:
+        left = await seed.staging(db, team.id)
+    simulation = Simulation(stack.nodes[0].http, stack.redis_url, keys, concurrent=0, speed=20, staging=left)
+    running = asyncio.create_task(simulation.run())
+    try:
+        deadline = asyncio.get_running_loop().time() + 60
+        while (
+            await pool.fetchval("select count(*) from submissions where id = any($1) and staging = 'ready'", staged) < 4
+        ):
+            assert asyncio.get_running_loop().time() < deadline, await pool.fetch(
+                "select id, cluster_id, staging from submissions where id = any($1)", staged
+            )
+            assert not running.done(), running
+            await asyncio.sleep(0.1)
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
