@@ -114,7 +114,7 @@ class Settings:
     # Per-connection pending output before a resync, in bytes.
     max_pending_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_BYTES", 4 << 20))
     # Seconds between keepalive pings; a connection that has not answered one by the next is closed (1011).
-    keepalive: float = field(default_factory=lambda: _float("GATEWAY_KEEPALIVE", 20))
+    keepalive: float = field(default_factory=lambda: _float("GATEWAY_KEEPALIVE", 25))
     max_subscriptions: int = field(default_factory=lambda: _int("GATEWAY_MAX_SUBSCRIPTIONS", 100))
     max_message_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_MESSAGE_BYTES", 64 << 10))
     # permessage-deflate for clients that offer it (each shared frame deflated once for all of them); 0: never.

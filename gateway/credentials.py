@@ -91,6 +91,37 @@ def read_token(secret: str, token: str, max_age: float | None = None, now: float
     return Claims(user_id, token_id, started, expires)
 
 
+class VerifiedTokens:
+    """Tokens whose signature and claims were checked once, with their sessions: a token is verified again only
+    once it has left this bounded cache (the oldest leave first), so a reconnect storm pays HMAC and JSON once
+    per token, not once per connect. What can change while a token is valid is still checked on every read:
+    its expiry and its session's age here, revocation by the caller. Only valid tokens are kept."""
+
+    def __init__(self, secret: str, size: int = 16384) -> None:
+        self.secret = secret
+        self.size = size
+        self._claims: dict[str, Claims] = {}
+
+    def read(self, token: str, max_age: float | None = None, now: float | None = None) -> Claims:
+        """As read_token(secret, token, max_age, now)."""
+        now = time.time() if now is None else now
+        found = self._claims.get(token)
+        if found is None:
+            found = read_token(self.secret, token, None, now)
+            if len(self._claims) >= self.size:
+                del self._claims[next(iter(self._claims))]
+            self._claims[token] = found
+        if now >= found.expires:  # what PyJWT's `exp` check says: expired at its second
+            del self._claims[token]
+            raise InvalidToken("token expired")
+        if max_age is not None and now - found.started > max_age:
+            raise InvalidToken("session too old: sign in again")
+        return found
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+
 def user_of(sub: object) -> int | None:
     """A token's `sub` as the user id it names: the canonical decimal spelling of an id PostgreSQL can hold,
     or None. int() would read "1_0" as 10 and " 7" as 7, and 2**70 would fail only in the database."""

@@ -16,6 +16,7 @@ from ..bus.commands import ClusterCommands
 from ..bus.connection import Bus
 from ..config import Settings, check_secret
 from ..core.ratelimit import KeyedRate, TokenBucket
+from ..credentials import VerifiedTokens
 from ..hub.node import Node
 from ..hub.presence import PresenceBoard
 from ..hub.revocations import SessionRevocations
@@ -88,6 +89,7 @@ def create_app(settings: Settings) -> Starlette:
             sessions=sessions,
             http_rate=http_rate,
             hearing=Hearing(settings.cluster_silent_after),
+            tokens=VerifiedTokens(settings.secret),
         )
         try:
             yield

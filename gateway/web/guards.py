@@ -107,7 +107,9 @@ def verified(runtime: Runtime, token: str | None) -> Claims:
     """The session of a token that may be used now; raises InvalidToken saying why not."""
     if not token:
         raise InvalidToken("missing token")
-    found = read_token(runtime.settings.secret, token, runtime.settings.session_max_age)
+    max_age = runtime.settings.session_max_age
+    tokens = runtime.tokens
+    found = tokens.read(token, max_age) if tokens is not None else read_token(runtime.settings.secret, token, max_age)
     if runtime.revocations is not None and runtime.revocations.revoked(found.user_id, found.token_id, found.started):
         raise InvalidToken("token revoked")
     return found

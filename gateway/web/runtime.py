@@ -11,6 +11,7 @@ from ..bus.broker import Broker
 from ..bus.commands import ClusterCommands
 from ..config import Settings
 from ..core.ratelimit import KeyedRate, TokenBucket
+from ..credentials import VerifiedTokens
 from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
@@ -34,6 +35,7 @@ class Runtime:
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)
     hearing: Hearing | None = None  # notes when each cluster was last heard from
+    tokens: VerifiedTokens | None = None  # tokens verified already (a reconnect storm verifies each once)
 
     def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
         """The request's own origin (scheme, host and port), or one listed in GATEWAY_ORIGINS."""

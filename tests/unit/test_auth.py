@@ -3,7 +3,7 @@ import time
 import jwt
 import pytest
 
-from gateway.credentials import CLOCK_SKEW
+from gateway.credentials import CLOCK_SKEW, VerifiedTokens
 from gateway.web.auth import (
     InvalidToken,
     cluster_of_key,
@@ -153,3 +153,37 @@ def test_json_log_lines_are_parseable_and_redacted() -> None:
     line = json.loads(JsonLines().format(record))
     assert line["level"] == "info" and line["logger"] == "uvicorn.error"
     assert line["message"] == '127.0.0.1:5 - "WebSocket /ws?token=[redacted]" [accepted]'
+
+
+def test_a_token_verified_once_is_read_from_the_cache_until_it_expires() -> None:
+    secret = "s" * 40
+    tokens = VerifiedTokens(secret, size=2)
+    t0 = float(int(time.time()))
+    token = issue_token(secret, 7, ttl=60, now=t0)
+    first = tokens.read(token, now=t0)
+    assert tokens.read(token, now=t0 + 30) is first  # not verified again
+    with pytest.raises(InvalidToken, match="token expired"):
+        tokens.read(token, now=t0 + 60)  # its expiry holds, cached or not
+    assert len(tokens) == 0
+
+
+def test_the_cache_keeps_no_invalid_token_and_checks_the_sessions_age_at_every_read() -> None:
+    secret = "s" * 40
+    tokens = VerifiedTokens(secret, size=2)
+    for bad in (issue_token("x" * 40, 7, ttl=60), "not.a.token", issue_token(secret, 7, ttl=-1)):
+        with pytest.raises(InvalidToken):
+            tokens.read(bad)
+    assert len(tokens) == 0
+    t0 = float(int(time.time()))
+    token = issue_token(secret, 7, ttl=3600, now=t0, started=t0 - 500)
+    assert tokens.read(token, max_age=600, now=t0).user_id == 7
+    with pytest.raises(InvalidToken, match="session too old"):
+        tokens.read(token, max_age=600, now=t0 + 200)
+
+
+def test_the_cache_holds_at_most_its_size() -> None:
+    secret = "s" * 40
+    tokens = VerifiedTokens(secret, size=2)
+    for user in (1, 2, 3):
+        tokens.read(issue_token(secret, user, ttl=60))
+    assert len(tokens) == 2
