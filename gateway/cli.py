@@ -46,6 +46,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
             args.host,
             ", ".join(DEFAULT_HOSTS),
         )
+    if args.workers > 1:
+        from .web.workers import serve_workers
+
+        sys.exit(serve_workers(settings, args.host, args.port, args.workers))
     uvicorn.Server(uvicorn_config(create_app(settings), settings, args.host, args.port)).run()
 
 
@@ -204,6 +208,17 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit(f"gateway: {exc}")
 
 
+def _positive(text: str) -> int:
+    """An argument that must be a whole number of at least one."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows every option's default, except where there is none to show."""
 
@@ -270,6 +285,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="node processes sharing the port (SO_REUSEPORT), one per core to use them all (default: %(default)s)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = command(

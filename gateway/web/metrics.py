@@ -9,6 +9,7 @@ the process's; the relay's are the relay process's own to export (gateway.relay.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 
@@ -22,6 +23,7 @@ from ..bus.broker import RelayStats
 from ..exposition import exposition, scraper_refused
 from ..store.figures import ping
 from .runtime import Runtime
+from .workers import WORKER_ENV
 
 READY_LAG = 10.0  # seconds: a relay further behind than this makes the node not ready
 HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready
@@ -117,9 +119,15 @@ async def metrics(request: Request) -> Response:
 
 async def healthz(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
-    return JSONResponse(
-        {"ok": True, "connections": len(runtime.node.connections), "channels": len(runtime.node.hub.subscribers)}
-    )
+    answer: dict[str, object] = {
+        "ok": True,
+        "connections": len(runtime.node.connections),
+        "channels": len(runtime.node.hub.subscribers),
+    }
+    worker = os.environ.get(WORKER_ENV)
+    if worker is not None:  # `serve --workers N`: which of them answered
+        answer["worker"] = int(worker)
+    return JSONResponse(answer)
 
 
 async def readyz(request: Request) -> Response:

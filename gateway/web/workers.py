@@ -1,0 +1,103 @@
+"""`gateway serve --workers N`: N full nodes on one port, one process each, so a machine's cores all serve.
+
+Each worker binds the port itself with SO_REUSEPORT and the kernel spreads new connections over them (by a hash
+of each connection's addresses). Every worker is a whole node: its own PostgreSQL pool, its own Redis
+subscriber, every channel; nothing is shared between them but the port. The parent only watches: a worker that
+dies is started again after a second, and SIGTERM or Ctrl-C stops every worker the way one node stops (its
+websockets closed with 1012, the clients reconnect to the others, or to it once it is back).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import time
+from multiprocessing.process import BaseProcess
+
+from ..config import Settings
+
+log = logging.getLogger("gateway")
+
+RESTART_AFTER = 1.0  # seconds before a worker that died is started again
+STOP_TIMEOUT = 30.0  # seconds the workers get to close their connections before they are killed
+WORKER_ENV = "GATEWAY_WORKER"  # each worker's index, which /healthz reports
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A listening socket that other processes may bind to the same address too (the kernel balances them)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
+    """Run `workers` nodes until a signal stops them; the exit status (0 once stopped by a signal)."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter each: no loop or pool inherited
+    running: dict[int, BaseProcess] = {}
+    stopping = False
+
+    def start(index: int) -> None:
+        process = context.Process(target=_worker, args=(settings, host, port, index), name=f"gateway-worker-{index}")
+        process.start()
+        running[index] = process
+        log.info("worker %d started (pid %s)", index, process.pid)
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for index in range(workers):
+        start(index)
+    while not stopping:
+        time.sleep(0.2)
+        for index, process in list(running.items()):
+            if not process.is_alive() and not stopping:
+                log.error("worker %d exited with %s: starting it again", index, process.exitcode)
+                time.sleep(RESTART_AFTER)
+                start(index)
+    for process in running.values():
+        if process.pid is not None and process.is_alive():
+            os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for process in running.values():
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+    return 0
+
+
+def _worker(settings: Settings, host: str, port: int, index: int) -> None:
+    import uvicorn
+
+    from .app import create_app
+    from .logs import configure
+    from .serving import uvicorn_config
+
+    os.setsid()  # a terminal's Ctrl-C reaches the parent alone, which stops each worker once, gracefully
+    _end_with_parent()
+    os.environ[WORKER_ENV] = str(index)
+    configure(settings.log_level, settings.log_format)
+    sock = reuse_port_socket(host, port)
+    uvicorn.Server(uvicorn_config(create_app(settings), settings, host, port)).run(sockets=[sock])
+
+
+def _end_with_parent() -> None:
+    """SIGTERM this worker when the parent dies, however it dies (Linux's PR_SET_PDEATHSIG): a parent killed
+    with SIGKILL must not leave workers holding the port."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's SIGTERM still stops them

@@ -1,0 +1,115 @@
+"""`gateway serve --workers N`: N nodes share one port (SO_REUSEPORT); connections spread over them, every one
+serves every channel, and the whole stops as one node does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import asyncpg
+import httpx
+import pytest
+import websockets
+
+from gateway.embedded import free_port
+from harness.follower import Follower
+from tests.conftest import Stack, spawn, wait_http
+from tests.integration.conftest import Team, insert_jobs
+
+CLIENTS = 24
+
+
+async def test_two_workers_share_the_port_and_each_serves_every_channel(
+    stack: Stack, pool: asyncpg.Pool, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+    }
+    node = spawn(
+        "node-workers", ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp("w"), port
+    )
+    try:
+        await asyncio.to_thread(wait_http, node, 60.0)
+        channel = f"trajectory:{team.trajectory_id}"
+        followers = [Follower(node.ws, team.token) for _ in range(CLIENTS)]
+        for follower in followers:
+            await follower.__aenter__()
+            await follower.subscribe(channel)
+        try:
+            for follower in followers:
+                await follower.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=30)
+            # Which worker answers is the kernel's choice, per connection: ask on fresh connections until both
+            # have said how many websockets they hold.
+            held: dict[int, int] = {}
+            for _ in range(200):
+                async with httpx.AsyncClient(base_url=node.http) as client:  # a new connection each time
+                    health = (await client.get("/healthz")).json()
+                held[health["worker"]] = health["connections"]
+                if len(held) == 2 and sum(held.values()) == CLIENTS:
+                    break
+            assert set(held) == {0, 1}, held
+            assert sum(held.values()) == CLIENTS and min(held.values()) > 0, held  # spread over both
+            # A change reaches every subscriber, whichever worker holds its socket.
+            ids = await insert_jobs(pool, team, 3)
+            for follower in followers:
+                await follower.wait_for(lambda f: set(ids) <= set(f.listed(channel)), timeout=30)
+        finally:
+            for follower in followers:
+                await follower.__aexit__(None, None, None)
+        # SIGTERM stops the workers as one node stops: the parent exits 0, nothing left listening.
+        async with websockets.connect(node.ws, additional_headers={"Authorization": f"Bearer {team.token}"}) as ws:
+            node.proc.send_signal(signal.SIGTERM)
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 30)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1012
+        assert await asyncio.to_thread(node.proc.wait, 60) == 0
+        with pytest.raises(httpx.ConnectError):
+            async with httpx.AsyncClient(base_url=node.http) as client:
+                await client.get("/healthz")
+        assert "Traceback" not in node.output()
+    finally:
+        node.stop()
+
+
+def test_workers_must_be_a_positive_number(tmp_path_factory: pytest.TempPathFactory) -> None:
+    import subprocess
+    import sys
+
+    for bad in ("0", "two"):
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "serve", "--workers", bad], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2 and "--workers" in done.stderr, done.stderr
+
+
+async def test_workers_stop_when_their_parent_is_killed(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """SIGKILL gives the parent no chance to stop them: the workers end on their own and free the port."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+    }
+    node = spawn(
+        "node-orphans", ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp("o"), port
+    )
+    try:
+        await asyncio.to_thread(wait_http, node, 60.0)
+        node.proc.kill()
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            try:
+                async with httpx.AsyncClient(base_url=node.http) as client:
+                    await client.get("/healthz")
+            except httpx.TransportError:
+                break  # nothing listens any more
+            assert asyncio.get_running_loop().time() < deadline, "workers outlived their parent"
+            await asyncio.sleep(0.2)
+    finally:
+        node.stop()
