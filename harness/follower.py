@@ -228,7 +228,7 @@ class Follower:
         """The jobs a person would see: the latest state of each, removed ones dropped."""
         return {i: j for i, j in self.channels[channel].jobs.items() if j.get("removed_at") is None}
 
-    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: Any, timeout: float = 30.0) -> None:
         """Wait until `predicate(self)` holds; fails the test with what was seen otherwise."""
 
         async def loop() -> None:

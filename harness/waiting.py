@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 
-async def eventually(check: Callable[[], object], what: str = "the condition", timeout: float = 20.0) -> None:
+async def eventually(check: Callable[[], object], what: str = "the condition", timeout: float = 60.0) -> None:
     """Return once `check()` is true; fail after `timeout` seconds, naming `what`."""
     deadline = time.monotonic() + timeout
     while not check():

@@ -56,18 +56,29 @@ def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: i
     return Process(name, proc, log, port)
 
 
-def wait_http(process: Process, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
+# A process starting on a busy machine (both cores shared with other work) took over 20 s: one deadline of its own
+# per start, generous, that says what it saw when it gives up (issue #37).
+START_TIMEOUT = 120.0
+
+
+def wait_http(process: Process, timeout: float = START_TIMEOUT) -> None:
+    started = time.monotonic()
+    deadline = started + timeout
+    last = "nothing yet"
     while time.monotonic() < deadline:
         if process.proc.poll() is not None:
-            raise RuntimeError(f"{process.name} exited:\n{process.output()}")
+            raise RuntimeError(f"{process.name} exited with {process.proc.returncode}:\n{process.output()}")
         try:
-            with urllib.request.urlopen(f"{process.http}/healthz", timeout=1) as response:
+            with urllib.request.urlopen(f"{process.http}/healthz", timeout=5) as response:
                 if response.status == 200:
                     return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{process.name} did not become healthy:\n{process.output()}")
+                last = f"HTTP {response.status}"
+        except OSError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        time.sleep(0.1)
+    raise RuntimeError(
+        f"{process.name} did not answer /healthz within {timeout:g} s (last: {last}); its output:\n{process.output()}"
+    )
 
 
 @dataclass

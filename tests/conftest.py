@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -21,6 +24,21 @@ from gateway.store.migrate import migrate
 from harness.world import Process, spawn, wait_http  # noqa: F401  (tests import them from here too)
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+TOOLS = Path(__file__).resolve().parent / "tools"
+
+
+def node_tools(needed_for: str) -> Path:
+    """tests/tools with its npm packages (the AsyncAPI parser, axe-core) installed from its lock file the first
+    time any test needs them, whichever runs first; without Node.js and npm the test is skipped, or fails where
+    GATEWAY_REQUIRE_NODE=1 (CI)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        if os.environ.get("GATEWAY_REQUIRE_NODE") == "1":
+            pytest.fail(f"Node.js and npm are required (GATEWAY_REQUIRE_NODE=1) for {needed_for}")
+        pytest.skip(f"Node.js and npm are needed for {needed_for}")
+    installed = TOOLS / "node_modules"
+    if not ((installed / "@asyncapi" / "parser").is_dir() and (installed / "axe-core").is_dir()):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=TOOLS, check=True, timeout=600)
+    return TOOLS
 
 
 @pytest.fixture(scope="session")

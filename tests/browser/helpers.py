@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import node_tools
+
 ROOT = Path(__file__).resolve().parents[2]
-AXE = ROOT / "tests" / "tools" / "node_modules" / "axe-core" / "axe.min.js"
 
 
 async def sign_in(page: Any, base: str, token: str) -> None:
@@ -41,7 +42,8 @@ async def axe_violations(page: Any, impacts: tuple[str, ...] = ("serious", "crit
     script: the page is opened with bypass_csp). Returns the violations of these impacts, each with the
     elements it found."""
     if not await page.evaluate("typeof window.axe !== 'undefined'"):
-        await page.add_script_tag(path=str(AXE))
+        axe = node_tools("the accessibility audit (axe-core)") / "node_modules" / "axe-core" / "axe.min.js"
+        await page.add_script_tag(path=str(axe))
     result = await page.evaluate(
         """async (impacts) => {
             const r = await axe.run(document, { resultTypes: ['violations'] });

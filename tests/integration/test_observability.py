@@ -239,7 +239,7 @@ def demo(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
     port = free_port()
     process = spawn("demo", ["demo", "--port", str(port), "--data", str(data)], env, data, port)
     try:
-        wait_http(process, timeout=60)
+        wait_http(process)
         yield process
     finally:
         process.stop()

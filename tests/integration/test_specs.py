@@ -4,32 +4,16 @@ reference parser (`@asyncapi/parser`, from npm) and `openapi-spec-validator`."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import httpx
 import msgspec
-import pytest
 from openapi_spec_validator import validate
 
 from gateway.web.answers import Account, Me, Members, Trajectories
-from tests.conftest import Stack
+from tests.conftest import Stack, node_tools
 from tests.integration.conftest import Team
-
-TOOLS = Path(__file__).resolve().parents[1] / "tools"
-
-
-def node_tools() -> Path:
-    """tests/tools with its npm packages installed (`npm ci` the first time)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        if os.environ.get("GATEWAY_REQUIRE_NODE") == "1":
-            pytest.fail("Node.js and npm are required (GATEWAY_REQUIRE_NODE=1) for the AsyncAPI reference parser")
-        pytest.skip("Node.js and npm are needed for the AsyncAPI reference parser")
-    if not (TOOLS / "node_modules" / "@asyncapi" / "parser").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=TOOLS, check=True, timeout=600)
-    return TOOLS
 
 
 async def served(stack: Stack, path: str) -> dict:
@@ -40,7 +24,7 @@ async def served(stack: Stack, path: str) -> dict:
 
 
 async def test_the_asyncapi_document_parses_with_the_reference_parser(stack: Stack, tmp_path: Path) -> None:
-    tools = node_tools()
+    tools = node_tools("the AsyncAPI reference parser")
     document = tmp_path / "asyncapi.json"
     document.write_text(json.dumps(await served(stack, "/asyncapi.json")))
     run = subprocess.run(

@@ -34,7 +34,7 @@ async def test_two_workers_share_the_port_and_each_serves_every_channel(
         "node-workers", ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp("w"), port
     )
     try:
-        await asyncio.to_thread(wait_http, node, 60.0)
+        await asyncio.to_thread(wait_http, node)
         channel = f"trajectory:{team.trajectory_id}"
         followers = [Follower(node.ws, team.token) for _ in range(CLIENTS)]
         for follower in followers:
@@ -100,7 +100,7 @@ async def test_workers_stop_when_their_parent_is_killed(stack: Stack, tmp_path_f
         "node-orphans", ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp("o"), port
     )
     try:
-        await asyncio.to_thread(wait_http, node, 60.0)
+        await asyncio.to_thread(wait_http, node)
         node.proc.kill()
         deadline = asyncio.get_running_loop().time() + 60
         while True:
