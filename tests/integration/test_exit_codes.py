@@ -1,0 +1,140 @@
+"""Every command's exit status, as a script or a service manager sees it (README's table, gateway/exits.py):
+0 done or stopped by a signal, 2 bad usage or configuration, 3 a token refused, 4 refused, 5 unreachable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from gateway.credentials import issue_token
+from gateway.embedded import free_port
+from tests.conftest import Stack
+from tests.integration.conftest import Team
+
+UNREACHABLE_PG = "postgresql://postgres@127.0.0.1:1/none"
+UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
+
+
+def gateway(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def env(stack: Stack) -> dict[str, str]:
+    keep = {
+        k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    return {**keep, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret}
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gateway: ")]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "says"),
+    [
+        (["token", "--user", "1", "--ttl", "0"], 2, "--ttl"),
+        (["token", "--user", "1", "--ttl", "-5"], 2, "--ttl"),
+        (["token", "--user", "1", "--ttl", str(30 * 24 * 3600)], 2, "--ttl is at most GATEWAY_SESSION_MAX_AGE"),
+        (["token", "--user", "0"], 2, "--user"),
+        (["tail", "--team", "1"], 2, "tail needs --token"),
+        (["tail", "--team", "1", "--token", "x", "--attempts", "0"], 2, "--attempts"),
+        (["serve", "--workers", "0"], 2, "--workers"),
+        (["demo", "--speed", "0"], 2, "--speed"),
+        (["revoke", "--user", "999999999"], 4, "no user 999999999"),
+        (["cluster-key", "--cluster", "999999999"], 4, "no cluster 999999999"),
+    ],
+)
+def test_bad_usage_is_2_and_what_does_not_exist_is_4(
+    env: dict[str, str], args: list[str], status: int, says: str
+) -> None:
+    done = gateway(args, env)
+    assert done.returncode == status, (done.returncode, done.stderr)
+    assert says in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "unreachable"),
+    [
+        (["serve", "--port", "0"], {"DATABASE_URL": UNREACHABLE_PG}),
+        (["serve", "--port", "0"], {"REDIS_URL": UNREACHABLE_REDIS}),
+        (["relay"], {"DATABASE_URL": UNREACHABLE_PG}),
+        (["relay"], {"REDIS_URL": UNREACHABLE_REDIS}),
+        (["migrate"], {"DATABASE_URL": UNREACHABLE_PG}),
+        (["revoke", "--user", "1"], {"DATABASE_URL": UNREACHABLE_PG}),
+        (["cluster-key", "--cluster", "1"], {"DATABASE_URL": UNREACHABLE_PG}),
+        (["tail", "--team", "1", "--token", "x", "--attempts", "1", "--url", "http://127.0.0.1:1"], {}),
+    ],
+)
+def test_a_server_that_does_not_answer_is_5_in_one_line(
+    env: dict[str, str], args: list[str], unreachable: dict[str, str]
+) -> None:
+    done = gateway(args, {**env, **unreachable})
+    assert done.returncode == 5, (done.returncode, done.stderr)
+    assert "cannot" in one_line(done).lower() or "connect" in done.stderr.lower()
+
+
+async def test_token_check_says_whose_and_refuses_a_bad_or_revoked_one_with_3(
+    env: dict[str, str], stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    good = gateway(["token", "--check", team.token], env)
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.startswith(f"user {team.user_id}, token id ") and "not revoked" in good.stdout
+    forged = gateway(["token", "--check", issue_token("x" * 40, team.user_id, 60)], env)
+    assert forged.returncode == 3 and one_line(forged) == "gateway: token refused: invalid token"
+    expired = gateway(["token", "--check", issue_token(stack.secret, team.user_id, -10)], env)
+    assert expired.returncode == 3 and one_line(expired) == "gateway: token refused: token expired"
+    assert gateway(["revoke", "--user", str(team.user_id)], env).returncode == 0
+    revoked = gateway(["token", "--check", team.token], env)
+    assert revoked.returncode == 3 and one_line(revoked) == "gateway: token refused: token revoked"
+
+
+def test_a_port_in_use_is_2_at_once_for_serve_and_the_demo(env: dict[str, str], tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args in (["serve", "--port", str(port)], ["demo", "--port", str(port), "--data", str(tmp_path)]):
+            started = time.monotonic()
+            done = gateway(args, env, timeout=60)
+            assert done.returncode == 2, (args, done.stderr)
+            assert f"cannot listen on 127.0.0.1:{port}" in one_line(done)
+            assert time.monotonic() - started < 30  # before any server started, not after a minute
+
+
+@pytest.mark.parametrize("command", [["serve"], ["relay"]])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_asked_for_by_a_signal_is_0(
+    env: dict[str, str], command: list[str], sig: signal.Signals, tmp_path: Path
+) -> None:
+    port = free_port()
+    args = command + (["--port", str(port)] if command == ["serve"] else [])
+    log = tmp_path / "out.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "gateway", *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        ready = "Uvicorn running" if command == ["serve"] else "relay"
+        while ready not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        assert proc.wait(60) == 0, log.read_text(errors="replace")
+        assert "Traceback" not in log.read_text(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
