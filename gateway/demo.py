@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TypeVar
 
 import uvicorn
 
-from .config import Settings
+from .config import MIN_SECRET_LENGTH, Settings
 from .credentials import issue_token
 from .embedded import EmbeddedPostgres, EmbeddedValkey
 from .relay.metrics import RelayCollector
@@ -55,7 +56,7 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path, speed: 
     started: list[EmbeddedPostgres | EmbeddedValkey] = []
     try:
         await _start_embedded(settings, data.resolve(), started)
-        settings.secret = settings.secret or secrets.token_urlsafe(32)
+        settings.secret = settings.secret or _kept_secret(data.resolve())
         settings.demo = True
         await migrate(settings.database_url)
         seeded = await seed_demo(settings.database_url)
@@ -66,6 +67,24 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path, speed: 
                 await _to_the_end(service.stop)
             except Exception as exc:  # the next one must still be stopped
                 log.warning("could not stop the embedded %s: %s", type(service).__name__, exc)
+
+
+def _kept_secret(data: Path) -> str:
+    """The secret the demo signs with, kept in its data folder (readable by its owner alone): a restart on the same
+    folder signs as before, so open browsers and tools stay signed in."""
+    path = data / "secret"
+    if path.exists():
+        kept = path.read_text().strip()
+        if len(kept) >= MIN_SECRET_LENGTH:
+            return kept
+        log.warning("%s holds no usable secret: making a new one (open sessions must sign in again)", path)
+    data.mkdir(parents=True, exist_ok=True)
+    made = secrets.token_urlsafe(32)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(made + "\n")
+    os.chmod(path, 0o600)  # a file left with other modes by hand: the owner's alone again
+    return made
 
 
 async def _start_embedded(settings: Settings, data: Path, started: list[EmbeddedPostgres | EmbeddedValkey]) -> None:

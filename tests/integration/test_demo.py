@@ -168,3 +168,44 @@ async def test_a_signal_stops_the_demo_and_everything_it_started(stop_signal: si
         if proc.poll() is None or any(alive(pid) for pid in demo.processes()):
             demo.kill_everything()
         shutil.rmtree(data, ignore_errors=True)
+
+
+async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in(tmp_path: Path) -> None:
+    """A restart on its data folder made up a new secret: every open browser and tool got 401."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GATEWAY_SECRET")}
+    data = Path(tempfile.mkdtemp(prefix="gateway-demo-"))
+    tokens, stops = [], []
+    try:
+        for run in range(2):
+            port = free_port()
+            log = tmp_path / f"demo-{run}.log"
+            with open(log, "wb") as handle:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "gateway.cli", "demo", "--port", str(port), "--data", str(data)],
+                    env=env,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            demo = Demo(data, port, log, proc)
+            try:
+                banner = await demo.banner()
+                await demo.ready()
+                tokens.append(banner["token"])
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                    for token in tokens:  # the first run's token too, on the second run
+                        me = await client.get("/api/me", headers={"Authorization": f"Bearer {token}"})
+                        assert me.status_code == 200, (run, me.text)
+                started = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                assert await asyncio.to_thread(proc.wait, STOP_WITHIN) == 0, demo.output()
+                stops.append(time.monotonic() - started)
+                assert "Traceback" not in demo.output()
+            finally:
+                if proc.poll() is None or any(alive(pid) for pid in demo.processes()):
+                    demo.kill_everything()
+        secret = data / "secret"
+        assert secret.stat().st_mode & 0o777 == 0o600  # its owner's alone
+        print(f"demo stops took {', '.join(f'{s:.1f} s' for s in stops)}")
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
