@@ -45,7 +45,9 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     stopping = False
 
     def start(index: int) -> None:
-        process = context.Process(target=_worker, args=(settings, host, port, index), name=f"gateway-worker-{index}")
+        process = context.Process(
+            target=_worker, args=(settings, host, port, index, os.getpid()), name=f"gateway-worker-{index}"
+        )
         process.start()
         running[index] = process
         log.info("worker %d started (pid %s)", index, process.pid)
@@ -77,7 +79,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     return 0
 
 
-def _worker(settings: Settings, host: str, port: int, index: int) -> None:
+def _worker(settings: Settings, host: str, port: int, index: int, parent: int) -> None:
     import uvicorn
 
     from .app import create_app
@@ -86,6 +88,8 @@ def _worker(settings: Settings, host: str, port: int, index: int) -> None:
 
     os.setsid()  # a terminal's Ctrl-C reaches the parent alone, which stops each worker once, gracefully
     _end_with_parent()
+    if os.getppid() != parent:  # the parent died before this worker could ask to be told: it has no one to serve
+        return
     os.environ[WORKER_ENV] = str(index)
     configure(settings.log_level, settings.log_format)
     sock = reuse_port_socket(host, port)

@@ -131,7 +131,7 @@ class RssSampler:
 
 
 def request_head(target: bytes = b"/healthz", method: bytes = b"GET", extra: bytes = b"") -> bytes:
-    return method + b" " + target + b" HTTP/1.1\r\nHost: gateway\r\n" + extra
+    return method + b" " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra
 
 
 def upgrade_head() -> bytes:
@@ -188,7 +188,7 @@ async def test_a_hundred_thousand_headers_get_431(stack: Stack) -> None:
 
 
 async def test_an_overlong_request_line_gets_414(stack: Stack) -> None:
-    outcome = await attack(stack.nodes[0], b"GET /" + b"a" * (64 << 10), [b" HTTP/1.1\r\nHost: gateway\r\n\r\n"])
+    outcome = await attack(stack.nodes[0], b"GET /" + b"a" * (64 << 10), [b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"])
     assert outcome.status == 414 and outcome.error == "uri_too_long", outcome.answer[:300]
 
 
