@@ -134,6 +134,9 @@ class Settings:
     max_pending_handshakes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_HANDSHAKES", 1000))
     # Messages kept per channel for clients that resume from a cursor (>= 10 minutes at 20 a second).
     history_length: int = field(default_factory=lambda: _int("GATEWAY_HISTORY_LENGTH", 12000))
+    # ... and at most this many bytes of messages per channel, the oldest trimmed first (the newest always
+    # kept): a resume that reaches back past them gets a snapshot (docs/operations.md, "The history's memory").
+    history_bytes: int = field(default_factory=lambda: _int("GATEWAY_HISTORY_BYTES", 8 << 20, minimum=1))
     # Outbox rows are deleted this long after the relay published them (takeovers replay from the outbox).
     outbox_retention: float = field(default_factory=lambda: _float("GATEWAY_OUTBOX_RETENTION", 900))
     # A job stays listed this long after its last change (database clock), then drops out.
