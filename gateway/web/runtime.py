@@ -19,6 +19,7 @@ from .heard import Hearing
 
 if TYPE_CHECKING:
     from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
+    from .quotas import Creations  # the same
 
 
 @dataclass
@@ -34,6 +35,13 @@ class Runtime:
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)
     hearing: Hearing | None = None  # notes when each cluster was last heard from
+    creations: Creations | None = None  # rows each team's clusters may create an hour (made from the settings)
+
+    def __post_init__(self) -> None:
+        if self.creations is None:
+            from .quotas import Creations  # here: it imports guards, which imports this module
+
+            self.creations = Creations(self.settings.max_new_jobs_per_hour, self.settings.max_new_trajectories_per_hour)
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         """Same origin, or one listed in GATEWAY_ORIGINS."""
