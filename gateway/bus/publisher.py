@@ -27,8 +27,9 @@ from . import keys
 from .connection import MOVED, Bus
 
 # One call publishes many messages of a cycle (a round trip and a command per cycle, not per message).
-# KEYS: the fence, the relay cursor, then per message its seq, history, history sizes and state keys (and its
-# marker). ARGV: epoch, history length, history TTL, the relay cursor ('' for none), history bytes, then per
+# KEYS: the fence, the relay cursor, the previous call's last position key (a cycle's later calls), then per
+# message its seq, history, history sizes and state keys (and its marker). ARGV: epoch, history length, history
+# TTL, the relay cursor ('' for none), history bytes, the previous call's last seq ('' for a first call), then per
 # message: seq, pub/sub channel, envelope, the length of the envelope's MessagePack payload (its tail: the
 # history entry, so the payload is not sent twice), the state fields to set (count, then pairs; -1 when the
 # message has no state), the fields to delete (count, then names), whether a marker key follows.
@@ -41,10 +42,24 @@ from .connection import MOVED, Bus
 #
 # A cycle sent again after a partial failure (Redis refused its second call: out of memory, a cut connection)
 # skips the messages that went out the first time: the channel's position already holds them, in this epoch.
+# A call runs only if the one before it went out, so what went out is always the cycle's beginning.
 _PUBLISH = """
 local epoch = ARGV[1]
-local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
-if fence > tonumber(epoch) then return 0 end
+local held = redis.call('GET', KEYS[1])
+if tonumber(held or '0') > tonumber(epoch) then return 0 end
+-- Redis out of memory refuses a script's first write that may grow memory, and none after it: this one (the
+-- fence as it is) comes first, so such a Redis refuses the call whole and nothing of it is written.
+if ARGV[6] ~= '' then
+  -- not the cycle's first call: the one before must have gone out (its last message's position is there), or a
+  -- refused call would leave a hole that the next one's messages jump over
+  local e, s = string.match(redis.call('GET', KEYS[3]) or '', '^(%d+)-(%d+)$')
+  if not (e == epoch and tonumber(s) >= tonumber(ARGV[6])) then
+    return redis.error_reply('ERR an earlier call of the cycle did not go out')
+  end
+end
+if held then
+  redis.call('SET', KEYS[1], held, 'KEEPTTL')
+end
 local maxlen, ttl, maxbytes = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[5])
 
 local function keep(hist, sizes, seq, entry)
@@ -53,7 +68,11 @@ local function keep(hist, sizes, seq, entry)
   if fresh then
     redis.call('DEL', hist, sizes)
   end
-  if not pcall(redis.call, 'XADD', hist, id, 'e', epoch, 'm', entry) then
+  local added, refusal = pcall(redis.call, 'XADD', hist, id, 'e', epoch, 'm', entry)
+  if not added then
+    if not string.find(tostring(refusal.err or refusal), 'equal or smaller', 1, true) then
+      error(refusal)  -- anything else (a key of the wrong type) fails the call
+    end
     -- the stream holds a later id (Redis kept a history the positions lost): start it again
     redis.call('DEL', hist, sizes)
     redis.call('XADD', hist, id, 'e', epoch, 'm', entry)
@@ -76,7 +95,7 @@ local function keep(hist, sizes, seq, entry)
   redis.call('EXPIRE', sizes, ttl)
 end
 
-local a, k = 6, 3
+local a, k = 7, 4
 while a <= #ARGV do
   local seq, channel, env = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local position, hist, sizes, state = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
@@ -266,10 +285,12 @@ class Publisher:
         args: list[bytes | str | int] = []
         size = 0
         published = time.time()  # in each envelope: nodes measure publish to write from it
-        for p in publications:
+        after: Publication | None = None  # the previous call's last message
+        for i, p in enumerate(publications):
             if size > CALL_BYTES:
-                calls.append(self._call(script_keys, args, ""))
+                calls.append(self._call(script_keys, args, "", after))
                 script_keys, args, size = [], [], 0
+                after = publications[i - 1]
             env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published)
             size += len(env)
             script_keys += [
@@ -290,24 +311,26 @@ class Publisher:
             if p.marker is not None:
                 script_keys.append(p.marker)
             args.append(1 if p.marker is not None else 0)
-        calls.append(self._call(script_keys, args, relay_cursor or ""))
+        calls.append(self._call(script_keys, args, relay_cursor or "", after))
         return calls
 
     def _call(
-        self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str
+        self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str, after: Publication | None
     ) -> list[bytes | str | int]:
         return [
             "EVALSHA",
             self._publish.sha,
-            2 + len(script_keys),
+            3 + len(script_keys),
             self._fence_key,
             keys.relay_cursor(self.tag),
+            keys.seq(self.tag, after.channel) if after is not None else self._fence_key,
             *script_keys,
             self.epoch,
             self.history_length,
             self.history_ttl,
             relay_cursor,
             self.history_bytes,
+            after.seq if after is not None else "",
             *args,
         ]
 
