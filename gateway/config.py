@@ -154,9 +154,9 @@ class Settings:
     max_actions_per_team: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_TEAM", 16))
     # Rows a team's clusters may create an hour through the ingest API, per node (in bursts of an hour's
     # worth): jobs, and trajectories, analyses and submissions together; past them 429. 0: no limit.
-    max_new_jobs_per_hour: int = field(default_factory=lambda: _int("GATEWAY_MAX_NEW_JOBS_PER_HOUR", 200_000))
+    max_new_jobs_per_hour: int = field(default_factory=lambda: _int("GATEWAY_MAX_NEW_JOBS_PER_HOUR", 500_000))
     max_new_trajectories_per_hour: int = field(
-        default_factory=lambda: _int("GATEWAY_MAX_NEW_TRAJECTORIES_PER_HOUR", 2_000)
+        default_factory=lambda: _int("GATEWAY_MAX_NEW_TRAJECTORIES_PER_HOUR", 10_000)
     )
     # A single-user deployment shows no online count; local mode (the app in a browser tab or the desktop
     # app) shows no cluster metrics.
