@@ -147,6 +147,9 @@ class Settings:
     max_pending_handshakes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_HANDSHAKES", 1000))
     # Messages kept per channel for clients that resume from a cursor (>= 10 minutes at 20 a second).
     history_length: int = field(default_factory=lambda: _int("GATEWAY_HISTORY_LENGTH", 12000))
+    # ... and at most this many bytes of messages per channel, the oldest trimmed first (the newest always
+    # kept): a resume that reaches back past them gets a snapshot (docs/operations.md, "The history's memory").
+    history_bytes: int = field(default_factory=lambda: _int("GATEWAY_HISTORY_BYTES", 8 << 20, minimum=1))
     # Outbox rows are deleted this long after the relay published them (takeovers replay from the outbox).
     outbox_retention: float = field(default_factory=lambda: _float("GATEWAY_OUTBOX_RETENTION", 900))
     # A job stays listed this long after its last change (database clock), then drops out.
@@ -162,6 +165,12 @@ class Settings:
     # Actions in flight (waiting for their clusters) per user and per team, on one node; past them: 429.
     max_actions_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_USER", 4))
     max_actions_per_team: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_TEAM", 16))
+    # Rows a team's clusters may create an hour through the ingest API, per node (in bursts of an hour's
+    # worth): jobs, and trajectories, analyses and submissions together; past them 429. 0: no limit.
+    max_new_jobs_per_hour: int = field(default_factory=lambda: _int("GATEWAY_MAX_NEW_JOBS_PER_HOUR", 500_000))
+    max_new_trajectories_per_hour: int = field(
+        default_factory=lambda: _int("GATEWAY_MAX_NEW_TRAJECTORIES_PER_HOUR", 10_000)
+    )
     # A single-user deployment shows no online count; local mode (the app in a browser tab or the desktop
     # app) shows no cluster metrics.
     single_user: bool = field(default_factory=lambda: _flag("GATEWAY_SINGLE_USER"))

@@ -17,9 +17,9 @@ What every implementation keeps (tests/integration/test_broker_contract.py holds
 - a publish is refused with `Fenced`, and writes nothing, once a newer epoch has taken the partition over;
 - each message is atomic with its channel's position, its history entry and its state change; subscribers
   receive its envelope bytes unchanged, in publish order;
-- the history keeps at least the newest `history_length` messages of a channel (Redis trims approximately,
-  so it may keep up to a stream node more; memory keeps exactly that many); a seq at or below the history's
-  newest starts it again;
+- the history keeps the newest `history_length` messages of a channel, fewer when their bytes (the
+  MessagePack payloads) would pass `history_bytes`: the oldest go first, the newest is always kept; a seq at or
+  below the history's newest starts it again;
 - a marker is once-only: a successor relay sees the events its predecessor published;
 - the relay cursor is written with a cycle's last message, never by a fenced-out relay.
 """
@@ -38,7 +38,7 @@ from .connection import Bus
 from .history import Entry
 from .keys import Partitions
 from .presence import PresenceManager
-from .publisher import Fenced, PartitionPublisher, Publisher
+from .publisher import HISTORY_BYTES, Fenced, PartitionPublisher, Publisher
 from .relay_stats import RelayStats
 from .subscriber import OnMessage, Subscriber
 
@@ -208,7 +208,9 @@ class Broker(Protocol):
     @property
     def commands(self) -> Commands: ...
 
-    def publisher(self, tag: str, epoch: int, history_length: int, history_ttl: int) -> PartitionPublisher: ...
+    def publisher(
+        self, tag: str, epoch: int, history_length: int, history_ttl: int, history_bytes: int = ...
+    ) -> PartitionPublisher: ...
 
     def subscriber(
         self,
@@ -315,8 +317,10 @@ class RedisBroker:
     def connect(cls, url: str, cluster: bool = False, partitions: int = 1) -> RedisBroker:
         return cls(Bus(url, cluster, partitions))
 
-    def publisher(self, tag: str, epoch: int, history_length: int, history_ttl: int) -> PartitionPublisher:
-        return Publisher(self.bus, tag, epoch, history_length, history_ttl)
+    def publisher(
+        self, tag: str, epoch: int, history_length: int, history_ttl: int, history_bytes: int = HISTORY_BYTES
+    ) -> PartitionPublisher:
+        return Publisher(self.bus, tag, epoch, history_length, history_ttl, history_bytes)
 
     def subscriber(
         self,

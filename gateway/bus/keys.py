@@ -86,6 +86,11 @@ def history(tag: str, channel: str) -> str:
     return f"{PREFIX}{{{tag}}}:hist:{channel}"
 
 
+def history_sizes(tag: str, channel: str) -> str:
+    """Beside the history: where the oldest entry begins, then where each entry ends, in bytes (a list)."""
+    return f"{PREFIX}{{{tag}}}:hsize:{channel}"
+
+
 def finish_marker(tag: str, trajectory_id: int, wave: int) -> str:
     """Set when a wave's finish (notice and glow) has been published."""
     return f"{PREFIX}{{{tag}}}:finish:{trajectory_id}:{wave}"

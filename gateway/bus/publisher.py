@@ -27,31 +27,92 @@ from . import keys
 from .connection import MOVED, Bus
 
 # One call publishes many messages of a cycle (a round trip and a command per cycle, not per message).
-# KEYS: the fence, the relay cursor, then per message its seq, history and state keys (and its marker).
-# ARGV: epoch, history MAXLEN, history TTL, the relay cursor ('' for none), then per message: seq, pub/sub
-# channel, envelope, the length of the envelope's MessagePack payload (its tail: the history entry, so the
-# payload is not sent twice), the state fields to set (count, then pairs; -1 when the message has no
-# state), the fields to delete (count, then names), whether a marker key follows.
+# KEYS: the fence, the relay cursor, the previous call's last position key (a cycle's later calls), then per
+# message its seq, history, history sizes and state keys (and its marker). ARGV: epoch, history length, history
+# TTL, the relay cursor ('' for none), history bytes, the previous call's last seq ('' for a first call), then per
+# message: seq, pub/sub channel, envelope, the length of the envelope's MessagePack payload (its tail: the
+# history entry, so the payload is not sent twice), the state fields to set (count, then pairs; -1 when the
+# message has no state), the fields to delete (count, then names), whether a marker key follows.
+#
+# The history is bounded in messages and in bytes. Redis streams trim only by count or id, so a list beside
+# each stream holds where each entry ends in a running count of its bytes, behind where the oldest begins:
+# the history's bytes are its last item less its first, and trimming the oldest entry is one LPOP (the stream
+# is then cut to as many entries, exactly). A stream without its list (a history from before the bound, or one
+# a key's loss left uneven) starts again.
+#
+# A cycle sent again after a partial failure (Redis refused its second call: out of memory, a cut connection)
+# skips the messages that went out the first time: the channel's position already holds them, in this epoch.
+# A call runs only if the one before it went out, so what went out is always the cycle's beginning.
 _PUBLISH = """
 local epoch = ARGV[1]
-local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
-if fence > tonumber(epoch) then return 0 end
-local a, k = 5, 3
+local held = redis.call('GET', KEYS[1])
+if tonumber(held or '0') > tonumber(epoch) then return 0 end
+-- Redis out of memory refuses a script's first write that may grow memory, and none after it: this one (the
+-- fence as it is) comes first, so such a Redis refuses the call whole and nothing of it is written.
+if ARGV[6] ~= '' then
+  -- not the cycle's first call: the one before must have gone out (its last message's position is there), or a
+  -- refused call would leave a hole that the next one's messages jump over
+  local e, s = string.match(redis.call('GET', KEYS[3]) or '', '^(%d+)-(%d+)$')
+  if not (e == epoch and tonumber(s) >= tonumber(ARGV[6])) then
+    return redis.error_reply('ERR an earlier call of the cycle did not go out')
+  end
+end
+if held then
+  redis.call('SET', KEYS[1], held, 'KEEPTTL')
+end
+local maxlen, ttl, maxbytes = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[5])
+
+local function keep(hist, sizes, seq, entry)
+  local id = seq .. '-0'
+  local fresh = redis.call('LLEN', sizes) ~= redis.call('XLEN', hist) + 1
+  if fresh then
+    redis.call('DEL', hist, sizes)
+  end
+  local added, refusal = pcall(redis.call, 'XADD', hist, id, 'e', epoch, 'm', entry)
+  if not added then
+    if not string.find(tostring(refusal.err or refusal), 'equal or smaller', 1, true) then
+      error(refusal)  -- anything else (a key of the wrong type) fails the call
+    end
+    -- the stream holds a later id (Redis kept a history the positions lost): start it again
+    redis.call('DEL', hist, sizes)
+    redis.call('XADD', hist, id, 'e', epoch, 'm', entry)
+    fresh = true
+  end
+  if fresh then
+    redis.call('RPUSH', sizes, 0)
+  end
+  local top = tonumber(redis.call('LINDEX', sizes, -1)) + #entry
+  local n = redis.call('RPUSH', sizes, top) - 1
+  local kept = n
+  while kept > 1 and (kept > maxlen or top - tonumber(redis.call('LINDEX', sizes, 0)) > maxbytes) do
+    redis.call('LPOP', sizes)
+    kept = kept - 1
+  end
+  if kept < n then
+    redis.call('XTRIM', hist, 'MAXLEN', kept)
+  end
+  redis.call('EXPIRE', hist, ttl)
+  redis.call('EXPIRE', sizes, ttl)
+end
+
+local a, k = 7, 4
 while a <= #ARGV do
   local seq, channel, env = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local hist, state = KEYS[k + 1], KEYS[k + 2]
-  redis.call('SET', KEYS[k], epoch .. '-' .. seq)
-  local entry = string.sub(env, -tonumber(ARGV[a + 3]))
-  local id = seq .. '-0'
-  if not pcall(redis.call, 'XADD', hist, 'MAXLEN', '~', ARGV[2], id, 'e', epoch, 'm', entry) then
-    -- the stream holds a later id (Redis kept a history the positions lost): start it again
-    redis.call('DEL', hist)
-    redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], id, 'e', epoch, 'm', entry)
+  local position, hist, sizes, state = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  local at = redis.call('GET', position)
+  local sent = false
+  if at then
+    local e, s = string.match(at, '^(%d+)-(%d+)$')
+    sent = e == epoch and tonumber(s) >= tonumber(seq)
   end
-  redis.call('EXPIRE', hist, ARGV[3])
+  if not sent then
+    keep(hist, sizes, seq, string.sub(env, -tonumber(ARGV[a + 3])))
+  end
   local n = tonumber(ARGV[a + 4])
   a = a + 5
-  if n >= 0 then
+  if sent then
+    a = a + math.max(n, 0) * 2
+  elseif n >= 0 then
     redis.call('HSET', state, 'seq', seq, 'epoch', epoch)
     for i = a, a + 2 * n - 1, 2 do
       redis.call('HSET', state, ARGV[i], ARGV[i + 1])
@@ -62,17 +123,25 @@ while a <= #ARGV do
     redis.call('HSET', state, 'seq', seq, 'epoch', epoch)
   end
   local d = tonumber(ARGV[a])
-  for i = a + 1, a + d do
-    redis.call('HDEL', state, ARGV[i])
+  if not sent then
+    for i = a + 1, a + d do
+      redis.call('HDEL', state, ARGV[i])
+    end
+    redis.call('PUBLISH', channel, env)
   end
   a = a + 1 + d
-  redis.call('PUBLISH', channel, env)
   if ARGV[a] == '1' then
-    redis.call('SET', KEYS[k + 3], epoch, 'EX', 86400)  -- an event published once: a successor skips it
+    if not sent then
+      redis.call('SET', KEYS[k + 4], epoch, 'EX', 86400)  -- an event published once: a successor skips it
+    end
     k = k + 1
   end
+  if not sent then
+    -- last: a message the script failed part-way through (a key of the wrong type) goes out again whole
+    redis.call('SET', position, epoch .. '-' .. seq)
+  end
   a = a + 1
-  k = k + 3
+  k = k + 4
 end
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[2], ARGV[4])
@@ -82,6 +151,8 @@ return 1
 
 # A call carries at most this many bytes of messages: one script holds Redis while it runs.
 CALL_BYTES = 1 << 20
+
+HISTORY_BYTES = 8 << 20  # GATEWAY_HISTORY_BYTES: a channel's history holds at most this many bytes of messages
 
 _TAKE_OVER = """
 local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -125,12 +196,15 @@ class PartitionPublisher(Protocol):
 class Publisher:
     """Publishes one partition's channels: all of its keys share the partition's tag, hence one server."""
 
-    def __init__(self, bus: Bus, tag: str, epoch: int, history_length: int, history_ttl: int) -> None:
+    def __init__(
+        self, bus: Bus, tag: str, epoch: int, history_length: int, history_ttl: int, history_bytes: int = HISTORY_BYTES
+    ) -> None:
         self.bus = bus
         self.tag = tag
         self.epoch = epoch
         self.history_length = history_length
         self.history_ttl = history_ttl
+        self.history_bytes = history_bytes
         self._fence_key = keys.epoch(tag)
         script = _PUBLISH.replace("'PUBLISH'", "'SPUBLISH'") if bus.cluster else _PUBLISH
         self._publish = bus.redis.register_script(script)
@@ -211,13 +285,20 @@ class Publisher:
         args: list[bytes | str | int] = []
         size = 0
         published = time.time()  # in each envelope: nodes measure publish to write from it
-        for p in publications:
+        after: Publication | None = None  # the previous call's last message
+        for i, p in enumerate(publications):
             if size > CALL_BYTES:
-                calls.append(self._call(script_keys, args, ""))
+                calls.append(self._call(script_keys, args, "", after))
                 script_keys, args, size = [], [], 0
+                after = publications[i - 1]
             env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published)
             size += len(env)
-            script_keys += [keys.seq(tag, p.channel), keys.history(tag, p.channel), keys.state(tag, p.channel)]
+            script_keys += [
+                keys.seq(tag, p.channel),
+                keys.history(tag, p.channel),
+                keys.history_sizes(tag, p.channel),
+                keys.state(tag, p.channel),
+            ]
             args += [p.seq, keys.pubsub(tag, p.channel), env, len(p.msgpack)]
             state_set, state_del = p.state_set or {}, p.state_del or []
             if p.state_set is None and not state_del:
@@ -230,23 +311,26 @@ class Publisher:
             if p.marker is not None:
                 script_keys.append(p.marker)
             args.append(1 if p.marker is not None else 0)
-        calls.append(self._call(script_keys, args, relay_cursor or ""))
+        calls.append(self._call(script_keys, args, relay_cursor or "", after))
         return calls
 
     def _call(
-        self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str
+        self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str, after: Publication | None
     ) -> list[bytes | str | int]:
         return [
             "EVALSHA",
             self._publish.sha,
-            2 + len(script_keys),
+            3 + len(script_keys),
             self._fence_key,
             keys.relay_cursor(self.tag),
+            keys.seq(self.tag, after.channel) if after is not None else self._fence_key,
             *script_keys,
             self.epoch,
             self.history_length,
             self.history_ttl,
             relay_cursor,
+            self.history_bytes,
+            after.seq if after is not None else "",
             *args,
         ]
 

@@ -14,6 +14,9 @@ from .status import TERMINAL, Kind, Status
 from .types import Id, Text
 
 MAX_REPORTS = 10_000
+# Text a cluster sends is bounded, in characters (docs/protocol.md lists every bound): past it, 422 naming the field.
+MAX_ERROR = 4000
+MAX_NAME = 200
 
 
 class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -22,14 +25,14 @@ class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     status: Status
     id: Id | None = None
     attempt: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
-    error: Annotated[Text, msgspec.Meta(max_length=4000)] | None = None
+    error: Annotated[Text, msgspec.Meta(max_length=MAX_ERROR)] | None = None
     # The cluster removed the job (a person's Remove Running Jobs, or its own operator): it leaves every list,
     # as when the gateway applies a confirmed removal; reported whether or not the command's reply arrived.
     removed: bool = False
     # Only when creating:
     trajectory_id: Id | None = None
     kind: Kind | None = None
-    name: Annotated[Text, msgspec.Meta(min_length=1, max_length=200)] | None = None
+    name: Annotated[Text, msgspec.Meta(min_length=1, max_length=MAX_NAME)] | None = None
     frame: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] | None = None
     timestep: float | None = None
     analysis_id: Id | None = None  # of the job's own trajectory
@@ -55,7 +58,7 @@ class IngestResponse(msgspec.Struct):
 class NewTrajectory(msgspec.Struct, forbid_unknown_fields=True):
     """A cluster that stores an uploaded trajectory registers it."""
 
-    name: Annotated[Text, msgspec.Meta(min_length=1, max_length=200)]
+    name: Annotated[Text, msgspec.Meta(min_length=1, max_length=MAX_NAME)]
 
 
 class NewAnalysis(msgspec.Struct, forbid_unknown_fields=True):

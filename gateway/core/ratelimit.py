@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class TokenBucket:
     __slots__ = ("rate", "burst", "tokens", "at")
@@ -13,12 +15,13 @@ class TokenBucket:
         self.tokens = burst
         self.at: float | None = None
 
-    def allow(self, now: float) -> bool:
+    def allow(self, now: float, count: float = 1) -> bool:
+        """Take `count` tokens, all or none."""
         if self.at is not None:
             self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
         self.at = now
-        if self.tokens >= 1:
-            self.tokens -= 1
+        if self.tokens >= count:
+            self.tokens -= count
             return True
         return False
 
@@ -58,16 +61,25 @@ class KeyedRate:
         self.buckets: dict[object, TokenBucket] = {}
         self._sweep_at = 1024
 
-    def wait(self, key: object, now: float) -> float:
-        """0 when the event may go ahead (and counts it), else the seconds until it may."""
+    def wait(self, key: object, now: float, count: float = 1) -> float:
+        """0 when `count` events may go ahead (and counts them), else the seconds until they may (infinite past
+        the burst: never all at once)."""
         bucket = self.buckets.get(key)
         if bucket is None:
             if len(self.buckets) >= self._sweep_at:
                 self._sweep(now)
             bucket = self.buckets[key] = TokenBucket(self.rate, self.burst)
-        if bucket.allow(now):
+        if bucket.allow(now, count):
             return 0.0
-        return (1 - bucket.tokens) / self.rate
+        if count > self.burst:
+            return math.inf
+        return (count - bucket.tokens) / self.rate
+
+    def give_back(self, key: object, count: float) -> None:
+        """Events counted that did not happen after all (the write they were for failed)."""
+        bucket = self.buckets.get(key)
+        if bucket is not None:
+            bucket.tokens = min(bucket.burst, bucket.tokens + count)
 
     def _sweep(self, now: float) -> None:
         refilled = self.burst / self.rate

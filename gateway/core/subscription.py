@@ -15,9 +15,9 @@ after the snapshot or replay it reads is also held here; held messages the clien
 | SUBSCRIBING| subscribed(cursor)             | ReadPosition                          | RESUMING                |
 | SUBSCRIBING| subscribed(None or bad cursor) | ReadSnapshot                          | SNAPSHOT                |
 | RESUMING   | position_read(at cursor)       | (release)                             | RELEASING               |
-| RESUMING   | position_read(behind, reachable)| ReadReplay(first, top)               | RESUMING                |
+| RESUMING   | position_read(behind, reachable)| ReadReplay(cursor, +REPLAY_READ)     | RESUMING                |
 | RESUMING   | position_read(none/ahead/far)  | ReadSnapshot                          | SNAPSHOT                |
-| RESUMING   | replay_read(contiguous, epoch) | Send x missed, (release)              | RELEASING               |
+| RESUMING   | replay_read(contiguous, epoch) | Send x missed, (release: the backlog has the rest) | RELEASING  |
 | RESUMING   | replay_read(otherwise)         | ReadSnapshot                          | SNAPSHOT                |
 | SNAPSHOT   | snapshot_page(page)            | Send(page)                            | SNAPSHOT                |
 | SNAPSHOT   | snapshot_read(seq)             | (release)                             | RELEASING               |
@@ -55,6 +55,9 @@ from .protocol import parse_cursor
 log = logging.getLogger(__name__)
 
 MAX_REPLAY = 5_000  # past this many missed messages a snapshot is cheaper than the replay
+# A resume reads at most this many messages with the cursor's own; the rest come from the history as the client
+# drains, a block at a time, as a slow consumer's do (shared with every client catching up through them).
+REPLAY_READ = 32
 
 P = TypeVar("P")  # a payload: the node's frame of a message, or a snapshot page
 
@@ -200,8 +203,11 @@ class Subscription(Generic[P]):
             self._snapshot()
         else:
             # From seq 0 (the snapshot came before the channel's first message) everything from 1 on was missed;
-            # else the cursor's own message is read too, to check it is the one the client has.
-            self._actions.append(ReadReplay(max(seq, 1), position[1]))
+            # else the cursor's own message is read too, to check it is the one the client has. Past the first
+            # read, the history has what was missed up to the position: it follows from the backlog.
+            first = max(seq, 1)
+            self.skipped = max(self.skipped, position[1])
+            self._actions.append(ReadReplay(first, min(position[1], first + REPLAY_READ - 1)))
 
     def replay_read(self, first: int, last: int, entries: Sequence[tuple[int, int, P]]) -> None:
         """History entries (epoch, seq, payload) read for `ReadReplay(first, last)`."""

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import asyncpg
 import msgspec
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from ..bus.publisher import PartitionPublisher
 from ..core import channels
@@ -146,7 +146,11 @@ class PublishCycle:
                     await waves.record_closed(self.db, list(markers))
                 return
             except (RedisError, OSError) as exc:
-                log.warning("publish failed (%s); retrying", type(exc).__name__)
+                # Kept, not dropped: the cursor goes out with the cycle, so the relay holds its place in the outbox.
+                # A refusal (Redis out of memory: "OOM command not allowed ...") says why; a lost connection does
+                # not need to.
+                detail = f": {exc}" if isinstance(exc, ResponseError) else ""
+                log.warning("publish failed (%s%s); retrying", type(exc).__name__, detail)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
             await self.prove_lock()

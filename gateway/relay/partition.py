@@ -88,7 +88,9 @@ class PartitionRelay:
             await outbox.listen(db, self.partition, pacer.wake.set)
             await outbox.register_wakeup(db, self.partition, count)
             await outbox.partition_index(db, count)  # at once unless the partitions were just changed
-            publisher = self.broker.publisher(self.tag, epoch, process.history_length, process.history_ttl)
+            publisher = self.broker.publisher(
+                self.tag, epoch, process.history_length, process.history_ttl, process.history_bytes
+            )
             await retry_redis(publisher.take_over)
             extras = TeamExtras(self.broker, process.presence, process.metrics, reader.mine)
             core = Batcher(epoch, process.finish_settle)

@@ -11,6 +11,7 @@ fold, publish), `pacing` (when to read again), `maintenance` (heartbeat, held-ba
 from __future__ import annotations
 
 from ..bus.broker import RedisBroker
+from ..bus.publisher import HISTORY_BYTES
 from ..config import Settings
 from ..core.finish import SETTLE
 from ..store.joint_reads import JointReads
@@ -29,6 +30,7 @@ class Relay:
         redis_url: str,
         history_length: int = 12_000,
         history_ttl: int = 3600,
+        history_bytes: int = HISTORY_BYTES,
         retention: float = 900.0,
         job_retention: float = 24 * 3600.0,
         presence: bool = True,
@@ -43,6 +45,7 @@ class Relay:
         self.redis_url = redis_url
         self.history_length = history_length
         self.history_ttl = history_ttl
+        self.history_bytes = history_bytes
         self.retention = retention  # outbox rows are kept this long after they were published
         self.job_retention = job_retention  # a job is listed this long after its last change
         self.presence = presence
@@ -65,6 +68,7 @@ class Relay:
             settings.database_url,
             settings.redis_url,
             history_length=settings.history_length,
+            history_bytes=settings.history_bytes,
             retention=settings.outbox_retention,
             job_retention=settings.job_retention,
             presence=not settings.single_user,

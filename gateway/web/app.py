@@ -43,6 +43,7 @@ from .instance_types import declare_instance_types, submission_instance_types
 from .lifecycle import lifecycle
 from .logs import RequestTimer, install_redaction
 from .metrics import healthz, metrics, readyz
+from .quotas import Creations
 from .runtime import Runtime
 from .schema import asyncapi_document, openapi_document
 from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
@@ -90,6 +91,7 @@ def create_app(settings: Settings) -> Starlette:
             http_rate=http_rate,
             hearing=Hearing(settings.cluster_silent_after),
             tokens=VerifiedTokens(settings.secret),
+            creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
         )
         try:
             yield

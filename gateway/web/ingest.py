@@ -15,6 +15,8 @@ from ..core.team import ClusterFigures, MetricsReport
 from ..store import clusters, ingest, queries, submissions
 from .answers import Created, answer
 from .guards import Refused, cluster, decode, endpoint, path_id, runtime_of
+from .quotas import Creations
+from .runtime import Runtime
 
 _batch_decoder = msgspec.json.Decoder(IngestBatch)
 _trajectory_decoder = msgspec.json.Decoder(NewTrajectory)
@@ -25,13 +27,20 @@ _update_decoder = msgspec.json.Decoder(SubmissionUpdate)
 _encoder = msgspec.json.Encoder()
 
 
+def creations(runtime: Runtime) -> Creations:
+    assert runtime.creations is not None  # the app makes it with the runtime
+    return runtime.creations
+
+
 @endpoint
 async def ingest_jobs(request: Request) -> Response:
     """`POST /api/ingest/jobs`: a batch of job creations and reports, all or nothing."""
     who = await cluster(request)
     batch = await decode(request, _batch_decoder)
+    runtime = runtime_of(request)
     try:
-        result = await ingest.apply_reports(runtime_of(request).pool, who.id, who.team_id, batch)
+        with creations(runtime).spending("jobs", who.team_id, sum(1 for r in batch.jobs if r.id is None)):
+            result = await ingest.apply_reports(runtime.pool, who.id, who.team_id, batch)
     except InvalidReport as exc:
         raise Refused(422, "invalid", str(exc)) from None
     return Response(_encoder.encode(result), media_type="application/json")
@@ -42,7 +51,9 @@ async def ingest_trajectory(request: Request) -> Response:
     """A cluster that stores an uploaded trajectory registers it."""
     who = await cluster(request)
     body = await decode(request, _trajectory_decoder)
-    new_id = await ingest.create_trajectory(runtime_of(request).pool, who.team_id, body.name)
+    runtime = runtime_of(request)
+    with creations(runtime).spending("trajectories", who.team_id, 1):
+        new_id = await ingest.create_trajectory(runtime.pool, who.team_id, body.name)
     return answer(Created(new_id))
 
 
@@ -51,9 +62,11 @@ async def ingest_analysis(request: Request) -> Response:
     """A pipeline run registers each analysis it computes."""
     who = await cluster(request)
     body = await decode(request, _analysis_decoder)
-    new_id = await ingest.create_analysis(runtime_of(request).pool, who.team_id, body.trajectory_id, body.plugin)
-    if new_id is None:
-        raise Refused(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
+    runtime = runtime_of(request)
+    with creations(runtime).spending("trajectories", who.team_id, 1):
+        new_id = await ingest.create_analysis(runtime.pool, who.team_id, body.trajectory_id, body.plugin)
+        if new_id is None:
+            raise Refused(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
     return answer(Created(new_id))
 
 
@@ -76,12 +89,14 @@ async def ingest_submission(request: Request) -> Response:
     """A tool or cluster submits a batch of work; its jobs then name it."""
     who = await cluster(request)
     body = await decode(request, _submission_decoder)
-    pool = runtime_of(request).pool
+    runtime = runtime_of(request)
+    pool = runtime.pool
     if body.trajectory_id is not None and not await ingest.has_trajectory(pool, who.team_id, body.trajectory_id):
         raise Refused(422, "invalid", f"trajectory_id: no trajectory {body.trajectory_id} in this cluster's team")
     if body.user_id is not None and not await queries.is_member(pool, body.user_id, who.team_id):
         raise Refused(422, "invalid", f"user_id: no member {body.user_id} of this cluster's team")
-    new_id = await submissions.create(pool, who.team_id, who.id, body)
+    with creations(runtime).spending("trajectories", who.team_id, 1):
+        new_id = await submissions.create(pool, who.team_id, who.id, body)
     return answer(Created(new_id))
 
 

@@ -20,6 +20,7 @@ from .hosts import same_origin
 
 if TYPE_CHECKING:
     from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
+    from .quotas import Creations  # the same
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Runtime:
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)
     hearing: Hearing | None = None  # notes when each cluster was last heard from
     tokens: VerifiedTokens | None = None  # tokens verified already (a reconnect storm verifies each once)
+    creations: Creations | None = None  # rows each team's clusters may create an hour (GATEWAY_MAX_NEW_*)
 
     def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
         """The request's own origin (scheme, host and port), or one listed in GATEWAY_ORIGINS."""

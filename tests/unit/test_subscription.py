@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from gateway.core.protocol import make_cursor
 from gateway.core.subscription import (
     MAX_REPLAY,
+    REPLAY_READ,
     Action,
     GoLive,
     InvalidEvent,
@@ -62,6 +63,22 @@ def test_a_cursor_the_history_still_reaches_replays_exactly_what_was_missed() ->
     assert s.actions() == [ReadReplay(10, 13)]  # the cursor's own message too: is it the client's?
     s.replay_read(10, 13, [(2, seq, ("msg", seq)) for seq in range(10, 14)])
     assert sends(s.actions()) == [("msg", 11), ("msg", 12), ("msg", 13)]
+
+
+def test_a_long_resume_reads_a_block_with_the_cursor_and_the_rest_from_the_backlog_as_it_drains() -> None:
+    """What one resume reads at once is bounded: the cursor's block, then the history a block at a time."""
+    s = sub(make_cursor(2, 10))
+    s.actions()
+    s.position_read((2, 200))
+    assert s.actions() == [ReadReplay(10, 10 + REPLAY_READ - 1)]
+    s.replay_read(10, 41, [(2, seq, ("msg", seq)) for seq in range(10, 42)])
+    actions = s.actions()
+    assert sends(actions) == [("msg", seq) for seq in range(11, 42)] and actions[-1] == ReadBacklog(42, 200)
+    s.backlog_read([("msg", seq) for seq in range(42, 65)])
+    actions = s.actions()
+    assert sends(actions) == [("msg", seq) for seq in range(42, 65)] and actions[-1] == ReadBacklog(65, 200)
+    s.backlog_read(None)  # trimmed meanwhile (the byte bound): the client reloads
+    assert s.actions() == [Resync("slow_consumer")]
 
 
 def test_a_cursor_from_before_the_first_message_replays_from_the_first() -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from ..broker import Broker
 from ..keys import Partitions
+from ..publisher import HISTORY_BYTES
 from ..subscriber import OnMessage
 from .commands import MemoryCommands
 from .figures import MemoryFigures, MemoryRelayStats
@@ -49,8 +50,10 @@ class MemoryBroker:
         self.membership = MemoryMembership(self.exchange)
         self.commands = MemoryCommands(self.space)
 
-    def publisher(self, tag: str, epoch: int, history_length: int, history_ttl: int) -> MemoryPublisher:
-        return MemoryPublisher(self.space, self.exchange, tag, epoch, history_length, history_ttl)
+    def publisher(
+        self, tag: str, epoch: int, history_length: int, history_ttl: int, history_bytes: int = HISTORY_BYTES
+    ) -> MemoryPublisher:
+        return MemoryPublisher(self.space, self.exchange, tag, epoch, history_length, history_ttl, history_bytes)
 
     def subscriber(
         self,

@@ -21,9 +21,11 @@ ChannelKey = tuple[str, str]  # (tag, channel)
 
 @dataclass
 class Stream:
-    """A channel's history: its kept entries, the newest seq it took (trimming keeps it), when it expires."""
+    """A channel's history: its kept entries and their bytes, the newest seq it took (trimming keeps it), when it
+    expires."""
 
     entries: deque[Entry] = field(default_factory=deque)
+    size: int = 0
     last_seq: int = 0
     expires: float = 0.0
 
@@ -82,14 +84,16 @@ class Keyspace:
             return None
         return stream
 
-    def append(self, key: ChannelKey, entry: Entry, length: int, ttl: float) -> None:
-        """XADD with the entry's seq as its id, trimmed to `length`, expiring `ttl` seconds from now."""
+    def append(self, key: ChannelKey, entry: Entry, length: int, size: int, ttl: float) -> None:
+        """XADD with the entry's seq as its id, the oldest trimmed while more than `length` entries or `size`
+        bytes are kept (never the newest), expiring `ttl` seconds from now."""
         stream = self.stream(key)
         if stream is None or entry.seq <= stream.last_seq:
             # A seq at or below the newest: the positions were lost while the history was kept. Start again.
             stream = self.streams[key] = Stream()
         stream.entries.append(entry)
+        stream.size += len(entry.msgpack)
         stream.last_seq = entry.seq
-        while len(stream.entries) > max(length, 1):
-            stream.entries.popleft()
+        while len(stream.entries) > 1 and (len(stream.entries) > length or stream.size > size):
+            stream.size -= len(stream.entries.popleft().msgpack)
         stream.expires = self.clock() + ttl

@@ -10,7 +10,7 @@ from ...core import envelope
 from ...core.batching import Publication
 from .. import keys
 from ..history import Entry
-from ..publisher import Fenced
+from ..publisher import HISTORY_BYTES, Fenced
 from .keyspace import Keyspace
 from .pubsub import Exchange
 
@@ -21,7 +21,14 @@ class MemoryPublisher:
     """One partition's publishing under one relay epoch."""
 
     def __init__(
-        self, space: Keyspace, exchange: Exchange, tag: str, epoch: int, history_length: int, history_ttl: int
+        self,
+        space: Keyspace,
+        exchange: Exchange,
+        tag: str,
+        epoch: int,
+        history_length: int,
+        history_ttl: int,
+        history_bytes: int = HISTORY_BYTES,
     ) -> None:
         self.space = space
         self.exchange = exchange
@@ -29,6 +36,7 @@ class MemoryPublisher:
         self.epoch = epoch
         self.history_length = history_length
         self.history_ttl = history_ttl
+        self.history_bytes = history_bytes
 
     async def take_over(self) -> None:
         self.space.reachable()
@@ -63,7 +71,11 @@ class MemoryPublisher:
         if self._fenced():
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
         published = self.space.clock()  # in each envelope, as the Redis publisher stamps it
+        positions = self.space.positions
         for p in publications:
+            at = positions.get((self.tag, p.channel))
+            if at is not None and at[0] == self.epoch and at[1] >= p.seq:
+                continue  # a cycle sent again: this message went out the first time
             self._publish_one(p, published)
         if relay_cursor:
             self.space.cursors[self.tag] = relay_cursor
@@ -76,7 +88,8 @@ class MemoryPublisher:
         env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published)
         space.positions[key] = (self.epoch, p.seq)
         # The history entry is the envelope's tail, as the script cuts it (the whole envelope when empty).
-        space.append(key, Entry(self.epoch, p.seq, env[-len(p.msgpack) :]), self.history_length, self.history_ttl)
+        entry = Entry(self.epoch, p.seq, env[-len(p.msgpack) :])
+        space.append(key, entry, self.history_length, self.history_bytes, self.history_ttl)
         self._write_state(p)
         self.exchange.publish(self.tag, p.channel, env)
         if p.marker is not None:
