@@ -9,69 +9,119 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..core.protocol import ClientMessages, ServerMessages
+from ..core.protocol import MSGPACK_SUBPROTOCOL, ClientMessages, ServerMessages
 from .answers import Problem
+from .auth import TOKEN_COOKIE
 from .operations import ROUTES, TAGS, Operation
 
 __all__ = ["ROUTES", "Operation", "asyncapi", "asyncapi_document", "openapi", "openapi_document"]
 
 REF = "#/components/schemas/{name}"
+CHANNEL = "socket"  # the one AsyncAPI channel: the websocket at /ws, whatever protocol channels it carries
 
 
 def asyncapi() -> dict[str, Any]:
-    """AsyncAPI 2.6: one message per protocol type (named by its `type` tag), each way of the one channel."""
+    """AsyncAPI 3.0, written from the gateway's side: one channel (the socket at /ws) with every message, an
+    operation that receives the client's messages and one that sends the server's. Each message is named by its
+    `type` tag; the protocol's own channels (team:<id>, ...) are values in the messages, not AsyncAPI channels."""
     client_types, server_types = _members(ClientMessages), _members(ServerMessages)
-    schemas, components = msgspec.json.schema_components(client_types + server_types, ref_template=REF)
-    del schemas  # each message refers to its type's component
+    _, schemas = msgspec.json.schema_components(client_types + server_types, ref_template=REF)
     messages = {_tag(t): _message(t) for t in client_types + server_types}
     return {
-        "asyncapi": "2.6.0",
+        "asyncapi": "3.0.0",
         "id": "urn:jobs-gateway:websocket",
         "info": {
             "title": "Jobs gateway websocket protocol",
             "version": "1",
-            "description": "One websocket at /ws; JSON text frames, or MessagePack binary frames with the `msgpack` "
-            "subprotocol. See docs/protocol.md.",
+            "description": "One websocket at /ws; JSON text frames, or MessagePack binary frames with the "
+            f"`{MSGPACK_SUBPROTOCOL}` subprotocol. See docs/protocol.md.",
             "license": {"name": "Proprietary"},
+            "tags": [{"name": "jobs", "description": "Live job state per team and per trajectory"}],
         },
         "defaultContentType": "application/json",
-        "tags": [{"name": "jobs", "description": "Live job state per team and per trajectory"}],
         "servers": {
-            "gateway": {
-                "url": "{host}",
-                "protocol": "wss",
-                "description": "Any gateway node (`ws` without TLS)",
-                "variables": {"host": {"default": "127.0.0.1:8000", "description": "the node's host and port"}},
-                "security": [{"token": []}],
-            }
+            "wss": _server(
+                "wss", "A gateway node behind a proxy that terminates TLS", {"examples": ["jobs.example.org"]}
+            ),
+            "ws": _server("ws", "A gateway node itself, without TLS", {"default": "127.0.0.1:8000"}),
         },
         "channels": {
-            "/ws": {
-                "description": "Subscribe to team:<id>, team-jobs:<id> and trajectory:<id> on one connection",
-                "publish": {
-                    "operationId": "send",
-                    "summary": "Client to server",
-                    "message": {"oneOf": [{"$ref": f"#/components/messages/{_tag(t)}"} for t in client_types]},
-                },
-                "subscribe": {
-                    "operationId": "receive",
-                    "summary": "Server to client",
-                    "message": {"oneOf": [{"$ref": f"#/components/messages/{_tag(t)}"} for t in server_types]},
-                },
+            CHANNEL: {
+                "address": "/ws",
+                "title": "The gateway's websocket",
+                "description": "Subscribe to team:<id>, team-jobs:<id> and trajectory:<id> on one connection: "
+                "each message names its channel in its `channel` field.",
+                "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in messages},
+                "bindings": {"ws": _handshake()},
             }
+        },
+        "operations": {
+            "receiveClientMessages": _action("receive", "Client to server", client_types),
+            "sendServerMessages": _action("send", "Server to client", server_types),
         },
         "components": {
             "messages": messages,
-            "schemas": _strict_discriminators(components),
+            "schemas": _strict_discriminators(schemas),
             "securitySchemes": {
-                "token": {
+                "bearer": {
                     "type": "http",
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
-                    "description": "A user token: Authorization: Bearer, or the browser's session cookie",
+                    "description": "A user token (`gateway token --user ID` prints one): Authorization: Bearer",
+                },
+                "query": {
+                    "type": "httpApiKey",
+                    "in": "query",
+                    "name": "token",
+                    "description": "The same token in the URL: /ws?token=...",
+                },
+                "cookie": {
+                    "type": "httpApiKey",
+                    "in": "cookie",
+                    "name": TOKEN_COOKIE,
+                    "description": "The browser's session cookie, which holds the same token",
+                },
+            },
+        },
+    }
+
+
+def _server(protocol: str, description: str, host: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "host": "{host}",
+        "protocol": protocol,
+        "description": description,
+        "variables": {"host": {"description": "the host (and port) clients connect to", **host}},
+        "security": [{"$ref": f"#/components/securitySchemes/{name}"} for name in ("bearer", "query", "cookie")],
+    }
+
+
+def _handshake() -> dict[str, Any]:
+    """The ws binding: the handshake's subprotocol header picks the frames' format."""
+    return {
+        "method": "GET",
+        "headers": {
+            "type": "object",
+            "properties": {
+                "Sec-WebSocket-Protocol": {
+                    "type": "string",
+                    "description": f"`{MSGPACK_SUBPROTOCOL}`: every message, both ways, is a binary MessagePack "
+                    "frame with the same fields (the server answers with the subprotocol). Without it: JSON text "
+                    "frames.",
+                    "examples": [MSGPACK_SUBPROTOCOL],
                 }
             },
         },
+        "bindingVersion": "0.1.0",
+    }
+
+
+def _action(action: str, summary: str, types: list[Any]) -> dict[str, Any]:
+    return {
+        "action": action,
+        "channel": {"$ref": f"#/channels/{CHANNEL}"},
+        "summary": summary,
+        "messages": [{"$ref": f"#/channels/{CHANNEL}/messages/{_tag(t)}"} for t in types],
     }
 
 
@@ -84,18 +134,17 @@ def _tag(struct: Any) -> str:
 
 
 def _message(struct: Any) -> dict[str, Any]:
-    doc = (struct.__doc__ or "").strip().split("\n")[0]
+    doc = " ".join((struct.__doc__ or "").split())
     return {
-        "messageId": _tag(struct),
         "name": _tag(struct),
         "title": struct.__name__,
-        "summary": doc or f"`{_tag(struct)}`",
+        "summary": doc.split(". ")[0].rstrip(".") + "." if doc else f"`{_tag(struct)}`",
         "payload": {"$ref": REF.format(name=struct.__name__)},
     }
 
 
 def _strict_discriminators(value: Any) -> Any:
-    """AsyncAPI 2's schemas take a discriminator as a property name, not JSON Schema's object."""
+    """AsyncAPI's schemas take a discriminator as a property name, not OpenAPI's object."""
     if isinstance(value, dict):
         return {
             k: v["propertyName"] if k == "discriminator" and isinstance(v, dict) else _strict_discriminators(v)
