@@ -30,8 +30,10 @@ class Dialer:
         max_backoff: float,
         max_attempts: int | None,
         closed: Callable[[], bool],
+        compression: bool = True,
     ) -> None:
         self.url = url
+        self.compression = compression  # offer permessage-deflate (the node deflates each shared frame once)
         self.format: Format = fmt
         self.tokens = tokens
         self.max_backoff = max_backoff
@@ -89,7 +91,7 @@ class Dialer:
             additional_headers={"Authorization": f"Bearer {token}"},
             subprotocols=subprotocols,  # type: ignore[arg-type]
             max_size=8 << 20,
-            compression=None,
+            compression="deflate" if self.compression else None,
         )
 
 

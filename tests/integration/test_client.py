@@ -234,3 +234,41 @@ async def test_client_started_before_the_node_connects_once_it_is_up(
         connecting.cancel()
         await client.close()
         await asyncio.to_thread(node.stop)
+
+
+async def test_the_client_compresses_by_default_and_reads_the_same_messages_in_far_fewer_bytes(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """It dialled with compression off: a tool got none of the bytes permessage-deflate saves a browser."""
+    from gateway.core.protocol import Batch
+    from harness.proxy import Proxy
+
+    await insert_jobs(pool, team, 2000)
+    channel = f"trajectory:{team.trajectory_id}"
+
+    async def follow(compression: bool, changed: asyncio.Event) -> tuple[dict[int, tuple[str, int]], int]:
+        """Every job's latest (status, version) as this client saw it, and the bytes the node sent it."""
+        proxy = Proxy("127.0.0.1", stack.nodes[1].port)
+        await proxy.start()
+        seen: dict[int, tuple[str, int]] = {}
+        try:
+            async with GatewayClient(f"http://127.0.0.1:{proxy.port}", team.token, compression=compression) as client:
+                await client.subscribe(channel)
+                async for m in client:
+                    if isinstance(m, (Snapshot, Batch)):
+                        seen.update((j.id, (j.status, j.version)) for j in m.jobs or ())
+                    if isinstance(m, Snapshot) and m.final:
+                        changed.set()
+                    if changed.is_set() and sum(s == "running" for s, _ in seen.values()) == 2000:
+                        break
+        finally:
+            await proxy.close()
+        return seen, proxy.downstream
+
+    snapshots = [asyncio.Event(), asyncio.Event()]
+    both = asyncio.gather(follow(True, snapshots[0]), follow(False, snapshots[1]))
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in snapshots)), 60)
+    await pool.execute("update jobs set status = 'running' where trajectory_id = $1", team.trajectory_id)
+    (compressed, deflated_bytes), (plain, plain_bytes) = await asyncio.wait_for(both, 60)
+    assert compressed == plain and len(plain) == 2000  # the same jobs in the same states
+    assert deflated_bytes < plain_bytes / 3, (deflated_bytes, plain_bytes)
