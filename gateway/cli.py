@@ -100,6 +100,17 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
         raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")
 
 
+def cmd_check(args: argparse.Namespace, settings: Settings) -> None:
+    """The configuration `serve` and `relay` would run with, judged: one line per check, non-zero on a problem."""
+    from .check import check
+
+    report = check(settings, args.host, args.lb_idle_timeout)
+    print("\n".join(report.lines))
+    if report.status:
+        problems = sum(line.startswith("problem") for line in report.lines)
+        raise CommandFailed(report.status, f"check found {problems} problem(s)")
+
+
 def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
     from .relay.metrics import Endpoint
     from .relay.runner import Relay
@@ -114,13 +125,15 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
     import asyncpg
 
-    from .store.migrate import NoMigrations, migrate
+    from .store.migrate import MigrationEdited, NoMigrations, migrate
 
     _require(settings, "database_url")
     try:
         applied = asyncio.run(migrate(settings.database_url))
     except NoMigrations as exc:
         raise CommandFailed(exits.FAILED, str(exc)) from None
+    except MigrationEdited as exc:
+        raise CommandFailed(exits.REFUSED, str(exc)) from None
     except (OSError, asyncpg.CannotConnectNowError) as exc:
         raise CommandFailed(exits.UNREACHABLE, f"cannot reach PostgreSQL: {type(exc).__name__}: {exc}") from None
     except asyncpg.PostgresError as exc:  # a migration failed (rolled back)
@@ -383,6 +396,23 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--speed", type=float, default=1.0, help="how much faster than real the simulated clusters work")
     p.set_defaults(func=cmd_demo)
+
+    p = command(
+        "check",
+        "check the configuration before starting: settings, PostgreSQL, Redis and the migrations",
+        "Reads the settings as serve and relay do, connects to PostgreSQL and Redis, and checks that every migration"
+        " the package ships is applied and unedited and that Redis has maxmemory with noeviction. One line per"
+        " check; exit 0 with no problem, 5 when a server cannot be reached, 2 for any other problem.",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="the address serve will listen on (GATEWAY_HOSTS is judged by it)"
+    )
+    p.add_argument(
+        "--lb-idle-timeout",
+        type=float,
+        help="the load balancer's idle timeout in seconds, if any: the keepalive must be below it",
+    )
+    p.set_defaults(func=cmd_check)
 
     p = command(
         "serve",
