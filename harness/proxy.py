@@ -15,6 +15,8 @@ class Proxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self.blocked = False
         self.downstream = 0  # bytes the target sent its clients through the proxy
+        self.flowing = asyncio.Event()  # cleared: a stall, nothing forwarded either way and nothing closed
+        self.flowing.set()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -37,6 +39,7 @@ class Proxy:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, down: bool) -> None:
             with contextlib.suppress(OSError, asyncio.CancelledError):
                 while data := await src.read(65536):
+                    await self.flowing.wait()
                     if down:
                         self.downstream += len(data)
                     dst.write(data)
@@ -55,6 +58,14 @@ class Proxy:
 
     def restore(self) -> None:
         self.blocked = False
+
+    def stall(self) -> None:
+        """A half-open link: every connection stays open, but nothing gets through either way (no FIN, no RST),
+        as when a network drops packets; the peers' kernels still see a live socket."""
+        self.flowing.clear()
+
+    def flow(self) -> None:
+        self.flowing.set()
 
     async def close(self) -> None:
         self.cut()

@@ -40,7 +40,7 @@ from .keys import Partitions
 from .presence import PresenceManager
 from .publisher import HISTORY_BYTES, Fenced, PartitionPublisher, Publisher
 from .relay_stats import RelayStats
-from .subscriber import OnMessage, Subscriber
+from .subscriber import LIVENESS, OnMessage, Subscriber
 
 __all__ = [
     "Broker",
@@ -73,6 +73,7 @@ class Subscribing(Protocol):
 
     reconnects: int
     moves: int  # channels that followed their slot to another shard
+    lost_since: float | None  # since when (time.monotonic()) the bus has been out of reach; None: connected
 
     async def subscribe(self, tag: str, channel: str, timeout: float = 5.0) -> None:
         """Returns once the bus confirms, so nothing published afterwards is missed; TimeoutError if it does
@@ -218,6 +219,7 @@ class Broker(Protocol):
         on_lost: Callable[[], None],
         on_restored: Callable[[], None],
         on_membership: Callable[[bytes], None] = ...,
+        liveness: float = ...,
     ) -> Subscribing: ...
 
     async def aclose(self) -> None: ...
@@ -328,8 +330,9 @@ class RedisBroker:
         on_lost: Callable[[], None],
         on_restored: Callable[[], None],
         on_membership: Callable[[bytes], None] = lambda data: None,
+        liveness: float = LIVENESS,
     ) -> Subscribing:
-        return Subscriber(self.bus, on_message, on_lost, on_restored, on_membership)
+        return Subscriber(self.bus, on_message, on_lost, on_restored, on_membership, liveness)
 
     async def aclose(self) -> None:
         await self.commands.aclose()

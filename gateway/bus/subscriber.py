@@ -17,6 +17,7 @@ import asyncio
 import logging
 import random
 import socket
+import time
 from collections.abc import Callable
 
 from redis.asyncio import Redis
@@ -36,6 +37,7 @@ _KEEPALIVE = {
     for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
     if hasattr(socket, name)
 }
+LIVENESS = 15.0  # seconds of silence after which a link is taken for dead (a PING goes out after a third of it)
 _MESSAGES = ("message", "smessage")
 _CONFIRMS = ("subscribe", "ssubscribe")
 
@@ -99,6 +101,7 @@ class _Link:
                 self.connected.set()
                 self.owner.expect(self.wanted)
                 await self._send(sorted(self.wanted), subscribe=True)
+                self.owner.link_up()
                 delay = 0.05
                 if self.owner.reconnects:
                     asyncio.get_running_loop().create_task(self.owner.restored())
@@ -109,6 +112,7 @@ class _Link:
                 log.exception("redis subscription failed; reconnecting")
             finally:
                 self.connected.clear()
+                self.owner.link_down()
                 self.pubsub = None
                 try:
                     await pubsub.aclose()
@@ -121,12 +125,25 @@ class _Link:
             await self.owner.rehome(self)
 
     async def _read(self, pubsub: PubSub) -> None:
+        """Hand each message on; a link silent for `liveness` seconds, a PING unanswered too, is dead: a
+        half-open connection (packets dropped, no FIN or RST), or a proxy or NAT that answers for a Redis gone,
+        which TCP keepalives would never notice."""
         owner = self.owner
+        liveness = owner.liveness
+        heard = time.monotonic()
         while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=False, timeout=None)
+            message = await pubsub.get_message(ignore_subscribe_messages=False, timeout=liveness / 3)
+            now = time.monotonic()
             if message is None:
+                silent = now - heard
+                if silent >= liveness:
+                    raise ConnectionError(f"no answer from Redis for {silent:.0f} s")
+                await pubsub.ping()  # its "pong" comes through this loop like any message
                 continue
+            heard = now
             kind = keys.text(message["type"])
+            if kind == "pong":
+                continue
             name = keys.text(message["channel"])
             if kind in _MESSAGES:
                 if name == keys.MEMBERSHIP:
@@ -149,8 +166,13 @@ class Subscriber:
         on_lost: Callable[[], None],
         on_restored: Callable[[], None],
         on_membership: Callable[[bytes], None] = lambda data: None,
+        liveness: float = LIVENESS,
     ) -> None:
         self.bus = bus
+        self.liveness = liveness
+        # Since when some link has been down (monotonic; None: every link connected). Down until the first
+        # connects: a node that never reached Redis is not ready either.
+        self.lost_since: float | None = time.monotonic()
         self.sharded = bus.cluster
         self.on_message = on_message
         self.on_lost = on_lost
@@ -214,6 +236,14 @@ class Subscriber:
         return link
 
     # -- called by the links
+
+    def link_up(self) -> None:
+        if all(link.connected.is_set() for link in self._links.values()):
+            self.lost_since = None
+
+    def link_down(self) -> None:
+        if self.lost_since is None:
+            self.lost_since = time.monotonic()
 
     def expect(self, names: set[str]) -> None:
         """A link (re)connects: each of its channels awaits a fresh confirmation."""

@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 CLOSE_EXPIRED = 4001  # the session's token expired: renew it and connect again
 CLOSE_SLOW = 4008  # could not drain its output even after a resync
 MAX_REFUSED = 64  # replies in a row that found no room before the client is closed as a slow consumer
+CLOSE_BUS_LOST = 1013  # try again later: this node lost its bus (Redis), so it can deliver nothing live
 CLOSE_REASONS = {
+    CLOSE_BUS_LOST: "the node lost its bus: connect again",
     CLOSE_EXPIRED: "token expired",
     CLOSE_SLOW: "slow consumer: could not drain",
     CLOSE_FLOOD: "too many messages",

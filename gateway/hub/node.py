@@ -26,7 +26,7 @@ from ..core.protocol import Error
 from ..core.wsframe import ping_frame
 from .admission import Admission
 from .backlog import Backlog
-from .connection import Connection
+from .connection import CLOSE_BUS_LOST, Connection
 from .errors import RETRY_AFTER, TRANSIENT
 from .expiry import Expiries
 from .hub import Hub
@@ -73,9 +73,16 @@ class Node:
             lambda channel, first, last: self.reads.entries(self.teams.tag(channel), channel, first, last)
         )
         self.repairs = Repairs(self.hub, self.reads, self.teams, self.backlog, self.tasks)
+        # A bus link silent for most of a keepalive interval is taken for dead; lost for the rest of it, the
+        # node's clients are closed (1013) to go elsewhere, and new ones refused: the whole within a keepalive.
         self.subscriber = bus.subscriber(
-            self._on_bus_message, self.repairs.bus_lost, self.repairs.bus_restored, self.memberships.receive
+            self._on_bus_message,
+            self.repairs.bus_lost,
+            self.repairs.bus_restored,
+            self.memberships.receive,
+            liveness=0.6 * keepalive,
         )
+        self.bus_grace = 0.4 * keepalive
         self.interest = Interest(self.hub, self.subscriber, self.teams)
         snapshots = Snapshots(access, self.reads, self.teams, self.shared, self.hub.anchor)
         self.lifecycles = Lifecycles(
@@ -111,6 +118,7 @@ class Node:
             asyncio.create_task(self.memberships.recheck(), name="membership-check"),
             asyncio.create_task(self._keepalive(), name="keepalive"),
             asyncio.create_task(self.expiries.run(), name="expiries"),
+            asyncio.create_task(self._watch_bus(), name="bus-watch"),
         ]
 
     async def stop(self) -> None:
@@ -230,6 +238,31 @@ class Node:
                 wire = ping_frame(token)
                 for conn in due:
                     conn.link.ping(wire, token)
+
+    @property
+    def bus_out_of_reach(self) -> bool:
+        """The bus lost for longer than its grace: the node can deliver nothing live (new sockets are refused)."""
+        lost_since = self.subscriber.lost_since
+        return lost_since is not None and time.monotonic() - lost_since >= self.bus_grace
+
+    async def _watch_bus(self) -> None:
+        """A node that has lost its bus for longer than its grace can deliver nothing live: rather than leave
+        clients on a silent socket, close them with 1013 (they reconnect with backoff, through the load
+        balancer to a node that has its bus, and resume from their cursors); new ones are refused until it is
+        back. A short loss (a Redis restart) is filled in from the history instead, nobody closed."""
+        told = False
+        while True:
+            await asyncio.sleep(min(1.0, self.bus_grace / 4))
+            if not self.bus_out_of_reach:
+                if told and self.subscriber.lost_since is None:
+                    log.info("the bus is back: taking websockets again")
+                    told = False
+                continue
+            if not told:
+                told = True
+                log.warning("the bus is out of reach: closing %d websocket(s) with 1013", len(self.connections))
+            for conn in list(self.connections):  # any that got in meanwhile too
+                conn.close(CLOSE_BUS_LOST)
 
     # -- the bus follows local interest; gaps are filled from history
 

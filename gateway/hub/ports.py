@@ -53,4 +53,5 @@ class NodeBus(Protocol):
         on_lost: Callable[[], None],
         on_restored: Callable[[], None],
         on_membership: Callable[[bytes], None] = ...,
+        liveness: float = ...,
     ) -> Subscribing: ...

@@ -137,6 +137,8 @@ async def readyz(request: Request) -> Response:
         await asyncio.wait_for(ping(runtime.pool), 2)
     except Exception:
         problems.append("postgresql unreachable")
+    if runtime.node.subscriber.lost_since is not None:  # a link that answers no PING, or keeps dropping
+        problems.append("redis subscription lost")
     try:
         relays = await asyncio.wait_for(relay_figures(runtime), 2)
     except Exception:

@@ -108,6 +108,17 @@ def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONRe
         user_id, expires = session(websocket)
     except Refused as refused:
         return refused.response()
+    if runtime.node.bus_out_of_reach:  # it could deliver nothing live: the client goes elsewhere, or comes back soon
+        retry_ms = int(1000 + 2000 * random.random())
+        return JSONResponse(
+            {
+                "error": "unavailable",
+                "message": "this node cannot reach its bus: retry shortly",
+                "retry_after_ms": retry_ms,
+            },
+            503,
+            headers={"Retry-After": str(max(1, round(retry_ms / 1000)))},
+        )
     if runtime.admission is not None and not runtime.admission.allow(time.monotonic()):
         # A reconnect storm: admit at a bounded rate; the rest come back after a jittered delay.
         retry_ms = int(250 + 1000 * random.random())  # spread the retries over a second or so

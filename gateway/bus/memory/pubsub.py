@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -40,6 +41,7 @@ class MemorySubscriber:
         self.listening = False  # run() hears the membership channel
         self.reconnects = 0
         self.moves = 0
+        self.lost_since: float | None = None  # the memory bus is connected from the start
 
     async def subscribe(self, tag: str, channel: str, timeout: float = 5.0) -> None:
         self.wanted.add((tag, channel))
@@ -120,6 +122,7 @@ class Exchange:
         self._pending.clear()
         for subscriber in list(self.linked):
             subscriber.reconnects += 1
+            subscriber.lost_since = time.monotonic()
             subscriber.on_lost()
 
     def restore(self) -> None:
@@ -128,6 +131,7 @@ class Exchange:
             return
         self.up.set()
         for subscriber in list(self.linked):
+            subscriber.lost_since = None
             self._queue(subscriber.on_restored)
 
     def move(self, tag: str) -> None:
