@@ -22,7 +22,7 @@ def _series(
     text = exposition([RelayCollector(figures, joint)]).body.decode()  # type: ignore[union-attr]
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples if s.name.startswith("relay_")
+        for family in text_string_to_metric_families(text) for s in family.samples if s.name.startswith("gateway_relay_")
     }  # fmt: skip
 
 
@@ -36,22 +36,25 @@ def test_a_served_partition_exports_its_epoch_counts_and_latency() -> None:
     figures.commit_to_publish.observe(0.02)
     series = _series({0: figures})
     p = (("partition", "0"),)
-    assert series[("relay_active_partitions", ())] == 1
-    assert series[("relay_epoch", p)] == 7
-    assert (series[("relay_changes_total", p)], series[("relay_deltas_total", p)]) == (10, 4)
-    assert series[("relay_coalescing_ratio", p)] == 2.5
-    assert series[("relay_published_messages_total", p)] == 3
-    assert (series[("relay_cycles_total", p)], series[("relay_outbox_reads_total", p)]) == (5, 3)
-    assert series[("relay_commit_to_publish_seconds_bucket", (("le", "0.025"), ("partition", "0")))] == 1
-    assert series[("relay_commit_to_publish_seconds_count", p)] == 1
+    assert series[("gateway_relay_active_partitions", ())] == 1
+    assert series[("gateway_relay_epoch", p)] == 7
+    assert (series[("gateway_relay_changes_total", p)], series[("gateway_relay_deltas_total", p)]) == (10, 4)
+    assert series[("gateway_relay_coalescing_ratio", p)] == 2.5
+    assert series[("gateway_relay_published_messages_total", p)] == 3
+    assert (series[("gateway_relay_cycles_total", p)], series[("gateway_relay_outbox_reads_total", p)]) == (5, 3)
+    assert series[("gateway_relay_commit_to_publish_seconds_bucket", (("le", "0.025"), ("partition", "0")))] == 1
+    assert series[("gateway_relay_commit_to_publish_seconds_count", p)] == 1
 
 
 def test_a_process_of_several_partitions_exports_how_many_reads_went_together() -> None:
     joint = JointReads("postgresql://unused", 4)  # connects on its first joint read only
     joint.statements, joint.answered = 2, 7
     series = _series({}, joint)
-    assert (series[("relay_joint_reads_total", ())], series[("relay_joint_read_partitions_total", ())]) == (2, 7)
-    assert not any(name.startswith("relay_joint") for name, _ in _series({}))  # one partition: none
+    assert (
+        series[("gateway_relay_joint_reads_total", ())],
+        series[("gateway_relay_joint_read_partitions_total", ())],
+    ) == (2, 7)
+    assert not any(name.startswith("gateway_relay_joint") for name, _ in _series({}))  # one partition: none
 
 
 def test_a_partition_handed_over_is_not_exported_and_its_counts_resume_if_it_comes_back() -> None:
@@ -60,11 +63,13 @@ def test_a_partition_handed_over_is_not_exported_and_its_counts_resume_if_it_com
     figures.serving(first)
     first.changes_applied = 10
     figures.stopped()
-    assert _series({0: figures}) == {("relay_active_partitions", ()): 0}  # another relay exports it now
+    assert _series({0: figures}) == {("gateway_relay_active_partitions", ()): 0}  # another relay exports it now
     second = Batcher(9)
     figures.serving(second)
     second.changes_applied = 1
-    assert _series({0: figures})[("relay_changes_total", (("partition", "0"),))] == 11  # a counter never goes back
+    assert (
+        _series({0: figures})[("gateway_relay_changes_total", (("partition", "0"),))] == 11
+    )  # a counter never goes back
 
 
 async def test_the_endpoint_wants_the_token_when_one_is_set() -> None:
@@ -80,7 +85,7 @@ async def test_the_endpoint_wants_the_token_when_one_is_set() -> None:
     assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
     assert (
         scraped.status_code == 200
-        and "relay_active_partitions 0.0" in scraped.text
+        and "gateway_relay_active_partitions 0.0" in scraped.text
         and "process_cpu_seconds_total" in scraped.text
     )
 
