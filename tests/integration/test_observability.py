@@ -27,8 +27,9 @@ from tests.conftest import Process, Stack, create_database, drop_database, spawn
 from tests.integration.conftest import Team, insert_jobs, make_team
 
 # Every label the exposition may carry: each has few values (partitions are GATEWAY_PARTITIONS; python_info's
-# describe the interpreter). A label per connection, user, channel or transaction would grow without bound.
-BOUNDED_LABELS = {"partition", "le", "implementation", "major", "minor", "patchlevel", "version"}
+# and gateway_build_info's describe the interpreter and the build). A label per connection, user, channel or
+# transaction would grow without bound.
+BOUNDED_LABELS = {"partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"}
 HISTOGRAMS = {"node": "gateway_publish_to_write_seconds", "relay": "gateway_relay_commit_to_publish_seconds"}
 
 
@@ -217,6 +218,7 @@ async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
             "process_resident_memory_bytes",
             "process_start_time_seconds",
             "python_info",
+            "gateway_build_info",
         } <= names, who
         labels = {label for s in found for label in s.labels}
         assert labels <= BOUNDED_LABELS, (who, labels - BOUNDED_LABELS)  # no pid, xid, connection or user
