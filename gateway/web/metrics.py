@@ -114,7 +114,9 @@ async def metrics(request: Request) -> Response:
         relays = await relay_figures(runtime)
     except Exception:  # a scrape must answer even when Redis does not
         relays = []
-    return exposition([NodeCollector(runtime, relays), *getattr(request.app.state, "extra_collectors", [])])
+    state = request.app.state
+    http: list[Collector] = [state.http_figures] if hasattr(state, "http_figures") else []
+    return exposition([NodeCollector(runtime, relays), *http, *getattr(state, "extra_collectors", [])])
 
 
 async def healthz(request: Request) -> Response:

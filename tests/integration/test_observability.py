@@ -29,7 +29,10 @@ from tests.integration.conftest import Team, insert_jobs, make_team
 # Every label the exposition may carry: each has few values (partitions are GATEWAY_PARTITIONS; python_info's
 # and gateway_build_info's describe the interpreter and the build). A label per connection, user, channel or
 # transaction would grow without bound.
-BOUNDED_LABELS = {"partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"}
+BOUNDED_LABELS = {
+    *("partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"),
+    *("route", "method", "status"),  # a route template (or "other"), a usual HTTP method (or "other"), "2xx"
+}
 HISTOGRAMS = {"node": "gateway_publish_to_write_seconds", "relay": "gateway_relay_commit_to_publish_seconds"}
 
 
@@ -76,6 +79,13 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert value(text, "gateway_publish_to_write_seconds_count") >= 1  # the batch, written as it arrived
     assert value(text, 'gateway_relay_heartbeat_age_seconds{partition="0"}') < 5
     assert value(text, "process_resident_memory_bytes") > 0
+    requests = {
+        (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
+        for s in samples(text)
+        if s.name == "gateway_http_requests_total"
+    }
+    assert requests[("/ws", "GET", "1xx")] >= 1  # the follower's handshake
+    assert requests[("/healthz", "GET", "2xx")] >= 1  # the stack's start waited on it
     # The relay's own figures are the relay's to export: a node re-exporting them made sum() count them twice.
     # (its own view of them, from the heartbeats in Redis, is gateway_relay_heartbeat_age_seconds)
     exported = {s.name for s in samples(text)}
@@ -222,6 +232,8 @@ async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
         } <= names, who
         labels = {label for s in found for label in s.labels}
         assert labels <= BOUNDED_LABELS, (who, labels - BOUNDED_LABELS)  # no pid, xid, connection or user
+        routes = {s.labels["route"] for s in found if "route" in s.labels}
+        assert not [r for r in routes if any(c.isdigit() for c in r)], routes  # templates, never an id
         promtool_check(text)
 
 
