@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 from . import __version__
 from .web.hosts import loopback_host
 
+REDIS_WITHIN = 1.0  # seconds a scrape waits for Redis before it reports it down (and answers all the same)
 COMMIT_ENV = "GATEWAY_COMMIT"  # set by whoever builds an image or package from a commit
 _COMMIT = re.compile(r"[0-9A-Za-z._-]{1,64}")
 
@@ -62,6 +63,20 @@ class BuildInfo(Collector):
         )
         info.add_metric([__version__, platform.python_version(), commit()], 1)
         yield info
+
+
+class RedisUp(Collector):
+    """`gateway_redis_up`: whether Redis answered the process's read at this scrape, within REDIS_WITHIN."""
+
+    def __init__(self, answered: bool) -> None:
+        self.answered = answered
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "gateway_redis_up",
+            f"Whether Redis answered this scrape's read within {REDIS_WITHIN:g} s (1) or not (0)",
+            value=1 if self.answered else 0,
+        )
 
 
 # process_* (CPU, memory, descriptors, start time), python_info and gateway_build_info: made once, read at each

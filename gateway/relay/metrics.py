@@ -12,7 +12,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from ..core.batching import Batcher
 from ..core.histogram import Histogram
-from ..exposition import exposition, scraper_refused
+from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.joint_reads import JointReads
 
 log = logging.getLogger(__name__)
@@ -169,17 +169,31 @@ class _Server(uvicorn.Server):
 
 
 class Exporter:
-    """A tiny HTTP server in the relay's event loop: /metrics and nothing else."""
+    """A tiny HTTP server in the relay's event loop: /metrics and nothing else. `probe` reads Redis at each
+    scrape (the relays' heartbeats, as nodes do), for `gateway_redis_up`."""
 
-    def __init__(self, endpoint: Endpoint, collector: Collector) -> None:
+    def __init__(
+        self, endpoint: Endpoint, collector: Collector, probe: Callable[[], Awaitable[object]] | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.collector = collector
+        self.probe = probe
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def _metrics(self, request: Request) -> Response:
         refused = scraper_refused(request, self.endpoint.token)
-        return refused if refused is not None else exposition([self.collector])
+        if refused is not None:
+            return refused
+        collectors = [self.collector]
+        if self.probe is not None:
+            try:
+                await asyncio.wait_for(self.probe(), REDIS_WITHIN)
+                answered = True
+            except Exception:  # a scrape must answer even when Redis does not
+                answered = False
+            collectors.append(RedisUp(answered))
+        return exposition(collectors)
 
     async def start(self) -> None:
         """Listen; a port that cannot be bound is logged and the relay goes on relaying without it (a standby on

@@ -33,6 +33,8 @@ BOUNDED_LABELS = {
     *("partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"),
     *("route", "method", "status"),  # a route template (or "other"), a usual HTTP method (or "other"), "2xx"
 }
+# What a node exports of the relays, read from their heartbeats in Redis (what /readyz judges).
+NODE_VIEW_OF_RELAYS = {"gateway_relay_heartbeat_age_seconds", "gateway_relay_alive"}
 HISTOGRAMS = {"node": "gateway_publish_to_write_seconds", "relay": "gateway_relay_commit_to_publish_seconds"}
 
 
@@ -78,6 +80,8 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert value(text, "gateway_sent_bytes_total") > 0
     assert value(text, "gateway_publish_to_write_seconds_count") >= 1  # the batch, written as it arrived
     assert value(text, 'gateway_relay_heartbeat_age_seconds{partition="0"}') < 5
+    assert value(text, 'gateway_relay_alive{partition="0"}') == 1
+    assert value(text, "gateway_redis_up") == 1
     assert value(text, "process_resident_memory_bytes") > 0
     requests = {
         (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
@@ -87,9 +91,9 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert requests[("/ws", "GET", "1xx")] >= 1  # the follower's handshake
     assert requests[("/healthz", "GET", "2xx")] >= 1  # the stack's start waited on it
     # The relay's own figures are the relay's to export: a node re-exporting them made sum() count them twice.
-    # (its own view of them, from the heartbeats in Redis, is gateway_relay_heartbeat_age_seconds)
+    # (its own view of them, from the heartbeats in Redis, is NODE_VIEW_OF_RELAYS)
     exported = {s.name for s in samples(text)}
-    assert not {n for n in exported if n.startswith("gateway_relay_")} - {"gateway_relay_heartbeat_age_seconds"}
+    assert not {n for n in exported if n.startswith("gateway_relay_")} - NODE_VIEW_OF_RELAYS
 
 
 async def test_node_metrics_pass_promtool(stack: Stack) -> None:
@@ -206,6 +210,7 @@ async def test_the_relay_exports_its_own_metrics_once(observed: Observed, observ
         >= 1
     )
     assert value(relay, "gateway_relay_active_partitions") == 1
+    assert value(relay, "gateway_redis_up") == 1
 
 
 async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
