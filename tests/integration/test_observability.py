@@ -1,4 +1,5 @@
-"""What operators read: /metrics (a node's and the relay's own), /healthz, /readyz.
+"""What operators read: /metrics (a node's and the relay's own), /healthz, /readyz; and that every metric the
+rules and dashboard under deploy/ name is one they export.
 
 The relay-metrics tests run their own world (a fresh database, a private Valkey, a relay with its metrics
 endpoint, two nodes): the shared stack's relay serves none.
@@ -24,6 +25,7 @@ from prometheus_client.samples import Sample
 from gateway.embedded import EmbeddedValkey, free_port
 from harness.follower import Follower
 from tests.conftest import Process, Stack, create_database, drop_database, spawn, wait_http
+from tests.deploy_files import shipped_metric_names
 from tests.integration.conftest import Team, insert_jobs, make_team
 
 # Every label the exposition may carry: each has few values (partitions are GATEWAY_PARTITIONS; python_info's
@@ -240,6 +242,18 @@ async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
         routes = {s.labels["route"] for s in found if "route" in s.labels}
         assert not [r for r in routes if any(c.isdigit() for c in r)], routes  # templates, never an id
         promtool_check(text)
+
+
+async def test_every_metric_the_deploy_files_name_is_one_a_node_or_relay_exports(
+    observed: Observed, observed_pool: asyncpg.Pool
+) -> None:
+    await _published_through(observed, observed_pool)  # a websocket, a change published, HTTP requests
+    exported = {s.name for s in samples(await _relay_text(observed))}
+    for node in observed.nodes:
+        exported |= {s.name for s in samples((await scrape(f"{node.http}/metrics")).text)}
+    shipped = shipped_metric_names()
+    assert {"gateway_http_requests_total", "gateway_relay_lag_seconds", "gateway_build_info"} <= shipped
+    assert shipped <= exported, f"deploy/ names metrics nobody exports: {sorted(shipped - exported)}"
 
 
 async def test_the_relays_endpoint_is_for_this_host_only_without_a_token(observed: Observed) -> None:
