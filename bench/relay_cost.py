@@ -66,10 +66,10 @@ async def _settled(broker: RedisBroker) -> int:
 
 
 COUNTERS = (
-    "relay_cycles_total",
-    "relay_outbox_reads_total",
-    "relay_joint_reads_total",
-    "relay_joint_read_partitions_total",
+    "gateway_relay_cycles_total",
+    "gateway_relay_outbox_reads_total",
+    "gateway_relay_joint_reads_total",
+    "gateway_relay_joint_read_partitions_total",
 )
 
 
@@ -82,9 +82,11 @@ def _relay_counters(ports: list[int]) -> dict[str, float]:
             text = response.read().decode()
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name in COUNTERS:
-                    totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    totals.setdefault("relay_outbox_reads_total", totals.get("relay_cycles_total", 0.0))
+                # A tree from before the rename (2026-12-05) exports them as relay_*: compared all the same.
+                name = sample.name if sample.name.startswith("gateway_") else f"gateway_{sample.name}"
+                if name in COUNTERS:
+                    totals[name] = totals.get(name, 0.0) + sample.value
+    totals.setdefault("gateway_relay_outbox_reads_total", totals.get("gateway_relay_cycles_total", 0.0))
     return {name: totals.get(name, 0.0) for name in COUNTERS}
 
 
@@ -229,7 +231,9 @@ async def run_pace(
             cpu = cpu_seconds([proc.pid]) - cpu0
             took = time.monotonic() - started
             counters = await asyncio.to_thread(_relay_counters, [port])
-            cycles, reads = (counters[n] - counters0[n] for n in ("relay_cycles_total", "relay_outbox_reads_total"))
+            cycles, reads = (
+                counters[n] - counters0[n] for n in ("gateway_relay_cycles_total", "gateway_relay_outbox_reads_total")
+            )
             rows.append(
                 {
                     "commits_per_s": rate,

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from ..core.batching import Batcher
 from ..core.histogram import Histogram
-from ..exposition import exposition, scraper_refused
+from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.joint_reads import JointReads
 
 log = logging.getLogger(__name__)
@@ -82,20 +82,24 @@ class RelayCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         active = [(p, f, f.core) for p, f in sorted(self.figures.items()) if f.core is not None]
         yield GaugeMetricFamily(
-            "relay_active_partitions", "Partitions this relay process serves now", value=len(active)
+            "gateway_relay_active_partitions", "Partitions this relay process serves now", value=len(active)
         )
         epoch = GaugeMetricFamily(
-            "relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"]
+            "gateway_relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"]
         )
         lag = GaugeMetricFamily(
-            "relay_lag_seconds", "Commit to publish of the newest change, last cycle with changes", labels=["partition"]
+            "gateway_relay_lag_seconds",
+            "Commit to publish of the newest change, last cycle with changes",
+            labels=["partition"],
         )
         # Which transaction (pid, xid) is in the relay's log: a label per blocker would be a new series each time.
         held = GaugeMetricFamily(
-            "relay_held_back_seconds", "How long an open transaction has held the partition back", labels=["partition"]
+            "gateway_relay_held_back_seconds",
+            "How long an open transaction has held the partition back",
+            labels=["partition"],
         )
         ratio = GaugeMetricFamily(
-            "relay_coalescing_ratio",
+            "gateway_relay_coalescing_ratio",
             "Changes per job delta published, since this process started",
             labels=["partition"],
         )
@@ -106,21 +110,23 @@ class RelayCollector(Collector):
             held.add_metric([str(p)], now - f.held_since if f.held_since is not None else 0.0)
             ratio.add_metric([str(p)], f.changes / f.deltas if f.deltas else 0.0)
         yield from (epoch, lag, held, ratio)
-        changes = CounterMetricFamily("relay_changes", "Captured changes applied", labels=["partition"])
-        deltas = CounterMetricFamily("relay_deltas", "Job deltas published after coalescing", labels=["partition"])
+        changes = CounterMetricFamily("gateway_relay_changes", "Captured changes applied", labels=["partition"])
+        deltas = CounterMetricFamily(
+            "gateway_relay_deltas", "Job deltas published after coalescing", labels=["partition"]
+        )
         published = CounterMetricFamily(
-            "relay_published_messages", "Messages published on the bus", labels=["partition"]
+            "gateway_relay_published_messages", "Messages published on the bus", labels=["partition"]
         )
         latency = HistogramMetricFamily(
-            "relay_commit_to_publish_seconds",
+            "gateway_relay_commit_to_publish_seconds",
             "From a change's statement time in PostgreSQL to the relay's publish of it, per change",
             labels=["partition"],
         )
         cycles = CounterMetricFamily(
-            "relay_cycles", "Publish cycles run (the relay's CPU grows with these)", labels=["partition"]
+            "gateway_relay_cycles", "Publish cycles run (the relay's CPU grows with these)", labels=["partition"]
         )
         reads = CounterMetricFamily(
-            "relay_outbox_reads",
+            "gateway_relay_outbox_reads",
             "Cycles that read the outbox (PostgreSQL's cost grows with these)",
             labels=["partition"],
         )
@@ -134,13 +140,13 @@ class RelayCollector(Collector):
         yield from (cycles, reads, changes, deltas, published, latency)
         if self.joint is not None:
             yield CounterMetricFamily(
-                "relay_joint_reads",
+                "gateway_relay_joint_reads",
                 "Statements that read several partitions' outbox at once",
                 value=self.joint.statements,
             )
             yield CounterMetricFamily(
-                "relay_joint_read_partitions",
-                "The partitions' outbox reads that joint statements answered (each also in relay_outbox_reads_total)",
+                "gateway_relay_joint_read_partitions",
+                "The partitions' outbox reads that joint statements answered (each also in gateway_relay_outbox_reads_total)",
                 value=self.joint.answered,
             )
 
@@ -163,17 +169,31 @@ class _Server(uvicorn.Server):
 
 
 class Exporter:
-    """A tiny HTTP server in the relay's event loop: /metrics and nothing else."""
+    """A tiny HTTP server in the relay's event loop: /metrics and nothing else. `probe` reads Redis at each
+    scrape (the relays' heartbeats, as nodes do), for `gateway_redis_up`."""
 
-    def __init__(self, endpoint: Endpoint, collector: Collector) -> None:
+    def __init__(
+        self, endpoint: Endpoint, collector: Collector, probe: Callable[[], Awaitable[object]] | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.collector = collector
+        self.probe = probe
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def _metrics(self, request: Request) -> Response:
         refused = scraper_refused(request, self.endpoint.token)
-        return refused if refused is not None else exposition([self.collector])
+        if refused is not None:
+            return refused
+        collectors = [self.collector]
+        if self.probe is not None:
+            try:
+                await asyncio.wait_for(self.probe(), REDIS_WITHIN)
+                answered = True
+            except Exception:  # a scrape must answer even when Redis does not
+                answered = False
+            collectors.append(RedisUp(answered))
+        return exposition(collectors)
 
     async def start(self) -> None:
         """Listen; a port that cannot be bound is logged and the relay goes on relaying without it (a standby on

@@ -83,7 +83,13 @@ class Relay:
     async def run(self) -> None:
         broker = RedisBroker.connect(self.redis_url, self.cluster, self.count)
         exporter = (
-            Exporter(self.metrics_endpoint, RelayCollector(self.figures, self.joint)) if self.metrics_endpoint else None
+            Exporter(
+                self.metrics_endpoint,
+                RelayCollector(self.figures, self.joint),
+                probe=lambda: broker.relay_stats.read(broker.partitions.tags),
+            )
+            if self.metrics_endpoint
+            else None
         )
         try:
             if exporter is not None:

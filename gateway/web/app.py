@@ -30,6 +30,7 @@ from .api import me, team_active_trajectories, team_members, team_trajectories
 from .headers import SecurityHeaders
 from .heard import Hearing
 from .hosts import HostCheck
+from .http_figures import HttpFigures
 from .inflight import ActionLimits
 from .ingest import (
     ingest_analysis,
@@ -147,9 +148,12 @@ def create_app(settings: Settings) -> Starlette:
     routes.append(
         Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     )  # a missing folder fails here
+    http_figures = HttpFigures()  # /metrics reads them (gateway.web.metrics)
     middleware = [
-        Middleware(RequestTimer),
+        Middleware(RequestTimer, figures=http_figures),
         Middleware(SecurityHeaders),
         Middleware(HostCheck, allowed=settings.hosts),  # innermost of the three: a 421 is timed and has headers
     ]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    app.state.http_figures = http_figures
+    return app

@@ -14,7 +14,9 @@ import time
 from contextvars import ContextVar
 from urllib.parse import unquote
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .http_figures import HttpFigures
 
 # A query parameter: its name is read percent-decoded, as a server would (`tok%65n` is `token`).
 _PARAMETER = re.compile(r"(?<![^?&;\s\"'])([^=&?;\s\"']+=)([^&\s\"']+)")
@@ -60,20 +62,69 @@ _request_started: ContextVar[float | None] = ContextVar("gateway_request_started
 
 
 class RequestTimer:
-    """Notes when each HTTP request reached the app, for its access line's duration (one clock read)."""
+    """Notes when each HTTP request reached the app, for its access line's duration (one clock read), and counts
+    requests and websocket handshakes by route, method and status class (gateway.web.http_figures)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, figures: HttpFigures | None = None) -> None:
         self.app = app
+        self.figures = figures
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and self.figures is not None:
+            await self._handshake(scope, receive, send, self.figures)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        token = _request_started.set(time.perf_counter())
+        started = time.perf_counter()
+        token = _request_started.set(started)
+        figures = self.figures
+        if figures is None:
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                _request_started.reset(token)
+            return
+        status = 500  # an app that fails before its response starts gets uvicorn's 500
+
+        async def noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, noting_status)
         finally:
             _request_started.reset(token)
+            figures.observe(scope, status, time.perf_counter() - started)
+
+    async def _handshake(self, scope: Scope, receive: Receive, send: Send, figures: HttpFigures) -> None:
+        """A websocket counts once, when its handshake is answered: a long-lived connection is one request."""
+        started = time.perf_counter()
+        answered = False
+
+        def answer(status: int) -> None:
+            nonlocal answered
+            answered = True
+            figures.observe(scope, status, time.perf_counter() - started)
+
+        async def noting_answer(message: Message) -> None:
+            if not answered:
+                kind = message["type"]
+                if kind == "websocket.accept":
+                    answer(101)
+                elif kind == "websocket.http.response.start":
+                    answer(message["status"])
+                elif kind == "websocket.close":  # before accepting: uvicorn refuses the handshake with 403
+                    answer(403)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_answer)
+        finally:
+            if not answered:  # the app ended (or failed) without answering: uvicorn sends 500
+                answer(500)
 
 
 class AccessTiming(logging.Filter):

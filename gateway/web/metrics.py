@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..bus.broker import RelayStats
-from ..exposition import exposition, scraper_refused
+from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.figures import ping
 from .runtime import Runtime
 from .workers import WORKER_ENV
@@ -30,9 +30,10 @@ HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready
 
 
 class NodeCollector(Collector):
-    """Reads the live figures at scrape time; the relays' heartbeats come from Redis (fetched before)."""
+    """Reads the live figures at scrape time; the relays' heartbeats come from Redis (fetched before; None: Redis
+    did not answer)."""
 
-    def __init__(self, runtime: Runtime, relays: list[RelayStats | None]) -> None:
+    def __init__(self, runtime: Runtime, relays: list[RelayStats | None] | None) -> None:
         self.runtime = runtime
         self.relays = relays
 
@@ -82,16 +83,31 @@ class NodeCollector(Collector):
             "Channels that followed their slot to another shard",
             value=node.subscriber.moves,
         )
-        # What /readyz judges, as this node sees it (every node sees the same heartbeat: aggregate with max()).
-        age = GaugeMetricFamily(
-            "gateway_relay_heartbeat_age_seconds",
-            "Since the partition's relay last reported in Redis",
-            labels=["partition"],
-        )
-        for partition, stats in enumerate(self.relays):
-            if stats is not None:
-                age.add_metric([str(partition)], max(0.0, time.time() - stats.heartbeat))
-        yield age
+        yield from relay_families(self.relays, time.time())
+
+
+def relay_families(relays: list[RelayStats | None] | None, now: float) -> Iterator[Metric]:
+    """What /readyz judges, as this node sees it in Redis (None: Redis did not answer). Every node sees the same
+    heartbeats: aggregate with max()."""
+    yield from RedisUp(relays is not None).collect()
+    if relays is None:
+        return  # unknown: gateway_redis_up says why
+    age = GaugeMetricFamily(
+        "gateway_relay_heartbeat_age_seconds",
+        "Since the partition's relay last reported in Redis",
+        labels=["partition"],
+    )
+    alive = GaugeMetricFamily(
+        "gateway_relay_alive",
+        f"Whether the partition's relay reported in Redis within {HEARTBEAT:g} s (/readyz's 'no active relay')",
+        labels=["partition"],
+    )
+    for partition, stats in enumerate(relays):
+        if stats is not None:
+            age.add_metric([str(partition)], max(0.0, now - stats.heartbeat))
+        alive.add_metric([str(partition)], 1 if stats is not None and now - stats.heartbeat <= HEARTBEAT else 0)
+    yield age
+    yield alive
 
 
 def also_export(app: Starlette, collector: Collector) -> None:
@@ -110,11 +126,14 @@ async def metrics(request: Request) -> Response:
     refused = scraper_refused(request, runtime.settings.metrics_token)
     if refused is not None:
         return refused
+    relays: list[RelayStats | None] | None
     try:
-        relays = await relay_figures(runtime)
-    except Exception:  # a scrape must answer even when Redis does not
-        relays = []
-    return exposition([NodeCollector(runtime, relays), *getattr(request.app.state, "extra_collectors", [])])
+        relays = await asyncio.wait_for(relay_figures(runtime), REDIS_WITHIN)
+    except Exception:  # a scrape must answer even when Redis does not (gateway_redis_up 0)
+        relays = None
+    state = request.app.state
+    http: list[Collector] = [state.http_figures] if hasattr(state, "http_figures") else []
+    return exposition([NodeCollector(runtime, relays), *http, *getattr(state, "extra_collectors", [])])
 
 
 async def healthz(request: Request) -> Response:

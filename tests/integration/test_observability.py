@@ -1,4 +1,5 @@
-"""What operators read: /metrics (a node's and the relay's own), /healthz, /readyz.
+"""What operators read: /metrics (a node's and the relay's own), /healthz, /readyz; and that every metric the
+rules and dashboard under deploy/ name is one they export.
 
 The relay-metrics tests run their own world (a fresh database, a private Valkey, a relay with its metrics
 endpoint, two nodes): the shared stack's relay serves none.
@@ -24,12 +25,19 @@ from prometheus_client.samples import Sample
 from gateway.embedded import EmbeddedValkey, free_port
 from harness.follower import Follower
 from tests.conftest import Process, Stack, create_database, drop_database, spawn, wait_http
+from tests.deploy_files import shipped_metric_names
 from tests.integration.conftest import Team, insert_jobs, make_team
 
 # Every label the exposition may carry: each has few values (partitions are GATEWAY_PARTITIONS; python_info's
-# describe the interpreter). A label per connection, user, channel or transaction would grow without bound.
-BOUNDED_LABELS = {"partition", "le", "implementation", "major", "minor", "patchlevel", "version"}
-HISTOGRAMS = {"node": "gateway_publish_to_write_seconds", "relay": "relay_commit_to_publish_seconds"}
+# and gateway_build_info's describe the interpreter and the build). A label per connection, user, channel or
+# transaction would grow without bound.
+BOUNDED_LABELS = {
+    *("partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"),
+    *("route", "method", "status"),  # a route template (or "other"), a usual HTTP method (or "other"), "2xx"
+}
+# What a node exports of the relays, read from their heartbeats in Redis (what /readyz judges).
+NODE_VIEW_OF_RELAYS = {"gateway_relay_heartbeat_age_seconds", "gateway_relay_alive"}
+HISTOGRAMS = {"node": "gateway_publish_to_write_seconds", "relay": "gateway_relay_commit_to_publish_seconds"}
 
 
 def value(text: str, name: str) -> float:
@@ -74,9 +82,20 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert value(text, "gateway_sent_bytes_total") > 0
     assert value(text, "gateway_publish_to_write_seconds_count") >= 1  # the batch, written as it arrived
     assert value(text, 'gateway_relay_heartbeat_age_seconds{partition="0"}') < 5
+    assert value(text, 'gateway_relay_alive{partition="0"}') == 1
+    assert value(text, "gateway_redis_up") == 1
     assert value(text, "process_resident_memory_bytes") > 0
+    requests = {
+        (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
+        for s in samples(text)
+        if s.name == "gateway_http_requests_total"
+    }
+    assert requests[("/ws", "GET", "1xx")] >= 1  # the follower's handshake
+    assert requests[("/healthz", "GET", "2xx")] >= 1  # the stack's start waited on it
     # The relay's own figures are the relay's to export: a node re-exporting them made sum() count them twice.
-    assert not [line for line in text.splitlines() if line.startswith(("relay_", "# HELP relay_"))]
+    # (its own view of them, from the heartbeats in Redis, is NODE_VIEW_OF_RELAYS)
+    exported = {s.name for s in samples(text)}
+    assert not {n for n in exported if n.startswith("gateway_relay_")} - NODE_VIEW_OF_RELAYS
 
 
 async def test_node_metrics_pass_promtool(stack: Stack) -> None:
@@ -144,7 +163,7 @@ async def _relay_text(observed: Observed, timeout: float = 20.0) -> str:
     while True:
         try:
             text = (await scrape(observed.relay_metrics)).text
-            if 'relay_epoch{partition="0"}' in text:
+            if 'gateway_relay_epoch{partition="0"}' in text:
                 return text
         except httpx.TransportError:
             pass
@@ -169,30 +188,31 @@ async def test_the_relay_exports_its_own_metrics_once(observed: Observed, observ
     await _published_through(observed, observed_pool)
     relay = await _relay_text(observed)
     nodes = [(await scrape(f"{n.http}/metrics")).text for n in observed.nodes]
-    relay_names = {s.name for s in samples(relay) if s.name.startswith("relay_")}
+    relay_names = {s.name for s in samples(relay) if s.name.startswith("gateway_relay_")}
     assert {
-        "relay_epoch",
-        "relay_lag_seconds",
-        "relay_held_back_seconds",
-        "relay_changes_total",
-        "relay_deltas_total",
-        "relay_published_messages_total",
-        "relay_cycles_total",
-        "relay_outbox_reads_total",
-        "relay_active_partitions",
-        "relay_commit_to_publish_seconds_count",
+        "gateway_relay_epoch",
+        "gateway_relay_lag_seconds",
+        "gateway_relay_held_back_seconds",
+        "gateway_relay_changes_total",
+        "gateway_relay_deltas_total",
+        "gateway_relay_published_messages_total",
+        "gateway_relay_cycles_total",
+        "gateway_relay_outbox_reads_total",
+        "gateway_relay_active_partitions",
+        "gateway_relay_commit_to_publish_seconds_count",
     } <= relay_names
     for name in relay_names:  # each relay series exactly once across the relay and both nodes
         everywhere = [s for text in (relay, *nodes) for s in samples(text) if s.name == name]
         assert len({tuple(sorted(s.labels.items())) for s in everywhere}) == len(everywhere), name
         assert all(s.name != name for text in nodes for s in samples(text)), name
-    assert value(relay, 'relay_changes_total{partition="0"}') >= 1
+    assert value(relay, 'gateway_relay_changes_total{partition="0"}') >= 1
     assert (
-        value(relay, 'relay_cycles_total{partition="0"}')
-        >= value(relay, 'relay_outbox_reads_total{partition="0"}')
+        value(relay, 'gateway_relay_cycles_total{partition="0"}')
+        >= value(relay, 'gateway_relay_outbox_reads_total{partition="0"}')
         >= 1
     )
-    assert value(relay, "relay_active_partitions") == 1
+    assert value(relay, "gateway_relay_active_partitions") == 1
+    assert value(relay, "gateway_redis_up") == 1
 
 
 async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
@@ -215,10 +235,25 @@ async def test_metrics_carry_histograms_process_figures_and_only_bounded_labels(
             "process_resident_memory_bytes",
             "process_start_time_seconds",
             "python_info",
+            "gateway_build_info",
         } <= names, who
         labels = {label for s in found for label in s.labels}
         assert labels <= BOUNDED_LABELS, (who, labels - BOUNDED_LABELS)  # no pid, xid, connection or user
+        routes = {s.labels["route"] for s in found if "route" in s.labels}
+        assert not [r for r in routes if any(c.isdigit() for c in r)], routes  # templates, never an id
         promtool_check(text)
+
+
+async def test_every_metric_the_deploy_files_name_is_one_a_node_or_relay_exports(
+    observed: Observed, observed_pool: asyncpg.Pool
+) -> None:
+    await _published_through(observed, observed_pool)  # a websocket, a change published, HTTP requests
+    exported = {s.name for s in samples(await _relay_text(observed))}
+    for node in observed.nodes:
+        exported |= {s.name for s in samples((await scrape(f"{node.http}/metrics")).text)}
+    shipped = shipped_metric_names()
+    assert {"gateway_http_requests_total", "gateway_relay_lag_seconds", "gateway_build_info"} <= shipped
+    assert shipped <= exported, f"deploy/ names metrics nobody exports: {sorted(shipped - exported)}"
 
 
 async def test_the_relays_endpoint_is_for_this_host_only_without_a_token(observed: Observed) -> None:
@@ -249,7 +284,7 @@ def demo(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
 
 async def test_the_demo_exports_its_in_process_relay_once(demo: Process) -> None:
     deadline = asyncio.get_running_loop().time() + 30
-    while 'relay_epoch{partition="0"}' not in (text := (await scrape(f"{demo.http}/metrics")).text):
+    while 'gateway_relay_epoch{partition="0"}' not in (text := (await scrape(f"{demo.http}/metrics")).text):
         assert asyncio.get_running_loop().time() < deadline, text
         await asyncio.sleep(0.2)
     found = samples(text)
@@ -258,8 +293,8 @@ async def test_the_demo_exports_its_in_process_relay_once(demo: Process) -> None
     names = {s.name for s in found}
     assert {
         "gateway_connections",
-        "relay_epoch",
-        "relay_commit_to_publish_seconds_count",
+        "gateway_relay_epoch",
+        "gateway_relay_commit_to_publish_seconds_count",
         "process_cpu_seconds_total",
     } <= names
     promtool_check(text)
@@ -305,11 +340,14 @@ def test_relays_sharing_partitions_export_each_partition_once(two_relays: list[t
                 texts.append(httpx.get(url).text)
             except httpx.TransportError:
                 texts.append("")
-        epochs = [s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_epoch"]
-        if sorted(epochs) == ["0", "1"] and all("relay_active_partitions 1.0" in text for text in texts):
+        epochs = [s.labels["partition"] for text in texts for s in samples(text) if s.name == "gateway_relay_epoch"]
+        if sorted(epochs) == ["0", "1"] and all("gateway_relay_active_partitions 1.0" in text for text in texts):
             # Each serves one, and exports only its own: a sum() over relays counts each partition once.
             changes = [
-                s.labels["partition"] for text in texts for s in samples(text) if s.name == "relay_changes_total"
+                s.labels["partition"]
+                for text in texts
+                for s in samples(text)
+                if s.name == "gateway_relay_changes_total"
             ]
             assert sorted(changes) == ["0", "1"], texts
             break
