@@ -78,6 +78,11 @@ class NodeCollector(Collector):
         yield CounterMetricFamily(
             "gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects
         )
+        yield GaugeMetricFamily(
+            "gateway_redis_subscription_up",
+            "1 while every pub/sub link to Redis answers (a silent one is PINGed, then taken for dead)",
+            value=0 if node.subscriber.lost_since is not None else 1,
+        )
         yield CounterMetricFamily(
             "gateway_redis_slot_moves",
             "Channels that followed their slot to another shard",
