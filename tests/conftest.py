@@ -139,6 +139,9 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         # A cluster a test stopped is not silent while later tests of the session use its team (the silence
         # itself is tested in a world of its own: tests/integration/test_cluster_silence.py).
         "GATEWAY_CLUSTER_SILENT_AFTER": "3600",
+        # Tests that stall a client under MBs of changes catch it up from the history; the byte cap on a channel's
+        # history (8 MiB by default) is tested in a world of its own (tests/integration/test_write_bounds.py).
+        "GATEWAY_HISTORY_BYTES": str(64 << 20),
         "GATEWAY_LOG_LEVEL": "INFO",
     }
     relay = spawn("relay", ["relay"], env, logdir)

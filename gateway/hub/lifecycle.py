@@ -107,12 +107,12 @@ class Lifecycles:
     async def _snapshot(self, conn: Connection, sub: Lifecycle, channel: Channel, since: int) -> None:
         if channel.kind == "team":
             seq, page = await self.snapshots.team(channel, since)
-            sub.snapshot_page(conn.framed(page))
+            sub.snapshot_page(page.frame(conn.format))
             await self.run(conn, sub, channel, since)
         else:
             seq, pages = await self.snapshots.jobs(channel, since)
             async for part in pages:
-                sub.snapshot_page(conn.framed(part))
+                sub.snapshot_page(part.frame(conn.format))
                 await self.run(conn, sub, channel, since)
                 await conn.drain()  # a page at a time, as the client reads
                 if sub.ended:

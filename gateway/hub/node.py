@@ -84,9 +84,9 @@ class Node:
         )
         self.bus_grace = 0.4 * keepalive
         self.interest = Interest(self.hub, self.subscriber, self.teams)
-        snapshots = Snapshots(access, self.reads, self.teams, self.shared, self.hub.anchor)
+        self.snapshots = Snapshots(access, self.reads, self.teams, self.shared, self.hub.anchor)
         self.lifecycles = Lifecycles(
-            self.reads, self.teams, self.shared, self.backlog, snapshots, self.hub.anchor, self._resync
+            self.reads, self.teams, self.shared, self.backlog, self.snapshots, self.hub.anchor, self._resync
         )
         self.publish_to_write = Histogram()  # /metrics: the relay's publish to this node's write, per message
         self.closed_bytes = 0  # sent by connections that have closed since

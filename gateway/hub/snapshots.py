@@ -5,6 +5,12 @@ trajectories read from PostgreSQL when the relay stored none); a jobs channel's 
 from PostgreSQL in pages (every batch at or below the position was committed before the read). A snapshot
 reads only what was read after `since` (when its subscriber began holding the channel's messages):
 subscribers arriving together share those reads.
+
+Encoded once, as live frames are: a snapshot built for one position of a channel serves every subscriber who
+finds the channel at that same position within `REUSE` seconds, its pages (`Page`) framed once per format. It
+is valid for them: it was read after that position was, so it holds everything up to it, and what comes after
+reaches them live from the position on. A reconnect storm onto a busy channel then reads and encodes each of
+its positions' snapshots once instead of once per subscriber.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 import msgspec
 
@@ -20,12 +27,17 @@ from ..bus.channels import ChannelReads, TeamState
 from ..core.batching import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH
 from ..core.channels import Channel
 from ..core.model import Job, most_recent_first
-from ..core.protocol import Snapshot, make_cursor
+from ..core.protocol import Format, Snapshot, encode, make_cursor
+from ..core.wsframe import PRIVATE_LEVEL, Frame
 from .membership import ChannelTeams
 from .ports import Access
 from .shared import SharedReads
 
 SNAPSHOT_TRAJECTORIES = 300  # the team channel lists the most recent few hundred, plus totals
+# A built snapshot serves later subscribers at the same position this long: its pages' `time` (a client's
+# clock offset is taken from page 0's) is then at most this old. Snapshots of more pages are not kept.
+REUSE = 1.0
+REUSE_PAGES = 16
 GROUPS_PER_PAGE = 1_000
 STATE_WAIT = 3.0  # a team's state missing from the bus (Redis restarted): wait this long for the relay
 
@@ -34,6 +46,31 @@ Anchor = Callable[[str, int, int], None]  # the position a snapshot reflects: th
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class Page:
+    """A snapshot page, framed once per format for every subscriber it goes to."""
+
+    __slots__ = ("snapshot", "_frames")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._frames: dict[Format, Frame] = {}
+
+    def frame(self, fmt: Format) -> Frame:
+        frame = self._frames.get(fmt)
+        if frame is None:
+            frame = self._frames[fmt] = Frame(encode(self.snapshot, fmt), fmt == "json", PRIVATE_LEVEL)
+        return frame
+
+
+@dataclass
+class Built:
+    """A channel's snapshot at one position, as built for its first subscriber there."""
+
+    position: tuple[int, int]
+    at: float  # time.monotonic() when it was read
+    pages: list[Page]
 
 
 def _pages(channel: str, seq: int, cursor: str, jobs: list[Job]) -> list[Snapshot]:
@@ -54,8 +91,23 @@ class Snapshots:
         self.teams = teams
         self.shared = shared
         self.anchor = anchor
+        self.built: dict[str, Built] = {}  # per channel, its latest snapshot, for `REUSE` seconds
+        self.reused = 0  # subscribers served a snapshot built for an earlier one (for /metrics)
 
-    async def team(self, channel: Channel, since: int) -> tuple[int, Snapshot]:
+    def _reusable(self, name: str, position: tuple[int, int]) -> Built | None:
+        built = self.built.get(name)
+        if built is None or built.position != position or time.monotonic() - built.at > REUSE:
+            return None
+        self.reused += 1
+        return built
+
+    def _keep(self, name: str, position: tuple[int, int], at: float, pages: list[Page]) -> None:
+        now = time.monotonic()
+        if len(self.built) >= 64:  # what is older than REUSE serves nobody: memory follows the last second's
+            self.built = {n: b for n, b in self.built.items() if now - b.at <= REUSE}
+        self.built[name] = Built(position, at, pages)
+
+    async def team(self, channel: Channel, since: int) -> tuple[int, Page]:
         """The team channel's snapshot (one page) and the seq it reflects."""
         name, tag = channel.name, self.teams.tag(channel.name)
         state = await self.shared.read(("state", name), lambda: self.reads.team_state(tag, name), since)
@@ -68,9 +120,16 @@ class Snapshots:
         seq = state.seq or 0
         epoch = state.epoch if state.epoch is not None else await self._fence(tag, since)
         self.anchor(name, epoch, seq)
+        built = self._reusable(name, (epoch, seq)) if state.seq is not None else None
+        if built is not None:
+            return seq, built.pages[0]
+        at = time.monotonic()
         page = await self._team_page(channel, state, since)
         page.seq, page.cursor, page.time = seq, make_cursor(epoch, seq), now_ms()
-        return seq, page
+        shared = Page(page)
+        if state.seq is not None:  # a state the relay stored: the same at this position for everybody
+            self._keep(name, (epoch, seq), at, [shared])
+        return seq, shared
 
     async def _fence(self, tag: str, since: int) -> int:
         """The partition's epoch, for a channel with nothing published yet: read once for a connect storm on a
@@ -99,14 +158,32 @@ class Snapshots:
             clusters=state.clusters,
         )
 
-    async def jobs(self, channel: Channel, since: int) -> tuple[int, AsyncIterator[Snapshot]]:
+    async def jobs(self, channel: Channel, since: int) -> tuple[int, AsyncIterator[Page]]:
         """A jobs channel's snapshot: the seq it reflects, and its pages (read as they are taken)."""
         # The position is read before the rows: every batch at or below it was committed before the read.
         name, tag = channel.name, self.teams.tag(channel.name)
         position = await self.shared.read(("position", name), lambda: self.reads.position(tag, name), since)
         epoch, seq = position or (await self._fence(tag, since), 0)
         self.anchor(name, epoch, seq)
-        return seq, self._job_pages(channel, seq, make_cursor(epoch, seq), since)
+        built = self._reusable(name, (epoch, seq)) if position is not None else None
+        if built is not None:
+            return seq, _replay(built.pages)
+        return seq, self._recorded(name, (epoch, seq), position is not None, channel, since)
+
+    async def _recorded(
+        self, name: str, position: tuple[int, int], keep: bool, channel: Channel, since: int
+    ) -> AsyncIterator[Page]:
+        """The pages as read, kept for later subscribers once all are read (a small snapshot of a position the
+        bus knows: a channel with nothing published yet has no position to share)."""
+        at, pages = time.monotonic(), list[Page]()
+        epoch, seq = position
+        async for snapshot in self._job_pages(channel, seq, make_cursor(epoch, seq), since):
+            page = Page(snapshot)
+            if len(pages) <= REUSE_PAGES:
+                pages.append(page)
+            yield page
+        if keep and len(pages) <= REUSE_PAGES:
+            self._keep(name, position, at, pages)
 
     async def _job_pages(self, channel: Channel, seq: int, cursor: str, since: int) -> AsyncIterator[Snapshot]:
         name = channel.name
@@ -141,3 +218,8 @@ class Snapshots:
             if final:
                 return
             after = jobs[-1].id
+
+
+async def _replay(pages: list[Page]) -> AsyncIterator[Page]:
+    for page in pages:
+        yield page

@@ -76,6 +76,11 @@ class NodeCollector(Collector):
         )
         yield CounterMetricFamily("gateway_slow_closes", "Connections closed as slow consumers", value=node.slow_closes)
         yield CounterMetricFamily(
+            "gateway_snapshots_reused",
+            "Subscribers sent a snapshot already read and framed for an earlier one at the same position",
+            value=node.snapshots.reused,
+        )
+        yield CounterMetricFamily(
             "gateway_redis_reconnects", "Redis subscription reconnects", value=node.subscriber.reconnects
         )
         yield GaugeMetricFamily(

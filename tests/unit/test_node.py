@@ -189,3 +189,37 @@ async def test_a_connect_storm_on_a_channel_with_nothing_published_reads_its_epo
     snapshots = [json.loads(frame.data) for conn in conns if (frame := conn.take()) is not None]
     assert [(s["type"], s["cursor"]) for s in snapshots] == [("snapshot", make_cursor(1, 0))] * 50
     assert calls == 1  # one read of the partition's epoch for the fifty, not one each
+
+
+async def test_subscribers_arriving_one_after_another_at_one_position_share_its_snapshot(world, monkeypatch) -> None:
+    """A snapshot is read and encoded once per position: a storm's subscribers arriving one by one (no read in
+    flight to share) get the same frames, until the channel moves on or the snapshot is a second old."""
+    import gateway.hub.snapshots as snapshots
+
+    node, broker, publisher, access = world
+    reads = 0
+    real = access.jobs_page
+
+    async def counted(channel: Channel, after_id: int, limit: int) -> list[Job]:
+        nonlocal reads
+        reads += 1
+        return await real(channel, after_id, limit)
+
+    access.jobs_page = counted  # type: ignore[method-assign]
+    await publish(broker, publisher, range(1, 3))
+    frames = []
+    for _ in range(5):
+        conn = attached(node)
+        await node.subscribe(conn, CHANNEL)
+        frame = conn.take()
+        assert frame is not None and json.loads(frame.data)["seq"] == 2
+        frames.append(frame)
+    assert reads == 1 and all(f is frames[0] for f in frames)  # read once, framed once, sent five times
+    await publish(broker, publisher, range(3, 4))  # the channel moved on: a new position, a new snapshot
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    assert reads == 2 and json.loads(conn.take().data)["seq"] == 3  # type: ignore[union-attr]
+    monkeypatch.setattr(snapshots, "REUSE", 0.0)  # and one a second old is read again, to keep `time` fresh
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    assert reads == 3
