@@ -55,6 +55,8 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         (["tail", "--team", "1", "--token", "x", "--attempts", "0"], 2, "--attempts"),
         (["serve", "--workers", "0"], 2, "--workers"),
         (["demo", "--speed", "0"], 2, "--speed"),
+        (["simulate"], 2, "simulate needs --cluster-key"),
+        (["check", "--lb-idle-timeout", "soon"], 2, "--lb-idle-timeout"),
         (["revoke", "--user", "999999999"], 4, "no user 999999999"),
         (["cluster-key", "--cluster", "999999999"], 4, "no cluster 999999999"),
     ],
