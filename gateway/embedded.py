@@ -147,13 +147,16 @@ class EmbeddedValkey:
 
 
 class EmbeddedValkeyCluster:
-    """A Redis Cluster of `shards` valkey-servers on loopback, each owning an equal range of slots (no
-    replicas): what the cluster tests and `python -m bench` run against."""
+    """A Redis Cluster of `shards` valkey-servers on loopback, each owning an equal range of slots, and
+    `replicas` replicas of each (a primary lost, its replica takes over: `failover`): what the cluster tests and
+    `python -m bench` run against."""
 
-    def __init__(self, data_dir: Path, shards: int = 3) -> None:
+    def __init__(self, data_dir: Path, shards: int = 3, replicas: int = 0) -> None:
         self.data_dir = data_dir
-        self.ports = [free_port() for _ in range(shards)]
-        self.bus_ports = [free_port() for _ in range(shards)]  # the default, port + 10000, may not exist
+        self.shards = shards
+        count = shards * (1 + replicas)
+        self.ports = [free_port() for _ in range(count)]  # the primaries first, then their replicas in turn
+        self.bus_ports = [free_port() for _ in range(count)]  # the default, port + 10000, may not exist
         self._procs: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -206,21 +209,52 @@ class EmbeddedValkeyCluster:
         return self.url
 
     def _form(self, clients: list[Any]) -> None:
-        """Give each server an equal range of slots and introduce them to each other."""
+        """Give each primary an equal range of slots, introduce every server to the others, then make the rest
+        replicas of the primaries in turn."""
         for client in clients:
             _wait(client.ping)
-        step = 16384 // len(self.ports)
-        for i, client in enumerate(clients):
-            last = 16383 if i == len(clients) - 1 else (i + 1) * step - 1
+        primaries = clients[: self.shards]
+        step = 16384 // self.shards
+        for i, client in enumerate(primaries):
+            last = 16383 if i == self.shards - 1 else (i + 1) * step - 1
             client.execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
         for port in self.ports[1:]:
             clients[0].execute_command("CLUSTER MEET", "127.0.0.1", port, self.bus_ports[self.ports.index(port)])
         _wait(
             lambda: (
                 all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients)
-                and all(len(c.execute_command("CLUSTER SLOTS")) == len(clients) for c in clients)
+                and all(len(c.execute_command("CLUSTER NODES")) == len(clients) for c in clients)
             )
         )
+        ids = [c.execute_command("CLUSTER MYID") for c in primaries]
+        for i, replica in enumerate(clients[self.shards :]):
+            replica.execute_command("CLUSTER REPLICATE", ids[i % self.shards])
+        _wait(
+            lambda: all(
+                len(c.execute_command("CLUSTER SLOTS")) == self.shards
+                and all(len(entry) == 3 + (len(clients) - self.shards) // self.shards
+                        for entry in c.execute_command("CLUSTER SLOTS"))
+                for c in clients
+            )
+        )  # fmt: skip
+
+    def failover(self, primary_port: int) -> int:
+        """Promote a replica of the primary on `primary_port`, as a managed Redis does for maintenance (CLUSTER
+        FAILOVER: the replica catches up first, nothing acknowledged is lost); returns the new primary's port."""
+        from redis import Redis
+
+        with Redis(host="127.0.0.1", port=self.ports[0]) as client:
+            entry = next(e for e in client.execute_command("CLUSTER SLOTS") if int(e[2][1]) == primary_port)
+        replica_port = int(entry[3][1])
+        with Redis(host="127.0.0.1", port=replica_port) as replica:
+            replica.execute_command("CLUSTER FAILOVER")
+        _wait(lambda: self.owner(int(entry[0])) == replica_port)
+        return replica_port
+
+    def kill(self, port: int) -> None:
+        """SIGKILL the server on `port`, as a machine lost: its replica is promoted once the others agree it is
+        gone (cluster-node-timeout, 2 s here); what it had not replicated yet is lost."""
+        self._procs[self.ports.index(port)].kill()
 
     def owner(self, slot: int) -> int:
         """The port of the shard that serves `slot`."""
