@@ -37,6 +37,13 @@ async def test_two_workers_share_the_port_and_each_serves_every_channel(
     )
     try:
         await asyncio.to_thread(wait_http, node)
+        # Both workers listening before the clients come: the first to answer may be alone for a while.
+        answered: set[int] = set()
+        deadline = asyncio.get_running_loop().time() + 120
+        while len(answered) < 2:
+            assert asyncio.get_running_loop().time() < deadline, f"only workers {answered} answered"
+            async with httpx.AsyncClient(base_url=node.http) as client:
+                answered.add((await client.get("/healthz")).json()["worker"])
         channel = f"trajectory:{team.trajectory_id}"
         followers = [Follower(node.ws, team.token) for _ in range(CLIENTS)]
         for follower in followers:
