@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -304,8 +305,6 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     _require_extra("demo", "demo", "httpx", *embedded)
     if settings.secret:  # otherwise it makes one up
         check_secret(settings.secret)
-    if args.speed <= 0:
-        raise CommandFailed(exits.USAGE, "--speed must be above 0")
     _port_free(args.host, args.port)
 
     from .demo import DemoError, run_demo
@@ -326,6 +325,32 @@ def _port_free(host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             raise CommandFailed(exits.USAGE, f"cannot listen on {host}:{port}: {exc.strerror}: pass --port") from None
+
+
+def _ranged(
+    kind: type[int] | type[float], low: float, high: float | None = None, exclusive_low: bool = False
+) -> Callable[[str], float]:
+    """An argument type: a number of `kind` within its documented range (argparse says which, exit 2)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if value != value or (value <= low if exclusive_low else value < low) or (high is not None and value > high):
+            span = f"above {low:g}" if exclusive_low else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(
+                f"expected {span}" + (f" and at most {high:g}" if high is not None else "") + f", got {text}"
+            )
+        return value
+
+    return parse
+
+
+_PORT = _ranged(int, 0, 65535)  # 0: any free port
+_ID = _ranged(int, 1, 2**63 - 1)
+_SECONDS = _ranged(float, 0, exclusive_low=True)
+_SPEED = _ranged(float, 0, 1000, exclusive_low=True)
 
 
 def _positive(text: str) -> int:
@@ -388,13 +413,15 @@ def parser() -> argparse.ArgumentParser:
         " sign-in link is printed. Needs the demo extra: pip install 'jobs-gateway[demo]'.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--port", type=_PORT, default=8000, help="port to listen on (0: any free one)")
     p.add_argument(
         "--data",
         default=os.environ.get("GATEWAY_DATA", ".gateway-data"),
         help="folder for the embedded servers' data (default: %(default)s; env GATEWAY_DATA)",
     )
-    p.add_argument("--speed", type=float, default=1.0, help="how much faster than real the simulated clusters work")
+    p.add_argument(
+        "--speed", type=_SPEED, default=1.0, help="how much faster than real the simulated clusters work (0-1000)"
+    )
     p.set_defaults(func=cmd_demo)
 
     p = command(
@@ -409,7 +436,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--lb-idle-timeout",
-        type=float,
+        type=_SECONDS,
         help="the load balancer's idle timeout in seconds, if any: the keepalive must be below it",
     )
     p.set_defaults(func=cmd_check)
@@ -421,7 +448,7 @@ def parser() -> argparse.ArgumentParser:
         " run `gateway migrate` first, and a `gateway relay` beside it.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--port", type=_PORT, default=8000, help="port to listen on (0: any free one)")
     p.add_argument(
         "--workers",
         type=_positive,
@@ -438,7 +465,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-port",
-        type=int,
+        type=_PORT,
         help="serve the relay's own /metrics on this port (env GATEWAY_RELAY_METRICS_PORT; 0: none)",
     )
     p.set_defaults(func=cmd_relay)
@@ -454,8 +481,8 @@ def parser() -> argparse.ArgumentParser:
         help="the gateway (default: %(default)s; env GATEWAY_URL)",
     )
     p.add_argument("--token", help="a user token (default: env GATEWAY_TOKEN)")
-    p.add_argument("--team", type=int, help="follow the team's full job feed (team-jobs:<id>)")
-    p.add_argument("--trajectory", type=int, help="follow one trajectory instead")
+    p.add_argument("--team", type=_ID, help="follow the team's full job feed (team-jobs:<id>)")
+    p.add_argument("--trajectory", type=_ID, help="follow one trajectory instead")
     p.add_argument(
         "--format", choices=["json", "msgpack"], default="json", help="the wire format (output is JSON lines)"
     )
@@ -487,12 +514,14 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         help="a cluster's ingest key; repeat for several (default: env GATEWAY_CLUSTER_KEYS)",
     )
-    p.add_argument("--silent-cluster", type=int, action="append", default=[], help="a cluster id that never confirms")
-    p.add_argument("--frames", type=int, default=60, help="the most frames per uploaded trajectory (up to 10000)")
-    p.add_argument("--speed", type=float, default=1.0, help="how much faster than real jobs run")
+    p.add_argument("--silent-cluster", type=_ID, action="append", default=[], help="a cluster id that never confirms")
+    p.add_argument(
+        "--frames", type=_ranged(int, 2, 10000), default=60, help="the most frames per uploaded trajectory (2-10000)"
+    )
+    p.add_argument("--speed", type=_SPEED, default=1.0, help="how much faster than real jobs run (0-1000)")
     p.add_argument(
         "--user",
-        type=int,
+        type=_ID,
         action="append",
         default=[],
         help="a team member who submits the work (USER); repeat for several",
@@ -528,7 +557,7 @@ def parser() -> argparse.ArgumentParser:
         "Needs DATABASE_URL; with REDIS_URL the nodes hear of it at once, otherwise within their reload period.",
     )
     who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--user", type=int, help="every session of this user started before now")
+    who.add_argument("--user", type=_ID, help="every session of this user started before now")
     who.add_argument("--token-id", help="the session of this token id (its `jti` claim; renewals keep it)")
     p.set_defaults(func=cmd_revoke)
 
@@ -537,7 +566,7 @@ def parser() -> argparse.ArgumentParser:
         "issue a new ingest key for a cluster (the old one stops working)",
         "The key is printed once; only its hash is stored. Needs DATABASE_URL.",
     )
-    p.add_argument("--cluster", type=int, required=True, help="the cluster's id")
+    p.add_argument("--cluster", type=_ID, required=True, help="the cluster's id")
     p.set_defaults(func=cmd_cluster_key)
     return top
 
