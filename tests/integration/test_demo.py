@@ -24,6 +24,7 @@ import pytest
 
 from gateway.embedded import free_port
 from harness.follower import Follower
+from harness.processes import alive, descendants
 
 START_WITHIN = 90.0  # the embedded PostgreSQL's first start (initdb) on a busy machine
 STOP_WITHIN = 45.0  # the demo's own deadlines add up to about 25 s
@@ -78,19 +79,7 @@ class Demo:
 
     def processes(self) -> set[int]:
         """Every process the demo started: its descendants, and the embedded PostgreSQL (pg_ctl detaches it)."""
-        children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                children.setdefault(ppid, []).append(int(entry.name))
-        found, todo = set(), [self.proc.pid]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                found.add(child)
-                todo.append(child)
+        found = descendants(self.proc.pid)
         postmaster = self.data / "pg" / "postmaster.pid"
         if postmaster.exists():
             found.add(int(postmaster.read_text().split()[0]))
@@ -104,14 +93,6 @@ class Demo:
             except ProcessLookupError:
                 pass
         self.proc.wait(10)
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"  # a zombie has exited: only its parent has not collected it yet
 
 
 def listening(url: str) -> bool:

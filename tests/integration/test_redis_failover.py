@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 from redis.crc import key_slot
 
+from gateway.bus import keys
 from gateway.embedded import EmbeddedValkeyCluster
 from tests.conftest import create_database, drop_database, spawn, wait_http
 from tests.integration.conftest import Team, insert_jobs, make_team
@@ -22,6 +23,7 @@ from tests.integration.test_nothing_lost import burst
 from tests.integration.test_redis_cluster import ClusterWorld, _ports, converge_all, follow_all, wait_partitions
 
 PARTITIONS = 3
+partitions = keys.Partitions(PARTITIONS)
 
 
 @pytest.fixture(scope="module")
@@ -60,17 +62,19 @@ async def fpool(fworld: ClusterWorld) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
+async def team_per_partition(world: ClusterWorld, pool: asyncpg.Pool) -> list[Team]:
+    """A team in each partition, so that every shard carries channels."""
+    found: dict[int, Team] = {}
+    while len(found) < PARTITIONS:
+        team = await make_team(pool, world.secret)
+        found.setdefault(partitions.of(team.id), team)
+    return [found[p] for p in range(PARTITIONS)]
+
+
 async def test_each_primary_replaced_by_its_replica_mid_stream_loses_nothing(
     fworld: ClusterWorld, fpool: asyncpg.Pool
 ) -> None:
-    from gateway.bus import keys
-
-    partitions = keys.Partitions(PARTITIONS)
-    found: dict[int, Team] = {}
-    while len(found) < PARTITIONS:
-        team = await make_team(fpool, fworld.secret)
-        found.setdefault(partitions.of(team.id), team)
-    teams = [found[p] for p in range(PARTITIONS)]
+    teams = await team_per_partition(fworld, fpool)
     await wait_partitions(fworld.relays[0], PARTITIONS)
     ids = {team.id: await insert_jobs(fpool, team, 60) for team in teams}
     followers = await follow_all(fworld, teams)
@@ -100,14 +104,7 @@ async def test_a_primary_killed_mid_stream_is_replaced_and_nothing_is_lost(
     """A machine lost: its replica is promoted by the cluster itself after the node timeout. Whatever it had not
     replicated yet (a history's last entries) may be gone: subscribers are filled in or resynced, never left
     short."""
-    from gateway.bus import keys
-
-    partitions = keys.Partitions(PARTITIONS)
-    found: dict[int, Team] = {}
-    while len(found) < PARTITIONS:
-        team = await make_team(fpool, fworld.secret)
-        found.setdefault(partitions.of(team.id), team)
-    teams = [found[p] for p in range(PARTITIONS)]
+    teams = await team_per_partition(fworld, fpool)
     ids = {team.id: await insert_jobs(fpool, team, 60) for team in teams}
     followers = await follow_all(fworld, teams)
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from pathlib import Path
 
 import asyncpg
 import httpx
@@ -15,16 +14,16 @@ import websockets
 
 from gateway.embedded import free_port
 from harness.follower import Follower
+from harness.processes import alive, descendants
 from harness.waiting import eventually
-from tests.conftest import Stack, spawn, wait_http
+from tests.conftest import Process, Stack, spawn, wait_http
 from tests.integration.conftest import Team, insert_jobs
 
 CLIENTS = 16  # under the 20 connections one user may hold on a worker, however unevenly they spread
 
 
-async def test_two_workers_share_the_port_and_each_serves_every_channel(
-    stack: Stack, pool: asyncpg.Pool, team: Team, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def workers_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFactory) -> Process:
+    """`gateway serve --workers 2` on a free port, against the stack's PostgreSQL and Redis."""
     port = free_port()
     env = {
         **os.environ,
@@ -32,9 +31,13 @@ async def test_two_workers_share_the_port_and_each_serves_every_channel(
         "REDIS_URL": stack.redis_url,
         "GATEWAY_SECRET": stack.secret,
     }
-    node = spawn(
-        "node-workers", ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp("w"), port
-    )
+    return spawn(name, ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp(name), port)
+
+
+async def test_two_workers_share_the_port_and_each_serves_every_channel(
+    stack: Stack, pool: asyncpg.Pool, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    node = workers_node(stack, "node-workers", tmp_path_factory)
     try:
         await asyncio.to_thread(wait_http, node)
         # Both workers listening before the clients come: the first to answer may be alone for a while.
@@ -102,16 +105,7 @@ async def test_workers_stop_when_their_parent_is_killed(
 ) -> None:
     """SIGKILL gives the parent no chance to stop them: the workers end on their own and free the port, even
     when the parent dies while they are still starting (before they could ask to be told of its death)."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack.database_url,
-        "REDIS_URL": stack.redis_url,
-        "GATEWAY_SECRET": stack.secret,
-    }
-    node = spawn(
-        "node-orphans", ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp("o"), port
-    )
+    node = workers_node(stack, "node-orphans", tmp_path_factory)
     try:
         if when == "serving":
             await asyncio.to_thread(wait_http, node)
@@ -126,28 +120,3 @@ async def test_workers_stop_when_their_parent_is_killed(
                 await client.get("/healthz")
     finally:
         node.stop()
-
-
-def descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
