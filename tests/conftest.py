@@ -8,6 +8,7 @@ pub/sub is then ours alone, and tests may restart it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
@@ -156,3 +157,23 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
     finally:
         for p in (*nodes, relay):
             p.stop()
+
+
+@contextlib.contextmanager
+def extra_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Process]:
+    """A gateway node of a test's own beside the stack's (its PostgreSQL, Redis and secret), with `settings`
+    (GATEWAY_... variables) on top; answering /healthz when given, stopped afterwards."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        **settings,
+    }
+    node = spawn(name, ["serve", "--port", str(port)], env, tmp_path_factory.mktemp(name), port)
+    try:
+        wait_http(node)
+        yield node
+    finally:
+        node.stop()

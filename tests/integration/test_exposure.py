@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from gateway.embedded import free_port
-from tests.conftest import Process, Stack, spawn, wait_http
+from tests.conftest import Process, Stack, extra_node, spawn, wait_http
 from tests.integration.conftest import Team, make_team
 
 METRICS_TOKEN = "scrape-me-0123456789"
@@ -188,20 +188,8 @@ async def test_an_origin_with_our_host_and_port_but_another_scheme_is_another_or
 @pytest.fixture(scope="module")
 def any_host_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     """A node told to answer for any host name (behind a proxy that checks them itself)."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack.database_url,
-        "REDIS_URL": stack.redis_url,
-        "GATEWAY_SECRET": stack.secret,
-        "GATEWAY_HOSTS": "*",
-    }
-    node = spawn("node-any-host", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("any-host"), port)
-    try:
-        wait_http(node)
+    with extra_node(stack, "node-any-host", tmp_path_factory, GATEWAY_HOSTS="*") as node:
         yield node
-    finally:
-        node.stop()
 
 
 async def test_metrics_stay_loopback_only_under_any_host_name(any_host_node: Process) -> None:

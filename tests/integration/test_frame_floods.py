@@ -14,13 +14,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from gateway.embedded import free_port
-from tests.conftest import Process, Stack, spawn, wait_http
+from tests.conftest import Process, Stack, extra_node
 from tests.integration.conftest import Team
 from tests.integration.test_abuse import rss_kib
 
@@ -29,23 +28,12 @@ SOCKETS = 20  # GATEWAY_MAX_CONNECTIONS_PER_USER's default: all one user may hol
 
 
 @pytest.fixture(scope="module")
-async def flood_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Process]:
-    """A node of its own with the default budgets, so a flood's cost shows in its memory and latency alone."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack.database_url,
-        "REDIS_URL": stack.redis_url,
-        "GATEWAY_SECRET": stack.secret,
-        "GATEWAY_MESSAGE_TIMEOUT": "2",
-        **json.loads(os.environ.get("FLOOD_NODE_ENV", "{}")),  # to watch the attacks succeed without the budgets
-    }
-    node = spawn("node-flooded", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("flooded"), port)
-    try:
-        await asyncio.to_thread(wait_http, node)
+def flood_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """A node of its own with the default budgets, so a flood's cost shows in its memory and latency alone;
+    FLOOD_NODE_ENV (JSON) adds settings, to watch the attacks succeed without the budgets."""
+    settings = {"GATEWAY_MESSAGE_TIMEOUT": "2", **json.loads(os.environ.get("FLOOD_NODE_ENV", "{}"))}
+    with extra_node(stack, "node-flooded", tmp_path_factory, **settings) as node:
         yield node
-    finally:
-        node.stop()
 
 
 async def healthz_during(node: Process, attacker: asyncio.subprocess.Process) -> tuple[list[float], int]:
