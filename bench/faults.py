@@ -1,8 +1,9 @@
 """`python -m bench faults [--quick]`: the `steady` load, and faults injected into it one after another.
 
 One world runs throughout: an embedded PostgreSQL (it is restarted, so never the machine's server), a private
-Valkey, two gateway nodes and two relays (one active, one standing by), each relay reaching PostgreSQL
-through its own TCP proxy so that it can be cut off. Subscribers (real websockets in worker processes, as in
+Valkey, two gateway nodes and two relays (one active, one standing by). Every link goes through a fault proxy of
+its own (harness/faults.py): each node's and each relay's to PostgreSQL and to Redis, and the subscribers' to
+each node, so that one link can be cut, stalled, delayed or throttled while the others stay healthy. Subscribers (real websockets in worker processes, as in
 `steady`: every one on its team's channel, a quarter also on a trajectory panel) are spread over both nodes
 and move to the other node when theirs is gone, resuming from their cursors.
 
@@ -13,6 +14,11 @@ writes again): a marker, one job per trajectory moved to a status the load never
 slows one client to a trickle and stops another from reading for a whole minute under the load (the slow one
 still draining its socket and so answering pings, the other a stalled
 TCP peer): the node's memory must stay bounded, the others keep receiving, both end at the database's state.
+
+The network faults come after the process faults, one link at a time (node0's, or the active relay's): a
+half-open partition (nothing through either way, nothing closed), 200 ms ± 50 ms of latency, 1 Mbit/s; each
+healed after its duration. Each reports, besides the above, how long after the heal every subscriber is current
+again and the peak RSS of the nodes and of the relays during it.
 
 Only the gateway is measured (no peers). `tests/integration/test_faults_under_load.py` runs the quick size and
 asserts what a user would see; this command writes the figures to bench/results/faults.json and .md.
