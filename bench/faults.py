@@ -1,8 +1,9 @@
 """`python -m bench faults [--quick]`: the `steady` load, and faults injected into it one after another.
 
 One world runs throughout: an embedded PostgreSQL (it is restarted, so never the machine's server), a private
-Valkey, two gateway nodes and two relays (one active, one standing by), each relay reaching PostgreSQL
-through its own TCP proxy so that it can be cut off. Subscribers (real websockets in worker processes, as in
+Valkey, two gateway nodes and two relays (one active, one standing by). Every link goes through a fault proxy of
+its own (harness/faults.py): each node's and each relay's to PostgreSQL and to Redis, and the subscribers' to
+each node, so that one link can be cut, stalled, delayed or throttled while the others stay healthy. Subscribers (real websockets in worker processes, as in
 `steady`: every one on its team's channel, a quarter also on a trajectory panel) are spread over both nodes
 and move to the other node when theirs is gone, resuming from their cursors.
 
@@ -13,6 +14,11 @@ writes again): a marker, one job per trajectory moved to a status the load never
 slows one client to a trickle and stops another from reading for a whole minute under the load (the slow one
 still draining its socket and so answering pings, the other a stalled
 TCP peer): the node's memory must stay bounded, the others keep receiving, both end at the database's state.
+
+The network faults come after the process faults, one link at a time (node0's, or the active relay's): a
+half-open partition (nothing through either way, nothing closed), 200 ms ± 50 ms of latency, 1 Mbit/s; each
+healed after its duration. Each reports, besides the above, how long after the heal every subscriber is current
+again and the peak RSS of the nodes and of the relays during it.
 
 Only the gateway is measured (no peers). `tests/integration/test_faults_under_load.py` runs the quick size and
 asserts what a user would see; this command writes the figures to bench/results/faults.json and .md.
@@ -28,7 +34,7 @@ import secrets
 import signal
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +42,12 @@ from typing import Any
 import asyncpg
 import websockets
 
-from gateway.embedded import EmbeddedPostgres, EmbeddedValkey
+from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port
 from gateway.store.migrate import migrate
 from gateway.web.auth import issue_token
+from harness.faults import FaultProxy
 from harness.follower import Follower
-from harness.proxy import Proxy
-from harness.world import Process, World, postgres_proxy, wait_http
+from harness.world import Process, World, postgres_target, via_proxy, wait_http
 
 from .load import World as Jobs
 from .load import Writer, build_world, database_state, team_counts
@@ -75,28 +81,66 @@ class Size:
     before: float  # seconds of load before the fault
     after: float  # seconds of load after it
     stall: float = 60.0  # how long one client reads slowly and another not at all
+    half_open: float = 30.0  # how long a link drops everything (no FIN, no RST) before it heals
+    latency: float = 60.0  # how long a link adds LATENCY ± JITTER
+    throttle: float = 30.0  # how long a link carries THROTTLE at most
 
 
-QUICK = Size(teams=5, trajectories_per_team=3, jobs_per_trajectory=60, subscribers=300, rate=100, before=1.5, after=3.5)
+QUICK = Size(
+    teams=5, trajectories_per_team=3, jobs_per_trajectory=60, subscribers=300, rate=100, before=1.5, after=3.5,
+    half_open=12, latency=4, throttle=4,
+)  # fmt: skip
 FULL = Size(teams=20, trajectories_per_team=4, jobs_per_trajectory=100, subscribers=2_000, rate=200, before=3, after=8)
+KEEPALIVE = 10.0  # the nodes' GATEWAY_KEEPALIVE: a silent Redis link is dead after 6 s, its clients closed by 10 s
+LATENCY, JITTER = 0.2, 0.05  # seconds added to every chunk each way, and how much that varies either way
+THROTTLE = 1_000_000 / 8  # bytes a second each way: 1 Mbit/s
 
 
 @dataclass
 class Lab:
-    """The world, the PostgreSQL it restarts, each relay's proxy, and the jobs the load changes."""
+    """The world, the PostgreSQL it restarts, the proxies of every link, and the jobs the load changes."""
 
     world: World
     pg: EmbeddedPostgres
     pool: asyncpg.Pool
     jobs: Jobs
     probes: dict[int, int]  # trajectory -> its marker job (not in `jobs`: the load never touches it)
-    proxies: dict[str, Proxy] = field(default_factory=dict)  # relay name -> its way to PostgreSQL
+    # "relay-1 → PostgreSQL", "node0 → Redis", "clients → node1"...: every link the gateway's processes have
+    proxies: dict[str, FaultProxy] = field(default_factory=dict)
+    nodes: dict[int, tuple[int, dict[str, str]]] = field(default_factory=dict)  # slot -> its port, its links
     marks: int = 0
 
+    async def proxy(self, link: str, host: str, port: int = 0) -> FaultProxy:
+        proxy = self.proxies[link] = FaultProxy(host, port)
+        await proxy.start()
+        return proxy
+
+    async def links(self, name: str) -> dict[str, str]:
+        """A process's DATABASE_URL and REDIS_URL, each through a proxy of its own."""
+        postgres = await self.proxy(f"{name} → PostgreSQL", *postgres_target(self.world.database_url))
+        redis = await self.proxy(f"{name} → Redis", "127.0.0.1", self.world.valkey.port)
+        return {
+            "DATABASE_URL": via_proxy(self.world.database_url, postgres.port),
+            "REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
+        }
+
     async def start_relay(self, name: str) -> Process:
-        proxy, url = await postgres_proxy(self.world.database_url)
-        self.proxies[name] = proxy
-        return self.world.start_relay(name, url)
+        return self.world.start_relay(name, **await self.links(name))
+
+    async def start_node(self, slot: int, name: str) -> Process:
+        """node0 or node1 (again, on its port and its proxies, after a kill); its clients come through a proxy."""
+        if slot not in self.nodes:
+            env = await self.links(f"node{slot}")
+            port = free_port()
+            await self.proxy(f"clients → node{slot}", "127.0.0.1", port)
+            self.nodes[slot] = (port, env)
+        port, env = self.nodes[slot]
+        node = self.world.start_node(name, port, **env)
+        await asyncio.to_thread(wait_http, node)
+        return node
+
+    def client_url(self, slot: int) -> str:
+        return f"ws://127.0.0.1:{self.proxies[f'clients → node{slot}'].port}/ws"
 
     async def mark(self, channels: set[str]) -> dict[str, tuple[str, Any, int]]:
         """Move every marker job to the next marker status, as soon as the database takes the write; what a
@@ -150,6 +194,7 @@ async def start_lab(workdir: Path, size: Size) -> Lab:
         "GATEWAY_MAX_PENDING_BYTES": str(MAX_PENDING),
         "GATEWAY_LOG_LEVEL": "INFO",
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",
+        "GATEWAY_KEEPALIVE": str(KEEPALIVE),
     }  # the subscribers share one user per team
     world = World(database_url, valkey, secret, env, logdir, [])
     pool = await asyncpg.create_pool(
@@ -167,12 +212,10 @@ async def start_lab(workdir: Path, size: Size) -> Lab:
                 PROBE_STATUSES[0],
             )
     lab = Lab(world, pg, pool, jobs, probes)
-    world.nodes = [world.start_node(f"node{i}") for i in range(2)]
+    world.nodes = [await lab.start_node(i, f"node{i}") for i in range(2)]
     await lab.start_relay("relay-1")
     await world.active_relay()
     await lab.start_relay("relay-2")  # standing by
-    for node in world.nodes:
-        await asyncio.to_thread(wait_http, node)
     return lab
 
 
@@ -202,10 +245,10 @@ async def relay_sigkill(lab: Lab) -> Callable[[], Awaitable[None]]:
 
 async def relay_cut_from_postgres(lab: Lab) -> Callable[[], Awaitable[None]]:
     active = await lab.world.active_relay()
-    lab.proxies[active.name].cut()
+    lab.proxies[f"{active.name} → PostgreSQL"].cut()
 
     async def restore() -> None:
-        lab.proxies[active.name].restore()  # the network heals: it comes back as a standby
+        lab.proxies[f"{active.name} → PostgreSQL"].restore()  # the network heals: it comes back as a standby
         if active.proc.poll() is not None:
             await lab.start_relay(f"relay-{len(lab.world.relays) + 1}")
 
@@ -230,8 +273,7 @@ async def node_sigkill(lab: Lab) -> Callable[[], Awaitable[None]]:
 
     async def restore() -> None:
         doomed.proc.wait()
-        lab.world.nodes[1] = lab.world.start_node(f"{doomed.name}-again", doomed.port)
-        await asyncio.to_thread(wait_http, lab.world.nodes[1])
+        lab.world.nodes[1] = await lab.start_node(1, f"{doomed.name}-again")
 
     return restore
 
@@ -248,6 +290,156 @@ FAULTS: dict[str, Callable[[Lab], Awaitable[Any]]] = {
     "PostgreSQL restarted": postgres_restart,
     "gateway node SIGKILLed": node_sigkill,
 }
+
+
+# -- network faults: a link misbehaves for a while (through its proxy, harness/faults.py), then heals
+
+
+@dataclass(frozen=True)
+class NetworkFault:
+    kind: str  # "half-open", "latency", "throttle"
+    link: str  # "node → Redis", ...: node0's, or the relay active when the fault starts
+
+    @property
+    def name(self) -> str:
+        return f"{NETWORK_KINDS[self.kind]}, {self.link}"
+
+    def duration(self, size: Size) -> float:
+        return {"half-open": size.half_open, "latency": size.latency, "throttle": size.throttle}[self.kind]
+
+    def inject(self, proxy: FaultProxy) -> None:
+        if self.kind == "half-open":
+            proxy.stall()
+        elif self.kind == "latency":
+            proxy.latency(LATENCY, JITTER)
+        else:
+            proxy.throttle(THROTTLE)
+
+
+NETWORK_KINDS = {
+    "half-open": "half-open partition (both ways dropped, no FIN or RST)",
+    "latency": f"{LATENCY * 1000:.0f} ms latency ± {JITTER * 1000:.0f} ms",
+    "throttle": f"throttled to {THROTTLE * 8 / 1e6:g} Mbit/s",
+}
+LINKS = ("node → Redis", "relay → Redis", "relay → PostgreSQL", "node → PostgreSQL", "client → node")
+NETWORK_FAULTS = {f.name: f for f in (NetworkFault(kind, link) for kind in NETWORK_KINDS for link in LINKS)}
+# node0 cut off from Redis while node1 serves on: the half-open node → Redis phase, which also checks node1
+
+
+async def link_proxy(lab: Lab, link: str) -> tuple[str, FaultProxy]:
+    """The proxy of `link` now: node0's, or the active relay's; with the process's name."""
+    process = (await lab.world.active_relay()).name if link.startswith("relay") else "node0"
+    if link == "client → node":
+        return process, lab.proxies["clients → node0"]
+    return process, lab.proxies[f"{process} → {link.split(' → ')[1]}"]
+
+
+class Memory:
+    """Each node's and relay's RSS, sampled twice a second while a phase runs: the peak of each role."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+        self.before = self._sample()
+        self.peak = dict(self.before)
+        self._task = asyncio.create_task(self._run())
+
+    def _sample(self) -> dict[str, int]:
+        def peak(processes: list[Process]) -> int:
+            return max((rss_kb([p.proc.pid]) for p in processes if p.proc.poll() is None), default=0)
+
+        return {"node": peak(self.lab.world.nodes), "relay": peak(self.lab.world.relays)}
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            for role, kb in self._sample().items():
+                self.peak[role] = max(self.peak[role], kb)
+
+    async def stop(self) -> dict[str, float]:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        return {
+            "node_rss_before_mb": round(self.before["node"] / 1024, 1),
+            "node_rss_peak_mb": round(self.peak["node"] / 1024, 1),
+            "relay_rss_before_mb": round(self.before["relay"] / 1024, 1),
+            "relay_rss_peak_mb": round(self.peak["relay"] / 1024, 1),
+        }
+
+
+async def network_phase(lab: Lab, fleet: Fleet, size: Size, fault: NetworkFault, channels: set[str]) -> dict[str, Any]:
+    """The load; the fault on its link for its duration, then healed. `recovery_s`: from the fault until every
+    subscriber holds a change committed just after it; `healed_s`: the same from the heal."""
+    duration = fault.duration(size)
+    await fleet.reset_stats()
+    writer, load = start_load(lab, size, size.before + duration + size.after)
+    relay_before = (await lab.world.active_relay()).name
+    memory = Memory(lab)
+    process, proxy = await link_proxy(lab, fault.link)
+    witness = await other_node_witness(lab) if fault == NetworkFault("half-open", "node → Redis") else None
+    other_node_s = None
+    try:
+        await asyncio.sleep(size.before)
+        started = time.time()
+        fault.inject(proxy)
+        healing = asyncio.create_task(heal_after(proxy, duration))
+        marks = await lab.mark(channels | ({witness[1]} if witness else set()))
+        # node1 serves on meanwhile: a client of it holds the change long before node0 is back
+        seen = asyncio.create_task(witness_holds(witness, marks, started, duration)) if witness else None
+        current_at = await fleet.until(marks, timeout=duration + 90)
+        other_node_s = await seen if seen else None
+        healed = await healing
+        healed_at = await fleet.until(await lab.mark(channels), timeout=90)
+        await load
+    finally:
+        proxy.heal()
+        load.cancel()
+        await asyncio.gather(load, return_exceptions=True)
+        if witness is not None:
+            await witness[0].__aexit__()
+    await settle(fleet)
+    figures = await judged(lab, fleet, fault.name, writer, current_at - started if current_at else None)
+    figures.update(
+        kind=fault.kind,
+        link=fault.link,
+        process=process,
+        duration_s=duration,
+        healed_s=round(healed_at - healed, 2) if healed_at else None,
+        other_node_s=other_node_s,
+        relay_before=relay_before,
+        relay_after=(await lab.world.active_relay()).name,
+        **await memory.stop(),
+    )
+    return figures
+
+
+async def heal_after(proxy: FaultProxy, seconds: float) -> float:
+    await asyncio.sleep(seconds)
+    proxy.heal()
+    return time.time()
+
+
+async def other_node_witness(lab: Lab) -> tuple[Follower, str]:
+    """A client of node1 (straight to it) following the first trajectory."""
+    team = lab.jobs.teams[0]
+    channel = f"trajectory:{lab.jobs.trajectories[team][0]}"
+    follower = Follower(lab.world.nodes[1].ws, lab.jobs.token(lab.world.secret, team))
+    await follower.__aenter__()
+    await follower.subscribe(channel)
+    await follower.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=30)
+    return follower, channel
+
+
+async def witness_holds(
+    witness: tuple[Follower, str], marks: dict[str, tuple[str, Any, int]], started: float, within: float
+) -> float | None:
+    """Seconds from `started` until the witness held its channel's mark; None if not within `within`."""
+    follower, channel = witness
+    _, job, version = marks[channel]
+    try:
+        await follower.wait_for(lambda f: f.listed(channel).get(job, {}).get("version", 0) >= version, timeout=within)
+    except AssertionError:
+        return None
+    return round(time.time() - started, 2)
 
 
 # -- running them
@@ -459,12 +651,13 @@ def held(f: Follower) -> dict[str, dict[int, tuple[str, int]]]:
     return {c: {i: (j["status"], j["version"]) for i, j in f.listed(c).items()} for c in f.channels}
 
 
-async def run(workdir: Path, quick: bool, progress: Progress) -> dict[str, Any]:
-    """Every fault in turn, then the stalled clients; the record (`phases`, one per fault)."""
+async def run(workdir: Path, quick: bool, progress: Progress, network: Collection[str] | None = None) -> dict[str, Any]:
+    """Every process fault in turn, the network faults named in `network` (None: all of NETWORK_FAULTS), then
+    the stalled clients; the record (`phases`, one per fault)."""
     size = QUICK if quick else FULL
     lab = await start_lab(workdir, size)
     jobs = lab.jobs
-    nodes = [n.ws for n in lab.world.nodes]
+    nodes = [lab.client_url(i) for i in range(2)]  # each node's clients come through a proxy of its own
 
     def channels_of(i: int) -> list[str]:  # as in `steady`
         team = jobs.teams[i % size.teams]
@@ -492,6 +685,10 @@ async def run(workdir: Path, quick: bool, progress: Progress) -> dict[str, Any]:
             figures = await phase(lab, fleet, size, name, fault, channels)
             record["phases"].append(figures)
             progress(describe(figures))
+        for name in NETWORK_FAULTS if network is None else network:
+            figures = await network_phase(lab, fleet, size, NETWORK_FAULTS[name], channels)
+            record["phases"].append(figures)
+            progress(describe(figures))
         figures = await stalled_clients(lab, fleet, size, channels, progress)
         record["phases"].append(figures)
         progress(describe(figures))
@@ -507,6 +704,14 @@ def describe(f: dict[str, Any]) -> str:
         f"gaps {f['gaps']}, duplicates {f['duplicates']}, resyncs {f['resyncs']}, reconnects {f['reconnects']}, "
         f"p99 {f['p99_ms']} ms, {f['changes']:,} changes ({f['failed_commits']} commits failed)"
     )
+    if "kind" in f:
+        line += (
+            f"; for {f['duration_s']:g} s, current again {f['healed_s']} s after the heal; peak RSS node "
+            f"{f['node_rss_peak_mb']} MiB (from {f['node_rss_before_mb']}), relay {f['relay_rss_peak_mb']} MiB "
+            f"(from {f['relay_rss_before_mb']}); relay {f['relay_before']} -> {f['relay_after']}"
+        )
+        if f["other_node_s"] is not None or f["link"] == "node → Redis" and f["kind"] == "half-open":
+            line += f"; node1's client held the change after {f['other_node_s']} s"
     if "stall_s" in f:
         line += (
             f"; node0 RSS grew at most {f['node_rss_max_growth_mb']} MiB, slow client: read {f['slow_read_during_stall']}, "
@@ -515,6 +720,10 @@ def describe(f: dict[str, Any]) -> str:
             f"others' marker delays {f['others_marker_delays_s']} s"
         )
     return line
+
+
+def dash(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def markdown(record: dict[str, Any]) -> str:
@@ -527,10 +736,45 @@ def markdown(record: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for f in record["phases"]:
+        if "kind" in f:
+            continue
         lines.append(
             f"| {f['fault']} | {f['recovery_s'] if f['recovery_s'] is not None else '-'} | {f['lost']} | {f['stale']} | "
             f"{f['checked']} | {f['gaps']} | {f['duplicates']} | {f['resyncs']} | {f['reconnects']} | {f['p99_ms']} |"
         )
+    network = [f for f in record["phases"] if "kind" in f]
+    if network:
+        lines += [
+            "",
+            "Network faults on one link each (node0's, or the active relay's), through a fault proxy, then healed "
+            "(current: every subscriber holds a change committed just after the fault, or just after the heal):",
+            "",
+            "| fault | link | duration (s) | lost | stale | duplicates | current after fault (s) | current after heal (s) "
+            "| peak node RSS (MiB) | peak relay RSS (MiB) | gaps | resyncs | reconnects | relay |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for f in network:
+            relay = (
+                f["relay_before"]
+                if f["relay_after"] == f["relay_before"]
+                else f"{f['relay_before']} → {f['relay_after']}"
+            )
+            lines.append(
+                f"| {NETWORK_KINDS[f['kind']]} | {f['link']} | {f['duration_s']:g} | {f['lost']} | {f['stale']} | "
+                f"{f['duplicates']} | {dash(f['recovery_s'])} | {dash(f['healed_s'])} | {f['node_rss_peak_mb']} "
+                f"(from {f['node_rss_before_mb']}) | {f['relay_rss_peak_mb']} (from {f['relay_rss_before_mb']}) | "
+                f"{f['gaps']} | {f['resyncs']} | {f['reconnects']} | {relay} |"
+            )
+        witness = [
+            f
+            for f in network
+            if f["other_node_s"] is not None or f["fault"] == NetworkFault("half-open", "node → Redis").name
+        ]
+        for f in witness:
+            lines += [
+                "",
+                f"While node0 was cut off from Redis, a client of node1 held a change committed then after {dash(f['other_node_s'])} s.",
+            ]
     stall = record["phases"][-1]
     lines += [
         "",

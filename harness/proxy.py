@@ -35,18 +35,18 @@ class Proxy:
             writer.close()
             return
         self._writers.update((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer, False), self._pipe(up_reader, writer, True))
 
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, down: bool) -> None:
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                while data := await src.read(65536):
-                    await self.flowing.wait()
-                    if down:
-                        self.downstream += len(data)
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True))
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, down: bool) -> None:
+        """One direction of one connection, until either end closes (harness/faults.py shapes it)."""
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            while data := await src.read(65536):
+                await self.flowing.wait()
+                if down:
+                    self.downstream += len(data)
+                dst.write(data)
+                await dst.drain()
+        dst.close()
 
     def cut(self) -> None:
         """Drop every connection through the proxy and refuse new ones."""

@@ -97,10 +97,11 @@ class World:
     def redis_url(self) -> str:
         return f"redis://127.0.0.1:{self.valkey.port}/0"
 
-    def start_node(self, name: str, port: int | None = None) -> Process:
-        """A node (on `port`, e.g. a killed node's, or a free one); wait_http() it before use."""
+    def start_node(self, name: str, port: int | None = None, **extra: str) -> Process:
+        """A node (on `port`, e.g. a killed node's, or a free one; `extra` over the world's environment, e.g. its
+        own REDIS_URL through a proxy); wait_http() it before use."""
         port = port or free_port()
-        return spawn(name, ["serve", "--port", str(port)], self.env, self.logdir, port)
+        return spawn(name, ["serve", "--port", str(port)], {**self.env, **extra}, self.logdir, port)
 
     def start_relay(self, name: str, database_url: str | None = None, **extra: str) -> Process:
         env = {**self.env, "DATABASE_URL": database_url or self.database_url, **extra}
@@ -125,13 +126,23 @@ class World:
         self.relays.clear()
 
 
+def postgres_target(database_url: str) -> tuple[str, int]:
+    """Where the database's server listens, as a Proxy takes it: host and port, or its Unix socket's path."""
+    parts = urlsplit(database_url)
+    if parts.hostname:
+        return parts.hostname, parts.port or 5432
+    return parts.query.split("host=")[1].split("&")[0] + f"/.s.PGSQL.{parts.port or 5432}", 0  # ?host=/dir
+
+
+def via_proxy(database_url: str, port: int) -> str:
+    """The database's URL through a proxy listening on `port`."""
+    parts = urlsplit(database_url)
+    return urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{port}", query=""))
+
+
 async def postgres_proxy(database_url: str) -> tuple[Proxy, str]:
     """A started proxy to the database's server (TCP or the embedded server's Unix socket), and the URL
     through it: a process given that URL can be cut off from PostgreSQL without PostgreSQL stopping."""
-    parts = urlsplit(database_url)
-    if parts.hostname:
-        proxy = Proxy(parts.hostname, parts.port or 5432)
-    else:  # a Unix socket: ?host=/dir
-        proxy = Proxy(parts.query.split("host=")[1].split("&")[0] + f"/.s.PGSQL.{parts.port or 5432}")
+    proxy = Proxy(*postgres_target(database_url))
     await proxy.start()
-    return proxy, urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{proxy.port}", query=""))
+    return proxy, via_proxy(database_url, proxy.port)

@@ -4,8 +4,11 @@
 nodes (one SIGKILLed) and two relays (the active one SIGKILLed, then cut off from PostgreSQL), 300 subscribers
 over five teams' channels and trajectory panels on both nodes, 500 job changes a second. Each fault is
 injected mid-load; after the load stops every subscriber must hold exactly the database's state. Then for a
-whole minute under the same load one client reads slowly and another not at all. The figures (time to recover, latency) are
-printed (`pytest -s`), never asserted: `python -m bench faults` records them.
+whole minute under the same load one client reads slowly and another not at all. Between them, network faults
+on one link each through its fault proxy (harness/faults.py): node0's link to Redis half-open (node1 serves on),
+the active relay's link to Redis half-open, and 200 ms ± 50 ms on node0's link to Redis; each healed, after which
+every subscriber must be current again. The figures (time to recover, latency) are printed (`pytest -s`), never
+asserted: `python -m bench faults` records them, and every network fault on every link.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ import pytest
 from bench import faults
 
 SUBSCRIPTIONS = 375  # 300 team channels, and a trajectory panel for every fourth subscriber
+NODE_REDIS_HALF_OPEN = faults.NetworkFault("half-open", "node → Redis").name
+RELAY_REDIS_HALF_OPEN = faults.NetworkFault("half-open", "relay → Redis").name
+NODE_REDIS_LATENCY = faults.NetworkFault("latency", "node → Redis").name
+NETWORK = [NODE_REDIS_HALF_OPEN, RELAY_REDIS_HALF_OPEN, NODE_REDIS_LATENCY]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +35,7 @@ async def record() -> AsyncIterator[dict[str, Any]]:
     # private again (0700), and the embedded PostgreSQL (run as its own user when we are root) could not be
     # stopped for its restart.
     with tempfile.TemporaryDirectory(prefix="gateway-faults-") as workdir:
-        yield await faults.run(Path(workdir), quick=True, progress=print)
+        yield await faults.run(Path(workdir), quick=True, progress=print, network=NETWORK)
 
 
 def phase(record: dict[str, Any], name: str) -> dict[str, Any]:
@@ -51,6 +58,25 @@ def test_every_subscriber_ends_at_the_database_after_a_fault_under_load(record: 
     if fault == "gateway node SIGKILLed":
         # Its clients (half of them) reconnected to the other node and resumed from their cursors.
         assert set(p["closes"]) == {1006} and p["reconnects"] == p["closes"][1006] > 0, shown
+
+
+@pytest.mark.parametrize("fault", NETWORK)
+def test_a_network_fault_under_load_loses_nothing_repeats_nothing_and_every_subscriber_is_current_after_the_heal(
+    record: dict[str, Any], fault: str
+) -> None:
+    p = phase(record, fault)
+    shown = str(p)
+    assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, shown
+    assert p["duplicates"] == 0 and p["gaps"] == 0 and p["resyncs"] == 0, shown  # resumed from cursors
+    assert p["recovery_s"] is not None and p["healed_s"] is not None, shown  # a change after each reached everyone
+    assert p["node_rss_peak_mb"] < p["node_rss_before_mb"] + 64, shown  # nothing piled up without bound
+    if fault == NODE_REDIS_HALF_OPEN:
+        # node1 served on meanwhile: its client held a change committed during the partition. (Whether node0
+        # closes its clients with 1013 is not asserted: through the proxy its reconnects to Redis complete at the
+        # TCP level, and the node takes a link for up before Redis answers; see docs/reliability.md.)
+        assert p["other_node_s"] is not None and p["other_node_s"] < p["duration_s"], shown
+    if fault == NODE_REDIS_LATENCY:
+        assert p["reconnects"] == 0 and p["recovery_s"] < 5, shown  # slower, never broken
 
 
 def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others_keep_receiving(
