@@ -101,7 +101,6 @@ class _Link:
                 self.connected.set()
                 self.owner.expect(self.wanted)
                 await self._send(sorted(self.wanted), subscribe=True)
-                self.owner.link_up()
                 delay = 0.05
                 if self.owner.reconnects:
                     asyncio.get_running_loop().create_task(self.owner.restored())
@@ -131,6 +130,7 @@ class _Link:
         owner = self.owner
         liveness = owner.liveness
         heard = time.monotonic()
+        answered = False  # the link is up once Redis has said something on it, not once TCP connected
         while True:
             message = await pubsub.get_message(ignore_subscribe_messages=False, timeout=liveness / 3)
             now = time.monotonic()
@@ -141,6 +141,9 @@ class _Link:
                 await pubsub.ping()  # its "pong" comes through this loop like any message
                 continue
             heard = now
+            if not answered:
+                answered = True
+                owner.link_up()
             kind = keys.text(message["type"])
             if kind == "pong":
                 continue

@@ -71,9 +71,9 @@ def test_a_network_fault_under_load_loses_nothing_repeats_nothing_and_every_subs
     assert p["recovery_s"] is not None and p["healed_s"] is not None, shown  # a change after each reached everyone
     assert p["node_rss_peak_mb"] < p["node_rss_before_mb"] + 64, shown  # nothing piled up without bound
     if fault == NODE_REDIS_HALF_OPEN:
-        # node1 served on meanwhile: its client held a change committed during the partition. (Whether node0
-        # closes its clients with 1013 is not asserted: through the proxy its reconnects to Redis complete at the
-        # TCP level, and the node takes a link for up before Redis answers; see docs/reliability.md.)
+        # node0 told its clients (1013: try again later) rather than leave them on a silent socket, and node1
+        # served on meanwhile: its client held a change committed during the partition.
+        assert p["closes"].get(1013, 0) > 0, shown
         assert p["other_node_s"] is not None and p["other_node_s"] < p["duration_s"], shown
     if fault == NODE_REDIS_LATENCY:
         assert p["reconnects"] == 0 and p["recovery_s"] < 5, shown  # slower, never broken
