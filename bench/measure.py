@@ -96,10 +96,12 @@ async def measure(
             connect_rate=plan.connect_rate,
             deflate=system.deflate,
         )
-        started = time.monotonic()
+        started, connect_cpu = time.monotonic(), cpu_seconds(running.node_pids)
         await fleet.start()
         live = await fleet.wait_live(60 + plan.subscribers / 100)
-        progress(f"{system.name}: {live['live']}/{plan.subscribers} live in {time.monotonic() - started:.1f} s")
+        # Connecting as the server pays for it (handshake, token, subscribe, snapshot) until the last is live.
+        connect_s, connect_cpu = time.monotonic() - started, cpu_seconds(running.node_pids) - connect_cpu
+        progress(f"{system.name}: {live['live']}/{plan.subscribers} live in {connect_s:.1f} s")
         await asyncio.sleep(1.0)  # joins are not acknowledged by the peers; let the connect burst settle
         if system.dialect.startswith("gateway"):
             await relay_caught_up(ctx.redis_url, started_at)
@@ -130,6 +132,8 @@ async def measure(
             "cpu_us_per_frame": round(cpu_used * 1e6 / frames, 3) if frames else None,
             "cpu_us_per_delta": round(cpu_used * 1e6 / deltas, 3) if deltas else None,
             "rss_kb_per_conn": round((rss_idle - rss_before) / plan.subscribers, 2),
+            "connect_s": round(connect_s, 2),  # until every subscriber was live (the connect rate paces it)
+            "connect_cpu_ms_per_sub": round(connect_cpu * 1000 / plan.subscribers, 3),
             # Bytes on the wire per subscriber: connecting (handshake, snapshot), then the measured phase.
             "connect_kb_per_sub": round(connect_bytes / 1024 / plan.subscribers, 2),
             "kb_per_sub": round(stats.get("bytes", 0) / 1024 / plan.subscribers, 2),

@@ -353,3 +353,30 @@ def test_relays_sharing_partitions_export_each_partition_once(two_relays: list[t
             break
         assert time.monotonic() < deadline, (texts, [r.output()[-1000:] for r, _ in two_relays])
         time.sleep(0.2)
+
+
+async def test_subscribers_at_one_position_are_sent_one_snapshot_read_and_framed_once(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """A connect storm's subscribers arriving one after another at a quiet channel share its snapshot."""
+    await insert_jobs(pool, team, 50)
+    channel = f"trajectory:{team.trajectory_id}"
+    node = stack.nodes[1]
+    async with Follower(node.ws, team.token) as first:
+        await first.subscribe(channel)
+        await first.wait_for(lambda f: f.channels[channel].snapshot_done and len(f.listed(channel)) == 50)
+    before = await reused(node)
+    for _ in range(3):
+        async with Follower(node.ws, team.token) as later:
+            await later.subscribe(channel)
+            await later.wait_for(lambda f: f.channels[channel].snapshot_done)
+            assert len(later.listed(channel)) == 50
+    assert await reused(node) >= before + 1  # at least one of them within the snapshot's second
+
+
+async def reused(node: Process) -> float:
+    async with httpx.AsyncClient(base_url=node.http) as client:
+        text = (await client.get("/metrics")).text
+    return float(
+        next(line.split()[1] for line in text.splitlines() if line.startswith("gateway_snapshots_reused_total "))
+    )
