@@ -165,16 +165,17 @@ class Snapshots:
         position = await self.shared.read(("position", name), lambda: self.reads.position(tag, name), since)
         epoch, seq = position or (await self._fence(tag, since), 0)
         self.anchor(name, epoch, seq)
-        built = self._reusable(name, (epoch, seq)) if position is not None else None
+        # A channel with nothing published yet is at (epoch, 0): a snapshot read there holds everything up to
+        # it just the same, and whatever commits after reaches its subscribers from seq 1 on.
+        built = self._reusable(name, (epoch, seq))
         if built is not None:
             return seq, _replay(built.pages)
-        return seq, self._recorded(name, (epoch, seq), position is not None, channel, since)
+        return seq, self._recorded(name, (epoch, seq), channel, since)
 
     async def _recorded(
-        self, name: str, position: tuple[int, int], keep: bool, channel: Channel, since: int
+        self, name: str, position: tuple[int, int], channel: Channel, since: int
     ) -> AsyncIterator[Page]:
-        """The pages as read, kept for later subscribers once all are read (a small snapshot of a position the
-        bus knows: a channel with nothing published yet has no position to share)."""
+        """The pages as read, kept for later subscribers once all are read (a small enough snapshot)."""
         at, pages = time.monotonic(), list[Page]()
         epoch, seq = position
         async for snapshot in self._job_pages(channel, seq, make_cursor(epoch, seq), since):
@@ -182,7 +183,7 @@ class Snapshots:
             if len(pages) <= REUSE_PAGES:
                 pages.append(page)
             yield page
-        if keep and len(pages) <= REUSE_PAGES:
+        if len(pages) <= REUSE_PAGES:
             self._keep(name, position, at, pages)
 
     async def _job_pages(self, channel: Channel, seq: int, cursor: str, since: int) -> AsyncIterator[Snapshot]:
