@@ -109,28 +109,24 @@ def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONRe
     except Refused as refused:
         return refused.response()
     if runtime.node.bus_out_of_reach:  # it could deliver nothing live: the client goes elsewhere, or comes back soon
-        retry_ms = int(1000 + 2000 * random.random())
-        return JSONResponse(
-            {
-                "error": "unavailable",
-                "message": "this node cannot reach its bus: retry shortly",
-                "retry_after_ms": retry_ms,
-            },
-            503,
-            headers={"Retry-After": str(max(1, round(retry_ms / 1000)))},
-        )
+        return _retry_later("unavailable", "this node cannot reach its bus: retry shortly", 1000, 2000)
     if runtime.admission is not None and not runtime.admission.allow(time.monotonic()):
         # A reconnect storm: admit at a bounded rate; the rest come back after a jittered delay.
-        retry_ms = int(250 + 1000 * random.random())  # spread the retries over a second or so
-        return JSONResponse(
-            {"error": "busy", "message": "too many new connections: retry shortly", "retry_after_ms": retry_ms},
-            503,
-            headers={"Retry-After": str(max(1, round(retry_ms / 1000)))},
-        )
+        return _retry_later("busy", "too many new connections: retry shortly", 250, 1000)
     limit = runtime.settings.max_connections_per_user
     if runtime.node.per_user.get(user_id, 0) >= limit:
         return JSONResponse({"error": "too_many_connections", "message": f"at most {limit} connections per user"}, 429)
     return user_id, expires
+
+
+def _retry_later(error: str, message: str, least_ms: int, spread_ms: int) -> JSONResponse:
+    """503 with a retry hint jittered over `spread_ms` past `least_ms`, so refused clients do not return together."""
+    retry_ms = int(least_ms + spread_ms * random.random())
+    return JSONResponse(
+        {"error": error, "message": message, "retry_after_ms": retry_ms},
+        503,
+        headers={"Retry-After": str(max(1, round(retry_ms / 1000)))},
+    )
 
 
 class ClientSession:
