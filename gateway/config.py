@@ -160,6 +160,9 @@ class Settings:
     # Seconds a cluster may send nothing (no job report, no metrics) before its unfinished jobs are listed as
     # "cluster silent since ..." (they come back to their statuses when it reports again).
     cluster_silent_after: float = field(default_factory=lambda: _float("GATEWAY_CLUSTER_SILENT_AFTER", 120, 1.0))
+    # Seconds the active relay keeps trying a Redis that does not answer before it steps down, so that a relay
+    # that can reach Redis takes its partition over (gateway.relay.retry); 0: never.
+    relay_step_down_after: float = field(default_factory=lambda: _float("GATEWAY_RELAY_STEP_DOWN_AFTER", 10))
     # How long an action waits for the clusters to confirm, in seconds.
     command_timeout: float = field(default_factory=lambda: _float("GATEWAY_COMMAND_TIMEOUT", 3))
     # Actions in flight (waiting for their clusters) per user and per team, on one node; past them: 429.

@@ -97,6 +97,7 @@ class FaultProxy(Proxy):
                         await dst.drain()
                     held -= len(data)
                     room.set()
+                await self.flowing.wait()  # stalled, a close does not get through either
             dst.close()
 
         reader = asyncio.create_task(read())

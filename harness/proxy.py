@@ -46,6 +46,7 @@ class Proxy:
                     self.downstream += len(data)
                 dst.write(data)
                 await dst.drain()
+            await self.flowing.wait()  # stalled, a close does not get through either
         dst.close()
 
     def cut(self) -> None:

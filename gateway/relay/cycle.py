@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Protocol
 
 import asyncpg
@@ -26,7 +27,7 @@ from ..store import outbox, submission_rows, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
 from .metrics import PartitionFigures
-from .retry import retry_redis
+from .retry import FOREVER, Patience, retry_redis
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class PublishCycle:
         figures: PartitionFigures,
         published: int = 0,
         joint: JointReads | None = None,
+        patience: Patience = FOREVER,
     ) -> None:
         self.db = db  # the outbox connection: it also records waves
         self.reader = reader
@@ -67,6 +69,7 @@ class PublishCycle:
         self.figures = figures
         self.published = published  # messages published by this partition's relay (its stats in Redis)
         self.joint = joint  # the process's joint reads, when it serves several partitions
+        self.patience = patience  # how long Redis may not answer before the relay steps down
 
     async def read(self, together: bool = False) -> ReadResult:
         """The next captured changes, applied to the batcher (waves they open recorded); `together`: in one
@@ -91,11 +94,11 @@ class PublishCycle:
         memberships = self.core.take_memberships()
         if memberships:
             payload = _membership_encoder.encode(memberships)
-            await retry_redis(lambda: self.announce(payload))
+            await retry_redis(lambda: self.announce(payload), self.patience)
         moved = self.core.take_ownerships()
         if moved:  # a message of its own: nodes that predate it ignore it, and no membership change with it
             moved_payload = _membership_encoder.encode({"moved": moved})
-            await retry_redis(lambda: self.announce(moved_payload))
+            await retry_redis(lambda: self.announce(moved_payload), self.patience)
         if result.changes:
             self._observe_published(result.changes)
 
@@ -110,7 +113,7 @@ class PublishCycle:
         markers = {(f.trajectory_id, f.wave): publisher.marker(f.trajectory_id, f.wave) for f in finishes}
         if finishes:
             # A predecessor may have published a finish before it could record it: never twice.
-            done = await retry_redis(lambda: publisher.published_markers(list(markers.values())))
+            done = await retry_redis(lambda: publisher.published_markers(list(markers.values())), self.patience)
             finishes = [f for f in finishes if markers[(f.trajectory_id, f.wave)] not in done]
         extras: list[tuple[int, Presence | ClusterStats]] = []
         if now >= self.extras.next_due:
@@ -121,7 +124,7 @@ class PublishCycle:
         missing = core.channels_without_seq() + core.channels_for_finishes(finishes)
         missing += [c for c in {channels.team(t) for t, _ in extras} if c not in missing and not core.knows_seq(c)]
         if missing:
-            core.set_seqs(await retry_redis(lambda: publisher.last_seqs(missing)))
+            core.set_seqs(await retry_redis(lambda: publisher.last_seqs(missing), self.patience))
         core.refresh_eta(now, time.time())
         publications: list[Publication] = (
             core.take_job_publications(now)
@@ -137,9 +140,11 @@ class PublishCycle:
             return
         await self.prove_lock()
         delay = 0.05
+        patience = self.patience
+        deadline = patience.deadline()
         while True:
             try:
-                await publisher.publish(publications, cursor)
+                await patience.attempt(partial(publisher.publish, publications, cursor), deadline)
                 self.published += len(publications)
                 self.figures.published += len(publications)
                 if markers:  # published first, recorded second: a crash between is caught by the markers
@@ -149,15 +154,19 @@ class PublishCycle:
                 # Kept, not dropped: the cursor goes out with the cycle, so the relay holds its place in the outbox.
                 # A refusal (Redis out of memory: "OOM command not allowed ...") says why; a lost connection does
                 # not need to.
+                if isinstance(exc, ResponseError):
+                    deadline = patience.deadline()  # Redis answered (a full one refuses): its link is not at fault
+                else:
+                    patience.check(deadline, exc)  # past it: step down, the successor reads on from the bus's cursor
                 detail = f": {exc}" if isinstance(exc, ResponseError) else ""
                 log.warning("publish failed (%s%s); retrying", type(exc).__name__, detail)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
             await self.prove_lock()
             try:
-                if not await publisher.fence_exists():
+                if not await patience.attempt(publisher.fence_exists, deadline):
                     # The bus came back empty: fence again and send every team's whole state again.
-                    await publisher.take_over()
+                    await patience.attempt(publisher.take_over, deadline)
                     core.mark_all_dirty()
                     publications += core.take_team_publications(time.monotonic())
                     await submission_rows.save(self.db, core.submissions.take_to_save())

@@ -12,13 +12,14 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import asyncpg
 
 from ..bus.publisher import Fenced
 from ..store import partitions
+from .retry import BusOutOfReach
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,10 @@ LOCK_CHECK_TIMEOUT = 2.0
 # The lock's session is proven alive before a publish unless it was this recently: a round trip saved per cycle
 # when changes come one by one. A relay that lost its lock meanwhile is still stopped by the Redis fence.
 LOCK_PROOF_AGE = 0.5
+# The lock's session must show activity to live (gateway.store.partitions.LOCK_IDLE_LIMIT): the serving relay
+# proves it this often whatever its cycle is doing, so that only a relay cut off from PostgreSQL (or frozen)
+# loses it.
+LOCK_TOUCH = 2.0
 
 
 class LostLock(Exception):
@@ -34,7 +39,15 @@ class LostLock(Exception):
 
 
 # What ends a partition's service without ending the relay: it stands by (or hands the partition back).
-SERVICE_ERRORS = (TimeoutError, LostLock, Fenced, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+SERVICE_ERRORS = (
+    TimeoutError,
+    LostLock,
+    Fenced,
+    BusOutOfReach,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
 
 
 class HeldLock:
@@ -44,16 +57,34 @@ class HeldLock:
         self.db = db
         self.partition = partition
         self._proven = 0.0  # when the session last answered
+        self._pinging = asyncio.Lock()  # the cycle and the keeper share the connection: one query at a time
 
     async def prove(self) -> None:
         """Our session holds the lock as long as it is alive: prove it is (at most LOCK_PROOF_AGE ago)."""
         if time.monotonic() - self._proven < LOCK_PROOF_AGE:
             return
+        async with self._pinging:
+            if time.monotonic() - self._proven < LOCK_PROOF_AGE:
+                return  # proven while we waited
+            try:
+                await partitions.ping(self.db, LOCK_CHECK_TIMEOUT)
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                raise LostLock(f"lock connection failed: {type(exc).__name__}") from exc
+            self._proven = time.monotonic()
+
+    async def hold_while(self, work: Awaitable[None]) -> None:
+        """Run `work`, proving the session alive every LOCK_TOUCH meanwhile; a lost lock ends it with LostLock."""
+        task = asyncio.ensure_future(work)
         try:
-            await partitions.ping(self.db, LOCK_CHECK_TIMEOUT)
-        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise LostLock(f"lock connection failed: {type(exc).__name__}") from exc
-        self._proven = time.monotonic()
+            while not task.done():
+                await asyncio.wait({task}, timeout=LOCK_TOUCH)
+                if not task.done():
+                    await self.prove()
+            task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     def release(self) -> None:
         """End the session, and with it the lock (at once, whatever state the connection is in)."""

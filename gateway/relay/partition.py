@@ -28,7 +28,7 @@ from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
 from .metrics import PartitionFigures
 from .ownership import SERVICE_ERRORS, HeldLock, take_or_wait
 from .pacing import Pacer
-from .retry import retry_redis
+from .retry import FOREVER, Patience, retry_redis
 
 if TYPE_CHECKING:
     from .runner import Relay
@@ -75,7 +75,7 @@ class PartitionRelay:
         try:
             epoch = await partitions.next_epoch(lock.db)
             log.info("relay active for partition %d, epoch %d", self.partition, epoch)
-            await self._serve(lock, epoch)
+            await lock.hold_while(self._serve(lock, epoch))
         finally:
             lock.release()
 
@@ -91,11 +91,11 @@ class PartitionRelay:
             publisher = self.broker.publisher(
                 self.tag, epoch, process.history_length, process.history_ttl, process.history_bytes
             )
-            await retry_redis(publisher.take_over)
+            await retry_redis(publisher.take_over, process.patience)
             extras = TeamExtras(self.broker, process.presence, process.metrics, reader.mine)
             core = Batcher(epoch, process.finish_settle)
             self.figures.serving(core)
-            await load_state(db, reader, publisher, core)
+            await load_state(db, reader, publisher, core, process.patience)
             log.info(
                 "partition %d: state loaded (%d trajectories), reading from %s",
                 self.partition,
@@ -113,6 +113,7 @@ class PartitionRelay:
                 self.figures,
                 self.published,
                 process.joint,
+                process.patience,
             )
             try:
                 await self._loop(cycle, pacer)
@@ -153,11 +154,15 @@ class PartitionRelay:
 
 
 async def load_state(
-    db: asyncpg.Connection, reader: OutboxReader, publisher: PartitionPublisher, core: Batcher
+    db: asyncpg.Connection,
+    reader: OutboxReader,
+    publisher: PartitionPublisher,
+    core: Batcher,
+    patience: Patience = FOREVER,
 ) -> None:
     """A new epoch's starting point: counts from one snapshot, reading from where the previous relay published
     up to (rows the snapshot saw go out as deltas only), and the waves it left."""
-    core.load(await reader.load(await retry_redis(publisher.relay_cursor)))
+    core.load(await reader.load(await retry_redis(publisher.relay_cursor, patience)))
     core.load_submissions(reader.submissions.values(), reader.saved_rows)
     reader.saved_rows = {}
     core.load_work(reader.work)

@@ -19,6 +19,7 @@ from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from .ownership import PartitionServer, Sharing
 from .pacing import Pace
 from .partition import PartitionRelay
+from .retry import STEP_DOWN_AFTER, Patience
 
 
 class Relay:
@@ -40,6 +41,7 @@ class Relay:
         finish_settle: float = SETTLE,
         metrics_endpoint: Endpoint | None = None,
         cluster_silent_after: float = 120.0,
+        step_down_after: float | None = STEP_DOWN_AFTER,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -54,6 +56,8 @@ class Relay:
         self.count = partitions
         self.finish_settle = finish_settle  # seconds with no active job before a trajectory's work counts as finished
         self.cluster_silent_after = cluster_silent_after  # seconds without a request before a cluster is silent
+        # Redis not answering for this long, the active relay stands by for one that may reach it (None: never).
+        self.patience = Patience(step_down_after)
         self.serving: dict[int, PartitionServer] = {}  # with several partitions: what this process serves
         self.figures: dict[int, PartitionFigures] = {}  # per partition this process has served: its /metrics
         self.metrics_endpoint = metrics_endpoint  # None: no endpoint of its own (the demo's node exports them)
@@ -78,6 +82,7 @@ class Relay:
             finish_settle=settings.finish_settle,
             metrics_endpoint=metrics_endpoint,
             cluster_silent_after=settings.cluster_silent_after,
+            step_down_after=settings.relay_step_down_after or None,
         )
 
     async def run(self) -> None:

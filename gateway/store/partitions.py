@@ -2,7 +2,9 @@
 
 Partition k's active relay holds the advisory lock `LOCK_KEY + k` in the session of a dedicated direct
 connection (a pool would release it on reset), with TCP keepalives on both ends so that a dead peer ends the
-session, and with it the lock, within seconds. Each relay process also keeps one connection named `MEMBER`:
+session, and with it the lock, within seconds. Keepalives prove only that some kernel answers (a proxy or pooler
+between answers them itself), so the session must also show activity to live: PostgreSQL ends it once it has
+been idle for LOCK_IDLE_LIMIT, and the serving relay proves it far more often (gateway.relay.ownership). Each relay process also keeps one connection named `MEMBER`:
 counting them tells the relays how many share the partitions.
 """
 
@@ -15,6 +17,7 @@ import asyncpg
 LOCK_KEY = 0x72656C6179  # "relay": partition k's lock is LOCK_KEY + k
 MEMBER = "gateway-relay"  # the application_name of each relay process's own connection: PostgreSQL counts them
 _KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2", "tcp_keepalives_count": "3"}
+LOCK_IDLE_LIMIT = "10s"  # idle_session_timeout of a lock's session (PostgreSQL 14 and later; older ones: none)
 
 
 async def member_connection(database_url: str) -> asyncpg.Connection:
@@ -46,6 +49,10 @@ async def lock_connection(database_url: str) -> asyncpg.Connection:
     """A dedicated direct connection to hold a partition's lock on, with keepalives on both ends."""
     db = await asyncpg.connect(database_url, server_settings={"application_name": "gateway-relay-lock", **_KEEPALIVE})
     _client_keepalive(db)
+    try:
+        await db.execute(f"set idle_session_timeout = '{LOCK_IDLE_LIMIT}'")
+    except asyncpg.UndefinedObjectError:
+        pass  # before PostgreSQL 14: the keepalives alone end a dead holder's session
     return db
 
 

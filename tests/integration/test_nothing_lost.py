@@ -12,6 +12,7 @@ import random
 import secrets
 import signal
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -27,6 +28,7 @@ from gateway.core.protocol import Batch, encode_both
 from gateway.core.status import LISTED
 from gateway.embedded import EmbeddedValkey, free_port
 from harness.follower import Follower
+from harness.proxy import Proxy
 from harness.world import Process, World, postgres_proxy, spawn, wait_http
 from tests.conftest import create_database, drop_database
 from tests.integration.conftest import Team, insert_jobs, make_team
@@ -473,3 +475,86 @@ async def test_a_killed_node_s_clients_resume_on_another_node_and_sigterm_tells_
     finally:
         leaving.stop()
         await g.__aexit__()
+
+
+# An active relay whose own link stalls (packets dropped, no FIN or RST) gives its partition up to a standby that
+# can do the work, instead of holding the lock and publishing nothing until the link heals; the successor reads
+# on from the cursor the bus holds.
+
+STEP_DOWN_AFTER = 2.0
+
+
+async def active_among(world: World, names: set[str]) -> str:
+    relay = await world.active_relay(timeout=60)
+    assert relay.name in names, relay.name
+    return relay.name
+
+
+async def test_a_relay_whose_redis_link_stalls_steps_down_and_a_standby_carries_on(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
+    world.stop_relays()
+    redis = urlsplit(world.redis_url)
+    proxy = Proxy(redis.hostname or "127.0.0.1", redis.port or 6379)
+    await proxy.start()
+    try:
+        stalled = world.start_relay(
+            "relay-redis-proxied",
+            REDIS_URL=f"redis://127.0.0.1:{proxy.port}{redis.path}",
+            GATEWAY_RELAY_STEP_DOWN_AFTER=str(STEP_DOWN_AFTER),
+        )
+        await active_among(world, {stalled.name})
+        world.start_relay("relay-standby")
+        ids = await insert_jobs(wpool, wteam, 60)
+        followers = [await follow(world, wteam, node=i % 2) for i in range(2)]
+        try:
+            proxy.stall()
+            await burst(wpool, ids, 2.0, writers=2)
+            # Everything committed while the active relay's link was stalled reaches every subscriber, long
+            # before the link heals: the standby took over.
+            for f in followers:
+                await converge(f, wpool, wteam, timeout=60)
+                assert f.problems == [], f.problems
+                assert all(s.resyncs == 0 for s in f.channels.values())
+            assert await active_among(world, {"relay-standby"}) == "relay-standby"
+            assert "stepping down" in stalled.output()
+            # Healed, the relay that stepped down stands by; nothing moves backwards.
+            proxy.flow()
+            await burst(wpool, ids, 1.0, writers=2)
+            for f in followers:
+                await converge(f, wpool, wteam, timeout=60)
+                assert f.problems == [], f.problems
+        finally:
+            for f in followers:
+                await f.__aexit__()
+    finally:
+        world.stop_relays()
+        await proxy.close()
+
+
+async def test_a_relay_whose_postgres_link_stalls_loses_its_lock_to_a_standby(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
+    world.stop_relays()
+    proxy, proxied = await postgres_proxy(world.database_url)
+    try:
+        stalled = world.start_relay("relay-pg-proxied", proxied)
+        await active_among(world, {stalled.name})
+        world.start_relay("relay-standby")
+        ids = await insert_jobs(wpool, wteam, 40)
+        f = await follow(world, wteam)
+        try:
+            proxy.stall()
+            await wpool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids)
+            # PostgreSQL ends the silent lock session after its idle limit (gateway.store.partitions); the
+            # standby's wait for the lock ends with it.
+            await converge(f, wpool, wteam, timeout=90)
+            assert f.problems == [], f.problems
+            assert all(s.resyncs == 0 for s in f.channels.values())
+            assert await active_among(world, {"relay-standby"}) == "relay-standby"
+        finally:
+            await f.__aexit__()
+            proxy.flow()
+    finally:
+        world.stop_relays()
+        await proxy.close()
