@@ -10,7 +10,7 @@ statement's time: the commit is a millisecond later) is the stamp latency starts
 A team room's message also carries the team's counts per status after the transaction, as the gateway's team
 channel does, and a trajectory's message the groups its jobs changed (each frame group's counts and colour),
 as the gateway's trajectory batches do: without them the peers' frames were about 0.6 of the gateway's bytes
-for what the issue calls the same information. The writer keeps both itself from each change's old and new
+for the same information. The writer keeps both itself from each change's old and new
 status (exact: it is the only writer during a run, and it knows the status each change left), numbered per
 channel: its connections publish concurrently, so a subscriber keeps the counts with the highest `seq`.
 Querying them instead would cost a scan of the team's jobs per transaction (40,000 rows in `burst`) in the

@@ -227,7 +227,7 @@ def _fanout_checks(systems: dict[str, dict[str, Any]], size: int) -> list[str]:
             f"- gateway CPU per frame: {gw['cpu_us_per_frame'] / node['cpu_us_per_frame']:.2f} × Node ws (target < 1)"
         )
     if gw:
-        # Issue #8: ≤ 10 KB at 1,000 and 4,000; issue #22: ≤ 6 KB at 16,000, where the node's fixed memory
+        # ≤ 10 KB at 1,000 and 4,000; ≤ 6 KB at 16,000, where the node's fixed memory
         # is spread thinner and what is left is the connection's own.
         target = 6 if size >= 16_000 else 10
         others = ", ".join(f"{n} {systems[n]['rss_kb_per_conn']:.1f} KB" for n in ("floor", "node-ws") if n in systems)
@@ -240,7 +240,7 @@ def _fanout_checks(systems: dict[str, dict[str, Any]], size: int) -> list[str]:
 
 
 def _compression_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
-    """permessage-deflate (issue #19): the gateway's CPU per frame compressing against not, and against Node ws
+    """permessage-deflate: the gateway's CPU per frame compressing against not, and against Node ws
     compressing; bytes on the wire per subscriber, connecting (snapshot) and measured (live) together."""
     gw, z, node_z = systems.get("gateway"), systems.get("gateway-deflate"), systems.get("node-ws-deflate")
     lines: list[str] = []

@@ -57,7 +57,7 @@ def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: i
 
 
 # A process starting on a busy machine (both cores shared with other work) took over 20 s: one deadline of its own
-# per start, generous, that says what it saw when it gives up (issue #37).
+# per start, generous, that says what it saw when it gives up.
 START_TIMEOUT = 120.0
 
 

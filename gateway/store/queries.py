@@ -22,7 +22,7 @@ async def team_of_channel(pool: asyncpg.Pool, channel: Channel) -> int | None:
 
 
 # A row's team, answered only to one of its members. Another team's row and a missing one both answer None through
-# the same single query: neither the answer nor its time tells whether another team's id exists (issue #35).
+# the same single query: neither the answer nor its time tells whether another team's id exists.
 async def members_team_of_trajectory(pool: asyncpg.Pool, trajectory_id: int, user_id: int) -> int | None:
     return await pool.fetchval(
         "select t.team_id from trajectories t join memberships m on m.team_id = t.team_id"

@@ -29,7 +29,7 @@ async def test_a_sign_in_links_token_leaves_the_address_bar_and_rides_in_no_refe
     browser: Any, stack: Stack, team: Team
 ) -> None:
     """Proxies log Referer: none of the confirmation page's requests (its style, its script, the button's post)
-    nor the app's after it carries the token, and the address bar drops it as the page loads (issue #35)."""
+    nor the app's after it carries the token, and the address bar drops it as the page loads."""
     context = await browser.new_context()
     try:
         page = await context.new_page()

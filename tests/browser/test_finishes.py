@@ -1,4 +1,4 @@
-"""A finish reaches a person who looked away (issue #34), in real Chromium: the team channel brings every finish,
+"""A finish reaches a person who looked away, in real Chromium: the team channel brings every finish,
 the person's own raise a toast and, if they asked for it, a browser notification with the same words; the last
 hour's toasts wait under the bell, read or unread, across a reload. And a job row says where it runs and which
 attempt it is on."""

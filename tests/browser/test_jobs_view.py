@@ -1,4 +1,4 @@
-"""The Jobs view a person can trust (#20), in real Chromium: every status shown, nothing moving under the pointer,
+"""The Jobs view a person can trust, in real Chromium: every status shown, nothing moving under the pointer,
 layout that holds from 360 px, toasts that tell the truth, the analysis listing, keyboard and accessibility."""
 
 from __future__ import annotations

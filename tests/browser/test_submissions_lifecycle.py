@@ -1,5 +1,6 @@
-"""Issue #34 on the Submissions page, in real Chromium: how a submission moves (the lifecycle diagram, from the page
-and from STATUS's header), Retry Sync on a task, and a task panel whose counts are those of the rows it lists."""
+"""The submission lifecycle on the Submissions page, in real Chromium: how a submission moves (the lifecycle
+diagram, from the page and from STATUS's header), Retry Sync on a task, and a task panel whose counts are those of
+the rows it lists."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Each of `--sockets` sockets opens /ws, sends its frames of `--kind` as fast as t
 node ends the connection, then connects again, for `--seconds`. It prints one JSON line: how many frames went
 out, and the close codes the node sent (None: the connection ended without a close frame we could read).
 
-Kinds, the floods of issue #35: `pong` (empty unsolicited pongs), `continuation` (a text frame that never ends,
+Kinds, the floods of cheap frames: `pong` (empty unsolicited pongs), `continuation` (a text frame that never ends,
 then empty continuations), `ping` (websocket pings), `message` (tiny application pings).
 """
 

@@ -1,6 +1,6 @@
 """A node whose link to Redis stalls (packets dropped, no FIN or RST: nothing TCP itself notices soon) says so on
 /readyz within its keepalive, closes its clients with 1013 rather than leave them on a silent socket, refuses new
-ones until the link is back, and then serves them again from their cursors with nothing lost (issue #37)."""
+ones until the link is back, and then serves them again from their cursors with nothing lost."""
 
 from __future__ import annotations
 

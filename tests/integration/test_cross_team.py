@@ -289,7 +289,7 @@ async def test_another_teams_row_is_refused_like_one_that_does_not_exist(
     assert await _writes(pool, teams) == before  # all or nothing: the valid rows before the bad one are not written
 
 
-# -- another team's id and a missing one: the same answer, from the same statements (issue #35: timing told them
+# -- another team's id and a missing one: the same answer, from the same statements (timing told them
 # apart when a missing id skipped the membership query)
 
 BY_ID = [
@@ -353,7 +353,7 @@ async def test_the_membership_guard_runs_one_statement_whether_the_id_exists_or_
     assert seen["own"][0] == teams.mine.id and len(seen["own"][1]) == 1
 
 
-# -- a cluster's key acts only on what that cluster staged (issue #35: one cluster of a team moved another's)
+# -- a cluster's key acts only on what that cluster staged (one cluster of a team could move another's)
 
 
 async def test_a_cluster_acts_only_on_its_own_submissions(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:

@@ -1,4 +1,4 @@
-"""Floods of cheap frames from a signed-in client (issue #35): every frame costs the client, so one socket, or
+"""Floods of cheap frames from a signed-in client: every frame costs the client, so one socket, or
 the twenty one user may open, cannot stall the node or grow its memory.
 
 Before, 1,000,000 empty pongs held /healthz for 2.5 s, and 10,000,000 empty continuations grew a node from 136

@@ -26,7 +26,7 @@ from tests.integration.conftest import Team
 MIB = 1 << 20
 GROWTH = 8 * MIB  # what one attacking socket may add to the node's resident memory
 ANSWER_TIMEOUT = 30.0  # seconds to wait for the server's answer and close, generous on a busy machine
-SEND_CAP = 320 * MIB  # an attack that is never answered stops here (the 300,000 lines of 1 KB)
+SEND_CAP = 320 * MIB  # an attack that is never answered stops here (an attack of 300,000 lines of 1 KB)
 SHORT_DEADLINE = 2  # seconds, the header and body deadlines of the strict node
 PENDING_CAP = 100
 

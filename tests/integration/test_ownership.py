@@ -1,4 +1,4 @@
-"""A trajectory the platform moves to another team (issue #35): its old team's open subscriptions end on every
+"""A trajectory the platform moves to another team: its old team's open subscriptions end on every
 node, and nobody answers from the team they had cached.
 
 Before, each node remembered a channel's team for ever: after `update trajectories set team_id = ...`, the old

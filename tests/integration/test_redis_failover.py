@@ -1,4 +1,4 @@
-"""A Redis failover under load (issue #37): a three-shard cluster with a replica per shard, each primary replaced
+"""A Redis failover under load: a three-shard cluster with a replica per shard, each primary replaced
 by its replica in turn (CLUSTER FAILOVER, as a managed Redis does for maintenance) while writers commit. The
 nodes and the relay follow the new primaries by themselves (redis-py's cluster support and the subscriber's
 rehoming, no discovery of our own); every subscriber ends at the database's state, nothing lost or twice."""

@@ -231,7 +231,7 @@ async def test_a_percent_encoded_token_name_is_no_token_and_never_reaches_the_lo
 
 
 def forged(stack: Stack, team: Team, case: str) -> str:
-    """A token signed with the stack's own secret, its claims set by hand (issue #35): only a holder of the secret
+    """A token signed with the stack's own secret, its claims set by hand: only a holder of the secret
     can make it, and the gateway must still refuse it, never read it as someone else nor fail with a 500."""
     now = int(time.time())
     user = str(team.user_id)

@@ -309,7 +309,7 @@ async def test_a_restarted_simulation_finishes_each_staging_submission_on_the_cl
     stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
     """A demo restarted with submissions left staging handed each to a cluster picked by its id; once the gateway
-    refused other clusters' reports on a submission (issue #35), any picked wrongly stayed staging for ever."""
+    refused other clusters' reports on a submission, any picked wrongly stayed staging for ever."""
     from gateway.store import seed
 
     keys = [team.cluster_key]

@@ -1,4 +1,4 @@
-"""What a cluster writes is bounded in bytes (issue #35, point 3), each bound replayed against real processes: a
+"""What a cluster writes is bounded in bytes, each bound replayed against real processes: a
 flood of long errors leaves each channel's history and Redis within their bounds and an old cursor gets a
 snapshot rather than a replay of the flood; creating past a team's hourly budget is refused whole; a Redis out
 of memory refuses the relay, which keeps its place, and once memory is raised every change arrives.
@@ -111,7 +111,7 @@ async def history_bytes(redis: Redis, channel: str) -> tuple[int, int, int]:
 async def test_a_flood_of_long_errors_stays_within_the_history_s_bytes_and_an_old_cursor_gets_a_snapshot(
     bounded: World, bpool: asyncpg.Pool, redis: Redis
 ) -> None:
-    """The issue's flood, scaled to this world: 1,000 jobs failing six times with 4,000-character errors (some
+    """A flood of long errors, scaled to this world: 1,000 jobs failing six times with 4,000-character errors (some
     24 MB of deltas on each of the team's job channels). Each channel's history stays within its bytes, Redis
     grows by no more than the histories' bounds, and a client that left before the flood resumes with a
     snapshot of the jobs as they are, never a replay of the flood."""

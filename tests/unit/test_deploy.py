@@ -11,7 +11,7 @@ import yaml
 
 from tests.deploy_files import DASHBOARD, RULE_TESTS, RULES, dashboard, metric_names, promtool, rules
 
-ALERTS = {  # what issue #39 asks operators be told of
+ALERTS = {  # what operators must be told of (docs/operations.md, Observability)
     "GatewayRelayLagging",
     "GatewayNoActiveRelay",
     "GatewayRedisUnreachable",

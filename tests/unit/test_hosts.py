@@ -1,4 +1,4 @@
-"""Host names and origins (issue #35: DNS rebinding): which Host a node answers for, and which Origin is its own."""
+"""Host names and origins (against DNS rebinding): which Host a node answers for, and which Origin is its own."""
 
 from __future__ import annotations
 
