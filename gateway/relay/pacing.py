@@ -28,9 +28,11 @@ SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that r
 # job channel's window is 20 ms at least, so a busy channel still goes out with every read.
 BUSY_POLL = 0.020
 LINGER = 0.2  # stay awake this long after the last change before sleeping...
-# ...but only while changes come this close together: slower, NOTIFY costs writers little. Above BUSY_POLL: a
-# relay that finds changes at every poll sees them BUSY_POLL apart, and must stay awake.
-STEADY_GAP = 0.03
+# ...but only while transactions commit this close together: slower, a read on each writer's NOTIFY costs the
+# relay no more reads than polling would, NOTIFY costs the writers little at that rate, and a change goes out as
+# soon as it commits rather than at the next poll (up to BUSY_POLL later). The pace counts transactions, not the
+# reads that found some, so a polling relay sees the writers' pace, not its own.
+STEADY_GAP = BUSY_POLL
 # uvloop's timers count whole milliseconds from a clock read at the start of the loop's turn, so a wait for a due
 # time can end up to about a millisecond before it by time.monotonic(), the batcher's clock: the cycle then finds
 # nothing due and waits again, up to four cycles for one due time (about a third of such waits ended early, measured).
@@ -39,14 +41,15 @@ TIMER_SLACK = 0.002
 
 
 class Pace:
-    """How far apart changes have come lately: a moving average of the gaps between reads that found some."""
+    """How far apart transactions have committed lately: a moving average of the time between reads that found
+    changes, divided by the transactions each found."""
 
     def __init__(self) -> None:
         self.gap = 1.0  # seconds
         self.last_change = time.monotonic()
 
-    def observe(self, now: float) -> None:
-        self.gap = 0.8 * self.gap + 0.2 * min(now - self.last_change, 1.0)
+    def observe(self, now: float, commits: int = 1) -> None:
+        self.gap = 0.8 * self.gap + 0.2 * min((now - self.last_change) / max(commits, 1), 1.0)
         self.last_change = now
 
 
@@ -99,9 +102,9 @@ class Pacer:
         it reads again BUSY_POLL after the last cycle began (its own cost not added to the wait); asleep, on a
         NOTIFY, or it wakes at the next due time to publish, reading only if the last read is IDLE_POLL old."""
         if result.changes or result.held_back:
-            self.pace.observe(now)
+            self.pace.observe(now, result.commits)
             if self.process is not None:
-                self.process.observe(now)
+                self.process.observe(now, result.commits)
             if self.asleep and self._busy(now):
                 await self.set_sleeping(False)  # busy: poll, and spare the writers their NOTIFY
         if result.held_back and held_since is not None:

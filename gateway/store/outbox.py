@@ -172,6 +172,7 @@ class ReadResult:
     horizon: int
     held_back: bool  # committed changes wait behind an open transaction
     full: bool  # the limit was reached: read again at once
+    commits: int = 0  # how many transactions the changes came from: the writers' pace, whatever the relay's
 
 
 @dataclass
@@ -269,9 +270,12 @@ class OutboxReader:
         """The changes of one read's rows (one row with no change when there was none), the cursor moved past."""
         horizon: int = rows[0]["horizon"]
         changes: list[AnyChange] = []
+        commits, last_xid = 0, None
         for r in rows:
             if r["seq"] is None:
                 break
+            if r["xid"] != last_xid:  # rows come in (xid, seq) order: one run of an xid is one transaction
+                commits, last_xid = commits + 1, r["xid"]
             if r["entity"] == "membership":
                 changes.append(_membership_decoder.decode(r["job"]))
                 self.xid, self.seq = r["xid"], r["seq"]
@@ -295,7 +299,7 @@ class OutboxReader:
             self.xid, self.seq = r["xid"], r["seq"]
         if self._base_snapshot is not None and horizon >= self._base_xmax and len(changes) < limit:
             self._base_snapshot = None  # every transaction the snapshot could have seen is behind us
-        return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit)
+        return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit, commits)
 
     async def peek(self) -> bool:
         """Whether anything of the partition was captured past the cursor (committed, readable or not yet)."""

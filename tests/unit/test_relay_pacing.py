@@ -223,6 +223,26 @@ async def test_a_partition_of_a_busy_process_polls_though_its_own_changes_come_s
     assert not pacer.asleep and not await sleeping(url)  # polling: writers spared their NOTIFY
 
 
+def test_the_pace_is_the_writers_not_the_polls() -> None:
+    """Polled every BUSY_POLL, commits 25 ms apart are found one by one (a read every 20, 40, 20... ms): slower
+    than STEADY_GAP, so the relay sleeps and reads on each NOTIFY, sending each change as it commits. Commits
+    10 ms apart are found two a read: the relay keeps polling."""
+    slow, fast = Pace(), Pace()
+    now = slow.last_change = fast.last_change = 0.0
+    committed, found = 0.0, 0
+    for _ in range(200):  # 4 s of polls
+        now += BUSY_POLL
+        while committed + 0.025 <= now:
+            committed += 0.025
+            found += 1
+        if found:
+            slow.observe(now, found)
+            found = 0
+        fast.observe(now, 2)
+    assert 0.022 < slow.gap < 0.028 and slow.gap > pacing.STEADY_GAP
+    assert abs(fast.gap - 0.010) < 1e-3 and fast.gap < pacing.STEADY_GAP
+
+
 def test_partitions_awake_in_one_poll_period_read_again_at_the_same_point() -> None:
     """Several partitions of one process, their cycles ending anywhere within a period, read next at the same
     point (so in one statement: gateway.store.joint_reads), the period's end, never sooner than now."""
