@@ -22,7 +22,7 @@ from .load import World, Writer, build_world, database_state, team_counts, team_
 from .measure import Outcome, Plan, measure, settle
 from .report import markdown, ratios
 from .subscribers import Fleet
-from .systems import BASELINES, COMPRESSED, DB_FED, PEER_NAMES, SYSTEMS, Context
+from .systems import BASELINES, COMPRESSED, DB_FED, PEER_NAMES, SYSTEMS, WORKERS, Context
 
 Progress = Callable[[str], None]
 
@@ -69,6 +69,7 @@ async def fanout(
     trajectory = world.trajectories[team][0]
     channel = f"trajectory:{trajectory}"
     names = [n for n in ["gateway", COMPRESSED[0], *BASELINES, COMPRESSED[1], *PEER_NAMES] if not only or n in only]
+    names += [n for n in WORKERS if n in only]  # only when named: a second gateway run, not a peer
     run = Run({"scenario": "fanout", "quick": quick, "channel": channel, "seconds": seconds, "runs": []})
     for size in sizes:
         rate = frames_per_s / size  # transactions a second, each a batch of 5 job changes: one frame per subscriber

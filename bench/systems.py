@@ -7,6 +7,7 @@ count: for the gateway, its node and its relay together (PostgreSQL and Redis, s
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -83,7 +84,8 @@ def _spawn(
     return proc, log
 
 
-def _gateway(ctx: Context) -> Running:
+def _gateway(ctx: Context, workers: int = 1) -> Running:
+    """A relay and a node (`workers` > 1: `gateway serve --workers N`, processes sharing the port, each a node)."""
     port = free_port()
     env = {
         "DATABASE_URL": ctx.database_url,
@@ -93,9 +95,8 @@ def _gateway(ctx: Context) -> Running:
         "GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "warning"),
     }
     relay, relay_log = _spawn("gateway-relay", [sys.executable, "-m", "gateway.cli", "relay"], ctx, env)
-    node, node_log = _spawn(
-        "gateway-node", [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)], ctx, env
-    )
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+    node, node_log = _spawn("gateway-node", serve + (["--workers", str(workers)] if workers > 1 else []), ctx, env)
     try:
         wait_port(port, node)
     except RuntimeError:
@@ -135,6 +136,9 @@ def _broadcaster_pg(ctx: Context) -> Running:
 
 SYSTEMS: dict[str, System] = {
     "gateway": System("gateway", "gateway", _gateway),
+    # Two worker processes on one port (SO_REUSEPORT): the kernel spreads the connections; CPU and memory are
+    # the workers' together (bench.procstat counts a process's descendants).
+    "gateway-2w": System("gateway-2w", "gateway", functools.partial(_gateway, workers=2)),
     "floor": System("floor", "plain", _peer("floor", [sys.executable, str(PEERS / "floor.py")])),
     "node-ws": System("node-ws", "plain", _peer("node-ws", ["node", str(NODE_PEERS / "node_ws.js")])),
     # Compression negotiated: the gateway deflates each shared frame once; Node ws deflates per connection.
@@ -171,6 +175,7 @@ BASELINES = ["floor", "node-ws"]  # pure fan-out references (fanout only)
 # The same system with permessage-deflate negotiated, as browsers and the websockets and ws clients offer it:
 # both in fanout; the gateway's also in steady and burst (the peers stay uncompressed there, their cheapest).
 COMPRESSED = ["gateway-deflate", "node-ws-deflate"]
+WORKERS = ["gateway-2w"]  # fanout, when named: the gateway with two worker processes beside the one-process node
 
 
 def ensure_node_peers() -> None:
