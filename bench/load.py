@@ -243,9 +243,14 @@ class Writer:
         return _encode(TapMessage(channel, list(jobs.values()), groups=list(groups.values()), seq=seq, state=True))
 
     def _keep_state(self, trajectory: int, jobs: list[Job], groups: list[Group]) -> None:
-        """A transaction's changes in the kept state of its trajectory (removed jobs and empty groups leave it)."""
+        """A transaction's changes in the kept state of its trajectory (removed jobs and empty groups leave it).
+        The highest version of a job wins: of two transactions on the same job, the later one's rows can come
+        back to the writer first."""
         kept_jobs, kept_groups = self.state_jobs[trajectory], self.state_groups[trajectory]
         for job in jobs:
+            old = kept_jobs.get(job.id)
+            if old is not None and old.version >= job.version:
+                continue
             if job.removed_at is None:
                 kept_jobs[job.id] = job
             else:
@@ -313,10 +318,12 @@ class Writer:
         for job in jobs:
             key = job_group(job)
             keys.add(key)
+            # The new status counted before the old one is taken off: a transaction's rows can come back after
+            # a later one's on the same job, and a group whose counts pass through a total of 0 is dropped.
+            agg.count_group(key, job.status, 1, job.timestep)
             old = was[job.status]
             if old is not None:
                 agg.count_group(key, old, -1)
-            agg.count_group(key, job.status, 1, job.timestep)
         return [agg.group(key) for key in sorted(keys, key=group_order)]
 
     async def _work(self, queue: asyncio.Queue[int | None]) -> None:
