@@ -15,6 +15,14 @@ status (exact: it is the only writer during a run, and it knows the status each 
 channel: its connections publish concurrently, so a subscriber keeps the counts with the highest `seq`.
 Querying them instead would cost a scan of the team's jobs per transaction (40,000 rows in `burst`) in the
 writer every system shares.
+
+Where subscribers connect while it runs (`fanout`, `storm`: `Writer.share_state`), the tap also keeps each
+trajectory's current state in Redis, under the tap channel's own name (`GET bench:trajectory:17`): one message
+with every listed job and every group (`state: true`), what the gateway's snapshot of the channel carries and
+about as many bytes. It is SET before the transaction's changes are published, and the writer's connections
+do both in the order it computed them, so a peer that reads it after its subscriber joined the channel's
+room has every change the room will not bring. A peer sends it to each new subscriber first, read once for all
+who arrive before the channel's next message (bench/peers/state.py, bench/peers/node/state.js).
 """
 
 from __future__ import annotations
@@ -101,6 +109,7 @@ class TapMessage(msgspec.Struct, omit_defaults=True):
     counts: dict[str, int] | None = None  # a team room: the team's counts per status after the transaction
     groups: list[Group] | None = None  # a trajectory: the groups these changes moved, after the transaction
     seq: int | None = None  # the channel's messages' order, for counts and groups (they are published concurrently)
+    state: bool = False  # the channel's whole state (every listed job, every group): what a peer sends at connect
 
 
 _encode = msgspec.json.Encoder().encode
@@ -126,6 +135,10 @@ class Writer:
     counts: dict[int, dict[str, int]] = field(default_factory=dict)  # team -> its counts (tap_team_channel)
     groups: dict[int, TrajectoryAggregate] = field(default_factory=dict)  # trajectory -> its groups' counts
     seqs: dict[str, int] = field(default_factory=dict)  # channel -> its last message's number
+    # The trajectories whose state is kept in Redis (share_state): their listed jobs and groups, in order.
+    state_jobs: dict[int, dict[int, Job]] = field(default_factory=dict)
+    state_groups: dict[int, dict[str, Group]] = field(default_factory=dict)
+    _in_order: asyncio.Lock = field(default_factory=asyncio.Lock)  # a state and its changes, as they were computed
 
     async def run(self, rate: float, seconds: float, trajectories: Iterable[int]) -> None:
         trajectories = list(trajectories)
@@ -206,6 +219,52 @@ class Writer:
                     if n:
                         agg.count_group(group.key, status, n, group.timestep)
 
+    async def share_state(self, trajectories: Iterable[int]) -> None:
+        """Keep these trajectories' states in Redis from now on, each under its tap channel's name, starting with
+        their jobs and groups as a snapshot reads them. Before their subscribers connect: what a peer sends each."""
+        if self.redis is None:
+            return
+        await self._load_groups(trajectories)
+        for trajectory in set(trajectories) - self.state_jobs.keys():
+            rows = await self.pool.fetch(
+                "select to_jsonb(j)::text as job from jobs j where trajectory_id = $1 and removed_at is null"
+                " order by id",
+                trajectory,
+            )
+            self.state_jobs[trajectory] = {job.id: job for job in (_decode_job(r["job"]) for r in rows)}
+            agg = self.groups[trajectory]
+            self.state_groups[trajectory] = {key: agg.group(key) for key in sorted(agg.groups, key=group_order)}
+            channel = f"trajectory:{trajectory}"
+            await self.redis.set(f"bench:{channel}", self._state(trajectory, channel))
+
+    def _state(self, trajectory: int, channel: str) -> bytes:
+        jobs, groups = self.state_jobs[trajectory], self.state_groups[trajectory]
+        seq = self.seqs.get(channel)  # the last change it holds
+        return _encode(TapMessage(channel, list(jobs.values()), groups=list(groups.values()), seq=seq, state=True))
+
+    def _keep_state(self, trajectory: int, jobs: list[Job], groups: list[Group]) -> None:
+        """A transaction's changes in the kept state of its trajectory (removed jobs and empty groups leave it).
+        The highest version of a job wins: of two transactions on the same job, the later one's rows can come
+        back to the writer first."""
+        kept_jobs, kept_groups = self.state_jobs[trajectory], self.state_groups[trajectory]
+        for job in jobs:
+            old = kept_jobs.get(job.id)
+            if old is not None and old.version >= job.version:
+                continue
+            if job.removed_at is None:
+                kept_jobs[job.id] = job
+            else:
+                kept_jobs.pop(job.id, None)
+        fresh = False
+        for group in groups:
+            if not group.total:
+                kept_groups.pop(group.key, None)
+            else:
+                fresh = fresh or group.key not in kept_groups
+                kept_groups[group.key] = group
+        if fresh:  # a new group: in the snapshot's order again
+            self.state_groups[trajectory] = dict(sorted(kept_groups.items(), key=lambda kv: group_order(kv[0])))
+
     def _next_seq(self, channel: str) -> int:
         seq = self.seqs[channel] = self.seqs.get(channel, 0) + 1
         return seq
@@ -236,7 +295,19 @@ class Writer:
                 counts[job.status] += 1
             team_channel = f"team:{team}"
             team_message = TapMessage(team_channel, jobs, dict(counts), seq=self._next_seq(team_channel))
-        await self.redis.publish(f"bench:{channel}", _encode(message))
+        if trajectory in self.state_jobs:
+            assert message.groups is not None
+            self._keep_state(trajectory, jobs, message.groups)
+            state = self._state(trajectory, channel)
+            # Taken in the order computed (no await since): each state is SET before its changes are published,
+            # and a later state never before an earlier one.
+            async with self._in_order:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    pipe.set(f"bench:{channel}", state)
+                    pipe.publish(f"bench:{channel}", _encode(message))
+                    await pipe.execute()
+        else:
+            await self.redis.publish(f"bench:{channel}", _encode(message))
         if team_message is not None:
             await self.redis.publish(f"bench:{team_message.channel}", _encode(team_message))
 
@@ -247,10 +318,12 @@ class Writer:
         for job in jobs:
             key = job_group(job)
             keys.add(key)
+            # The new status counted before the old one is taken off: a transaction's rows can come back after
+            # a later one's on the same job, and a group whose counts pass through a total of 0 is dropped.
+            agg.count_group(key, job.status, 1, job.timestep)
             old = was[job.status]
             if old is not None:
                 agg.count_group(key, old, -1)
-            agg.count_group(key, job.status, 1, job.timestep)
         return [agg.group(key) for key in sorted(keys, key=group_order)]
 
     async def _work(self, queue: asyncio.Queue[int | None]) -> None:
@@ -312,6 +385,20 @@ async def team_state(pool: asyncpg.Pool, team: int, only: set[int]) -> dict[int,
         "select id, version, status from jobs where team_id = $1 and id = any($2::bigint[])", team, list(only)
     )
     return {r["id"]: (r["version"], r["status"]) for r in rows} | counts_state(await team_counts(pool, team))
+
+
+async def mix_statuses(pool: asyncpg.Pool, trajectory: int) -> None:
+    """A fresh trajectory's jobs (all queued) moved into the mix of statuses the writer keeps them in, a third
+    each, through the cycle it moves them along: a running job then carries its `started_at`, a completed one
+    its `finished_at` too, as after a system's run. Before the first system: the channel's state (a snapshot, a
+    peer's state at connect) is then about as many bytes for every system, not the fewest for the first."""
+    for status, remainders in (("running", [1, 2]), ("completed", [2])):
+        await pool.execute(
+            "update jobs set status = $2 where trajectory_id = $1 and id % 3 = any($3::int[])",
+            trajectory,
+            status,
+            remainders,
+        )
 
 
 async def database_state(

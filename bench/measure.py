@@ -3,8 +3,10 @@
 Server CPU comes from /proc for the system's processes (the gateway's node and relay together) and is
 divided by what the subscribers counted. Memory per connection is the node's RSS with every subscriber
 connected and idle, less its RSS before the first one. Every measurement checks correctness too: each
-subscriber's final state must equal the database's (for peers, which send no snapshot: the jobs changed
-while they were connected); a subscriber missing a job is `lost`, one holding an older version `stale`.
+subscriber's final state must equal the database's (in steady and burst, for peers, which send no state there:
+the jobs changed while they were connected); a subscriber missing a job is `lost`, one holding an older version
+`stale`. Where the peers send each channel's state at connect (`Plan.peer_state`: fanout, storm), a peer's
+subscriber is live once it holds it, as the gateway's is once its snapshot has arrived.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Plan:
     team_of_subscriber: Callable[[int], int]  # whose token subscriber i uses (gateway)
     processes: int = 2
     connect_rate: float = 1500.0
+    peer_state: bool = False  # the peers send each channel's state at connect (the tap keeps it: Writer.share_state)
 
 
 @dataclass
@@ -95,18 +98,19 @@ async def measure(
             headers=headers,
             connect_rate=plan.connect_rate,
             deflate=system.deflate,
+            await_state=plan.peer_state and not system.dialect.startswith("gateway"),
         )
         started, connect_cpu = time.monotonic(), cpu_seconds(running.node_pids)
         await fleet.start()
         live = await fleet.wait_live(60 + plan.subscribers / 100)
-        # Connecting as the server pays for it (handshake, token, subscribe, snapshot) until the last is live.
+        # Connecting as the server pays for it (handshake, token, subscribe, snapshot or state) until the last is live.
         connect_s, connect_cpu = time.monotonic() - started, cpu_seconds(running.node_pids) - connect_cpu
         progress(f"{system.name}: {live['live']}/{plan.subscribers} live in {connect_s:.1f} s")
         await asyncio.sleep(1.0)  # joins are not acknowledged by the peers; let the connect burst settle
         if system.dialect.startswith("gateway"):
             await relay_caught_up(ctx.redis_url, started_at)
         rss_idle = rss_kb(running.node_pids)
-        connect_bytes = (await fleet.stats()).get("bytes", 0)  # handshakes and snapshots, as they came off the sockets
+        connect_bytes = (await fleet.stats()).get("bytes", 0)  # handshakes, snapshots and states, off the sockets
         await fleet.reset_stats()
         each_before = [cpu_seconds([pid]) for pid in running.server_pids]
         cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
@@ -134,7 +138,7 @@ async def measure(
             "rss_kb_per_conn": round((rss_idle - rss_before) / plan.subscribers, 2),
             "connect_s": round(connect_s, 2),  # until every subscriber was live (the connect rate paces it)
             "connect_cpu_ms_per_sub": round(connect_cpu * 1000 / plan.subscribers, 3),
-            # Bytes on the wire per subscriber: connecting (handshake, snapshot), then the measured phase.
+            # Bytes on the wire per subscriber: connecting (handshake, snapshot or state), then the measured phase.
             "connect_kb_per_sub": round(connect_bytes / 1024 / plan.subscribers, 2),
             "kb_per_sub": round(stats.get("bytes", 0) / 1024 / plan.subscribers, 2),
             "p50_ms": latency.get("p50"),

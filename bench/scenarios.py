@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from gateway.bus import history, keys
 
-from .load import World, Writer, build_world, database_state, team_counts, team_state
+from .load import World, Writer, build_world, database_state, mix_statuses, team_counts, team_state
 from .measure import Outcome, Plan, measure, settle
 from .report import markdown, ratios
 from .subscribers import Fleet
@@ -60,7 +60,9 @@ async def fanout(
     saturation: the same running system at twice, four times ... the commit rate, a few seconds a step,
     until it no longer keeps up. With `rounds`, every system's fixed rate is measured that many times,
     the systems taking turns, and the median round is reported (saturation runs in the last round).
-    `sizes`: the subscriber counts, FANOUT_SIZES by default (100 with `quick`)."""
+    `sizes`: the subscriber counts, FANOUT_SIZES by default (100 with `quick`). Every system sends each subscriber
+    the channel's state as it connects (the gateway its snapshot, a peer the state the tap keeps), so that what
+    connecting costs compares like with like, and every subscriber must end at the database's state."""
     sizes = sizes or ([100] if quick else list(FANOUT_SIZES))
     seconds = 2.0 if quick else 10.0
     frames_per_s = 2_000 if quick else 20_000
@@ -68,22 +70,24 @@ async def fanout(
     team = world.teams[0]
     trajectory = world.trajectories[team][0]
     channel = f"trajectory:{trajectory}"
+    await mix_statuses(pool, trajectory)  # its state about as many bytes for every system, the first too
     names = [n for n in ["gateway", COMPRESSED[0], *BASELINES, COMPRESSED[1], *PEER_NAMES] if not only or n in only]
     names += [n for n in WORKERS if n in only]  # only when named: a second gateway run, not a peer
     run = Run({"scenario": "fanout", "quick": quick, "channel": channel, "seconds": seconds, "runs": []})
     for size in sizes:
         rate = frames_per_s / size  # transactions a second, each a batch of 5 job changes: one frame per subscriber
-        plan = Plan(size, lambda i: [channel], lambda i: team)
+        plan = Plan(size, lambda i: [channel], lambda i: team, peer_state=True)
         systems: dict[str, dict[str, Any]] = {}
         measured: dict[str, list[Outcome]] = {}
         for turn, name in [(turn, name) for turn in range(rounds) for name in names]:
             writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
+            await writer.share_state([trajectory])  # what the peers send each subscriber as it connects
 
             async def workload(fleet: Fleet, writer: Writer = writer) -> None:
                 await writer.run(rate, seconds, [trajectory])  # noqa: B023  (called at once, inside the loop)
 
-            async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
-                return {channel: await database_state(pool, trajectory, None if gateway else writer.changed)}
+            async def expected(gateway: bool) -> dict[str, dict[int, tuple[int, str]]]:
+                return {channel: await database_state(pool, trajectory)}  # every system sent the state at connect
 
             async def saturate(
                 fleet: Fleet,
@@ -272,19 +276,22 @@ async def storm(
 
     Gateway subscribers come back with their cursors and get exactly what they missed (no resync while the
     history holds it); the node admits new connections at GATEWAY_ADMISSION_RATE (default 2,000 a second)
-    and tells the rest to come back after a jittered delay. Peers' clients just reconnect and join again.
+    and tells the rest to come back after a jittered delay. Peers' clients just reconnect and join again,
+    and get the channel's state again.
     """
     size = 200 if quick else 4_000
     world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=200)
     team = world.teams[0]
     trajectory = world.trajectories[team][0]
     channel = f"trajectory:{trajectory}"
+    await mix_statuses(pool, trajectory)  # its state about as many bytes for every system, the first too
     names = [n for n in ["gateway", *PEER_NAMES] if not only or n in only]
     run = Run({"scenario": "storm", "quick": quick, "channel": channel, "subscribers": size})
     systems: dict[str, dict[str, Any]] = {}
-    plan = Plan(size, lambda i: [channel], lambda i: team, connect_rate=1000.0)
+    plan = Plan(size, lambda i: [channel], lambda i: team, connect_rate=1000.0, peer_state=True)
     for name in names:
         writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
+        await writer.share_state([trajectory])  # what the peers send each subscriber as it connects, and reconnects
 
         async def workload(fleet: Fleet, writer: Writer = writer) -> dict[str, Any]:
             load = asyncio.create_task(writer.run(2, 60, [trajectory]))  # changes keep coming during the storm
@@ -302,8 +309,8 @@ async def storm(
                 "storm_connects": result.get("connects", 0),
             }
 
-        async def expected(gateway: bool, writer: Writer = writer) -> dict[str, dict[int, tuple[int, str]]]:
-            return {channel: await database_state(pool, trajectory, None if gateway else writer.changed)}
+        async def expected(gateway: bool) -> dict[str, dict[int, tuple[int, str]]]:
+            return {channel: await database_state(pool, trajectory)}  # every system sent the state at connect
 
         progress(f"storm C={size:,}: {name}")
         outcome = await measure(

@@ -5,11 +5,15 @@ A Redis ``Broadcast`` is connected in the lifespan; the websocket endpoint
 ``async with broadcast.subscribe("bench:" + channel)`` and forwards every event's
 message verbatim with ``send_text``, next to a receive loop that notices the
 disconnect -- the shape of broadcaster's own README example. Served by uvicorn.
+Once subscribed, a websocket first gets the channel's current state, where the
+tap keeps one (state.py): read and decoded once for every websocket that arrives
+before the channel's next message (the backend counts each channel's messages).
 
 broadcaster 0.3.1 (the latest release) does not work as shipped with redis-py 8,
 so two setup-path bugs are patched below; the per-message path (one Redis
 connection -> one asyncio.Queue per subscriber -> one task per websocket and
-channel -> send_text) is the library's own, untouched.
+channel -> send_text) is the library's own, the backend only counting each
+channel's messages as it hands them out.
 
 With BROADCAST_URL set to a postgres:// URL (the system "broadcaster-pg"), the
 same app runs on broadcaster's own Postgres backend instead: one asyncpg
@@ -31,18 +35,35 @@ import broadcaster
 from broadcaster._backends.postgres import PostgresBackend
 from broadcaster._backends.redis import RedisBackend
 from broadcaster._base import Subscriber
+from redis import asyncio as redis
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
+from state import States  # a sibling module: the peers run as scripts
 
 
 class FixedRedisBackend(RedisBackend):
+    def __init__(self, url: str, states: States[str]) -> None:
+        super().__init__(url)
+        self.states = states
+
     # 0.3.1 wakes its listener *before* SUBSCRIBE; redis-py 8's subscribe() yields
     # before recording the channel, so the listener sees no subscription, stops,
     # and sleeps until some *other* new channel is subscribed: messages are lost.
     async def subscribe(self, channel: str) -> None:
         await self._pubsub.subscribe(channel)
         self._ready.set()
+
+    # Not fixes: each channel's messages counted as they are handed out, for the states
+    # read; a channel no longer subscribed is no longer counted.
+    async def next_published(self) -> broadcaster.Event:
+        event = await super().next_published()
+        self.states.saw(event.channel)
+        return event
+
+    async def unsubscribe(self, channel: str) -> None:
+        self.states.forget(channel)
+        await super().unsubscribe(channel)
 
 
 class FixedPostgresBackend(PostgresBackend):
@@ -85,17 +106,25 @@ class Broadcast(broadcaster.Broadcast):
 
 def build_app(url: str) -> Starlette:
     # Same as Broadcast(url) (which picks the backend by the URL's scheme), with the fixed backends.
+    # On PostgreSQL (fed by NOTIFY, not the tap) there is no kept state to send.
     postgres = url.startswith(("postgres://", "postgresql://"))
-    broadcast = Broadcast(backend=FixedPostgresBackend(url) if postgres else FixedRedisBackend(url))
+    client = None if postgres else redis.from_url(url)
+    states = None if client is None else States(client, bytes.decode)
+    broadcast = Broadcast(backend=FixedPostgresBackend(url) if states is None else FixedRedisBackend(url, states))
 
     @asynccontextmanager
     async def lifespan(app):
         await broadcast.connect()
         yield
         await broadcast.disconnect()
+        if client is not None:
+            await client.aclose()
 
     async def forward(websocket: WebSocket, channel: str):
         async with broadcast.subscribe(channel="bench:" + channel) as subscriber:
+            state = None if states is None else await states.read("bench:" + channel)
+            if state is not None:
+                await websocket.send_text(state)
             async for event in subscriber:
                 await websocket.send_text(event.message)
 

@@ -1,9 +1,11 @@
 """Self-check for the peer servers: each one must fan the Redis tap out correctly.
 
-For every peer: start it on a free port, connect 3 websocket subscribers with that
-peer's client protocol to ``team:<random>``, PUBLISH one message for an unrelated
+For every peer: start it on a free port, keep a state for ``team:<random>`` as the
+tap does (SET under the tap channel's name), connect 3 websocket subscribers with
+that peer's client protocol to that channel, PUBLISH one message for an unrelated
 channel (must not arrive) and then 5 tap messages of 2 changes each, assert every
-subscriber got all 10 changes, SIGTERM the server and assert it exited cleanly.
+subscriber got the state first and then all 10 changes, SIGTERM the server and
+assert it exited cleanly.
 
     .venv/bin/python -m bench.peers.check [--redis URL] [name ...]
 """
@@ -78,6 +80,9 @@ class RawClient:
     async def changes(self):
         async for frame in self.ws:
             msg = json.loads(frame)
+            if msg.get("state"):
+                yield msg
+                continue
             for change in msg["changes"]:
                 yield dict(change, channel=msg["channel"])
 
@@ -104,7 +109,7 @@ class SocketIOClient:
                 await self.ws.send("3")
             elif packet.startswith("42"):
                 event, change = json.loads(packet[2:])
-                assert event == "job", packet
+                assert event in ("job", "state"), packet
                 yield change
 
 
@@ -135,12 +140,14 @@ async def check(name: str, redis_url: str) -> str:
         clients = []
         try:
             await wait_for_port(port, proc)
+            pub = redis.from_url(redis_url)
+            state = {"channel": channel, "changes": [{"id": 99, "version": 1, "status": "queued"}], "state": True}
+            await pub.set("bench:" + channel, json.dumps(state))
             clients = [client_cls(port, channel) for _ in range(SUBSCRIBERS)]
             await asyncio.gather(*(c.connect() for c in clients))  # concurrently, as a crowd would
             await asyncio.sleep(SETTLE)
-            want = MESSAGES * CHANGES_PER_MESSAGE
+            want = 1 + MESSAGES * CHANGES_PER_MESSAGE  # the state, then every change
             receivers = [asyncio.create_task(collect(c, want, timeout=10)) for c in clients]
-            pub = redis.from_url(redis_url)
             try:
                 noise = {"channel": other, "changes": [{"id": 0, "version": 0, "status": "x"}]}
                 await pub.publish("bench:" + other, json.dumps(noise))
@@ -151,9 +158,12 @@ async def check(name: str, redis_url: str) -> str:
                     ]
                     await pub.publish("bench:" + channel, json.dumps({"channel": channel, "changes": changes}))
             finally:
+                await pub.delete("bench:" + channel)
                 await pub.aclose()
             expected = {(job, v) for v in range(1, MESSAGES + 1) for job in range(1, CHANGES_PER_MESSAGE + 1)}
             for i, got in enumerate(await asyncio.gather(*receivers)):
+                assert got and got[0] == state, f"subscriber {i} did not get the state first: {got[:1]}"
+                got = got[1:]
                 pairs = [(c["id"], c["version"]) for c in got]
                 assert all(c["channel"] == channel for c in got), f"subscriber {i} got a foreign channel: {got}"
                 assert sorted(pairs) == sorted(expected), f"subscriber {i} got {sorted(pairs)}"

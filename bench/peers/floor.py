@@ -7,7 +7,9 @@ No per-connection coroutine, no framework, no per-subscriber re-encoding: what
 any real server costs above this is the price of its abstractions.
 
 Clients: ``GET /ws?channels=team:3,trajectory:17``; each received text frame is
-one Redis payload, verbatim.
+one Redis payload, verbatim. First, per channel, the channel's current state
+where the tap keeps one (state.py): read and framed once for every subscriber
+who arrives before the channel's next message.
 
     python bench/peers/floor.py --port 8101 --redis redis://127.0.0.1:6379
 """
@@ -23,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import redis.asyncio as redis
 import uvloop
+from state import States  # a sibling module: the peers run as scripts
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_FRAME = 1 << 20  # clients only send control frames; refuse to buffer floods
@@ -30,6 +33,7 @@ BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: clo
 
 # Keyed by the full Redis channel (bytes) so the hot path never decodes anything.
 subscribers: dict[bytes, set[asyncio.Transport]] = {}
+states: States[bytes]  # each channel's state, framed (set in main)
 
 
 def frame(opcode: int, payload: bytes) -> bytes:
@@ -96,7 +100,13 @@ class WebSocket(asyncio.Protocol):
         self.channels = [b"bench:" + n.encode() for n in dict.fromkeys(names) if n]
         for ch in self.channels:
             subscribers.setdefault(ch, set()).add(self.transport)
+            states.read(ch).add_done_callback(self.send_state)
         return True
+
+    def send_state(self, state: asyncio.Future) -> None:
+        data = state.result()
+        if data is not None and not self.transport.is_closing():
+            self.transport.write(data)
 
     def read_frames(self):
         buf = self.buf
@@ -134,6 +144,7 @@ class WebSocket(asyncio.Protocol):
 
 async def fan_out(pubsub):
     async for msg in pubsub.listen():
+        states.saw(msg["channel"])
         targets = subscribers.get(msg["channel"])
         if targets:
             data = frame(0x1, msg["data"])
@@ -147,7 +158,9 @@ async def main(port: int, redis_url: str):
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server = await loop.create_server(WebSocket, "127.0.0.1", port, backlog=4096, start_serving=False)
+    global states
     client = redis.from_url(redis_url)
+    states = States(client, lambda state: frame(0x1, state))
     pubsub = client.pubsub(ignore_subscribe_messages=True)
     # Subscribe before accepting anyone: once the port is open, nothing published is missed.
     # (It also keeps cancellation away from psubscribe, which redis-py 8.1 can swallow.)

@@ -7,7 +7,10 @@ enter that room. A background task does ``PSUBSCRIBE bench:*`` and re-emits each
 transaction as ONE ``sio.emit("job", change, room=channel)`` PER CHANGE (each a
 job's whole state), then, in a team room, one ``emit("counts", ...)`` with the
 team's counts; every emit goes through the Redis manager (delivered locally and
-published for the other nodes) exactly as in a multi-node deployment.
+published for the other nodes) exactly as in a multi-node deployment. A client
+joining a room first gets ``sio.emit("state", ..., to=sid)`` with the channel's
+current state, where the tap keeps one (state.py): read and parsed once for every
+client who joins before the channel's next message, encoded for each.
 
     python bench/peers/socketio_py.py --port 8104 --redis redis://127.0.0.1:6379
 """
@@ -17,6 +20,7 @@ import json
 
 import redis.asyncio as redis
 import socketio
+from state import States  # a sibling module: the peers run as scripts
 
 PREFIX = "bench:"
 
@@ -27,16 +31,22 @@ def build_app(redis_url: str) -> socketio.ASGIApp:
     sio = socketio.AsyncServer(async_mode="asgi", client_manager=manager)
     client = redis.from_url(redis_url)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
+    states = States(client, json.loads)
     tasks = []
 
     @sio.on("join")
     async def join(sid, channel):
         if isinstance(channel, str):
             await sio.enter_room(sid, channel)
+            state = await states.read(PREFIX + channel)
+            if state is not None:
+                await sio.emit("state", state, to=sid)
 
     async def tap():
         async for msg in pubsub.listen():
-            channel = msg["channel"].decode()[len(PREFIX) :]
+            tap_channel = msg["channel"].decode()
+            states.saw(tap_channel)
+            channel = tap_channel[len(PREFIX) :]
             message = json.loads(msg["data"])
             for change in message["changes"]:
                 change["channel"] = channel

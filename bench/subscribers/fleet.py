@@ -90,6 +90,8 @@ class Fleet:
     connect_rate: new connections a second over the whole fleet at start (None: all at once);
               reconnects are paced by backoff and by the delays the server asks for (503).
     deflate:  offer permessage-deflate, as browsers do (see the module's docstring).
+    await_state: the peers' dialects are live once each channel's state has arrived (the peers send it at
+              connect where the tap keeps it), not as soon as the handshake or the joins are done.
 
     Callables run in the parent only. Every method is a coroutine; one runs at a time.
     """
@@ -106,6 +108,7 @@ class Fleet:
         handshake_timeout: float = 10.0,
         max_backoff: float = 5.0,
         deflate: bool = False,
+        await_state: bool = False,
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
@@ -120,7 +123,7 @@ class Fleet:
             lines = _header_lines(_per(headers, i)) + ([DEFLATE_OFFER] if deflate else [])
             shares[i % self.processes].append((i, address, list(_per(channels, i)), lines))
         rate = connect_rate / self.processes if connect_rate else None
-        self._specs = [Spec(dialect, share, rate, handshake_timeout, max_backoff) for share in shares]
+        self._specs = [Spec(dialect, share, rate, handshake_timeout, max_backoff, await_state) for share in shares]
         self._procs: list[Any] = []
         self._pipes: list[Any] = []
         self._lock: asyncio.Lock | None = None

@@ -2,7 +2,8 @@
 ``/socket.io/?EIO=4&transport=websocket``; ``0{..}`` -> ``40``; ``40{..}`` -> ``42["join",ch]`` per channel;
 ``2`` -> ``3``; ``42["job", change-with-channel]`` (a job's whole state, as the plain peers' changes) and, in a
 team room, ``42["counts", {"channel", "seq", "counts"}]`` after a transaction's changes. Live once the joins are
-sent (the servers acknowledge nothing)."""
+sent (the servers acknowledge nothing); with ``await_state``, once every channel's ``42["state", {"channel",
+"changes", ...}]`` has arrived too (the channel's current state, sent to a socket as it joins; fanout and storm)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import msgspec
 
 from .counters import Stats
 from .jobstate import unpack_jobs
-from .plain import Change, apply_changes, apply_counts, noop, with_query
+from .plain import Change, PlainMessage, apply_changes, apply_counts, apply_state, noop, with_query
 
 _json_encode = msgspec.json.encode
 
@@ -27,20 +28,23 @@ class _Counts(msgspec.Struct):
 _sio_event = msgspec.json.Decoder(tuple[str, msgspec.Raw]).decode
 _sio_job = msgspec.json.Decoder(Change | list[Change]).decode
 _sio_counts = msgspec.json.Decoder(_Counts).decode
+_sio_state = msgspec.json.Decoder(PlainMessage).decode
 
 
 class SocketIODialect:
     """Socket.IO 4 over a websocket (Engine.IO 4): join a room per channel, receive ``job`` and ``counts`` events."""
 
-    __slots__ = ("stats", "chans", "counts_seq", "notify", "send", "_joined")
+    __slots__ = ("stats", "chans", "counts_seq", "notify", "send", "await_state", "awaiting", "_joined")
     headers: list[str] = []
 
-    def __init__(self, channels: Sequence[str], stats: Stats) -> None:
+    def __init__(self, channels: Sequence[str], stats: Stats, await_state: bool = False) -> None:
         self.stats = stats
         self.chans: dict[str, dict[int, int]] = {name: {} for name in dict.fromkeys(channels)}
         self.counts_seq: dict[str, int] = {}  # a team room's seq of the counts held
         self.notify: Callable[[], None] = noop
         self.send: Callable[[bytes, bool], None] | None = None
+        self.await_state = await_state
+        self.awaiting: set[str] = set()  # channels whose state has not arrived on this connection yet
         self._joined = False
 
     @staticmethod
@@ -58,7 +62,7 @@ class SocketIODialect:
         self._joined = False
 
     def ready(self) -> bool:
-        return self._joined
+        return self._joined and not self.awaiting
 
     def raw_states(self) -> dict[str, Any]:
         return dict(self.chans)
@@ -78,6 +82,7 @@ class SocketIODialect:
                 for name in self.chans:
                     self.send(b'42["join",' + _json_encode(name) + b"]", False)
                 self._joined = True
+                self.awaiting = set(self.chans) if self.await_state else set()
                 self.notify()
             elif sub == 0x34:  # "4": connect error
                 self.stats.count(self.stats.errors, "connect_error")
@@ -113,6 +118,8 @@ class SocketIODialect:
                 self._jobs(_sio_job(data), now)
             elif name == "counts":
                 self._counts(_sio_counts(data))
+            elif name == "state":
+                self._state(_sio_state(data))
             else:
                 self.stats.unknown += 1
         except msgspec.ValidationError:
@@ -132,6 +139,17 @@ class SocketIODialect:
                 self.stats.foreign += 1
                 continue
             apply_changes(jobs, (c,), now, self.stats)
+
+    def _state(self, m: PlainMessage) -> None:
+        jobs = self.chans.get(m.channel)
+        if jobs is None:
+            self.stats.foreign += 1
+            return
+        apply_state(jobs, m.changes, self.stats)
+        if m.channel in self.awaiting:
+            self.awaiting.discard(m.channel)
+            if not self.awaiting:
+                self.notify()
 
     def _counts(self, c: _Counts) -> None:
         jobs = self.chans.get(c.channel)

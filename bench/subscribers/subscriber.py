@@ -69,10 +69,11 @@ class Subscriber:
         headers: Sequence[str],
         dialect: str,
         stats: Stats,
+        await_state: bool = False,
     ) -> None:
         self.idx = idx
         self.stats = stats
-        self.dialect = make_dialect(dialect, channels, stats)
+        self.dialect = make_dialect(dialect, channels, stats, await_state)
         self.addresses: list[tuple[str, int, bytes]] = []
         for address in [url] if isinstance(url, str) else url:
             parts = urlsplit(address)

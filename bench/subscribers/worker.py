@@ -23,6 +23,7 @@ class Spec:
     connect_rate: float | None  # connections a second for this worker; None: all at once
     handshake_timeout: float
     max_backoff: float
+    await_state: bool = False  # a peer's subscriber is live once each channel's state has arrived
 
 
 def raise_nofile() -> int:
@@ -48,7 +49,7 @@ class Worker:
         self.max_backoff = spec.max_backoff
         self.connect_rate = spec.connect_rate
         self.subs = [
-            Subscriber(self, idx, url, channels, headers, spec.dialect, self.stats)
+            Subscriber(self, idx, url, channels, headers, spec.dialect, self.stats, spec.await_state)
             for idx, url, channels, headers in spec.subscribers
         ]
         self.n = len(self.subs)

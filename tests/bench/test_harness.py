@@ -64,10 +64,16 @@ def test_fanout_quick_measures_every_system_and_the_gateway_ends_at_the_database
     for name, figures in systems.items():
         assert all(key in figures for key in FIGURES), name
         assert figures["deltas"] > 0, f"{name} delivered nothing"
-    for name in ("gateway", "gateway-deflate"):  # compressing subscribers end at the database's state too
-        gateway = systems[name]
-        assert gateway["correct"] and gateway["lost"] == 0 and gateway["stale"] == 0, name
-        assert gateway["checked"] == gateway["subscribers"], name
+    for name, figures in systems.items():  # compressing subscribers end at the database's state too
+        assert figures["correct"] and figures["lost"] == 0 and figures["stale"] == 0, name
+        assert figures["checked"] == figures["subscribers"], name
+    # Every system sends each new subscriber the channel's state, the peers as many bytes as the gateway's snapshot.
+    snapshot = systems["gateway"]["connect_kb_per_sub"]
+    for name in ("floor", "node-ws", "socket.io", "python-socketio", "broadcaster"):
+        assert abs(systems[name]["connect_kb_per_sub"] / snapshot - 1) < 0.05, (
+            name,
+            systems[name]["connect_kb_per_sub"],
+        )
     assert (tmp_path / "fanout.png").stat().st_size > 10_000
     table = (tmp_path / "fanout.md").read_text()
     assert "| gateway |" in table and "×" in table  # every figure as a ratio to the best peer

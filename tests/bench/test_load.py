@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from bench.load import TapMessage, World, Writer, build_world, team_counts
+from bench.load import TapMessage, World, Writer, build_world, mix_statuses, team_counts
 from gateway.core.grouping import Group, job_group
 from gateway.core.model import Job
 from gateway.store.queries import trajectory_groups
@@ -108,6 +108,59 @@ async def test_an_upload_counts_its_new_jobs_and_each_stage(pool: asyncpg.Pool, 
     assert rooms[-1].counts == await team_counts(pool, team)
     assert rooms[-1].counts is not None and rooms[-1].counts["completed"] == 10
     assert rooms[-1].counts["queued"] == 3  # the team's jobs from before the upload are counted too
+
+
+async def test_the_tap_keeps_each_shared_trajectorys_state_and_sets_it_before_its_changes(
+    pool: asyncpg.Pool, redis_url: str
+) -> None:
+    """What a peer sends a new subscriber: the trajectory's listed jobs and groups, as the gateway's snapshot
+    reads them, under the tap channel's name; read after any message, it holds that message's changes."""
+    world, _, trajectory = await one_trajectory(pool, 20)
+    await mix_statuses(pool, trajectory)  # as fanout and storm start: a third each
+    statuses = await pool.fetch("select status, count(*) from jobs where trajectory_id = $1 group by 1", trajectory)
+    assert {r["status"] for r in statuses} == {"queued", "running", "completed"}
+    assert all(r["count"] in (6, 7) for r in statuses)
+    channel = f"bench:trajectory:{trajectory}"
+    decode = msgspec.json.Decoder(TapMessage).decode
+
+    async def state() -> TapMessage:
+        data = await tap.redis.get(channel)
+        assert data is not None
+        message = decode(data)
+        assert message.state and message.channel == f"trajectory:{trajectory}"
+        return message
+
+    async def snapshot() -> tuple[dict[int, Job], list[Group]]:
+        return await jobs_now(pool, trajectory), await trajectory_groups(pool, trajectory)
+
+    async with Tap(redis_url) as tap:
+        writer = Writer(pool, tap.redis, world, per_tx=5, concurrency=4)
+        await writer.share_state([trajectory])
+        first = await state()
+        assert ({j.id: j for j in first.changes}, first.groups) == await snapshot() and first.seq is None
+
+        behind: list[tuple[int, int | None]] = []  # a message whose changes the state read after it lacks
+
+        async def follow() -> None:
+            while True:
+                message = await tap.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is None:
+                    continue
+                changes = decode(message["data"])
+                held = {j.id: j.version for j in (await state()).changes}
+                if any(held[j.id] < j.version for j in changes.changes):
+                    behind.append((changes.seq or 0, (await state()).seq))
+
+        following = asyncio.create_task(follow())
+        try:
+            await writer.run(500, 1.0, [trajectory])
+            await asyncio.sleep(0.5)
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        kept = await state()
+    assert behind == [] and kept.seq == writer.committed
+    assert ({j.id: j for j in kept.changes}, kept.groups) == await snapshot()
 
 
 async def test_concurrent_writers_on_the_same_jobs_never_deadlock(pool: asyncpg.Pool) -> None:

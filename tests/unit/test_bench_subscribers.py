@@ -713,6 +713,44 @@ def test_plain_team_room_keeps_the_counts_of_its_latest_message() -> None:
     assert d.states()["team:3"] == {7: (2, "running")} | counts_state({**counts, "failed": 1})
 
 
+def test_plain_state_at_connect_is_a_snapshot_and_with_await_state_makes_the_subscriber_live() -> None:
+    stats = Stats()
+    notified: list[bool] = []
+    d = PlainDialect(["team:3", "trajectory:17"], stats, await_state=True)
+    d.notify = lambda: notified.append(d.ready())
+    d.opened(Sent())
+    assert not d.ready()  # open, but no state yet
+    now = time.time() * 1000
+    change = {"id": 1, "version": 3, "status": "running", "updated_at": stamp(now - 5)}
+    d.message(OP_TEXT, json.dumps({"channel": "trajectory:17", "changes": [change]}).encode(), now)
+    old = {"updated_at": stamp(now - 60_000)}  # a state's jobs changed long ago: no latency from them
+    state = {
+        "channel": "trajectory:17",
+        "changes": [
+            {**old, "id": 1, "version": 2, "status": "queued"},
+            {**old, "id": 2, "version": 1, "status": "queued"},
+        ],
+        "groups": [{"key": "frame:0", "label": "Frame 0", "total": 2}],
+        "seq": 4,
+        "state": True,
+    }
+    d.message(OP_TEXT, json.dumps(state).encode(), now)
+    assert not d.ready()  # team:3's state has not come yet
+    d.message(OP_TEXT, json.dumps({"channel": "team:3", "changes": [], "state": True}).encode(), now)
+    assert d.ready() and notified[-1]
+    # The change that came before the state is kept: its version is newer.
+    assert d.states() == {"team:3": {}, "trajectory:17": {1: (3, "running"), 2: (1, "queued")}}
+    assert stats.deltas == 1 and stats.latency.count == 1 and stats.stale == 0
+    assert stats.snapshot_pages == 2 and stats.snapshot_jobs == 1
+    d.closed()
+    d.opened(Sent())  # a new connection awaits its own states
+    assert not d.ready()
+    # Without await_state (steady and burst, where no state is kept), live at the handshake.
+    d = PlainDialect(["team:3"], Stats())
+    d.opened(Sent())
+    assert d.ready()
+
+
 # -- socketio
 
 
@@ -749,6 +787,22 @@ def test_socketio_handshake_joins_pings_and_events() -> None:
     assert stats.latency.count == 2 and abs(stats.latency.max - 12) < 0.5
     d.closed()
     assert not d.ready()
+
+
+def test_socketio_state_event_is_applied_and_with_await_state_makes_the_subscriber_live() -> None:
+    stats = Stats()
+    d = SocketIODialect(["trajectory:17"], stats, await_state=True)
+    sent: list[bytes] = []
+    d.opened(lambda data, binary: sent.append(data))
+    d.message(OP_TEXT, b'0{"sid":"abc","upgrades":[],"pingInterval":25000,"pingTimeout":20000}', 0)
+    d.message(OP_TEXT, b'40{"sid":"def"}', 0)
+    assert sent[-1] == b'42["join","trajectory:17"]' and not d.ready()
+    state = {"channel": "trajectory:17", "changes": [{"id": 5, "version": 2, "status": "completed"}], "state": True}
+    d.message(OP_TEXT, b"42" + json.dumps(["state", state]).encode(), 0)
+    assert d.ready() and d.states() == {"trajectory:17": {5: (2, "completed")}}
+    assert stats.deltas == 0 and stats.snapshot_pages == 1 and stats.unknown == 0
+    d.message(OP_TEXT, b"42" + json.dumps(["state", {**state, "channel": "trajectory:99"}]).encode(), 0)
+    assert stats.foreign == 1
 
 
 # -- latency histogram, merging, state comparison

@@ -4,7 +4,9 @@
  * One WebSocketServer on /ws?channels=team:3,trajectory:17, one node-redis connection
  * doing PSUBSCRIBE bench:*, and for each Redis message a loop over that channel's
  * clients calling client.send(payload): the payload is forwarded verbatim as one text
- * frame.
+ * frame. A new client first gets each channel's current state, where the tap keeps one
+ * (state.js): read and turned into a Buffer once for every client who arrives before the
+ * channel's next message.
  *
  * No compression by default. With `--deflate 1`, permessage-deflate as ws ships it
  * (`perMessageDeflate: true`: a compression context kept per connection, each message
@@ -17,9 +19,13 @@ const http = require("http");
 const { WebSocketServer, WebSocket } = require("ws");
 const { createClient } = require("redis");
 const { parseArgs } = require("./args");
+const { channelStates } = require("./state");
 
 const { port, redis: redisUrl, deflate } = parseArgs();
 const rooms = new Map(); // "bench:team:3" -> Set<WebSocket>
+const subscriber = createClient({ url: redisUrl });
+const reader = subscriber.duplicate(); // a subscribed connection reads nothing else
+const states = channelStates(reader, (state) => Buffer.from(state));
 
 const server = http.createServer((req, res) => res.writeHead(404).end());
 const perMessageDeflate = deflate === "1" ? { threshold: 256 } : false;
@@ -33,6 +39,12 @@ wss.on("connection", (ws, req) => {
   for (const ch of channels) {
     if (!rooms.has(ch)) rooms.set(ch, new Set());
     rooms.get(ch).add(ws);
+    states.read(ch).then(
+      (state) => {
+        if (state !== null && ws.readyState === WebSocket.OPEN) ws.send(state, { binary: false });
+      },
+      (err) => console.error("state:", err.message),
+    );
   }
   ws.on("close", () => {
     for (const ch of channels) {
@@ -44,12 +56,12 @@ wss.on("connection", (ws, req) => {
   ws.on("error", () => {}); // a client vanishing mid-write must not crash the process
 });
 
-const subscriber = createClient({ url: redisUrl });
-subscriber.on("error", (err) => console.error("redis:", err.message));
+for (const c of [subscriber, reader]) c.on("error", (err) => console.error("redis:", err.message));
 
 async function main() {
-  await subscriber.connect();
+  await Promise.all([subscriber.connect(), reader.connect()]);
   await subscriber.pSubscribe("bench:*", (message, channel) => {
+    states.saw(channel);
     const room = rooms.get(channel);
     if (!room) return;
     for (const client of room) {
@@ -64,7 +76,7 @@ function shutdown() {
   for (const client of wss.clients) client.terminate();
   wss.close();
   server.close();
-  subscriber.quit().finally(() => process.exit(0));
+  Promise.allSettled([subscriber.quit(), reader.quit()]).then(() => process.exit(0));
 }
 process.on("SIGTERM", shutdown);
 process.on("SIGINT", shutdown);

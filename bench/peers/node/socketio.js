@@ -8,6 +8,9 @@
  * emit per job update to a team room" -- then, in a team room, one emit("counts")
  * with the team's counts. The emit goes through the Redis adapter exactly as in a
  * multi-node deployment: delivered to local sockets and published for the other nodes.
+ * A socket joining a room first gets socket.emit("state", ...) with the channel's current
+ * state, where the tap keeps one (state.js): read and parsed once for every socket that
+ * joins before the channel's next message, encoded by Socket.IO for each socket.
  *
  *   node bench/peers/node/socketio.js --port 8103 --redis redis://127.0.0.1:6379
  */
@@ -16,6 +19,7 @@ const { Server } = require("socket.io");
 const { createAdapter } = require("@socket.io/redis-adapter");
 const { createClient } = require("redis");
 const { parseArgs } = require("./args");
+const { channelStates } = require("./state");
 
 const { port, redis: redisUrl } = parseArgs();
 const PREFIX = "bench:";
@@ -24,13 +28,21 @@ const pubClient = createClient({ url: redisUrl });
 const subClient = pubClient.duplicate();
 const tapClient = pubClient.duplicate(); // the adapter owns subClient's subscriptions
 for (const c of [pubClient, subClient, tapClient]) c.on("error", (err) => console.error("redis:", err.message));
+const states = channelStates(pubClient, JSON.parse);
 
 const httpServer = http.createServer();
 const io = new Server(httpServer, { perMessageDeflate: false, serveClient: false });
 
 io.on("connection", (socket) => {
   socket.on("join", (channel) => {
-    if (typeof channel === "string") socket.join(channel);
+    if (typeof channel !== "string") return;
+    socket.join(channel);
+    states.read(PREFIX + channel).then(
+      (state) => {
+        if (state !== null && socket.connected) socket.emit("state", state);
+      },
+      (err) => console.error("state:", err.message),
+    );
   });
 });
 
@@ -38,6 +50,7 @@ async function main() {
   await Promise.all([pubClient.connect(), subClient.connect(), tapClient.connect()]);
   io.adapter(createAdapter(pubClient, subClient));
   await tapClient.pSubscribe(PREFIX + "*", (message, redisChannel) => {
+    states.saw(redisChannel);
     const channel = redisChannel.slice(PREFIX.length);
     const { changes, counts, seq } = JSON.parse(message);
     for (const change of changes) {
