@@ -111,13 +111,19 @@ class Hub:
             return
         self._deliver(channel, env.seq, env.json, env.msgpack)
 
-    def check_position(self, channel: str, epoch: int, seq: int) -> None:
-        """The bus says the channel is at (epoch, seq): fill in anything this node has not delivered."""
+    def behind(self, channel: str, epoch: int, seq: int) -> bool:
+        """Whether the bus's position (epoch, seq) is past what this node delivered on the channel (and no repair
+        of it is under way)."""
         stream = self.streams.get(channel)
         if stream is None or channel in self.repairing or stream.seq < 0:
+            return False
+        return epoch >= stream.epoch and seq > stream.seq
+
+    def check_position(self, channel: str, epoch: int, seq: int) -> None:
+        """The bus says the channel is at (epoch, seq): fill in anything this node has not delivered."""
+        if not self.behind(channel, epoch, seq):
             return
-        if epoch < stream.epoch or seq <= stream.seq:
-            return
+        stream = self.streams[channel]
         self.gaps += 1
         log.info("%s is behind the bus (%d < %d), filling from history", channel, stream.seq, seq)
         if self.on_gap is None:
@@ -131,10 +137,16 @@ class Hub:
         waiting = self.repairing.pop(channel, None)
         if waiting is None or channel not in self.subscribers:
             return
+        stream = self.streams[channel]
         if found is None:
+            # The history could not say. What the bus delivered meanwhile may be the missing ones themselves (a
+            # slow link's messages were late, not lost): go on if they follow on; resync only if they do not.
+            if waiting and waiting[0].seq == stream.seq + 1 and waiting[0].epoch == stream.epoch:
+                for env in waiting:
+                    self._arrive(channel, env)
+                return
             self._resync(channel, "gap")
             return
-        stream = self.streams[channel]
         for epoch, seq, msgpack in found:
             if seq > stream.seq:
                 stream.epoch, stream.seq = max(epoch, stream.epoch), seq

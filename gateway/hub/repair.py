@@ -19,6 +19,7 @@ from .tasks import Tasks
 log = logging.getLogger(__name__)
 
 POSITION_CHECK_EVERY = 5.0  # the safety net for messages the bus dropped at the tail of a stream
+HISTORY_TRIES = (0.5, 1.0, 2.0)  # a history read that failed (a slow or stalled link) is tried again after these
 
 
 class Repairs:
@@ -28,6 +29,9 @@ class Repairs:
         self.teams = teams
         self.backlog = backlog
         self.tasks = tasks
+        # Channels the last periodic check found behind the bus, with the bus's seq then. A link that is slow,
+        # not lossy, delivers them before the next check: only a channel still short of that seq is repaired.
+        self.behind: dict[str, int] = {}
 
     def gap(self, channel: str, first: int, last: int) -> None:
         """The hub's `on_gap`: fetch first..last and hand them back (`Hub.repaired`)."""
@@ -35,12 +39,17 @@ class Repairs:
 
     async def _repair(self, channel: str, first: int, last: int) -> None:
         found: list[tuple[int, int, bytes]] | None = None
-        try:
-            entries = await self.reads.entries(self.teams.tag(channel), channel, first, last)
-            if contiguous(entries, first, last):
-                found = [(e.epoch, e.seq, e.msgpack) for e in entries]
-        except TRANSIENT as exc:
-            log.warning("history of %s unavailable: %s", channel, type(exc).__name__)
+        for retry_after in (*HISTORY_TRIES, None):
+            try:
+                entries = await self.reads.entries(self.teams.tag(channel), channel, first, last)
+                if contiguous(entries, first, last):
+                    found = [(e.epoch, e.seq, e.msgpack) for e in entries]
+                break  # read: what it holds is the answer
+            except TRANSIENT as exc:
+                log.warning("history of %s unavailable: %s", channel, type(exc).__name__)
+            if retry_after is None or channel not in self.hub.repairing:
+                break
+            await asyncio.sleep(retry_after)
         self.hub.repaired(channel, found)
 
     def bus_lost(self) -> None:
@@ -56,7 +65,7 @@ class Repairs:
         for delay in (0.0, 0.2, 1.0):
             await asyncio.sleep(delay)
             try:
-                await self.check_once()
+                await self.check_once(at_once=True)  # the link was down: what was published meanwhile is lost
                 return
             except TRANSIENT:
                 continue  # the next periodic check tries again
@@ -69,9 +78,12 @@ class Repairs:
             except TRANSIENT:
                 pass
 
-    async def check_once(self) -> None:
-        hub = self.hub
+    async def check_once(self, at_once: bool = False) -> None:
+        """Compare each channel with the bus's position. A channel behind it is repaired from the history if it
+        still is at the next check (`at_once`: now, after a reconnect)."""
+        hub, behind = self.hub, self.behind
         channels = {c: self.teams.tag(c) for c in hub.subscribers if self.teams.known(c)}
+        seen: dict[str, int] = {}
         for channel, at in (await self.reads.positions(channels)).items():
             if channel not in hub.streams:
                 continue
@@ -80,4 +92,11 @@ class Repairs:
                     self.backlog.forget()
                     hub.resync_channel(channel, "bus_reset")
                 continue
-            hub.check_position(channel, *at)
+            if not hub.behind(channel, *at):
+                continue
+            before = behind.get(channel)
+            if at_once or (before is not None and hub.delivered_seq(channel) < before):
+                hub.check_position(channel, *at)
+            else:
+                seen[channel] = at[1]  # in flight, perhaps: look again next time
+        self.behind = seen

@@ -158,6 +158,21 @@ def test_a_gap_history_cannot_fill_resyncs_the_subscribers() -> None:
     assert CHANNEL not in c.channels and CHANNEL not in hub.subscribers
 
 
+def test_a_gap_the_history_could_not_answer_for_goes_on_when_the_late_messages_follow_on() -> None:
+    """A slow link: the position check saw the bus ahead and asked the history, which timed out; meanwhile the
+    link delivered the messages themselves. They follow on from what was delivered: no resync."""
+    hub = Hub(on_gap=lambda *_: None)
+    c = conn()
+    hub.add(c, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    hub.check_position(CHANNEL, 1, 3)  # the bus is at 3: 2..3 asked of the history
+    hub.on_message(CHANNEL, packed(2))  # ...and arrive late, while the read is under way
+    hub.on_message(CHANNEL, packed(3))
+    hub.repaired(CHANNEL, None)  # the history read failed
+    hub.on_message(CHANNEL, packed(4))
+    assert seqs(c) == [1, 2, 3, 4] and hub.resyncs == 0
+
+
 def test_a_node_behind_the_bus_position_fetches_the_rest() -> None:
     asked: list[tuple[str, int, int]] = []
     hub = Hub(on_gap=lambda ch, first, last: asked.append((ch, first, last)))

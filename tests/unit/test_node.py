@@ -174,6 +174,26 @@ async def test_a_gap_on_the_bus_is_filled_from_the_history(world) -> None:
     assert received(conn) == [("snapshot", 0)] + [("batch", seq) for seq in range(1, 5)]
 
 
+async def test_a_channel_behind_the_bus_is_repaired_only_if_still_behind_at_the_next_check(world) -> None:
+    """A slow link delivers late, not never: the periodic check reads the history only for a channel that has
+    not reached, by the next check, the position the bus had at the last one."""
+    node, broker, publisher, _ = world
+    conn = attached(node)
+    await node.subscribe(conn, CHANNEL)
+    await publish(broker, publisher, range(1, 2))
+    broker.drop_subscriptions()
+    await publish(broker, publisher, range(2, 4))  # not heard (yet): the bus is at 3, the node at 1
+    await node.repairs.check_once()
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert received(conn) == [("snapshot", 0), ("batch", 1)]  # perhaps in flight: not yet
+    await node.repairs.check_once()  # still short of 3: lost, filled from the history
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert received(conn) == [("batch", 2), ("batch", 3)]
+    assert CHANNEL in conn.channels
+
+
 async def test_a_connect_storm_on_a_channel_with_nothing_published_reads_its_epoch_once(world) -> None:
     node, broker, _, _ = world
     real, calls = broker.channels.fence, 0
