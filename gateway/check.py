@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from . import exits
+from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, MIN_SECRET_LENGTH, Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -46,6 +47,12 @@ def _settings(settings: Settings, host: str, lb_idle_timeout: float | None, repo
             report.ok(f"{name} is set")
         else:
             report.problem(f"{name} is not set")
+    sentinels = redis_urls.parse(settings.redis_url) if settings.redis_url else None
+    if sentinels is not None:
+        report.ok(
+            f"REDIS_URL: the primary of {sentinels.service!r}, as {len(sentinels.hosts)} sentinel(s) name it"
+            + ("" if len(sentinels.hosts) > 1 else " (one sentinel: when it is down, no client finds the primary)")
+        )
     if not settings.secret:
         report.problem("GATEWAY_SECRET is not set: it signs every user token")
     elif len(settings.secret) < MIN_SECRET_LENGTH:
