@@ -170,9 +170,10 @@ class PublishCycle:
                 pass
 
     async def check_bus(self, now: float) -> None:
-        """Every BUS_CHECK_EVERY seconds, whether the bus still holds what this relay published. A publish finds
-        out by itself (BusBehind); this finds out for a partition with nothing to publish, whose teams' stored
-        state would otherwise stay what the bus kept until their next change."""
+        """At each turn of the relay's loop, at most every BUS_CHECK_EVERY seconds: whether the bus still holds
+        what this relay published. A publish finds out by itself (BusBehind); this finds out for a partition with
+        nothing to publish, whose teams' stored state would otherwise stay what the bus kept until their next
+        change."""
         if now - self._bus_checked_at < BUS_CHECK_EVERY:
             return
         self._bus_checked_at = now
