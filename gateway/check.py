@@ -102,6 +102,7 @@ async def _postgres(settings: Settings, report: Report) -> None:
 async def _redis(settings: Settings, report: Report) -> None:
     from redis.exceptions import RedisError, ResponseError
 
+    from .bus.clients import unreachable
     from .bus.connection import Bus
 
     bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
@@ -109,7 +110,7 @@ async def _redis(settings: Settings, report: Report) -> None:
         try:
             await asyncio.wait_for(bus.redis.ping(), 10)
         except (OSError, TimeoutError, RedisError) as exc:
-            report.problem(f"Redis: cannot reach it: {type(exc).__name__}: {exc}", exits.UNREACHABLE)
+            report.problem(f"Redis: cannot reach it: {unreachable(exc)}", exits.UNREACHABLE)
             return
         report.ok("Redis answers")
         try:

@@ -44,6 +44,7 @@ def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) ->
     import asyncpg
     from redis.exceptions import RedisError
 
+    from .bus.clients import unreachable
     from .bus.connection import Bus
 
     async def probe() -> None:
@@ -60,7 +61,7 @@ def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) ->
             try:
                 await asyncio.wait_for(bus.redis.ping(), 10)
             except (OSError, TimeoutError, RedisError) as exc:
-                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {type(exc).__name__}: {exc}") from None
+                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {unreachable(exc)}") from None
             finally:
                 await bus.aclose()
 

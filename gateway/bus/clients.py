@@ -8,6 +8,7 @@ since fails (READONLY, or the server closes it) and the next connection asks aga
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, cast, overload
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis, RedisCluster
@@ -25,6 +26,8 @@ POOL_CONNECTIONS = 100
 POOL_WAIT = 5.0
 # A sentinel that does not answer within this long is passed over for the next (its answers are small and quick).
 SENTINEL_TIMEOUT = 2.0
+# How redis-py names a sentinel it asked in vain (its client's repr, a few hundred characters): host:port will do.
+_SENTINEL_REPR = re.compile(r"<redis\.asyncio\.client\.Redis\(<.*?\bhost=([^,]+),port=(\d+),.*?\)>\)>\)>")
 
 
 @overload
@@ -84,6 +87,13 @@ def _pool(cls: type[ConnectionPool], pooled: bool, kwargs: dict[str, Any]) -> Co
     if pooled:
         pool.connection_class = one_join(pool.connection_class)
     return pool
+
+
+def unreachable(exc: BaseException) -> str:
+    """One line saying why Redis could not be reached, for the CLI: redis-py's own words, each sentinel asked in
+    vain named by its address rather than its client's repr."""
+    text = _SENTINEL_REPR.sub(r"sentinel \1:\2", str(exc))
+    return f"{type(exc).__name__}: {text}"
 
 
 class _BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):

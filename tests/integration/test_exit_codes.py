@@ -97,6 +97,14 @@ def test_a_server_that_does_not_answer_is_5_in_one_line(
     assert "cannot" in one_line(done).lower() or "connect" in done.stderr.lower()
 
 
+def test_sentinels_that_do_not_answer_are_5_in_one_line_naming_each(env: dict[str, str]) -> None:
+    done = gateway(["relay"], {**env, "REDIS_URL": "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster"})
+    assert done.returncode == 5, (done.returncode, done.stderr)
+    line = one_line(done)
+    assert line.startswith("gateway: cannot reach Redis: MasterNotFoundError: No master found for 'mymaster'"), line
+    assert "sentinel 127.0.0.1:1 - " in line and "sentinel 127.0.0.1:2 - " in line and "<redis" not in line, line
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [
