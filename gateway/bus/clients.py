@@ -13,7 +13,9 @@ from typing import Any, Literal, cast, overload
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis, RedisCluster
 from redis.asyncio.connection import parse_url
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
+from redis.backoff import NoBackoff
 
 from ..config import ConfigError
 from .packing import one_join
@@ -110,8 +112,13 @@ class _Primary(Redis):
 
 def _primary(sentinels: Sentinels, pooled: bool, options: dict[str, Any]) -> Redis:
     # The sentinels get the connections' socket options (keepalive), a short timeout, and credentials of their own.
+    # Each is asked once (as redis-py 8.2 does by default, not 8.1): a sentinel that fails, the next one is asked.
     to_sentinels = {k: v for k, v in options.items() if k.startswith("socket_")}
-    to_sentinels |= {"socket_connect_timeout": SENTINEL_TIMEOUT, "socket_timeout": SENTINEL_TIMEOUT}
+    to_sentinels |= {
+        "socket_connect_timeout": SENTINEL_TIMEOUT,
+        "socket_timeout": SENTINEL_TIMEOUT,
+        "retry": Retry(NoBackoff(), 0),
+    }
     if sentinels.sentinel_password is not None:
         to_sentinels |= {"username": sentinels.sentinel_username, "password": sentinels.sentinel_password}
     manager = Sentinel(list(sentinels.hosts), sentinel_kwargs=to_sentinels)
