@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from . import exits
+from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, MIN_SECRET_LENGTH, Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -46,6 +47,12 @@ def _settings(settings: Settings, host: str, lb_idle_timeout: float | None, repo
             report.ok(f"{name} is set")
         else:
             report.problem(f"{name} is not set")
+    sentinels = redis_urls.parse(settings.redis_url) if settings.redis_url else None
+    if sentinels is not None:
+        report.ok(
+            f"REDIS_URL: the primary of {sentinels.service!r}, as {len(sentinels.hosts)} sentinel(s) name it"
+            + ("" if len(sentinels.hosts) > 1 else " (one sentinel: when it is down, no client finds the primary)")
+        )
     if not settings.secret:
         report.problem("GATEWAY_SECRET is not set: it signs every user token")
     elif len(settings.secret) < MIN_SECRET_LENGTH:
@@ -95,6 +102,7 @@ async def _postgres(settings: Settings, report: Report) -> None:
 async def _redis(settings: Settings, report: Report) -> None:
     from redis.exceptions import RedisError, ResponseError
 
+    from .bus.clients import unreachable
     from .bus.connection import Bus
 
     bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
@@ -102,7 +110,7 @@ async def _redis(settings: Settings, report: Report) -> None:
         try:
             await asyncio.wait_for(bus.redis.ping(), 10)
         except (OSError, TimeoutError, RedisError) as exc:
-            report.problem(f"Redis: cannot reach it: {type(exc).__name__}: {exc}", exits.UNREACHABLE)
+            report.problem(f"Redis: cannot reach it: {unreachable(exc)}", exits.UNREACHABLE)
             return
         report.ok("Redis answers")
         try:

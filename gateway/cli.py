@@ -16,6 +16,7 @@ from pathlib import Path
 import uvicorn
 
 from . import __version__, exits
+from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
 from .exits import CommandFailed
 from .running import run_until_signalled
@@ -43,6 +44,7 @@ def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) ->
     import asyncpg
     from redis.exceptions import RedisError
 
+    from .bus.clients import unreachable
     from .bus.connection import Bus
 
     async def probe() -> None:
@@ -59,7 +61,7 @@ def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) ->
             try:
                 await asyncio.wait_for(bus.redis.ping(), 10)
             except (OSError, TimeoutError, RedisError) as exc:
-                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {type(exc).__name__}: {exc}") from None
+                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {unreachable(exc)}") from None
             finally:
                 await bus.aclose()
 
@@ -385,7 +387,10 @@ def parser() -> argparse.ArgumentParser:
         "--database-url", metavar="URL", default=argparse.SUPPRESS, help="PostgreSQL URL (default: env DATABASE_URL)"
     )
     common.add_argument(
-        "--redis-url", metavar="URL", default=argparse.SUPPRESS, help="Redis URL (default: env REDIS_URL)"
+        "--redis-url",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help="Redis URL, or redis+sentinel://host:port,.../service (default: env REDIS_URL)",
     )
     top = argparse.ArgumentParser(
         prog="gateway",
@@ -581,6 +586,8 @@ def main(argv: list[str] | None = None) -> None:
         configure(settings.log_level, settings.log_format)
         settings.database_url = getattr(args, "database_url", None) or settings.database_url
         settings.redis_url = getattr(args, "redis_url", None) or settings.redis_url
+        if settings.redis_url:  # a URL no client could use stops every command here, as a setting that does not parse
+            redis_urls.parse(settings.redis_url, settings.redis_cluster)
         args.func(args, settings)
     except ConfigError as exc:  # a setting the command cannot use: one line, no traceback
         cli.exit(exits.USAGE, f"gateway: {exc}\n")

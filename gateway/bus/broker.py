@@ -21,7 +21,10 @@ What every implementation keeps (tests/integration/test_broker_contract.py holds
   MessagePack payloads) would pass `history_bytes`: the oldest go first, the newest is always kept; a seq at or
   below the history's newest starts it again;
 - a marker is once-only: a successor relay sees the events its predecessor published;
-- the relay cursor is written with a cycle's last message, never by a fenced-out relay.
+- the relay cursor is written with a cycle's last message, never by a fenced-out relay;
+- a publish is refused with `BusBehind`, and writes nothing of the cycle's last call, when the bus holds another
+  relay cursor than the one the publisher last read or wrote (it lost what the relay published: a failover to a
+  replica behind the old primary, a restart), until the publisher reads the relay cursor again.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from .connection import Bus
 from .history import Entry
 from .keys import Partitions
 from .presence import PresenceManager
-from .publisher import HISTORY_BYTES, Fenced, PartitionPublisher, Publisher
+from .publisher import HISTORY_BYTES, BusBehind, Fenced, PartitionPublisher, Publisher
 from .relay_stats import RelayStats
 from .subscriber import LIVENESS, OnMessage, Subscriber
 
 __all__ = [
     "Broker",
+    "BusBehind",
     "ChannelState",
     "ClusterMetrics",
     "Commands",

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from . import keys
+from .clients import open_client
 from .connection import Bus
 
 log = logging.getLogger(__name__)
@@ -115,11 +116,8 @@ class ClusterCommands:
     async def _connection(self) -> Redis:
         """The listener's own connection, to the server that holds this process's reply lists."""
         if self._client is None:
-            if self.bus.cluster:
-                host, port = await self.bus.address_for(self._wake)
-                self._client = Redis(host=host, port=port, single_connection_client=True)
-            else:
-                self._client = Redis.from_url(self.bus.url, single_connection_client=True)
+            shard = await self.bus.address_for(self._wake) if self.bus.cluster else None
+            self._client = open_client(self.bus.url, shard=shard, single_connection=True)
         return self._client
 
     async def _drop_connection(self) -> None:

@@ -1,8 +1,10 @@
-"""How a process reaches Redis: one server, or a Redis Cluster with sharded pub/sub.
+"""How a process reaches Redis: one server (or the primary Redis Sentinel names), or a Redis Cluster with
+sharded pub/sub.
 
 `redis` routes single-key commands (redis-py's cluster client follows MOVED by itself). The relay's scripted
 pipelines and the nodes' pub/sub connections go to one server each: `server_for` finds the one that holds a
-key's slot, and `refresh` reloads the slot map after a slot has moved or a server failed.
+key's slot, and `refresh` reloads the slot map after a slot has moved or a server failed. Every client is
+opened by gateway.bus.clients, whatever form REDIS_URL takes.
 """
 
 from __future__ import annotations
@@ -10,31 +12,21 @@ from __future__ import annotations
 from typing import Any, cast
 
 import redis
-from redis.asyncio import BlockingConnectionPool, Connection, Redis, RedisCluster
+from redis.asyncio import Redis, RedisCluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
+from .clients import open_client
 from .keys import Partitions
-from .packing import one_join
 
 # The answers that mean "ask the cluster where this slot lives now".
 MOVED = (MovedError, AskError, TryAgainError, ClusterDownError)
 
 
-# redis-py's pool holds at most this many connections and, past them, raises MaxConnectionsError at once: a
-# burst of subscribers (16,000 connecting at 1,500 a second) has more reads in flight. They wait for a free
-# connection instead, for up to POOL_WAIT seconds.
-POOL_CONNECTIONS = 100
-POOL_WAIT = 5.0
-
-
 def connect(url: str, cluster: bool = False) -> Any:
-    """A client for single-key commands: of one server, or routing by slot over a cluster."""
+    """A client for single-key commands: of one server (pooled), or routing by slot over a cluster."""
     if cluster:
-        return RedisCluster.from_url(url)
-    pool = BlockingConnectionPool.from_url(url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT)
-    pool.connection_class = one_join(pool.connection_class)
-    # from_pool: the client owns the pool, so closing the client closes its connections.
-    return Redis.from_pool(pool)
+        return open_client(url, cluster=True)
+    return open_client(url, pooled=True)
 
 
 # Sharded pub/sub on a plain asyncio connection (`PubSub.ssubscribe`), `RedisCluster.mget_nonatomic` and the
@@ -69,14 +61,7 @@ class Bus:
         name = f"{host}:{port}"
         client = self._servers.get(name)
         if client is None:
-            pool = BlockingConnectionPool(
-                host=host,
-                port=port,
-                max_connections=POOL_CONNECTIONS,
-                timeout=POOL_WAIT,
-                connection_class=one_join(Connection),
-            )
-            client = self._servers[name] = Redis.from_pool(pool)
+            client = self._servers[name] = open_client(self.url, shard=(host, port), pooled=True)
         return client
 
     async def refresh(self) -> None:

@@ -29,8 +29,8 @@ from .connection import MOVED, Bus
 # One call publishes many messages of a cycle (a round trip and a command per cycle, not per message).
 # KEYS: the fence, the relay cursor, the previous call's last position key (a cycle's later calls), then per
 # message its seq, history, history sizes and state keys (and its marker). ARGV: epoch, history length, history
-# TTL, the relay cursor ('' for none), history bytes, the previous call's last seq ('' for a first call), then per
-# message: seq, pub/sub channel, envelope, the length of the envelope's MessagePack payload (its tail: the
+# TTL, the relay cursor ('' for none), history bytes, the previous call's last seq ('' for a first call), the relay
+# cursor the bus should hold ('' for no check; a cycle's last call), then per message: seq, pub/sub channel, envelope, the length of the envelope's MessagePack payload (its tail: the
 # history entry, so the payload is not sent twice), the state fields to set (count, then pairs; -1 when the
 # message has no state), the fields to delete (count, then names), whether a marker key follows.
 #
@@ -43,6 +43,10 @@ from .connection import MOVED, Bus
 # A cycle sent again after a partial failure (Redis refused its second call: out of memory, a cut connection)
 # skips the messages that went out the first time: the channel's position already holds them, in this epoch.
 # A call runs only if the one before it went out, so what went out is always the cycle's beginning.
+#
+# A bus that lost what this relay wrote (a failover to a replica behind the old primary, or a restart) holds
+# another relay cursor than the one the relay last wrote: the cycle's last call refuses (2), writing nothing, so
+# that the relay sends every team's whole state again rather than leave the lost state in place for snapshots.
 _PUBLISH = """
 local epoch = ARGV[1]
 local held = redis.call('GET', KEYS[1])
@@ -56,6 +60,11 @@ if ARGV[6] ~= '' then
   if not (e == epoch and tonumber(s) >= tonumber(ARGV[6])) then
     return redis.error_reply('ERR an earlier call of the cycle did not go out')
   end
+end
+if ARGV[7] ~= '' then
+  local cursor = redis.call('GET', KEYS[2])
+  -- the cycle's own cursor: a cycle sent again whose last call went out the first time, its answer lost
+  if cursor ~= ARGV[7] and not (ARGV[4] ~= '' and cursor == ARGV[4]) then return 2 end
 end
 if held then
   redis.call('SET', KEYS[1], held, 'KEEPTTL')
@@ -95,7 +104,7 @@ local function keep(hist, sizes, seq, entry)
   redis.call('EXPIRE', sizes, ttl)
 end
 
-local a, k = 7, 4
+local a, k = 8, 4
 while a <= #ARGV do
   local seq, channel, env = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local position, hist, sizes, state = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
@@ -166,6 +175,11 @@ class Fenced(Exception):
     """A newer relay has taken over: this one must stop publishing."""
 
 
+class BusBehind(Exception):
+    """The bus no longer holds what this relay published (it failed over to a replica behind, or restarted): the
+    cycle wrote nothing; take over again and send every team's whole state with it."""
+
+
 class PartitionPublisher(Protocol):
     """Publishes one partition's channels for one relay epoch, fenced against older epochs."""
 
@@ -176,6 +190,10 @@ class PartitionPublisher(Protocol):
 
     async def fence_exists(self) -> bool:
         """False when the bus lost the partition's keys (a restart)."""
+
+    async def behind(self) -> bool:
+        """Whether the bus lost what this relay published: no fence, or another relay cursor than the one this
+        publisher last read or wrote (a failover to a replica behind the old primary, a restart)."""
 
     async def last_seqs(self, channels: list[str]) -> dict[str, int]:
         """The last sequence published on each channel, by any relay (0 when none)."""
@@ -190,7 +208,9 @@ class PartitionPublisher(Protocol):
         """Where in the outbox the previous relay had published up to."""
 
     async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
-        """Publish a cycle atomically per message, with the cursor; raise Fenced if a newer relay took over."""
+        """Publish a cycle atomically per message, with the cursor; raise Fenced if a newer relay took over, and
+        BusBehind if the bus holds another relay cursor than the one this publisher last read or wrote (reading
+        it again accepts the bus as it is)."""
 
 
 class Publisher:
@@ -209,6 +229,7 @@ class Publisher:
         script = _PUBLISH.replace("'PUBLISH'", "'SPUBLISH'") if bus.cluster else _PUBLISH
         self._publish = bus.redis.register_script(script)
         self._take_over = bus.redis.register_script(_TAKE_OVER)
+        self._cursor_on_bus: str | None = None  # the relay cursor last read or written; None: nothing to check
 
     async def take_over(self) -> None:
         """Raise the fence to this relay's epoch; from now on older relays' publishes are refused."""
@@ -218,6 +239,13 @@ class Publisher:
     async def fence_exists(self) -> bool:
         """False when Redis lost the partition's keys (a restart)."""
         return bool(await self.bus.redis.exists(self._fence_key))
+
+    async def behind(self) -> bool:
+        """Whether the bus lost what this relay published: no fence, or another relay cursor than the one this
+        publisher last read or wrote."""
+        fence, cursor = await self.bus.mget([self._fence_key, keys.relay_cursor(self.tag)])
+        expected = self._cursor_on_bus
+        return fence is None or expected is not None and (keys.text(cursor) if cursor is not None else None) != expected
 
     async def last_seqs(self, channels: list[str]) -> dict[str, int]:
         """The last sequence published on each channel, by any relay before this one (0 when none)."""
@@ -239,7 +267,8 @@ class Publisher:
     async def relay_cursor(self) -> str | None:
         """Where in the outbox the previous relay had published up to."""
         value = await self.bus.redis.get(keys.relay_cursor(self.tag))
-        return keys.text(value) if value is not None else None
+        self._cursor_on_bus = keys.text(value) if value is not None else None
+        return self._cursor_on_bus
 
     async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""
@@ -260,6 +289,9 @@ class Publisher:
             raise
         if not all(results):
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
+        if results[-1] == 2:
+            raise BusBehind(f"the bus holds another relay cursor than {self._cursor_on_bus}")
+        self._cursor_on_bus = relay_cursor or self._cursor_on_bus
 
     async def _run(self, server: Redis, publications: list[Publication], relay_cursor: str | None) -> list[object]:
         """The cycle's calls in one write on a connection of the pool, the answers read back (an error answer
@@ -288,7 +320,7 @@ class Publisher:
         after: Publication | None = None  # the previous call's last message
         for i, p in enumerate(publications):
             if size > CALL_BYTES:
-                calls.append(self._call(script_keys, args, "", after))
+                calls.append(self._call(script_keys, args, "", after, ""))
                 script_keys, args, size = [], [], 0
                 after = publications[i - 1]
             env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published)
@@ -311,11 +343,16 @@ class Publisher:
             if p.marker is not None:
                 script_keys.append(p.marker)
             args.append(1 if p.marker is not None else 0)
-        calls.append(self._call(script_keys, args, relay_cursor or "", after))
+        calls.append(self._call(script_keys, args, relay_cursor or "", after, self._cursor_on_bus or ""))
         return calls
 
     def _call(
-        self, script_keys: list[str], args: list[bytes | str | int], relay_cursor: str, after: Publication | None
+        self,
+        script_keys: list[str],
+        args: list[bytes | str | int],
+        relay_cursor: str,
+        after: Publication | None,
+        on_bus: str,
     ) -> list[bytes | str | int]:
         return [
             "EVALSHA",
@@ -331,6 +368,7 @@ class Publisher:
             relay_cursor,
             self.history_bytes,
             after.seq if after is not None else "",
+            on_bus,
             *args,
         ]
 

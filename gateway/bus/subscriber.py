@@ -1,7 +1,8 @@
 """A node's side of the bus: pub/sub connections, subscribed only to channels with a local subscriber.
 
-One connection to a single Redis; in a Redis Cluster, one per shard that holds a subscribed channel
-(sharded pub/sub: SSUBSCRIBE on the shard that owns the channel's slot), plus the classic membership channel (gateway.bus.membership).
+One connection to a single Redis (under Sentinel, to the primary the sentinels name when it connects); in a
+Redis Cluster, one per shard that holds a subscribed channel (sharded pub/sub: SSUBSCRIBE on the shard that owns
+the channel's slot), plus the classic membership channel (gateway.bus.membership).
 
 Redis pub/sub drops messages silently while a connection is down. redis-py would reconnect and resubscribe
 behind our back, so its retries are off here: a lost connection surfaces, `on_lost` tells the hub that
@@ -27,6 +28,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from . import keys
+from .clients import open_client
 from .connection import Bus
 
 log = logging.getLogger(__name__)
@@ -42,13 +44,13 @@ _MESSAGES = ("message", "smessage")
 _CONFIRMS = ("subscribe", "ssubscribe")
 
 
-def _client(url: str | None = None, host: str = "", port: int = 0) -> Redis:
+def _client(url: str, shard: tuple[str, int] | None = None) -> Redis:
     # No health_check_interval: its PING would read replies concurrently with the read loop and steal
     # subscribe confirmations. TCP keepalives notice a dead peer instead. RESP2: redis-py 8.1 hands each RESP3
     # push to a handler that formats the whole message for a debug line whatever the log level (redis-py
     # #4230), a copy of every payload on the node's busiest path; a pub/sub connection needs nothing of RESP3.
     options: dict = {"retry": Retry(NoBackoff(), 0), "socket_keepalive": True, "socket_keepalive_options": _KEEPALIVE}
-    redis = Redis.from_url(url, **options) if url else Redis(host=host, port=port, **options)
+    redis = open_client(url, shard=shard, **options)
     redis.connection_pool.connection_kwargs["protocol"] = 2  # set here: a URL's `?protocol=3` beats an argument
     return redis
 
@@ -233,7 +235,7 @@ class Subscriber:
         address = await self.bus.address_for(name) if self.sharded else None
         link = self._links.get(address)
         if link is None:
-            redis = _client(host=address[0], port=address[1]) if address else _client(url=self.bus.url)
+            redis = _client(self.bus.url, address)
             link = self._links[address] = _Link(self, redis, address)
             link.task = asyncio.get_running_loop().create_task(link.run(), name=f"bus-link-{address}")
         return link

@@ -2,7 +2,9 @@
 
 A cycle's messages go out in one publish (gateway.bus.publisher) with the outbox cursor they reach; while the
 bus is away the cycle is kept and retried, so nothing is dropped. A wave's finish is published first and
-recorded in PostgreSQL second: a crash between is caught by the finish's marker on the bus.
+recorded in PostgreSQL second: a crash between is caught by the finish's marker on the bus. A bus that lost what
+the relay published (restarted empty, or failed over to a replica behind the old primary) is given every team's
+whole state again, so that snapshots never serve the state it kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import asyncpg
 import msgspec
 from redis.exceptions import RedisError, ResponseError
 
-from ..bus.publisher import PartitionPublisher
+from ..bus.publisher import BusBehind, PartitionPublisher
 from ..core import channels
 from ..core.aggregate import AnyChange, Change
 from ..core.batching import Batcher, Publication
@@ -32,6 +34,7 @@ from .retry import FOREVER, Patience, retry_redis
 log = logging.getLogger(__name__)
 
 _membership_encoder = msgspec.json.Encoder()
+BUS_CHECK_EVERY = 1.0  # seconds between checks that the bus still holds what this relay published (check_bus)
 
 
 class Extras(Protocol):
@@ -70,6 +73,8 @@ class PublishCycle:
         self.published = published  # messages published by this partition's relay (its stats in Redis)
         self.joint = joint  # the process's joint reads, when it serves several partitions
         self.patience = patience  # how long Redis may not answer before the relay steps down
+        self._behind = False  # the bus lost what this relay published: send every team's whole state again
+        self._bus_checked_at = 0.0
 
     async def read(self, together: bool = False) -> ReadResult:
         """The next captured changes, applied to the batcher (waves they open recorded); `together`: in one
@@ -134,7 +139,7 @@ class PublishCycle:
         publications += [core.team_extra_publication(team_id, update) for team_id, update in extras]
         # Saved before they go out: a window read after a row's delta arrived is never older than the delta.
         await submission_rows.save(self.db, core.submissions.take_to_save())
-        if not publications and cursor is None:
+        if not publications and cursor is None and not self._behind:
             if markers:
                 await waves.record_closed(self.db, list(markers))
             return
@@ -144,12 +149,17 @@ class PublishCycle:
         deadline = patience.deadline()
         while True:
             try:
+                if self._behind:
+                    publications += await patience.attempt(self._refill, deadline)
+                    self._behind = False
                 await patience.attempt(partial(publisher.publish, publications, cursor), deadline)
                 self.published += len(publications)
                 self.figures.published += len(publications)
                 if markers:  # published first, recorded second: a crash between is caught by the markers
                     await waves.record_closed(self.db, list(markers))
                 return
+            except BusBehind:
+                self._behind = True
             except (RedisError, OSError) as exc:
                 # Kept, not dropped: the cursor goes out with the cycle, so the relay holds its place in the outbox.
                 # A refusal (Redis out of memory: "OOM command not allowed ...") says why; a lost connection does
@@ -164,14 +174,36 @@ class PublishCycle:
             delay = min(delay * 2, 2.0)
             await self.prove_lock()
             try:
-                if not await patience.attempt(publisher.fence_exists, deadline):
-                    # The bus came back empty: fence again and send every team's whole state again.
-                    await patience.attempt(publisher.take_over, deadline)
-                    core.mark_all_dirty()
-                    publications += core.take_team_publications(time.monotonic())
-                    await submission_rows.save(self.db, core.submissions.take_to_save())
+                self._behind = self._behind or await patience.attempt(publisher.behind, deadline)
             except (RedisError, OSError):
                 pass
+
+    async def check_bus(self, now: float) -> None:
+        """At each turn of the relay's loop, at most every BUS_CHECK_EVERY seconds: whether the bus still holds
+        what this relay published. A publish finds out by itself (BusBehind); this finds out for a partition with
+        nothing to publish, whose teams' stored state would otherwise stay what the bus kept until their next
+        change."""
+        if now - self._bus_checked_at < BUS_CHECK_EVERY:
+            return
+        self._bus_checked_at = now
+        try:
+            behind = await self.patience.attempt(self.publisher.behind, self.patience.deadline())
+        except (RedisError, OSError):
+            return  # the next publish, or the next check, finds out
+        self._behind = self._behind or behind
+        if self._behind:
+            await self._publish(now, None)
+
+    async def _refill(self) -> list[Publication]:
+        """The bus lost what this relay published (it restarted empty, or failed over to a replica behind the old
+        primary): fence again, take the bus's relay cursor as it is, and send every team's whole state again."""
+        log.warning("the bus lost what this relay published (a restart or a failover); sending every team's state")
+        await self.publisher.take_over()
+        await self.publisher.relay_cursor()
+        self.core.mark_all_dirty()
+        publications = self.core.take_team_publications(time.monotonic())
+        await submission_rows.save(self.db, self.core.submissions.take_to_save())
+        return publications
 
     def _observe_published(self, changes: list[AnyChange]) -> None:
         """The cycle's changes are on the bus: commit (the writer's statement time, on PostgreSQL's clock) to

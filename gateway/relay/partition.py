@@ -141,6 +141,7 @@ class PartitionRelay:
             self.figures.cycles += 1
             now = time.monotonic()
             await cycle.publish(result, now)
+            await cycle.check_bus(now)
             await heartbeat.beat(now, cycle.core, cycle.published, watch)
             await housekeeping.after_cycle(result, now)
             await watch.observe(result, now)

@@ -9,8 +9,9 @@ import time
 from redis.asyncio import Redis
 
 from gateway.bus import membership
+from gateway.bus.clients import POOL_CONNECTIONS
 from gateway.bus.commands import ClusterCommands, command_inbox, confirm
-from gateway.bus.connection import POOL_CONNECTIONS, Bus
+from gateway.bus.connection import Bus
 
 
 async def test_a_cluster_receives_its_commands_and_its_confirmation_reaches_the_sender(redis_url: str) -> None:

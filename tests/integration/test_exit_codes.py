@@ -97,6 +97,32 @@ def test_a_server_that_does_not_answer_is_5_in_one_line(
     assert "cannot" in one_line(done).lower() or "connect" in done.stderr.lower()
 
 
+def test_sentinels_that_do_not_answer_are_5_in_one_line_naming_each(env: dict[str, str]) -> None:
+    done = gateway(["relay"], {**env, "REDIS_URL": "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster"})
+    assert done.returncode == 5, (done.returncode, done.stderr)
+    line = one_line(done)
+    assert line.startswith("gateway: cannot reach Redis: MasterNotFoundError: No master found for 'mymaster'"), line
+    assert "sentinel 127.0.0.1:1 - " in line and "sentinel 127.0.0.1:2 - " in line and "<redis" not in line, line
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+sentinel://127.0.0.1:26379", "REDIS_URL: name the monitored service after the sentinels"),
+        ("redis+sentinel://:topsecret@127.0.0.1:x/mymaster", "REDIS_URL: sentinel '127.0.0.1:x': the port is not"),
+        (
+            "http://127.0.0.1:6379/0",
+            "REDIS_URL: expected a URL starting redis://, rediss://, unix:// or redis+sentinel",
+        ),
+    ],
+)
+def test_a_redis_url_no_client_could_use_is_2_before_anything_starts(env: dict[str, str], url: str, says: str) -> None:
+    for args in (["serve", "--port", "0"], ["relay"], ["check"]):
+        done = gateway(args, {**env, "REDIS_URL": url})
+        assert done.returncode == 2, (args, done.returncode, done.stderr)
+        assert one_line(done).startswith(f"gateway: {says}") and "topsecret" not in done.stderr, done.stderr
+
+
 async def test_token_check_says_whose_and_refuses_a_bad_or_revoked_one_with_3(
     env: dict[str, str], stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:

@@ -18,7 +18,7 @@ import pytest
 from redis.exceptions import ConnectionError as BusDown
 from redis.exceptions import RedisError
 
-from gateway.bus.broker import Broker, Fenced, Subscribing
+from gateway.bus.broker import Broker, BusBehind, Fenced, Subscribing
 from gateway.bus.history import contiguous
 from gateway.bus.memory import MemoryBroker
 from gateway.bus.relay_stats import RelayStats
@@ -303,6 +303,36 @@ async def test_the_relay_cursor_goes_with_the_cycle(broker: Broker, tag: str) ->
     assert await publisher.relay_cursor() == "10:3"
     await publisher.publish([], relay_cursor="12:1")  # a cycle of rows that changed no channel
     assert await broker.publisher(tag, 2, 100, 60).relay_cursor() == "12:1"
+
+
+async def test_a_bus_that_lost_what_the_relay_wrote_refuses_its_publish_until_it_reads_the_cursor_again(
+    broker: Broker, tag: str
+) -> None:
+    """A failover to a replica behind the old primary: the bus holds an older relay cursor than the relay wrote.
+    (A second publisher of the epoch writes that older cursor here, in every implementation alike.)"""
+    channel = fresh("team")
+    publisher = broker.publisher(tag, 1, 100, 60)
+    await publisher.take_over()
+    assert await publisher.relay_cursor() is None
+    await publisher.publish([message(channel, 1, 1, state_set={"counts": b"a"})], relay_cursor="5:1")
+    assert not await publisher.behind()
+    await broker.publisher(tag, 1, 100, 60).publish([], relay_cursor="4:9")
+    assert await publisher.behind()
+    with pytest.raises(BusBehind):
+        await publisher.publish([message(channel, 1, 2, state_set={"counts": b"b"})], relay_cursor="5:2")
+    assert await broker.history.position(tag, channel) == (1, 1)  # nothing of the cycle was written
+    assert (await broker.channels.state(tag, channel))[b"counts"] == b"a"
+    assert await publisher.relay_cursor() == "4:9"  # read again: the bus is taken as it is
+    await publisher.publish([message(channel, 1, 2, state_set={"counts": b"b"})], relay_cursor="5:2")
+    assert await broker.history.position(tag, channel) == (1, 2)
+    assert not await publisher.behind()
+
+
+async def test_a_bus_without_the_fence_is_behind(broker: Broker, tag: str) -> None:
+    publisher = broker.publisher(tag, 1, 100, 60)
+    assert await publisher.behind()
+    await publisher.take_over()
+    assert not await publisher.behind()
 
 
 # -- pub/sub

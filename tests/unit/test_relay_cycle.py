@@ -281,6 +281,43 @@ async def test_a_bus_that_came_back_empty_is_fenced_again_and_given_every_team_s
     assert [j.id for b in batches if isinstance(b, Batch) for j in b.jobs] == [job]
 
 
+async def test_a_bus_failed_over_to_a_replica_behind_is_given_every_team_s_whole_state_with_the_next_cycle(
+    url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
+) -> None:
+    team = await make_team(writer)
+    relay = await take_over(url, relays, MemoryBroker(), epoch=3)
+    await insert_jobs(writer, team, 2)
+    await relay.run()
+    replica = relay.broker.replica()  # it receives nothing more
+    await asyncio.sleep(0.3)  # the team channel's interval has passed
+    await insert_jobs(writer, team, 1)
+    await relay.run()
+    relay.broker.fail_over(replica)  # the team's stored counts are 2 again
+    await insert_jobs(writer, team, 1)
+    await asyncio.wait_for(relay.run(), 5)
+    state = await relay.broker.channels.state(relay.tag, channels.team(team.id))
+    summaries = [m for m in await relay.messages(channels.team(team.id)) if isinstance(m, Summary)]
+    assert summaries[-1].counts.total() == 4 and int(state[b"seq"]) == summaries[-1].seq
+
+
+async def test_a_bus_failed_over_to_a_replica_behind_is_found_out_with_nothing_to_publish(
+    url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
+) -> None:
+    team = await make_team(writer)
+    relay = await take_over(url, relays, MemoryBroker(), epoch=3)
+    await insert_jobs(writer, team, 2)
+    await relay.run()
+    replica = relay.broker.replica()
+    await asyncio.sleep(0.3)
+    await insert_jobs(writer, team, 1)
+    await relay.run()
+    relay.broker.fail_over(replica)
+    await relay.cycle.check_bus(time.monotonic())  # the relay's loop turns: no change to publish
+    summaries = [m for m in await relay.messages(channels.team(team.id)) if isinstance(m, Summary)]
+    assert summaries[-1].counts.total() == 3
+    assert not await relay.cycle.publisher.behind()
+
+
 async def test_a_finish_goes_out_once_even_when_its_relay_died_before_recording_it(
     url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
 ) -> None:

@@ -12,7 +12,7 @@ Besides the `Broker` interface, tests can make the bus misbehave: `lose_connecti
 lost Redis connection, subscribers hear `on_lost`) and `restore_connection()`; `drop_subscriptions()` (only
 the nodes' pub/sub connections drop, as when Redis cuts off a slow subscriber: what is published meanwhile
 reaches nobody, and is in the history); `forget_everything()` (Redis came back empty), `restart()` (lost,
-emptied, back); `move_slot(tag)` (a partition's slot moved to another shard). A `clock` (Unix seconds) drives every expiry: histories, markers, presence, the relays' figures, kept
+emptied, back); `replica()` then `fail_over(replica)` (a replica promoted without the last writes); `move_slot(tag)` (a partition's slot moved to another shard). A `clock` (Unix seconds) drives every expiry: histories, markers, presence, the relays' figures, kept
 confirmations.
 """
 
@@ -99,6 +99,17 @@ class MemoryBroker:
         """Redis restarted empty: connections lost, data gone, connections back."""
         self.lose_connection()
         self.forget_everything()
+        self.restore_connection()
+
+    def replica(self) -> dict[str, object]:
+        """What a replica holds now, if it received nothing more: `fail_over(replica)` promotes it."""
+        return self.space.copy()
+
+    def fail_over(self, replica: dict[str, object]) -> None:
+        """The primary is replaced by a replica that had not received what was written after `replica()` (a
+        failover that loses the old primary's last writes): connections lost, those writes gone, connections back."""
+        self.lose_connection()
+        self.space.restore(replica)
         self.restore_connection()
 
     def move_slot(self, tag: str) -> None:

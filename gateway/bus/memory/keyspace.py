@@ -2,11 +2,13 @@
 
 Each field mirrors a family of keys in gateway.bus.keys. `down` stands for a bus that cannot be reached:
 every command then fails as a lost Redis connection does (`redis.exceptions.ConnectionError`), so the code
-under test takes the same error paths. `clear()` is a Redis that restarted empty.
+under test takes the same error paths. `clear()` is a Redis that restarted empty; `copy()` and `restore()` a
+replica that stopped receiving, then promoted.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +60,13 @@ class Keyspace:
         self.figure_teams: set[int] = set()  # keys.METRICS_TEAMS
         self.relay_stats: dict[str, Expiring] = {}  # keys.relay_stats
         self.replies: dict[str, tuple[list[bytes], float]] = {}  # keys.reply: confirmations nobody took yet
+
+    def copy(self) -> dict[str, object]:
+        """The data as it is now (what a replica holds when it stops receiving): `restore()` makes it the data."""
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in ("clock", "down")})
+
+    def restore(self, data: dict[str, object]) -> None:
+        vars(self).update(copy.deepcopy(data))
 
     def reachable(self) -> None:
         """Every command starts here: a bus that is down fails it."""

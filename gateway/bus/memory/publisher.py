@@ -10,7 +10,7 @@ from ...core import envelope
 from ...core.batching import Publication
 from .. import keys
 from ..history import Entry
-from ..publisher import HISTORY_BYTES, Fenced
+from ..publisher import HISTORY_BYTES, BusBehind, Fenced
 from .keyspace import Keyspace
 from .pubsub import Exchange
 
@@ -37,6 +37,7 @@ class MemoryPublisher:
         self.history_length = history_length
         self.history_ttl = history_ttl
         self.history_bytes = history_bytes
+        self._cursor_on_bus: str | None = None  # the relay cursor last read or written; None: nothing to check
 
     async def take_over(self) -> None:
         self.space.reachable()
@@ -47,6 +48,13 @@ class MemoryPublisher:
     async def fence_exists(self) -> bool:
         self.space.reachable()
         return self.tag in self.space.fences
+
+    async def behind(self) -> bool:
+        self.space.reachable()
+        expected = self._cursor_on_bus
+        return (
+            self.tag not in self.space.fences or expected is not None and self.space.cursors.get(self.tag) != expected
+        )
 
     async def last_seqs(self, channels: list[str]) -> dict[str, int]:
         self.space.reachable()
@@ -62,7 +70,8 @@ class MemoryPublisher:
 
     async def relay_cursor(self) -> str | None:
         self.space.reachable()
-        return self.space.cursors.get(self.tag)
+        self._cursor_on_bus = self.space.cursors.get(self.tag)
+        return self._cursor_on_bus
 
     async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
         if not publications and relay_cursor is None:
@@ -70,6 +79,9 @@ class MemoryPublisher:
         self.space.reachable()
         if self._fenced():
             raise Fenced(f"relay epoch {self.epoch} was fenced out by a newer relay")
+        expected, held = self._cursor_on_bus, self.space.cursors.get(self.tag)
+        if expected is not None and held != expected and not (relay_cursor and held == relay_cursor):
+            raise BusBehind(f"the bus holds another relay cursor than {expected}")
         published = self.space.clock()  # in each envelope, as the Redis publisher stamps it
         positions = self.space.positions
         for p in publications:
@@ -79,6 +91,7 @@ class MemoryPublisher:
             self._publish_one(p, published)
         if relay_cursor:
             self.space.cursors[self.tag] = relay_cursor
+            self._cursor_on_bus = relay_cursor
 
     def _fenced(self) -> bool:
         return self.space.fences.get(self.tag, 0) > self.epoch
