@@ -54,7 +54,8 @@ class Proxy:
         self.blocked = True
         for w in list(self._writers):
             transport = w.transport
-            transport.abort()
+            if not transport.is_closing():  # one already closed has no loop left to tell
+                transport.abort()
         self._writers.clear()
 
     def restore(self) -> None:
@@ -70,6 +71,7 @@ class Proxy:
 
     async def close(self) -> None:
         self.cut()
+        self.flowing.set()  # a stall's held closes go through: no task is left waiting on it
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
