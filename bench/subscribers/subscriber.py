@@ -38,10 +38,14 @@ def source_address(host: str, idx: int) -> tuple[str, int] | None:
     return (f"127.1.{block // 254}.{1 + block % 254}", 0)
 
 
+AWAY = (1012, 1013)  # closes that say the node is restarting or cannot serve now (its bus out of reach)
+
+
 class Subscriber:
     """One simulated client: reconnects by itself (jittered exponential backoff, or the delay a 503 asks
     for) and keeps its dialect's state and cursors across connections. Given several URLs (nodes behind a
-    load balancer), it starts on the first and moves to the next when a connection attempt fails."""
+    load balancer), it starts on the first and moves to the next when a connection attempt fails, is refused
+    with 503 or is closed with 1012 or 1013, as a load balancer whose health checks took that node out would."""
 
     __slots__ = (
         "idx",
@@ -190,6 +194,8 @@ class Subscriber:
         self.ws = None
         self.stats.count(self.stats.closes, code)
         self._down()
+        if code in AWAY:  # the node is leaving or cannot serve: a load balancer sends the retry elsewhere
+            self._next_address()
         self._retry(None)
 
     def ws_refused(self, ws: WSClient, status: int, headers: dict[str, str], body: bytes) -> None:
@@ -198,6 +204,8 @@ class Subscriber:
         self.ws = None
         self.stats.failed_connects += 1
         self.stats.count(self.stats.failures, str(status))
+        if status == 503:  # busy or unable to serve: as a load balancer would, try another node
+            self._next_address()
         self._retry(retry_delay(status, headers, body))
 
     def ws_failed(self, ws: WSClient, reason: str) -> None:
@@ -206,8 +214,12 @@ class Subscriber:
         self.ws = None
         self.stats.failed_connects += 1
         self.stats.count(self.stats.failures, reason)
-        if len(self.addresses) > 1:  # that node is gone: the next one
+        self._next_address()  # that node is gone
+        self._retry(None)
+
+    def _next_address(self) -> None:
+        """Given several nodes (behind a load balancer, as it were): the next one."""
+        if len(self.addresses) > 1:
             at = self.addresses.index((self.host, self.port, self.head))
             self.host, self.port, self.head = self.addresses[(at + 1) % len(self.addresses)]
             self.local = source_address(self.host, self.idx)
-        self._retry(None)
