@@ -398,7 +398,11 @@ async def network_phase(lab: Lab, fleet: Fleet, size: Size, fault: NetworkFault,
             await witness[0].__aexit__()
     await settle(fleet)
     figures = await judged(lab, fleet, fault.name, writer, current_at - started if current_at else None)
+    # Clients the fault sent to node1 go back to node0 (with their cursors), so that the next phase's link of
+    # node0 carries its half of them again.
+    moved = await fleet.home()
     figures.update(
+        moved_back=moved,
         kind=fault.kind,
         link=fault.link,
         process=process,

@@ -211,6 +211,11 @@ class Fleet:
         out["recovery_s"] = max(done) - start if all(t is not None for t in done) else None
         return out
 
+    async def home(self, timeout: float = 60.0) -> int:
+        """Subscribers on another node than their first (a fault moved them) go back, with their cursors, so that
+        the next phase finds them spread as at the start; how many moved."""
+        return sum(await self._call("home", timeout))
+
     async def until(self, marks: dict[str, tuple[str, Any, int]], timeout: float = 60.0) -> float | None:
         """Gateway dialects: when (time.time()) every subscriber held the marks of its channels (see
         GatewayDialect.shows), e.g. a change committed just after a fault; None if some did not within `timeout`."""

@@ -217,6 +217,16 @@ class Subscriber:
         self._next_address()  # that node is gone
         self._retry(None)
 
+    def home(self) -> bool:
+        """Back to the first node, if a fault moved it off (closed, then connected again with its cursors)."""
+        if (self.host, self.port, self.head) == self.addresses[0]:
+            return False
+        self.close()
+        self.host, self.port, self.head = self.addresses[0]
+        self.local = source_address(self.host, self.idx)
+        self.connect()
+        return True
+
     def _next_address(self) -> None:
         """Given several nodes (behind a load balancer, as it were): the next one."""
         if len(self.addresses) > 1:

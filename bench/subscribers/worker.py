@@ -206,6 +206,17 @@ class Worker:
             **self.gauges(),
         }
 
+    async def cmd_home(self, timeout: float) -> int:
+        """Subscribers a fault moved to another node go back to their first; how many did (once all are live)."""
+        moved = sum(sub.home() for sub in self.subs)
+        if moved:
+            await asyncio.sleep(0)  # the closes count the subscribers down before the wait
+            try:
+                await asyncio.wait_for(self.all_live.wait(), timeout)
+            except TimeoutError:
+                pass
+        return moved
+
     async def cmd_until(self, marks: dict[str, tuple[str, Any, int]], timeout: float) -> float | None:
         """When (time.time()) every subscriber first showed the marks of its channels; None past `timeout`."""
         deadline = time.monotonic() + timeout
