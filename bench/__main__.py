@@ -122,7 +122,8 @@ def main() -> None:
         "--sizes",
         help="fanout: comma-separated subscriber counts (default "
         + ",".join(map(str, FANOUT_SIZES))
-        + "; 16000 needs an open-files limit above it: see bench/infra.py)",
+        + "); storm: the number of clients (the largest given; default 4000). 16000 needs an open-files limit"
+        " above it: see bench/infra.py",
     )
     args = parser.parse_args()
     sizes = _sizes(parser, args.sizes) if args.sizes else None

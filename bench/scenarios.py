@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ class Run:
 
 SATURATION_STEPS = (2, 4, 8, 16, 32)  # commit rates, as multiples of the fixed rate
 SATURATION_P99_MS = 500.0  # past this p99 (commit to receipt) a system no longer keeps up, up to 4,000 subscribers
+STORM_SIZE = 4_000  # storm's clients unless told (`--sizes 16000`)
 FANOUT_SIZES = (1_000, 4_000)  # fanout's subscriber counts unless told (`--sizes 1000,4000,16000`)
 
 
@@ -270,16 +271,23 @@ def _compression_checks(systems: dict[str, dict[str, Any]]) -> list[str]:
 
 
 async def storm(
-    ctx: Context, pool: asyncpg.Pool, redis: Redis, quick: bool, only: list[str], progress: Progress
+    ctx: Context,
+    pool: asyncpg.Pool,
+    redis: Redis,
+    quick: bool,
+    only: list[str],
+    progress: Progress,
+    sizes: list[int] | None = None,
 ) -> Run:
     """C clients drop at once and reconnect at once while jobs keep changing: how long until all are current.
 
     Gateway subscribers come back with their cursors and get exactly what they missed (no resync while the
     history holds it); the node admits new connections at GATEWAY_ADMISSION_RATE (default 2,000 a second)
     and tells the rest to come back after a jittered delay. Peers' clients just reconnect and join again,
-    and get the channel's state again.
+    and get the channel's state again. `sizes`: the number of clients, the largest given (STORM_SIZE by
+    default, 200 with `quick`).
     """
-    size = 200 if quick else 4_000
+    size = max(sizes) if sizes else 200 if quick else STORM_SIZE
     world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=200)
     team = world.teams[0]
     trajectory = world.trajectories[team][0]
@@ -592,4 +600,9 @@ async def _published(redis: Redis, channel: str, team_id: int) -> int:
     return position[1] if position is not None else 0
 
 
-SCENARIOS = {"fanout": fanout, "storm": storm, "steady": steady, "burst": burst}
+SCENARIOS: dict[str, Callable[..., Awaitable[Run]]] = {
+    "fanout": fanout,
+    "storm": storm,
+    "steady": steady,
+    "burst": burst,
+}
