@@ -26,9 +26,10 @@ import pytest
 
 from harness.follower import Follower
 from harness.sentinel import EmbeddedValkeySentinel
-from tests.conftest import Process, create_database, drop_database, free_port, spawn, wait_http
+from tests.conftest import Process, create_database, drop_database, spawn, wait_http
 from tests.integration.conftest import Team, insert_jobs, make_team
 from tests.integration.test_nothing_lost import burst, converge
+from tests.integration.test_redis_cluster import _ports
 
 TEAMS = 2
 CHANGES_ARRIVE_WITHIN = 60.0  # seconds: generous, the machine's two cores are shared
@@ -64,10 +65,6 @@ def sworld(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             process.stop()
         sentinel.stop()
         drop_database(pg_admin, database_url)
-
-
-def _ports(n: int) -> list[int]:
-    return [free_port() for _ in range(n)]
 
 
 @pytest.fixture(scope="module")
