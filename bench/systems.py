@@ -91,6 +91,7 @@ def _gateway(ctx: Context) -> Running:
         "GATEWAY_SECRET": ctx.secret,
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the benchmark's subscribers share a few users
         "GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "warning"),
+        "GATEWAY_DRAIN_SECONDS": "0",  # no load balancer to leave: stopped at once (`bench deploy` drains)
     }
     relay, relay_log = _spawn("gateway-relay", [sys.executable, "-m", "gateway.cli", "relay"], ctx, env)
     node, node_log = _spawn(

@@ -41,6 +41,7 @@ from .ingest import (
     update_submission,
 )
 from .instance_types import declare_instance_types, submission_instance_types
+from .leaving import Leaving
 from .lifecycle import lifecycle
 from .logs import RequestTimer, install_redaction
 from .metrics import healthz, metrics, readyz
@@ -156,4 +157,5 @@ def create_app(settings: Settings) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures
+    app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
     return app

@@ -1,10 +1,18 @@
-"""The uvicorn configuration a gateway node runs with: `gateway serve`, the demo and the test nodes share it."""
+"""The uvicorn configuration a gateway node runs with (`gateway serve`, the demo and the test nodes share it), and
+the server `gateway serve` runs it in (gateway.web.leaving: how the node leaves on SIGTERM)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from ..config import Settings
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from .leaving import NodeServer
 
 
 def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
@@ -25,3 +33,10 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
         **extra,  # type: ignore[arg-type]
     )
+
+
+def node_server(app: Starlette, settings: Settings, host: str, port: int) -> NodeServer:
+    """The server of `gateway serve` (and of each of its workers): `app` from gateway.web.app.create_app."""
+    from .leaving import NodeServer
+
+    return NodeServer(uvicorn_config(app, settings, host, port), settings, app.state.leaving)
