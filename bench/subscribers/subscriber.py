@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from gateway.core.restart import RESTART_CODE, retry_after_ms
+
 from .counters import Stats
 from .dialects import make_dialect
 from .wsclient import HANDSHAKE, WSClient, request_head, retry_delay
@@ -39,8 +41,8 @@ def source_address(host: str, idx: int) -> tuple[str, int] | None:
 
 
 class Subscriber:
-    """One simulated client: reconnects by itself (jittered exponential backoff, or the delay a 503 asks
-    for) and keeps its dialect's state and cursors across connections. Given several URLs (nodes behind a
+    """One simulated client: reconnects by itself (jittered exponential backoff, or the delay a 503 or a
+    restarting node's close asks for) and keeps its dialect's state and cursors across connections. Given several URLs (nodes behind a
     load balancer), it starts on the first and moves to the next when a connection attempt fails."""
 
     __slots__ = (
@@ -188,8 +190,11 @@ class Subscriber:
             return
         self.ws = None
         self.stats.count(self.stats.closes, code)
+        hint = retry_after_ms(ws.close_reason) if code == RESTART_CODE else None
+        if hint is not None:  # a restarting node said when to come back, as gateway.client honours it
+            self.stats.count(self.stats.hints, hint)
         self._down()
-        self._retry(None)
+        self._retry(None if hint is None else hint / 1000)
 
     def ws_refused(self, ws: WSClient, status: int, headers: dict[str, str], body: bytes) -> None:
         if ws is not self.ws:
