@@ -53,6 +53,9 @@ global
 
 defaults
     mode http
+    # The client's address for the node's logs; and a node on the same host then knows a request came through
+    # the proxy (its /metrics answers loopback clients without a token only when they did not)
+    option forwardfor
     timeout connect 5s
     timeout client 60s
     timeout server 60s
