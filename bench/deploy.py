@@ -99,8 +99,20 @@ class Stage:
 
     async def start_node(self, slot: int, name: str) -> Process:
         node = spawn(name, ["serve", "--port", str(self.ports[slot])], self.env, self.logdir, self.ports[slot])
-        await asyncio.to_thread(wait_http, node)
+        try:
+            await asyncio.to_thread(wait_http, node)
+        except BaseException:
+            node.stop()
+            raise
         return node
+
+    async def balancer_figures(self, slot: int) -> tuple[int, int]:
+        """Over every HAProxy: the 5xx it answered itself, and how many times it took node `slot` out."""
+        own, downs = 0, 0
+        for balancer in self.balancers:
+            own += await asyncio.to_thread(balancer.own_5xx)
+            downs += int((await asyncio.to_thread(balancer.servers))[f"node{slot}"]["chkdown"] or 0)
+        return own, downs
 
     async def in_rotation(self, slot: int, status: str, timeout: float = 120) -> float:
         """Until every HAProxy holds node `slot` at `status` ("UP", "DOWN"); when the last one did."""
@@ -117,10 +129,16 @@ def balancers_needed(subscribers: int) -> int:
 
 
 async def start_stage(workdir: Path, size: Size, progress: Progress) -> Stage:
+    """Everything up: both nodes UP in every HAProxy. What was started is stopped again if something fails."""
     infra = await start_infra(workdir)
     pool = await asyncpg.create_pool(infra.database_url, min_size=2, max_size=8)
-    jobs = await build_world(pool, size.teams, size.trajectories_per_team, size.jobs_per_trajectory)
-    markers = await Markers.add(pool, jobs)
+    try:
+        jobs = await build_world(pool, size.teams, size.trajectories_per_team, size.jobs_per_trajectory)
+        markers = await Markers.add(pool, jobs)
+    except BaseException:
+        await pool.close()
+        await infra.close()
+        raise
     logdir = workdir / "logs"
     logdir.mkdir(exist_ok=True)
     env = {
@@ -133,19 +151,25 @@ async def start_stage(workdir: Path, size: Size, progress: Progress) -> Stage:
         "GATEWAY_DRAIN_SECONDS": f"{DRAIN:g}",
     }
     env.pop("GATEWAY_RESTART_SPREAD_SECONDS", None)  # the node's defaults, as deployed
-    relay = spawn("relay", ["relay"], env, logdir)
+    # The relay logs little, and says "relay active" at INFO.
+    relay = spawn("relay", ["relay"], {**env, "GATEWAY_LOG_LEVEL": "INFO"}, logdir)
     stage = Stage(infra, pool, jobs, markers, env, logdir, relay, [free_port(), free_port()])
-    stage.nodes = [await stage.start_node(slot, f"node{slot}") for slot in range(2)]
-    await relay_active(relay)
-    count = balancers_needed(size.subscribers)
-    each = math.ceil(size.subscribers / count)
-    targets = [Node(f"node{slot}", f"127.0.0.1:{port}") for slot, port in enumerate(stage.ports)]
-    for i in range(count):
-        balancer = HAProxy(workdir, f"haproxy{i}", free_port(), targets, each + 100, HOST)
-        await asyncio.to_thread(balancer.start)
-        stage.balancers.append(balancer)
-    for slot in range(2):
-        await stage.in_rotation(slot, "UP")
+    try:
+        for slot in range(2):
+            stage.nodes.append(await stage.start_node(slot, f"node{slot}"))
+        await relay_active(relay)
+        count = balancers_needed(size.subscribers)
+        each = math.ceil(size.subscribers / count)
+        targets = [Node(f"node{slot}", f"127.0.0.1:{port}") for slot, port in enumerate(stage.ports)]
+        for i in range(count):
+            balancer = HAProxy(workdir, f"haproxy{i}", free_port(), targets, each + 100, HOST)
+            stage.balancers.append(balancer)
+            await asyncio.to_thread(balancer.start)
+        for slot in range(2):
+            await stage.in_rotation(slot, "UP")
+    except BaseException:
+        await stop_stage(stage)
+        raise
     progress(
         f"{count} HAProxy process{'es' if count > 1 else ''} (maxconn {each + 100:,} each) in front of node0 and "
         f"node1, both UP; the nodes drain for {DRAIN:g} s"
@@ -164,6 +188,9 @@ async def relay_active(relay: Process, timeout: float = 60) -> None:
 async def stop_stage(stage: Stage) -> None:
     for balancer in stage.balancers:
         balancer.stop()
+    for node in stage.nodes:
+        if node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGINT)  # at once: no drain at the end of the run
     for process in (*stage.nodes, stage.relay):
         process.stop()
     await stage.pool.close()
@@ -222,10 +249,15 @@ def latency_figures(samples: list[tuple[float, float | None]], since: float, unt
 # -- one restart
 
 
-async def connections(node: Process) -> int:
-    def read() -> int:
-        with urllib.request.urlopen(f"{node.http}/healthz", timeout=10) as response:
-            return int(json.loads(response.read())["connections"])
+async def connections(node: Process) -> int | None:
+    """The websockets a node holds, as its /healthz says (None: it did not answer within 30 s)."""
+
+    def read() -> int | None:
+        try:
+            with urllib.request.urlopen(f"{node.http}/healthz", timeout=30) as response:
+                return int(json.loads(response.read())["connections"])
+        except OSError:
+            return None
 
     return await asyncio.to_thread(read)
 
@@ -268,17 +300,21 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
     try:
         await asyncio.sleep(size.before)
         on_node, on_other = await connections(node), await connections(other)
+        own_5xx, other_downs = await stage.balancer_figures(1 - slot)
         signalled = time.time()
         node.proc.send_signal(signal.SIGTERM)
         not_ready = asyncio.create_task(not_ready_at(node))
         out = asyncio.create_task(stage.in_rotation(slot, "DOWN"))
         exit_code = await asyncio.to_thread(node.proc.wait, 120)
         exited = time.time()
+        # The new version starts at once, as a deploy starts it; HAProxy sends it clients once it is UP.
+        starting = asyncio.create_task(stage.start_node(slot, f"node{slot}-again"))
         current = await fleet.until(await stage.markers.mark(channels), timeout=180)
-        again = stage.nodes[slot] = await stage.start_node(slot, f"node{slot}-again")
+        again = stage.nodes[slot] = await starting
         back = await stage.in_rotation(slot, "UP")
         readyz_503, lb_down = await not_ready, await out
         await asyncio.sleep(size.after)
+        own_5xx_after, other_downs_after = await stage.balancer_figures(1 - slot)
     finally:
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
@@ -319,6 +355,8 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
         "reconnects": stats["connects"],
         "closes": stats["closes"],
         "failed_connects": stats["failures"],
+        "haproxy_503s": own_5xx_after - own_5xx,  # HAProxy's own: no node UP to send the client to
+        "other_taken_out": other_downs_after - other_downs,  # times HAProxy took the surviving node out
         "hints": {
             "count": sum(hints.values()),
             "distinct": len(hints),
@@ -381,29 +419,39 @@ async def run(workdir: Path, quick: bool, progress: Progress, subscribers: int |
             raise RuntimeError(f"only {live['live']} of {size.subscribers} subscribers live: {live}")
         progress(
             f"{live['live']:,}/{size.subscribers:,} subscribers live through HAProxy "
-            f"(node0 {await connections(stage.nodes[0]):,}, node1 {await connections(stage.nodes[1]):,}); "
+            f"(node0 {num(await connections(stage.nodes[0]))}, node1 {num(await connections(stage.nodes[1]))}); "
             f"{size.rate * 5:,.0f} job changes/s"
         )
         for slot in range(2):
             figures = await restart(stage, fleet, size, slot, channels)
             record["restarts"].append(figures)
             progress(describe(figures))
+    except Exception as exc:  # what was measured is kept, with what stopped it
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        progress(f"stopped: {record['error']}")
     finally:
         await fleet.stop()
         await stop_stage(stage)
     return record
 
 
+def num(value: Any) -> str:
+    """A count with thousands separators; "-" for none (a node that did not answer)."""
+    return "-" if value is None else f"{value:,}"
+
+
 def describe(f: dict[str, Any]) -> str:
     h = f["healthz"]
     return (
-        f"{f['node']} restarted (exit {f['exit_code']}, {f['clients_on_node']:,} clients): /readyz 503 after "
+        f"{f['node']} restarted (exit {f['exit_code']}, {num(f['clients_on_node'])} clients): /readyz 503 after "
         f"{f['readyz_503_s']} s, out of HAProxy after {f['lb_down_s']} s, exited after {f['exit_s']} s, every "
         f"subscriber current after {f['current_s']} s, back in HAProxy after {f['back_in_lb_s']} s; /healthz on the "
         f"other node peak {h['peak_ms']} ms (p99 {h['p99_ms']}, {h['failed']} failed of {h['polls']}); lost "
         f"{f['lost']}, stale {f['stale']} of {f['checked']}, duplicates {f['duplicates']}, resyncs {f['resyncs']}, "
-        f"gaps {f['gaps']}, reconnects {f['reconnects']}, closes {f['closes']}, hints {f['hints']}, "
-        f"503s {f['failed_connects'].get('503', 0)}"
+        f"gaps {f['gaps']}, reconnects {f['reconnects']}, closes {f['closes']}, hints {f['hints']}, refused "
+        f"{f['failed_connects']}, HAProxy's own 503s {f['haproxy_503s']}, the other node taken out "
+        f"{f['other_taken_out']} times; clients after: other node {num(f['clients_on_other_after'])}, restarted "
+        f"{num(f['clients_on_restarted_after'])}"
     )
 
 
@@ -414,28 +462,34 @@ def markdown(record: dict[str, Any]) -> str:
         f"{size['rate'] * 5:,.0f} job changes a second",
         "",
         f"Two nodes behind {record['haproxy']['processes']} HAProxy process(es) (health checks on /readyz, "
-        f"{record['haproxy']['check']}); each node in turn SIGTERMed (drain {record['drain_s']:g} s), then "
-        "started again. Times are from the SIGTERM; /healthz is the surviving node's, polled directly 20 times a "
-        "second from the SIGTERM until every subscriber was current and the node was back in HAProxy.",
+        f"{record['haproxy']['check']}); each node in turn SIGTERMed (drain {record['drain_s']:g} s) and started "
+        "again as soon as it had exited. Times are from the SIGTERM; /healthz is the surviving node's, polled "
+        "directly 20 times a second from the SIGTERM until every subscriber was current and the restarted node "
+        "back in HAProxy. Lost: subscriptions not at the database's state once the load stopped.",
         "",
         "| node | its clients | /readyz 503 (s) | out of HAProxy (s) | exited (s) | every subscriber current (s) "
         "| back in HAProxy (s) | /healthz peak (ms) | /healthz p99 (ms) | lost | duplicated | resynced | gaps "
-        "| reconnects | 1012 closes | distinct retry hints (ms) | 503s |",
+        "| reconnects | 1012 closes | distinct retry hints (ms) | refused at the handshake |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for f in record["restarts"]:
         h, hints = f["healthz"], f["hints"]
+        refused = sum(f["failed_connects"].values())
         lines.append(
-            f"| {f['node']} | {f['clients_on_node']:,} | {f['readyz_503_s']} | {f['lb_down_s']} | {f['exit_s']} | "
+            f"| {f['node']} | {num(f['clients_on_node'])} | {f['readyz_503_s']} | {f['lb_down_s']} | {f['exit_s']} | "
             f"{f['current_s']} | {f['back_in_lb_s']} | {h['peak_ms']} | {h['p99_ms']} | {f['lost']} | "
-            f"{f['duplicates']} | {f['resyncs']} | {f['gaps']} | {f['reconnects']:,} | "
-            f"{f['closes'].get(1012, 0):,} | {hints['distinct']:,} ({hints['min_ms']}-{hints['max_ms']}) | "
-            f"{f['failed_connects'].get('503', 0)} |"
+            f"{f['duplicates']} | {f['resyncs']} | {f['gaps']} | {num(f['reconnects'])} | "
+            f"{num(f['closes'].get(1012, 0))} | {num(hints['distinct'])} ({hints['min_ms']}-{hints['max_ms']}) | "
+            f"{num(refused)} |"
         )
     before = [f["healthz_before"]["peak_ms"] for f in record["restarts"]]
     lines += [
         "",
         f"/healthz peak on the same node in the {size['before']:g} s before each SIGTERM: {before} ms. "
-        f"Exit codes: {[f['exit_code'] for f in record['restarts']]}.",
+        f"Exit codes: {[f['exit_code'] for f in record['restarts']]}. Refused at the handshake, by kind: "
+        f"{[f['failed_connects'] for f in record['restarts']]}; of them HAProxy's own 503s (no node UP): "
+        f"{[f['haproxy_503s'] for f in record['restarts']]}.",
     ]
+    if record.get("error"):
+        lines += ["", f"The run stopped early: {record['error']}"]
     return "\n".join(lines) + "\n"

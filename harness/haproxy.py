@@ -148,11 +148,21 @@ class HAProxy:
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
+    def stat(self) -> list[dict[str, str]]:
+        """`show stat`: a row per frontend, backend and server (HAProxy's management guide, "CSV format")."""
+        return list(csv.DictReader(self.command("show stat").lstrip("# ").splitlines()))
+
     def servers(self) -> dict[str, dict[str, str]]:
-        """Each node's row of `show stat` (status: UP, DOWN, "UP 1/3" going down...; scur: its sessions now)."""
-        text = self.command("show stat").lstrip("# ")
-        rows = csv.DictReader(text.splitlines())
-        return {r["svname"]: r for r in rows if r["pxname"] == "gateway_nodes" and r["svname"] != "BACKEND"}
+        """Each node's row of `show stat` (status: UP, DOWN, "UP 1/3" going down...; scur: its sessions now;
+        chkdown: how many times it went down; hrsp_5xx: the 5xx answers it gave)."""
+        return {r["svname"]: r for r in self.stat() if r["pxname"] == "gateway_nodes" and r["svname"] != "BACKEND"}
+
+    def own_5xx(self) -> int:
+        """The 5xx answers HAProxy gave clients itself (no node to send them to), not passed on from a node."""
+        rows = self.stat()
+        sent = sum(int(r["hrsp_5xx"] or 0) for r in rows if r["svname"] == "FRONTEND")
+        nodes = [r for r in rows if r["pxname"] == "gateway_nodes" and r["svname"] != "BACKEND"]
+        return sent - sum(int(r["hrsp_5xx"] or 0) for r in nodes)
 
     def status(self, node: str) -> str:
         return self.servers()[node]["status"]
