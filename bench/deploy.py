@@ -106,6 +106,11 @@ class Stage:
             raise
         return node
 
+    async def start_again(self, slot: int) -> tuple[Process, float]:
+        """Node `slot` started again on its port; when every HAProxy first had it UP (time.time())."""
+        node = self.nodes[slot] = await self.start_node(slot, f"node{slot}-again")
+        return node, await self.in_rotation(slot, "UP")
+
     async def balancer_figures(self, slot: int) -> tuple[int, int]:
         """Over every HAProxy: the 5xx it answered itself, and how many times it took node `slot` out."""
         own, downs = 0, 0
@@ -308,10 +313,9 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
         exit_code = await asyncio.to_thread(node.proc.wait, 120)
         exited = time.time()
         # The new version starts at once, as a deploy starts it; HAProxy sends it clients once it is UP.
-        starting = asyncio.create_task(stage.start_node(slot, f"node{slot}-again"))
+        starting = asyncio.create_task(stage.start_again(slot))
         current = await fleet.until(await stage.markers.mark(channels), timeout=180)
-        again = stage.nodes[slot] = await starting
-        back = await stage.in_rotation(slot, "UP")
+        again, back = await starting
         readyz_503, lb_down = await not_ready, await out
         await asyncio.sleep(size.after)
         own_5xx_after, other_downs_after = await stage.balancer_figures(1 - slot)
