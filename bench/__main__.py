@@ -14,6 +14,7 @@ import os
 import platform
 import secrets
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -104,7 +105,10 @@ async def run_deploy(quick: bool, out: Path, subscribers: int | None) -> dict:
     limit = raise_open_files()
     say(f"open files limit {limit}")
     with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
-        record = await deploy.run(Path(tmp), quick, say, subscribers)
+        logs = RESULTS / "logs" / "deploy"  # kept after the run (git ignores bench/results/logs)
+        shutil.rmtree(logs, ignore_errors=True)
+        record = await deploy.run(Path(tmp), quick, say, subscribers, logs)
+        say(f"the processes' logs: {logs}")
     record["command"] = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
     out.mkdir(parents=True, exist_ok=True)

@@ -133,7 +133,7 @@ def balancers_needed(subscribers: int) -> int:
     return max(1, math.ceil(2 * subscribers / per_process))
 
 
-async def start_stage(workdir: Path, size: Size, progress: Progress) -> Stage:
+async def start_stage(workdir: Path, size: Size, progress: Progress, logdir: Path) -> Stage:
     """Everything up: both nodes UP in every HAProxy. What was started is stopped again if something fails."""
     infra = await start_infra(workdir)
     pool = await asyncpg.create_pool(infra.database_url, min_size=2, max_size=8)
@@ -144,15 +144,17 @@ async def start_stage(workdir: Path, size: Size, progress: Progress) -> Stage:
         await pool.close()
         await infra.close()
         raise
-    logdir = workdir / "logs"
-    logdir.mkdir(exist_ok=True)
+    logdir.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "DATABASE_URL": infra.database_url,
         "REDIS_URL": infra.redis_url,
         "GATEWAY_SECRET": secrets.token_urlsafe(32),
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the subscribers share one user per team
-        "GATEWAY_LOG_LEVEL": "WARNING" if size.subscribers > 2_000 else "INFO",  # not 16,000 lines a restart
+        # Not a line per websocket unless asked for (BENCH_GATEWAY_LOG_LEVEL=info, as for the other scenarios)
+        "GATEWAY_LOG_LEVEL": os.environ.get(
+            "BENCH_GATEWAY_LOG_LEVEL", "WARNING" if size.subscribers > 2_000 else "INFO"
+        ),
         "GATEWAY_DRAIN_SECONDS": f"{DRAIN:g}",
     }
     env.pop("GATEWAY_RESTART_SPREAD_SECONDS", None)  # the node's defaults, as deployed
@@ -375,12 +377,15 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
     }
 
 
-async def run(workdir: Path, quick: bool, progress: Progress, subscribers: int | None = None) -> dict[str, Any]:
-    """Both nodes restarted in turn under the load; the record (`restarts`, one per node)."""
+async def run(
+    workdir: Path, quick: bool, progress: Progress, subscribers: int | None = None, logdir: Path | None = None
+) -> dict[str, Any]:
+    """Both nodes restarted in turn under the load; the record (`restarts`, one per node). The processes' logs go
+    to `logdir` (default: under `workdir`)."""
     size = QUICK if quick else FULL
     if subscribers is not None:
         size = Size(**{**asdict(size), "subscribers": subscribers})
-    stage = await start_stage(workdir, size, progress)
+    stage = await start_stage(workdir, size, progress, logdir or workdir / "logs")
     jobs = stage.jobs
 
     def channels_of(i: int) -> list[str]:  # as in `steady`

@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from .leaving import NodeServer
 
 
+# Seconds the connections and requests still open when the node stops (after the websockets' close frames) may
+# take before uvicorn cancels them: a stop must end, whatever a peer or a request is waiting for.
+GRACEFUL_SHUTDOWN = 15.0
+
+
 def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
     from .http import HttpLimits, bounded_protocol  # Starlette and httptools: only when a node starts
 
@@ -39,4 +44,5 @@ def node_server(app: Starlette, settings: Settings, host: str, port: int) -> Nod
     """The server of `gateway serve` (and of each of its workers): `app` from gateway.web.app.create_app."""
     from .leaving import NodeServer
 
-    return NodeServer(uvicorn_config(app, settings, host, port), settings, app.state.leaving)
+    config = uvicorn_config(app, settings, host, port, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    return NodeServer(config, settings, app.state.leaving)
