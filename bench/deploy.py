@@ -413,6 +413,10 @@ async def run(
         "quick": quick,
         "size": asdict(size),
         "drain_s": DRAIN,
+        # The nodes' settings beside the defaults (GATEWAY_ADMISSION_RATE from the environment sets the spread)
+        "node_settings": {
+            k: v for k, v in sorted(stage.env.items()) if k.startswith("GATEWAY_") and k != "GATEWAY_SECRET"
+        },
         "haproxy": {
             "processes": len(stage.balancers),
             "check": f"inter {INTER:g}s fastinter {FASTINTER:g}s fall {FALL} rise {RISE}",
@@ -491,6 +495,7 @@ def markdown(record: dict[str, Any]) -> str:
             f"{num(f['closes'].get(1012, 0))} | {num(hints['distinct'])} ({hints['min_ms']}-{hints['max_ms']}) | "
             f"{num(refused)} |"
         )
+    settings = ", ".join(f"{k}={v}" for k, v in record.get("node_settings", {}).items())
     before = [f["healthz_before"]["peak_ms"] for f in record["restarts"]]
     lines += [
         "",
@@ -499,6 +504,7 @@ def markdown(record: dict[str, Any]) -> str:
         f"{[f['failed_connects'] for f in record['restarts']]}; of them HAProxy's own 503s (no node UP): "
         f"{[f['haproxy_503s'] for f in record['restarts']]}.",
     ]
+    lines += ["", f"The nodes' settings: {settings}."]
     if record.get("error"):
         lines += ["", f"The run stopped early: {record['error']}"]
     return "\n".join(lines) + "\n"

@@ -6,9 +6,10 @@ SIGTERM, the signal a deploy sends:
    (6 by default): the load balancer's health check takes it out of rotation meanwhile, so new connections go
    to the other nodes. A connection that still arrives is served, and closed with the rest.
 2. Then it stops accepting and closes every websocket with 1012 and a retry hint of its own in the close reason
-   (gateway.core.restart): the hints spread the reconnects over a window, at half `GATEWAY_ADMISSION_RATE` a
-   second but at most `GATEWAY_RESTART_SPREAD_SECONDS`, so the remaining nodes take them in at a pace they
-   admit rather than all in the same instant. Each client resumes from its cursors on another node.
+   (gateway.core.restart): the hints spread the reconnects over a window, at a quarter of
+   `GATEWAY_ADMISSION_RATE` a second but over at most `GATEWAY_RESTART_SPREAD_SECONDS`, so the remaining nodes
+   take them in at a pace they manage rather than all in the same instant, and the later ones find the node
+   back. Each client resumes from its cursors on another node.
 3. Once the clients have answered the close frames (a client that does not is cut off after 2 s), the app shuts
    down and the process exits 0.
 
@@ -49,7 +50,9 @@ class NodeServer(uvicorn.Server):
         super().__init__(config)
         self.leaving = leaving
         self.drain = settings.drain_seconds
-        self.reconnect_rate = settings.admission_rate / 2  # what the other nodes admit, with room for the rest
+        # A quarter of what a node admits: what one here resumes while it carries the load, with the drained
+        # node back (in about 5 s) for the later part of the window (docs/reliability.md, "Rolling deploys").
+        self.reconnect_rate = settings.admission_rate / 4
         self.longest_spread = settings.restart_spread
         self._drain_until: float | None = None
         self._drain_told = False
