@@ -14,6 +14,7 @@ import os
 import platform
 import secrets
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -96,6 +97,28 @@ async def run_faults(quick: bool, out: Path) -> dict:
     return record
 
 
+async def run_deploy(quick: bool, out: Path, subscribers: int | None) -> dict:
+    """`deploy` starts its own world (two nodes behind HAProxy): see bench/deploy.py."""
+    from . import deploy
+
+    say = _progress(time.monotonic())
+    limit = raise_open_files()
+    say(f"open files limit {limit}")
+    with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
+        logs = RESULTS / "logs" / "deploy"  # kept after the run (git ignores bench/results/logs)
+        shutil.rmtree(logs, ignore_errors=True)
+        record = await deploy.run(Path(tmp), quick, say, subscribers, logs)
+        say(f"the processes' logs: {logs}")
+    record["command"] = "python -m bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    record["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "deploy.json").write_text(json.dumps(record, indent=2) + "\n")
+    (out / "deploy.md").write_text(deploy.markdown(record))
+    say(f"wrote {out / 'deploy'}.json and .md")
+    print(deploy.markdown(record))
+    return record
+
+
 def _sizes(parser: argparse.ArgumentParser, text: str) -> list[int]:
     try:
         sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
@@ -108,7 +131,7 @@ def _sizes(parser: argparse.ArgumentParser, text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", choices=sorted([*SCENARIOS, "faults"]))
+    parser.add_argument("scenario", choices=sorted([*SCENARIOS, "faults", "deploy"]))
     parser.add_argument("--quick", action="store_true", help="small sizes: a test of the harness and of correctness")
     parser.add_argument("--systems", help=f"comma-separated subset of {', '.join(SYSTEMS)}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go (default bench/results)")
@@ -125,8 +148,13 @@ def main() -> None:
         + "); storm: the number of clients (the largest given; default 4000). 16000 needs an open-files limit"
         " above it: see bench/infra.py",
     )
+    parser.add_argument(
+        "--subscribers", type=int, help="deploy: how many subscribers (default 16000; 300 with --quick)"
+    )
     args = parser.parse_args()
     sizes = _sizes(parser, args.sizes) if args.sizes else None
+    if args.subscribers is not None and (args.scenario != "deploy" or args.subscribers < 1):
+        parser.error("--subscribers takes a positive count, for deploy only")
     if sizes and args.scenario != "fanout":
         parser.error("--sizes is for fanout only")
     if args.rounds < 1 or (args.rounds > 1 and args.scenario not in ROUNDS):
@@ -140,6 +168,14 @@ def main() -> None:
         phases = record["phases"]
         if any(p["lost"] or p["stale"] for p in phases) or any(p["recovery_s"] is None for p in phases[:-1]):
             sys.exit("bench: a subscriber did not end at the database's state after a fault")
+        return
+    if args.scenario == "deploy":
+        record = asyncio.run(run_deploy(args.quick, args.out, args.subscribers))
+        restarts = record["restarts"]
+        if len(restarts) < 2 or any(
+            r["lost"] or r["stale"] or r["duplicates"] or r["current_s"] is None or r["exit_code"] for r in restarts
+        ):
+            sys.exit("bench: a rolling deploy lost or repeated something, left a subscriber behind, or a node failed")
         return
     record = asyncio.run(run(args.scenario, args.quick, only, args.out, args.rounds, sizes))
     wrong = [

@@ -50,7 +50,8 @@ from harness.follower import Follower
 from harness.world import Process, World, postgres_target, via_proxy, wait_http
 
 from .load import World as Jobs
-from .load import Writer, build_world, database_state, team_counts
+from .load import Writer, build_world
+from .markers import Markers
 from .measure import judge, settle
 from .procstat import rss_kb
 from .subscribers import Fleet
@@ -62,13 +63,6 @@ SLOW_READ_PAUSE = 0.05  # the slow client's pause after each message it reads: 2
 # a window that small is never reopened by the reader, only found again by the sender's zero-window probes,
 # whose backoff grows to tens of seconds: such a client reads about a message a second, not 20.
 SLOW_RECEIVE_BUFFER = 128 << 10
-PROBE_STATUSES = ("holding", "preempted")  # the markers' statuses: the load only cycles queued/running/completed
-DB_DOWN = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-)  # a broken connection, in its forms
 
 
 @dataclass
@@ -104,11 +98,10 @@ class Lab:
     pg: EmbeddedPostgres
     pool: asyncpg.Pool
     jobs: Jobs
-    probes: dict[int, int]  # trajectory -> its marker job (not in `jobs`: the load never touches it)
+    markers: Markers  # one job per trajectory the load never touches: moved to tell when everyone is current
     # "relay-1 → PostgreSQL", "node0 → Redis", "clients → node1"...: every link the gateway's processes have
     proxies: dict[str, FaultProxy] = field(default_factory=dict)
     nodes: dict[int, tuple[int, dict[str, str]]] = field(default_factory=dict)  # slot -> its port, its links
-    marks: int = 0
 
     async def proxy(self, link: str, host: str, port: int = 0) -> FaultProxy:
         proxy = self.proxies[link] = FaultProxy(host, port)
@@ -143,38 +136,10 @@ class Lab:
         return f"ws://127.0.0.1:{self.proxies[f'clients → node{slot}'].port}/ws"
 
     async def mark(self, channels: set[str]) -> dict[str, tuple[str, Any, int]]:
-        """Move every marker job to the next marker status, as soon as the database takes the write; what a
-        subscriber of each channel holds once it has that change (see Fleet.until)."""
-        self.marks += 1
-        status = PROBE_STATUSES[self.marks % 2]
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                rows = await self.pool.fetch(
-                    "update jobs set status = $2 where id = any($1::bigint[]) returning id, version, trajectory_id",
-                    list(self.probes.values()),
-                    status,
-                )
-                break
-            except DB_DOWN:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
-        marks: dict[str, tuple[str, Any, int]] = {
-            f"trajectory:{r['trajectory_id']}": ("job", r["id"], r["version"]) for r in rows
-        }
-        for team in self.jobs.teams:
-            marks[f"team:{team}"] = ("count", status, len(self.jobs.trajectories[team]))
-        return {c: m for c, m in marks.items() if c in channels}
+        return await self.markers.mark(channels)
 
     async def expected(self) -> dict[str, Any]:
-        """What every subscriber must end with: its team's counts, its trajectory's jobs."""
-        want: dict[str, Any] = {}
-        for team in self.jobs.teams:
-            want[f"team:{team}"] = await team_counts(self.pool, team)
-            for trajectory in self.jobs.trajectories[team]:
-                want[f"trajectory:{trajectory}"] = await database_state(self.pool, trajectory)
-        return want
+        return await self.markers.expected()
 
 
 async def start_lab(workdir: Path, size: Size) -> Lab:
@@ -195,23 +160,14 @@ async def start_lab(workdir: Path, size: Size) -> Lab:
         "GATEWAY_LOG_LEVEL": "INFO",
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",
         "GATEWAY_KEEPALIVE": str(KEEPALIVE),
+        "GATEWAY_DRAIN_SECONDS": "0",  # no load balancer to leave: a node stopped stops at once
     }  # the subscribers share one user per team
     world = World(database_url, valkey, secret, env, logdir, [])
     pool = await asyncpg.create_pool(
         database_url, min_size=0, max_size=8
     )  # no floor to restore while PostgreSQL restarts
     jobs = await build_world(pool, size.teams, size.trajectories_per_team, size.jobs_per_trajectory)
-    probes = {}
-    for team, trajectories in jobs.trajectories.items():
-        for trajectory in trajectories:
-            probes[trajectory] = await pool.fetchval(
-                "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, status)"
-                " select $1, $2, id, 'preprocess', 'Marker', 0, $3 from clusters where team_id = $1 returning id",
-                team,
-                trajectory,
-                PROBE_STATUSES[0],
-            )
-    lab = Lab(world, pg, pool, jobs, probes)
+    lab = Lab(world, pg, pool, jobs, await Markers.add(pool, jobs))
     world.nodes = [await lab.start_node(i, f"node{i}") for i in range(2)]
     await lab.start_relay("relay-1")
     await world.active_relay()

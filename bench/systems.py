@@ -93,6 +93,7 @@ def _gateway(ctx: Context, workers: int = 1) -> Running:
         "GATEWAY_SECRET": ctx.secret,
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the benchmark's subscribers share a few users
         "GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "warning"),
+        "GATEWAY_DRAIN_SECONDS": "0",  # no load balancer to leave: stopped at once (`bench deploy` drains)
     }
     relay, relay_log = _spawn("gateway-relay", [sys.executable, "-m", "gateway.cli", "relay"], ctx, env)
     serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]

@@ -13,14 +13,12 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-import uvicorn
-
 from . import __version__, exits
 from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
 from .exits import CommandFailed
 from .running import run_until_signalled
-from .web.serving import uvicorn_config
+from .web.serving import node_server
 
 
 def _require(settings: Settings, *names: str) -> None:
@@ -97,7 +95,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 
         sys.exit(serve_workers(settings, args.host, args.port, args.workers))
     _stop_cleanly_on_signals()
-    server = uvicorn.Server(uvicorn_config(create_app(settings), settings, args.host, args.port))
+    server = node_server(create_app(settings), settings, args.host, args.port)
     server.run()
     if not server.started:  # it logged why: a port in use, or the app's startup failed
         raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")

@@ -6,10 +6,10 @@
             ...  # Snapshot, Batch, Summary, Notice, Glow, ... (msgspec Structs from gateway.core.protocol)
 
 Connecting, the first time as after a drop, is retried with backoff and jitter (a busy node's `retry_after_ms`
-is honoured) until it works, or `max_attempts` attempts in a row failed: `ConnectionFailed` (the dialing is
-gateway.client_dial's). After a drop it resumes every channel from its cursor; on `resync`, or a sequence that
-does not follow, it subscribes again without a cursor and yields the fresh snapshot, page by page (the checks
-are gateway.core.follower's).
+is honoured, and so is the retry hint of a node that closes with 1012 as it restarts) until it works, or
+`max_attempts` attempts in a row failed: `ConnectionFailed` (the dialing is gateway.client_dial's). After a
+drop it resumes every channel from its cursor; on `resync`, or a sequence that does not follow, it subscribes
+again without a cursor and yields the fresh snapshot, page by page (the checks are gateway.core.follower's).
 A `token_provider` (a plain or async function; `token_from_command("gateway token --user 1")` runs a command)
 is asked again after a 401 at the handshake or a close 4001; without one, or when its fresh token is refused
 too, `Unauthorized` is raised.
@@ -46,6 +46,7 @@ from .core.protocol import (
     Unsubscribe,
     decode_server,
 )
+from .core.restart import RESTART_CODE, retry_after_ms
 
 __all__ = [
     "ChannelRefused", "ConnectionFailed", "Forbidden", "GatewayClient", "GatewayError", "State", "TokenProvider",
@@ -233,16 +234,17 @@ class GatewayClient:
             log.info("%s closed the session (%s): renewed the token", self.url, reason)
         elif code != CLOSE_TOKEN_EXPIRED:
             log.info("%s: connection lost (%s): reconnecting", self.url, closed)
-        await self._open(first=False)
+        hint = retry_after_ms(closed.rcvd.reason) if code == RESTART_CODE and closed.rcvd is not None else None
+        await self._open(first=False, hint=None if hint is None else hint / 1000)
         if self._closed():
             return
         self.reconnects += 1
         # Sent by the read loop, each marked done once sent: a cancelled caller leaves none behind.
         self.subscriptions.ask_all_again()
 
-    async def _open(self, first: bool) -> None:
-        """Connect (gateway.client_dial); raises Unauthorized or ConnectionFailed."""
-        ws = await self.dialer.dial(first)
+    async def _open(self, first: bool, hint: float | None = None) -> None:
+        """Connect (gateway.client_dial), after `hint` seconds if given; raises Unauthorized or ConnectionFailed."""
+        ws = await self.dialer.dial(first, hint)
         if ws is not None:
             self._ws = ws
             self.state = State.OPEN

@@ -1,5 +1,5 @@
 """How a GatewayClient opens its socket: the handshake with the current token, tried again with backoff and
-jitter (a busy node's `retry_after_ms` is honoured) until it works, the client closes, or `max_attempts`
+jitter (a busy node's `retry_after_ms` is honoured, and so is a restarting node's retry hint) until it works, the client closes, or `max_attempts`
 attempts in a row failed. A 401 asks the token provider for a fresh token and tries it at once; a refusal that
 retrying cannot fix (an origin, a path) ends it at the first attempt."""
 
@@ -41,10 +41,12 @@ class Dialer:
         self.closed = closed  # the client was closed: stop trying
         self.closing = asyncio.Event()  # set when the client closes: cuts short a wait between attempts
 
-    async def dial(self, first: bool) -> websockets.ClientConnection | None:
-        """A connected socket, or None if the client closed meanwhile; raises Unauthorized or ConnectionFailed."""
+    async def dial(self, first: bool, asked: float | None = None) -> websockets.ClientConnection | None:
+        """A connected socket, or None if the client closed meanwhile; raises Unauthorized or ConnectionFailed.
+        `asked`: the seconds a restarting node asked this connection to wait (gateway.core.restart)."""
         delay = FIRST_DELAY
-        wait = 0.0 if first else jitter(delay)  # after a drop, spread the reconnects of many clients
+        # After a drop, spread the reconnects of many clients: as the node asked, or by jitter.
+        wait = 0.0 if first else asked if asked is not None else jitter(delay)
         attempts = 0
         while True:
             if wait:

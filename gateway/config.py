@@ -133,6 +133,12 @@ class Settings:
     # New websockets admitted per second per node (bursts as large): a reconnect storm is let in at this
     # rate, the rest told to retry after a jittered delay.
     admission_rate: float = field(default_factory=lambda: _float("GATEWAY_ADMISSION_RATE", 2000))
+    # Seconds between SIGTERM and closing the websockets, while /readyz answers 503: long enough for the load
+    # balancer to take the node out (HAProxy's defaults: a check every 2 s, down after 3 failed, so 6 s).
+    drain_seconds: float = field(default_factory=lambda: _float("GATEWAY_DRAIN_SECONDS", 6))
+    # The longest window the websockets' retry hints spread over when the node stops (docs/protocol.md, 1012):
+    # the hints come back at a quarter of GATEWAY_ADMISSION_RATE a second, but never spread past this.
+    restart_spread: float = field(default_factory=lambda: _float("GATEWAY_RESTART_SPREAD_SECONDS", 30))
     max_body_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_BODY_BYTES", 8 << 20))
     # What a request (or a websocket's upgrade request) may cost before the app sees it (gateway.web.http):
     # a longer URL gets 414, more or larger header lines 431, headers or a body not complete in time 408.

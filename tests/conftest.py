@@ -27,6 +27,10 @@ from harness.world import Process, spawn, wait_http  # noqa: F401  (tests import
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 TOOLS = Path(__file__).resolve().parent / "tools"
 
+# The nodes the tests start (with this environment) have no load balancer to leave: SIGTERM closes their websockets
+# at once rather than after the drain of gateway.web.leaving, which tests/integration/test_drain.py tests.
+os.environ.setdefault("GATEWAY_DRAIN_SECONDS", "0")
+
 
 def node_tools(needed_for: str) -> Path:
     """tests/tools with its npm packages (the AsyncAPI parser, axe-core) installed from its lock file the first

@@ -35,7 +35,9 @@ class Stats:
         "server_pings",
         "protocol_errors",
     )
-    __slots__ = COUNTERS + ("closes", "errors", "failures", "gap_samples", "latency", "summary_latency", "since")
+    __slots__ = COUNTERS + (
+        "closes", "errors", "failures", "hints", "gap_samples", "latency", "summary_latency", "since",
+    )  # fmt: skip
     bytes: int
     frames: int
     messages: int
@@ -67,6 +69,7 @@ class Stats:
         self.failures: dict[
             str, int
         ] = {}  # failed connect: HTTP status ("503") or reason ("ConnectionRefusedError", "timeout")
+        self.hints: dict[int, int] = {}  # a restarting node's retry hint (ms, in its 1012 close) -> count
         self.gap_samples: list[tuple[float, str, int, int]] = []  # the first gaps: (time, channel, seq held, seq got)
         self.latency = Histogram()
         self.summary_latency = Histogram()
@@ -81,6 +84,7 @@ class Stats:
             closes=dict(self.closes),
             errors=dict(self.errors),
             failures=dict(self.failures),
+            hints=dict(self.hints),
             gap_samples=list(self.gap_samples),
             latency=self.latency,
             summary_latency=self.summary_latency,

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from gateway.core.restart import RESTART_CODE, retry_after_ms
+
 from .counters import Stats
 from .dialects import make_dialect
 from .wsclient import HANDSHAKE, WSClient, request_head, retry_delay
@@ -38,14 +40,15 @@ def source_address(host: str, idx: int) -> tuple[str, int] | None:
     return (f"127.1.{block // 254}.{1 + block % 254}", 0)
 
 
-AWAY = (1012, 1013)  # closes that say the node is restarting or cannot serve now (its bus out of reach)
+AWAY = (RESTART_CODE, 1013)  # closes that say the node is restarting or cannot serve now (its bus out of reach)
 
 
 class Subscriber:
-    """One simulated client: reconnects by itself (jittered exponential backoff, or the delay a 503 asks
-    for) and keeps its dialect's state and cursors across connections. Given several URLs (nodes behind a
-    load balancer), it starts on the first and moves to the next when a connection attempt fails, is refused
-    with 503 or is closed with 1012 or 1013, as a load balancer whose health checks took that node out would."""
+    """One simulated client: reconnects by itself (jittered exponential backoff, or the delay a 503 or a
+    restarting node's close asks for) and keeps its dialect's state and cursors across connections. Given several
+    URLs (nodes behind a load balancer), it starts on the first and moves to the next when a connection attempt
+    fails, is refused with 503 or is closed with 1012 or 1013, as a load balancer whose health checks took that
+    node out would."""
 
     __slots__ = (
         "idx",
@@ -193,10 +196,13 @@ class Subscriber:
             return
         self.ws = None
         self.stats.count(self.stats.closes, code)
+        hint = retry_after_ms(ws.close_reason) if code == RESTART_CODE else None
+        if hint is not None:  # a restarting node said when to come back, as gateway.client honours it
+            self.stats.count(self.stats.hints, hint)
         self._down()
         if code in AWAY:  # the node is leaving or cannot serve: a load balancer sends the retry elsewhere
             self._next_address()
-        self._retry(None)
+        self._retry(None if hint is None else hint / 1000)
 
     def ws_refused(self, ws: WSClient, status: int, headers: dict[str, str], body: bytes) -> None:
         if ws is not self.ws:

@@ -100,7 +100,7 @@ class WSClient(asyncio.Protocol):
 
     __slots__ = (
         "handler", "stats", "transport", "buf", "key", "phase", "status", "resp_headers", "body_need", "reader",
-        "close_code", "_head",
+        "close_code", "close_reason", "_head",
     )  # fmt: skip
 
     def __init__(self, handler: Handler, head: bytes) -> None:
@@ -115,6 +115,7 @@ class WSClient(asyncio.Protocol):
         self.body_need = -1
         self.reader: FrameReader | None = None  # once upgraded
         self.close_code: int | None = None
+        self.close_reason = ""  # the server's close frame's reason (a restarting node's retry hint)
         self._head = head
 
     @property
@@ -275,6 +276,7 @@ class WSClient(asyncio.Protocol):
         elif op == OP_CLOSE:
             code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
             self.close_code = code
+            self.close_reason = payload[2:].decode(errors="replace")
             self.transport.write(mask_frame(OP_CLOSE, payload[:2]))  # type: ignore[union-attr]
             self.transport.close()  # type: ignore[union-attr]
             self.phase = DONE

@@ -1,5 +1,6 @@
-// The live connection: one websocket, many channels. Reconnects by itself with backoff and jitter, resumes
-// every channel from its cursor, notices lost messages by their sequence, keeps the server clock's offset.
+// The live connection: one websocket, many channels. Reconnects by itself with backoff and jitter (or after the
+// delay a restarting node asks for), resumes every channel from its cursor, notices lost messages by their
+// sequence, keeps the server clock's offset.
 
 const RESUMABLE = new Set(["batch", "summary", "notice", "glow", "presence", "clusters"]);
 // A job's or a group's fields at their default are left out of the wire (docs/protocol.md): put them back,
@@ -34,6 +35,13 @@ export function follow(sub, m) {
 // from a page's cursor would skip the pages after it), so the channel's snapshot starts again.
 export function resumeCursor(sub) { return sub.nextPage === null ? sub.cursor : null; }
 export function reset(sub) { sub.cursor = null; sub.seq = null; sub.ready = false; sub.nextPage = null; }
+
+// A restarting node's close (1012) says in its reason how long this connection should wait before it comes back,
+// each connection a different delay (docs/protocol.md, "Close codes"): gateway/core/restart.py's retry_after_ms.
+export function retryAfterMs(reason) {
+  const found = /(?:^|[\s;,(])retry_after_ms=(\d{1,9})(?:$|[\s;,)])/.exec(reason || "");
+  return found ? Number(found[1]) : null;
+}
 
 export class Live {
   constructor(onStatus, onExpired = async () => {}) {
@@ -85,7 +93,8 @@ export class Live {
       if (this.ws !== ws) return;
       this.onStatus("reconnecting");
       if (event.code === 4001) { await this.onExpired(); this._connect(); return; }
-      const delay = Math.min(15000, 400 * 2 ** this.retry++) * (0.5 + Math.random());
+      const asked = event.code === 1012 ? retryAfterMs(event.reason) : null;
+      const delay = asked ?? Math.min(15000, 400 * 2 ** this.retry++) * (0.5 + Math.random());
       setTimeout(() => this._connect(), delay);
     };
   }

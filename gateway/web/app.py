@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable
 
 import asyncpg
 from starlette.applications import Starlette
@@ -41,6 +44,7 @@ from .ingest import (
     update_submission,
 )
 from .instance_types import declare_instance_types, submission_instance_types
+from .leaving import Leaving
 from .lifecycle import lifecycle
 from .logs import RequestTimer, install_redaction
 from .metrics import healthz, metrics, readyz
@@ -51,6 +55,25 @@ from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, si
 from .submission_windows import team_projects, team_submissions, team_submissions_csv
 from .submissions import preview_submissions_action, submissions_action
 from .ws import websocket_endpoint
+
+log = logging.getLogger("gateway")
+CLOSE_BUDGET = 10.0  # seconds each step of the app's shutdown may take before the node goes on without it
+
+
+async def closing(what: str, step: Awaitable[None]) -> bool:
+    """One step of the app's shutdown, within CLOSE_BUDGET seconds: a step that takes longer is logged and left
+    (the process is on its way out: a stuck step must not keep it, and the next deploy, waiting); False then."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(CLOSE_BUDGET):
+            await step
+    except TimeoutError:
+        log.error("shutting down: %s did not close within %g s; going on without it", what, CLOSE_BUDGET)
+        return False
+    took = time.monotonic() - started
+    if took > 1:
+        log.warning("shutting down: %s took %.1f s to close", what, took)
+    return True
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -97,12 +120,13 @@ def create_app(settings: Settings) -> Starlette:
         try:
             yield
         finally:
-            await commands.aclose()
-            await node.stop()
-            await sessions.stop()
-            await revocations.stop()
-            await bus.aclose()
-            await pool.close()
+            await closing("cluster commands", commands.aclose())
+            await closing("the hub", node.stop())
+            await closing("sessions' last seen", sessions.stop())
+            await closing("revocations", revocations.stop())
+            await closing("the Redis connections", bus.aclose())
+            if not await closing("the PostgreSQL pool", pool.close()):
+                pool.terminate()
 
     routes = [
         WebSocketRoute("/ws", websocket_endpoint),
@@ -156,4 +180,5 @@ def create_app(settings: Settings) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures
+    app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
     return app

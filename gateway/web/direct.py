@@ -29,6 +29,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.http11 import Request
 
 from ..core.ratelimit import FrameBudget
+from ..core.restart import RESTART_CODE, RESTART_REASON
 from ..core.wsframe import (
     CLOSE_FLOOD,
     OP_BINARY,
@@ -160,7 +161,8 @@ class DirectLink(asyncio.Protocol):
     # -- uvicorn's side
 
     def shutdown(self) -> None:
-        self.close(1012, "server restarting: connect again")
+        """Without gateway.web.leaving's server (which closes each link with a retry hint first): no hint."""
+        self.close(RESTART_CODE, RESTART_REASON)
 
     # -- the transport's side
 

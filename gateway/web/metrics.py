@@ -1,5 +1,5 @@
 """`/metrics` (Prometheus), `/healthz` (the process is up) and `/readyz` (it can serve: PostgreSQL and Redis
-answer, and the relay is alive and not lagging).
+answer, and the relay is alive and not lagging; and it is not shutting down, gateway.web.leaving).
 
 `/metrics` is for scrapers (gateway.exposition says who may scrape). A node exports its own figures and
 the process's; the relay's are the relay process's own to export (gateway.relay.metrics), except in
@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from ..bus.broker import RelayStats
 from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.figures import ping
+from .leaving import Leaving
 from .runtime import Runtime
 from .workers import WORKER_ENV
 
@@ -160,6 +161,9 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    leaving: Leaving | None = getattr(request.app.state, "leaving", None)
+    if leaving is not None and leaving.since is not None:  # stopped: the load balancer takes the node out
+        return JSONResponse({"ready": False, "problems": ["shutting down"]}, 503)
     runtime: Runtime = request.app.state.runtime
     problems: list[str] = []
     try:

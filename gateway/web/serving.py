@@ -1,10 +1,23 @@
-"""The uvicorn configuration a gateway node runs with: `gateway serve`, the demo and the test nodes share it."""
+"""The uvicorn configuration a gateway node runs with (`gateway serve`, the demo and the test nodes share it), and
+the server `gateway serve` runs it in (gateway.web.leaving: how the node leaves on SIGTERM)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from ..config import Settings
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from .leaving import NodeServer
+
+
+# Seconds the connections and requests still open when the node stops (after the websockets' close frames) may
+# take before uvicorn cancels them: a stop must end, whatever a peer or a request is waiting for.
+GRACEFUL_SHUTDOWN = 15.0
 
 
 def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
@@ -25,3 +38,11 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
         **extra,  # type: ignore[arg-type]
     )
+
+
+def node_server(app: Starlette, settings: Settings, host: str, port: int) -> NodeServer:
+    """The server of `gateway serve` (and of each of its workers): `app` from gateway.web.app.create_app."""
+    from .leaving import NodeServer
+
+    config = uvicorn_config(app, settings, host, port, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    return NodeServer(config, settings, app.state.leaving)

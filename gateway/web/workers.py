@@ -3,8 +3,9 @@
 Each worker binds the port itself with SO_REUSEPORT and the kernel spreads new connections over them (by a hash
 of each connection's addresses). Every worker is a whole node: its own PostgreSQL pool, its own Redis
 subscriber, every channel; nothing is shared between them but the port. The parent only watches: a worker that
-dies is started again after a second, and SIGTERM or Ctrl-C stops every worker the way one node stops (its
-websockets closed with 1012, the clients reconnect to the others, or to it once it is back).
+dies is started again after a second, and SIGTERM or Ctrl-C stops every worker the way one node stops (SIGTERM
+after the drain of gateway.web.leaving; its websockets closed with 1012 and a retry hint each, the clients
+reconnect to the others, or to it once it is back).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..config import Settings
 log = logging.getLogger("gateway")
 
 RESTART_AFTER = 1.0  # seconds before a worker that died is started again
-STOP_TIMEOUT = 30.0  # seconds the workers get to close their connections before they are killed
+STOP_TIMEOUT = 30.0  # seconds the workers get to close their connections (after their drain) before they are killed
 WORKER_ENV = "GATEWAY_WORKER"  # each worker's index, which /healthz reports
 
 
@@ -43,6 +44,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     context = multiprocessing.get_context("spawn")  # a fresh interpreter each: no loop or pool inherited
     running: dict[int, BaseProcess] = {}
     stopping = False
+    stopped_by: int = signal.SIGTERM
 
     def start(index: int) -> None:
         process = context.Process(
@@ -53,8 +55,8 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
         log.info("worker %d started (pid %s)", index, process.pid)
 
     def stop(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        nonlocal stopping, stopped_by
+        stopping, stopped_by = True, signum
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -67,10 +69,10 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
                 log.error("worker %d exited with %s: starting it again", index, process.exitcode)
                 time.sleep(RESTART_AFTER)
                 start(index)
-    for process in running.values():
+    for process in running.values():  # SIGTERM: each drains first (gateway.web.leaving); Ctrl-C: at once
         if process.pid is not None and process.is_alive():
-            os.kill(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT
+            os.kill(process.pid, stopped_by)
+    deadline = time.monotonic() + STOP_TIMEOUT + (settings.drain_seconds if stopped_by == signal.SIGTERM else 0)
     for process in running.values():
         process.join(max(0.0, deadline - time.monotonic()))
         if process.is_alive():
@@ -80,11 +82,9 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
 
 
 def _worker(settings: Settings, host: str, port: int, index: int, parent: int) -> None:
-    import uvicorn
-
     from .app import create_app
     from .logs import configure
-    from .serving import uvicorn_config
+    from .serving import node_server
 
     os.setsid()  # a terminal's Ctrl-C reaches the parent alone, which stops each worker once, gracefully
     _end_with_parent()
@@ -93,7 +93,13 @@ def _worker(settings: Settings, host: str, port: int, index: int, parent: int) -
     os.environ[WORKER_ENV] = str(index)
     configure(settings.log_level, settings.log_format)
     sock = reuse_port_socket(host, port)
-    uvicorn.Server(uvicorn_config(create_app(settings), settings, host, port)).run(sockets=[sock])
+    for sig in (signal.SIGTERM, signal.SIGINT):  # uvicorn raises the signal again once it has shut down: exit 0
+        signal.signal(sig, _stopped)
+    node_server(create_app(settings), settings, host, port).run(sockets=[sock])
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _end_with_parent() -> None:

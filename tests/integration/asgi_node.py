@@ -10,10 +10,10 @@ import sys
 
 import uvicorn
 
-from gateway.cli import uvicorn_config
 from gateway.config import Settings
 from gateway.web.app import create_app
 from gateway.web.logs import configure
+from gateway.web.serving import uvicorn_config
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """How the client connects, against a stand-in server that answers the handshake as a node would: a busy
-node's delay is honoured, a refusal retrying cannot fix ends at once, and close() cuts a wait short."""
+node's delay is honoured, and so is a restarting node's retry hint; a refusal retrying cannot fix ends at once,
+and close() cuts a wait short."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from gateway.client import ConnectionFailed, GatewayClient, State
+from gateway.core.restart import restart_reason
 
 Answer = Callable[[int], Response | None]  # the attempt's number -> a refusal, or None to accept
 
@@ -86,3 +88,27 @@ async def test_close_cuts_the_wait_between_attempts_short() -> None:
         assert client.state is State.CLOSED and len(server.attempts) == 1
         with pytest.raises(StopAsyncIteration):
             await anext(client)
+
+
+async def test_a_restarting_node_is_asked_again_after_the_retry_hint_in_its_close_reason() -> None:
+    attempts: list[float] = []
+
+    async def restarting(connection: ServerConnection) -> None:
+        """A node that restarts under its first connection: 1012 with a retry hint of 700 ms in the reason."""
+        attempts.append(asyncio.get_running_loop().time())
+        if len(attempts) == 1:
+            await connection.close(1012, restart_reason(700))
+        await connection.wait_closed()
+
+    async with serve(restarting, "127.0.0.1", 0) as running:
+        port = next(iter(running.sockets)).getsockname()[1]
+        client = GatewayClient(f"http://127.0.0.1:{port}", "token")
+        async with client:
+            reading = asyncio.create_task(anext(client))  # reads the close, reconnects, then waits for a message
+            deadline = asyncio.get_running_loop().time() + 10
+            while client.reconnects == 0:
+                assert asyncio.get_running_loop().time() < deadline, attempts
+                await asyncio.sleep(0.01)
+            reading.cancel()
+        assert len(attempts) == 2
+        assert attempts[1] - attempts[0] >= 0.69  # the hint, not the first backoff's 0.125-0.375 s
