@@ -30,12 +30,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import multiprocessing
 import os
 import resource
 import secrets
 import signal
-import statistics
 import time
 import urllib.error
 import urllib.request
@@ -50,6 +48,7 @@ from gateway.embedded import free_port
 from harness.haproxy import FALL, FASTINTER, INTER, RISE, HAProxy, Node
 from harness.world import Process, spawn, wait_http
 
+from .healthz import HealthProbe, latency_figures
 from .infra import Infra, start_infra
 from .load import World as Jobs
 from .load import Writer, build_world
@@ -61,7 +60,6 @@ Progress = Callable[[str], None]
 DRAIN = INTER * FALL  # GATEWAY_DRAIN_SECONDS: HAProxy's check interval x its fall count (the node's default)
 HOST = "localhost"  # the name HAProxy's health check asks for (GATEWAY_HOSTS: the default list holds it)
 SPARE_FDS = 500  # an HAProxy process's descriptors besides its connections' (listeners, checks, the runtime API)
-PROBE_INTERVAL = 0.05  # /healthz on the surviving node, 20 times a second
 
 
 @dataclass
@@ -204,55 +202,6 @@ async def stop_stage(stage: Stage) -> None:
     await stage.infra.close()
 
 
-# -- /healthz on the surviving node, from a process of its own (the harness's loop and GIL stay out of it)
-
-
-def _probe_main(url: str, interval: float, pipe: Any) -> None:
-    samples: list[tuple[float, float | None]] = []  # (time.time() sent, seconds to the answer; None: failed)
-    while not pipe.poll(interval):
-        sent = time.time()
-        started = time.perf_counter()
-        try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                response.read()
-            samples.append((sent, time.perf_counter() - started))
-        except (OSError, urllib.error.URLError):
-            samples.append((sent, None))
-    pipe.send(samples)
-
-
-class HealthProbe:
-    def __init__(self, node: Process) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._pipe, child = ctx.Pipe()
-        self._proc = ctx.Process(
-            target=_probe_main, args=(f"{node.http}/healthz", PROBE_INTERVAL, child), daemon=True, name="healthz-probe"
-        )
-        self._proc.start()
-        child.close()
-
-    async def stop(self) -> list[tuple[float, float | None]]:
-        self._pipe.send("stop")
-        samples: list[tuple[float, float | None]] = await asyncio.to_thread(self._pipe.recv)
-        await asyncio.to_thread(self._proc.join, 10)
-        return samples
-
-
-def latency_figures(samples: list[tuple[float, float | None]], since: float, until: float) -> dict[str, Any]:
-    """The /healthz answers sent between `since` and `until` (time.time()): their peak, p99 and median (ms)."""
-    within = [s for s in samples if since <= s[0] <= until]
-    answered = sorted(latency * 1000 for _, latency in within if latency is not None)
-    if not answered:
-        return {"polls": len(within), "failed": len(within), "peak_ms": None, "p99_ms": None, "p50_ms": None}
-    return {
-        "polls": len(within),
-        "failed": len(within) - len(answered),
-        "peak_ms": round(answered[-1], 1),
-        "p99_ms": round(answered[min(len(answered) - 1, int(len(answered) * 0.99))], 1),
-        "p50_ms": round(statistics.median(answered), 1),
-    }
-
-
 # -- one restart
 
 
@@ -303,7 +252,7 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
     node, other = stage.nodes[slot], stage.nodes[1 - slot]
     await fleet.reset_stats()
     writer, load = start_load(stage, size)
-    probe = HealthProbe(other)
+    probe = HealthProbe(other.http)
     try:
         await asyncio.sleep(size.before)
         on_node, on_other = await connections(node), await connections(other)

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from gateway.bus import history, keys
 
+from .healthz import HealthProbe, latency_figures
 from .load import World, Writer, build_world, database_state, mix_statuses, team_counts, team_state
 from .measure import Outcome, Plan, measure, settle
 from .report import markdown, ratios
@@ -303,6 +304,8 @@ async def storm(
 
         async def workload(fleet: Fleet, writer: Writer = writer) -> dict[str, Any]:
             load = asyncio.create_task(writer.run(2, 60, [trajectory]))  # changes keep coming during the storm
+            # The node must stay responsive while it admits the storm: its /healthz, polled throughout.
+            probe = HealthProbe(fleet.http_base) if fleet.http_base and fleet.dialect.startswith("gateway") else None
             try:
                 await asyncio.sleep(1.0)
                 result = await fleet.storm(timeout=120)
@@ -310,12 +313,17 @@ async def storm(
             finally:
                 load.cancel()
                 await asyncio.gather(load, return_exceptions=True)
-            return {
+                samples = await probe.stop() if probe is not None else None
+            figures = {
                 "recovery_s": result.get("recovery_s"),
                 "http_503": result.get("http_503", 0),
                 "storm_resyncs": result.get("resyncs", 0),
                 "storm_connects": result.get("connects", 0),
             }
+            if samples is not None:
+                dropped, recovered = result["dropped_at"], result["dropped_at"] + (result.get("recovery_s") or 120)
+                figures["healthz"] = latency_figures(samples, dropped, recovered)
+            return figures
 
         async def expected(gateway: bool) -> dict[str, dict[int, tuple[int, str]]]:
             return {channel: await database_state(pool, trajectory)}  # every system sent the state at connect
@@ -332,13 +340,17 @@ async def storm(
         )
     lines = [
         "",
-        "| system | current again after (s) | told to retry (503) | resyncs | lost | stale |",
-        "|---|---|---|---|---|---|",
+        "| system | current again after (s) | told to retry (503) | resyncs | lost | stale "
+        "| /healthz during the storm: p50, p99, peak (ms), unanswered |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, f in systems.items():
         recovery = f"{f['recovery_s']:.2f}" if f.get("recovery_s") is not None else "not within 120 s"
+        h = f.get("healthz")
+        health = f"{h['p50_ms']}, {h['p99_ms']}, {h['peak_ms']}; {h['failed']} of {h['polls']}" if h else "-"
         lines.append(
-            f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} |"
+            f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} "
+            f"| {health} |"
         )
     return _finish(run, systems, f"storm, C = {size:,} clients dropped and reconnected at once", lines)
 

@@ -113,6 +113,9 @@ class Fleet:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self.n = n
+        self.dialect = dialect
+        # The server's HTTP side (its /healthz), when every subscriber dials the same one.
+        self.http_base = f"http://{urlsplit(url).netloc}" if isinstance(url, str) else None
         self.processes = workers_needed(n, processes)
         shares: list[list[tuple[int, str | list[str], list[str], list[str]]]] = [[] for _ in range(self.processes)]
         for i in range(n):
@@ -203,12 +206,14 @@ class Fleet:
     async def storm(self, timeout: float = 60.0) -> dict[str, Any]:
         """Drop every connection abruptly and reconnect them all at once (gateway: with their cursors).
         ``recovery_s``: from the first drop until every subscriber was live again (None past `timeout`);
-        ``http_503``, ``resyncs``, ``snapshot_pages``, ``connects``, ``failed_connects``, ``gaps`` during it."""
+        ``dropped_at``: the first drop (time.time()); ``http_503``, ``resyncs``, ``snapshot_pages``, ``connects``,
+        ``failed_connects``, ``gaps`` during it."""
         parts = await self._call("storm", timeout)
         out = merge_stats({k: v for k, v in p.items() if k not in ("abort_at", "live_at")} for p in parts)
         done = [p["live_at"] for p in parts]
         start = min(p["abort_at"] for p in parts)
         out["recovery_s"] = max(done) - start if all(t is not None for t in done) else None
+        out["dropped_at"] = start  # time.time()
         return out
 
     async def home(self, timeout: float = 60.0) -> int:
