@@ -155,8 +155,8 @@ def main() -> None:
     sizes = _sizes(parser, args.sizes) if args.sizes else None
     if args.subscribers is not None and (args.scenario != "deploy" or args.subscribers < 1):
         parser.error("--subscribers takes a positive count, for deploy only")
-    if sizes and args.scenario != "fanout":
-        parser.error("--sizes is for fanout only")
+    if sizes and args.scenario not in ("fanout", "storm"):
+        parser.error("--sizes is for fanout and storm only")
     if args.rounds < 1 or (args.rounds > 1 and args.scenario not in ROUNDS):
         parser.error(f"--rounds takes a positive count, and more than 1 only for {', '.join(ROUNDS)}")
     only = [s.strip() for s in args.systems.split(",")] if args.systems else []

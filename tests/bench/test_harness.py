@@ -99,6 +99,10 @@ def test_every_scenario_runs_quick_and_the_gateway_ends_at_the_database(scenario
             assert systems[name]["trajectory_frames"] * 20 <= systems[name]["changes"], name
     if scenario == "storm":  # every client resumed from its cursor: current again without a resync
         assert gateway["recovery_s"] is not None and gateway["storm_resyncs"] == 0
+        # The node's /healthz, polled from a process of its own through the storm, answered every time.
+        health = gateway["healthz"]
+        assert health["polls"] >= 10 and health["failed"] == 0 and health["p99_ms"] is not None, health
+        assert "/healthz" in (tmp_path / "storm.md").read_text()
 
 
 def test_burst_rounds_take_turns_and_report_each_systems_median_round(tmp_path: Path) -> None:
