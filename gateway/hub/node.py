@@ -3,9 +3,10 @@
 Subscribing never races the stream: the node subscribes in the bus first (confirmed), holds what arrives,
 then either replays what the client missed since its cursor from the channel's history, or reads the
 channel's state and sends a snapshot; then it releases the held messages newer than that. The subscription
-(gateway.core.subscription) decides each step; gateway.hub.subscription_runner does its reads and writes. The rest is
-in modules of their own: whether a connection may subscribe (admission), who may follow what (membership), gap
-repair (repair), the bus subscriptions that follow local interest (interest), snapshots (snapshots).
+(gateway.core.subscription) decides each step; gateway.hub.subscription_runner does its reads and writes. The
+rest is in modules of their own: whether a connection may subscribe (subscribe_checks), who may follow what
+(membership), gap repair (repair), the bus subscriptions that follow local interest (interest), snapshots
+(snapshots).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from ..core.model import TrajectorySummary
 from ..core.protocol import Error
 from ..core.subscription import Subscription
 from ..core.wsframe import Frame, ping_frame
-from .admission import Admission
 from .backlog import Backlog
 from .connection import CLOSE_BUS_LOST, Connection
 from .errors import RETRY_AFTER, TRANSIENT
@@ -38,6 +38,7 @@ from .presence import PresenceBoard
 from .repair import Repairs
 from .shared import SharedReads
 from .snapshots import Snapshots, now_ms
+from .subscribe_checks import SubscribeChecks
 from .subscription_runner import SubscriptionRunner
 from .tasks import Tasks
 
@@ -69,7 +70,7 @@ class Node:
         self.reads = ChannelReads(bus.history, bus.channels)
         self.teams = ChannelTeams(access, bus.partitions, self.shared)
         self.memberships = Memberships(access, self.shared, self.connections, self.unsubscribe, self.teams)
-        self.admission = Admission(self.teams, self.memberships, max_subscriptions, self._followed)
+        self.subscribe_checks = SubscribeChecks(self.teams, self.memberships, max_subscriptions, self._followed)
         self.backlog = Backlog(
             lambda channel, first, last: self.reads.entries(self.teams.tag(channel), channel, first, last)
         )
@@ -173,10 +174,10 @@ class Node:
         conn.teams_present = ()
 
     async def subscribe(self, conn: Connection, name: str, cursor: str | None = None) -> None:
-        admitted = await self.admission.admit(conn, name)
-        if admitted is None:
+        allowed = await self.subscribe_checks.check(conn, name)
+        if allowed is None:
             return
-        channel, team_id = admitted
+        channel, team_id = allowed
         for attempt in (1, 2):
             sub = conn.open(name, team_id)
             since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
