@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..bus.channels import ChannelReads
 from ..bus.history import Entry
 from ..core.channels import Channel
-from ..core.protocol import msgpack_to_json
+from ..core.envelope import message_frame
 from ..core.subscription import (
     Action,
     GoLive,
@@ -107,7 +107,8 @@ class SubscriptionRunner:
             sub.position_read(position)
         elif isinstance(action, ReadReplay):
             entries = await self._entries(name, action.first, action.last)
-            sub.replay_read(action.first, action.last, [(e.epoch, e.seq, _framed(e, conn)) for e in entries])
+            framed = [(e.epoch, e.seq, message_frame(e.msgpack, conn.format)) for e in entries]
+            sub.replay_read(action.first, action.last, framed)
         elif isinstance(action, ReadSnapshot):
             await self._snapshot(conn, sub, channel, since)
         elif isinstance(action, ReadBacklog):
@@ -146,10 +147,3 @@ class SubscriptionRunner:
                 # Often a pooled connection that died with a Redis restart: again, on a fresh one.
                 log.info("history of %s: %s, trying again", name, type(exc).__name__)
                 await asyncio.sleep(RETRY_AFTER)
-
-
-def _framed(entry: Entry, conn: Connection) -> Frame:
-    """A history entry as a frame in the connection's format (the history holds MessagePack)."""
-    if conn.format == "json":
-        return Frame(msgpack_to_json(entry.msgpack), text=True)
-    return Frame(entry.msgpack, text=False)
