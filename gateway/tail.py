@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import msgspec
 
 from . import exits
-from .client import ChannelRefused, ConnectionFailed, GatewayClient, GatewayError, Unauthorized
-from .client_tokens import token_from_command
+from .client import ChannelRefused, ConnectionFailed, GatewayClient, GatewayError, Unauthorized, token_from_command
 from .core.protocol import Format
 
 EXIT_UNAUTHORIZED = exits.UNAUTHORIZED

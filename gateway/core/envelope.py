@@ -3,12 +3,16 @@
 A node reads only the small header (epoch, seq) to order and fence; the payloads are written to
 subscribers untouched, so a channel's message costs one encoding whatever the number of subscribers.
 The MessagePack payload stays the array's last field: the relay's publish script cuts the history entry
-from the envelope's tail (gateway.bus.publisher).
+from the envelope's tail (gateway.bus.publisher). `message_frame` makes a subscriber's frame of a message,
+whether it came with the envelope or from the history.
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from .protocol import Format, msgpack_to_json
+from .wsframe import Frame
 
 
 class Envelope(msgspec.Struct, array_like=True):
@@ -61,3 +65,11 @@ def published_at(data: bytes) -> float:
         return _stamp_decoder.decode(data).published
     except msgspec.DecodeError:  # a legacy envelope (see `_Legacy`), or not one of ours
         return 0.0
+
+
+def message_frame(msgpack: bytes, fmt: Format, json: bytes | None = None) -> Frame:
+    """A channel message as the frame subscribers in `fmt` are sent: MessagePack as it is, JSON as the relay
+    encoded it (`json`, when the bus carried it) or transcoded from the MessagePack (the history keeps only that)."""
+    if fmt == "msgpack":
+        return Frame(msgpack, text=False)
+    return Frame(json if json is not None else msgpack_to_json(msgpack), text=True)

@@ -133,7 +133,7 @@ Action = ReadPosition | ReadReplay | ReadSnapshot | ReadBacklog | Send[P] | Wait
 
 
 class Subscription(Generic[P]):
-    """The lifecycle of one channel on one connection (see the module's table)."""
+    """One connection's subscription to one channel, subscribe to live (see the module's table)."""
 
     __slots__ = ("channel", "_state", "cursor", "sent", "skipped", "held", "held_bytes", "_actions")
 

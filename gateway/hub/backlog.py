@@ -15,7 +15,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from ..bus.history import Entry
-from ..core.protocol import Format, msgpack_to_json
+from ..core.envelope import message_frame
+from ..core.protocol import Format
 from ..core.wsframe import Frame
 from .shared import SharedReads
 
@@ -59,10 +60,7 @@ class Block:
         for k in range(i, j + 1):
             frame = built[k]
             if frame is None:
-                msgpack = self.entries[k].msgpack
-                frame = built[k] = (
-                    Frame(msgpack_to_json(msgpack), text=True) if fmt == "json" else Frame(msgpack, text=False)
-                )
+                frame = built[k] = message_frame(self.entries[k].msgpack, fmt)
             out.append(frame)
         return out
 

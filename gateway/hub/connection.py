@@ -59,7 +59,7 @@ class Connection:
         "format",
         "channels",
         "teams_present",
-        "buffering",
+        "held",
         "outbound",
         "close_code",
         "on_lag",
@@ -85,7 +85,7 @@ class Connection:
         # one dict, and a tuple (the empty one is shared) rather than two more sets of about 200 bytes each.
         self.channels: dict[str, int] = {}
         self.teams_present: tuple[int, ...] = ()  # teams whose channel this connection follows (presence)
-        self.buffering = HeldChannels()  # the lifecycles of its channels that are not live (gateway.hub.held)
+        self.held = HeldChannels()  # the subscriptions of its channels that are not live (gateway.hub.held)
         self.outbound = Outbound(max_pending)
         self.close_code: int | None = None
         # A channel's live frame did not fit within the bound (see `deliver`): the node runs its catch-up.
@@ -116,39 +116,39 @@ class Connection:
     def refresh(self) -> None:
         """Take the hub's shortcut again if nothing stands in the way (see `fast`)."""
         link = self.link
-        ok = link.writable and self.outbound.frames is None and not self.buffering and self.close_code is None
+        ok = link.writable and self.outbound.frames is None and not self.held and self.close_code is None
         self.fast = link.write_wire if ok else None
         self.wire_kind = wire_kind(self.format, link.deflate)
 
     def subscribed_channels(self) -> set[str]:
         """Every channel the connection follows, live or held (all the hub may hold it under)."""
-        return self.channels.keys() | self.buffering.keys()
+        return self.channels.keys() | self.held.keys()
 
     def paused(self) -> None:
         """The socket takes no more for now: frames wait in the outbound until `flush`."""
         self.fast = None
 
     def open(self, channel: str, team_id: int) -> Subscription[Frame]:
-        """Subscribe to a channel: its live frames are held from now on, until its lifecycle goes live."""
+        """Subscribe to a channel: its live frames are held from now on, until its subscription goes live."""
         self.channels[channel] = team_id
-        sub = self.buffering.open(channel)  # subscribed again: the new lifecycle replaces the earlier one
+        sub = self.held.open(channel)  # subscribed again: the new subscription replaces the earlier one
         self.fast = None
         return sub
 
     def leave(self, channel: str) -> None:
         """Unsubscribe: nothing more of the channel goes out (what is pending stays)."""
         self.channels.pop(channel, None)
-        if self.buffering.end(channel):
+        if self.held.end(channel):
             self.refresh()
 
     def go_live(self, sub: Subscription[Frame]) -> None:
-        """The lifecycle's `GoLive`: the channel's frames go straight out again (the machine is dropped)."""
-        if self.buffering.release(sub):
+        """The subscription's `GoLive`: the channel's frames go straight out again (the machine is dropped)."""
+        if self.held.release(sub):
             self.refresh()
 
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
         """A shared frame of a channel (called by the hub, never awaits)."""
-        if self.buffering and self.buffering.hold(channel, seq, frame, self.outbound.limit):
+        if self.held and self.held.hold(channel, seq, frame, self.outbound.limit):
             return  # held behind the channel's snapshot, replay or catch-up
         if self.push(frame) is Verdict.LAG:
             self.lag(channel, seq)
@@ -157,7 +157,7 @@ class Connection:
         """The client fell behind on `channel` and frame `seq` did not fit: hold the channel's frames (within
         the bound) and have the node send what it missed from the channel's history once it has drained.
         What is pending stays: the client loses nothing and reloads nothing while the history reaches back."""
-        sub = self.buffering.lagging(channel, seq)
+        sub = self.held.lagging(channel, seq)
         self.fast = None
         self.lags += 1
         if self.on_lag is not None:
@@ -214,7 +214,7 @@ class Connection:
         """Tell the client to reload a channel; it is unsubscribed here until it subscribes again."""
         if reason == "slow_consumer":
             self.outbound.resyncing = True  # past the bound again before draining once: closed
-        self.buffering.resync(channel, reason)
+        self.held.resync(channel, reason)
         self.leave(channel)
         self.send_message(Resync(channel=channel, reason=reason))
 

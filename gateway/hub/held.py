@@ -1,8 +1,8 @@
 """A connection's channels that are not live: a snapshot, a replay or a catch-up is under way, and each one's
-lifecycle (gateway.core.subscription) holds the channel's live frames meanwhile, all channels together within
+subscription (gateway.core.subscription) holds the channel's live frames meanwhile, all channels together within
 the connection's bound. Empty for a connection that keeps up: the hub's shortcut needs it so.
 
-A dict of the lifecycles by channel, so that the hot path's checks (`if held`, `channel in held`) cost what a
+A dict of the subscriptions by channel, so that the hot path's checks (`if held`, `channel in held`) cost what a
 dict's do; the methods below are the only writes.
 """
 
@@ -16,7 +16,7 @@ class HeldChannels(dict[str, Subscription[Frame]]):
     __slots__ = ()
 
     def open(self, channel: str) -> Subscription[Frame]:
-        """A lifecycle for a channel subscribed (again): one it had before is replaced (its runner stops)."""
+        """A subscription for a channel subscribed (again): one it had before is replaced (its runner stops)."""
         sub: Subscription[Frame] = Subscription(channel)
         earlier = self.get(channel)
         if earlier is not None:
@@ -25,7 +25,7 @@ class HeldChannels(dict[str, Subscription[Frame]]):
         return sub
 
     def lagging(self, channel: str, seq: int) -> Subscription[Frame]:
-        """A live channel whose frame `seq` did not fit: a lifecycle that holds its frames (within the bound) until
+        """A live channel whose frame `seq` did not fit: a subscription that holds its frames (within the bound) until
         what the client missed has been sent from the channel's history."""
         sub: Subscription[Frame] = Subscription.following(channel)
         sub.bound_crossed(seq)
@@ -33,7 +33,7 @@ class HeldChannels(dict[str, Subscription[Frame]]):
         return sub
 
     def hold(self, channel: str, seq: int, frame: Frame, limit: int) -> bool:
-        """Whether the channel's lifecycle held the frame (False: the channel is live, the frame goes out)."""
+        """Whether the channel's subscription held the frame (False: the channel is live, the frame goes out)."""
         sub = self.get(channel)
         if sub is None or not sub.message(seq, frame, len(frame)):
             return False
@@ -44,7 +44,7 @@ class HeldChannels(dict[str, Subscription[Frame]]):
         return True
 
     def release(self, sub: Subscription[Frame]) -> bool:
-        """The lifecycle's `GoLive`: the channel is live again and the machine dropped (False: it had been
+        """The subscription's `GoLive`: the channel is live again and the machine dropped (False: it had been
         replaced meanwhile, and nothing changes)."""
         if self.get(sub.channel) is not sub:
             return False
@@ -52,13 +52,13 @@ class HeldChannels(dict[str, Subscription[Frame]]):
         return True
 
     def resync(self, channel: str, reason: str) -> None:
-        """The client is told to reload the channel: whatever the lifecycle's runner still had to do is dropped."""
+        """The client is told to reload the channel: whatever the subscription's runner still had to do is dropped."""
         sub = self.get(channel)
         if sub is not None:
             sub.resync(reason)
 
     def end(self, channel: str) -> bool:
-        """Unsubscribed: the channel's lifecycle, if it had one (True), ends and is dropped."""
+        """Unsubscribed: the channel's subscription, if it had one (True), ends and is dropped."""
         sub = self.pop(channel, None)
         if sub is None:
             return False

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 
 from ..core import envelope
-from ..core.envelope import Envelope
-from ..core.protocol import msgpack_to_json
+from ..core.envelope import Envelope, message_frame
+from ..core.protocol import Format
 from ..core.sequence import Arrival, ChannelStream
 from ..core.wsframe import Frame
 from .connection import WIRE_KINDS, Connection
@@ -191,12 +191,12 @@ class Hub:
             self.remove(conn, channel)
 
 
+FORMATS: tuple[Format, Format] = ("json", "msgpack")  # by index, as a connection's wire_kind's low bit
+
+
 def _frame(frames: list[Frame | None], msgpack_format: int, json: bytes | None, msgpack: bytes) -> Frame:
     """A message's shared frame in a format (0 JSON, transcoded once when the bus carried none; 1 MessagePack)."""
     frame = frames[msgpack_format]
     if frame is None:
-        if msgpack_format:
-            frame = frames[1] = Frame(msgpack, text=False)
-        else:
-            frame = frames[0] = Frame(json if json is not None else msgpack_to_json(msgpack), text=True)
+        frame = frames[msgpack_format] = message_frame(msgpack, FORMATS[msgpack_format], json)
     return frame

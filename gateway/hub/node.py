@@ -1,11 +1,12 @@
-"""A gateway node: the wiring of its hub, its bus subscription and the lifecycles of its connections' channels.
+"""A gateway node: the wiring of its hub, its bus subscription and its connections' subscriptions to channels.
 
 Subscribing never races the stream: the node subscribes in the bus first (confirmed), holds what arrives,
 then either replays what the client missed since its cursor from the channel's history, or reads the
-channel's state and sends a snapshot; then it releases the held messages newer than that. The lifecycle
-(gateway.core.subscription) decides each step; gateway.hub.lifecycle does its reads and writes. The rest is
-in modules of their own: whether a connection may subscribe (admission), who may follow what (membership), gap
-repair (repair), the bus subscriptions that follow local interest (interest), snapshots (snapshots).
+channel's state and sends a snapshot; then it releases the held messages newer than that. The subscription
+(gateway.core.subscription) decides each step; gateway.hub.subscription_runner does its reads and writes. The
+rest is in modules of their own: whether a connection may subscribe (subscribe_checks), who may follow what
+(membership), gap repair (repair), the bus subscriptions that follow local interest (interest), snapshots
+(snapshots).
 """
 
 from __future__ import annotations
@@ -23,21 +24,22 @@ from ..core.histogram import Histogram
 from ..core.keepalive import KeepaliveSlices, slices_for
 from ..core.model import TrajectorySummary
 from ..core.protocol import Error
-from ..core.wsframe import ping_frame
-from .admission import Admission
+from ..core.subscription import Subscription
+from ..core.wsframe import Frame, ping_frame
 from .backlog import Backlog
 from .connection import CLOSE_BUS_LOST, Connection
 from .errors import RETRY_AFTER, TRANSIENT
 from .expiry import Expiries
 from .hub import Hub
 from .interest import Interest
-from .lifecycle import Lifecycle, Lifecycles
 from .membership import ChannelTeams, Memberships
 from .ports import Access, NodeBus
 from .presence import PresenceBoard
 from .repair import Repairs
 from .shared import SharedReads
 from .snapshots import Snapshots, now_ms
+from .subscribe_checks import SubscribeChecks
+from .subscription_runner import SubscriptionRunner
 from .tasks import Tasks
 
 __all__ = ["Node", "now_ms"]
@@ -68,7 +70,7 @@ class Node:
         self.reads = ChannelReads(bus.history, bus.channels)
         self.teams = ChannelTeams(access, bus.partitions, self.shared)
         self.memberships = Memberships(access, self.shared, self.connections, self.unsubscribe, self.teams)
-        self.admission = Admission(self.teams, self.memberships, max_subscriptions, self._followed)
+        self.subscribe_checks = SubscribeChecks(self.teams, self.memberships, max_subscriptions, self._followed)
         self.backlog = Backlog(
             lambda channel, first, last: self.reads.entries(self.teams.tag(channel), channel, first, last)
         )
@@ -85,7 +87,7 @@ class Node:
         self.bus_grace = 0.4 * keepalive
         self.interest = Interest(self.hub, self.subscriber, self.teams)
         self.snapshots = Snapshots(access, self.reads, self.teams, self.shared, self.hub.anchor)
-        self.lifecycles = Lifecycles(
+        self.subscription_runner = SubscriptionRunner(
             self.reads, self.teams, self.shared, self.backlog, self.snapshots, self.hub.anchor, self._resync
         )
         self.publish_to_write = Histogram()  # /metrics: the relay's publish to this node's write, per message
@@ -172,10 +174,10 @@ class Node:
         conn.teams_present = ()
 
     async def subscribe(self, conn: Connection, name: str, cursor: str | None = None) -> None:
-        admitted = await self.admission.admit(conn, name)
-        if admitted is None:
+        allowed = await self.subscribe_checks.check(conn, name)
+        if allowed is None:
             return
-        channel, team_id = admitted
+        channel, team_id = allowed
         for attempt in (1, 2):
             sub = conn.open(name, team_id)
             since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
@@ -183,7 +185,7 @@ class Node:
             try:
                 await self.interest.reconcile(name)
                 sub.subscribed(cursor)
-                await self.lifecycles.run(conn, sub, channel, since)
+                await self.subscription_runner.run(conn, sub, channel, since)
                 if channel.kind == "team" and channel.id not in conn.teams_present and name in conn.channels:
                     conn.teams_present += (channel.id,)  # an open view of the team: its user is online
                     await self.presence.add(channel.id, conn.user_id)
@@ -215,9 +217,9 @@ class Node:
             conn.teams_present = tuple(t for t in conn.teams_present if t != int(ident))
             self.tasks.spawn(self.presence.remove(int(ident), conn.user_id))
 
-    def _lagged(self, conn: Connection, sub: Lifecycle) -> None:
+    def _lagged(self, conn: Connection, sub: Subscription[Frame]) -> None:
         self.catch_ups += 1
-        self.tasks.spawn(self.lifecycles.catch_up(conn, sub, parse_channel(sub.channel)))
+        self.tasks.spawn(self.subscription_runner.catch_up(conn, sub, parse_channel(sub.channel)))
 
     def _followed(self, channel: str) -> bool:
         return channel in self.hub.subscribers or channel in self.interest.subscribed

@@ -134,7 +134,7 @@ def same_origin(
 ) -> None:
     """A browser's request that changes something comes from our own pages, or an origin GATEWAY_ORIGINS lists.
     Tools send no Origin. `required` (signing in) refuses that too, the opaque `null`, and origins only the
-    wildcard admits: whom a browser is signed in as is decided on our pages or ones listed by name."""
+    wildcard allows: whom a browser is signed in as is decided on our pages or ones listed by name."""
     origin = request.headers.get("origin")
     if origin is None and not required:
         return

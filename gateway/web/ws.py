@@ -148,7 +148,7 @@ class ClientSession:
 
     def on_message(self, data: str | bytes) -> None:
         conn = self.conn
-        if not self._admit():
+        if not self._within_rate():
             return
         try:
             request = decode_client(data, conn.format)
@@ -170,10 +170,10 @@ class ClientSession:
 
     def on_ping(self, payload: bytes) -> None:
         """A websocket ping: rate limited like messages, its pong counted against the connection's bound."""
-        if self._admit():
+        if self._within_rate():
             self.conn.reply_pong(payload)
 
-    def _admit(self) -> bool:
+    def _within_rate(self) -> bool:
         """Within the message rate (pings included); past it the message is dropped, said so now and then, and a
         client that keeps flooding is closed."""
         conn = self.conn

@@ -281,7 +281,7 @@ async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> 
     ):  # 8 MB at a peer that reads nothing: the kernel and the transport fill, then the outbound
         conn.deliver("trajectory:1", seq, frame)
         assert conn.outbound.size <= conn.outbound.limit + len(frame)
-    held = conn.buffering["trajectory:1"]
+    held = conn.held["trajectory:1"]
     assert conn.lags == 1 and held.held_bytes <= conn.outbound.limit and conn.close_code is None
     conn.resync("trajectory:1", "slow_consumer")  # the history would not have reached back
     conn.deliver("trajectory:1", 2001, frame)

@@ -1,12 +1,12 @@
 """What the client keeps per channel, without a server: where to resume, what to drop, what to ask again
-(gateway.client_channels, which GatewayClient feeds every message it reads)."""
+(gateway.client.channels, which GatewayClient feeds every message it reads)."""
 
 from __future__ import annotations
 
 import pytest
 
 from gateway.client import ChannelRefused, Forbidden, GatewayClient
-from gateway.client_channels import ClientChannels
+from gateway.client.channels import ClientChannels
 from gateway.core.protocol import Batch, Error, Resync, Snapshot
 
 CHANNEL = "team-jobs:7"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.client_errors import Unauthorized
-from gateway.client_tokens import Tokens, token_from_command
+from gateway.client.errors import Unauthorized
+from gateway.client.tokens import Tokens, token_from_command
 
 
 async def test_a_token_command_prints_the_token() -> None:

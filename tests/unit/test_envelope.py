@@ -1,10 +1,15 @@
-"""The bus envelope: its header, its publish time, and the payload the publish script cuts from its tail."""
+"""The bus envelope: its header, its publish time, the payload the publish script cuts from its tail, and a
+message's frame for subscribers of each format."""
 
 from __future__ import annotations
 
 import msgspec
 
 from gateway.core import envelope
+from gateway.core.envelope import message_frame
+from gateway.core.protocol import Batch, encode_both, make_cursor
+
+BATCH = Batch(channel="trajectory:4", seq=9, cursor=make_cursor(3, 9), jobs=[])
 
 
 def test_the_msgpack_payload_is_the_envelopes_tail() -> None:
@@ -26,3 +31,19 @@ def test_an_envelope_from_a_relay_before_the_publish_time_still_decodes() -> Non
     env = envelope.unpack(legacy)
     assert (env.epoch, env.seq, env.published, env.json, env.msgpack) == (3, 7, 0.0, b"{}", b"\x80")
     assert envelope.published_at(legacy) == 0.0
+
+
+def test_a_message_is_framed_as_msgpack_untouched_and_as_json_as_the_relay_encoded_it() -> None:
+    as_json, as_msgpack = encode_both(BATCH)
+    binary = message_frame(as_msgpack, "msgpack", as_json)
+    assert (binary.data, binary.text) == (as_msgpack, False) and binary.data is as_msgpack
+    text = message_frame(as_msgpack, "json", as_json)
+    assert (text.data, text.text) == (as_json, True) and text.data is as_json  # the bus's JSON, not a transcoding
+
+
+def test_a_history_message_has_no_json_and_is_transcoded_to_the_same_bytes() -> None:
+    # The history keeps MessagePack alone: a client reading JSON gets what live delivery would have sent.
+    as_json, as_msgpack = encode_both(BATCH)
+    text = message_frame(as_msgpack, "json")
+    assert (text.data, text.text) == (as_json, True)
+    assert message_frame(as_msgpack, "msgpack").wire == message_frame(as_msgpack, "msgpack", as_json).wire

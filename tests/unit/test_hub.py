@@ -194,7 +194,7 @@ async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_s
     assert sub.actions() == [ReadSnapshot()]
     for seq in range(1, 41):  # 40 frames of 200 bytes: twice the bound
         c.deliver(CHANNEL, seq, Frame(b"x" * 200, text=True))
-    held = c.buffering[CHANNEL]
+    held = c.held[CHANNEL]
     assert held.held_bytes <= 4096 and held.skipped > 20
     assert [s for s, _ in held.held] == list(range(held.skipped + 1, 41))
     # The snapshot was at seq 5: 6..skipped are gone from the buffer, so the release asks the history for those.
@@ -217,12 +217,12 @@ async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_s
         await asyncio.sleep(0)
     finally:
         reading.cancel()
-    assert CHANNEL not in c.buffering and c.fast is None  # live (unlinked: nothing to write straight to)
+    assert CHANNEL not in c.held and c.fast is None  # live (unlinked: nothing to write straight to)
     assert sent[: len(history)] == history and len(sent) - len(history) == 40 - held.skipped
 
 
 async def run(c: Connection, sub: Subscription[Frame]) -> None:
-    """Do what the lifecycle asks that needs no read: what gateway.hub.lifecycle does."""
+    """Do what the subscription asks that needs no read: what gateway.hub.subscription_runner does."""
     while actions := sub.actions():
         for action in actions:
             if isinstance(action, Send):
@@ -244,7 +244,7 @@ def test_a_client_past_the_bound_keeps_what_is_pending_and_its_channel_waits_for
         c.deliver(CHANNEL, seq, Frame(b"x" * 200, text=True))
     # The first 20 fit and stay pending; the 21st did not: the client has 1..20, the history brings the rest.
     assert len(c.outbound) == 20 and lagged == [(CHANNEL, 20)]
-    held = c.buffering[CHANNEL]
+    held = c.held[CHANNEL]
     assert held.skipped >= 21 and held.held_bytes <= 4096 and c.close_code is None
     assert [s for s, _ in held.held] == list(range(held.skipped + 1, 61))
 
@@ -257,5 +257,5 @@ def test_frames_held_for_many_channels_stay_within_one_bound() -> None:
     for seq in range(1, 41):  # 10 channels x 40 frames of 200 bytes: twenty times the bound
         for name in names:
             c.deliver(name, seq, Frame(b"x" * 200, text=True))
-            assert sum(h.held_bytes for h in c.buffering.values()) <= 4096
-    assert all(c.buffering[name].skipped > 0 for name in names)  # each will take the rest from its history
+            assert sum(h.held_bytes for h in c.held.values()) <= 4096
+    assert all(c.held[name].skipped > 0 for name in names)  # each will take the rest from its history

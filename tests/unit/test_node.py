@@ -102,7 +102,7 @@ async def test_a_subscriber_gets_a_snapshot_then_live_messages(world) -> None:
     await node.subscribe(conn, CHANNEL)
     await publish(broker, publisher, range(3, 5))
     assert received(conn) == [("snapshot", 2), ("batch", 3), ("batch", 4)]
-    assert CHANNEL not in conn.buffering and node.interest.subscribed == {CHANNEL}
+    assert CHANNEL not in conn.held and node.interest.subscribed == {CHANNEL}
 
 
 async def test_a_subscriber_with_a_cursor_gets_exactly_what_it_missed(world) -> None:
@@ -134,15 +134,15 @@ async def test_a_slow_consumer_lags_then_catches_up_from_the_history_in_order(wo
     await node.subscribe(conn, CHANNEL)
     assert received(conn) == [("snapshot", 0)]
     await publish(broker, publisher, range(1, 41), pad=1000)  # 40 KB at a client that reads nothing: it lags
-    assert conn.lags == 1 and CHANNEL in conn.buffering and node.catch_ups == 1
+    assert conn.lags == 1 and CHANNEL in conn.held and node.catch_ups == 1
     got: list[tuple[str, object]] = []
     for _ in range(200):  # the client reads now: the rest comes from the history
         got += received(conn)
-        if CHANNEL not in conn.buffering:
+        if CHANNEL not in conn.held:
             break
         await asyncio.sleep(0)
     got += received(conn)
-    assert got == [("batch", seq) for seq in range(1, 41)] and CHANNEL not in conn.buffering
+    assert got == [("batch", seq) for seq in range(1, 41)] and CHANNEL not in conn.held
     assert node.backlog.reads >= 1  # what did not fit came from the history
     await publish(broker, publisher, range(41, 42))
     assert received(conn) == [("batch", 41)]  # live again

@@ -1,4 +1,4 @@
-"""A subscription's lifecycle, alone: events in, actions out, no event loop. The stateful test drives it through
+"""A subscription, alone: events in, actions out, no event loop. The stateful test drives it through
 any interleaving of the bus, the history, the reads and a slow client, and checks what the client receives."""
 
 from __future__ import annotations

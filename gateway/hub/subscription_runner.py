@@ -1,6 +1,6 @@
-"""The I/O around a subscription's lifecycle (gateway.core.subscription): do what it asks, feed back what
-happened. Reads go to the bus (positions, history) and PostgreSQL (snapshots) through the node's shared reads;
-frames go to the connection, paced by its draining.
+"""The I/O around a subscription (gateway.core.subscription): do what it asks, feed back what happened. Reads
+go to the bus (positions, history) and PostgreSQL (snapshots) through the node's shared reads; frames go to the
+connection, paced by its draining.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from ..bus.channels import ChannelReads
 from ..bus.history import Entry
 from ..core.channels import Channel
-from ..core.protocol import msgpack_to_json
+from ..core.envelope import message_frame
 from ..core.subscription import (
     Action,
     GoLive,
@@ -35,11 +35,12 @@ from .snapshots import Anchor, Snapshots
 
 log = logging.getLogger(__name__)
 
-Lifecycle = Subscription[Frame]
 ResyncOne = Callable[[Connection, str, str], None]  # the node's: tell one client to reload a channel
 
 
-class Lifecycles:
+class SubscriptionRunner:
+    """Runs a connection's subscriptions to channels: their reads and sends, until each is live or ended."""
+
     def __init__(
         self,
         reads: ChannelReads,
@@ -58,7 +59,9 @@ class Lifecycles:
         self.anchor = anchor
         self.resync = resync
 
-    async def run(self, conn: Connection, sub: Lifecycle, channel: Channel, since: int, retries: int = 0) -> None:
+    async def run(
+        self, conn: Connection, sub: Subscription[Frame], channel: Channel, since: int, retries: int = 0
+    ) -> None:
         """Do the subscription's actions until it is live or ended. `since`: when it began holding messages
         (reads that started earlier are not fresh enough); `retries`: history reads tried again on failure."""
         while actions := sub.actions():
@@ -67,7 +70,7 @@ class Lifecycles:
                     return
                 await self._do(conn, sub, action, channel, since, retries)
 
-    async def catch_up(self, conn: Connection, sub: Lifecycle, channel: Channel) -> None:
+    async def catch_up(self, conn: Connection, sub: Subscription[Frame], channel: Channel) -> None:
         """A slow consumer's channel lagged (`Connection.lag`): once it has drained, what it missed comes from
         the channel's history, then it is live again."""
         try:
@@ -78,7 +81,13 @@ class Lifecycles:
                 self.resync(conn, sub.channel, "slow_consumer")
 
     async def _do(
-        self, conn: Connection, sub: Lifecycle, action: Action[Frame], channel: Channel, since: int, retries: int
+        self,
+        conn: Connection,
+        sub: Subscription[Frame],
+        action: Action[Frame],
+        channel: Channel,
+        since: int,
+        retries: int,
     ) -> None:
         name = sub.channel
         if isinstance(action, Send):
@@ -98,13 +107,14 @@ class Lifecycles:
             sub.position_read(position)
         elif isinstance(action, ReadReplay):
             entries = await self._entries(name, action.first, action.last)
-            sub.replay_read(action.first, action.last, [(e.epoch, e.seq, _framed(e, conn)) for e in entries])
+            framed = [(e.epoch, e.seq, message_frame(e.msgpack, conn.format)) for e in entries]
+            sub.replay_read(action.first, action.last, framed)
         elif isinstance(action, ReadSnapshot):
             await self._snapshot(conn, sub, channel, since)
         elif isinstance(action, ReadBacklog):
             sub.backlog_read(await self._backlog(conn, name, action.first, action.last, retries))
 
-    async def _snapshot(self, conn: Connection, sub: Lifecycle, channel: Channel, since: int) -> None:
+    async def _snapshot(self, conn: Connection, sub: Subscription[Frame], channel: Channel, since: int) -> None:
         if channel.kind == "team":
             seq, page = await self.snapshots.team(channel, since)
             sub.snapshot_page(page.frame(conn.format))
@@ -137,10 +147,3 @@ class Lifecycles:
                 # Often a pooled connection that died with a Redis restart: again, on a fresh one.
                 log.info("history of %s: %s, trying again", name, type(exc).__name__)
                 await asyncio.sleep(RETRY_AFTER)
-
-
-def _framed(entry: Entry, conn: Connection) -> Frame:
-    """A history entry as a frame in the connection's format (the history holds MessagePack)."""
-    if conn.format == "json":
-        return Frame(msgpack_to_json(entry.msgpack), text=True)
-    return Frame(entry.msgpack, text=False)

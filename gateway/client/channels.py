@@ -8,9 +8,9 @@ import logging
 import random
 from dataclasses import dataclass, field
 
-from .client_errors import ChannelRefused, Forbidden
-from .core.follower import REFUSALS, TRY_AGAIN, Position, Verdict, channel_named
-from .core.protocol import Error, Pong, Resync, ServerMessages, Snapshot
+from ..core.follower import REFUSALS, TRY_AGAIN, Position, Verdict, channel_named
+from ..core.protocol import Error, Pong, Resync, ServerMessages, Snapshot
+from .errors import ChannelRefused, Forbidden
 
 log = logging.getLogger("gateway.client")
 

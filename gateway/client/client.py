@@ -1,26 +1,6 @@
-"""A Python client for the gateway's feeds: connect with a token, subscribe, iterate over messages.
-
-    async with GatewayClient("http://127.0.0.1:8000", token_provider=get_token) as client:
-        await client.subscribe("team-jobs:7")
-        async for message in client:
-            ...  # Snapshot, Batch, Summary, Notice, Glow, ... (msgspec Structs from gateway.core.protocol)
-
-Connecting, the first time as after a drop, is retried with backoff and jitter (a busy node's `retry_after_ms`
-is honoured, and so is the retry hint of a node that closes with 1012 as it restarts) until it works, or
-`max_attempts` attempts in a row failed: `ConnectionFailed` (the dialing is gateway.client_dial's). After a
-drop it resumes every channel from its cursor; on `resync`, or a sequence that does not follow, it subscribes
-again without a cursor and yields the fresh snapshot, page by page (the checks are gateway.core.follower's).
-A `token_provider` (a plain or async function; `token_from_command("gateway token --user 1")` runs a command)
-is asked again after a 401 at the handshake or a close 4001; without one, or when its fresh token is refused
-too, `Unauthorized` is raised.
-
-Errors (gateway.client_errors, all `GatewayError`) are raised from iteration, and `Unauthorized` and
-`ConnectionFailed` also from `subscribe` and `async with`; they end the client. A channel the server refuses
-for good (`Forbidden`, or `ChannelRefused` for a bad name or too many subscriptions) is dropped, recorded in
-`client.refused` and raised from iteration once (a name over 100 characters by `subscribe` itself); iterating
-again goes on with the other channels. Other `error` messages are yielded (`rate_limited`, `bad_message`, and
-`unavailable`/`internal` about a channel, which the client asks for again after a backoff).
-"""
+"""`GatewayClient`, its loop: connect (gateway.client.dial), subscribe, read, and after a drop reconnect and
+resume every channel (what it keeps per channel is gateway.client.channels'). The package's docstring
+(gateway.client) is the user's guide."""
 
 from __future__ import annotations
 
@@ -34,11 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import websockets
 
-from .client_channels import ClientChannels, Followed
-from .client_dial import Dialer
-from .client_errors import ChannelRefused, ConnectionFailed, Forbidden, GatewayError, Unauthorized
-from .client_tokens import TokenProvider, Tokens, token_from_command
-from .core.protocol import (
+from ..core.protocol import (
     Format,
     Ping,
     ServerMessages,
@@ -46,14 +22,13 @@ from .core.protocol import (
     Unsubscribe,
     decode_server,
 )
-from .core.restart import RESTART_CODE, retry_after_ms
+from ..core.restart import RESTART_CODE, retry_after_ms
+from .channels import ClientChannels, Followed
+from .dial import Dialer
+from .errors import ChannelRefused, ConnectionFailed, GatewayError, Unauthorized
+from .tokens import TokenProvider, Tokens
 
-__all__ = [
-    "ChannelRefused", "ConnectionFailed", "Forbidden", "GatewayClient", "GatewayError", "State", "TokenProvider",
-    "Unauthorized", "token_from_command", "websocket_url",
-]  # fmt: skip
-
-log = logging.getLogger(__name__)
+log = logging.getLogger("gateway.client")  # the client's own log, whichever module of it writes
 
 _json = msgspec.json.Encoder()
 _msgpack = msgspec.msgpack.Encoder()
@@ -243,7 +218,7 @@ class GatewayClient:
         self.subscriptions.ask_all_again()
 
     async def _open(self, first: bool, hint: float | None = None) -> None:
-        """Connect (gateway.client_dial), after `hint` seconds if given; raises Unauthorized or ConnectionFailed."""
+        """Connect (gateway.client.dial), after `hint` seconds if given; raises Unauthorized or ConnectionFailed."""
         ws = await self.dialer.dial(first, hint)
         if ws is not None:
             self._ws = ws

@@ -13,10 +13,10 @@ from collections.abc import Callable
 import msgspec
 import websockets
 
-from .client_channels import FIRST_DELAY, jitter
-from .client_errors import ConnectionFailed
-from .client_tokens import Tokens
-from .core.protocol import MSGPACK_SUBPROTOCOL, Format
+from ..core.protocol import MSGPACK_SUBPROTOCOL, Format
+from .channels import FIRST_DELAY, jitter
+from .errors import ConnectionFailed
+from .tokens import Tokens
 
 log = logging.getLogger("gateway.client")  # the client's own log, whichever module of it writes
 

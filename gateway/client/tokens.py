@@ -15,7 +15,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 
-from .client_errors import Unauthorized
+from .errors import Unauthorized
 
 TokenProvider = Callable[[], str | Awaitable[str]]  # a plain or an async function
 COMMAND_TIMEOUT = 30.0

@@ -19,7 +19,7 @@ from .membership import ChannelTeams, Memberships
 log = logging.getLogger("gateway.hub.node")  # the node's log: what it says about a subscribe stays in one place
 
 
-class Admission:
+class SubscribeChecks:
     def __init__(
         self,
         teams: ChannelTeams,
@@ -32,7 +32,7 @@ class Admission:
         self.max_subscriptions = max_subscriptions
         self.followed = followed  # channels this node follows: their teams are kept however many it looked up
 
-    async def admit(self, conn: Connection, name: str) -> tuple[Channel, int] | None:
+    async def check(self, conn: Connection, name: str) -> tuple[Channel, int] | None:
         """The channel and its team if the connection may subscribe; else None, and the client has been told why."""
         try:
             channel = parse_channel(name)
