@@ -18,7 +18,8 @@ from ..bus.broker import RedisBroker
 from ..bus.commands import ClusterCommands
 from ..bus.connection import Bus
 from ..config import Settings, check_secret
-from ..core.ratelimit import KeyedRate, TokenBucket
+from ..core.admission import Admission
+from ..core.ratelimit import KeyedRate
 from ..credentials import VerifiedTokens
 from ..hub.node import Node
 from ..hub.presence import PresenceBoard
@@ -47,6 +48,7 @@ from .instance_types import declare_instance_types, submission_instance_types
 from .leaving import Leaving
 from .lifecycle import lifecycle
 from .logs import RequestTimer, install_redaction
+from .loop_lag import LoopLag
 from .metrics import healthz, metrics, readyz
 from .quotas import Creations
 from .runtime import Runtime
@@ -79,6 +81,11 @@ async def closing(what: str, step: Awaitable[None]) -> bool:
 def create_app(settings: Settings) -> Starlette:
     check_secret(settings.secret)  # the same check as every command that signs tokens
 
+    # The handshake's gate: uvicorn's HTTP protocol asks it before any websocket work (gateway.web.serving
+    # passes it on from app.state), following how late the event loop runs.
+    admission = Admission(settings.admission_rate)
+    loop_lag = LoopLag(admission)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         install_redaction()
@@ -99,7 +106,6 @@ def create_app(settings: Settings) -> Starlette:
         sessions.start()
         await node.start()
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
-        admission = TokenBucket(settings.admission_rate, settings.admission_rate)
         commands = ClusterCommands(bus)
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
         app.state.runtime = Runtime(
@@ -110,6 +116,7 @@ def create_app(settings: Settings) -> Starlette:
             commands=commands,
             actions=actions,
             admission=admission,
+            loop_lag=loop_lag,
             revocations=revocations,
             sessions=sessions,
             http_rate=http_rate,
@@ -117,9 +124,12 @@ def create_app(settings: Settings) -> Starlette:
             tokens=VerifiedTokens(settings.secret),
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
         )
+        watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
         try:
             yield
         finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
             await closing("cluster commands", commands.aclose())
             await closing("the hub", node.stop())
             await closing("sessions' last seen", sessions.stop())
@@ -180,5 +190,6 @@ def create_app(settings: Settings) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures
+    app.state.admission = admission
     app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
     return app

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar
@@ -36,6 +37,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from ..config import Settings
+from ..core.admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +82,16 @@ class OverLimit(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-def bounded_protocol(limits: HttpLimits) -> type[BoundedHttpProtocol]:
-    """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own."""
+def bounded_protocol(limits: HttpLimits, admission: Admission | None = None) -> type[BoundedHttpProtocol]:
+    """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own; with
+    `admission`, the gate every websocket handshake passes first."""
 
     class ServerHttpProtocol(BoundedHttpProtocol):
         pass
 
     ServerHttpProtocol.limits = limits
     ServerHttpProtocol.waiting = Waiting()
+    ServerHttpProtocol.admission = admission
     return ServerHttpProtocol
 
 
@@ -96,6 +100,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     limits: ClassVar[HttpLimits] = HttpLimits()
     waiting: ClassVar[Waiting] = Waiting()
+    admission: ClassVar[Admission | None] = None
 
     def __init__(
         self,
@@ -163,11 +168,22 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self._refuse(431, "headers_too_large", f"request headers over {self.limits.max_header_bytes} bytes")
 
     def handle_websocket_upgrade(self) -> None:
+        if self.admission is not None and not self.admission.allow(time.monotonic()):
+            self._too_many_handshakes()
+            return
         # The socket leaves this protocol, whose connection_lost will never run.
         self._headers_done()
         self._cancel_body_deadline()
         super().handle_websocket_upgrade()
         self._close_if_handshake_refused()
+
+    def _too_many_handshakes(self) -> None:
+        """A reconnect storm, or a node whose event loop runs late: 503 with a retry hint, before the handshake
+        costs anything (no websocket protocol, no ASGI, no token read), so turning a crowd away stays cheap."""
+        assert self.admission is not None
+        hint = self.admission.retry_after_ms(random.random)
+        # Not logged one by one: a storm turns thousands away a second (gateway_handshakes_refused_total counts).
+        self._refuse(503, "busy", "too many new connections: retry shortly", hint, quiet=True)
 
     def _close_if_handshake_refused(self) -> None:
         """uvicorn hands the request to websockets' parser, stricter than ours (8 KiB lines, 128 headers, no
@@ -258,7 +274,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         cycle.message_event.set()
         self._refuse(408, "request_timeout", f"request body not complete within {self.limits.body_timeout:g} s")
 
-    def _refuse(self, status: int, code: str, message: str) -> None:
+    def _refuse(
+        self, status: int, code: str, message: str, retry_after_ms: int | None = None, quiet: bool = False
+    ) -> None:
         """Answer and close, lingering so the answer arrives. The connection stays counted as waiting until it
         is gone, so lingering ones count against `max_pending` too."""
         self.refused = True
@@ -270,8 +288,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if cycle is not None and not cycle.response_complete and not cycle.disconnected:
             self.transport.close()  # an earlier (pipelined) request is still being answered: ours cannot be said
             return
-        log.info("%s refused: %d %s", _peer(self.client), status, message)
-        self.transport.write(answer(status, code, message, self.server_state.default_headers))
+        if not quiet:
+            log.info("%s refused: %d %s", _peer(self.client), status, message)
+        self.transport.write(answer(status, code, message, self.server_state.default_headers, retry_after_ms))
         if not self.transport.can_write_eof():
             self.transport.close()
             return

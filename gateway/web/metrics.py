@@ -38,6 +38,28 @@ class NodeCollector(Collector):
         self.runtime = runtime
         self.relays = relays
 
+    def _admission(self) -> Iterator[Metric]:
+        """How late the event loop runs, and what the handshake's admission makes of it (gateway.core.admission)."""
+        lag, admission = self.runtime.loop_lag, self.runtime.admission
+        if lag is not None:
+            yield HistogramMetricFamily(
+                "gateway_event_loop_lag_seconds",
+                "How late a 50 ms timer fires on the node's event loop: what everything else waits behind",
+                buckets=lag.histogram.buckets(),
+                sum_value=lag.histogram.sum,
+            )
+        if admission is not None:
+            yield GaugeMetricFamily(
+                "gateway_admission_rate",
+                "New websockets a second the node takes now (GATEWAY_ADMISSION_RATE, less while its loop runs late)",
+                value=admission.current,
+            )
+            yield CounterMetricFamily(
+                "gateway_handshakes_refused",
+                "Websocket handshakes answered 503 busy (a reconnect storm, or a loop running late)",
+                value=admission.refused_total,
+            )
+
     def collect(self) -> Iterator[Metric]:
         node = self.runtime.node
         hub = node.hub
@@ -71,6 +93,7 @@ class NodeCollector(Collector):
             sum_value=latency.sum,
         )
         yield CounterMetricFamily("gateway_gaps", "Lost bus messages noticed by sequence", value=hub.gaps)
+        yield from self._admission()
         yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)
         yield CounterMetricFamily(
             "gateway_catch_ups", "Slow consumers' channels held and caught up from history", value=node.catch_ups

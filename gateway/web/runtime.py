@@ -10,13 +10,15 @@ import asyncpg
 from ..bus.broker import Broker
 from ..bus.commands import ClusterCommands
 from ..config import Settings
-from ..core.ratelimit import KeyedRate, TokenBucket
+from ..core.admission import Admission
+from ..core.ratelimit import KeyedRate
 from ..credentials import VerifiedTokens
 from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
 from .heard import Hearing
 from .hosts import same_origin
+from .loop_lag import LoopLag
 
 if TYPE_CHECKING:
     from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
@@ -31,7 +33,8 @@ class Runtime:
     node: Node
     commands: ClusterCommands
     actions: ActionLimits
-    admission: TokenBucket | None = None
+    admission: Admission | None = None  # new websockets (the HTTP protocol asks it: gateway.web.serving)
+    loop_lag: LoopLag | None = None  # how late the event loop runs (admission follows it; /metrics)
     revocations: SessionRevocations | None = None  # every session's token is checked against it
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)

@@ -110,9 +110,6 @@ def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONRe
         return refused.response()
     if runtime.node.bus_out_of_reach:  # it could deliver nothing live: the client goes elsewhere, or comes back soon
         return _retry_later("unavailable", "this node cannot reach its bus: retry shortly", 1000, 2000)
-    if runtime.admission is not None and not runtime.admission.allow(time.monotonic()):
-        # A reconnect storm: admit at a bounded rate; the rest come back after a jittered delay.
-        return _retry_later("busy", "too many new connections: retry shortly", 250, 1000)
     limit = runtime.settings.max_connections_per_user
     if runtime.node.per_user.get(user_id, 0) >= limit:
         return JSONResponse({"error": "too_many_connections", "message": f"at most {limit} connections per user"}, 429)

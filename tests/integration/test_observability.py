@@ -85,6 +85,10 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert value(text, 'gateway_relay_alive{partition="0"}') == 1
     assert value(text, "gateway_redis_up") == 1
     assert value(text, "process_resident_memory_bytes") > 0
+    # The handshake's admission and the event loop it follows (an idle stack: nobody refused).
+    assert value(text, "gateway_event_loop_lag_seconds_count") >= 1
+    assert value(text, "gateway_admission_rate") > 0
+    assert value(text, "gateway_handshakes_refused_total") == 0
     requests = {
         (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
         for s in samples(text)

@@ -1,0 +1,88 @@
+"""Which new websockets a node takes, without I/O and without a clock (the caller passes the time).
+
+A reconnect storm brings every client of a node back in the same second. Each handshake costs the node about half
+a millisecond of CPU, then its subscriptions resume; taken as fast as they come, they keep the event loop busy
+for seconds at a time, and everything else the node does waits behind them: live frames, pings, `/healthz`
+(which a load balancer reads as a dead node). So a node takes new connections:
+
+- at most `rate` a second (GATEWAY_ADMISSION_RATE), in bursts of a twentieth of a second's worth, so one turn
+  of the event loop never holds a second's handshakes;
+- fewer while its event loop runs late: the node measures how late a short timer fires (`observe_lag`); past
+  `LAG_LIMIT` the rate halves (at most once per `BACKOFF_EVERY`), and while the loop is on time it climbs back
+  by a fiftieth of `rate` each observation. The classic additive increase, multiplicative decrease: the node
+  settles at what it can take while still answering promptly, whatever the machine;
+- and the ones turned away hear when to come back (`retry_after_ms`): spread over as many seconds as the
+  crowd refused in the last second needs at the current rate, so that they return as fast as the node takes
+  them, not all together again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .ratelimit import TokenBucket
+
+LAG_LIMIT = 0.03  # seconds late past which the loop counts as overloaded
+ON_TIME = LAG_LIMIT / 3  # late by less than this: room for more
+BACKOFF_EVERY = 0.2  # the rate halves at most this often (one overload shows in several observations)
+BURST_SECONDS = 0.05  # the bucket holds this many seconds' worth of connections
+LEAST_RATE = 10.0  # never below this many a second: a node that admits nobody looks dead
+CLIMB = 0.02  # of `rate`, added back at each observation while the loop is on time
+RETRY_LEAST_MS = 250
+RETRY_LONGEST_MS = 60_000
+
+
+class Admission:
+    """The handshake's gate: `allow(now)` for each new websocket, `observe_lag(late, now)` from a timer."""
+
+    __slots__ = ("rate", "current", "bucket", "backed_off_at", "refused", "refused_since", "refused_total")
+
+    def __init__(self, rate: float) -> None:
+        if rate <= 0:
+            raise ValueError("the admission rate must be positive")
+        self.rate = rate
+        self.current = rate
+        self.bucket = TokenBucket(rate, _burst(rate))
+        self.backed_off_at = float("-inf")
+        self.refused = 0  # turned away since `refused_since`, and in the second before it (halved)
+        self.refused_since = 0.0
+        self.refused_total = 0
+
+    def allow(self, now: float) -> bool:
+        if self.bucket.allow(now):
+            return True
+        self._count_refusal(now)
+        self.refused_total += 1
+        return False
+
+    def observe_lag(self, late: float, now: float) -> None:
+        """The event loop ran `late` seconds behind a timer that should have fired at `now - late`."""
+        if late > LAG_LIMIT:
+            if now - self.backed_off_at >= BACKOFF_EVERY:
+                self.backed_off_at = now
+                self._set(max(LEAST_RATE, self.current / 2), now)
+        elif late < ON_TIME and self.current < self.rate:
+            self._set(min(self.rate, self.current + CLIMB * self.rate), now)
+
+    def retry_after_ms(self, draw: Callable[[], float]) -> int:
+        """When a client turned away should come back: jittered over the time the crowd refused lately needs at
+        the current rate (at least a second), `draw()` a uniform number in [0, 1)."""
+        spread = max(1000.0, 1000.0 * self.refused / self.current)
+        return int(min(RETRY_LONGEST_MS, RETRY_LEAST_MS + spread * draw()))
+
+    def _set(self, rate: float, now: float) -> None:
+        self.bucket.allow(now, 0)  # the tokens earned so far, at the old rate
+        self.current = rate
+        self.bucket.rate = rate
+        self.bucket.burst = _burst(rate)
+        self.bucket.tokens = min(self.bucket.tokens, self.bucket.burst)
+
+    def _count_refusal(self, now: float) -> None:
+        if now - self.refused_since >= 1.0:  # a new second: what the last one refused counts half
+            self.refused = self.refused // 2 if now - self.refused_since < 2.0 else 0
+            self.refused_since = now
+        self.refused += 1
+
+
+def _burst(rate: float) -> float:
+    return max(1.0, rate * BURST_SECONDS)
