@@ -1,5 +1,6 @@
-"""`/healthz` latency of a node while something happens to it (a storm, a neighbour's restart), polled from a
-process of its own so that the harness's event loop and GIL stay out of the figure."""
+"""How responsive a node stays while something happens to it (a storm, a neighbour's restart): its `/healthz`
+latency, polled from a process of its own so that the harness's event loop and GIL stay out of the figure, and
+how late its own event loop ran meanwhile (`gateway_event_loop_lag_seconds` on its /metrics)."""
 
 from __future__ import annotations
 
@@ -61,4 +62,34 @@ def latency_figures(samples: Samples, since: float, until: float) -> dict[str, A
         "peak_ms": round(answered[-1], 1),
         "p99_ms": round(answered[min(len(answered) - 1, int(len(answered) * 0.99))], 1),
         "p50_ms": round(statistics.median(answered), 1),
+    }
+
+
+LAG_METRIC = "gateway_event_loop_lag_seconds_bucket"
+
+
+def lag_buckets(base_url: str) -> dict[float, float]:
+    """The node's event-loop lag histogram now: cumulative count per bucket bound (seconds; inf for +Inf)."""
+    buckets: dict[float, float] = {}
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(LAG_METRIC + "{"):
+                bound = line.split('le="', 1)[1].split('"', 1)[0]
+                buckets[float("inf") if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def lag_figures(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """Between two readings: how many 50 ms timers fired, the bound under which 99 % of them fired late, and how
+    many were late by more than 100 ms."""
+    counts = {bound: after[bound] - before.get(bound, 0.0) for bound in sorted(after)}
+    total = counts.get(float("inf"), 0.0)
+    if not total:
+        return {"ticks": 0, "p99_under_ms": None, "over_100ms": 0}
+    p99 = next(bound for bound, count in counts.items() if count >= total * 0.99)
+    over = total - max((count for bound, count in counts.items() if bound <= 0.1), default=0.0)
+    return {
+        "ticks": int(total),
+        "p99_under_ms": None if p99 == float("inf") else round(p99 * 1000, 1),
+        "over_100ms": int(over),
     }

@@ -103,6 +103,7 @@ def test_every_scenario_runs_quick_and_the_gateway_ends_at_the_database(scenario
         health = gateway["healthz"]
         assert health["polls"] >= 10 and health["failed"] == 0 and health["p99_ms"] is not None, health
         assert "/healthz" in (tmp_path / "storm.md").read_text()
+        assert gateway["loop_lag"]["ticks"] >= 20  # its event loop's lag, from its /metrics, over the storm
 
 
 def test_burst_rounds_take_turns_and_report_each_systems_median_round(tmp_path: Path) -> None:
