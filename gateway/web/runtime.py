@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from ..bus.broker import Broker
-from ..bus.commands import ClusterCommands
 from ..config import Settings
 from ..core.ratelimit import KeyedRate, TokenBucket
 from ..credentials import VerifiedTokens
@@ -27,9 +26,8 @@ if TYPE_CHECKING:
 class Runtime:
     settings: Settings
     pool: asyncpg.Pool
-    broker: Broker
+    broker: Broker  # cluster commands too: `broker.commands`
     node: Node
-    commands: ClusterCommands
     actions: ActionLimits
     admission: TokenBucket | None = None
     revocations: SessionRevocations | None = None  # every session's token is checked against it
