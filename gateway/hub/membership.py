@@ -9,7 +9,6 @@ team's subscriptions end (`forbidden`), and its team is read again from PostgreS
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 
@@ -21,8 +20,6 @@ from .connection import Connection
 from .errors import TRANSIENT
 from .ports import Access
 from .shared import SharedReads
-
-log = logging.getLogger(__name__)
 
 MEMBERSHIP_CHECK_EVERY = 30.0
 MEMBER_TTL = 10.0  # a membership checked this recently is not asked again (removals revoke it at once)
