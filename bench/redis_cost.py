@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from gateway.bus.broker import RedisBroker
+from gateway.bus.events import BusEvent
 from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
@@ -58,10 +59,14 @@ async def _reader(broker: RedisBroker, tag: str, ready: asyncio.Event, got: list
     """A gateway node's bus subscriber (a connection of its own): subscribed to every channel, reading
     everything."""
 
-    def heard(channel: str, envelope: bytes) -> None:
-        got[0] += 1
+    class Counting:
+        def handle_message(self, channel: str, envelope: bytes) -> None:
+            got[0] += 1
 
-    subscriber = broker.subscriber(heard, on_lost=lambda: None, on_restored=lambda: None)
+        def handle(self, event: BusEvent) -> None:
+            pass
+
+    subscriber = broker.subscriber(Counting())
     running = asyncio.create_task(subscriber.run())
     try:
         for c in range(CHANNELS):

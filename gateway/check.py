@@ -81,13 +81,12 @@ def _settings(settings: Settings, host: str, lb_idle_timeout: float | None, repo
 
 
 async def _postgres(settings: Settings, report: Report) -> None:
-    import asyncpg
-
+    from .store.errors import STORE_UNAVAILABLE
     from .store.migrate import state
 
     try:
         found = await asyncio.wait_for(state(settings.database_url), 15)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except STORE_UNAVAILABLE as exc:
         report.problem(f"PostgreSQL: cannot reach it: {type(exc).__name__}: {exc}", exits.UNREACHABLE)
         return
     report.ok("PostgreSQL answers")
@@ -100,37 +99,25 @@ async def _postgres(settings: Settings, report: Report) -> None:
 
 
 async def _redis(settings: Settings, report: Report) -> None:
-    from redis.exceptions import RedisError, ResponseError
+    from .bus import probe
+    from .bus.errors import BusUnavailable
 
-    from .bus.clients import unreachable
-    from .bus.connection import Bus
-
-    bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
+    url, cluster = settings.redis_url, settings.redis_cluster
     try:
-        try:
-            await asyncio.wait_for(bus.redis.ping(), 10)
-        except (OSError, TimeoutError, RedisError) as exc:
-            report.problem(f"Redis: cannot reach it: {unreachable(exc)}", exits.UNREACHABLE)
-            return
+        await probe.ping(url, cluster)
         report.ok("Redis answers")
-        try:
-            config = await bus.redis.config_get("maxmemory*")
-        except ResponseError:  # managed Redis often refuses CONFIG
-            report.ok("Redis refuses CONFIG GET: check by hand that maxmemory is set with maxmemory-policy noeviction")
-            return
-        config = {_text(k): _text(v) for k, v in config.items()}
-        if int(config.get("maxmemory", "0") or 0) == 0:
-            report.problem("Redis runs without maxmemory: a flood of writes can take the machine's memory")
-        elif config.get("maxmemory-policy") != "noeviction":
-            report.problem(
-                f"Redis evicts keys (maxmemory-policy {config.get('maxmemory-policy')}): it would drop channel"
-                " histories and the relays' state silently; use noeviction"
-            )
-        else:
-            report.ok("Redis has maxmemory, and noeviction")
-    finally:
-        await bus.aclose()
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        config = await probe.memory_settings(url, cluster)
+    except BusUnavailable as exc:
+        report.problem(f"Redis: cannot reach it: {exc}", exits.UNREACHABLE)
+        return
+    if config is None:  # managed Redis often refuses CONFIG
+        report.ok("Redis refuses CONFIG GET: check by hand that maxmemory is set with maxmemory-policy noeviction")
+    elif int(config.get("maxmemory", "0") or 0) == 0:
+        report.problem("Redis runs without maxmemory: a flood of writes can take the machine's memory")
+    elif config.get("maxmemory-policy") != "noeviction":
+        report.problem(
+            f"Redis evicts keys (maxmemory-policy {config.get('maxmemory-policy')}): it would drop channel"
+            " histories and the relays' state silently; use noeviction"
+        )
+    else:
+        report.ok("Redis has maxmemory, and noeviction")

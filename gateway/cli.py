@@ -40,28 +40,25 @@ def _require_extra(command: str, extra: str, *modules: str) -> None:
 def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) -> None:
     """Fail with UNREACHABLE, in one line, when PostgreSQL or Redis does not answer (before anything starts)."""
     import asyncpg
-    from redis.exceptions import RedisError
 
-    from .bus.clients import unreachable
-    from .bus.connection import Bus
+    from .bus import probe as bus_probe
+    from .bus.errors import BusUnavailable
+    from .store.errors import STORE_UNAVAILABLE
 
     async def probe() -> None:
         if postgres:
             try:
                 db = await asyncpg.connect(settings.database_url, timeout=10)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except STORE_UNAVAILABLE as exc:
                 raise CommandFailed(
                     exits.UNREACHABLE, f"cannot reach PostgreSQL: {type(exc).__name__}: {exc}"
                 ) from None
             await db.close()
         if redis:
-            bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
             try:
-                await asyncio.wait_for(bus.redis.ping(), 10)
-            except (OSError, TimeoutError, RedisError) as exc:
-                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {unreachable(exc)}") from None
-            finally:
-                await bus.aclose()
+                await bus_probe.ping(settings.redis_url, settings.redis_cluster)
+            except BusUnavailable as exc:
+                raise CommandFailed(exits.UNREACHABLE, f"cannot reach Redis: {exc}") from None
 
     asyncio.run(probe())
 
@@ -124,8 +121,7 @@ def cmd_relay(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
-    import asyncpg
-
+    from .store.errors import STORE_UNREACHABLE, StatementFailed
     from .store.migrate import MigrationEdited, NoMigrations, migrate
 
     _require(settings, "database_url")
@@ -135,9 +131,9 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> None:
         raise CommandFailed(exits.FAILED, str(exc)) from None
     except MigrationEdited as exc:
         raise CommandFailed(exits.REFUSED, str(exc)) from None
-    except (OSError, asyncpg.CannotConnectNowError) as exc:
+    except STORE_UNREACHABLE as exc:
         raise CommandFailed(exits.UNREACHABLE, f"cannot reach PostgreSQL: {type(exc).__name__}: {exc}") from None
-    except asyncpg.PostgresError as exc:  # a migration failed (rolled back)
+    except StatementFailed as exc:  # a migration failed (rolled back)
         raise CommandFailed(exits.FAILED, f"migrate: {type(exc).__name__}: {exc}") from None
     print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
 
@@ -208,7 +204,6 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
     import asyncpg
 
     from .bus.broker import RedisBroker
-    from .bus.connection import Bus
     from .hub.revocations import RELOAD_EVERY, revoke
     from .store.queries import user_exists
 
@@ -217,16 +212,17 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
 
     async def run() -> None:
         db = await asyncpg.connect(settings.database_url)
-        bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions) if settings.redis_url else None
+        url = settings.redis_url
+        broker = RedisBroker.connect(url, settings.redis_cluster, settings.partitions) if url else None
         try:
             if args.user is not None and not await user_exists(db, args.user):
                 raise CommandFailed(exits.REFUSED, f"no user {args.user}")
-            membership = RedisBroker(bus).membership if bus is not None else None
-            await revoke(db, membership, settings.session_max_age, user_id=args.user, token_id=args.token_id)
+            announcements = broker.announcements if broker is not None else None
+            await revoke(db, announcements, settings.session_max_age, user_id=args.user, token_id=args.token_id)
         finally:
             await db.close()
-            if bus is not None:
-                await bus.aclose()
+            if broker is not None:
+                await broker.aclose()
 
     asyncio.run(run())
     what = (

@@ -24,9 +24,11 @@ async def postgres_reachable(url: str) -> bool:
     """Whether a PostgreSQL server answers at `url` (the machine's, before an embedded one is started)."""
     import asyncpg
 
+    from .store.errors import STORE_UNAVAILABLE
+
     try:
         db = await asyncpg.connect(url, timeout=3)
-    except (TimeoutError, OSError, asyncpg.PostgresError):
+    except STORE_UNAVAILABLE:
         return False
     await db.close()
     return True

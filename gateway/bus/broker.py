@@ -4,9 +4,17 @@ The relay publishes a partition's channels under its epoch (`broker.publisher()`
 subscribes to the channels its connections follow (`broker.subscriber()`, `Subscribing`), reads a channel's
 position and recent history (`broker.history`) and a light channel's stored state and its partition's fence
 (`broker.channels`). Nodes mark who is online and the relay counts them (`broker.presence`); clusters report
-figures (`broker.figures`); the relay leaves its heartbeat (`broker.relay_stats`) and announces membership
-changes to every node (`broker.membership`, heard through a subscriber's `on_membership`). Actions reach clusters
-and come back confirmed through `broker.commands`.
+figures (`broker.figures`); the relay leaves its heartbeat (`broker.relay_stats`). What must reach every node at
+once (membership changes, channels moved to another team, revoked sessions) is announced through
+`broker.announcements`. Actions reach clusters and come back confirmed through `broker.commands`, whose both
+sides (the gateway's and a cluster's) are here.
+
+A node hears the bus through one handler it registers (`broker.subscriber(events)`, a
+gateway.bus.events.BusEvents, as centrifuge's BrokerEventHandler): each channel's message, and typed events for
+the rest (announcements, the link lost and restored). The broker never reaches into the node.
+
+Every error is the bus's own (gateway.bus.errors: `BusUnavailable`, `BusRefused`, `Fenced`, `BusBehind`, all
+`BusError`s): the Redis modules translate redis-py's at their boundary, and the memory broker raises the same.
 
 A position is `(epoch, seq)`: the epoch names the relay that published (a new one at every takeover), so a
 history rebuilt after a loss never reads as the continuation of the old one; seq counts a channel's messages.
@@ -14,6 +22,8 @@ A tag is the hash tag of a team's partition (`partitions.tag(team_id)`): every k
 
 What every implementation keeps (tests/integration/test_broker_contract.py holds `RedisBroker` and
 `gateway.bus.memory.MemoryBroker` to it):
+- a bus out of reach fails every call with `BusUnavailable` and tells subscribers' handlers `BusLost`, then
+  `BusRestored` once subscribed again;
 - a publish is refused with `Fenced`, and writes nothing, once a newer epoch has taken the partition over;
 - each message is atomic with its channel's position, its history entry and its state change; subscribers
   receive its envelope bytes unchanged, in publish order;
@@ -29,32 +39,40 @@ What every implementation keeps (tests/integration/test_broker_contract.py holds
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from ..core.team import ClusterFigures
-from . import cluster_figures, commands, history, keys, membership
+from . import cluster_figures, history, keys
 from . import relay_stats as stats
-from .commands import ClusterCommands, Replies
+from .announcements import RedisAnnouncements
+from .commands import RedisCommands, Replies
 from .connection import Bus
+from .errors import BusBehind, BusError, BusRefused, BusUnavailable, Fenced
+from .events import Announcement, BusEvents
 from .history import Entry
 from .keys import Partitions
 from .presence import PresenceManager
-from .publisher import HISTORY_BYTES, BusBehind, Fenced, PartitionPublisher, Publisher
+from .publisher import HISTORY_BYTES, PartitionPublisher, Publisher
 from .relay_stats import RelayStats
-from .subscriber import LIVENESS, OnMessage, Subscriber
+from .subscriber import LIVENESS, Subscriber
+from .translate import translated
 
 __all__ = [
+    "Announcements",
     "Broker",
     "BusBehind",
+    "BusError",
+    "BusEvents",
+    "BusRefused",
+    "BusUnavailable",
     "ChannelState",
     "ClusterMetrics",
     "Commands",
     "Entry",
     "Fenced",
     "History",
-    "Membership",
     "PartitionPublisher",
     "Partitions",
     "Position",
@@ -70,23 +88,23 @@ Position = tuple[int, int]  # (epoch, seq) of a channel's last message
 
 
 class Subscribing(Protocol):
-    """A node's pub/sub (gateway.bus.subscriber.Subscriber). It calls `on_message(channel, envelope)` for each
-    message of a subscribed channel, `on_lost()` when messages may have been missed (a lost connection, a
-    slot that moved), `on_restored()` once subscribed again, and `on_membership(data)` for each message on the
-    membership channel while `run()` runs."""
+    """A node's pub/sub (gateway.bus.subscriber.Subscriber). It tells the handler it was made with
+    (gateway.bus.events.BusEvents) each message of a subscribed channel, `BusLost` when messages may have been
+    missed (a lost connection, a slot that moved), `BusRestored` once subscribed again, and each announcement
+    while `run()` runs."""
 
     reconnects: int
     moves: int  # channels that followed their slot to another shard
     lost_since: float | None  # since when (time.monotonic()) the bus has been out of reach; None: connected
 
     async def subscribe(self, tag: str, channel: str, timeout: float = 5.0) -> None:
-        """Returns once the bus confirms, so nothing published afterwards is missed; TimeoutError if it does
+        """Returns once the bus confirms, so nothing published afterwards is missed; BusUnavailable if it does
         not within `timeout` (the subscription stays wanted and is made when the bus is back)."""
 
     async def unsubscribe(self, tag: str, channel: str) -> None: ...
 
     async def run(self) -> None:
-        """Hear the membership channel and keep the connections up, until cancelled."""
+        """Hear the announcements and keep the connections up, until cancelled."""
 
     async def aclose(self) -> None: ...
 
@@ -158,16 +176,17 @@ class RelayHeartbeats(Protocol):
         """Each partition's figures in the order of `tags`; None where no relay reported lately."""
 
 
-class Membership(Protocol):
-    """The channel every node hears (gateway.bus.membership): membership changes and revoked sessions."""
+class Announcements(Protocol):
+    """What every node hears at once (gateway.bus.announcements): membership changes, channels moved to another
+    team, revoked sessions; each kind on a channel of its own, heard as the typed event it was announced as."""
 
-    async def publish(self, payload: bytes) -> None: ...
+    async def announce(self, announcement: Announcement) -> None: ...
 
 
 class Commands(Protocol):
-    """Commands to clusters and their confirmations (gateway.bus.commands): the gateway's side sends a command
-    naming a reply list (`Replies.key`) and reads the confirmations; a cluster's side hears the commands sent to
-    it and pushes confirmations onto the list its command named."""
+    """Commands to clusters and their confirmations (gateway.bus.commands), both sides: the gateway's sends a
+    command naming a reply list (`Replies.key`) and reads the confirmations; a cluster's hears the commands sent
+    to it (`inbox`) and pushes confirmations onto the list its command named (`confirm`)."""
 
     tag: str  # this process's reply lists'
 
@@ -208,7 +227,7 @@ class Broker(Protocol):
     def relay_stats(self) -> RelayHeartbeats: ...
 
     @property
-    def membership(self) -> Membership: ...
+    def announcements(self) -> Announcements: ...
 
     @property
     def commands(self) -> Commands: ...
@@ -217,31 +236,28 @@ class Broker(Protocol):
         self, tag: str, epoch: int, history_length: int, history_ttl: int, history_bytes: int = ...
     ) -> PartitionPublisher: ...
 
-    def subscriber(
-        self,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_membership: Callable[[bytes], None] = ...,
-        liveness: float = ...,
-    ) -> Subscribing: ...
+    def subscriber(self, events: BusEvents, liveness: float = ...) -> Subscribing:
+        """A node's subscriptions, telling `events` what it hears."""
 
     async def aclose(self) -> None: ...
 
 
-# -- Redis: one server or a Cluster, composed of the bus's modules
+# -- Redis: one server or a Cluster, composed of the bus's modules (each call's errors the bus's own)
 
 
 class _RedisHistory:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
+    @translated
     async def position(self, tag: str, channel: str) -> Position | None:
         return await history.position(self.bus.redis, tag, channel)
 
+    @translated
     async def positions(self, channels: dict[str, str]) -> dict[str, Position | None]:
         return await history.positions(self.bus, channels)
 
+    @translated
     async def entries(self, tag: str, channel: str, first: int, last: int | None = None) -> list[Entry]:
         return await history.entries(self.bus, tag, channel, first, last)
 
@@ -250,13 +266,16 @@ class _RedisChannels:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
+    @translated
     async def state(self, tag: str, channel: str) -> dict[bytes, bytes]:
         return dict(await self.bus.redis.hgetall(keys.state(tag, channel)))
 
+    @translated
     async def fence(self, tag: str) -> int:
         value = await self.bus.redis.get(keys.epoch(tag))
         return int(value) if value is not None else 0
 
+    @translated
     async def fence_exists(self, tag: str) -> bool:
         return bool(await self.bus.redis.exists(keys.epoch(tag)))
 
@@ -265,12 +284,15 @@ class _RedisFigures:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
+    @translated
     async def report(self, team_id: int, figures: ClusterFigures) -> None:
         await cluster_figures.report(self.bus.redis, team_id, figures)
 
+    @translated
     async def teams(self) -> list[int]:
         return await cluster_figures.teams(self.bus.redis)
 
+    @translated
     async def read(self, team_ids: list[int]) -> dict[int, list[ClusterFigures]]:
         return await cluster_figures.read_teams(self.bus.redis, team_ids)
 
@@ -279,29 +301,13 @@ class _RedisRelayStats:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
 
+    @translated
     async def write(self, tag: str, figures: RelayStats) -> None:
         await stats.write(self.bus.redis, tag, figures)
 
+    @translated
     async def read(self, tags: list[str]) -> list[RelayStats | None]:
         return await stats.read(self.bus.redis, tags)
-
-
-class _RedisMembership:
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-
-    async def publish(self, payload: bytes) -> None:
-        await membership.publish(self.bus.redis, payload)
-
-
-class _RedisCommands(ClusterCommands):
-    """The gateway's side is ClusterCommands itself; the cluster's side, the module's functions."""
-
-    def inbox(self, cluster_id: int) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
-        return commands.command_inbox(self.bus, cluster_id)
-
-    async def confirm(self, reply_to: str, confirmation: bytes) -> None:
-        await commands.confirm(self.bus, reply_to, confirmation)
 
 
 class RedisBroker:
@@ -316,8 +322,8 @@ class RedisBroker:
         self.presence: PresenceStore = PresenceManager(bus.redis)
         self.figures: ClusterMetrics = _RedisFigures(bus)
         self.relay_stats: RelayHeartbeats = _RedisRelayStats(bus)
-        self.membership: Membership = _RedisMembership(bus)
-        self.commands: Commands = _RedisCommands(bus)
+        self.announcements: Announcements = RedisAnnouncements(bus.redis)
+        self.commands: Commands = RedisCommands(bus)
 
     @classmethod
     def connect(cls, url: str, cluster: bool = False, partitions: int = 1) -> RedisBroker:
@@ -328,15 +334,8 @@ class RedisBroker:
     ) -> PartitionPublisher:
         return Publisher(self.bus, tag, epoch, history_length, history_ttl, history_bytes)
 
-    def subscriber(
-        self,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_membership: Callable[[bytes], None] = lambda data: None,
-        liveness: float = LIVENESS,
-    ) -> Subscribing:
-        return Subscriber(self.bus, on_message, on_lost, on_restored, on_membership, liveness)
+    def subscriber(self, events: BusEvents, liveness: float = LIVENESS) -> Subscribing:
+        return Subscriber(self.bus, events, liveness)
 
     async def aclose(self) -> None:
         await self.commands.aclose()

@@ -8,7 +8,9 @@ connection of its own. All of a process's reply lists share one hash tag, so on 
 one slot and one BLPOP can watch them all; a new reply list wakes the listener through the same tag's wake-up
 list, so that its next BLPOP includes it.
 
-The cluster's side is `command_inbox` (the commands sent to one cluster, as they arrive) and `confirm`.
+`RedisCommands` is both sides of gateway.bus.broker's `Commands`: the gateway's (`send`, `replies`) and a
+cluster's (`inbox`, the commands sent to it as they arrive, and `confirm`). Every error it raises is the bus's
+(gateway.bus.errors).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from . import keys
 from .clients import open_client
 from .connection import Bus
+from .errors import BusError
+from .translate import redis_errors, translated
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,9 @@ class Replies:
             return None
 
 
-class ClusterCommands:
-    """A process's way to command clusters: publish a command, then read its confirmations."""
+class RedisCommands:
+    """A process's way to command clusters (publish a command, then read its confirmations), and a cluster's to
+    hear them and confirm."""
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
@@ -65,6 +69,7 @@ class ClusterCommands:
         self._client: Redis | None = None
         self._woken = False  # a wake-up is on its way to the listener
 
+    @translated
     async def send(self, cluster_id: int, command: bytes) -> bool:
         """Publish a command; False when the cluster is certainly not listening (so nobody will confirm)."""
         listeners = await self.bus.redis.publish(keys.cluster_commands(cluster_id), command)
@@ -77,11 +82,12 @@ class ClusterCommands:
         replies = Replies(keys.reply(self.tag, command_id))
         self._open[replies.key] = replies
         try:
-            await self._watch()
+            with redis_errors:
+                await self._watch()
             yield replies
         finally:
             del self._open[replies.key]
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(BusError), redis_errors:
                 await self.bus.redis.delete(replies.key)  # confirmations that came too late
 
     async def _watch(self) -> None:
@@ -98,10 +104,11 @@ class ClusterCommands:
     async def _listen(self) -> None:
         while self._open:
             try:
-                client = await self._connection()
-                self._woken = False
-                got = await client.blpop([self._wake, *self._open], timeout=LISTEN_TIMEOUT)
-            except (RedisError, OSError) as exc:
+                with redis_errors:
+                    client = await self._connection()
+                    self._woken = False
+                    got = await client.blpop([self._wake, *self._open], timeout=LISTEN_TIMEOUT)
+            except BusError as exc:
                 log.warning("confirmations: %s, listening again shortly", type(exc).__name__)
                 await self._drop_connection()
                 await asyncio.sleep(RETRY_AFTER)
@@ -123,9 +130,10 @@ class ClusterCommands:
     async def _drop_connection(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(BusError), redis_errors:
                 await client.aclose()
-        await self.bus.refresh()
+        with contextlib.suppress(BusError), redis_errors:
+            await self.bus.refresh()
 
     async def aclose(self) -> None:
         if self._listener is not None:
@@ -134,31 +142,34 @@ class ClusterCommands:
                 await self._listener
         await self._drop_connection()
 
+    # -- a cluster's side
 
-# -- the cluster's side
+    @contextlib.asynccontextmanager
+    async def inbox(self, cluster_id: int) -> AsyncIterator[AsyncIterator[bytes]]:
+        """The commands sent to a cluster, as they arrive (encoded); subscribed by the time the block starts, so a
+        command sent from then on reaches it."""
+        bus = self.bus
+        if bus.cluster:
+            with redis_errors:
+                await bus.redis.initialize()  # the slot map, which the cluster's pubsub picks its node by
+        pubsub = bus.redis.pubsub()
+        try:
+            with redis_errors:
+                await pubsub.subscribe(keys.cluster_commands(cluster_id))
+            yield _commands(pubsub)
+        finally:
+            with contextlib.suppress(BusError), redis_errors:
+                await pubsub.aclose()
 
-
-@contextlib.asynccontextmanager
-async def command_inbox(bus: Bus, cluster_id: int) -> AsyncIterator[AsyncIterator[bytes]]:
-    """The commands sent to a cluster, as they arrive (encoded); subscribed by the time the block starts, so a
-    command sent from then on reaches it."""
-    if bus.cluster:
-        await bus.redis.initialize()  # the slot map, which the cluster's pubsub picks its node by
-    pubsub = bus.redis.pubsub()
-    try:
-        await pubsub.subscribe(keys.cluster_commands(cluster_id))
-        yield _commands(pubsub)
-    finally:
-        await pubsub.aclose()
+    @translated
+    async def confirm(self, reply_to: str, confirmation: bytes) -> None:
+        """Push a cluster's confirmation onto the reply list its command named; kept a minute for a late reader."""
+        await self.bus.redis.rpush(reply_to, confirmation)
+        await self.bus.redis.expire(reply_to, 60)
 
 
 async def _commands(pubsub: Any) -> AsyncIterator[bytes]:
-    async for message in pubsub.listen():
-        if message["type"] == "message":
-            yield message["data"]
-
-
-async def confirm(bus: Bus, reply_to: str, confirmation: bytes) -> None:
-    """Push a cluster's confirmation onto the reply list its command named; kept a minute for a late reader."""
-    await bus.redis.rpush(reply_to, confirmation)
-    await bus.redis.expire(reply_to, 60)
+    with redis_errors:
+        async for message in pubsub.listen():
+            if message["type"] == "message":
+                yield message["data"]

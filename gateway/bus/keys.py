@@ -14,10 +14,12 @@ import itertools
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 PREFIX = "gw:"
-# Relay and `gateway revoke` -> every node: membership changes and revoked sessions (classic pub/sub reaches
-# every shard). Its Redis name stays `gw:control` so that nodes and relays of different versions still hear each
-# other, though "control" now means only commands to clusters (gateway/control/).
-MEMBERSHIP = f"{PREFIX}control"
+# Announcements to every node (gateway.bus.announcements), a classic pub/sub channel per kind (one reaches every
+# shard): the relay's membership changes and moved channels, revoked sessions.
+MEMBERSHIPS = f"{PREFIX}memberships"
+OWNERSHIPS = f"{PREFIX}ownerships"
+REVOCATIONS = f"{PREFIX}revocations"
+ANNOUNCEMENTS = (MEMBERSHIPS, OWNERSHIPS, REVOCATIONS)
 PRESENCE_TEAMS = f"{PREFIX}presence:teams"
 METRICS_TEAMS = f"{PREFIX}metrics:teams"
 

@@ -14,6 +14,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from . import keys
+from .translate import translated
 
 
 class PresenceManager:
@@ -22,10 +23,12 @@ class PresenceManager:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
 
+    @translated
     async def join(self, node_id: str, team_id: int, user_id: int, ttl: float) -> None:
         """Mark a user online in a team from this node, for `ttl` seconds unless refreshed."""
         await self.refresh(node_id, [(team_id, user_id)], ttl)
 
+    @translated
     async def refresh(self, node_id: str, entries: Iterable[tuple[int, int]], ttl: float) -> None:
         """Keep (team, user) entries of this node online for `ttl` more seconds (joining those not yet in)."""
         expires = time.time() + ttl
@@ -35,10 +38,12 @@ class PresenceManager:
                 pipe.sadd(keys.PRESENCE_TEAMS, team_id)
             await pipe.execute()
 
+    @translated
     async def leave(self, node_id: str, team_id: int, user_id: int) -> None:
         """Take a user of this node out of a team at once (rather than wait for the entry to expire)."""
         await self.redis.zrem(keys.presence(team_id), _entry(user_id, node_id))
 
+    @translated
     async def leave_all(self, node_id: str, entries: Iterable[tuple[int, int]]) -> None:
         """Take several (team, user) entries of this node out at once: a node shutting down."""
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -46,16 +51,19 @@ class PresenceManager:
                 pipe.zrem(keys.presence(team_id), _entry(user_id, node_id))
             await pipe.execute()
 
+    @translated
     async def online(self, team_id: int, now: float | None = None) -> set[int]:
         """The team's users online on any node at `now` (the current time by default)."""
         now = time.time() if now is None else now
         members = cast(list[bytes], await self.redis.zrangebyscore(keys.presence(team_id), now, "+inf"))
         return {int(keys.text(m).split(":")[0]) for m in members}
 
+    @translated
     async def teams(self) -> list[int]:
         """The teams that have had anyone online (the ones worth looking at)."""
         return [int(keys.text(t)) for t in await self.redis.smembers(keys.PRESENCE_TEAMS)]
 
+    @translated
     async def sweep(self, team_ids: list[int], now: float) -> dict[int, set[int]]:
         """Drop the teams' entries that expired by `now` (their nodes stopped refreshing them) and return each
         team's users online, all in one round trip (the relay looks at every team it serves each second)."""

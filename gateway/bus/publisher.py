@@ -25,6 +25,10 @@ from ..core.batching import Publication
 from ..core.protocol import parse_cursor
 from . import keys
 from .connection import MOVED, Bus
+from .errors import BusBehind, Fenced
+from .translate import translated
+
+__all__ = ["CALL_BYTES", "HISTORY_BYTES", "BusBehind", "Fenced", "PartitionPublisher", "Publisher"]
 
 # One call publishes many messages of a cycle (a round trip and a command per cycle, not per message).
 # KEYS: the fence, the relay cursor, the previous call's last position key (a cycle's later calls), then per
@@ -171,15 +175,6 @@ return 1
 """
 
 
-class Fenced(Exception):
-    """A newer relay has taken over: this one must stop publishing."""
-
-
-class BusBehind(Exception):
-    """The bus no longer holds what this relay published (it failed over to a replica behind, or restarted): the
-    cycle wrote nothing; take over again and send every team's whole state with it."""
-
-
 class PartitionPublisher(Protocol):
     """Publishes one partition's channels for one relay epoch, fenced against older epochs."""
 
@@ -231,15 +226,18 @@ class Publisher:
         self._take_over = bus.redis.register_script(_TAKE_OVER)
         self._cursor_on_bus: str | None = None  # the relay cursor last read or written; None: nothing to check
 
+    @translated
     async def take_over(self) -> None:
         """Raise the fence to this relay's epoch; from now on older relays' publishes are refused."""
         if not await self._take_over(keys=[self._fence_key], args=[self.epoch]):
             raise Fenced(f"epoch {self.epoch} is older than the fence")
 
+    @translated
     async def fence_exists(self) -> bool:
         """False when Redis lost the partition's keys (a restart)."""
         return bool(await self.bus.redis.exists(self._fence_key))
 
+    @translated
     async def behind(self) -> bool:
         """Whether the bus lost what this relay published: no fence, or another relay cursor than the one this
         publisher last read or wrote."""
@@ -247,6 +245,7 @@ class Publisher:
         expected = self._cursor_on_bus
         return fence is None or expected is not None and (keys.text(cursor) if cursor is not None else None) != expected
 
+    @translated
     async def last_seqs(self, channels: list[str]) -> dict[str, int]:
         """The last sequence published on each channel, by any relay before this one (0 when none)."""
         values = await self.bus.mget([keys.seq(self.tag, c) for c in channels])
@@ -259,17 +258,20 @@ class Publisher:
     def marker(self, trajectory_id: int, wave: int) -> str:
         return keys.finish_marker(self.tag, trajectory_id, wave)
 
+    @translated
     async def published_markers(self, markers: list[str]) -> set[str]:
         """Which of these once-only events some relay has published already."""
         values = await self.bus.mget(markers)
         return {m for m, v in zip(markers, values) if v is not None}
 
+    @translated
     async def relay_cursor(self) -> str | None:
         """Where in the outbox the previous relay had published up to."""
         value = await self.bus.redis.get(keys.relay_cursor(self.tag))
         self._cursor_on_bus = keys.text(value) if value is not None else None
         return self._cursor_on_bus
 
+    @translated
     async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""
         if not publications and relay_cursor is None:

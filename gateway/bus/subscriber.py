@@ -2,14 +2,15 @@
 
 One connection to a single Redis (under Sentinel, to the primary the sentinels name when it connects); in a
 Redis Cluster, one per shard that holds a subscribed channel (sharded pub/sub: SSUBSCRIBE on the shard that owns
-the channel's slot), plus the classic membership channel (gateway.bus.membership).
+the channel's slot), plus the classic channels of the announcements (gateway.bus.announcements).
 
-Redis pub/sub drops messages silently while a connection is down. redis-py would reconnect and resubscribe
-behind our back, so its retries are off here: a lost connection surfaces, `on_lost` tells the hub that
-anything may have been missed, the link reconnects with backoff and subscribes again, and `on_restored`
-has the hub fill in from history what was published meanwhile. A slot that moves to another shard
-unsubscribes its channels (Redis sends `sunsubscribe`): they follow the slot to its new owner, and the move
-is handled as the same kind of gap.
+What it hears goes to the node's handler (gateway.bus.events.BusEvents): each channel's message as it came, each
+announcement decoded by its channel, and news of the links. Redis pub/sub drops messages silently while a
+connection is down. redis-py would reconnect and resubscribe behind our back, so its retries are off here: a
+lost connection surfaces, `BusLost` tells the node that anything may have been missed, the link reconnects with
+backoff and subscribes again, and `BusRestored` has the node fill in from history what was published meanwhile.
+A slot that moves to another shard unsubscribes its channels (Redis sends `sunsubscribe`): they follow the slot
+to its new owner, and the move is handled as the same kind of gap.
 """
 
 from __future__ import annotations
@@ -25,15 +26,16 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 
-from . import keys
+from . import announcements, keys
 from .clients import open_client
 from .connection import Bus
+from .errors import BusUnavailable
+from .events import LINK_LOST, RESTORED, SLOT_MOVED, BusEvent, BusEvents
+from .translate import REDIS_FAILURES, redis_errors
 
 log = logging.getLogger(__name__)
 
-OnMessage = Callable[[str, bytes], None]
 _KEEPALIVE = {
     getattr(socket, name): value
     for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3))
@@ -72,7 +74,7 @@ class _Link:
             return  # the read loop subscribes everything wanted when it connects
         try:
             await self._send(names, subscribe=True)
-        except (RedisError, OSError):
+        except REDIS_FAILURES:
             pass  # the read loop notices and resubscribes everything wanted
 
     async def send_unsubscribe(self, names: list[str]) -> None:
@@ -80,12 +82,12 @@ class _Link:
             return
         try:
             await self._send(names, subscribe=False)
-        except (RedisError, OSError):
+        except REDIS_FAILURES:
             pass
 
     async def _send(self, names: list[str], subscribe: bool) -> None:
         assert self.pubsub is not None
-        classic = [n for n in names if n == keys.MEMBERSHIP or not self.owner.sharded]
+        classic = [n for n in names if n in keys.ANNOUNCEMENTS or not self.owner.sharded]
         sharded = [n for n in names if n not in classic]
         if classic:
             await (self.pubsub.subscribe if subscribe else self.pubsub.unsubscribe)(*classic)
@@ -107,7 +109,7 @@ class _Link:
                 if self.owner.reconnects:
                     asyncio.get_running_loop().create_task(self.owner.restored())
                 await self._read(pubsub)
-            except (RedisError, OSError) as exc:
+            except REDIS_FAILURES as exc:
                 log.warning("redis subscription lost (%s); reconnecting", type(exc).__name__)
             except Exception:  # a node's subscription must not die with an unexpected error
                 log.exception("redis subscription failed; reconnecting")
@@ -117,10 +119,10 @@ class _Link:
                 self.pubsub = None
                 try:
                     await pubsub.aclose()
-                except (RedisError, OSError):
+                except REDIS_FAILURES:
                     pass
             self.owner.reconnects += 1
-            self.owner.on_lost()
+            self.owner.handle(LINK_LOST)
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
             await self.owner.rehome(self)
@@ -151,10 +153,11 @@ class _Link:
                 continue
             name = keys.text(message["channel"])
             if kind in _MESSAGES:
-                if name == keys.MEMBERSHIP:
-                    owner.on_membership(message["data"])
+                channel = keys.channel_of(name)  # empty for an announcement's channel, which has no tag
+                if channel:
+                    owner.on_message(channel, message["data"])
                 else:
-                    owner.on_message(keys.channel_of(name), message["data"])
+                    owner.announced(name, message["data"])
             elif kind in _CONFIRMS:
                 owner.confirm(name)
             elif kind == "sunsubscribe" and name in self.wanted:
@@ -164,25 +167,15 @@ class _Link:
 
 
 class Subscriber:
-    def __init__(
-        self,
-        bus: Bus,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_membership: Callable[[bytes], None] = lambda data: None,
-        liveness: float = LIVENESS,
-    ) -> None:
+    def __init__(self, bus: Bus, events: BusEvents, liveness: float = LIVENESS) -> None:
         self.bus = bus
         self.liveness = liveness
         # Since when some link has been down (monotonic; None: every link connected). Down until the first
         # connects: a node that never reached Redis is not ready either.
         self.lost_since: float | None = time.monotonic()
         self.sharded = bus.cluster
-        self.on_message = on_message
-        self.on_lost = on_lost
-        self._on_restored = on_restored
-        self.on_membership = on_membership
+        self.on_message: Callable[[str, bytes], None] = events.handle_message  # bound once: the hot path
+        self.handle: Callable[[BusEvent], None] = events.handle
         self._links: dict[tuple[str, int] | None, _Link] = {}
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -190,15 +183,20 @@ class Subscriber:
         self.moves = 0  # channels that followed their slot to another shard
 
     async def subscribe(self, tag: str, channel: str, timeout: float = 5.0) -> None:
-        """Subscribe and wait until Redis confirms, so that nothing published afterwards can be missed."""
+        """Subscribe and wait until Redis confirms, so that nothing published afterwards can be missed;
+        BusUnavailable if it does not within `timeout` (the subscription stays wanted)."""
         name = keys.pubsub(tag, channel)
         future = self._confirmed.get(name)
         if future is None or future.done() and future.exception() is not None:
             future = self._confirmed[name] = asyncio.get_running_loop().create_future()
-            link = await self._link_for(name)
+            with redis_errors:
+                link = await self._link_for(name)
             link.wanted.add(name)
             await link.send_subscribe([name])
-        await asyncio.wait_for(asyncio.shield(future), timeout)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            raise BusUnavailable(f"Redis did not confirm a subscription within {timeout:g} s") from None
 
     async def unsubscribe(self, tag: str, channel: str) -> None:
         name = keys.pubsub(tag, channel)
@@ -211,16 +209,16 @@ class Subscriber:
                 await link.send_unsubscribe([name])
 
     async def run(self) -> None:
-        """Keep the links running until cancelled (the membership channel's link from the start)."""
+        """Keep the links running until cancelled (the announcements' link from the start)."""
         try:
             delay = 0.05
             while True:
                 try:
-                    link = await self._link_for(keys.MEMBERSHIP)
-                    link.wanted.add(keys.MEMBERSHIP)
-                    await link.send_subscribe([keys.MEMBERSHIP])
+                    link = await self._link_for(keys.MEMBERSHIPS)  # any shard will do: classic channels
+                    link.wanted.update(keys.ANNOUNCEMENTS)
+                    await link.send_subscribe(list(keys.ANNOUNCEMENTS))
                     break
-                except (RedisError, OSError) as exc:  # a cluster not reachable yet
+                except REDIS_FAILURES as exc:  # a cluster not reachable yet
                     log.warning("redis unavailable (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
@@ -241,6 +239,11 @@ class Subscriber:
         return link
 
     # -- called by the links
+
+    def announced(self, name: str, data: bytes) -> None:
+        announcement = announcements.decode(name, data)
+        if announcement is not None:
+            self.handle(announcement)
 
     def link_up(self) -> None:
         if all(link.connected.is_set() for link in self._links.values()):
@@ -266,7 +269,7 @@ class Subscriber:
     def follow(self, name: str) -> None:
         """A channel's slot moved: subscribe where it lives now; what was published meanwhile is a gap."""
         self.moves += 1
-        self.on_lost()
+        self.handle(SLOT_MOVED)
         task = asyncio.get_running_loop().create_task(self._follow(name))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -282,7 +285,7 @@ class Subscriber:
                 await link.send_subscribe([name])
                 await self.restored()
                 return
-            except (RedisError, OSError) as exc:
+            except REDIS_FAILURES as exc:
                 log.warning("following a moved slot failed (%s); retrying", type(exc).__name__)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
@@ -300,7 +303,7 @@ class Subscriber:
                     target.wanted.add(name)
                     self.expect({name})
                     await target.send_subscribe([name])
-        except (RedisError, OSError) as exc:
+        except REDIS_FAILURES as exc:
             log.warning("could not reload the cluster's slots (%s)", type(exc).__name__)
 
     async def restored(self) -> None:
@@ -308,7 +311,7 @@ class Subscriber:
         pending = [f for f in self._confirmed.values() if not f.done()]
         if pending:
             await asyncio.wait(pending, timeout=5.0)
-        self._on_restored()
+        self.handle(RESTORED)
 
     async def aclose(self) -> None:
         for link in self._links.values():

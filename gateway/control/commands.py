@@ -17,7 +17,7 @@ import uuid
 import asyncpg
 import msgspec
 
-from ..bus.commands import ClusterCommands
+from ..bus.broker import Commands
 from ..core.control import (
     REMOVABLE,
     RETRYABLE,
@@ -44,7 +44,7 @@ async def preview_removal(pool: asyncpg.Pool, team_id: int, trajectory_id: int) 
 
 async def run_action(
     pool: asyncpg.Pool,
-    commands: ClusterCommands,
+    commands: Commands,
     action: Action,
     team_id: int,
     scope: Scope,
@@ -112,7 +112,7 @@ def cluster_shares(jobs: list[HeldJob]) -> list[ClusterShare]:
 
 
 async def ask_clusters(
-    commands: ClusterCommands, action: str, by_cluster: dict[int, list[int]], timeout: float, **extra: object
+    commands: Commands, action: str, by_cluster: dict[int, list[int]], timeout: float, **extra: object
 ) -> dict[int, set[int]]:
     """Send each cluster its command; the ids each one confirmed, for those that answered in time."""
     command_id = uuid.uuid4().hex

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..bus.commands import ClusterCommands
+from ..bus.broker import Commands
 from ..core.control import KILLED, ActionResult, TaskAction, task_toast
 from ..store import tasks
 from .commands import ask_clusters, holders, silence
@@ -12,7 +12,7 @@ from .commands import ask_clusters, holders, silence
 
 async def run_task_action(
     pool: asyncpg.Pool,
-    commands: ClusterCommands,
+    commands: Commands,
     action: TaskAction,
     team_id: int,
     submissions: list[int],

@@ -11,15 +11,11 @@ import msgspec
 
 
 class Revocation(msgspec.Struct, frozen=True, tag_field="type", tag="revoke"):
-    """Also a message on the membership channel every node hears (membership changes are lists, this an object)."""
+    """Also an announcement every node hears (gateway.bus.announcements, on a channel of its own)."""
 
     at: float  # when it was recorded (Unix time, the database's clock)
     user_id: int | None = None  # every session of this user started at or before `at`
     token_id: str | None = None  # or this one session
-
-
-encoder = msgspec.json.Encoder()
-decoder = msgspec.json.Decoder(Revocation)
 
 
 class Revocations:

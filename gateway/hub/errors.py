@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
+from ..bus.errors import BusError
+from ..store.errors import STORE_UNAVAILABLE
 
-import asyncpg
-from redis.exceptions import RedisError
-
-TRANSIENT = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, ConnectionError, RedisError)
+TRANSIENT: tuple[type[Exception], ...] = (*STORE_UNAVAILABLE, BusError)
 RETRY_AFTER = 0.2  # seconds before a failed read is tried once more, on a fresh connection

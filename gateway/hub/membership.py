@@ -1,19 +1,16 @@
 """Who may follow a channel: its team and the user's membership of it.
 
 A member removed from a team loses its subscriptions at once, on every node: the relay announces membership
-changes on the bus's membership channel, and every node checks its live subscriptions now and then in case one
-announcement was lost. A trajectory the platform moves to another team is announced the same way: its old
+changes on the bus (heard as `MembershipsChanged`), and every node checks its live subscriptions now and then in
+case one announcement was lost. A trajectory the platform moves to another team is announced the same way: its old
 team's subscriptions end (`forbidden`), and its team is read again from PostgreSQL on the next subscribe.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
-
-import msgspec
 
 from ..bus.broker import Partitions
 from ..core.aggregate import MembershipChange, OwnershipChange
@@ -24,22 +21,9 @@ from .errors import TRANSIENT
 from .ports import Access
 from .shared import SharedReads
 
-log = logging.getLogger(__name__)
-
 MEMBERSHIP_CHECK_EVERY = 30.0
 MEMBER_TTL = 10.0  # a membership checked this recently is not asked again (removals revoke it at once)
 MAX_CHANNEL_TEAMS = 100_000  # past this, forget the teams of channels nobody here follows
-_memberships_decoder = msgspec.json.Decoder(list[MembershipChange])
-
-
-class Moved(msgspec.Struct):
-    """The relay's announcement of channels that changed team (a message of its own on the membership channel)."""
-
-    moved: list[OwnershipChange]
-
-
-_moved_decoder = msgspec.json.Decoder(Moved)
-_MOVED = b'{"moved"'
 
 
 class ChannelTeams:
@@ -97,7 +81,6 @@ class Memberships:
         self.shared = shared
         self.connections = connections
         self.unsubscribe = unsubscribe
-        self.on_revocation: Callable[[bytes], None] = lambda data: None  # gateway.hub.revocations listens
         self._members: dict[tuple[int, int], float] = {}  # (user, team) -> when found a member
 
     async def is_member(self, user_id: int, team_id: int) -> bool:
@@ -112,28 +95,16 @@ class Memberships:
             self._members.pop(key, None)
         return member
 
-    def receive(self, data: bytes) -> None:
-        """A message on the bus's membership channel: a revoked session, or membership changes."""
-        if data.startswith(_MOVED):
-            try:
-                moved = _moved_decoder.decode(data).moved
-            except msgspec.DecodeError:
-                log.warning("ignored an undecodable ownership message")
-                return
-            for move in moved:
-                self.moved(move.channel, move.team_id)
-            return
-        if data[:1] == b"{":  # a revoked session (membership changes come as a list)
-            self.on_revocation(data)
-            return
-        try:
-            changes = _memberships_decoder.decode(data)
-        except msgspec.DecodeError:
-            log.warning("ignored an undecodable membership message")
-            return
+    def changed(self, changes: list[MembershipChange]) -> None:
+        """The relay announced membership changes: those removed from a team lose its channels."""
         for change in changes:
             if not change.member:
                 self.revoke(change.team_id, change.user_id)
+
+    def moved_teams(self, moved: list[OwnershipChange]) -> None:
+        """The relay announced channels that changed team."""
+        for move in moved:
+            self.moved(move.channel, move.team_id)
 
     def revoke(self, team_id: int, user_id: int) -> None:
         self._members.pop((user_id, team_id), None)

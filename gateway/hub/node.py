@@ -7,6 +7,9 @@ channel's state and sends a snapshot; then it releases the held messages newer t
 rest is in modules of their own: whether a connection may subscribe (subscribe_checks), who may follow what
 (membership), gap repair (repair), the bus subscriptions that follow local interest (interest), snapshots
 (snapshots).
+
+The node is the bus's handler (gateway.bus.events.BusEvents): its subscriber hands it each channel's message
+(`handle_message`, straight to the hub) and every other event, typed (`handle`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ import time
 from collections.abc import Callable
 
 from ..bus.channels import ChannelReads
+from ..bus.events import BusEvent, BusLost, BusRestored, MembershipsChanged, OwnershipsChanged
 from ..core import channels, envelope
 from ..core.channels import parse_channel
 from ..core.histogram import Histogram
 from ..core.keepalive import KeepaliveSlices, slices_for
 from ..core.model import TrajectorySummary
 from ..core.protocol import Error
+from ..core.revocation import Revocation
 from ..core.subscription import Subscription
 from ..core.wsframe import Frame, ping_frame
 from .backlog import Backlog
@@ -77,13 +82,8 @@ class Node:
         self.repairs = Repairs(self.hub, self.reads, self.teams, self.backlog, self.tasks)
         # A bus link silent for most of a keepalive interval is taken for dead; lost for the rest of it, the
         # node's clients are closed (1013) to go elsewhere, and new ones refused: the whole within a keepalive.
-        self.subscriber = bus.subscriber(
-            self._on_bus_message,
-            self.repairs.bus_lost,
-            self.repairs.bus_restored,
-            self.memberships.receive,
-            liveness=0.6 * keepalive,
-        )
+        self.subscriber = bus.subscriber(self, liveness=0.6 * keepalive)
+        self.on_revocation: Callable[[Revocation], None] = lambda revocation: None  # gateway.hub.revocations
         self.bus_grace = 0.4 * keepalive
         self.interest = Interest(self.hub, self.subscriber, self.teams)
         self.snapshots = Snapshots(access, self.reads, self.teams, self.shared, self.hub.anchor)
@@ -96,15 +96,6 @@ class Node:
         self.slow_closes = 0
         self.catch_ups = 0  # slow consumers' channels caught up from history instead of resynced
         self._runners: list[asyncio.Task[None]] = []
-
-    @property
-    def on_revocation(self) -> Callable[[bytes], None]:
-        """gateway.hub.revocations listens for revoked sessions on the membership channel."""
-        return self.memberships.on_revocation
-
-    @on_revocation.setter
-    def on_revocation(self, listener: Callable[[bytes], None]) -> None:
-        self.memberships.on_revocation = listener
 
     async def team_summaries(self, team_id: int) -> list[TrajectorySummary]:
         """Every trajectory summary the team's channel lists now, as the relay stored it with its last publish."""
@@ -135,7 +126,22 @@ class Node:
         """A member removed from a team: its connections leave the team's channels now."""
         self.memberships.revoke(team_id, user_id)
 
-    def _on_bus_message(self, channel: str, data: bytes) -> None:
+    # -- what the bus tells the node (gateway.bus.events.BusEvents)
+
+    def handle(self, event: BusEvent) -> None:
+        match event:
+            case MembershipsChanged(changes=changes):
+                self.memberships.changed(changes)
+            case OwnershipsChanged(moved=moved):
+                self.memberships.moved_teams(moved)
+            case Revocation():
+                self.on_revocation(event)
+            case BusLost():
+                self.repairs.bus_lost()
+            case BusRestored():
+                self.repairs.bus_restored()
+
+    def handle_message(self, channel: str, data: bytes) -> None:
         """The hub writes the message to the channel's subscribers; one it did write (not a duplicate, not held
         for a repair, not for nobody) counts toward publish-to-write latency, on the relay's clock."""
         hub = self.hub

@@ -6,11 +6,10 @@ PostgreSQL's is `Access` (gateway.store.access.NodeAccess).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 from ..bus.broker import ChannelState, History, Partitions, Subscribing
-from ..bus.subscriber import OnMessage
+from ..bus.events import BusEvents
 from ..core.channels import Channel
 from ..core.grouping import Group
 from ..core.model import Counts, Job, TrajectorySummary
@@ -47,11 +46,4 @@ class NodeBus(Protocol):
     @property
     def channels(self) -> ChannelState: ...
 
-    def subscriber(
-        self,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_membership: Callable[[bytes], None] = ...,
-        liveness: float = ...,
-    ) -> Subscribing: ...
+    def subscriber(self, events: BusEvents, liveness: float = ...) -> Subscribing: ...

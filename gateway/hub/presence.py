@@ -12,9 +12,8 @@ import logging
 import uuid
 from collections import Counter
 
-from redis.exceptions import RedisError
-
 from ..bus.broker import PresenceStore
+from ..bus.errors import BusError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class PresenceBoard:
             del self._local[(team_id, user_id)]
             try:
                 await self.presence.leave(self.node_id, team_id, user_id)
-            except (RedisError, OSError):
+            except BusError:
                 pass  # it expires by itself
 
     async def run(self) -> None:
@@ -54,13 +53,13 @@ class PresenceBoard:
             if self._local:
                 try:
                     await self.presence.refresh(self.node_id, list(self._local), TTL)
-                except (RedisError, OSError) as exc:
-                    log.warning("presence not renewed: %s", type(exc).__name__)
+                except BusError as exc:
+                    log.warning("presence not renewed: %s", exc)
 
     async def clear(self) -> None:
         """A node shutting down takes its users out at once."""
         try:
             await self.presence.leave_all(self.node_id, list(self._local))
-        except (RedisError, OSError):
+        except BusError:
             pass
         self._local.clear()

@@ -1,5 +1,5 @@
-"""A node's revoked sessions: loaded from PostgreSQL at start, kept current by broadcasts on the membership
-channel (gateway.bus.membership, the path membership removals take to every node), reloaded now and then in case
+"""A node's revoked sessions: loaded from PostgreSQL at start, kept current by the bus's announcements
+(gateway.bus.announcements, the path membership removals take to every node), reloaded now and then in case
 Redis dropped one.
 
 Every handshake and HTTP request checks its token against the set in memory; a revocation that arrives ends
@@ -14,18 +14,17 @@ import logging
 import time
 
 import asyncpg
-import msgspec
-from redis.exceptions import RedisError
 
-from ..bus.broker import Membership
-from ..core.revocation import Revocation, Revocations, decoder, encoder
+from ..bus.broker import Announcements
+from ..bus.errors import BusError
+from ..core.revocation import Revocation, Revocations
 from ..store import revocations as stored
+from ..store.errors import STORE_UNAVAILABLE
 from .connection import CLOSE_EXPIRED, Connection
 
 log = logging.getLogger(__name__)
 
 RELOAD_EVERY = 10.0  # seconds: the safety net for a broadcast this node missed
-_ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 class SessionRevocations:
@@ -57,19 +56,13 @@ class SessionRevocations:
             await asyncio.sleep(RELOAD_EVERY)
             try:
                 await asyncio.wait_for(self.load(), RELOAD_EVERY)
-            except _ERRORS as exc:
+            except STORE_UNAVAILABLE as exc:
                 log.warning("reloading revocations failed: %s", type(exc).__name__)
             except Exception:  # the safety net must not die with an unexpected error
                 log.exception("reloading revocations failed")
 
-    def receive(self, data: bytes) -> None:
-        """A revocation broadcast on the membership channel (by `gateway revoke` or another node)."""
-        try:
-            self.apply(decoder.decode(data))
-        except msgspec.DecodeError:
-            log.warning("ignored an undecodable revocation")
-
     def apply(self, revocation: Revocation) -> None:
+        """A revocation recorded here, or announced on the bus (by `gateway revoke` or another node)."""
         if self.known.add(revocation):
             self._end_sessions(revocation)
 
@@ -88,22 +81,20 @@ class SessionRevocations:
 
 async def revoke(
     db: stored.Database,
-    membership: Membership | None,
+    announcements: Announcements | None,
     max_age: float,
     user_id: int | None = None,
     token_id: str | None = None,
 ) -> Revocation:
-    """Record a revocation, then tell every node on the membership channel (None: no Redis here); when no
-    broadcast reaches them, their reload finds it."""
+    """Record a revocation, then announce it to every node (None: no Redis here); when no announcement reaches
+    them, their reload finds it."""
     revocation = await stored.record(db, max_age, user_id=user_id, token_id=token_id)
-    if membership is None:
+    if announcements is None:
         return revocation
     try:
-        await membership.publish(encoder.encode(revocation))
-    except (RedisError, OSError) as exc:
-        log.warning(
-            "revocation stored but not broadcast (%s): nodes find it within %.0f s", type(exc).__name__, RELOAD_EVERY
-        )
+        await announcements.announce(revocation)
+    except BusError as exc:
+        log.warning("revocation stored but not broadcast (%s): nodes find it within %.0f s", exc, RELOAD_EVERY)
     return revocation
 
 

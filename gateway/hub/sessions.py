@@ -18,13 +18,14 @@ from ..core.device import device_of
 from ..core.sessions import Seen, SeenSessions
 from ..credentials import Claims
 from ..store import sessions as stored
+from ..store.errors import STORE_UNAVAILABLE
 from .connection import Connection
 
 log = logging.getLogger(__name__)
 
 WRITE_EVERY = 5.0  # seconds between writes: a new session is listed within this
 PRUNE_EVERY = 60.0  # seconds between deletions of long expired sessions
-_ERRORS = (asyncio.TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_ERRORS = STORE_UNAVAILABLE
 
 
 class SessionsSeen:

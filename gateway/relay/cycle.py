@@ -18,9 +18,9 @@ from typing import Protocol
 
 import asyncpg
 import msgspec
-from redis.exceptions import RedisError, ResponseError
 
-from ..bus.publisher import BusBehind, PartitionPublisher
+from ..bus.errors import BusBehind, BusRefused, BusUnavailable
+from ..bus.publisher import PartitionPublisher
 from ..core import channels
 from ..core.aggregate import AnyChange, Change
 from ..core.batching import Batcher, Publication
@@ -124,7 +124,7 @@ class PublishCycle:
         if now >= self.extras.next_due:
             try:
                 extras = await self.extras.collect(self.db, now)
-            except (RedisError, OSError):
+            except (BusUnavailable, BusRefused):
                 pass  # presence and metrics are best effort: the next tick tries again
         missing = core.channels_without_seq() + core.channels_for_finishes(finishes)
         missing += [c for c in {channels.team(t) for t, _ in extras} if c not in missing and not core.knows_seq(c)]
@@ -160,22 +160,22 @@ class PublishCycle:
                 return
             except BusBehind:
                 self._behind = True
-            except (RedisError, OSError) as exc:
+            except (BusUnavailable, BusRefused) as exc:
                 # Kept, not dropped: the cursor goes out with the cycle, so the relay holds its place in the outbox.
                 # A refusal (Redis out of memory: "OOM command not allowed ...") says why; a lost connection does
                 # not need to.
-                if isinstance(exc, ResponseError):
+                if isinstance(exc, BusRefused):
                     deadline = patience.deadline()  # Redis answered (a full one refuses): its link is not at fault
                 else:
                     patience.check(deadline, exc)  # past it: step down, the successor reads on from the bus's cursor
-                detail = f": {exc}" if isinstance(exc, ResponseError) else ""
+                detail = f": {exc}" if isinstance(exc, BusRefused) else ""
                 log.warning("publish failed (%s%s); retrying", type(exc).__name__, detail)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
             await self.prove_lock()
             try:
                 self._behind = self._behind or await patience.attempt(publisher.behind, deadline)
-            except (RedisError, OSError):
+            except (BusUnavailable, BusRefused):
                 pass
 
     async def check_bus(self, now: float) -> None:
@@ -188,7 +188,7 @@ class PublishCycle:
         self._bus_checked_at = now
         try:
             behind = await self.patience.attempt(self.publisher.behind, self.patience.deadline())
-        except (RedisError, OSError):
+        except (BusUnavailable, BusRefused):
             return  # the next publish, or the next check, finds out
         self._behind = self._behind or behind
         if self._behind:

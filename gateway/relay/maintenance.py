@@ -15,8 +15,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from redis.exceptions import RedisError
-
+from ..bus.errors import BusError
 from ..bus.relay_stats import RelayStats
 from ..core.batching import Batcher
 from ..store import clusters, maintenance
@@ -92,7 +91,7 @@ class Heartbeat:
         )
         try:
             await self.write(stats)
-        except (RedisError, OSError):
+        except BusError:
             pass
 
 

@@ -17,8 +17,9 @@ from typing import Protocol
 
 import asyncpg
 
-from ..bus.publisher import Fenced
+from ..bus.errors import Fenced
 from ..store import partitions
+from ..store.errors import STORE_UNAVAILABLE
 from .retry import BusOutOfReach
 
 log = logging.getLogger(__name__)
@@ -39,15 +40,7 @@ class LostLock(Exception):
 
 
 # What ends a partition's service without ending the relay: it stands by (or hands the partition back).
-SERVICE_ERRORS = (
-    TimeoutError,
-    LostLock,
-    Fenced,
-    BusOutOfReach,
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-)
+SERVICE_ERRORS: tuple[type[Exception], ...] = (LostLock, Fenced, BusOutOfReach, *STORE_UNAVAILABLE)
 
 
 class HeldLock:
@@ -68,7 +61,7 @@ class HeldLock:
                 return  # proven while we waited
             try:
                 await partitions.ping(self.db, LOCK_CHECK_TIMEOUT)
-            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except STORE_UNAVAILABLE as exc:
                 raise LostLock(f"lock connection failed: {type(exc).__name__}") from exc
             self._proven = time.monotonic()
 
@@ -152,7 +145,7 @@ class Sharing:
                         await self._take(member, share)
                     delay = 0.2
                     await asyncio.sleep(SHARE_EVERY)
-                except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except STORE_UNAVAILABLE as exc:
                     log.warning("relay cannot reach PostgreSQL (%s); retrying", type(exc).__name__)
                     member = None
                     await asyncio.sleep(delay)

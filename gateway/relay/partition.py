@@ -22,6 +22,7 @@ from ..core.eta import WorkSnapshot
 from ..core.finish import Wave
 from ..store import outbox, partitions, waves
 from ..store.outbox import OutboxReader, ReadResult
+from . import announce
 from .cycle import PublishCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
@@ -148,7 +149,7 @@ class PartitionRelay:
             reads = result.full or await pacer.wait(result, started, now, watch.held_since, cycle.next_due)
 
     async def _announce(self, payload: bytes) -> None:
-        await self.broker.membership.publish(payload)
+        await self.broker.announcements.announce(announce.typed(payload))
 
     async def _write_stats(self, stats: relay_stats.RelayStats) -> None:
         await self.broker.relay_stats.write(self.tag, stats)

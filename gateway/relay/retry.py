@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from redis.exceptions import RedisError, ResponseError
+from ..bus.errors import BusRefused, BusUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,11 @@ async def retry_redis(call: Callable[[], Awaitable[T]], patience: Patience = FOR
     while True:
         try:
             return await patience.attempt(call, deadline)
-        except ResponseError as exc:  # Redis answered (refused): its link is not at fault
+        except BusRefused as exc:  # Redis answered (refused): its link is not at fault
             deadline = patience.deadline()
             log.warning("redis refused (%s); retrying", exc)
-        except (RedisError, OSError) as exc:
+        except BusUnavailable as exc:
             patience.check(deadline, exc)
-            log.warning("redis unavailable (%s); retrying", type(exc).__name__)
+            log.warning("redis unavailable (%s); retrying", exc)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 2.0)

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from ..bus.connection import Bus
+from ..bus.broker import Broker, RedisBroker
 from ..core.status import after_failure
 from . import commands, figures
 from .background import Background
@@ -75,7 +75,7 @@ class SimCluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._background = Background(self.cluster_id)  # work started by callbacks (downloads, artifact uploads)
         self.ingest = IngestClient(self.gateway_url, self.key, self.cluster_id)
-        self.bus = Bus(self.redis_url, self.redis_cluster)
+        self.broker: Broker = RedisBroker.connect(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
         self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for a retry
         self.sync_failures = 0  # how many syncs failed so far
@@ -84,11 +84,6 @@ class SimCluster:
     def http(self) -> httpx.AsyncClient:
         """The cluster's client of the gateway (a test may post through it, or close it without start())."""
         return self.ingest.http
-
-    @property
-    def redis(self) -> Any:
-        """The cluster's Redis client (a test may close it without start())."""
-        return self.bus.redis
 
     # -- lifecycle
 
@@ -114,7 +109,7 @@ class SimCluster:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.ingest.aclose()
-        await self.bus.aclose()
+        await self.broker.aclose()
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Start work that a callback cannot await; stop() ends it, and a failed request is one warning line."""

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..bus.commands import command_inbox, confirm
 from ..core.control import KILLED, Confirmation, command_decoder
 
 if TYPE_CHECKING:
@@ -25,9 +24,10 @@ ACTIVE = ("queued", "retrying", "running", "holding")
 
 async def listen(cluster: SimCluster, listening: asyncio.Event) -> None:
     """Carry out the commands sent to the cluster until cancelled; `listening` is set once they reach it."""
-    async with command_inbox(cluster.bus, cluster.cluster_id) as commands:
+    commands = cluster.broker.commands
+    async with commands.inbox(cluster.cluster_id) as inbox:
         listening.set()
-        async for data in commands:
+        async for data in inbox:
             try:
                 command = command_decoder.decode(data)
             except msgspec.DecodeError:
@@ -36,7 +36,7 @@ async def listen(cluster: SimCluster, listening: asyncio.Event) -> None:
             acted = act(cluster, command.action, command.jobs, command.priority)
             if cluster.confirm:
                 reply = Confirmation(command=command.id, cluster_id=cluster.cluster_id, jobs=acted)
-                await confirm(cluster.bus, command.reply_to, msgspec.json.encode(reply))
+                await commands.confirm(command.reply_to, msgspec.json.encode(reply))
 
 
 def act(cluster: SimCluster, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:

@@ -75,7 +75,7 @@ async def delete_analysis(request: Request) -> Response:
         stopped = (
             await run_action(
                 pool,
-                runtime.commands,
+                runtime.broker.commands,
                 "remove",
                 team_id,
                 "analysis",

@@ -15,8 +15,6 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from ..bus.broker import RedisBroker
-from ..bus.commands import ClusterCommands
-from ..bus.connection import Bus
 from ..config import Settings, check_secret
 from ..core.admission import Admission
 from ..core.ratelimit import KeyedRate
@@ -90,8 +88,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         install_redaction()
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
-        bus = Bus(settings.redis_url, settings.redis_cluster, settings.partitions)
-        broker = RedisBroker(bus)
+        broker = RedisBroker.connect(settings.redis_url, settings.redis_cluster, settings.partitions)
         node = Node(
             NodeAccess(pool),
             broker,
@@ -100,20 +97,18 @@ def create_app(settings: Settings) -> Starlette:
             keepalive=settings.keepalive,
         )
         revocations = SessionRevocations(pool, node.connections, settings.session_max_age)
-        node.on_revocation = revocations.receive
+        node.on_revocation = revocations.apply
         await revocations.start()
         sessions = SessionsSeen(pool, node.connections)
         sessions.start()
         await node.start()
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
-        commands = ClusterCommands(bus)
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
         app.state.runtime = Runtime(
             settings=settings,
             pool=pool,
             broker=broker,
             node=node,
-            commands=commands,
             actions=actions,
             admission=admission,
             loop_lag=loop_lag,
@@ -130,11 +125,10 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
-            await closing("cluster commands", commands.aclose())
             await closing("the hub", node.stop())
             await closing("sessions' last seen", sessions.stop())
             await closing("revocations", revocations.stop())
-            await closing("the Redis connections", bus.aclose())
+            await closing("the Redis connections and cluster commands", broker.aclose())
             if not await closing("the PostgreSQL pool", pool.close()):
                 pool.terminate()
 

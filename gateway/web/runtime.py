@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from ..bus.broker import Broker
-from ..bus.commands import ClusterCommands
 from ..config import Settings
 from ..core.admission import Admission
 from ..core.ratelimit import KeyedRate
@@ -29,9 +28,8 @@ if TYPE_CHECKING:
 class Runtime:
     settings: Settings
     pool: asyncpg.Pool
-    broker: Broker
+    broker: Broker  # cluster commands too: `broker.commands`
     node: Node
-    commands: ClusterCommands
     actions: ActionLimits
     admission: Admission | None = None  # new websockets (the HTTP protocol asks it: gateway.web.serving)
     loop_lag: LoopLag | None = None  # how late the event loop runs (admission follows it; /metrics)

@@ -8,7 +8,6 @@ import logging
 import time
 from urllib.parse import parse_qs
 
-import asyncpg
 import msgspec
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -21,6 +20,7 @@ from ..hub.revocations import revoke
 from ..resources import INDEX
 from ..store import people, queries
 from ..store import sessions as stored_sessions
+from ..store.errors import STORE_UNAVAILABLE
 from .answers import Done, Named, Renewed, Users, answer
 from .auth import TOKEN_COOKIE, InvalidToken, issue_token, read_token
 from .body import BodyTooLarge, read_body
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 NO_STORE = {"Cache-Control": "no-store"}
 MAX_FORM_BYTES = 16 << 10
-DB_ERRORS = (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+DB_ERRORS = STORE_UNAVAILABLE
 
 
 class SignIn(msgspec.Struct):
@@ -79,7 +79,7 @@ async def end_session(runtime: Runtime, token_id: str) -> None:
     if runtime.revocations is None:
         return
     runtime.revocations.apply(
-        await revoke(runtime.pool, runtime.broker.membership, runtime.settings.session_max_age, token_id=token_id)
+        await revoke(runtime.pool, runtime.broker.announcements, runtime.settings.session_max_age, token_id=token_id)
     )
     await stored_sessions.forget(runtime.pool, token_id)
 

@@ -66,7 +66,7 @@ async def _team_of_selection(runtime: Runtime, user_id: int, body: SubmissionsAc
 
 
 async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
-    pool, commands, timeout = runtime.pool, runtime.commands, runtime.settings.command_timeout
+    pool, commands, timeout = runtime.pool, runtime.broker.commands, runtime.settings.command_timeout
     chosen = body.submissions
     if body.action in TASK_ACTIONS:
         result = await run_task_action(pool, commands, TASK_ACTIONS[body.action], team_id, chosen, body.tasks, timeout)
@@ -105,7 +105,7 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
         extra_any = {"instance_type": chosen.name}
     by_cluster, names = holders(await tasks.tasks_not_started(runtime.pool, team_id, body.submissions))
     confirmed = await ask_clusters(
-        runtime.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any
+        runtime.broker.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any
     )
     unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
     return outcome(
@@ -147,7 +147,7 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
     for r in failed:
         for cluster_id in [r.cluster_id] if r.cluster_id in names else names:
             by_cluster.setdefault(cluster_id, []).append(r.id)
-    confirmed = await ask_clusters(runtime.commands, "sync", by_cluster, runtime.settings.command_timeout)
+    confirmed = await ask_clusters(runtime.broker.commands, "sync", by_cluster, runtime.settings.command_timeout)
     synced = sorted({s for ids in confirmed.values() for s in ids} & {r.id for r in failed})
     if synced:
         await submissions.mark_syncing(runtime.pool, synced)

@@ -122,7 +122,7 @@ async def test_a_cluster_that_does_not_listen_is_named_without_waiting(
         [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "x", "frame": 0, "status": "failed"}]
     )
     await offline.http.aclose()
-    await offline.redis.aclose()
+    await offline.broker.aclose()
     started = asyncio.get_running_loop().time()
     response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
     assert response.json()["message"] == "Queued 1 of 2 failed job(s) for retry; cluster tape-9 did not confirm"

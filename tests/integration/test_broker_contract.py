@@ -2,7 +2,9 @@
 alike, so that the memory broker the node's and the relay's unit tests use cannot drift from what Redis does.
 
 The scenarios are written once, in tests/unit/test_broker_memory.py (its `CONTRACT`); here they run with a
-`broker` fixture parametrised over both implementations.
+`broker` fixture parametrised over both implementations. Below them, what each implementation does when the bus
+misbehaves: out of reach (every call fails with `BusUnavailable`, handlers hear `BusLost` then `BusRestored`), out
+of memory (writes refused with `BusRefused`), a restart, a dropped subscription, a slot that moves.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from typing import TypeVar
 import pytest
 from redis.asyncio import Redis, RedisCluster
 from redis.crc import key_slot
-from redis.exceptions import RedisError
 
 from gateway.bus.broker import Broker, PartitionPublisher, RedisBroker, Subscribing
 from gateway.bus.connection import Bus
+from gateway.bus.errors import BusError, BusRefused, BusUnavailable
+from gateway.bus.events import LINK_LOST, SLOT_MOVED, MembershipsChanged
 from gateway.bus.memory import MemoryBroker
 from gateway.core import envelope
-from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster
+from gateway.core.revocation import Revocation
+from gateway.core.team import ClusterFigures
+from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster, free_port
 from tests.unit import test_broker_memory as scenarios
 from tests.unit.test_broker_memory import Heard, ShiftedClock, elapsing, eventually, fresh, message, running
 
@@ -89,7 +94,7 @@ async def retried(call: Callable[[], Awaitable[T]]) -> T:
     for _ in range(3):
         try:
             return await call()
-        except (RedisError, OSError):
+        except BusUnavailable:
             await asyncio.sleep(0.1)
     return await call()
 
@@ -138,7 +143,7 @@ async def test_a_restarted_bus_is_a_gap_then_empty(kind: str, restartable: Embed
     tag, team = broker.partitions.tags[0], fresh("team")
     heard = Heard()
     try:
-        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+        async with running(broker.subscriber(heard)) as subscriber:
             await subscriber.subscribe(tag, team)
             publisher = broker.publisher(tag, 1, 100, 60)
             await publisher.take_over()
@@ -146,7 +151,8 @@ async def test_a_restarted_bus_is_a_gap_then_empty(kind: str, restartable: Embed
             await eventually(lambda: len(heard.messages) == 1)
 
             await restart()
-            await eventually(lambda: heard.lost >= 1 and heard.restored >= 1)
+            await eventually(lambda: len(heard.lost) >= 1 and heard.restored >= 1)
+            assert set(heard.lost) == {LINK_LOST}
             assert subscriber.reconnects >= 1
             # A pooled connection from before the restart fails once (the relay and nodes retry such calls).
             assert not await retried(publisher.fence_exists)
@@ -189,13 +195,13 @@ async def test_what_a_dropped_subscription_missed_is_in_the_history(kind: str, r
     tag, channel = broker.partitions.tags[0], fresh("trajectory")
     heard = Heard()
     try:
-        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+        async with running(broker.subscriber(heard)) as subscriber:
             publisher = await first_heard(broker, subscriber, heard, tag, channel)
 
             await drop()
             await publisher.publish([message(channel, 1, 2), message(channel, 1, 3)])
             await restore()
-            await eventually(lambda: heard.lost >= 1 and heard.restored >= 1)
+            await eventually(lambda: len(heard.lost) >= 1 and heard.restored >= 1)
             await publisher.publish([message(channel, 1, 4)])
             await eventually(lambda: envelope.unpack(heard.messages[-1][1]).seq == 4)
             # Live messages are a subset; the node fills the rest from the history, which holds all of them.
@@ -235,7 +241,7 @@ async def test_channels_follow_their_moved_slot_each_a_gap(kind: str, request: p
     team, trajectory = fresh("team"), fresh("trajectory")
     heard = Heard()
     try:
-        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+        async with running(broker.subscriber(heard)) as subscriber:
             for channel in (team, trajectory):
                 await subscriber.subscribe(tag, channel)
             publisher = broker.publisher(tag, 1, 100, 60)
@@ -245,7 +251,7 @@ async def test_channels_follow_their_moved_slot_each_a_gap(kind: str, request: p
 
             await move()
             await eventually(lambda: subscriber.moves == 2 and heard.restored >= 2)
-            assert heard.lost >= 2
+            assert heard.lost.count(SLOT_MOVED) == 2
             # The keys moved with the slot; a publish that meets the move is retried, as the relay does.
             assert await retried(lambda: broker.channels.state(tag, team)) == {
                 b"seq": b"1",
@@ -270,7 +276,7 @@ async def test_a_slot_told_again_it_is_its_owner_s_is_followed_too(valkey_cluste
     channel, heard = fresh("trajectory"), Heard()
     await _empty(broker)
     try:
-        async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+        async with running(broker.subscriber(heard)) as subscriber:
             publisher = await first_heard(broker, subscriber, heard, tag, channel)
 
             slot = key_slot(tag.encode())
@@ -282,7 +288,7 @@ async def test_a_slot_told_again_it_is_its_owner_s_is_followed_too(valkey_cluste
             finally:
                 await owner.aclose()
             await eventually(lambda: subscriber.moves == 1 and heard.restored >= 1, "the channel followed and restored")
-            assert heard.lost >= 1
+            assert len(heard.lost) >= 1
             await publisher.publish([message(channel, 1, 2)])
             await eventually(lambda: len(heard.messages) == 2, "the message after the repeated SETSLOT")
             assert [envelope.unpack(d).seq for _, d in heard.messages] == [1, 2]
@@ -320,7 +326,7 @@ async def test_a_redis_url_asking_for_resp3_does_not_bring_the_debug_line_back(
 async def _no_push_lines(broker: Broker, tag: str, caplog: pytest.LogCaptureFixture) -> None:
     channel, heard = fresh("trajectory"), Heard()
     caplog.set_level(logging.DEBUG, logger="push_response")
-    async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+    async with running(broker.subscriber(heard)) as subscriber:
         await subscriber.subscribe(tag, channel)
         publisher = broker.publisher(tag, 1, 100, 60)
         await publisher.take_over()
@@ -328,3 +334,118 @@ async def _no_push_lines(broker: Broker, tag: str, caplog: pytest.LogCaptureFixt
         await eventually(lambda: len(heard.messages) == 2)
     assert [envelope.unpack(d).seq for _, d in heard.messages] == [1, 2]
     assert [r.getMessage()[:40] for r in caplog.records if r.name == "push_response"] == []
+
+
+# -- a bus out of reach, or out of memory: the bus's own errors, whichever implementation
+
+
+async def every_call(broker: Broker, tag: str) -> dict[str, Callable[[], Awaitable[object]]]:
+    """One call of each kind a node, a relay, the CLI or a cluster makes."""
+    publisher = broker.publisher(tag, 1, 100, 60)
+    figures = ClusterFigures(id=1, name="gpu-1", cpu=1.0, memory=2.0, disk=3.0, network=4.0, at=1.0)
+
+    async def inbox() -> None:
+        async with broker.commands.inbox(1):
+            pass
+
+    return {
+        "take over": publisher.take_over,
+        "publish": lambda: publisher.publish([message("team:1", 1, 1)], relay_cursor="1:1"),
+        "last seqs": lambda: publisher.last_seqs(["team:1"]),
+        "behind": publisher.behind,
+        "position": lambda: broker.history.position(tag, "team:1"),
+        "positions": lambda: broker.history.positions({"team:1": tag}),
+        "entries": lambda: broker.history.entries(tag, "team:1", 1),
+        "state": lambda: broker.channels.state(tag, "team:1"),
+        "fence": lambda: broker.channels.fence(tag),
+        "presence": lambda: broker.presence.join("node", 1, 2, 8.0),
+        "online": lambda: broker.presence.online(1),
+        "figures": lambda: broker.figures.report(1, figures),
+        "relay stats": lambda: broker.relay_stats.read([tag]),
+        "announce": lambda: broker.announcements.announce(Revocation(at=1.0, user_id=1)),
+        "send a command": lambda: broker.commands.send(1, b"remove"),
+        "confirm": lambda: broker.commands.confirm("gw:reply:{r.x}:c1", b"done"),
+        "hear commands": inbox,
+    }
+
+
+@pytest.mark.parametrize("kind", ["redis", "cluster", "memory"])
+async def test_a_bus_out_of_reach_fails_every_call_with_bus_unavailable(kind: str, restartable: EmbeddedValkey) -> None:
+    """A Redis that stopped after the broker had connected (its pooled connections dead), a Redis Cluster none of
+    whose nodes answers, a memory bus told to lose its connection: each call raises the bus's own error, and a
+    subscription is not confirmed."""
+    broker: Broker
+    if kind == "redis":
+        broker = RedisBroker(Bus(f"redis://127.0.0.1:{restartable.port}/0"))
+        await broker.channels.fence(broker.partitions.tags[0])  # connected
+        await asyncio.to_thread(restartable.stop)
+    elif kind == "cluster":
+        broker = RedisBroker(Bus(f"redis://127.0.0.1:{free_port()}", cluster=True))
+    else:
+        memory = broker = MemoryBroker()
+        memory.lose_connection()
+    tag = broker.partitions.tags[0]
+    try:
+        failed = {}
+        for name, call in (await every_call(broker, tag)).items():
+            try:
+                await asyncio.wait_for(call(), 10)
+                failed[name] = "nothing"
+            except BusError as exc:
+                failed[name] = type(exc).__name__
+        assert failed == dict.fromkeys(failed, "BusUnavailable")
+        subscriber = broker.subscriber(Heard())
+        with pytest.raises(BusUnavailable):
+            await subscriber.subscribe(tag, fresh("team"), timeout=0.5)
+        await subscriber.aclose()
+    finally:
+        await broker.aclose()
+        if kind == "redis":
+            await asyncio.to_thread(restartable.start)
+
+
+@pytest.mark.parametrize("kind", ["redis", "memory"])
+async def test_a_bus_out_of_memory_refuses_writes_with_bus_refused_and_reads_go_on(
+    kind: str, restartable: EmbeddedValkey
+) -> None:
+    broker: Broker
+    if kind == "redis":
+        broker = redis = RedisBroker(Bus(f"redis://127.0.0.1:{restartable.port}/0"))
+        await redis.bus.redis.flushdb()
+
+        async def fill() -> None:
+            await redis.bus.redis.config_set("maxmemory", 1)
+
+        async def free() -> None:
+            await redis.bus.redis.config_set("maxmemory", 0)
+    else:
+        memory = broker = MemoryBroker()
+
+        async def fill() -> None:
+            memory.fill_memory()
+
+        async def free() -> None:
+            memory.free_memory()
+
+    tag, team = broker.partitions.tags[0], fresh("team")
+    publisher = broker.publisher(tag, 1, 100, 60)
+    try:
+        await publisher.take_over()
+        await publisher.publish([message(team, 1, 1)])
+        await fill()
+        try:
+            with pytest.raises(BusRefused, match="^OutOfMemoryError: "):
+                await publisher.publish([message(team, 1, 2)], relay_cursor="2:2")
+            with pytest.raises(BusRefused):
+                await broker.presence.join("node", 1, 2, 8.0)
+            assert await broker.history.position(tag, team) == (1, 1)  # nothing of the refused cycle
+            assert await publisher.relay_cursor() is None
+            await broker.announcements.announce(MembershipsChanged([]))  # publishing to subscribers is no write
+        finally:
+            await free()
+        await publisher.publish([message(team, 1, 2)], relay_cursor="2:2")
+        assert await broker.history.position(tag, team) == (1, 2)
+    finally:
+        if isinstance(broker, RedisBroker):
+            await broker.bus.redis.flushdb()
+        await broker.aclose()

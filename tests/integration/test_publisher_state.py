@@ -13,10 +13,10 @@ from contextlib import asynccontextmanager
 
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
 
 from gateway.bus import keys
 from gateway.bus.connection import Bus
+from gateway.bus.errors import BusRefused, BusUnavailable
 from gateway.bus.publisher import Fenced, Publisher
 from gateway.core import envelope
 from gateway.core.batching import Publication
@@ -141,7 +141,7 @@ def message(channel: str, seq: int) -> list[Publication]:
 
 async def test_a_cycle_goes_out_after_redis_cut_the_publishers_connection(redis_url: str) -> None:
     """The publisher writes on a connection of the pool: when Redis has closed it (a restart, a `CLIENT KILL`,
-    an idle timeout), the cycle fails with a RedisError at most once, and the same cycle sent again (as the
+    an idle timeout), the cycle fails with BusUnavailable at most once, and the same cycle sent again (as the
     relay's cycle does) goes out, once, on a connection in step for the next one."""
     async with trajectory_publisher(redis_url) as (publisher, redis, tag, channel):
         await publisher.publish(message(channel, 1))
@@ -152,7 +152,7 @@ async def test_a_cycle_goes_out_after_redis_cut_the_publishers_connection(redis_
             await killer.aclose()
         try:
             await publisher.publish(message(channel, 2))
-        except RedisError:
+        except BusUnavailable:
             await publisher.publish(message(channel, 2))
         await publisher.publish(message(channel, 3))
         entries = await redis.xrange(keys.history(tag, channel))
@@ -179,7 +179,7 @@ async def test_a_cycle_the_script_fails_on_is_an_error_not_a_publish(redis_url: 
         team = f"team:{10**9 + secrets.randbelow(10**6)}"
         await redis.set(keys.state(tag, team), b"not a hash")
         summary = Publication(channel=team, epoch=1, seq=1, json=b"{}", msgpack=b"\x80", state_set={"counts": b"c"})
-        with pytest.raises(ResponseError, match="WRONGTYPE"):
+        with pytest.raises(BusRefused, match="WRONGTYPE"):
             await publisher.publish([summary])
         await redis.delete(keys.state(tag, team))
         await publisher.publish([summary])  # the relay's retry, once the key is its own again

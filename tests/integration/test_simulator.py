@@ -229,7 +229,7 @@ async def test_a_failed_sync_nobody_retries_is_retried_by_the_clusters_operator(
         assert cluster.sync_failures == 1 and cluster.sync_failed == {}
     finally:
         await cluster.http.aclose()
-        await cluster.redis.aclose()
+        await cluster.broker.aclose()
 
 
 async def test_a_restarted_cluster_takes_up_the_jobs_it_had_and_keeps_held_ones_held() -> None:
@@ -242,7 +242,7 @@ async def test_a_restarted_cluster_takes_up_the_jobs_it_had_and_keeps_held_ones_
         assert (cluster.jobs[12].attempt, cluster.jobs[13].status) == (2, "holding")
     finally:
         await cluster.http.aclose()
-        await cluster.redis.aclose()
+        await cluster.broker.aclose()
 
 
 async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_failed_syncs_on_a_silent_cluster(

@@ -19,11 +19,11 @@ import asyncpg
 import httpx
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import OutOfMemoryError
 
 from gateway.bus import keys
 from gateway.bus.broker import RedisBroker
 from gateway.bus.connection import Bus
+from gateway.bus.errors import BusRefused
 from gateway.bus.publisher import CALL_BYTES
 from gateway.core.batching import Publication
 from harness.follower import Follower
@@ -256,7 +256,8 @@ async def test_a_cycle_redis_refuses_part_way_goes_out_again_each_message_once(b
             try:
                 await publisher.publish(cycle(channel), relay_cursor="7:7")
                 raise AssertionError("Redis took the whole cycle: no margin made it refuse part of it")
-            except OutOfMemoryError:
+            except BusRefused as exc:
+                assert str(exc).startswith("OutOfMemoryError: ")
                 position = await broker.history.position(tag, channel)
             finally:
                 await redis.config_set("maxmemory", 0)

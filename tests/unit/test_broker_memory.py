@@ -15,15 +15,24 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from redis.exceptions import ConnectionError as BusDown
-from redis.exceptions import RedisError
 
 from gateway.bus.broker import Broker, BusBehind, Fenced, Subscribing
+from gateway.bus.errors import BusError, BusUnavailable
+from gateway.bus.events import (
+    Announcement,
+    BusEvent,
+    BusLost,
+    BusRestored,
+    MembershipsChanged,
+    OwnershipsChanged,
+)
 from gateway.bus.history import contiguous
 from gateway.bus.memory import MemoryBroker
 from gateway.bus.relay_stats import RelayStats
 from gateway.core import envelope
+from gateway.core.aggregate import MembershipChange, OwnershipChange
 from gateway.core.batching import Publication
+from gateway.core.revocation import Revocation
 from gateway.core.team import ClusterFigures
 from harness.waiting import eventually
 
@@ -215,7 +224,7 @@ async def test_a_cycle_sent_again_publishes_only_what_had_not_gone_out(broker: B
     the messages whose position the channel already holds in this epoch are not published twice."""
     channel = fresh("trajectory")
     heard = Heard()
-    async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+    async with running(broker.subscriber(heard)) as subscriber:
         await subscriber.subscribe(tag, channel)
         publisher = broker.publisher(tag, 2, 100, 60)
         await publisher.take_over()
@@ -339,25 +348,25 @@ async def test_a_bus_without_the_fence_is_behind(broker: Broker, tag: str) -> No
 
 
 class Heard:
-    """What a subscriber was told."""
+    """What a subscriber told its handler (a gateway.bus.events.BusEvents)."""
 
     def __init__(self) -> None:
         self.messages: list[tuple[str, bytes]] = []
-        self.control: list[bytes] = []
-        self.lost = 0
+        self.announced: list[Announcement] = []
+        self.lost: list[BusLost] = []
         self.restored = 0
 
-    def on_message(self, channel: str, data: bytes) -> None:
-        self.messages.append((channel, data))
+    def handle_message(self, channel: str, envelope: bytes) -> None:
+        self.messages.append((channel, envelope))
 
-    def on_lost(self) -> None:
-        self.lost += 1
-
-    def on_restored(self) -> None:
-        self.restored += 1
-
-    def on_membership(self, data: bytes) -> None:
-        self.control.append(data)
+    def handle(self, event: BusEvent) -> None:
+        match event:
+            case BusLost():
+                self.lost.append(event)
+            case BusRestored():
+                self.restored += 1
+            case _:
+                self.announced.append(event)
 
 
 @asynccontextmanager
@@ -375,7 +384,7 @@ async def running(subscriber: Subscribing) -> AsyncIterator[Subscribing]:
 async def test_subscribers_receive_each_envelope_in_order(broker: Broker, tag: str) -> None:
     followed, other, dropped = fresh("trajectory"), fresh("trajectory"), fresh("trajectory")
     heard = Heard()
-    async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+    async with running(broker.subscriber(heard)) as subscriber:
         for channel in (followed, other, dropped):
             await subscriber.subscribe(tag, channel)
         await subscriber.unsubscribe(tag, dropped)
@@ -393,15 +402,15 @@ async def test_subscribers_receive_each_envelope_in_order(broker: Broker, tag: s
             (6, seq, p.json, p.msgpack) for seq, p in zip((1, 2, 3), (cycle[0], cycle[3], message(followed, 6, 3)))
         ]
         assert all(e.published > 0 for e in unpacked)
-        assert heard.lost == 0
+        assert heard.lost == []
 
 
 async def test_every_node_subscribed_receives_the_same_bytes(broker: Broker, tag: str) -> None:
     channel = fresh("team")
     first, second = Heard(), Heard()
     async with (
-        running(broker.subscriber(first.on_message, first.on_lost, first.on_restored)) as one,
-        running(broker.subscriber(second.on_message, second.on_lost, second.on_restored)) as other,
+        running(broker.subscriber(first)) as one,
+        running(broker.subscriber(second)) as other,
     ):
         await one.subscribe(tag, channel)
         await one.subscribe(tag, channel)  # again: nothing changes
@@ -421,7 +430,7 @@ async def test_a_channel_of_another_partition_is_another_channel(broker: Broker)
     here, there = broker.partitions.tags[:2]
     channel = fresh("team")
     heard = Heard()
-    async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)) as subscriber:
+    async with running(broker.subscriber(heard)) as subscriber:
         await subscriber.subscribe(here, channel)
         await broker.publisher(there, 1, 100, 60).publish([message(channel, 1, 7)])
         await broker.publisher(here, 1, 100, 60).publish([message(channel, 1, 1)])
@@ -432,21 +441,33 @@ async def test_a_channel_of_another_partition_is_another_channel(broker: Broker)
     assert await broker.history.position(here, channel) == (1, 1)
 
 
-async def test_every_running_subscriber_hears_the_membership_channel(broker: Broker) -> None:
-    heard = Heard()
-    async with running(broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored, heard.on_membership)):
+async def test_every_running_subscriber_hears_each_announcement_as_the_event_it_was(broker: Broker) -> None:
+    first, second = Heard(), Heard()
+    hello = MembershipsChanged([])
+    async with running(broker.subscriber(first)), running(broker.subscriber(second)):
         deadline = time.monotonic() + 3.0
-        while not heard.control:  # run() subscribes in the background: announce until it hears
-            assert time.monotonic() < deadline, "the membership channel was never heard"
-            await broker.membership.publish(b"hello")
+        while not (first.announced and second.announced):  # run() subscribes in the background: until it hears
+            assert time.monotonic() < deadline, "the announcements were never heard"
+            await broker.announcements.announce(hello)
             await asyncio.sleep(0.02)
         await quiet(broker)
-        heard.control.clear()
-        await broker.membership.publish(b"[1]")
-        await broker.membership.publish(b"[2]")
-        await eventually(lambda: len(heard.control) >= 2)
-        assert heard.control == [b"[1]", b"[2]"]
-        assert heard.messages == []
+        first.announced.clear()
+        second.announced.clear()
+        sent: list[Announcement] = [
+            MembershipsChanged([MembershipChange(team_id=1, user_id=2, member=False)]),
+            OwnershipsChanged([OwnershipChange(channel="trajectory:5", team_id=3, previous_team_id=1)]),
+            Revocation(at=1.5, user_id=7),
+            Revocation(at=2.5, token_id="t1"),
+        ]
+        for announcement in sent:
+            await broker.announcements.announce(announcement)
+        await eventually(lambda: len(first.announced) >= 4 and len(second.announced) >= 4)
+        await quiet(broker)
+        # Each kind keeps its order; kinds travel on channels of their own, so across kinds order is not kept.
+        for heard in (first, second):
+            assert sorted(heard.announced, key=repr) == sorted(sent, key=repr)
+            assert [a for a in heard.announced if isinstance(a, Revocation)] == sent[2:]
+            assert heard.messages == []
 
 
 # -- presence, figures, the relays' heartbeat
@@ -546,20 +567,24 @@ async def test_a_lost_bus_fails_commands_and_tells_subscribers() -> None:
     broker = MemoryBroker()
     tag, channel = broker.partitions.tags[0], fresh("trajectory")
     heard = Heard()
-    subscriber = broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)
+    subscriber = broker.subscriber(heard)
     await subscriber.subscribe(tag, channel)
     publisher = broker.publisher(tag, 1, 100, 60)
     await publisher.take_over()
     await publisher.publish([message(channel, 1, 1)])
     broker.lose_connection()  # before the message was delivered: it is lost with the connection
     await broker.delivered()
-    assert heard.messages == [] and heard.lost == 1 and subscriber.reconnects == 1
-    with pytest.raises(BusDown):
+    assert heard.messages == [] and heard.lost == [BusLost("link lost")] and subscriber.reconnects == 1
+    with pytest.raises(BusUnavailable):
         await publisher.publish([message(channel, 1, 2)])
-    with pytest.raises(RedisError):  # what the gateway catches
+    with pytest.raises(BusError):  # what the gateway catches
         await broker.history.position(tag, channel)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(BusUnavailable):
         await subscriber.subscribe(tag, fresh("trajectory"), timeout=0.01)
+    with pytest.raises(BusUnavailable):
+        await broker.announcements.announce(Revocation(at=1.0, user_id=1))
+    with pytest.raises(BusUnavailable):
+        await broker.commands.send(1, b"nobody hears it")
     broker.restore_connection()
     await broker.delivered()
     assert heard.restored == 1
@@ -573,7 +598,7 @@ async def test_a_restart_forgets_everything() -> None:
     broker = MemoryBroker()
     tag, team = broker.partitions.tags[0], fresh("team")
     heard = Heard()
-    subscriber = broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)
+    subscriber = broker.subscriber(heard)
     await subscriber.subscribe(tag, team)
     publisher = broker.publisher(tag, 1, 100, 60)
     await publisher.take_over()
@@ -581,7 +606,7 @@ async def test_a_restart_forgets_everything() -> None:
     await broker.presence.join("n", 5, 6, 8.0)
     broker.restart()
     await broker.delivered()
-    assert (heard.lost, heard.restored) == (1, 1)
+    assert (len(heard.lost), heard.restored) == (1, 1)
     assert not await publisher.fence_exists()
     assert await broker.history.position(tag, team) is None
     assert await broker.channels.state(tag, team) == {}
@@ -597,14 +622,14 @@ async def test_a_moved_slot_is_a_gap_per_channel() -> None:
     broker = MemoryBroker(partitions=2)
     here, there = broker.partitions.tags
     heard = Heard()
-    subscriber = broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)
+    subscriber = broker.subscriber(heard)
     for channel in ("team:1", "trajectory:1"):
         await subscriber.subscribe(here, channel)
     await subscriber.subscribe(there, "team:2")
     broker.move_slot(here)
     await broker.delivered()
     await asyncio.sleep(0)
-    assert (subscriber.moves, heard.lost, heard.restored) == (2, 2, 2)
+    assert (subscriber.moves, heard.lost, heard.restored) == (2, [BusLost("slot moved")] * 2, 2)
 
 
 async def test_the_clock_expires_histories_markers_presence_and_relay_figures() -> None:
@@ -634,7 +659,7 @@ async def test_the_clock_expires_histories_markers_presence_and_relay_figures() 
 
 async def _published_envelope(broker: MemoryBroker, tag: str) -> bytes:
     heard = Heard()
-    subscriber = broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)
+    subscriber = broker.subscriber(heard)
     channel = fresh("trajectory")
     await subscriber.subscribe(tag, channel)
     await broker.publisher(tag, 1, 100, 60).publish([message(channel, 1, 1)])
@@ -646,12 +671,13 @@ async def test_a_failing_subscriber_does_not_hold_back_the_others(caplog: pytest
     broker = MemoryBroker()
     tag, channel = broker.partitions.tags[0], fresh("trajectory")
 
-    def fail(channel: str, data: bytes) -> None:
-        raise ValueError("boom")
+    class Failing(Heard):
+        def handle_message(self, channel: str, envelope: bytes) -> None:
+            raise ValueError("boom")
 
     heard = Heard()
-    failing = broker.subscriber(fail, lambda: None, lambda: None)
-    working = broker.subscriber(heard.on_message, heard.on_lost, heard.on_restored)
+    failing = broker.subscriber(Failing())
+    working = broker.subscriber(heard)
     for subscriber in (failing, working):
         await subscriber.subscribe(tag, channel)
     await broker.publisher(tag, 1, 100, 60).publish([message(channel, 1, 1), message(channel, 1, 2)])

@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from gateway.bus.events import MembershipsChanged, OwnershipsChanged
 from gateway.bus.memory import MemoryBroker, MemoryPublisher
+from gateway.core.aggregate import MembershipChange, OwnershipChange
 from gateway.core.batching import Publication
 from gateway.core.channels import Channel
 from gateway.core.grouping import Group
 from gateway.core.model import Counts, Job, TrajectorySummary
 from gateway.core.protocol import Batch, encode_both, make_cursor
+from gateway.core.revocation import Revocation
 from gateway.hub.connection import Connection
 from gateway.hub.node import Node
 from gateway.hub.presence import PresenceBoard
@@ -243,3 +246,33 @@ async def test_subscribers_arriving_one_after_another_at_one_position_share_its_
     conn = attached(node)
     await node.subscribe(conn, CHANNEL)
     assert reads == 3
+
+
+async def test_the_node_acts_on_each_announcement_the_bus_hands_it(world) -> None:
+    """The node is the bus's handler: a member removed leaves the team's channels, a channel moved to another team
+    ends its old team's subscriptions, a revocation goes to whoever listens for them."""
+    node, broker, publisher, _ = world
+    revoked: list[Revocation] = []
+    node.on_revocation = revoked.append
+    await asyncio.sleep(0)  # the subscriber's run() hears announcements once it has started
+    removed = attached(node)
+    await node.subscribe(removed, "team:1")
+    received(removed)
+    await broker.announcements.announce(MembershipsChanged([MembershipChange(team_id=TEAM, user_id=1, member=False)]))
+    await broker.delivered()
+    assert [m for m in received(removed) if m[0] == "error"] == [("error", None)]
+    assert removed.channels == {}
+
+    moved = attached(node)
+    await node.subscribe(moved, CHANNEL)  # a member again (the stand-in says so)
+    assert moved.channels == {CHANNEL: TEAM}
+    await broker.announcements.announce(
+        OwnershipsChanged([OwnershipChange(channel=CHANNEL, team_id=2, previous_team_id=TEAM)])
+    )
+    await broker.delivered()
+    assert moved.channels == {}
+    assert node.teams.moved == {CHANNEL}
+
+    await broker.announcements.announce(Revocation(at=1.0, token_id="t1"))
+    await broker.delivered()
+    assert revoked == [Revocation(at=1.0, token_id="t1")]

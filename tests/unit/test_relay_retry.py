@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from redis.exceptions import ConnectionError, ResponseError
 
+from gateway.bus.errors import BusRefused, BusUnavailable
 from gateway.relay.retry import BusOutOfReach, Patience, retry_redis
 
 
@@ -29,13 +29,13 @@ async def test_failures_past_the_patience_step_down_and_earlier_ones_are_retried
         nonlocal calls
         calls += 1
         if calls <= 2:
-            raise ConnectionError("connection refused")
+            raise BusUnavailable("ConnectionError: connection refused")
         return "answered"
 
     assert await retry_redis(fails_twice, Patience(5.0)) == "answered"
 
     async def always_fails() -> None:
-        raise ConnectionError("connection refused")
+        raise BusUnavailable("ConnectionError: connection refused")
 
     with pytest.raises(BusOutOfReach):
         await retry_redis(always_fails, Patience(0.3))
@@ -48,7 +48,7 @@ async def test_a_refusal_is_an_answer_and_does_not_run_the_patience_out() -> Non
         nonlocal calls
         calls += 1
         if calls <= 4:  # 0.05 + 0.1 + 0.2 + 0.4 s of backing off: past the patience, but Redis answered each time
-            raise ResponseError("OOM command not allowed when used memory > 'maxmemory'")
+            raise BusRefused("OutOfMemoryError: command not allowed when used memory > 'maxmemory'")
         return "published"
 
     assert await retry_redis(refused_then_taken, Patience(0.3)) == "published"

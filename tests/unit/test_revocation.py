@@ -1,7 +1,7 @@
 """Revoked sessions (gateway.core.revocation) and the per-key HTTP rate (gateway.core.ratelimit.KeyedRate)."""
 
 from gateway.core.ratelimit import KeyedRate
-from gateway.core.revocation import Revocation, Revocations, decoder, encoder
+from gateway.core.revocation import Revocation, Revocations
 
 
 def test_revoking_a_user_ends_the_sessions_started_until_then_and_no_later_ones() -> None:
@@ -27,11 +27,6 @@ def test_only_news_end_live_sessions_and_what_aged_out_is_forgotten() -> None:
     stored = [Revocation(at=100.0, user_id=7), Revocation(at=150.0, token_id="t"), Revocation(at=10.0, user_id=9)]
     assert known.merge(stored, forget_before=50.0) == [stored[1], stored[2]]
     assert known.users == {7: 100.0} and known.tokens == {"t": 150.0}
-
-
-def test_a_revocation_is_a_control_message_every_node_tells_from_membership_lists() -> None:
-    data = encoder.encode(Revocation(at=1.5, user_id=3))
-    assert data.startswith(b"{") and decoder.decode(data) == Revocation(at=1.5, user_id=3)
 
 
 def test_each_key_has_its_own_rate_and_is_told_how_long_to_wait() -> None:

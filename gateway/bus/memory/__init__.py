@@ -3,17 +3,20 @@ the relay, with no server and no I/O.
 
     broker = MemoryBroker()
     publisher = broker.publisher(tag, epoch, history_length=100, history_ttl=3600)
-    subscriber = broker.subscriber(on_message, on_lost, on_restored)
+    subscriber = broker.subscriber(handler)  # a gateway.bus.events.BusEvents
     await subscriber.subscribe(tag, channel)
     await publisher.publish([Publication(...)])
     await broker.delivered()  # the subscriber has received the message
 
-Besides the `Broker` interface, tests can make the bus misbehave: `lose_connection()` (commands fail as on a
-lost Redis connection, subscribers hear `on_lost`) and `restore_connection()`; `drop_subscriptions()` (only
+Besides the `Broker` interface, tests can make the bus misbehave: `lose_connection()` (commands fail with
+`BusUnavailable` as on a lost Redis connection, subscribers hear `BusLost`) and `restore_connection()`;
+`drop_subscriptions()` (only
 the nodes' pub/sub connections drop, as when Redis cuts off a slow subscriber: what is published meanwhile
 reaches nobody, and is in the history); `forget_everything()` (Redis came back empty), `restart()` (lost,
-emptied, back); `replica()` then `fail_over(replica)` (a replica promoted without the last writes); `move_slot(tag)` (a partition's slot moved to another shard). A `clock` (Unix seconds) drives every expiry: histories, markers, presence, the relays' figures, kept
-confirmations.
+emptied, back); `replica()` then `fail_over(replica)` (a replica promoted without the last writes);
+`move_slot(tag)` (a partition's slot moved to another shard); `fill_memory()` then `free_memory()` (a Redis out
+of memory refuses writes). A `clock` (Unix seconds) drives every expiry:
+histories, markers, presence, the relays' figures, kept confirmations.
 """
 
 from __future__ import annotations
@@ -22,16 +25,16 @@ import time
 from collections.abc import Callable
 
 from ..broker import Broker
+from ..events import BusEvents
 from ..keys import Partitions
 from ..publisher import HISTORY_BYTES
-from ..subscriber import OnMessage
 from .commands import MemoryCommands
 from .figures import MemoryFigures, MemoryRelayStats
 from .history import MemoryChannels, MemoryHistory
 from .keyspace import Keyspace
 from .presence import MemoryPresence
 from .publisher import MemoryPublisher
-from .pubsub import Exchange, MemoryMembership, MemorySubscriber
+from .pubsub import Exchange, MemoryAnnouncements, MemorySubscriber
 
 __all__ = ["MemoryBroker", "MemoryPublisher", "MemorySubscriber"]
 
@@ -47,7 +50,7 @@ class MemoryBroker:
         self.presence = MemoryPresence(self.space)
         self.figures = MemoryFigures(self.space)
         self.relay_stats = MemoryRelayStats(self.space)
-        self.membership = MemoryMembership(self.exchange)
+        self.announcements = MemoryAnnouncements(self.exchange)
         self.commands = MemoryCommands(self.space)
 
     def publisher(
@@ -57,13 +60,10 @@ class MemoryBroker:
 
     def subscriber(
         self,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_membership: Callable[[bytes], None] = lambda data: None,
+        events: BusEvents,
         liveness: float = 0.0,  # nothing to watch: the memory bus is never out of reach unless a test says so
     ) -> MemorySubscriber:
-        return MemorySubscriber(self.exchange, on_message, on_lost, on_restored, on_membership)
+        return MemorySubscriber(self.exchange, events)
 
     async def aclose(self) -> None:
         self.exchange.linked.clear()
@@ -76,18 +76,26 @@ class MemoryBroker:
     # -- what tests make happen
 
     def lose_connection(self) -> None:
-        """Redis is unreachable: commands fail with redis.exceptions.ConnectionError, subscribers hear
-        `on_lost`, and what they had not yet received is lost."""
+        """Redis is unreachable: commands fail with BusUnavailable, subscribers hear `BusLost`, and what they had
+        not yet received is lost."""
         self.space.down = True
         self.exchange.lose()
 
+    def fill_memory(self) -> None:
+        """Redis is out of memory (`maxmemory`, `noeviction`): writes are refused with BusRefused until
+        `free_memory()`; reads, publishing to subscribers and deletions go on."""
+        self.space.full = True
+
+    def free_memory(self) -> None:
+        self.space.full = False
+
     def drop_subscriptions(self) -> None:
-        """The subscribers' connections drop (commands still work): they hear `on_lost`, and miss what is
+        """The subscribers' connections drop (commands still work): they hear `BusLost`, and miss what is
         published until `restore_connection()`."""
         self.exchange.lose()
 
     def restore_connection(self) -> None:
-        """Redis answers again: subscribers are subscribed again, then hear `on_restored`."""
+        """Redis answers again: subscribers are subscribed again, then hear `BusRestored`."""
         self.space.down = False
         self.exchange.restore()
 

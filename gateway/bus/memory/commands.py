@@ -62,7 +62,7 @@ class MemoryCommands:
             self._inboxes[cluster_id].discard(queue)
 
     async def confirm(self, reply_to: str, confirmation: bytes) -> None:
-        self.space.reachable()
+        self.space.writable()
         waiting = self._open.get(reply_to)
         if waiting is not None:
             waiting.queue.put_nowait(confirmation)

@@ -20,7 +20,7 @@ class MemoryFigures:
         self.space = space
 
     async def report(self, team_id: int, figures: ClusterFigures) -> None:
-        self.space.reachable()
+        self.space.writable()
         self.space.figures.setdefault(team_id, {})[figures.id] = _encoder.encode(figures)
         self.space.figure_teams.add(team_id)
 
@@ -38,7 +38,7 @@ class MemoryRelayStats:
         self.space = space
 
     async def write(self, tag: str, figures: RelayStats) -> None:
-        self.space.reachable()
+        self.space.writable()
         kept = self.space.relay_stats.get(tag)
         fields = {name.encode(): _as_redis_keeps(value) for name, value in asdict(figures).items()}
         value = {**kept.value, **fields} if kept is not None and self.space.alive(kept.expires) else fields

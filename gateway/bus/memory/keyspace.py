@@ -1,8 +1,9 @@
 """What a Redis would hold for the gateway, in plain dicts, with a clock for expiry.
 
 Each field mirrors a family of keys in gateway.bus.keys. `down` stands for a bus that cannot be reached:
-every command then fails as a lost Redis connection does (`redis.exceptions.ConnectionError`), so the code
-under test takes the same error paths. `clear()` is a Redis that restarted empty; `copy()` and `restore()` a
+every command then fails as on a lost Redis connection (`BusUnavailable`), so the code under test takes the same
+error paths. `full` stands for a Redis out of memory (`maxmemory` with `noeviction`): what would grow its memory
+is refused (`BusRefused`), while reads, publishing to subscribers and deletions go on. `clear()` is a Redis that restarted empty; `copy()` and `restore()` a
 replica that stopped receiving, then promoted.
 """
 
@@ -13,8 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from redis.exceptions import ConnectionError as BusDown
-
+from ..errors import BusRefused, BusUnavailable
 from ..history import Entry
 
 Position = tuple[int, int]
@@ -44,6 +44,7 @@ class Keyspace:
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.down = False
+        self.full = False
         self.clear()
 
     def clear(self) -> None:
@@ -63,7 +64,7 @@ class Keyspace:
 
     def copy(self) -> dict[str, object]:
         """The data as it is now (what a replica holds when it stops receiving): `restore()` makes it the data."""
-        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in ("clock", "down")})
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in ("clock", "down", "full")})
 
     def restore(self, data: dict[str, object]) -> None:
         vars(self).update(copy.deepcopy(data))
@@ -71,7 +72,13 @@ class Keyspace:
     def reachable(self) -> None:
         """Every command starts here: a bus that is down fails it."""
         if self.down:
-            raise BusDown("the memory bus is down")
+            raise BusUnavailable("the memory bus is down")
+
+    def writable(self) -> None:
+        """A write that may grow memory checks here, after whatever a Redis checks before its first write."""
+        self.reachable()
+        if self.full:
+            raise BusRefused("OutOfMemoryError: command not allowed when used memory > 'maxmemory'.")
 
     def alive(self, expires: float) -> bool:
         return self.clock() < expires

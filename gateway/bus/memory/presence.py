@@ -15,7 +15,7 @@ class MemoryPresence:
         await self.refresh(node_id, [(team_id, user_id)], ttl)
 
     async def refresh(self, node_id: str, entries: Iterable[tuple[int, int]], ttl: float) -> None:
-        self.space.reachable()
+        self.space.writable()
         expires = self.space.clock() + ttl
         for team_id, user_id in entries:
             self.space.presence.setdefault(team_id, {})[_entry(user_id, node_id)] = expires

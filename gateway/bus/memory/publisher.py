@@ -43,6 +43,7 @@ class MemoryPublisher:
         self.space.reachable()
         if self._fenced():
             raise Fenced(f"epoch {self.epoch} is older than the fence")
+        self.space.writable()
         self.space.fences[self.tag] = self.epoch
 
     async def fence_exists(self) -> bool:
@@ -82,6 +83,7 @@ class MemoryPublisher:
         expected, held = self._cursor_on_bus, self.space.cursors.get(self.tag)
         if expected is not None and held != expected and not (relay_cursor and held == relay_cursor):
             raise BusBehind(f"the bus holds another relay cursor than {expected}")
+        self.space.writable()  # refused whole, as the script's first write is the one Redis checks
         published = self.space.clock()  # in each envelope, as the Redis publisher stamps it
         positions = self.space.positions
         for p in publications:

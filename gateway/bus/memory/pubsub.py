@@ -1,10 +1,11 @@
-"""Pub/sub on the memory bus: nodes' subscribers, and the membership channel every node hears.
+"""Pub/sub on the memory bus: nodes' subscribers, and the announcements every node hears.
 
 A message goes to the subscribers that wanted its channel when it was published, through the event loop
 (`call_soon`, first in first out): as with Redis, `publish` returns before anyone has received it, and each
 subscriber receives a channel's messages in publish order. While the bus is down nothing is delivered, and
-messages still on their way are lost, as they are on a dropped Redis connection; subscribers hear `on_lost`,
-then `on_restored` once the bus is back.
+messages still on their way are lost, as they are on a dropped Redis connection; subscribers' handlers hear
+`BusLost`, then `BusRestored` once the bus is back. Announcements reach handlers as the typed events they are
+(Redis sends them encoded, one channel per kind).
 """
 
 from __future__ import annotations
@@ -15,30 +16,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..subscriber import OnMessage
+from ..errors import BusUnavailable
+from ..events import LINK_LOST, RESTORED, SLOT_MOVED, Announcement, BusEvents
 from .keyspace import ChannelKey, Keyspace
 
 log = logging.getLogger(__name__)
 
 
 class MemorySubscriber:
-    """A node's subscriptions, with the callbacks of gateway.bus.subscriber.Subscriber."""
+    """A node's subscriptions, telling its handler as gateway.bus.subscriber.Subscriber does."""
 
-    def __init__(
-        self,
-        exchange: Exchange,
-        on_message: OnMessage,
-        on_lost: Callable[[], None],
-        on_restored: Callable[[], None],
-        on_membership: Callable[[bytes], None] = lambda data: None,
-    ) -> None:
+    def __init__(self, exchange: Exchange, events: BusEvents) -> None:
         self.exchange = exchange
-        self.on_message = on_message
-        self.on_lost = on_lost
-        self.on_restored = on_restored
-        self.on_membership = on_membership
+        self.events = events
         self.wanted: set[ChannelKey] = set()
-        self.listening = False  # run() hears the membership channel
+        self.listening = False  # run() hears the announcements
         self.reconnects = 0
         self.moves = 0
         self.lost_since: float | None = None  # the memory bus is connected from the start
@@ -47,7 +39,10 @@ class MemorySubscriber:
         self.wanted.add((tag, channel))
         self.exchange.linked.add(self)
         if not self.exchange.up.is_set():  # confirmed once the bus is back; still wanted if that takes too long
-            await asyncio.wait_for(self.exchange.up.wait(), timeout)
+            try:
+                await asyncio.wait_for(self.exchange.up.wait(), timeout)
+            except TimeoutError:
+                raise BusUnavailable(f"the memory bus did not confirm a subscription within {timeout:g} s") from None
 
     async def unsubscribe(self, tag: str, channel: str) -> None:
         self.wanted.discard((tag, channel))
@@ -80,15 +75,15 @@ class Exchange:
             return 0  # the subscribers' connections are down: nobody hears it
         hearing = [s for s in self.linked if (tag, channel) in s.wanted]
         for subscriber in hearing:
-            self._queue(subscriber.on_message, channel, data)
+            self._queue(subscriber.events.handle_message, channel, data)
         return len(hearing)
 
-    def publish_membership(self, data: bytes) -> int:
+    def announce(self, announcement: Announcement) -> int:
         if not self.up.is_set():
             return 0
         hearing = [s for s in self.linked if s.listening]
         for subscriber in hearing:
-            self._queue(subscriber.on_membership, data)
+            self._queue(subscriber.events.handle, announcement)
         return len(hearing)
 
     def _queue(self, callback: Callable[..., None], *args: object) -> None:
@@ -115,7 +110,7 @@ class Exchange:
 
     def lose(self) -> None:
         """Subscribers' connections dropped: what was on its way is lost, and what is published until `restore`;
-        each connected subscriber hears `on_lost`."""
+        each connected subscriber's handler hears `BusLost`."""
         if not self.up.is_set():
             return
         self.up.clear()
@@ -123,32 +118,32 @@ class Exchange:
         for subscriber in list(self.linked):
             subscriber.reconnects += 1
             subscriber.lost_since = time.monotonic()
-            subscriber.on_lost()
+            subscriber.events.handle(LINK_LOST)
 
     def restore(self) -> None:
-        """Subscribers are connected again: subscriptions are confirmed, then each hears `on_restored`."""
+        """Subscribers are connected again: subscriptions are confirmed, then each handler hears `BusRestored`."""
         if self.up.is_set():
             return
         self.up.set()
         for subscriber in list(self.linked):
             subscriber.lost_since = None
-            self._queue(subscriber.on_restored)
+            self._queue(subscriber.events.handle, RESTORED)
 
     def move(self, tag: str) -> None:
         """The partition's slot moved to another shard: its channels follow it, each a possible gap."""
         for subscriber in list(self.linked):
             for _ in [w for w in subscriber.wanted if w[0] == tag]:
                 subscriber.moves += 1
-                subscriber.on_lost()
-                self._queue(subscriber.on_restored)
+                subscriber.events.handle(SLOT_MOVED)
+                self._queue(subscriber.events.handle, RESTORED)
 
 
-class MemoryMembership:
-    """The membership channel: every node whose subscriber runs hears each payload."""
+class MemoryAnnouncements:
+    """Every node whose subscriber runs hears each announcement."""
 
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
 
-    async def publish(self, payload: bytes) -> None:
+    async def announce(self, announcement: Announcement) -> None:
         self.exchange.space.reachable()
-        self.exchange.publish_membership(payload)
+        self.exchange.announce(announcement)
