@@ -100,6 +100,8 @@ async def measure(
             deflate=system.deflate,
             await_state=plan.peer_state and not system.dialect.startswith("gateway"),
         )
+        if running.health_port:  # probes and scrapes go where the load balancer's would, not behind the clients
+            fleet.http_base = f"http://127.0.0.1:{running.health_port}"
         started, connect_cpu = time.monotonic(), cpu_seconds(running.node_pids)
         await fleet.start()
         live = await fleet.wait_live(60 + plan.subscribers / 100)

@@ -35,6 +35,7 @@ class Running:
     node_pids: list[int]  # the processes that hold the websocket connections (memory per connection)
     logs: list[Path] = field(default_factory=list)
     cleanups: list[Callable[[], None]] = field(default_factory=list)  # run once the processes have ended
+    health_port: int | None = None  # the gateway's GATEWAY_HEALTH_PORT: /healthz and /metrics off the storm's queue
 
     @property
     def server_pids(self) -> list[int]:
@@ -86,8 +87,9 @@ def _spawn(
 
 def _gateway(ctx: Context, workers: int = 1) -> Running:
     """A relay and a node (`workers` > 1: `gateway serve --workers N`, processes sharing the port, each a node)."""
-    port = free_port()
+    port, health_port = free_port(), free_port()
     env = {
+        "GATEWAY_HEALTH_PORT": str(health_port),
         "DATABASE_URL": ctx.database_url,
         "REDIS_URL": ctx.redis_url,
         "GATEWAY_SECRET": ctx.secret,
@@ -103,7 +105,7 @@ def _gateway(ctx: Context, workers: int = 1) -> Running:
     except RuntimeError:
         Running("gateway", port, [node, relay], [node.pid]).stop()
         raise
-    return Running("gateway", port, [node, relay], [node.pid], [node_log, relay_log])
+    return Running("gateway", port, [node, relay], [node.pid], [node_log, relay_log], health_port=health_port)
 
 
 def _peer(name: str, argv: list[str], env: dict[str, str] | None = None) -> Callable[[Context], Running]:

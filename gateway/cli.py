@@ -18,7 +18,7 @@ from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
 from .exits import CommandFailed
 from .running import run_until_signalled
-from .web.serving import node_server
+from .web.serving import listeners, node_server
 
 
 def _require(settings: Settings, *names: str) -> None:
@@ -79,6 +79,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 
     _require(settings, "database_url", "redis_url", "secret")
     _port_free(args.host, args.port)
+    if settings.health_port:
+        if settings.health_port == args.port:
+            raise CommandFailed(exits.USAGE, f"GATEWAY_HEALTH_PORT={settings.health_port} is --port: give it another")
+        _port_free(args.host, settings.health_port, "set GATEWAY_HEALTH_PORT to another")
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.hosts == DEFAULT_HOSTS:
         logging.getLogger("gateway").warning(
             "listening on %s, but GATEWAY_HOSTS is not set: requests naming any host but %s get 421;"
@@ -93,7 +97,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit(serve_workers(settings, args.host, args.port, args.workers))
     _stop_cleanly_on_signals()
     server = node_server(create_app(settings), settings, args.host, args.port)
-    server.run()
+    server.run(sockets=listeners(args.host, args.port, settings.health_port) if settings.health_port else None)
     if not server.started:  # it logged why: a port in use, or the app's startup failed
         raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")
 
@@ -311,7 +315,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
         raise CommandFailed(exits.FAILED, str(exc)) from None
 
 
-def _port_free(host: str, port: int) -> None:
+def _port_free(host: str, port: int, advice: str = "pass --port") -> None:
     """Refuse a port another process listens on before anything starts (the demo's servers take a while)."""
     import socket
 
@@ -320,7 +324,7 @@ def _port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise CommandFailed(exits.USAGE, f"cannot listen on {host}:{port}: {exc.strerror}: pass --port") from None
+            raise CommandFailed(exits.USAGE, f"cannot listen on {host}:{port}: {exc.strerror}: {advice}") from None
 
 
 def _ranged(

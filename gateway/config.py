@@ -30,6 +30,14 @@ def _int(name: str, default: int, minimum: int = 0) -> int:
     return value
 
 
+def _port(name: str) -> int:
+    """A TCP port, or 0 for none."""
+    value = _int(name, 0)
+    if value > 65535:
+        raise ConfigError(f"{name}={value}: expected a port, 1 to 65535 (0: none)")
+    return value
+
+
 def _float(name: str, default: float, minimum: float = 0.0) -> float:
     raw = os.environ.get(name, "")
     if not raw:
@@ -111,6 +119,9 @@ class Settings:
     # The relay's own /metrics (same token rule); 0: none. Bind another host than loopback only with a token.
     relay_metrics_port: int = field(default_factory=lambda: _int("GATEWAY_RELAY_METRICS_PORT", 0))
     relay_metrics_host: str = field(default_factory=lambda: os.environ.get("GATEWAY_RELAY_METRICS_HOST", "127.0.0.1"))
+    # A second port `gateway serve` listens on, serving the same node, for the load balancer's health checks and
+    # Prometheus: its own accept queue, which a reconnect storm's connections cannot fill; 0: none.
+    health_port: int = field(default_factory=lambda: _port("GATEWAY_HEALTH_PORT"))
     # Per-connection pending output before a resync, in bytes.
     max_pending_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_BYTES", 4 << 20))
     # Seconds between keepalive pings; a connection that has not answered one by the next is closed (1011).

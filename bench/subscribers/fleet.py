@@ -114,8 +114,9 @@ class Fleet:
             raise ValueError(f"unknown dialect {dialect!r}: one of {', '.join(DIALECTS)}")
         self.n = n
         self.dialect = dialect
-        # The server's HTTP side (its /healthz), when every subscriber dials the same one.
-        self.http_base = f"http://{urlsplit(url).netloc}" if isinstance(url, str) else None
+        # The server's HTTP side (its /healthz and /metrics), when every subscriber dials the same one; the bench
+        # points it at the gateway's GATEWAY_HEALTH_PORT.
+        self.http_base: str | None = f"http://{urlsplit(url).netloc}" if isinstance(url, str) else None
         self.processes = workers_needed(n, processes)
         shares: list[list[tuple[int, str | list[str], list[str], list[str]]]] = [[] for _ in range(self.processes)]
         for i in range(n):

@@ -3,6 +3,7 @@ the server `gateway serve` runs it in (gateway.web.leaving: how the node leaves 
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 # Seconds the connections and requests still open when the node stops (after the websockets' close frames) may
 # take before uvicorn cancels them: a stop must end, whatever a peer or a request is waiting for.
 GRACEFUL_SHUTDOWN = 15.0
+BACKLOG = 2048  # uvicorn's own default: connections the kernel queues for accept() (capped by net.core.somaxconn)
 
 
 def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
@@ -48,3 +50,27 @@ def node_server(app: Starlette, settings: Settings, host: str, port: int) -> Nod
 
     config = uvicorn_config(app, settings, host, port, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     return NodeServer(config, settings, app.state.leaving)
+
+
+def listeners(host: str, port: int, health_port: int = 0, reuse_port: bool = False) -> list[socket.socket]:
+    """The node's listening sockets: its port, and with `health_port` a second one serving the same node, whose
+    accept queue is its own. A reconnect storm fills the first past what the kernel holds (it then drops the
+    handshakes it cannot queue, and their clients try again a second later, then three); health checks and
+    scrapes sent to the second are not behind it. `reuse_port`: other processes may bind the same addresses
+    (`serve --workers`: the kernel spreads new connections over them)."""
+    return [_listening(host, p, reuse_port) for p in (port, health_port) if p]
+
+
+def _listening(host: str, port: int, reuse_port: bool) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(BACKLOG)
+    sock.set_inheritable(True)
+    return sock

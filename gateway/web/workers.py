@@ -14,7 +14,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import socket
 import time
 from multiprocessing.process import BaseProcess
 
@@ -25,18 +24,6 @@ log = logging.getLogger("gateway")
 RESTART_AFTER = 1.0  # seconds before a worker that died is started again
 STOP_TIMEOUT = 30.0  # seconds the workers get to close their connections (after their drain) before they are killed
 WORKER_ENV = "GATEWAY_WORKER"  # each worker's index, which /healthz reports
-
-
-def reuse_port_socket(host: str, port: int) -> socket.socket:
-    """A listening socket that other processes may bind to the same address too (the kernel balances them)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
 
 
 def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
@@ -84,7 +71,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
 def _worker(settings: Settings, host: str, port: int, index: int, parent: int) -> None:
     from .app import create_app
     from .logs import configure
-    from .serving import node_server
+    from .serving import listeners, node_server
 
     os.setsid()  # a terminal's Ctrl-C reaches the parent alone, which stops each worker once, gracefully
     _end_with_parent()
@@ -92,10 +79,10 @@ def _worker(settings: Settings, host: str, port: int, index: int, parent: int) -
         return
     os.environ[WORKER_ENV] = str(index)
     configure(settings.log_level, settings.log_format)
-    sock = reuse_port_socket(host, port)
+    sockets = listeners(host, port, settings.health_port, reuse_port=True)
     for sig in (signal.SIGTERM, signal.SIGINT):  # uvicorn raises the signal again once it has shut down: exit 0
         signal.signal(sig, _stopped)
-    node_server(create_app(settings), settings, host, port).run(sockets=[sock])
+    node_server(create_app(settings), settings, host, port).run(sockets=sockets)
 
 
 def _stopped(signum: int, frame: object) -> None:

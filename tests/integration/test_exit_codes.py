@@ -173,3 +173,20 @@ def test_a_stop_asked_for_by_a_signal_is_0(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_health_port_in_use_or_out_of_range_is_2(env: dict[str, str]) -> None:
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        health = taken.getsockname()[1]
+        done = gateway(["serve", "--port", str(port)], {**env, "GATEWAY_HEALTH_PORT": str(health)}, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert one_line(done) == (
+            f"gateway: cannot listen on 127.0.0.1:{health}: Address already in use: set GATEWAY_HEALTH_PORT to another"
+        )
+    same = gateway(["serve", "--port", str(port)], {**env, "GATEWAY_HEALTH_PORT": str(port)}, timeout=60)
+    assert same.returncode == 2 and f"GATEWAY_HEALTH_PORT={port} is --port" in one_line(same)
+    wild = gateway(["serve", "--port", str(port)], {**env, "GATEWAY_HEALTH_PORT": "70000"}, timeout=60)
+    assert wild.returncode == 2 and "GATEWAY_HEALTH_PORT=70000: expected a port" in one_line(wild)
