@@ -176,6 +176,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._cancel_body_deadline()
         super().handle_websocket_upgrade()
         self._close_if_handshake_refused()
+        # What uvicorn's connection_lost would do: the parser holds this protocol's callbacks, and left in that
+        # cycle the protocol waits for the cyclic collector (a storm's worth of them makes its pauses long).
+        self.parser = None  # type: ignore[assignment]
 
     def _too_many_handshakes(self) -> None:
         """A reconnect storm, or a node whose event loop runs late: 503 with a retry hint, before the handshake
