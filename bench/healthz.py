@@ -19,6 +19,7 @@ Samples = list[tuple[float, float | None]]  # (time.time() sent, seconds to the 
 
 def _probe_main(url: str, interval: float, pipe: Any) -> None:
     samples: Samples = []
+    failures: dict[str, int] = {}  # why polls went unanswered
     while not pipe.poll(interval):
         sent = time.time()
         started = time.perf_counter()
@@ -26,9 +27,13 @@ def _probe_main(url: str, interval: float, pipe: Any) -> None:
             with urllib.request.urlopen(url, timeout=10) as response:
                 response.read()
             samples.append((sent, time.perf_counter() - started))
-        except (OSError, urllib.error.URLError):
+        except (OSError, urllib.error.URLError) as exc:
             samples.append((sent, None))
-    pipe.send(samples)
+            reason = getattr(exc, "reason", exc)
+            failures[f"{type(reason).__name__}: {reason}"[:120]] = (
+                failures.get(f"{type(reason).__name__}: {reason}"[:120], 0) + 1
+            )
+    pipe.send((samples, failures))
 
 
 class HealthProbe:
@@ -42,10 +47,11 @@ class HealthProbe:
         )
         self._proc.start()
         child.close()
+        self.failures: dict[str, int] = {}  # why polls went unanswered, after stop()
 
     async def stop(self) -> Samples:
         self._pipe.send("stop")
-        samples: Samples = await asyncio.to_thread(self._pipe.recv)
+        samples, self.failures = await asyncio.to_thread(self._pipe.recv)
         await asyncio.to_thread(self._proc.join, 10)
         return samples
 

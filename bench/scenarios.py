@@ -325,6 +325,7 @@ async def storm(
                 # From the drop until a second after the last subscriber was live again (the run's settling).
                 dropped, recovered = result["dropped_at"], result["dropped_at"] + (result.get("recovery_s") or 120)
                 figures["healthz"] = latency_figures(samples, dropped, recovered + 1.0)
+                figures["healthz"]["failures"] = probe.failures if probe is not None else {}
             if lag_before is not None and fleet.http_base:
                 figures["loop_lag"] = lag_figures(lag_before, await asyncio.to_thread(lag_buckets, fleet.http_base))
             return figures

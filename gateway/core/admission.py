@@ -12,8 +12,7 @@ for seconds at a time, and everything else the node does waits behind them: live
   by a fiftieth of `rate` each observation. The classic additive increase, multiplicative decrease: the node
   settles at what it can take while still answering promptly, whatever the machine;
 - and the ones turned away hear when to come back (`retry_after_ms`): spread over as many seconds as the
-  crowd refused in the last second needs at the current rate (at least a quarter of `rate`), so that they
-  return about as fast as the node takes them, not all together again.
+  crowd refused in the last second needs at `rate`, so that they do not all come back together again.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from collections.abc import Callable
 
 from .ratelimit import TokenBucket
 
-LAG_LIMIT = 0.03  # seconds late past which the loop counts as overloaded
+LAG_LIMIT = 0.05  # seconds late past which the loop counts as overloaded
 ON_TIME = LAG_LIMIT / 3  # late by less than this: room for more
 BACKOFF_EVERY = 0.2  # the rate halves at most this often (one overload shows in several observations)
 BURST_SECONDS = 0.05  # the bucket holds this many seconds' worth of connections
@@ -67,9 +66,10 @@ class Admission:
     def retry_after_ms(self, draw: Callable[[], float]) -> int:
         """When a client turned away should come back: jittered over the time the crowd refused lately needs at
         the current rate (at least a second), `draw()` a uniform number in [0, 1)."""
-        # At no less than a quarter of `rate`: halved for a moment by a late loop, the rate soon climbs back, and
-        # a crowd told to wait for the lowest rate would come back long after the node could take it.
-        spread = max(1000.0, 1000.0 * self.refused / max(self.current, self.rate / 4))
+        # At the configured rate, not the current one: halved for a moment by a late loop, the rate soon climbs
+        # back, and a crowd told to wait for the lowest rate would come back long after the node could take it.
+        # Those who come back too soon are turned away again, which costs the node little.
+        spread = max(1000.0, 1000.0 * self.refused / self.rate)
         return int(min(RETRY_LONGEST_MS, RETRY_LEAST_MS + spread * draw()))
 
     def _set(self, rate: float, now: float) -> None:

@@ -29,6 +29,7 @@ from .account import account, revoke_session
 from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
+from .garbage import CollectorPauses
 from .headers import SecurityHeaders
 from .heard import Hearing
 from .hosts import HostCheck
@@ -83,6 +84,7 @@ def create_app(settings: Settings) -> Starlette:
     # passes it on from app.state), following how late the event loop runs.
     admission = Admission(settings.admission_rate)
     loop_lag = LoopLag(admission)
+    pauses = CollectorPauses()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -112,6 +114,7 @@ def create_app(settings: Settings) -> Starlette:
             actions=actions,
             admission=admission,
             loop_lag=loop_lag,
+            collector=pauses,
             revocations=revocations,
             sessions=sessions,
             http_rate=http_rate,
@@ -119,12 +122,14 @@ def create_app(settings: Settings) -> Starlette:
             tokens=VerifiedTokens(settings.secret),
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
         )
+        pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
         try:
             yield
         finally:
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
+            pauses.stop()
             await closing("the hub", node.stop())
             await closing("sessions' last seen", sessions.stop())
             await closing("revocations", revocations.stop())

@@ -82,9 +82,12 @@ class OverLimit(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-def bounded_protocol(limits: HttpLimits, admission: Admission | None = None) -> type[BoundedHttpProtocol]:
+def bounded_protocol(
+    limits: HttpLimits, admission: Admission | None = None, health_port: int = 0
+) -> type[BoundedHttpProtocol]:
     """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own; with
-    `admission`, the gate every websocket handshake passes first."""
+    `admission`, the gate every websocket handshake passes first. Connections to `health_port` (the node's
+    GATEWAY_HEALTH_PORT) are not turned away for the crowd waiting on the other port."""
 
     class ServerHttpProtocol(BoundedHttpProtocol):
         pass
@@ -92,6 +95,7 @@ def bounded_protocol(limits: HttpLimits, admission: Admission | None = None) -> 
     ServerHttpProtocol.limits = limits
     ServerHttpProtocol.waiting = Waiting()
     ServerHttpProtocol.admission = admission
+    ServerHttpProtocol.health_port = health_port
     return ServerHttpProtocol
 
 
@@ -101,6 +105,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     limits: ClassVar[HttpLimits] = HttpLimits()
     waiting: ClassVar[Waiting] = Waiting()
     admission: ClassVar[Admission | None] = None
+    health_port: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -123,7 +128,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if self.waiting.count >= self.limits.max_pending:
+        to_health_port = self.health_port and self.server is not None and self.server[1] == self.health_port
+        if self.waiting.count >= self.limits.max_pending and not to_health_port:
             self._turn_away()
             return
         self._await_headers()

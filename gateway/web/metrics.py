@@ -48,6 +48,16 @@ class NodeCollector(Collector):
                 buckets=lag.histogram.buckets(),
                 sum_value=lag.histogram.sum,
             )
+        collector = self.runtime.collector
+        if collector is not None:
+            pauses = HistogramMetricFamily(
+                "gateway_gc_pause_seconds",
+                "Passes of Python's cyclic garbage collector, by generation: the event loop stops for each",
+                labels=["generation"],
+            )
+            for generation, histogram in enumerate(collector.histograms):
+                pauses.add_metric([str(generation)], histogram.buckets(), histogram.sum)
+            yield pauses
         if admission is not None:
             yield GaugeMetricFamily(
                 "gateway_admission_rate",

@@ -15,6 +15,7 @@ from ..credentials import VerifiedTokens
 from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
+from .garbage import CollectorPauses
 from .heard import Hearing
 from .hosts import same_origin
 from .loop_lag import LoopLag
@@ -33,6 +34,7 @@ class Runtime:
     actions: ActionLimits
     admission: Admission | None = None  # new websockets (the HTTP protocol asks it: gateway.web.serving)
     loop_lag: LoopLag | None = None  # how late the event loop runs (admission follows it; /metrics)
+    collector: CollectorPauses | None = None  # the cyclic garbage collector's passes, timed (/metrics)
     revocations: SessionRevocations | None = None  # every session's token is checked against it
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)

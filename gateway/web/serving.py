@@ -33,7 +33,9 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         # httptools, with bounds before the app sees a request, and the handshake's admission (the app's, made
         # with it by gateway.web.app.create_app) before any websocket work
         http=bounded_protocol(
-            HttpLimits.from_settings(settings), getattr(getattr(app, "state", None), "admission", None)
+            HttpLimits.from_settings(settings),
+            getattr(getattr(app, "state", None), "admission", None),
+            settings.health_port,
         ),
         ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
         ws_max_size=settings.max_message_bytes,

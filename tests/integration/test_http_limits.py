@@ -48,13 +48,18 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def strict_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+def strict_health_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def strict_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory, strict_health_port: int) -> Iterator[Process]:
     """A node with short header and body deadlines and a small cap on connections waiting for headers."""
     port = free_port()
     env = {
         **os.environ, "DATABASE_URL": stack.database_url, "REDIS_URL": stack.redis_url, "GATEWAY_SECRET": stack.secret,
         "GATEWAY_HEADER_TIMEOUT": str(SHORT_DEADLINE), "GATEWAY_BODY_TIMEOUT": str(SHORT_DEADLINE),
-        "GATEWAY_MAX_PENDING_HANDSHAKES": str(PENDING_CAP),
+        "GATEWAY_MAX_PENDING_HANDSHAKES": str(PENDING_CAP), "GATEWAY_HEALTH_PORT": str(strict_health_port),
     }  # fmt: skip
     node = spawn("node-strict", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("strict"), port)
     try:
@@ -246,12 +251,18 @@ async def test_a_trickling_body_the_app_refused_is_closed(strict_node: Process) 
     assert outcome.status == 401, outcome.answer[:300]
 
 
-async def test_past_the_pending_cap_new_connections_get_503_until_the_waiting_ones_go(strict_node: Process) -> None:
+async def test_past_the_pending_cap_new_connections_get_503_until_the_waiting_ones_go(
+    strict_node: Process, strict_health_port: int
+) -> None:
     waiting = [await asyncio.open_connection("127.0.0.1", strict_node.port) for _ in range(PENDING_CAP)]
     try:
         outcome = await attack(strict_node, request_head() + b"\r\n", [])
         assert outcome.status == 503 and outcome.error == "busy", outcome.answer[:300]
         assert b"\r\nretry-after: " in outcome.answer.lower()
+        # The load balancer's checks on GATEWAY_HEALTH_PORT are not turned away for the crowd on the other port.
+        health = f"http://127.0.0.1:{strict_health_port}"
+        async with httpx.AsyncClient(base_url=health) as client:
+            assert (await client.get("/healthz")).status_code == 200
     finally:
         for _, writer in waiting:
             writer.close()

@@ -33,6 +33,7 @@ from tests.integration.conftest import Team, insert_jobs, make_team
 # transaction would grow without bound.
 BOUNDED_LABELS = {
     *("partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"),
+    "generation",  # the garbage collector's 0, 1 or 2
     *("route", "method", "status"),  # a route template (or "other"), a usual HTTP method (or "other"), "2xx"
 }
 # What a node exports of the relays, read from their heartbeats in Redis (what /readyz judges).
@@ -89,6 +90,7 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert value(text, "gateway_event_loop_lag_seconds_count") >= 1
     assert value(text, "gateway_admission_rate") > 0
     assert value(text, "gateway_handshakes_refused_total") == 0
+    assert value(text, 'gateway_gc_pause_seconds_count{generation="0"}') >= 1  # the collector's passes, timed
     requests = {
         (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
         for s in samples(text)
