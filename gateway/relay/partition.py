@@ -22,7 +22,7 @@ from ..core.eta import WorkSnapshot
 from ..core.finish import Wave
 from ..store import outbox, partitions, waves
 from ..store.outbox import OutboxReader, ReadResult
-from .cycle import PublishCycle
+from .cycle import RelayCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
 from .metrics import PartitionFigures
@@ -102,7 +102,7 @@ class PartitionRelay:
                 sum(len(t.trajectories) for t in core.aggregates.teams.values()),
                 reader.position,
             )
-            cycle = PublishCycle(
+            cycle = RelayCycle(
                 db,
                 reader,
                 core,
@@ -123,7 +123,7 @@ class PartitionRelay:
             self.figures.stopped()
             db.terminate()
 
-    async def _loop(self, cycle: PublishCycle, pacer: Pacer) -> None:
+    async def _loop(self, cycle: RelayCycle, pacer: Pacer) -> None:
         process, reader = self.process, cycle.reader
         watch = HoldBackWatch(reader, self.figures)
         heartbeat = Heartbeat(self._write_stats, self.figures)
