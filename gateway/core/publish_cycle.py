@@ -41,7 +41,6 @@ epoch cannot go on, and a successor takes over with an epoch of its own.
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,8 +52,6 @@ from .batching import Batcher, Publication
 from .finish import Finish
 from .submission import SubmissionRow
 from .team import ClusterStats, Presence
-
-log = logging.getLogger(__name__)
 
 BUS_CHECK_EVERY = 1.0  # seconds between checks that the bus still holds what this relay published
 FIRST_DELAY = 0.05  # seconds before a failed publish is tried again; doubled at each try, up to MAX_DELAY
@@ -456,7 +453,6 @@ class PublishCycle:
     def _refill(self, now: float) -> Action:
         """The bus lost what this relay published (it restarted empty, or failed over to a replica behind the old
         primary): the fence is up again, so send every team's whole state with the cycle's messages."""
-        log.warning("the bus lost what this relay published (a restart or a failover); sending every team's state")
         core = self.core
         core.mark_all_dirty()
         self._publications += core.take_team_publications(now)

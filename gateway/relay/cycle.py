@@ -214,7 +214,9 @@ class RelayCycle:
         raise AssertionError(f"an action the relay does not know: {action!r}")
 
     async def _raise_fence(self) -> None:
-        """Fence again, and take the bus's relay cursor as it is (the bus lost what this relay published)."""
+        """The bus lost what this relay published (it restarted empty, or failed over to a replica behind the old
+        primary): fence again, and take the bus's relay cursor as it is; every team's whole state goes out next."""
+        log.warning("the bus lost what this relay published (a restart or a failover); sending every team's state")
         await self.publisher.take_over()
         await self.publisher.relay_cursor()
 
