@@ -58,9 +58,10 @@ from gateway.core.team import Presence
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 TEAMS = {1: (10, 11), 2: (20,)}  # team -> its trajectories
-JOBS = {i: (10, 11, 20)[i % 3] for i in range(1, 7)}  # job -> its trajectory
+JOBS = {1: 10, 2: 10, 3: 11, 4: 11, 5: 20}  # job -> its trajectory (20 has one: its waves finish often)
 TEAM_OF = {t: team for team, trajectories in TEAMS.items() for t in trajectories}
 NEXT_STATUS = {None: "queued", "queued": "running", "running": "completed", "completed": "queued"}
+SETTLE = 0.05  # a wave finishes this long after its trajectory's last active job (short: waves finish often)
 # What each try on the bus does: goes out; never reaches it; goes out but its answer is lost; is refused whole.
 OUTCOMES = ("ok", "lost", "answer_lost", "refused")
 
@@ -86,12 +87,17 @@ class ModelBus:
         self.state = BusState()
         self.replica = BusState()  # a replica that stopped receiving at some point
         self.accepted: list[tuple[int, str, int, bytes]] = []  # (epoch, channel, seq, message) as taken
+        self.markers_set: set[str] = set()  # every finish marker the bus ever took
 
     def behind(self, expected: str | None) -> bool:
         s = self.state
         return s.fence is None or (expected is not None and s.cursor != expected)
 
-    def publish(self, epoch: int, publications: list[Publication], cursor: str | None, expected: str | None) -> str:
+    def publish(
+        self, epoch: int, publications: list[Publication], cursor: str | None, expected: str | None, kept: bool
+    ) -> str:
+        """The script's answer; `kept`: the bus kept everything since the relay's epoch began (then a channel's
+        first message in the epoch continues the sequence of the relay before it)."""
         s = self.state
         if (s.fence or 0) > epoch:
             return "fenced"
@@ -101,10 +107,13 @@ class ModelBus:
             at = s.positions.get(p.channel)
             if at is not None and at[0] == epoch and at[1] >= p.seq:
                 continue  # went out with an earlier try of the cycle
+            if kept and at is not None and at[0] != epoch:
+                assert p.seq == at[1] + 1, f"{p.channel}: epoch {epoch} starts at {p.seq}, after {at}"
             s.positions[p.channel] = (epoch, p.seq)
             self.accepted.append((epoch, p.channel, p.seq, p.msgpack))
             if p.marker is not None:
                 s.markers.add(p.marker)
+                self.markers_set.add(p.marker)
         if cursor is not None:
             s.cursor = cursor
         return "ok"
@@ -149,12 +158,12 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         self.jobs: dict[int, Job] = {}
         self.announced: list[MembershipChange] = []
         self.waves: dict[tuple[int, int], bool] = {}  # the database's waves: open or closed
-        self.any_data_lost = False
+        self.lost_markers: set[str] = set()  # finish markers a restart or a failover lost
         self.relay = self._take_over(1)
 
     # -- the world
 
-    @rule(job_id=st.sampled_from(sorted(JOBS)))
+    @rule(job_id=st.sampled_from([1, 2, 3, 4, 5, 5, 5]))  # most often the job alone on its trajectory
     def commit(self, job_id: int) -> None:
         """A job moves on (a new job first): its row in the outbox."""
         old = self.jobs.get(job_id)
@@ -187,8 +196,9 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
 
     @rule()
     def bus_restarts_empty(self) -> None:
+        self.lost_markers |= self.bus.state.markers
         self.bus.state = BusState()
-        self.relay.lost_data = self.any_data_lost = True
+        self.relay.lost_data = True
 
     @rule()
     def replica_stops_receiving(self) -> None:
@@ -196,8 +206,9 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
 
     @rule()
     def bus_fails_over_to_the_replica(self) -> None:
+        self.lost_markers |= self.bus.state.markers - self.bus.replica.markers
         self.bus.state, self.bus.replica = self.bus.replica, copy.deepcopy(self.bus.replica)
-        self.relay.lost_data = self.any_data_lost = True
+        self.relay.lost_data = True
 
     @rule()
     def a_newer_relay_raises_the_fence(self) -> None:
@@ -215,9 +226,19 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         read=st.booleans(),
         extras=st.booleans(),
         plan=st.lists(st.sampled_from(OUTCOMES + ("lock_lost",)), max_size=5),
+        dies_before_recording=st.booleans(),
     )
-    def cycle(self, read: bool, extras: bool, plan: list[str]) -> None:
-        self._cycle(read, extras, plan)
+    def cycle(self, read: bool, extras: bool, plan: list[str], dies_before_recording: bool) -> None:
+        """A cycle; `plan`: what its tries on the bus do in turn (then they go out), "lock_lost" at a proof of
+        the lock; `dies_before_recording`: the relay dies between publishing finishes and recording them."""
+        self._cycle(read, extras, plan, dies_before_recording)
+
+    @precondition(lambda self: not self.relay.machine.ended)
+    @rule(dies_before_recording=st.booleans())
+    def quiet_cycle(self, dies_before_recording: bool) -> None:
+        """A cycle that reads what was committed and goes out at the first try, a moment after the last."""
+        self.now += 0.1
+        self._cycle(True, False, [], dies_before_recording)
 
     @precondition(lambda self: not self.relay.machine.ended)
     @rule(plan=st.lists(st.sampled_from(OUTCOMES), max_size=3))
@@ -229,7 +250,7 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         if plan and plan[0] != "ok":
             return  # the next publish, or the next check, finds out
         if relay.machine.bus_checked(self.bus.behind(relay.expected)):
-            self._run(relay.machine.start(self.now, self._wall(), None), plan[1:])
+            self._run(relay.machine.start(self.now, self._wall(), None), plan[1:], None)
 
     # -- what must hold
 
@@ -264,10 +285,12 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         relay = self.relay
         if relay.machine.ended or (self.bus.state.fence or 0) > relay.epoch:
             relay = self.relay = self._take_over(max(relay.epoch, self.bus.state.fence or 0) + 1)
-        for _ in range(6):
+        for _ in range(6):  # the relay's loop: a cycle, then whether the bus still holds what it published
             self.now += 1.0
             self._cycle(read=True, extras=False, plan=[])
-        assert index_of(self.bus.state.cursor) == len(self.outbox)
+            self.check_bus([])
+        if not relay.lost_data:  # else the bus's cursor is as the bus kept it, until the next change read
+            assert index_of(self.bus.state.cursor) == relay.read_up_to == len(self.outbox)
         latest: dict[int, int] = {}
         summaries: dict[str, Summary] = {}
         for epoch, channel, _, message in self.bus.accepted:
@@ -292,15 +315,20 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         for team_id, team in truth.aggregates.teams.items():
             if team.counts.total():
                 assert summaries[f"team:{team_id}"].counts == team.counts
+        for (t, number), is_open in self.waves.items():
+            traj = truth.aggregates.trajectory(t)
+            if is_open and marker(t, number) in self.bus.markers_set and traj is not None and traj.active() == 0:
+                raise AssertionError(f"wave {number} of {t} published and still open")
         announced = [c for c in self.outbox[relay.started_at :] if isinstance(c, MembershipChange)]
         assert self.announced[len(self.announced) - len(announced) :] == announced
-        if not self.any_data_lost:  # else a marker may be gone with the rest: a successor may finish it again
-            notices = [
-                (n.trajectory_id, n.wave)
-                for _, channel, _, message in self.bus.accepted
-                if channel.startswith("trajectory:") and isinstance(n := decode_server(message, "msgpack"), Notice)
-            ]
-            assert len(notices) == len(set(notices)), f"a finish published twice: {notices}"
+        notices = [
+            (n.trajectory_id, n.wave)
+            for _, channel, _, message in self.bus.accepted
+            if channel.startswith("trajectory:") and isinstance(n := decode_server(message, "msgpack"), Notice)
+        ]
+        for t, number in set(notices):  # a finish whose marker the bus lost may be finished again, not another
+            twice = notices.count((t, number)) > 1
+            assert not twice or marker(t, number) in self.lost_markers, f"finish {number} of {t} published twice"
 
     # -- the relay's side, as gateway.relay.partition and gateway.relay.cycle do it
 
@@ -313,7 +341,7 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
             for t in trajectories:
                 snapshot.add_trajectory(t, team_id, f"T{t}")
         snapshot.apply(self.outbox)
-        core = Batcher(epoch, settle=0.5)
+        core = Batcher(epoch, settle=SETTLE)
         core.load([t for team in snapshot.aggregates.teams.values() for t in team.trajectories.values()])
         last: dict[int, tuple[int, bool]] = {}
         for (t, number), is_open in sorted(self.waves.items()):
@@ -328,7 +356,7 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         start = index_of(self.bus.state.cursor)
         return Relay(epoch, PublishCycle(core, marker), start, start, len(self.outbox), self.bus.state.cursor)
 
-    def _cycle(self, read: bool, extras: bool, plan: list[str]) -> None:
+    def _cycle(self, read: bool, extras: bool, plan: list[str], dies_before_recording: bool = False) -> None:
         relay = self.relay
         cursor = None
         if read and relay.read_up_to < len(self.outbox):
@@ -343,22 +371,26 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
             for t, number, _ in core.finishes.take_started():
                 self.waves[(t, number)] = True
             cursor = cursor_at(relay.read_up_to)
-        self._run(relay.machine.start(self.now, self._wall(), cursor, extras), plan)
+        self._run(relay.machine.start(self.now, self._wall(), cursor, extras), plan, cursor, dies_before_recording)
 
-    def _run(self, action: Action, plan: list[str]) -> None:
+    def _run(self, action: Action, plan: list[str], cursor: str | None, dies_before_recording: bool = False) -> None:
         machine = self.relay.machine
         plan = list(plan)
-        found_behind = False  # since the last raise of the fence, the bus was found behind
-        cycle_cursor: str | None = None
+        found_behind = machine.behind  # since the last raise of the fence, the bus was found behind
         for _ in range(1000):
             if action is DONE:
-                if cycle_cursor is not None:
-                    assert self.bus.state.cursor == cycle_cursor, "a cycle ended without its cursor on the bus"
+                if cursor is not None:
+                    assert self.bus.state.cursor == cursor, "a cycle ended without its cursor on the bus"
                 return
+            if isinstance(action, RaiseFence):
+                assert found_behind, "the fence raised again with no bus found behind"
             if isinstance(action, Publish):
-                cycle_cursor = action.cursor
+                assert action.cursor == cursor, "a try without the cycle's cursor"
                 assert not found_behind, "published to a bus found behind before the fence went up again"
             try:
+                if dies_before_recording and isinstance(action, RecordClosed):
+                    event("died between publishing a finish and recording it")
+                    raise LockLost()
                 answer = self._perform(action, plan)
             except LockLost:
                 event("the lock lost")
@@ -389,7 +421,10 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
         relay, bus = self.relay, self.bus
         match action:
             case ReadMarkers(markers):
-                return MarkersRead({m for m in markers if m in bus.state.markers})
+                published = {m for m in markers if m in bus.state.markers}
+                if published:
+                    event("a finish found already published")
+                return MarkersRead(published)
             case CollectExtras():
                 return ExtrasCollected([(2, Presence(online=int(self.now) % 3, members=3, users=[]))])
             case ReadSeqs(channels):
@@ -423,7 +458,7 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
                 if outcome in ("lost", "refused", "lock_lost"):
                     return Failed(ConnectionError(outcome))
                 every_team = getattr(self, "_expect_every_team", False)
-                result = bus.publish(relay.epoch, publications, cursor, relay.expected)
+                result = bus.publish(relay.epoch, publications, cursor, relay.expected, not relay.lost_data)
                 if result == "fenced":
                     return None
                 if result == "behind":
