@@ -5,7 +5,8 @@ at a time, the holder of its advisory lock. With one partition, one relay proces
 stand by on the lock. With several, the live relay processes share them out (gateway.relay.ownership).
 
 The parts: `ownership` (locks, standing by, sharing), `partition` (a takeover and its loop), `cycle` (read,
-fold, publish), `pacing` (when to read again), `maintenance` (heartbeat, held-back watch, pruning, sweeps).
+fold, then carry out the publish machine of gateway.core.publish_cycle), `pacing` (when to read again),
+`maintenance` (heartbeat, held-back watch, pruning, sweeps).
 """
 
 from __future__ import annotations
