@@ -6,7 +6,8 @@ to this epoch, publish the cycle's messages with the outbox cursor they reach, w
 is away, raise the fence again and send every team's whole state when the bus lost what this relay published.
 It never awaits and never reads a clock (`now` is passed in); the batcher (gateway.core.batching) makes the
 messages. Retrying a read, cutting a call off at the relay's patience and telling a refusal from a lost link are
-the relay's: the machine sees a read's answer, or that a publish failed.
+the relay's: the machine sees a read's answer, or that a publish failed. The actions and events are typed
+(gateway.core.cycle_actions).
 
 A cycle's messages are taken from the batcher once and sent as they are until they go out: a retry sends the
 same messages (the bus skips what already went out), so each channel's sequence stays contiguous.
@@ -22,7 +23,8 @@ same messages (the bus skips what already went out), so each channel's sequence 
 | ...          | otherwise                   | ProveLock(retry=False)                         | PROVING      |
 | PROVING      | LockProved, bus behind      | RaiseFence                                     | REFILLING    |
 | PROVING      | LockProved                  | Publish(publications, cursor)                  | PUBLISHING   |
-| REFILLING    | FenceRaised(now)            | (every team's state added) SaveRows / Publish  | PUBLISHING   |
+| REFILLING    | FenceRaised(now)            | (every team's state added) Publish             | PUBLISHING   |
+| REFILLING    | FenceRaised(now), rows      | SaveRows(rows), then Saved: Publish            | REFILL_ROWS  |
 | REFILLING    | Failed                      | Wait(delay)                                    | WAITING      |
 | PUBLISHING   | Published                   | RecordClosed(waves) / Announce / Done          | RECORDING... |
 | PUBLISHING   | Behind, Failed              | Wait(delay): 50 ms, doubling up to 2 s         | WAITING      |
@@ -42,23 +44,48 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import msgspec
 
 from . import channels
 from .aggregate import MembershipChange
 from .batching import Batcher, Publication
+from .cycle_actions import (
+    CHECK_BUS,
+    COLLECT_EXTRAS,
+    DONE,
+    FIRST_PROOF,
+    RAISE_FENCE,
+    RETRY_PROOF,
+    Action,
+    Announce,
+    Announced,
+    Behind,
+    BusChecked,
+    Event,
+    Extra,
+    ExtrasCollected,
+    Failed,
+    FenceRaised,
+    LockProved,
+    MarkersRead,
+    Publish,
+    Published,
+    ReadMarkers,
+    ReadSeqs,
+    RecordClosed,
+    Recorded,
+    Saved,
+    SaveRows,
+    SeqsRead,
+    Wait,
+    Waited,
+)
 from .finish import Finish
-from .submission import SubmissionRow
-from .team import ClusterStats, Presence
 
 BUS_CHECK_EVERY = 1.0  # seconds between checks that the bus still holds what this relay published
 FIRST_DELAY = 0.05  # seconds before a failed publish is tried again; doubled at each try, up to MAX_DELAY
 MAX_DELAY = 2.0
-
-Extra = tuple[int, Presence | ClusterStats]
-Row = tuple[int, SubmissionRow, bytes]
 
 _announcement = msgspec.json.Encoder()
 
@@ -83,198 +110,6 @@ class Step(enum.IntEnum):
 
 class InvalidEvent(RuntimeError):
     """An event the current step does not take (a bug in the relay)."""
-
-
-# -- actions: what the relay performs, and the event it answers with
-
-
-@dataclass(frozen=True, slots=True)
-class ReadMarkers:
-    """Which of these once-only finish markers some relay has published already; answer `MarkersRead`."""
-
-    markers: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class CollectExtras:
-    """Presence and cluster figures that changed (best effort: none on failure); answer `ExtrasCollected`."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReadSeqs:
-    """The last sequence published on each channel by any relay (0: none), retried until read; answer `SeqsRead`."""
-
-    channels: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class SaveRows:
-    """Save these submission rows in PostgreSQL (before the messages carrying them go out); answer `Saved`."""
-
-    rows: list[Row]
-
-
-@dataclass(frozen=True, slots=True)
-class ProveLock:
-    """Prove the partition's lock is still held; answer `LockProved`. Not `retry`: the cycle's first try, from
-    which the relay's patience with the bus runs."""
-
-    retry: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RaiseFence:
-    """Raise the partition's fence to this epoch again and take the bus's relay cursor as it is; answer
-    `FenceRaised(now)` or `Failed`."""
-
-
-@dataclass(frozen=True, slots=True)
-class Publish:
-    """Publish these messages with the outbox cursor they reach (None: no new read), in one fenced call; answer
-    `Published`, `Behind` (the bus refused: it holds another relay cursor) or `Failed`."""
-
-    publications: list[Publication]
-    cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    """Sleep this long before trying again; answer `Waited`."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class CheckBus:
-    """Whether the bus lost what this relay published; answer `BusChecked` (or `Failed`: taken as not)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecordClosed:
-    """These waves' finishes went out: record them closed; answer `Recorded`."""
-
-    waves: list[tuple[int, int]]
-
-
-@dataclass(frozen=True, slots=True)
-class Announce:
-    """Send this membership (or ownership) announcement to every node, retried until sent; answer `Announced`."""
-
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """The cycle is over."""
-
-
-Action = (
-    ReadMarkers
-    | CollectExtras
-    | ReadSeqs
-    | SaveRows
-    | ProveLock
-    | RaiseFence
-    | Publish
-    | Wait
-    | CheckBus
-    | RecordClosed
-    | Announce
-    | Done
-)
-
-# -- events: what performing an action gave
-
-
-@dataclass(frozen=True, slots=True)
-class MarkersRead:
-    published: set[str]
-
-
-@dataclass(frozen=True, slots=True)
-class ExtrasCollected:
-    extras: list[Extra]
-
-
-@dataclass(frozen=True, slots=True)
-class SeqsRead:
-    seqs: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class LockProved:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class FenceRaised:
-    now: float  # the relay's monotonic clock once the bus answered: the teams' state is sent as of then
-
-
-@dataclass(frozen=True, slots=True)
-class Published:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Behind:
-    """The bus no longer holds what this relay published (a restart, a failover to a replica behind)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """The bus did not take the call (away, refusing, cut off): what was sent is kept for the next try."""
-
-    error: BaseException
-
-
-@dataclass(frozen=True, slots=True)
-class Waited:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class BusChecked:
-    behind: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Announced:
-    pass
-
-
-Event = (
-    MarkersRead
-    | ExtrasCollected
-    | SeqsRead
-    | Saved
-    | LockProved
-    | FenceRaised
-    | Published
-    | Behind
-    | Failed
-    | Waited
-    | BusChecked
-    | Recorded
-    | Announced
-)
-
-# The actions and events without fields, made once: a cycle allocates none of them.
-COLLECT_EXTRAS, RAISE_FENCE, CHECK_BUS, DONE = CollectExtras(), RaiseFence(), CheckBus(), Done()
-FIRST_PROOF, RETRY_PROOF = ProveLock(retry=False), ProveLock(retry=True)
-SAVED, LOCK_PROVED, PUBLISHED, BEHIND = Saved(), LockProved(), Published(), Behind()
-WAITED, RECORDED, ANNOUNCED = Waited(), Recorded(), Announced()
-NOT_BEHIND, FOUND_BEHIND = BusChecked(False), BusChecked(True)
 
 
 class PublishCycle:

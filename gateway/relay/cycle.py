@@ -24,7 +24,7 @@ from redis.exceptions import RedisError, ResponseError
 from ..bus.publisher import BusBehind, Fenced, PartitionPublisher
 from ..core.aggregate import AnyChange, Change
 from ..core.batching import Batcher
-from ..core.publish_cycle import (
+from ..core.cycle_actions import (
     ANNOUNCED,
     BEHIND,
     DONE,
@@ -46,7 +46,6 @@ from ..core.publish_cycle import (
     MarkersRead,
     ProveLock,
     Publish,
-    PublishCycle,
     RaiseFence,
     ReadMarkers,
     ReadSeqs,
@@ -55,6 +54,7 @@ from ..core.publish_cycle import (
     SeqsRead,
     Wait,
 )
+from ..core.publish_cycle import PublishCycle
 from ..core.team import ClusterStats, Presence
 from ..store import outbox, submission_rows, waves
 from ..store.joint_reads import JointReads
@@ -133,9 +133,9 @@ class RelayCycle:
 
     async def check_bus(self, now: float) -> None:
         """At each turn of the relay's loop, at most every second (gateway.core.publish_cycle.BUS_CHECK_EVERY):
-        whether the bus still holds what this relay published. A publish finds out by itself (BusBehind); this finds out for a partition with
-        nothing to publish, whose teams' stored state would otherwise stay what the bus kept until their next
-        change."""
+        whether the bus still holds what this relay published. A publish finds out by itself (BusBehind); this
+        finds out for a partition with nothing to publish, whose teams' stored state would otherwise stay what
+        the bus kept until their next change."""
         machine = self.machine
         if not machine.bus_check_due(now):
             return

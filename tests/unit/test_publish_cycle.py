@@ -9,9 +9,7 @@ import pytest
 
 from gateway.core.aggregate import Change, MembershipChange
 from gateway.core.batching import Batcher, Publication
-from gateway.core.model import Job
-from gateway.core.protocol import Batch, Notice, PresenceUpdate, Summary, decode_server
-from gateway.core.publish_cycle import (
+from gateway.core.cycle_actions import (
     ANNOUNCED,
     BEHIND,
     CHECK_BUS,
@@ -30,17 +28,17 @@ from gateway.core.publish_cycle import (
     ExtrasCollected,
     Failed,
     FenceRaised,
-    InvalidEvent,
     MarkersRead,
     Publish,
-    PublishCycle,
     ReadMarkers,
     ReadSeqs,
     RecordClosed,
     SeqsRead,
-    Step,
     Wait,
 )
+from gateway.core.model import Job
+from gateway.core.protocol import Batch, Notice, PresenceUpdate, Summary, decode_server
+from gateway.core.publish_cycle import InvalidEvent, PublishCycle, Step
 from gateway.core.team import Presence
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -19,10 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from gateway.core.aggregate import AnyChange, Change, MembershipChange
 from gateway.core.batching import Batcher, Publication
-from gateway.core.finish import Wave
-from gateway.core.model import Job
-from gateway.core.protocol import Batch, Notice, Summary, decode_server
-from gateway.core.publish_cycle import (
+from gateway.core.cycle_actions import (
     ANNOUNCED,
     BEHIND,
     DONE,
@@ -41,11 +38,9 @@ from gateway.core.publish_cycle import (
     ExtrasCollected,
     Failed,
     FenceRaised,
-    InvalidEvent,
     MarkersRead,
     ProveLock,
     Publish,
-    PublishCycle,
     RaiseFence,
     ReadMarkers,
     ReadSeqs,
@@ -54,6 +49,10 @@ from gateway.core.publish_cycle import (
     SeqsRead,
     Wait,
 )
+from gateway.core.finish import Wave
+from gateway.core.model import Job
+from gateway.core.protocol import Batch, Notice, Summary, decode_server
+from gateway.core.publish_cycle import InvalidEvent, PublishCycle
 from gateway.core.team import Presence
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
