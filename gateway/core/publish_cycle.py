@@ -108,6 +108,27 @@ class Step(enum.IntEnum):
     ENDED = 14  # fenced out or cut short: nothing more in this epoch
 
 
+# The steps by their names: a member read through its enum class costs 80 ns on Python 3.11, and every cycle
+# reads several.
+(
+    IDLE,
+    MARKERS,
+    EXTRAS,
+    SEQS,
+    ROWS,
+    PROVING,
+    REFILLING,
+    REFILL_ROWS,
+    PUBLISHING,
+    WAITING,
+    REPROVING,
+    CHECKING,
+    RECORDING,
+    ANNOUNCING,
+    ENDED,
+) = Step
+
+
 class InvalidEvent(RuntimeError):
     """An event the current step does not take (a bug in the relay)."""
 
@@ -119,7 +140,7 @@ class PublishCycle:
         self.core = core
         self.marker = marker  # the bus's name of a wave's once-only finish marker
         self.behind = False  # the bus lost what this relay published: send every team's whole state again
-        self._step = Step.IDLE
+        self._step = IDLE
         self._bus_checked_at = 0.0
         self._reset()
 
@@ -141,12 +162,12 @@ class PublishCycle:
 
     @property
     def ended(self) -> bool:
-        return self._step is Step.ENDED
+        return self._step is ENDED
 
     def start(self, now: float, wall: float, cursor: str | None, extras_due: bool = False) -> Action:
         """A cycle at `now` (monotonic; `wall`: the Unix clock, for the estimates of time left), publishing up
         to the outbox `cursor` (None: nothing new read); `extras_due`: presence and cluster figures to collect."""
-        if self._step is not Step.IDLE:
+        if self._step is not IDLE:
             raise InvalidEvent(f"publish cycle is {self._step.name.lower()}, expected idle")
         self._now, self._wall, self._cursor, self._extras_due = now, wall, cursor, extras_due
         finishes = self.core.take_finishes(now)
@@ -154,14 +175,14 @@ class PublishCycle:
             marker = self.marker
             self._finishes = finishes
             self._markers = {(f.trajectory_id, f.wave): marker(f.trajectory_id, f.wave) for f in finishes}
-            self._step = Step.MARKERS
+            self._step = MARKERS
             return ReadMarkers(list(self._markers.values()))
         return self._after_markers()
 
     def feed(self, event: Event) -> Action:
         """What performing the last action gave; answers the next action."""
         step = self._step
-        if step is Step.PUBLISHING:
+        if step is PUBLISHING:
             if isinstance(event, Published):
                 return self._after_publish()
             if isinstance(event, Behind):
@@ -169,44 +190,44 @@ class PublishCycle:
                 return self._wait()
             if isinstance(event, Failed):
                 return self._wait()
-        elif step is Step.MARKERS and isinstance(event, MarkersRead):
+        elif step is MARKERS and isinstance(event, MarkersRead):
             # A predecessor may have published a finish before it could record it: never twice.
             published, markers = event.published, self._markers
             self._finishes = [f for f in self._finishes if markers[(f.trajectory_id, f.wave)] not in published]
             return self._after_markers()
-        elif step is Step.EXTRAS and isinstance(event, ExtrasCollected):
+        elif step is EXTRAS and isinstance(event, ExtrasCollected):
             self._extras = event.extras
             return self._after_extras()
-        elif step is Step.SEQS and isinstance(event, SeqsRead):
+        elif step is SEQS and isinstance(event, SeqsRead):
             self.core.set_seqs(event.seqs)
             return self._compose()
-        elif step is Step.ROWS and isinstance(event, Saved):
+        elif step is ROWS and isinstance(event, Saved):
             return self._after_rows()
-        elif step is Step.PROVING and isinstance(event, LockProved):
+        elif step is PROVING and isinstance(event, LockProved):
             return self._attempt()
-        elif step is Step.REFILLING:
+        elif step is REFILLING:
             if isinstance(event, FenceRaised):
                 return self._refill(event.now)
             if isinstance(event, Failed):
                 return self._wait()
-        elif step is Step.REFILL_ROWS and isinstance(event, Saved):
+        elif step is REFILL_ROWS and isinstance(event, Saved):
             return self._publish()
-        elif step is Step.WAITING and isinstance(event, Waited):
+        elif step is WAITING and isinstance(event, Waited):
             self._delay = min(self._delay * 2, MAX_DELAY)
-            self._step = Step.REPROVING
+            self._step = REPROVING
             return RETRY_PROOF
-        elif step is Step.REPROVING and isinstance(event, LockProved):
-            self._step = Step.CHECKING
+        elif step is REPROVING and isinstance(event, LockProved):
+            self._step = CHECKING
             return CHECK_BUS
-        elif step is Step.CHECKING:
+        elif step is CHECKING:
             if isinstance(event, BusChecked):
                 self.behind = self.behind or event.behind
                 return self._attempt()
             if isinstance(event, Failed):
                 return self._attempt()  # the next try finds out
-        elif step is Step.RECORDING and isinstance(event, Recorded):
+        elif step is RECORDING and isinstance(event, Recorded):
             return self._announce_changes()
-        elif step is Step.ANNOUNCING and isinstance(event, Announced):
+        elif step is ANNOUNCING and isinstance(event, Announced):
             return self._announce()
         raise InvalidEvent(f"publish cycle is {step.name.lower()}: it does not take {type(event).__name__}")
 
@@ -216,7 +237,7 @@ class PublishCycle:
 
     def abandon(self) -> None:
         """The cycle was cut short (the lock lost, the bus out of reach, the task cancelled): this epoch ends."""
-        if self._step is not Step.IDLE:
+        if self._step is not IDLE:
             self._end()
 
     def bus_check_due(self, now: float) -> bool:
@@ -236,7 +257,7 @@ class PublishCycle:
 
     def _after_markers(self) -> Action:
         if self._extras_due:
-            self._step = Step.EXTRAS
+            self._step = EXTRAS
             return COLLECT_EXTRAS
         return self._after_extras()
 
@@ -249,7 +270,7 @@ class PublishCycle:
             teams = {channels.team(t) for t, _ in self._extras}
             missing += [c for c in teams if c not in missing and not core.knows_seq(c)]
         if missing:
-            self._step = Step.SEQS
+            self._step = SEQS
             return ReadSeqs(missing)
         return self._compose()
 
@@ -265,24 +286,24 @@ class PublishCycle:
         self._publications = publications
         rows = core.submissions.take_to_save()
         if rows:  # saved before they go out: a window read after a row's delta arrived is never older than it
-            self._step = Step.ROWS
+            self._step = ROWS
             return SaveRows(rows)
         return self._after_rows()
 
     def _after_rows(self) -> Action:
         if not self._publications and self._cursor is None and not self.behind:
             return self._after_publish()
-        self._step = Step.PROVING
+        self._step = PROVING
         return FIRST_PROOF
 
     def _attempt(self) -> Action:
         if self.behind:
-            self._step = Step.REFILLING
+            self._step = REFILLING
             return RAISE_FENCE
         return self._publish()
 
     def _publish(self) -> Action:
-        self._step = Step.PUBLISHING
+        self._step = PUBLISHING
         return Publish(self._publications, self._cursor)
 
     def _refill(self, now: float) -> Action:
@@ -294,18 +315,18 @@ class PublishCycle:
         self.behind = False
         rows = core.submissions.take_to_save()
         if rows:
-            self._step = Step.REFILL_ROWS
+            self._step = REFILL_ROWS
             return SaveRows(rows)
         return self._publish()
 
     def _wait(self) -> Action:
-        self._step = Step.WAITING
+        self._step = WAITING
         return Wait(self._delay)
 
     def _after_publish(self) -> Action:
         """Published first, recorded second: a crash between is caught by the finishes' markers on the bus."""
         if self._markers:
-            self._step = Step.RECORDING
+            self._step = RECORDING
             return RecordClosed(list(self._markers))
         return self._announce_changes()
 
@@ -321,12 +342,12 @@ class PublishCycle:
 
     def _announce(self) -> Action:
         if self._announcements:
-            self._step = Step.ANNOUNCING
+            self._step = ANNOUNCING
             return Announce(self._announcements.pop(0))
         self._reset()
-        self._step = Step.IDLE
+        self._step = IDLE
         return DONE
 
     def _end(self) -> None:
-        self._step = Step.ENDED
+        self._step = ENDED
         self._reset()
