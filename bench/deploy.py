@@ -92,11 +92,13 @@ class Stage:
     logdir: Path
     relay: Process
     ports: list[int]
+    health_ports: list[int]  # each node's GATEWAY_HEALTH_PORT: HAProxy's checks and the /healthz probe go there
     nodes: list[Process] = field(default_factory=list)
     balancers: list[HAProxy] = field(default_factory=list)
 
     async def start_node(self, slot: int, name: str) -> Process:
-        node = spawn(name, ["serve", "--port", str(self.ports[slot])], self.env, self.logdir, self.ports[slot])
+        env = {**self.env, "GATEWAY_HEALTH_PORT": str(self.health_ports[slot])}  # HAProxy checks it there
+        node = spawn(name, ["serve", "--port", str(self.ports[slot])], env, self.logdir, self.ports[slot])
         try:
             await asyncio.to_thread(wait_http, node)
         except BaseException:
@@ -158,14 +160,18 @@ async def start_stage(workdir: Path, size: Size, progress: Progress, logdir: Pat
     env.pop("GATEWAY_RESTART_SPREAD_SECONDS", None)  # the node's defaults, as deployed
     # The relay logs little, and says "relay active" at INFO.
     relay = spawn("relay", ["relay"], {**env, "GATEWAY_LOG_LEVEL": "INFO"}, logdir)
-    stage = Stage(infra, pool, jobs, markers, env, logdir, relay, [free_port(), free_port()])
+    stage = Stage(
+        infra, pool, jobs, markers, env, logdir, relay, [free_port(), free_port()], [free_port(), free_port()]
+    )
     try:
         for slot in range(2):
             stage.nodes.append(await stage.start_node(slot, f"node{slot}"))
         await relay_active(relay)
         count = balancers_needed(size.subscribers)
         each = math.ceil(size.subscribers / count)
-        targets = [Node(f"node{slot}", f"127.0.0.1:{port}") for slot, port in enumerate(stage.ports)]
+        targets = [
+            Node(f"node{slot}", f"127.0.0.1:{port}", stage.health_ports[slot]) for slot, port in enumerate(stage.ports)
+        ]
         for i in range(count):
             balancer = HAProxy(workdir, f"haproxy{i}", free_port(), targets, each + 100, HOST)
             stage.balancers.append(balancer)
@@ -252,7 +258,7 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
     node, other = stage.nodes[slot], stage.nodes[1 - slot]
     await fleet.reset_stats()
     writer, load = start_load(stage, size)
-    probe = HealthProbe(other.http)
+    probe = HealthProbe(f"http://127.0.0.1:{stage.health_ports[1 - slot]}")  # where HAProxy checks it
     try:
         await asyncio.sleep(size.before)
         on_node, on_other = await connections(node), await connections(other)

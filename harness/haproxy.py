@@ -29,6 +29,7 @@ INTER, FASTINTER, FALL, RISE = 2.0, 1.0, 3, 2
 class Node:
     name: str
     address: str  # host:port
+    check_port: int = 0  # the node's GATEWAY_HEALTH_PORT, where the checks go (0: its address's port)
 
 
 def render(
@@ -45,7 +46,9 @@ def render(
     """An HAProxy configuration (2.2 or later) for gateway nodes: websockets pass through as tunnels, /readyz
     decides which nodes get new connections, a node's established sessions stay until the node closes them.
     `host`: a name the nodes answer for (GATEWAY_HOSTS), sent in the health check's Host header."""
-    servers = "\n".join(f"    server {n.name} {n.address} check" for n in nodes)
+    servers = "\n".join(
+        f"    server {n.name} {n.address} check" + (f" port {n.check_port}" if n.check_port else "") for n in nodes
+    )
     return f"""\
 global
     maxconn {maxconn}

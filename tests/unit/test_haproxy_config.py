@@ -11,7 +11,9 @@ import pytest
 from harness.haproxy import Node, check_config, installed, render
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = render(":80", [Node("node0", "10.0.0.11:8000"), Node("node1", "10.0.0.12:8000")], 20000, "jobs.example.org")
+# The checks go to each node's GATEWAY_HEALTH_PORT (8001), not behind a reconnect storm's queue on 8000.
+NODES = [Node("node0", "10.0.0.11:8000", 8001), Node("node1", "10.0.0.12:8000", 8001)]
+EXAMPLE = render(":80", NODES, 20000, "jobs.example.org")
 
 
 def test_the_documented_configuration_is_the_one_the_benchmark_runs() -> None:
