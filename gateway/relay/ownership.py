@@ -23,6 +23,7 @@ from ..store.errors import STORE_UNAVAILABLE
 from .retry import BusOutOfReach
 
 log = logging.getLogger(__name__)
+RECANCEL_AFTER = 0.5  # seconds a cancelled session's work may take to end before it is cancelled again
 
 SHARE_EVERY = 0.5  # how often a relay looks at its share of the partitions
 LOCK_CHECK_TIMEOUT = 2.0
@@ -75,9 +76,14 @@ class HeldLock:
                     await self.prove()
             task.result()
         finally:
-            if not task.done():
+            # Cancel until it is done: on Python 3.11 a cancellation that meets an inner timeout or a call ending
+            # at the same moment can be lost inside the work, which then ran on, holding the lock (a stopped relay
+            # kept it until it was killed, 10 s later).
+            while not task.done():
                 task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                await asyncio.wait({task}, timeout=RECANCEL_AFTER)
+            if not task.cancelled():
+                task.exception()  # retrieved: the work's own error is not what ends this session
 
     def release(self) -> None:
         """End the session, and with it the lock (at once, whatever state the connection is in)."""
