@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import msgspec
 import pytest
 
@@ -36,29 +34,13 @@ from gateway.core.cycle_actions import (
     SeqsRead,
     Wait,
 )
-from gateway.core.model import Job
 from gateway.core.protocol import Batch, Notice, PresenceUpdate, Summary, decode_server
 from gateway.core.publish_cycle import InvalidEvent, PublishCycle, Step
 from gateway.core.team import Presence
+from tests.unit.test_relay_core import T0, job  # the same jobs the batcher's own tests fold
 
-T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 NOW = 1000.0
 WALL = T0.timestamp()
-
-
-def job(id: int, status: str, version: int, trajectory: int = 10, team: int = 1) -> Job:
-    return Job(
-        id=id,
-        team_id=team,
-        trajectory_id=trajectory,
-        cluster_id=1,
-        kind="preprocess",
-        name="Preprocess",
-        status=status,
-        version=version,
-        frame=id,
-        updated_at=T0 + timedelta(seconds=version),
-    )
 
 
 def marker(trajectory_id: int, wave: int) -> str:
