@@ -30,9 +30,8 @@ def _probe_main(url: str, interval: float, pipe: Any) -> None:
         except (OSError, urllib.error.URLError) as exc:
             samples.append((sent, None))
             reason = getattr(exc, "reason", exc)
-            failures[f"{type(reason).__name__}: {reason}"[:120]] = (
-                failures.get(f"{type(reason).__name__}: {reason}"[:120], 0) + 1
-            )
+            why = f"{type(reason).__name__}: {reason}"[:120]
+            failures[why] = failures.get(why, 0) + 1
     pipe.send((samples, failures))
 
 

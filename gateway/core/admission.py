@@ -65,7 +65,7 @@ class Admission:
 
     def retry_after_ms(self, draw: Callable[[], float]) -> int:
         """When a client turned away should come back: jittered over the time the crowd refused lately needs at
-        the current rate (at least a second), `draw()` a uniform number in [0, 1)."""
+        `rate` (at least a second), `draw()` a uniform number in [0, 1)."""
         # At the configured rate, not the current one: halved for a moment by a late loop, the rate soon climbs
         # back, and a crowd told to wait for the lowest rate would come back long after the node could take it.
         # Those who come back too soon are turned away again, which costs the node little.
