@@ -3,8 +3,9 @@
 `Batcher` keeps every team's and trajectory's counts, coalesces a cycle's changes per job (latest version
 wins), detects finished waves and paces the light team channel; what it hands out are `Publication`s, one
 message per channel with its sequence, encoded once per wire format. The relay (gateway.relay) reads the
-outbox, feeds `apply()`, and publishes what `take_*()` returns. It owns the clock: it passes `now` in and
-schedules the next wake-up from `next_due()`.
+outbox and feeds `apply()`; its publish cycle (gateway.core.publish_cycle) takes what `take_*()` returns and
+the relay publishes it. The relay owns the clock: it passes `now` in and schedules the next wake-up from
+`next_due()`.
 
 Its parts: `JobWindows` (gateway.core.windows: each job channel's pace), `Sequences` (each channel's position in the epoch; a message stamped and encoded once),
 `SubmissionRows` (gateway.core.submission_rows: the Submissions page's rows and task counts) and `Events`

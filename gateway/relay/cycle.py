@@ -1,10 +1,12 @@
 """The relay's publish cycle: read the outbox past the cursor, fold it into the batcher, publish what is due.
 
-A cycle's messages go out in one publish (gateway.bus.publisher) with the outbox cursor they reach; while the
-bus is away the cycle is kept and retried, so nothing is dropped. A wave's finish is published first and
-recorded in PostgreSQL second: a crash between is caught by the finish's marker on the bus. A bus that lost what
-the relay published (restarted empty, or failed over to a replica behind the old primary) is given every team's
-whole state again, so that snapshots never serve the state it kept.
+What a cycle publishes, and how it recovers, is decided by a sans-I/O machine (gateway.core.publish_cycle); this
+module carries its actions out against PostgreSQL and the bus and feeds back what they gave. A cycle's messages
+go out in one publish (gateway.bus.publisher) with the outbox cursor they reach; while the bus is away the cycle
+is kept and retried, so nothing is dropped. A wave's finish is published first and recorded in PostgreSQL
+second: a crash between is caught by the finish's marker on the bus. A bus that lost what the relay published
+(restarted empty, or failed over to a replica behind the old primary) is given every team's whole state again,
+so that snapshots never serve the state it kept.
 """
 
 from __future__ import annotations
@@ -17,13 +19,42 @@ from functools import partial
 from typing import Protocol
 
 import asyncpg
-import msgspec
 
-from ..bus.errors import BusBehind, BusRefused, BusUnavailable
+from ..bus.errors import BusBehind, BusRefused, BusUnavailable, Fenced
 from ..bus.publisher import PartitionPublisher
-from ..core import channels
 from ..core.aggregate import AnyChange, Change
-from ..core.batching import Batcher, Publication
+from ..core.batching import Batcher
+from ..core.cycle_actions import (
+    ANNOUNCED,
+    BEHIND,
+    DONE,
+    FOUND_BEHIND,
+    LOCK_PROVED,
+    NOT_BEHIND,
+    PUBLISHED,
+    RECORDED,
+    SAVED,
+    WAITED,
+    Action,
+    Announce,
+    CheckBus,
+    CollectExtras,
+    Event,
+    ExtrasCollected,
+    Failed,
+    FenceRaised,
+    MarkersRead,
+    ProveLock,
+    Publish,
+    RaiseFence,
+    ReadMarkers,
+    ReadSeqs,
+    RecordClosed,
+    SaveRows,
+    SeqsRead,
+    Wait,
+)
+from ..core.publish_cycle import PublishCycle
 from ..core.team import ClusterStats, Presence
 from ..store import outbox, submission_rows, waves
 from ..store.joint_reads import JointReads
@@ -32,9 +63,6 @@ from .metrics import PartitionFigures
 from .retry import FOREVER, Patience, retry_redis
 
 log = logging.getLogger(__name__)
-
-_membership_encoder = msgspec.json.Encoder()
-BUS_CHECK_EVERY = 1.0  # seconds between checks that the bus still holds what this relay published (check_bus)
 
 
 class Extras(Protocol):
@@ -45,8 +73,8 @@ class Extras(Protocol):
     async def collect(self, db: asyncpg.Connection, now: float) -> list[tuple[int, Presence | ClusterStats]]: ...
 
 
-class PublishCycle:
-    """One partition's cycles in one relay epoch."""
+class RelayCycle:
+    """One partition's cycles in one relay epoch: the publish machine's actions carried out."""
 
     def __init__(
         self,
@@ -65,6 +93,7 @@ class PublishCycle:
         self.db = db  # the outbox connection: it also records waves
         self.reader = reader
         self.core = core
+        self.machine = PublishCycle(core, publisher.marker)
         self.publisher = publisher
         self.extras = extras
         self.prove_lock = prove_lock  # raises LostLock: called before anything goes out
@@ -73,8 +102,7 @@ class PublishCycle:
         self.published = published  # messages published by this partition's relay (its stats in Redis)
         self.joint = joint  # the process's joint reads, when it serves several partitions
         self.patience = patience  # how long Redis may not answer before the relay steps down
-        self._behind = False  # the bus lost what this relay published: send every team's whole state again
-        self._bus_checked_at = 0.0
+        self._deadline: float | None = None  # the cycle's publish gives up past it (None: never)
 
     async def read(self, together: bool = False) -> ReadResult:
         """The next captured changes, applied to the batcher (waves they open recorded); `together`: in one
@@ -95,15 +123,7 @@ class PublishCycle:
 
     async def publish(self, result: ReadResult, now: float) -> None:
         """Publish what the read made due (and whatever else is due now), then announce membership changes."""
-        await self._publish(now, self.reader.position if result.changes else None)
-        memberships = self.core.take_memberships()
-        if memberships:
-            payload = _membership_encoder.encode(memberships)
-            await retry_redis(lambda: self.announce(payload), self.patience)
-        moved = self.core.take_ownerships()
-        if moved:  # a message of its own: nodes that predate it ignore it, and no membership change with it
-            moved_payload = _membership_encoder.encode({"moved": moved})
-            await retry_redis(lambda: self.announce(moved_payload), self.patience)
+        await self._cycle(now, self.reader.position if result.changes else None)
         if result.changes:
             self._observe_published(result.changes)
 
@@ -111,99 +131,107 @@ class PublishCycle:
         """When a cycle is due even with no new change: a team to publish, a wave to finish, extras to collect."""
         return min(d for d in (self.core.next_due(), self.extras.next_due) if d is not None)
 
-    async def _publish(self, now: float, cursor: str | None) -> None:
-        """Publish the cycle; while the bus is away keep it and retry, so nothing is dropped."""
-        core, publisher = self.core, self.publisher
-        finishes = core.take_finishes(now)
-        markers = {(f.trajectory_id, f.wave): publisher.marker(f.trajectory_id, f.wave) for f in finishes}
-        if finishes:
-            # A predecessor may have published a finish before it could record it: never twice.
-            done = await retry_redis(lambda: publisher.published_markers(list(markers.values())), self.patience)
-            finishes = [f for f in finishes if markers[(f.trajectory_id, f.wave)] not in done]
-        extras: list[tuple[int, Presence | ClusterStats]] = []
-        if now >= self.extras.next_due:
-            try:
-                extras = await self.extras.collect(self.db, now)
-            except (BusUnavailable, BusRefused):
-                pass  # presence and metrics are best effort: the next tick tries again
-        missing = core.channels_without_seq() + core.channels_for_finishes(finishes)
-        missing += [c for c in {channels.team(t) for t, _ in extras} if c not in missing and not core.knows_seq(c)]
-        if missing:
-            core.set_seqs(await retry_redis(lambda: publisher.last_seqs(missing), self.patience))
-        core.refresh_eta(now, time.time())
-        publications: list[Publication] = (
-            core.take_job_publications(now)
-            + core.take_team_publications(now)
-            + core.finish_publications(finishes, markers)
-        )
-        publications += [core.team_extra_publication(team_id, update) for team_id, update in extras]
-        # Saved before they go out: a window read after a row's delta arrived is never older than the delta.
-        await submission_rows.save(self.db, core.submissions.take_to_save())
-        if not publications and cursor is None and not self._behind:
-            if markers:
-                await waves.record_closed(self.db, list(markers))
-            return
-        await self.prove_lock()
-        delay = 0.05
-        patience = self.patience
-        deadline = patience.deadline()
-        while True:
-            try:
-                if self._behind:
-                    publications += await patience.attempt(self._refill, deadline)
-                    self._behind = False
-                await patience.attempt(partial(publisher.publish, publications, cursor), deadline)
-                self.published += len(publications)
-                self.figures.published += len(publications)
-                if markers:  # published first, recorded second: a crash between is caught by the markers
-                    await waves.record_closed(self.db, list(markers))
-                return
-            except BusBehind:
-                self._behind = True
-            except (BusUnavailable, BusRefused) as exc:
-                # Kept, not dropped: the cursor goes out with the cycle, so the relay holds its place in the outbox.
-                # A refusal (Redis out of memory: "OOM command not allowed ...") says why; a lost connection does
-                # not need to.
-                if isinstance(exc, BusRefused):
-                    deadline = patience.deadline()  # Redis answered (a full one refuses): its link is not at fault
-                else:
-                    patience.check(deadline, exc)  # past it: step down, the successor reads on from the bus's cursor
-                detail = f": {exc}" if isinstance(exc, BusRefused) else ""
-                log.warning("publish failed (%s%s); retrying", type(exc).__name__, detail)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-            await self.prove_lock()
-            try:
-                self._behind = self._behind or await patience.attempt(publisher.behind, deadline)
-            except (BusUnavailable, BusRefused):
-                pass
-
     async def check_bus(self, now: float) -> None:
-        """At each turn of the relay's loop, at most every BUS_CHECK_EVERY seconds: whether the bus still holds
-        what this relay published. A publish finds out by itself (BusBehind); this finds out for a partition with
-        nothing to publish, whose teams' stored state would otherwise stay what the bus kept until their next
-        change."""
-        if now - self._bus_checked_at < BUS_CHECK_EVERY:
+        """At each turn of the relay's loop, at most every second (gateway.core.publish_cycle.BUS_CHECK_EVERY):
+        whether the bus still holds what this relay published. A publish finds out by itself (BusBehind); this
+        finds out for a partition with nothing to publish, whose teams' stored state would otherwise stay what
+        the bus kept until their next change."""
+        machine = self.machine
+        if not machine.bus_check_due(now):
             return
-        self._bus_checked_at = now
         try:
             behind = await self.patience.attempt(self.publisher.behind, self.patience.deadline())
         except (BusUnavailable, BusRefused):
             return  # the next publish, or the next check, finds out
-        self._behind = self._behind or behind
-        if self._behind:
-            await self._publish(now, None)
+        if machine.bus_checked(behind):
+            await self._cycle(now, None)
 
-    async def _refill(self) -> list[Publication]:
+    async def _cycle(self, now: float, cursor: str | None) -> None:
+        """Carry out one cycle's actions until the machine is done; any error that escapes ends its epoch."""
+        machine = self.machine
+        action = machine.start(now, time.time(), cursor, now >= self.extras.next_due)
+        try:
+            while action is not DONE:
+                action = machine.feed(await self._perform(action, now))
+        except Fenced:
+            machine.fenced()
+            raise
+        except BaseException:
+            machine.abandon()
+            raise
+
+    async def _perform(self, action: Action, now: float) -> Event:
+        """One action against PostgreSQL or the bus; what it gave, as the machine's event."""
+        publisher, patience = self.publisher, self.patience
+        match action:
+            case Publish(publications, cursor):
+                try:
+                    await patience.attempt(partial(publisher.publish, publications, cursor), self._deadline)
+                except BusBehind:
+                    return BEHIND
+                except (BusUnavailable, BusRefused) as exc:
+                    return self._failed(exc)
+                self.published += len(publications)
+                self.figures.published += len(publications)
+                return PUBLISHED
+            case ReadSeqs(names):
+                return SeqsRead(await retry_redis(lambda: publisher.last_seqs(names), patience))
+            case SaveRows(rows):
+                await submission_rows.save(self.db, rows)
+                return SAVED
+            case ProveLock(retry):
+                await self.prove_lock()
+                if not retry:  # the cycle's first try: the patience runs from here
+                    self._deadline = patience.deadline()
+                return LOCK_PROVED
+            case Wait(seconds):
+                await asyncio.sleep(seconds)
+                return WAITED
+            case CheckBus():
+                try:
+                    return FOUND_BEHIND if await patience.attempt(publisher.behind, self._deadline) else NOT_BEHIND
+                except (BusUnavailable, BusRefused) as exc:
+                    return Failed(exc)
+            case RaiseFence():
+                try:
+                    await patience.attempt(self._raise_fence, self._deadline)
+                except (BusUnavailable, BusRefused) as exc:
+                    return self._failed(exc)
+                return FenceRaised(time.monotonic())
+            case ReadMarkers(markers):
+                return MarkersRead(await retry_redis(lambda: publisher.published_markers(markers), patience))
+            case CollectExtras():
+                try:
+                    return ExtrasCollected(await self.extras.collect(self.db, now))
+                except (BusUnavailable, BusRefused):
+                    return ExtrasCollected([])  # presence and metrics are best effort: the next tick tries again
+            case RecordClosed(closed):
+                await waves.record_closed(self.db, closed)
+                return RECORDED
+            case Announce(payload):
+                await retry_redis(lambda: self.announce(payload), patience)
+                return ANNOUNCED
+        raise AssertionError(f"an action the relay does not know: {action!r}")
+
+    async def _raise_fence(self) -> None:
         """The bus lost what this relay published (it restarted empty, or failed over to a replica behind the old
-        primary): fence again, take the bus's relay cursor as it is, and send every team's whole state again."""
+        primary): fence again, and take the bus's relay cursor as it is; every team's whole state goes out next."""
         log.warning("the bus lost what this relay published (a restart or a failover); sending every team's state")
         await self.publisher.take_over()
         await self.publisher.relay_cursor()
-        self.core.mark_all_dirty()
-        publications = self.core.take_team_publications(time.monotonic())
-        await submission_rows.save(self.db, self.core.submissions.take_to_save())
-        return publications
+
+    def _failed(self, exc: BusUnavailable | BusRefused) -> Failed:
+        """A try the bus did not take: kept, not dropped (the cursor goes out with the cycle, so the relay holds
+        its place in the outbox). Past the patience the relay steps down; the successor reads on from the bus's
+        cursor."""
+        if isinstance(exc, BusRefused):
+            self._deadline = self.patience.deadline()  # Redis answered (a full one refuses): its link is not at fault
+        else:
+            self.patience.check(self._deadline, exc)
+        # A refusal (Redis out of memory: "OOM command not allowed ...") says why; a lost connection does not need to.
+        detail = f": {exc}" if isinstance(exc, BusRefused) else ""
+        log.warning("publish failed (%s%s); retrying", type(exc).__name__, detail)
+        return Failed(exc)
 
     def _observe_published(self, changes: list[AnyChange]) -> None:
         """The cycle's changes are on the bus: commit (the writer's statement time, on PostgreSQL's clock) to

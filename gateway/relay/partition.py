@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -21,39 +21,57 @@ from ..core.batching import Batcher
 from ..core.eta import WorkSnapshot
 from ..core.finish import Wave
 from ..store import outbox, partitions, waves
+from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
 from . import announce
-from .cycle import PublishCycle
+from .cycle import RelayCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
 from .metrics import PartitionFigures
 from .ownership import SERVICE_ERRORS, HeldLock, take_or_wait
-from .pacing import Pacer
+from .pacing import Pace, Pacer
 from .retry import FOREVER, Patience, retry_redis
 
-if TYPE_CHECKING:
-    from .runner import Relay
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSettings:
+    """What a partition's relay needs of its process (gateway.relay.runner): its settings, and the parts the
+    process's partitions share."""
+
+    database_url: str
+    history_length: int  # a channel's history: at most this many messages,
+    history_ttl: int  # kept this many seconds after its last one,
+    history_bytes: int  # and at most this many bytes
+    retention: float  # outbox rows are kept this long after they were published
+    job_retention: float  # a job is listed this long after its last change
+    cluster_silent_after: float  # seconds without a request before a cluster is silent
+    finish_settle: float  # seconds with no active job before a trajectory's work counts as finished
+    presence: bool  # presence on the team channels (off on single-user deployments)
+    metrics: bool  # cluster figures on the team channels (off in local mode)
+    patience: Patience = FOREVER  # Redis not answering this long, the relay stands by for one that may reach it
+    joint: JointReads | None = None  # several partitions: their busy relays read the outbox in one statement
+    pace: Pace | None = None  # and they poll while the process is busy
 
 
 class PartitionRelay:
     """The active relay of one partition while its process holds the partition's lock."""
 
-    def __init__(self, process: Relay, broker: Broker, partition: int) -> None:
-        self.process = process
+    def __init__(self, settings: PartitionSettings, broker: Broker, partition: int, figures: PartitionFigures) -> None:
+        self.settings = settings
         self.broker = broker
         self.partition = partition
         self.tag = broker.partitions.tags[partition]
         self.published = 0  # messages published, over every time this object served (its stats in Redis)
-        self.figures = process.figures.setdefault(partition, PartitionFigures())
+        self.figures = figures  # this partition's, in the process's /metrics
 
     async def run(self) -> None:
         """Stand by, take over, serve; after losing the lock or the database, stand by again."""
         delay = 0.2
         while True:
             try:
-                lock = await take_or_wait(self.process.database_url, self.partition)
+                lock = await take_or_wait(self.settings.database_url, self.partition)
                 await self._session(lock)
                 return
             except SERVICE_ERRORS as exc:
@@ -81,29 +99,29 @@ class PartitionRelay:
             lock.release()
 
     async def _serve(self, lock: HeldLock, epoch: int) -> None:
-        process, count = self.process, self.broker.partitions.count
-        db = await outbox.connect(process.database_url)
+        settings, count = self.settings, self.broker.partitions.count
+        db = await outbox.connect(settings.database_url)
         try:
             reader = OutboxReader(db, self.partition, count)
-            pacer = Pacer(db, reader, self.partition, process.pace)
+            pacer = Pacer(db, reader, self.partition, settings.pace)
             await outbox.listen(db, self.partition, pacer.wake.set)
             await outbox.register_wakeup(db, self.partition, count)
             await outbox.partition_index(db, count)  # at once unless the partitions were just changed
             publisher = self.broker.publisher(
-                self.tag, epoch, process.history_length, process.history_ttl, process.history_bytes
+                self.tag, epoch, settings.history_length, settings.history_ttl, settings.history_bytes
             )
-            await retry_redis(publisher.take_over, process.patience)
-            extras = TeamExtras(self.broker, process.presence, process.metrics, reader.mine)
-            core = Batcher(epoch, process.finish_settle)
+            await retry_redis(publisher.take_over, settings.patience)
+            extras = TeamExtras(self.broker, settings.presence, settings.metrics, reader.mine)
+            core = Batcher(epoch, settings.finish_settle)
             self.figures.serving(core)
-            await load_state(db, reader, publisher, core, process.patience)
+            await load_state(db, reader, publisher, core, settings.patience)
             log.info(
                 "partition %d: state loaded (%d trajectories), reading from %s",
                 self.partition,
                 sum(len(t.trajectories) for t in core.aggregates.teams.values()),
                 reader.position,
             )
-            cycle = PublishCycle(
+            cycle = RelayCycle(
                 db,
                 reader,
                 core,
@@ -113,8 +131,8 @@ class PartitionRelay:
                 self._announce,
                 self.figures,
                 self.published,
-                process.joint,
-                process.patience,
+                settings.joint,
+                settings.patience,
             )
             try:
                 await self._loop(cycle, pacer)
@@ -124,11 +142,11 @@ class PartitionRelay:
             self.figures.stopped()
             db.terminate()
 
-    async def _loop(self, cycle: PublishCycle, pacer: Pacer) -> None:
-        process, reader = self.process, cycle.reader
+    async def _loop(self, cycle: RelayCycle, pacer: Pacer) -> None:
+        settings, reader = self.settings, cycle.reader
         watch = HoldBackWatch(reader, self.figures)
         heartbeat = Heartbeat(self._write_stats, self.figures)
-        housekeeping = Housekeeping(reader, process.retention, process.job_retention, process.cluster_silent_after)
+        housekeeping = Housekeeping(reader, settings.retention, settings.job_retention, settings.cluster_silent_after)
         await pacer.start()
         reads = True
         while True:

@@ -5,12 +5,13 @@ at a time, the holder of its advisory lock. With one partition, one relay proces
 stand by on the lock. With several, the live relay processes share them out (gateway.relay.ownership).
 
 The parts: `ownership` (locks, standing by, sharing), `partition` (a takeover and its loop), `cycle` (read,
-fold, publish), `pacing` (when to read again), `maintenance` (heartbeat, held-back watch, pruning, sweeps).
+fold, then carry out the publish machine of gateway.core.publish_cycle), `pacing` (when to read again),
+`maintenance` (heartbeat, held-back watch, pruning, sweeps).
 """
 
 from __future__ import annotations
 
-from ..bus.broker import RedisBroker
+from ..bus.broker import Broker, RedisBroker
 from ..bus.publisher import HISTORY_BYTES
 from ..config import Settings
 from ..core.finish import SETTLE
@@ -18,7 +19,7 @@ from ..store.joint_reads import JointReads
 from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from .ownership import PartitionServer, Sharing
 from .pacing import Pace
-from .partition import PartitionRelay
+from .partition import PartitionRelay, PartitionSettings
 from .retry import STEP_DOWN_AFTER, Patience
 
 
@@ -85,8 +86,31 @@ class Relay:
             step_down_after=settings.relay_step_down_after or None,
         )
 
+    def partition_settings(self) -> PartitionSettings:
+        """What each of its partitions' relays needs of the process."""
+        return PartitionSettings(
+            database_url=self.database_url,
+            history_length=self.history_length,
+            history_ttl=self.history_ttl,
+            history_bytes=self.history_bytes,
+            retention=self.retention,
+            job_retention=self.job_retention,
+            cluster_silent_after=self.cluster_silent_after,
+            finish_settle=self.finish_settle,
+            presence=self.presence,
+            metrics=self.metrics,
+            patience=self.patience,
+            joint=self.joint,
+            pace=self.pace,
+        )
+
+    def partition_relay(self, settings: PartitionSettings, broker: Broker, partition: int) -> PartitionRelay:
+        """The relay of one partition, its figures in this process's /metrics."""
+        return PartitionRelay(settings, broker, partition, self.figures.setdefault(partition, PartitionFigures()))
+
     async def run(self) -> None:
         broker = RedisBroker.connect(self.redis_url, self.cluster, self.count)
+        settings = self.partition_settings()
         exporter = (
             Exporter(
                 self.metrics_endpoint,
@@ -100,12 +124,12 @@ class Relay:
             if exporter is not None:
                 await exporter.start()
             if self.count == 1:
-                await PartitionRelay(self, broker, 0).run()
+                await self.partition_relay(settings, broker, 0).run()
             else:
                 if self.joint is not None:
                     self.joint.warm()
                 await Sharing(
-                    self.database_url, self.count, lambda p: PartitionRelay(self, broker, p), self.serving
+                    self.database_url, self.count, lambda p: self.partition_relay(settings, broker, p), self.serving
                 ).run()
         finally:
             if exporter is not None:

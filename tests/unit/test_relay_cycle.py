@@ -1,4 +1,4 @@
-"""The relay's publish cycle (gateway.relay.cycle) over the in-memory bus and a real PostgreSQL.
+"""The relay's publish cycle (gateway.relay.cycle, carrying out gateway.core.publish_cycle) over the in-memory bus and a real PostgreSQL.
 
 Each test starts a relay's epoch as a takeover does (fence, snapshot, waves) on a fresh memory bus, writes jobs
 with plain SQL, and runs cycles by hand: read the outbox, publish. No relay process, no Redis.
@@ -23,7 +23,7 @@ from gateway.core.aggregate import Change, MembershipChange, SubmissionChange
 from gateway.core.batching import Batcher
 from gateway.core.protocol import Batch, Glow, Notice, Summary, decode_server
 from gateway.core.team import ClusterStats, Presence
-from gateway.relay.cycle import PublishCycle
+from gateway.relay.cycle import RelayCycle
 from gateway.relay.metrics import PartitionFigures
 from gateway.relay.ownership import HeldLock, LostLock
 from gateway.relay.partition import load_state
@@ -89,7 +89,7 @@ class Relaying:
     """One relay epoch on the memory bus: its cycle and what it announced."""
 
     broker: MemoryBroker
-    cycle: PublishCycle
+    cycle: RelayCycle
     announced: list[bytes]
 
     @property
@@ -162,7 +162,7 @@ async def take_over(
     async def announce(payload: bytes) -> None:
         announced.append(payload)
 
-    cycle = PublishCycle(db, reader, core, publisher, NoExtras(), prove_lock, announce, PartitionFigures())
+    cycle = RelayCycle(db, reader, core, publisher, NoExtras(), prove_lock, announce, PartitionFigures())
     return Relaying(broker, cycle, announced)
 
 
