@@ -215,6 +215,15 @@ class Batcher:
             self.aggregates.team(agg.team_id).dirty.add(agg.id)
             self._teams_to_send.add(agg.team_id)
 
+    def open_unrecorded_waves(self) -> None:
+        """At takeover, once the recorded waves are restored (`finishes.restore`): every trajectory at work in the
+        snapshot with no open wave has one from now on (gateway.core.finish, `open_unrecorded`)."""
+        open_unrecorded = self.finishes.open_unrecorded
+        for team in self.aggregates.teams.values():
+            for trajectory_id, traj in team.trajectories.items():
+                if traj.active():
+                    open_unrecorded(trajectory_id)
+
     def add_trajectory(self, trajectory_id: int, team_id: int, name: str) -> None:
         if not self.aggregates.known(trajectory_id):
             self.aggregates.add_trajectory(TrajectoryAggregate(id=trajectory_id, team_id=team_id, name=name))
@@ -256,7 +265,7 @@ class Batcher:
 
     def apply(self, changes: Iterable[AnyChange], now: float = 0.0) -> None:
         task_changed, eta_changed = self.submissions.task_changed, self.eta.job_changed
-        to_send, add, names = self._teams_to_send, self.windows.add, self._names
+        to_send, add, names, finishes = self._teams_to_send, self.windows.add, self._names, self.finishes
         for change in changes:
             if isinstance(change, MembershipChange):
                 self.memberships.append(change)
@@ -273,8 +282,9 @@ class Batcher:
                 task_changed(change)
             traj = self.aggregates.apply(change)
             eta_changed(change)
-            if not change.counted:  # replayed after a takeover: its wave was restored from the database
-                self.finishes.job_changed(
+            # A change read again after a takeover (counted) is in what the wave restored from the database holds.
+            if not change.counted or traj.id not in finishes.restored:
+                finishes.job_changed(
                     traj.id,
                     job.kind,
                     change.new_status,

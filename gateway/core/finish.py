@@ -100,6 +100,10 @@ class FinishTracker:
     idle: dict[int, float] = field(default_factory=dict)
     # (trajectory, wave, time of the change that opened it) for waves opened this cycle
     started: list[tuple[int, int, datetime | None]] = field(default_factory=list)
+    # The trajectories whose open wave was restored at takeover, what it holds read from their jobs: the rows the
+    # takeover reads again for them (counted already) are in it. Any other trajectory's such rows are work no
+    # relay saw (written between one relay's end and its successor's snapshot), and open or feed a wave as usual.
+    restored: set[int] = field(default_factory=set)
 
     def restore(
         self, trajectory_id: int, last_wave: int, open_wave: Wave | None, idle_since: float | None = None
@@ -109,8 +113,19 @@ class FinishTracker:
         self.last_wave[trajectory_id] = last_wave
         if open_wave is not None:
             self.waves[trajectory_id] = open_wave
+            self.restored.add(trajectory_id)
             if idle_since is not None:
                 self.idle[trajectory_id] = idle_since
+
+    def open_unrecorded(self, trajectory_id: int) -> None:
+        """At takeover, after `restore`: a trajectory at work with no open wave recorded. Its work began while no
+        relay read its changes (between one relay's end and its successor's snapshot, say), so no wave started:
+        it starts now, recorded as any other, and finishes when the work does."""
+        if trajectory_id in self.waves:
+            return
+        number = self.last_wave.get(trajectory_id, 0) + 1
+        self.waves[trajectory_id] = Wave(number)
+        self.started.append((trajectory_id, number, None))
 
     def job_changed(
         self,

@@ -191,7 +191,8 @@ async def load_state(
 
 
 async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batcher) -> None:
-    """Carry the previous relay's waves over: finish the open ones it could not, never repeat a closed one."""
+    """Carry the previous relay's waves over: finish the open ones it could not, never repeat a closed one; and
+    open a wave for work no relay saw start."""
     now = time.monotonic()
     for row in reader.waves:
         trajectory_id, number = row["trajectory_id"], row["wave"]
@@ -203,3 +204,4 @@ async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batc
         idle = traj is None or traj.active() == 0
         wave = Wave(number, facts.analysis, facts.rasterize, facts.failed, facts.stopped, facts.submissions)
         core.finishes.restore(trajectory_id, number - 1, wave, now if idle else None)
+    core.open_unrecorded_waves()

@@ -53,6 +53,7 @@ from gateway.core.finish import Wave
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, Notice, Summary, decode_server
 from gateway.core.publish_cycle import InvalidEvent, PublishCycle
+from gateway.core.status import ACTIVE
 from gateway.core.team import Presence
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -318,6 +319,13 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
             traj = truth.aggregates.trajectory(t)
             if is_open and marker(t, number) in self.bus.markers_set and traj is not None and traj.active() == 0:
                 raise AssertionError(f"wave {number} of {t} published and still open")
+        last_wave: dict[int, tuple[int, bool]] = {}
+        for (t, number), is_open in sorted(self.waves.items()):
+            last_wave[t] = (number, is_open)
+        for t in {c.job.trajectory_id for c in self.outbox if isinstance(c, Change) and c.new_status in ACTIVE}:
+            traj = truth.aggregates.trajectory(t)
+            if traj is not None and traj.active() == 0:  # its work is over: a relay finished it, whichever read it
+                assert last_wave.get(t, (0, True))[1] is False, f"the work of {t} is over and its wave not closed"
         announced = [c for c in self.outbox[relay.started_at :] if isinstance(c, MembershipChange)]
         assert self.announced[len(self.announced) - len(announced) :] == announced
         notices = [
@@ -352,6 +360,7 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
                 core.finishes.restore(t, number - 1, Wave(number), self.now if idle else None)
             else:
                 core.finishes.restore(t, number, None)
+        core.open_unrecorded_waves()
         start = index_of(self.bus.state.cursor)
         return Relay(epoch, PublishCycle(core, marker), start, start, len(self.outbox), self.bus.state.cursor)
 

@@ -343,6 +343,59 @@ async def test_a_finish_goes_out_once_even_when_its_relay_died_before_recording_
     assert not await writer.fetchval("select open from trajectory_waves where trajectory_id = $1", team.trajectory_id)
 
 
+@pytest.mark.parametrize(
+    ("replayed", "done_in_gap"),
+    [(True, False), (True, True), (False, False)],
+    ids=["rows-replayed", "finished-unseen", "bus-without-cursor"],
+)
+async def test_work_that_started_while_no_relay_read_still_finishes_with_a_notice(
+    url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection], replayed: bool, done_in_gap: bool
+) -> None:
+    """Analyses written between one relay's end and its successor's snapshot, on a trajectory whose earlier work
+    finished: no relay saw their wave start, and the successor must still finish it. `replayed`: the bus holds
+    the first relay's cursor, so the successor reads the rows again (its state counts them already); otherwise
+    the bus has no cursor (it restarted empty) and the successor reads from its snapshot on. `done_in_gap`: the
+    work completed before the successor's snapshot too, one analysis failing."""
+    team = await make_team(writer)
+    broker = MemoryBroker()
+    first = await take_over(url, relays, broker, epoch=3, settle=0.0)
+    await first.run()
+    earlier = await insert_jobs(writer, team, 1)
+    await first.run()
+    await writer.execute("update jobs set status = 'completed' where id = any($1::bigint[])", earlier)
+    await first.run()
+    await first.run()
+    trajectory, team_channel = channels.trajectory(team.trajectory_id), channels.team(team.id)
+    assert [n.wave for n in await first.messages(trajectory) if isinstance(n, Notice)] == [1]
+    if not replayed:
+        broker = MemoryBroker()  # a bus that restarted empty
+    analyses = await writer.fetch(
+        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
+        " select $1, $2, $3, 'analysis', 'Analysis plugin', f from generate_series(0, 2) f returning id",
+        team.id,
+        team.trajectory_id,
+        team.cluster_id,
+    )
+    ids = [r["id"] for r in analyses]
+    if done_in_gap:
+        await writer.execute("update jobs set status = 'failed', error = 'segfault' where id = $1", ids.pop())
+        await writer.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+    successor = await take_over(url, relays, broker, epoch=4, settle=0.0)
+    await successor.run()
+    if not done_in_gap:
+        assert await writer.fetchval("select open from trajectory_waves where trajectory_id = $1", team.trajectory_id)
+        await writer.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+        await successor.run()
+    await successor.run()
+    notices = [(n.wave, n.title) for n in await successor.messages(trajectory) if isinstance(n, Notice)]
+    glows = [g.wave for g in await successor.messages(team_channel) if isinstance(g, Glow)]
+    if done_in_gap:
+        assert notices[-1:] == [(2, "Analysis completed with errors")] and glows[-1:] != [2]
+    else:
+        assert notices[-1:] == [(2, "Analysis completed successfully!")] and glows[-1:] == [2]
+    assert not await writer.fetchval("select open from trajectory_waves where trajectory_id = $1", team.trajectory_id)
+
+
 async def test_a_wave_a_person_cut_short_closes_silently_and_stays_silent_after_a_takeover(
     url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
 ) -> None:
