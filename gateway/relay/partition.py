@@ -181,8 +181,16 @@ async def load_state(
     patience: Patience = FOREVER,
 ) -> None:
     """A new epoch's starting point: counts from one snapshot, reading from where the previous relay published
-    up to (rows the snapshot saw go out as deltas only), and the waves it left."""
-    core.load(await reader.load(await retry_redis(publisher.relay_cursor, patience)))
+    up to (rows the snapshot saw go out as deltas only), and the waves it left.
+
+    A bus with no cursor (new, or restarted empty) is given this relay's starting point at once: were it to die
+    before its first publish, its successor reads on from there, and the changes between the two snapshots still
+    go out (their subscribers read the jobs before them), rather than from its own later snapshot on."""
+    published = await retry_redis(publisher.relay_cursor, patience)
+    core.load(await reader.load(published))
+    if published is None:
+        start = reader.position
+        await retry_redis(lambda: publisher.publish([], start), patience)
     core.load_submissions(reader.submissions.values(), reader.saved_rows)
     reader.saved_rows = {}
     core.load_work(reader.work)

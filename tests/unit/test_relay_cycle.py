@@ -209,6 +209,26 @@ async def test_a_successor_continues_each_channel_s_sequence_and_replays_nothing
     assert [j.id for j in batches[-1].jobs] == [job]  # type: ignore[attr-defined]
 
 
+async def test_changes_a_relay_died_before_publishing_go_out_with_its_successor_on_a_bus_with_no_cursor(
+    url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
+) -> None:
+    """The first relay on a new bus (or one restarted empty) takes over and dies before its first publish; the
+    jobs written meanwhile are in its successor's snapshot, yet their deltas must still go out: a subscriber
+    that read the jobs before them waits for them."""
+    team = await make_team(writer)
+    broker = MemoryBroker()
+    await take_over(url, relays, broker, epoch=3)  # and dies
+    ids = await insert_jobs(writer, team, 2)
+    await writer.execute("update jobs set status = 'running' where id = $1", ids[0])
+    successor = await take_over(url, relays, broker, epoch=4)
+    await successor.run()
+    (batch,) = await successor.messages(channels.trajectory(team.trajectory_id))
+    assert isinstance(batch, Batch) and {j.id: j.status for j in batch.jobs} == {ids[0]: "running", ids[1]: "queued"}
+    # The successor's state counted them already: once, not twice.
+    (summary,) = [m for m in await successor.messages(channels.team(team.id)) if isinstance(m, Summary)][-1:]
+    assert (summary.counts.running, summary.counts.queued) == (1, 1)
+
+
 async def test_a_relay_fenced_out_by_a_newer_one_publishes_nothing(
     url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection]
 ) -> None:
