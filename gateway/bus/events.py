@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from ..core.aggregate import MembershipChange, OwnershipChange
+from ..core.aggregate import MembershipsChanged, OwnershipsChanged
 from ..core.revocation import Revocation
 
 __all__ = [
@@ -37,14 +37,6 @@ __all__ = [
     "OwnershipsChanged",
     "Revocation",
 ]
-
-
-class MembershipsChanged(msgspec.Struct, frozen=True):
-    changes: list[MembershipChange]
-
-
-class OwnershipsChanged(msgspec.Struct, frozen=True):
-    moved: list[OwnershipChange]
 
 
 class BusLost(msgspec.Struct, frozen=True):

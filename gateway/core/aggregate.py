@@ -51,6 +51,18 @@ class OwnershipChange(msgspec.Struct, kw_only=True):
     counted: bool = False
 
 
+class MembershipsChanged(msgspec.Struct, frozen=True):
+    """Membership changes the relay announces to every node (gateway.bus.announcements)."""
+
+    changes: list[MembershipChange]
+
+
+class OwnershipsChanged(msgspec.Struct, frozen=True):
+    """Channels that changed team, announced to every node: their old team's subscriptions end."""
+
+    moved: list[OwnershipChange]
+
+
 class SubmissionChange(msgspec.Struct, kw_only=True):
     """A submission's record changed (its tasks' changes arrive as job changes)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .aggregate import MembershipsChanged, OwnershipsChanged
 from .batching import Publication
 from .submission import SubmissionRow
 from .team import ClusterStats, Presence
@@ -88,7 +89,7 @@ class RecordClosed:
 class Announce:
     """Send this membership (or ownership) announcement to every node, retried until sent; answer `Announced`."""
 
-    payload: bytes
+    announcement: MembershipsChanged | OwnershipsChanged
 
 
 @dataclass(frozen=True, slots=True)

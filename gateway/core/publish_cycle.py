@@ -19,7 +19,7 @@ same messages (the bus skips what already went out), so each channel's sequence 
 | IDLE/MARKERS | extras due                  | CollectExtras                                  | EXTRAS       |
 | ...          | channels new to the epoch   | ReadSeqs(channels)                             | SEQS         |
 | ...          | submission rows changed     | SaveRows(rows), then the same as below         | ROWS         |
-| ...          | nothing to send             | RecordClosed(waves) / Announce(payload) / Done | RECORDING... |
+| ...          | nothing to send             | RecordClosed(waves) / Announce(change) / Done  | RECORDING... |
 | ...          | otherwise                   | ProveLock(retry=False)                         | PROVING      |
 | PROVING      | LockProved, bus behind      | RaiseFence                                     | REFILLING    |
 | PROVING      | LockProved                  | Publish(publications, cursor)                  | PUBLISHING   |
@@ -31,8 +31,8 @@ same messages (the bus skips what already went out), so each channel's sequence 
 | WAITING      | Waited                      | ProveLock(retry=True)                          | REPROVING    |
 | REPROVING    | LockProved                  | CheckBus                                       | CHECKING     |
 | CHECKING     | BusChecked(behind), Failed  | RaiseFence (behind) / Publish                  | as PROVING   |
-| RECORDING    | Recorded                    | Announce(payload) / Done                       | ANNOUNCING   |
-| ANNOUNCING   | Announced                   | Announce(payload) / Done                       | IDLE         |
+| RECORDING    | Recorded                    | Announce(change) / Done                        | ANNOUNCING   |
+| ANNOUNCING   | Announced                   | Announce(change) / Done                        | IDLE         |
 | any          | fenced() or abandon()       |                                                | ENDED        |
 
 A newer relay's fence (`fenced()`) or a cycle cut short (`abandon()`: the relay's lock lost, its patience out)
@@ -45,10 +45,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-import msgspec
-
 from . import channels
-from .aggregate import MembershipChange
+from .aggregate import MembershipsChanged, OwnershipsChanged
 from .batching import Batcher, Publication
 from .cycle_actions import (
     CHECK_BUS,
@@ -86,8 +84,6 @@ from .finish import Finish
 BUS_CHECK_EVERY = 1.0  # seconds between checks that the bus still holds what this relay published
 FIRST_DELAY = 0.05  # seconds before a failed publish is tried again; doubled at each try, up to MAX_DELAY
 MAX_DELAY = 2.0
-
-_announcement = msgspec.json.Encoder()
 
 
 class Step(enum.IntEnum):
@@ -154,7 +150,7 @@ class PublishCycle:
         self._extras: list[Extra] = []
         self._publications: list[Publication] = []
         self._delay = FIRST_DELAY
-        self._announcements: list[bytes] = []
+        self._announcements: list[MembershipsChanged | OwnershipsChanged] = []
 
     @property
     def step(self) -> Step:
@@ -332,12 +328,12 @@ class PublishCycle:
 
     def _announce_changes(self) -> Action:
         core, out = self.core, self._announcements
-        memberships: list[MembershipChange] = core.take_memberships()
+        memberships = core.take_memberships()
         if memberships:
-            out.append(_announcement.encode(memberships))
+            out.append(MembershipsChanged(memberships))
         moved = core.take_ownerships()
-        if moved:  # a message of its own: nodes that predate it ignore it, and no membership change with it
-            out.append(_announcement.encode({"moved": moved}))
+        if moved:  # an announcement of its own, on a channel of its own (gateway.bus.announcements)
+            out.append(OwnershipsChanged(moved))
         return self._announce()
 
     def _announce(self) -> Action:

@@ -22,7 +22,7 @@ import asyncpg
 
 from ..bus.errors import BusBehind, BusRefused, BusUnavailable, Fenced
 from ..bus.publisher import PartitionPublisher
-from ..core.aggregate import AnyChange, Change
+from ..core.aggregate import AnyChange, Change, MembershipsChanged, OwnershipsChanged
 from ..core.batching import Batcher
 from ..core.cycle_actions import (
     ANNOUNCED,
@@ -84,7 +84,7 @@ class RelayCycle:
         publisher: PartitionPublisher,
         extras: Extras,
         prove_lock: Callable[[], Awaitable[None]],
-        announce: Callable[[bytes], Awaitable[object]],
+        announce: Callable[[MembershipsChanged | OwnershipsChanged], Awaitable[object]],
         figures: PartitionFigures,
         published: int = 0,
         joint: JointReads | None = None,
@@ -208,8 +208,8 @@ class RelayCycle:
             case RecordClosed(closed):
                 await waves.record_closed(self.db, closed)
                 return RECORDED
-            case Announce(payload):
-                await retry_redis(lambda: self.announce(payload), patience)
+            case Announce(announcement):
+                await retry_redis(lambda: self.announce(announcement), patience)
                 return ANNOUNCED
         raise AssertionError(f"an action the relay does not know: {action!r}")
 

@@ -23,7 +23,6 @@ from ..core.finish import Wave
 from ..store import outbox, partitions, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
-from . import announce
 from .cycle import RelayCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
@@ -128,7 +127,7 @@ class PartitionRelay:
                 publisher,
                 extras,
                 lock.prove,
-                self._announce,
+                self.broker.announcements.announce,
                 self.figures,
                 self.published,
                 settings.joint,
@@ -165,9 +164,6 @@ class PartitionRelay:
             await housekeeping.after_cycle(result, now)
             await watch.observe(result, now)
             reads = result.full or await pacer.wait(result, started, now, watch.held_since, cycle.next_due)
-
-    async def _announce(self, payload: bytes) -> None:
-        await self.broker.announcements.announce(announce.typed(payload))
 
     async def _write_stats(self, stats: relay_stats.RelayStats) -> None:
         await self.broker.relay_stats.write(self.tag, stats)

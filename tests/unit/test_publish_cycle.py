@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from gateway.core.aggregate import Change, MembershipChange
+from gateway.core.aggregate import Change, MembershipChange, MembershipsChanged
 from gateway.core.batching import Batcher, Publication
 from gateway.core.cycle_actions import (
     ANNOUNCED,
@@ -243,10 +243,7 @@ def test_membership_changes_are_announced_once_the_cycle_has_published() -> None
     assert action == FIRST_PROOF
     m.feed(LOCK_PROVED)
     announce = m.feed(PUBLISHED)
-    assert isinstance(announce, Announce)
-    assert msgspec.json.decode(announce.payload, type=list[MembershipChange]) == [
-        MembershipChange(team_id=1, user_id=7, member=True)
-    ]
+    assert announce == Announce(MembershipsChanged([MembershipChange(team_id=1, user_id=7, member=True)]))
     assert m.feed(ANNOUNCED) == DONE
 
 

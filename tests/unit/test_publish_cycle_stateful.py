@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from gateway.core.aggregate import AnyChange, Change, MembershipChange
+from gateway.core.aggregate import AnyChange, Change, MembershipChange, MembershipsChanged, OwnershipsChanged
 from gateway.core.batching import Batcher, Publication
 from gateway.core.cycle_actions import (
     ANNOUNCED,
@@ -485,8 +485,10 @@ class PublishCycleUnderAnyInterleaving(RuleBasedStateMachine):
                 for t, w in waves:
                     self.waves[(t, w)] = False
                 return RECORDED
-            case Announce(payload):
-                self.announced += msgspec.json.decode(payload, type=list[MembershipChange])
+            case Announce(MembershipsChanged(changes)):
+                self.announced += changes
+                return ANNOUNCED
+            case Announce(OwnershipsChanged()):
                 return ANNOUNCED
         raise AssertionError(f"unknown action {action!r}")
 

@@ -13,13 +13,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import asyncpg
-import msgspec
 import pytest
 
 from gateway.bus.memory import MemoryBroker
 from gateway.bus.publisher import Fenced
 from gateway.core import channels
-from gateway.core.aggregate import Change, MembershipChange, SubmissionChange
+from gateway.core.aggregate import Change, MembershipChange, MembershipsChanged, OwnershipsChanged, SubmissionChange
 from gateway.core.batching import Batcher
 from gateway.core.protocol import Batch, Glow, Notice, Summary, decode_server
 from gateway.core.team import ClusterStats, Presence
@@ -90,7 +89,7 @@ class Relaying:
 
     broker: MemoryBroker
     cycle: RelayCycle
-    announced: list[bytes]
+    announced: list[MembershipsChanged | OwnershipsChanged]
 
     @property
     def tag(self) -> str:
@@ -157,10 +156,10 @@ async def take_over(
     await publisher.take_over()
     core = Batcher(epoch, settle)
     await load_state(db, reader, publisher, core)
-    announced: list[bytes] = []
+    announced: list[MembershipsChanged | OwnershipsChanged] = []
 
-    async def announce(payload: bytes) -> None:
-        announced.append(payload)
+    async def announce(announcement: MembershipsChanged | OwnershipsChanged) -> None:
+        announced.append(announcement)
 
     cycle = RelayCycle(db, reader, core, publisher, NoExtras(), prove_lock, announce, PartitionFigures())
     return Relaying(broker, cycle, announced)
@@ -457,5 +456,5 @@ async def test_membership_changes_are_announced_to_every_node(
     await writer.execute("insert into memberships values ($1, $2)", team.id, user_id)
     await writer.execute("delete from memberships where team_id = $1 and user_id = $2", team.id, user_id)
     await relay.run()
-    changes = [c for payload in relay.announced for c in msgspec.json.decode(payload, type=list[MembershipChange])]
+    changes = [c for a in relay.announced if isinstance(a, MembershipsChanged) for c in a.changes]
     assert [(c.team_id, c.user_id, c.member) for c in changes] == [(team.id, user_id, True), (team.id, user_id, False)]
