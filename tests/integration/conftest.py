@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -11,7 +11,8 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.web.auth import issue_token, new_cluster_key
-from tests.conftest import Stack
+from harness.follower import Follower
+from tests.conftest import Process, Stack
 
 
 @dataclass
@@ -76,3 +77,18 @@ async def insert_jobs(pool: asyncpg.Pool, team: Team, n: int, trajectory_id: int
         n,
     )
     return [r["id"] for r in rows]
+
+
+async def follow_each_team(nodes: Sequence[Process], teams: list[Team], timeout: float = 30.0) -> list[Follower]:
+    """A follower per team on each node, on the team's three channels, each past its snapshot."""
+    followers = []
+    for node in nodes:
+        for team in teams:
+            f = Follower(node.ws, team.token)
+            await f.__aenter__()
+            for channel in (f"trajectory:{team.trajectory_id}", f"team-jobs:{team.id}", f"team:{team.id}"):
+                await f.subscribe(channel)
+            followers.append(f)
+    for f in followers:
+        await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()), timeout=timeout)
+    return followers

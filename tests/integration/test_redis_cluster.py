@@ -27,7 +27,7 @@ from gateway.embedded import EmbeddedValkeyCluster
 from gateway.sim.cluster import SimCluster
 from harness.follower import Follower
 from tests.conftest import Process, create_database, drop_database, spawn, wait_http
-from tests.integration.conftest import Team, insert_jobs, make_team
+from tests.integration.conftest import Team, follow_each_team, insert_jobs, make_team
 from tests.integration.test_nothing_lost import burst, converge
 
 PARTITIONS = 6
@@ -104,21 +104,6 @@ async def teams(cworld: ClusterWorld, cpool: asyncpg.Pool) -> list[Team]:
     return [found[p] for p in range(PARTITIONS)]
 
 
-async def follow_all(cworld: ClusterWorld, teams: list[Team]) -> list[Follower]:
-    """A follower per team on each node, on the team's three channels."""
-    followers = []
-    for node in cworld.nodes:
-        for team in teams:
-            f = Follower(node.ws, team.token)
-            await f.__aenter__()
-            for channel in (f"trajectory:{team.trajectory_id}", f"team-jobs:{team.id}", f"team:{team.id}"):
-                await f.subscribe(channel)
-            followers.append(f)
-    for f in followers:
-        await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()), timeout=20)
-    return followers
-
-
 async def converge_all(followers: list[Follower], pool: asyncpg.Pool, teams: list[Team], nodes: int = 2) -> None:
     for i, f in enumerate(followers):
         await converge(f, pool, teams[i % len(teams)], timeout=30)
@@ -161,7 +146,7 @@ async def test_every_team_streams_through_its_shard_and_a_slot_moved_mid_stream_
 ) -> None:
     await wait_partitions(cworld.relays[0], PARTITIONS)
     ids = {team.id: await insert_jobs(cpool, team, 60) for team in teams}
-    followers = await follow_all(cworld, teams)
+    followers = await follow_each_team(cworld.nodes, teams, timeout=20)
     try:
         # The partitions' keys are spread over the three shards, two partitions to each.
         owners = [cworld.cluster.owner(key_slot(tag.encode())) for tag in partitions.tags]
@@ -204,7 +189,7 @@ async def test_relays_share_the_partitions_and_a_killed_relay_s_are_taken_over(
     assert held_first.isdisjoint(held_second)
 
     ids = {team.id: await insert_jobs(cpool, team, 40) for team in teams}
-    followers = await follow_all(cworld, teams)
+    followers = await follow_each_team(cworld.nodes, teams, timeout=20)
     try:
         writing = [asyncio.create_task(burst(cpool, ids[t.id], 4.0, writers=1)) for t in teams]
         await asyncio.sleep(1.5)

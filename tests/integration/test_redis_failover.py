@@ -18,9 +18,9 @@ from redis.crc import key_slot
 from gateway.bus import keys
 from gateway.embedded import EmbeddedValkeyCluster
 from tests.conftest import create_database, drop_database, spawn, wait_http
-from tests.integration.conftest import Team, insert_jobs, make_team
+from tests.integration.conftest import Team, follow_each_team, insert_jobs, make_team
 from tests.integration.test_nothing_lost import burst
-from tests.integration.test_redis_cluster import ClusterWorld, _ports, converge_all, follow_all, wait_partitions
+from tests.integration.test_redis_cluster import ClusterWorld, _ports, converge_all, wait_partitions
 
 PARTITIONS = 3
 partitions = keys.Partitions(PARTITIONS)
@@ -77,7 +77,7 @@ async def test_each_primary_replaced_by_its_replica_mid_stream_loses_nothing(
     teams = await team_per_partition(fworld, fpool)
     await wait_partitions(fworld.relays[0], PARTITIONS)
     ids = {team.id: await insert_jobs(fpool, team, 60) for team in teams}
-    followers = await follow_all(fworld, teams)
+    followers = await follow_each_team(fworld.nodes, teams, timeout=20)
     try:
         primaries = sorted({fworld.cluster.owner(key_slot(tag.encode())) for tag in partitions.tags})
         writing = [asyncio.create_task(burst(fpool, ids[t.id], 12.0, writers=1)) for t in teams]
@@ -106,7 +106,7 @@ async def test_a_primary_killed_mid_stream_is_replaced_and_nothing_is_lost(
     short."""
     teams = await team_per_partition(fworld, fpool)
     ids = {team.id: await insert_jobs(fpool, team, 60) for team in teams}
-    followers = await follow_all(fworld, teams)
+    followers = await follow_each_team(fworld.nodes, teams, timeout=20)
     try:
         victim = fworld.cluster.owner(key_slot(partitions.tag(teams[0].id).encode()))
         writing = [asyncio.create_task(burst(fpool, ids[t.id], 10.0, writers=1)) for t in teams]

@@ -27,7 +27,7 @@ import pytest
 from harness.follower import Follower
 from harness.sentinel import EmbeddedValkeySentinel
 from tests.conftest import Process, create_database, drop_database, spawn, wait_http
-from tests.integration.conftest import Team, insert_jobs, make_team
+from tests.integration.conftest import Team, follow_each_team, insert_jobs, make_team
 from tests.integration.test_nothing_lost import burst, converge
 from tests.integration.test_redis_cluster import _ports
 
@@ -74,21 +74,6 @@ async def spool(sworld: SentinelWorld) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-async def follow_teams(world: SentinelWorld, teams: list[Team]) -> list[Follower]:
-    """A follower per team on each node, on the team's three channels, each past its snapshot."""
-    followers = []
-    for node in world.nodes:
-        for team in teams:
-            f = Follower(node.ws, team.token)
-            await f.__aenter__()
-            for channel in (f"trajectory:{team.trajectory_id}", f"team-jobs:{team.id}", f"team:{team.id}"):
-                await f.subscribe(channel)
-            followers.append(f)
-    for f in followers:
-        await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()), timeout=30)
-    return followers
-
-
 class Probes:
     """A change committed every half second on the probe team's job; for each, the seconds until every subscriber
     of the team listed it, on both job channels."""
@@ -133,7 +118,7 @@ async def replace_primary_mid_stream(world: SentinelWorld, pool: asyncpg.Pool, k
     await asyncio.to_thread(world.sentinel.replicated)  # a replica in sync, ready to take over
     teams = [await make_team(pool, world.secret) for _ in range(TEAMS + 1)]
     ids = {team.id: await insert_jobs(pool, team, 60) for team in teams}
-    followers = await follow_teams(world, teams)
+    followers = await follow_each_team(world.nodes, teams)
     written, probed = asyncio.Event(), asyncio.Event()
     try:
         probes = Probes(pool, followers, teams[-1], ids[teams[-1].id][0])
@@ -161,7 +146,7 @@ async def replace_primary_mid_stream(world: SentinelWorld, pool: asyncpg.Pool, k
         for i, f in enumerate(followers):
             await converge(f, pool, teams[i % len(teams)], timeout=CHANGES_ARRIVE_WITHIN)
             assert f.problems == [], f.problems
-        late = await follow_teams(world, teams[:-1])
+        late = await follow_each_team(world.nodes, teams[:-1])
         followers += late
         for i, f in enumerate(late):
             await converge(f, pool, teams[i % TEAMS], timeout=CHANGES_ARRIVE_WITHIN)
