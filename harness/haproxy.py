@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import processes
+
 HAPROXY = "/usr/sbin/haproxy"  # Debian's haproxy package
 # The health check: a check every INTER seconds (HAProxy's default), every FASTINTER once one has failed; a node is
 # out after FALL failed checks, at most INTER + (FALL - 1) x FASTINTER = 4 s after its /readyz turns 503, well
@@ -132,13 +134,8 @@ class HAProxy:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            processes.stop([self.proc])
 
     def command(self, line: str) -> str:
         """One command on the runtime API (the stats socket); its whole answer."""

@@ -1,8 +1,11 @@
-"""What a test knows of the processes it started, from /proc (Linux): which are a process's descendants, and
-whether one is still alive (a zombie has exited; only its parent has not collected it yet)."""
+"""The processes a test or a benchmark started: what it knows of them from /proc (Linux), which are a process's
+descendants and whether one is still alive (a zombie has exited; only its parent has not collected it yet), and
+how it stops them (asked first, SIGTERM, then for good, SIGKILL)."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -29,3 +32,16 @@ def alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def stop(processes: Iterable[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+    """SIGTERM each one still running, all at once; SIGKILL whichever has not exited `grace` seconds later."""
+    running = [p for p in processes if p.poll() is None]
+    for p in running:
+        p.terminate()
+    for p in running:
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

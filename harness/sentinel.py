@@ -17,6 +17,7 @@ from pathlib import Path
 from redis import Redis
 
 from gateway.embedded import EmbeddedValkey, free_port
+from harness import processes
 
 SERVICE = "mymaster"
 DOWN_AFTER_MS = 1000  # silent this long, a primary is down for a sentinel (subjectively)
@@ -147,14 +148,7 @@ class EmbeddedValkeySentinel:
         return False
 
     def stop(self) -> None:
-        for proc in self._procs.values():
-            proc.terminate()
-        for proc in self._procs.values():
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        processes.stop(self._procs.values(), grace=5)
         self._procs = {}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from gateway.embedded import EmbeddedValkey, free_port
+from harness import processes
 from harness.proxy import Proxy
 
 
@@ -38,13 +39,7 @@ class Process:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        processes.stop([self.proc])
 
 
 def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:
