@@ -116,9 +116,9 @@ class RelayCycle:
                 for trajectory_id, team_id, name in await outbox.trajectories(self.db, list(unknown)):
                     core.add_trajectory(trajectory_id, team_id, name)
             core.apply(result.changes, time.monotonic())
-        started = self.core.finishes.take_started()  # (also the waves a takeover opened)
-        if started:
-            await waves.record_started(self.db, started)
+            started = core.finishes.take_started()
+            if started:
+                await waves.record_started(self.db, started)
         return result
 
     async def publish(self, result: ReadResult, now: float) -> None:

@@ -209,3 +209,6 @@ async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batc
         wave = Wave(number, facts.analysis, facts.rasterize, facts.failed, facts.stopped, facts.submissions)
         core.finishes.restore(trajectory_id, number - 1, wave, now if idle else None)
     core.open_unrecorded_waves()
+    started = core.finishes.take_started()
+    if started:
+        await waves.record_started(db, started)
