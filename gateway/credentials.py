@@ -6,6 +6,7 @@ Outside web/ so that the CLI, the demo and its seed mint tokens and keys without
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
@@ -142,6 +143,14 @@ def instant(value: object) -> float | None:
 def new_cluster_key(cluster_id: int) -> tuple[str, str]:
     """A fresh ingest key for a cluster and the hash to store; the key is shown once."""
     key = f"c{cluster_id}.{secrets.token_urlsafe(24)}"
+    return key, hash_key(key)
+
+
+def demo_cluster_key(secret: str, cluster_id: int) -> tuple[str, str]:
+    """The demo's key for a cluster and its hash: derived from the demo's secret, so a demo restarted on the same
+    data folder hands its clusters, and any tool given one, the key they already hold."""
+    mac = hmac.new(secret.encode(), f"demo cluster key {cluster_id}".encode(), hashlib.sha256).digest()
+    key = f"c{cluster_id}.{base64.urlsafe_b64encode(mac[:24]).decode()}"
     return key, hash_key(key)
 
 

@@ -59,7 +59,7 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path, speed: 
         settings.secret = settings.secret or _kept_secret(data.resolve())
         settings.demo = True
         await migrate(settings.database_url)
-        seeded = await seed_demo(settings.database_url)
+        seeded = await seed_demo(settings.database_url, settings.secret)
         await _serve(settings, host, port, seeded, speed)
     finally:
         for service in reversed(started):  # Valkey, then PostgreSQL

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from .credentials import new_cluster_key
+from .credentials import demo_cluster_key
 from .store import clusters, seed
 from .store.seed import Unfinished
 
@@ -32,8 +32,9 @@ class Seeded:
     staging: dict[int, tuple[str, int | None]] = field(default_factory=dict)
 
 
-async def seed_demo(dsn: str) -> Seeded:
-    """Create the demo team once; later runs find it and hand out fresh cluster keys."""
+async def seed_demo(dsn: str, secret: str) -> Seeded:
+    """Create the demo team once; later runs find it. Its clusters' keys follow from `secret` (the demo's, kept in
+    its data folder), so each run hands out the keys the last one did."""
     db = await asyncpg.connect(dsn)
     try:
         async with db.transaction():
@@ -53,7 +54,7 @@ async def seed_demo(dsn: str) -> Seeded:
                 other_user_id=other_user,
             )
             for cid in cluster_ids:
-                key, key_hash = new_cluster_key(cid)
+                key, key_hash = demo_cluster_key(secret, cid)
                 await clusters.set_key_hash(db, cid, key_hash)
                 seeded.cluster_keys[cid] = key
             seeded.unfinished = await seed.unfinished(db, team_id)

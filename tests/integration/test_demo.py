@@ -49,6 +49,7 @@ class Demo:
                 "token": re.search(r"/\?token=(\S+)", out),
                 "database_url": re.search(r"DATABASE_URL=(\S+)", out),
                 "redis_url": re.search(r"REDIS_URL=(\S+)", out),
+                "cluster_key": re.search(r"cluster key \(\d+\): (\S+)", out),
             }
             if all(found.values()):
                 return {name: m.group(1) for name, m in found.items() if m is not None}
@@ -152,10 +153,11 @@ async def test_a_signal_stops_the_demo_and_everything_it_started(stop_signal: si
 
 
 async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in(tmp_path: Path) -> None:
-    """A restart on its data folder made up a new secret: every open browser and tool got 401."""
+    """A restart on its data folder made up a new secret: every open browser and tool got 401. And it re-keyed
+    every cluster: a tool given the first run's cluster key was cut off."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GATEWAY_SECRET")}
     data = Path(tempfile.mkdtemp(prefix="gateway-demo-"))
-    tokens, stops = [], []
+    tokens, cluster_keys, stops = [], [], []
     try:
         for run in range(2):
             port = free_port()
@@ -173,10 +175,17 @@ async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in
                 banner = await demo.banner()
                 await demo.ready()
                 tokens.append(banner["token"])
+                cluster_keys.append(banner["cluster_key"])
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
                     for token in tokens:  # the first run's token too, on the second run
                         me = await client.get("/api/me", headers={"Authorization": f"Bearer {token}"})
                         assert me.status_code == 200, (run, me.text)
+                    for key in cluster_keys:  # and the first run's cluster key
+                        metrics = {"cpu": 50.0, "memory": 40.0, "disk": 30.0, "network": 1.0}
+                        sent = await client.post(
+                            "/api/ingest/metrics", json=metrics, headers={"Authorization": f"Bearer {key}"}
+                        )
+                        assert sent.status_code == 204, (run, sent.text)
                 started = time.monotonic()
                 proc.send_signal(signal.SIGTERM)
                 assert await asyncio.to_thread(proc.wait, STOP_WITHIN) == 0, demo.output()
@@ -185,6 +194,7 @@ async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in
             finally:
                 if proc.poll() is None or any(alive(pid) for pid in demo.processes()):
                     demo.kill_everything()
+        assert cluster_keys[0] == cluster_keys[1]
         secret = data / "secret"
         assert secret.stat().st_mode & 0o777 == 0o600  # its owner's alone
         print(f"demo stops took {', '.join(f'{s:.1f} s' for s in stops)}")
