@@ -154,12 +154,30 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
     ttl = settings.token_ttl if args.ttl is None else args.ttl
     if ttl > settings.session_max_age:  # it would stop working then anyway
         raise CommandFailed(exits.USAGE, f"--ttl is at most GATEWAY_SESSION_MAX_AGE ({settings.session_max_age} s)")
+    if settings.database_url:
+        _reachable(settings, redis=False)
+        if not asyncio.run(_user_exists(settings, args.user)):
+            raise CommandFailed(exits.REFUSED, f"no user {args.user}")
+    else:
+        print("user not checked: set DATABASE_URL to refuse a user who does not exist", file=sys.stderr)
     token = issue_token(settings.secret, args.user, ttl)
     print(token)
     # Beside the token, not in stdout: `$(gateway token ...)` stays the token alone.
     print(
         f"token id {read_token(settings.secret, token).token_id}: `gateway revoke --token-id` ends it", file=sys.stderr
     )
+
+
+async def _user_exists(settings: Settings, user_id: int) -> bool:
+    import asyncpg
+
+    from .store.queries import user_exists
+
+    db = await asyncpg.connect(settings.database_url)
+    try:
+        return await user_exists(db, user_id)
+    finally:
+        await db.close()
 
 
 def _check_token(token: str, settings: Settings) -> None:

@@ -65,6 +65,7 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         (["demo", "--speed", "nan"], 2, "--speed"),
         (["check", "--lb-idle-timeout", "soon"], 2, "--lb-idle-timeout"),
         (["revoke", "--user", "999999999"], 4, "no user 999999999"),
+        (["token", "--user", "999999999"], 4, "no user 999999999"),
         (["cluster-key", "--cluster", "999999999"], 4, "no cluster 999999999"),
     ],
 )
