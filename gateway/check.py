@@ -1,6 +1,7 @@
 """`gateway check`: the configuration as `serve` and `relay` would read it, judged before anything starts.
 
-Each check gives one line: `ok`, or `problem` (wrong, or risky enough to fix before going live). The exit status
+Each check gives one line: `ok`, `warning` (worth knowing, the status stays) or `problem` (wrong, or risky
+enough to fix before going live). The exit status
 is 0 when there is no problem; 5 when PostgreSQL or Redis cannot be reached; 2 otherwise (README's table).
 """
 
@@ -14,6 +15,7 @@ from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, MIN_SECRET_LENGTH, Settings
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HELD_OPEN_WARN_AFTER = 5.0  # seconds a transaction in another database may stay open before `check` warns
 
 
 @dataclass
@@ -23,6 +25,10 @@ class Report:
 
     def ok(self, what: str) -> None:
         self.lines.append(f"ok       {what}")
+
+    def warning(self, what: str) -> None:
+        """Worth knowing, not a reason to stop: the exit status stays."""
+        self.lines.append(f"warning  {what}")
 
     def problem(self, what: str, status: int = exits.USAGE) -> None:
         self.lines.append(f"problem  {what}")
@@ -96,6 +102,22 @@ async def _postgres(settings: Settings, report: Report) -> None:
         report.problem(f"migrations edited after they were applied: {', '.join(found.edited)}")
     if not found.pending and not found.edited:
         report.ok("every migration the package ships is applied, as shipped")
+    await _held_open_elsewhere(settings, report)
+
+
+async def _held_open_elsewhere(settings: Settings, report: Report) -> None:
+    """PostgreSQL's horizon is the server's: a transaction left open in another database holds every relay back."""
+    from .store.outbox import held_open_elsewhere
+
+    found = await asyncio.wait_for(held_open_elsewhere(settings.database_url, HELD_OPEN_WARN_AFTER), 15)
+    for held in found:
+        report.warning(
+            f"PostgreSQL: a transaction in database {held.database!r} (pid {held.pid}) has been open"
+            f" {held.age_seconds:.0f} s; while it stays open no relay publishes anything committed after it"
+            " began: give the gateway a server of its own, or watch gateway_relay_held_back_seconds"
+        )
+    if not found:
+        report.ok(f"PostgreSQL: no other database holds a transaction open longer than {HELD_OPEN_WARN_AFTER:g} s")
 
 
 async def _redis(settings: Settings, report: Report) -> None:

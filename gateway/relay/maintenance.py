@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 STATS_EVERY = 1.0
 HELD_BACK_LOG_AFTER = 2.0
 HELD_BACK_LOG_EVERY = 10.0
+# PostgreSQL's horizon counts every database of the server: another application's open transaction holds us too.
+ELSEWHERE = " (another database on this server: give the gateway a server of its own, or end it)"
 PRUNE_EVERY = 60.0
 SILENCE_EVERY = 5.0  # seconds between looks for clusters gone silent
 
@@ -49,10 +51,12 @@ class HoldBackWatch:
                 blocker = self.blocker = await self.reader.blocker(result.horizon)
                 if blocker is not None:
                     log.warning(
-                        "relay held back %.1fs by open transaction xid=%d pid=%d (%s, open %.1fs): %s",
+                        "relay held back %.1fs by open transaction xid=%d pid=%d in database %s%s (%s, open %.1fs): %s",
                         now - held_since,
                         blocker.xid,
                         blocker.pid,
+                        blocker.database or "-",
+                        ELSEWHERE if blocker.elsewhere else "",
                         blocker.state,
                         blocker.age_seconds,
                         blocker.query,
@@ -61,6 +65,7 @@ class HoldBackWatch:
             self.held_since = None
             self.blocker = None
         self.figures.held_since = self.held_since
+        self.figures.holder = self.blocker
 
 
 class Heartbeat:

@@ -27,6 +27,7 @@ from ..core.batching import Batcher
 from ..core.histogram import Histogram
 from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.joint_reads import JointReads
+from ..store.outbox import Blocker
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +47,19 @@ class PartitionFigures:
     reads: int = 0  # the cycles that read the outbox (asleep, one woken only for what is due does not)
     lag: float = 0.0  # commit to publish of the newest change, in the last cycle that had changes
     held_since: float | None = None  # monotonic: since when an open transaction holds the stream back
+    holder: Blocker | None = None  # that transaction, once looked up (after HELD_BACK_LOG_AFTER)
     commit_to_publish: Histogram = field(default_factory=Histogram)
 
     def serving(self, core: Batcher) -> None:
         self.core = core
-        self.lag, self.held_since = 0.0, None
+        self.lag, self.held_since, self.holder = 0.0, None, None
 
     def stopped(self) -> None:
         if self.core is not None:
             self.changes_before += self.core.changes_applied
             self.deltas_before += self.core.deltas_taken
         self.core = None
-        self.held_since = None
+        self.held_since = self.holder = None
 
     @property
     def changes(self) -> int:
@@ -98,6 +100,17 @@ class RelayCollector(Collector):
             "How long an open transaction has held the partition back",
             labels=["partition"],
         )
+        # Only while held back: the holder's database (a small set) as a label, its pid as the value.
+        holder_age = GaugeMetricFamily(
+            "gateway_relay_holder_transaction_seconds",
+            "How long the transaction holding the partition back has been open, by its database",
+            labels=["partition", "database"],
+        )
+        holder_pid = GaugeMetricFamily(
+            "gateway_relay_holder_pid",
+            "The PostgreSQL backend (pid) of the transaction holding the partition back, by its database",
+            labels=["partition", "database"],
+        )
         ratio = GaugeMetricFamily(
             "gateway_relay_coalescing_ratio",
             "Changes per job delta published, since this process started",
@@ -108,8 +121,11 @@ class RelayCollector(Collector):
             epoch.add_metric([str(p)], core.epoch)
             lag.add_metric([str(p)], f.lag)
             held.add_metric([str(p)], now - f.held_since if f.held_since is not None else 0.0)
+            if f.holder is not None:
+                holder_age.add_metric([str(p), f.holder.database], f.holder.age_seconds)
+                holder_pid.add_metric([str(p), f.holder.database], f.holder.pid)
             ratio.add_metric([str(p)], f.changes / f.deltas if f.deltas else 0.0)
-        yield from (epoch, lag, held, ratio)
+        yield from (epoch, lag, held, holder_age, holder_pid, ratio)
         changes = CounterMetricFamily("gateway_relay_changes", "Captured changes applied", labels=["partition"])
         deltas = CounterMetricFamily(
             "gateway_relay_deltas", "Job deltas published after coalescing", labels=["partition"]

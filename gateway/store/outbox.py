@@ -182,6 +182,27 @@ class Blocker:
     age_seconds: float
     state: str
     query: str
+    database: str = ""  # pg_snapshot_xmin counts every database of the server: it may be another's
+    elsewhere: bool = False  # in a database other than the relay's
+
+
+async def held_open_elsewhere(dsn: str, older_than: float) -> list[Blocker]:
+    """Transactions of other databases on the same server open longer than `older_than` seconds: each one holds
+    every relay's horizon back as long as it stays open (`gateway check` warns of them)."""
+    db = await asyncpg.connect(dsn)
+    try:
+        rows = await db.fetch(
+            "select pid, backend_xid::text::bigint as xid, state, left(query, 200) as query,"
+            " extract(epoch from clock_timestamp() - xact_start)::float8 as age, coalesce(datname, '') as database"
+            " from pg_stat_activity where backend_xid is not null and datname is distinct from current_database()"
+            " and xact_start < clock_timestamp() - make_interval(secs => $1) order by xact_start",
+            older_than,
+        )
+    finally:
+        await db.close()
+    return [
+        Blocker(r["pid"], r["xid"], r["age"], r["state"] or "", r["query"] or "", r["database"], True) for r in rows
+    ]
 
 
 class OutboxReader:
@@ -309,10 +330,19 @@ class OutboxReader:
         """The open transaction holding the horizon back, for the logs and metrics."""
         row = await self.db.fetchrow(
             "select pid, backend_xid::text::bigint as xid, state, left(query, 200) as query,"
-            " extract(epoch from clock_timestamp() - xact_start)::float8 as age"
+            " extract(epoch from clock_timestamp() - xact_start)::float8 as age,"
+            " coalesce(datname, '') as database, datname is distinct from current_database() as elsewhere"
             " from pg_stat_activity where backend_xid is not null"
             " order by age(backend_xid) desc limit 1"
         )
         if row is None:
             return None
-        return Blocker(row["pid"], row["xid"], row["age"] or 0.0, row["state"] or "", row["query"] or "")
+        return Blocker(
+            row["pid"],
+            row["xid"],
+            row["age"] or 0.0,
+            row["state"] or "",
+            row["query"] or "",
+            row["database"],
+            row["elsewhere"],
+        )

@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ BOUNDED_LABELS = {
     *("partition", "le", "implementation", "major", "minor", "patchlevel", "version", "python", "commit"),
     "generation",  # the garbage collector's 0, 1 or 2
     *("route", "method", "status"),  # a route template (or "other"), a usual HTTP method (or "other"), "2xx"
+    "database",  # a database of the PostgreSQL server, only while a transaction in it holds a relay back
 }
 # What a node exports of the relays, read from their heartbeats in Redis (what /readyz judges).
 NODE_VIEW_OF_RELAYS = {"gateway_relay_heartbeat_age_seconds", "gateway_relay_alive"}
@@ -386,3 +388,68 @@ async def reused(node: Process) -> float:
     return float(
         next(line.split()[1] for line in text.splitlines() if line.startswith("gateway_snapshots_reused_total "))
     )
+
+
+async def test_a_transaction_open_in_another_database_is_named_by_the_relay_and_by_check(
+    observed: Observed, observed_pool: asyncpg.Pool, pg_admin: str
+) -> None:
+    """pg_snapshot_xmin counts every database of the server: another application's open transaction held a
+    production relay back, and only a log line without the database's name said so."""
+    await _relay_text(observed)
+    team = await make_team(observed_pool, observed.secret)
+    elsewhere = await asyncio.to_thread(create_database, pg_admin, False)
+    name = elsewhere.rsplit("/", 1)[1].split("?")[0]
+    other = await asyncpg.connect(elsewhere)
+    try:
+        async with Follower(observed.nodes[0].ws, team.token) as f:
+            channel = f"trajectory:{team.trajectory_id}"
+            await f.subscribe(channel)
+            await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=20)
+            held = other.transaction()
+            await held.start()
+            pid = await other.fetchval("select pg_backend_pid()")
+            await other.fetchval("select pg_current_xact_id()")  # an xid: the server's horizon stops here
+            (job_id,) = await insert_jobs(observed_pool, team, 1)
+            deadline = time.monotonic() + 30
+            while True:
+                text = (await scrape(observed.relay_metrics)).text
+                labels = f'{{database="{name}",partition="0"}}'
+                if f"gateway_relay_holder_pid{labels}" in text:
+                    break
+                assert time.monotonic() < deadline, "the relay's metrics never named the other database"
+                await asyncio.sleep(0.2)
+            assert value(text, f"gateway_relay_holder_pid{labels}") == pid
+            assert value(text, f"gateway_relay_holder_transaction_seconds{labels}") > 0
+            assert value(text, 'gateway_relay_held_back_seconds{partition="0"}') > 0
+            assert job_id not in f.listed(channel)  # held back indeed
+            assert f"pid={pid} in database {name} (another database on this server" in observed.relay.output()
+            checked = await asyncio.to_thread(
+                check_until_warned, observed.database_url, observed.secret, f"database {name!r} (pid {pid})"
+            )
+            assert checked.returncode == 2  # REDIS_URL unset is its problem; the warning changes no status
+            await held.rollback()
+            await f.wait_for(lambda f: job_id in f.listed(channel), timeout=30)
+            text = (await scrape(observed.relay_metrics)).text
+            assert "gateway_relay_holder_pid{" not in text  # gone with the transaction
+    finally:
+        await other.close()
+        await asyncio.to_thread(drop_database, pg_admin, elsewhere)
+
+
+def check_until_warned(database_url: str, secret: str, says: str) -> subprocess.CompletedProcess[str]:
+    """`gateway check` until the transaction has been open long enough for its warning (5 s)."""
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") and k not in ("REDIS_URL",)}
+    deadline = time.monotonic() + 60
+    while True:
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway", "check"],
+            env={**keep, "DATABASE_URL": database_url, "GATEWAY_SECRET": secret},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        warned = [line for line in done.stdout.splitlines() if line.startswith("warning") and says in line]
+        if warned:
+            return done
+        assert time.monotonic() < deadline, done.stdout + done.stderr
+        time.sleep(1)
