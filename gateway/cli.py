@@ -1,4 +1,5 @@
-"""`gateway demo | serve | relay | migrate | token | revoke | cluster-key | tail | simulate` (also `python -m gateway`)."""
+"""`gateway demo | serve | relay | migrate | token | revoke | cluster-key | team | user | member | cluster | tail |
+simulate` (also `python -m gateway`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__, exits
+from . import __version__, exits, provision
 from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
 from .exits import CommandFailed
@@ -278,6 +279,13 @@ def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
             await db.close()
 
     print(asyncio.run(rotate()))
+
+
+def cmd_provision(args: argparse.Namespace, settings: Settings) -> None:
+    """`gateway team | user | member | cluster ACTION` (gateway.provision)."""
+    _require(settings, "database_url")
+    _reachable(settings, redis=False)
+    asyncio.run(provision.carry_out(settings.database_url, args))
 
 
 def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
@@ -589,6 +597,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cluster", type=_ID, required=True, help="the cluster's id")
     p.set_defaults(func=cmd_cluster_key)
+    provision.add_commands(command, _ID, cmd_provision, common)
     return top
 
 
