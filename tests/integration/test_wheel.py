@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -20,9 +21,11 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from gateway.embedded import EmbeddedValkey, free_port
 from gateway.store.migrate import migration_files
@@ -210,16 +213,7 @@ async def test_serve_and_relay_from_an_empty_folder_answer_the_app(
     processes = [core.start(logs[0], "relay", **env), core.start(logs[1], "serve", "--port", str(port), **env)]
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-            deadline = time.monotonic() + START_WITHIN
-            while True:  # ready: the node reaches PostgreSQL and Redis, and the relay is active
-                assert all(p.poll() is None for p in processes), "".join(
-                    log.read_text(errors="replace") for log in logs
-                )
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                assert time.monotonic() < deadline, f"/readyz did not answer 200 within {START_WITHIN} s"
-                await asyncio.sleep(0.2)
+            await ready(client, processes, logs)
             index = await client.get("/")
             assert index.status_code == 200 and "<html" in index.text.lower()
             for path in ("/js/app.js", "/style.css"):
@@ -230,6 +224,96 @@ async def test_serve_and_relay_from_an_empty_folder_answer_the_app(
             stop(proc)
     for log in logs:
         assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")
+
+
+@pytest.fixture
+def redis_login(work: Path) -> Iterator[str]:
+    """A Redis as docs/operations.md ("From nothing to a farm") has operators set it up: a login of the gateway's
+    own that reaches only its keys and channels and no dangerous command, maxmemory with noeviction; the default
+    user shut."""
+    server = EmbeddedValkey(work / "valkey-login")
+    url = server.start()
+    try:
+        admin = redis.Redis.from_url(url)
+        admin.config_set("maxmemory", "256mb")
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.execute_command(*ACL_SETUSER.split(), ">" + REDIS_PASSWORD)
+        admin.execute_command("ACL", "SETUSER", "default", "off")
+        yield url.replace("redis://", f"redis://gateway:{REDIS_PASSWORD}@", 1)
+    finally:
+        server.stop()
+
+
+REDIS_PASSWORD = "walk-" + "p" * 24
+# docs/operations.md gives this line: the gateway's keys and channels all start with gw:
+ACL_SETUSER = "ACL SETUSER gateway on resetchannels ~gw:* &gw:* +@all -@dangerous"
+
+
+async def test_from_nothing_to_a_farm_as_operations_md_walks_it(
+    core: Installed, empty_database: str, redis_login: str, tmp_path: Path
+) -> None:
+    """The walk of docs/operations.md ("From nothing to a farm") from the wheel alone, in an empty folder: migrate,
+    then tenants by script, then check, then a relay and a node; a cluster's first report reaches its team live."""
+    env = {"DATABASE_URL": empty_database, "REDIS_URL": redis_login, "GATEWAY_SECRET": "s" * 32}
+    assert core.run("migrate", **env).returncode == 0
+
+    def made(*argv: str) -> dict[str, Any]:
+        done = core.run(*argv, "--json", **env)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    team = made("team", "create", "Biophysics")
+    ada = made("user", "create", "Ada Lovelace")
+    made("member", "add", "--team", str(team["id"]), "--user", str(ada["id"]), "--role", "owner")
+    cluster = made("cluster", "create", "--team", str(team["id"]), "gpu-a")
+    checked = core.run("check", **env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "problem" not in checked.stdout and "Redis answers" in checked.stdout, checked.stdout
+    token = core.run("token", "--user", str(ada["id"]), **env).stdout.strip()
+
+    port = free_port()
+    logs = [tmp_path / "relay.log", tmp_path / "serve.log"]
+    processes = [core.start(logs[0], "relay", **env), core.start(logs[1], "serve", "--port", str(port), **env)]
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await ready(client, processes, logs)
+            trajectory = await client.post(
+                "/api/ingest/trajectories",
+                json={"name": "Ubiquitin folding"},
+                headers={"Authorization": f"Bearer {cluster['key']}"},
+            )
+            assert trajectory.status_code == 200, trajectory.text
+            async with Follower(f"ws://127.0.0.1:{port}/ws", token) as f:
+                channel = f"team-jobs:{team['id']}"
+                await f.subscribe(channel)
+                await f.wait_for(lambda f: f.channels[channel].snapshot_done, timeout=30)
+                first = {"status": "queued", "trajectory_id": trajectory.json()["id"], "kind": "preprocess"}
+                sent = await client.post(
+                    "/api/ingest/jobs",
+                    json={"jobs": [{**first, "name": "Preprocess trajectory frame", "frame": 0}]},
+                    headers={"Authorization": f"Bearer {cluster['key']}"},
+                )
+                assert sent.status_code == 200, sent.text
+                (job,) = sent.json()["jobs"]
+                await f.wait_for(lambda f: job["id"] in f.listed(channel), timeout=30)
+                assert f.problems == []
+    finally:
+        for proc in processes:
+            stop(proc)
+    for log in logs:
+        assert "Traceback" not in log.read_text(errors="replace"), log.read_text(errors="replace")
+
+
+async def ready(client: httpx.AsyncClient, processes: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
+    """Until /readyz says 200: the node reaches PostgreSQL and Redis, and the relay is active."""
+    deadline = time.monotonic() + START_WITHIN
+    while True:
+        assert all(p.poll() is None for p in processes), "".join(log.read_text(errors="replace") for log in logs)
+        with contextlib.suppress(httpx.TransportError):
+            if (await client.get("/readyz")).status_code == 200:
+                return
+        assert time.monotonic() < deadline, f"/readyz did not answer 200 within {START_WITHIN} s"
+        await asyncio.sleep(0.2)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
