@@ -37,6 +37,8 @@ class Transition(NamedTuple):
 
 
 # The statuses and their meaning are the Submissions document's; the labels name its menu's actions as it does.
+# An action's move lists every action of the menu that makes it ("Unhold, Retry"); a move the tasks make and an
+# action makes too (running to failed: a task fails, or Kill) is two arrows.
 TRANSITIONS: tuple[Transition, ...] = (
     Transition(START, "upload_pending", "submitted", "cluster", "upload_pending"),
     Transition(START, "pending", "submitted, its data in place", "cluster", READY),
@@ -48,18 +50,27 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("sync_failed", "syncing", "Retry Sync", "action", "syncing"),
     Transition("syncing", "pending", "synced", "cluster", READY),
     Transition("pending", "running", "a task starts", "tasks"),
-    Transition("pending", "holding", "Hold", "action"),
-    Transition("holding", "pending", "Unhold", "action"),
-    Transition("pending", "failed", "Kill", "action"),
     Transition("running", "success", "all tasks done", "tasks"),
     Transition("running", "failed", "a task fails", "tasks"),
     Transition("running", "preempted", "a node is preempted", "tasks"),
     Transition("success", "downloaded", "downloaded", "cluster"),
+    # Hold stops the tasks that wait; Kill stops every task not done, wherever the submission stands.
+    Transition("pending", "holding", "Hold", "action"),
+    Transition("running", "holding", "Hold", "action"),
+    Transition("holding", "pending", "Unhold, Retry", "action"),
+    Transition("holding", "running", "Unhold", "action"),
+    Transition("pending", "failed", "Kill", "action"),
+    Transition("running", "failed", "Kill", "action"),
+    Transition("holding", "failed", "Kill", "action"),
+    # Retry restarts every task (pending again); the other retries restart some, and a run with tasks done is
+    # running again. A retry takes the downloaded mark off: the new results are downloaded again.
+    Transition("running", "pending", "Retry", "action"),
     Transition("success", "pending", "Retry", "action"),
-    # A retry takes the downloaded mark off: the new results are downloaded again.
     Transition("downloaded", "pending", "Retry", "action"),
-    Transition("failed", "pending", "Retry Failed", "action"),
-    Transition("preempted", "pending", "Retry Preempted", "action"),
+    Transition("failed", "pending", "Retry Failed, Retry", "action"),
+    Transition("failed", "running", "Retry Failed", "action"),
+    Transition("preempted", "pending", "Retry Preempted, Retry", "action"),
+    Transition("preempted", "running", "Retry Preempted", "action"),
 )
 
 # What each status means, in the Submissions document's words (a node's tooltip in the diagram).

@@ -9,9 +9,13 @@ A submission's status, in order of precedence (the first that holds):
 | `preempted` | any task was preempted (a retry of preempted tasks is needed) |
 | `failed` | any task failed for good |
 | `holding` | any task is holding (and none runs, failed or was preempted) |
-| `pending` | tasks wait for nodes to be reserved: queued or retrying, none running yet |
+| `running` | tasks wait (queued or retrying) after some completed: the run is under way between two tasks |
+| `pending` | tasks wait for nodes to be reserved before any has completed: queued or retrying, none running |
 | `downloaded` | all tasks completed and their results were downloaded |
 | `success` | all tasks completed |
+
+So `pending` is the time before a run's first task is done (the Submissions document's "render nodes are being
+herded and reserved"), never 43 of 45 done: a Retry, which restarts every task, makes it pending again.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def submission_status(staging: str, counts: Counts, downloaded: bool) -> str:
     if counts.holding:
         return "holding"
     if counts.queued or counts.retrying:
-        return "pending"
+        return "running" if counts.completed else "pending"
     if counts.total() and counts.completed == counts.total():
         return "downloaded" if downloaded else "success"
     return "pending"

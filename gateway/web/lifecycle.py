@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from ..core.lifecycle import MEANINGS, START, STATUS_COLOURS, TRANSITIONS, Transition
 
-WIDTH, HEIGHT = 1090, 530
+WIDTH, HEIGHT = 1090, 550
 BOX_W, BOX_H = 128, 36
 # The Submissions page's palette (frontend/style.css, :root; a unit test holds the two equal). Presentation
 # attributes, not a <style>: the Content-Security-Policy refuses inline styles, and attributes are not styles.
@@ -25,7 +25,8 @@ MUTED = "#5b6270"
 LINE = "#8a909c"
 ACTION = "#1d4ed8"
 
-# Where each status sits (its box's centre): the data's path along the top, the tasks' statuses below.
+# Where each status sits (its box's centre): the data's path along the top, the tasks' statuses below it, with
+# holding and failed under pending and running.
 PLACES: dict[str, tuple[float, float]] = {
     START: (24, 70),
     "upload_pending": (190, 70),
@@ -33,19 +34,19 @@ PLACES: dict[str, tuple[float, float]] = {
     "sync_pending": (590, 70),
     "syncing": (790, 70),
     "sync_failed": (990, 70),
-    "preempted": (590, 175),
-    "pending": (390, 275),
-    "running": (590, 275),
-    "success": (790, 275),
-    "downloaded": (990, 275),
-    "holding": (190, 375),
-    "failed": (590, 375),
+    "preempted": (590, 180),
+    "pending": (390, 285),
+    "running": (590, 285),
+    "success": (790, 285),
+    "downloaded": (990, 285),
+    "holding": (190, 430),
+    "failed": (590, 430),
 }
 
 
 class Route(NamedTuple):
     """How one move is drawn: its points (None: a straight arrow between the boxes, moved `shift` px to its
-    left so that two opposite moves between the same boxes run side by side) and where its label sits."""
+    left so that moves between the same boxes run side by side) and where its label sits."""
 
     label_at: tuple[float, float]
     anchor: str = "middle"  # the label's text-anchor
@@ -54,33 +55,50 @@ class Route(NamedTuple):
 
 
 _TOP = 70 - BOX_H / 2 - 8  # labels of the top row's moves sit above its boxes
-_MAIN = 275
-ROUTES: dict[tuple[str, str], Route] = {
-    (START, "upload_pending"): Route((70, 62)),
-    (START, "pending"): Route((170, 266), points=((24, 70), (24, 267), (390 - BOX_W / 2, 267))),
-    ("upload_pending", "uploading"): Route((290, _TOP)),
-    ("uploading", "sync_pending"): Route((490, _TOP)),
-    ("sync_pending", "syncing"): Route((690, _TOP)),
-    ("syncing", "sync_failed"): Route((890, _TOP), shift=6),
-    ("sync_failed", "syncing"): Route((890, 70 + BOX_H / 2 + 14), shift=6),
-    ("syncing", "pending"): Route((575, 106), points=((790, 70 + BOX_H / 2), (790, 112), (360, 112), (360, 257))),
-    ("pending", "running"): Route((490, _MAIN - BOX_H / 2 - 6)),
-    ("running", "success"): Route((690, _MAIN - BOX_H / 2 - 6)),
-    ("success", "downloaded"): Route((890, _MAIN - BOX_H / 2 - 6)),
-    ("running", "preempted"): Route((598, 229), anchor="start"),
-    ("preempted", "pending"): Route(
-        (505, 134), points=((590, 175 - BOX_H / 2), (590, 140), (420, 140), (420, _MAIN - BOX_H / 2))
+_MAIN = 285
+_ABOVE_MAIN = _MAIN - BOX_H / 2  # the main row's top edge, where the moves into pending from above arrive
+# Keyed by (source, target, cause): running to failed is two moves (a task fails; Kill). The routes into pending
+# from above nest (each one's turn inside the one before), and running and holding meet around the bottom: no
+# two arrows cross (a unit test holds it).
+ROUTES: dict[tuple[str, str, str], Route] = {
+    (START, "upload_pending", "cluster"): Route((70, 62)),
+    (START, "pending", "cluster"): Route((170, _MAIN - 8), points=((24, 70), (24, _MAIN), (390 - BOX_W / 2, _MAIN))),
+    ("upload_pending", "uploading", "cluster"): Route((290, _TOP)),
+    ("uploading", "sync_pending", "cluster"): Route((490, _TOP)),
+    ("sync_pending", "syncing", "cluster"): Route((690, _TOP)),
+    ("syncing", "sync_failed", "cluster"): Route((890, _TOP), shift=6),
+    ("sync_failed", "syncing", "action"): Route((890, 70 + BOX_H / 2 + 14), shift=6),
+    ("syncing", "pending", "cluster"): Route(
+        (575, 104), points=((790, 70 + BOX_H / 2), (790, 110), (336, 110), (336, _ABOVE_MAIN))
     ),
-    ("pending", "holding"): Route((298, 340), anchor="start", shift=6),
-    ("holding", "pending"): Route((282, 312), anchor="end", shift=6),
-    ("running", "failed"): Route((598, 329), anchor="start"),
-    ("pending", "failed"): Route((498, 312), anchor="start", shift=6),
-    ("failed", "pending"): Route((482, 340), anchor="end", shift=6),
-    ("success", "pending"): Route(
-        (590, 446), points=((790, _MAIN + BOX_H / 2), (790, 430), (390, 430), (390, _MAIN + BOX_H / 2))
+    ("downloaded", "pending", "action"): Route(
+        (940, 137), points=((990, _ABOVE_MAIN), (990, 122), (350, 122), (350, _ABOVE_MAIN))
     ),
-    ("downloaded", "pending"): Route(
-        (890, 456), points=((990, _MAIN + BOX_H / 2), (990, 470), (368, 470), (368, _MAIN + BOX_H / 2))
+    ("success", "pending", "action"): Route(
+        (700, 148), points=((790, _ABOVE_MAIN), (790, 134), (364, 134), (364, _ABOVE_MAIN))
+    ),
+    ("preempted", "pending", "action"): Route(
+        (520, 174), anchor="end", points=((590 - BOX_W / 2, 180), (440, 180), (440, _ABOVE_MAIN))
+    ),
+    ("running", "preempted", "tasks"): Route((578, 236), anchor="end", shift=6),
+    ("preempted", "running", "action"): Route((602, 236), anchor="start", shift=6),
+    ("pending", "running", "tasks"): Route((490, _MAIN - 16), shift=6),
+    ("running", "pending", "action"): Route((490, _MAIN + 22), shift=6),
+    ("running", "success", "tasks"): Route((690, _MAIN - BOX_H / 2 - 6)),
+    ("success", "downloaded", "cluster"): Route((890, _MAIN - BOX_H / 2 - 6)),
+    ("running", "failed", "tasks"): Route((570, 330), anchor="end", shift=-14),
+    ("running", "failed", "action"): Route((570, 346), anchor="end"),
+    ("failed", "running", "action"): Route((610, 362), anchor="start", shift=-14),
+    ("pending", "holding", "action"): Route((298, 378), anchor="start", shift=6),
+    ("holding", "pending", "action"): Route((282, 346), anchor="end", shift=6),
+    ("pending", "failed", "action"): Route((506, 350), anchor="start", shift=6),
+    ("failed", "pending", "action"): Route((478, 380), anchor="end", shift=6),
+    ("holding", "failed", "action"): Route((390, 424)),
+    ("running", "holding", "action"): Route(
+        (440, 466), points=((654, _MAIN + 14), (700, _MAIN + 14), (700, 472), (200, 472), (200, 430 + BOX_H / 2))
+    ),
+    ("holding", "running", "action"): Route(
+        (440, 500), points=((180, 430 + BOX_H / 2), (180, 486), (712, 486), (712, _MAIN + 6), (654, _MAIN + 6))
     ),
 }
 
@@ -137,7 +155,7 @@ def _status(status: str) -> str:
 
 
 def _transition(t: Transition) -> str:
-    route = ROUTES.get((t.source, t.target))
+    route = ROUTES.get((t.source, t.target, t.cause))
     points = _points(t, route)
     if route is None:
         (x1, y1), (x2, y2) = points[0], points[-1]

@@ -17,6 +17,7 @@ from gateway.core.lifecycle import (
     START,
     STATUS_COLOURS,
     TRANSITIONS,
+    Transition,
     staging_reachable,
     staging_refusal,
 )
@@ -44,7 +45,8 @@ def test_the_table_covers_the_twelve_statuses_of_the_submissions_document() -> N
     moved_from = {t.source for t in TRANSITIONS}
     assert moved_into == set(SUBMISSION_STATUSES)  # every status can be reached ...
     assert moved_from - {START} == set(SUBMISSION_STATUSES)  # ... and left (downloaded: only by a Retry)
-    assert len({(t.source, t.target) for t in TRANSITIONS}) == len(TRANSITIONS)  # one arrow per move
+    # One arrow per move and cause: running to failed is a task's failure, and a Kill
+    assert len({(t.source, t.target, t.cause) for t in TRANSITIONS}) == len(TRANSITIONS)
     for t in TRANSITIONS:
         if t.staging is not None:  # a cluster's staging report: to that staging, or (ready) to the tasks' phase
             assert t.target == (t.staging if t.staging in STAGING else "pending"), t
@@ -95,8 +97,28 @@ def test_every_move_of_the_table_is_one_the_status_really_makes() -> None:
     for t in TRANSITIONS:
         if t.staging is not None:
             continue  # the data's path: checked at ingest (below)
-        cause = "downloaded" if t.cause == "cluster" else "tasks" if t.cause == "tasks" else ACTION_OF_LABEL[t.label]
-        assert (t.source, t.target) in made[cause], t
+        if t.cause == "action":  # every action the arrow names makes that move
+            for label in t.label.split(", "):
+                assert (t.source, t.target) in made[ACTION_OF_LABEL[label]], (t, label)
+        else:
+            assert (t.source, t.target) in made["downloaded" if t.cause == "cluster" else "tasks"], t
+
+
+def test_kill_hold_and_the_retries_are_drawn_from_every_status_they_move() -> None:
+    """The diagram drew Kill only from pending, where people kill running and held work. From every status that an
+    action of the menu moves a submission out of (taking some of its tasks), an arrow naming that action leaves."""
+    named = {(t.source, label) for t in TRANSITIONS if t.cause == "action" for label in t.label.split(", ")}
+    for label, name in ACTION_OF_LABEL.items():
+        action = TASK_ACTIONS[name]
+        for n in range(1, 4):
+            for tasks in _tasks(n):
+                if not any(s in action.takes for s in tasks):
+                    continue  # the menu does not offer it here: nothing it could take
+                for downloaded in (False, True):
+                    before = _status(tasks, downloaded)
+                    after = [action.becomes if s in action.takes else s for s in tasks]
+                    if _status(after, downloaded and not action.new_attempt) != before:
+                        assert (before, label) in named, (label, tasks, downloaded)
 
 
 @pytest.mark.parametrize("current", [*STAGING, READY])
@@ -170,7 +192,7 @@ def test_the_diagram_draws_every_move_of_the_table_with_its_label() -> None:
 
 def test_the_diagram_has_a_place_for_everything_and_nothing_else() -> None:
     assert set(PLACES) == {START, *SUBMISSION_STATUSES}
-    assert set(ROUTES) <= {(t.source, t.target) for t in TRANSITIONS}  # no route for a move the table lacks
+    assert set(ROUTES) <= {(t.source, t.target, t.cause) for t in TRANSITIONS}  # no route for a move it lacks
     boxes = {
         s: (x - BOX_W / 2, y - BOX_H / 2, x + BOX_W / 2, y + BOX_H / 2) for s, (x, y) in PLACES.items() if s != START
     }
@@ -189,3 +211,62 @@ def test_the_diagrams_palette_is_the_pages() -> None:
     for name in ("blue", "amber", "green", "red"):
         assert PALETTE[name] == variables[name]
     assert PALETTE[""] == variables["ink"]
+
+
+def _segments() -> list[tuple[Transition, tuple[float, float], tuple[float, float]]]:
+    """Every straight piece of every arrow as drawn."""
+    pieces = []
+    for g in _svg().iter(f"{SVG}g"):
+        if g.get("class") != "transition":
+            continue
+        path = g.find(f"{SVG}path").get("d", "")  # type: ignore[union-attr]
+        points = [tuple(map(float, p.split(","))) for p in re.findall(r"[ML]([-\d.]+,[-\d.]+)", path)]
+        t = next(
+            t
+            for t in TRANSITIONS
+            if (t.source, t.target, t.cause) == (g.get("data-source"), g.get("data-target"), g.get("data-cause"))
+        )
+        pieces += [(t, a, b) for a, b in itertools.pairwise(points)]  # type: ignore[arg-type]
+    return pieces
+
+
+def _cross(p1: tuple[float, float], p2: tuple[float, float], q1: tuple[float, float], q2: tuple[float, float]) -> bool:
+    """Whether two segments meet (touching or overlapping counts)."""
+
+    def side(a: tuple[float, float], b: tuple[float, float], c: tuple[float, float]) -> float:
+        return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0])
+
+    def within(a: tuple[float, float], b: tuple[float, float], c: tuple[float, float]) -> bool:
+        return min(a[0], b[0]) <= c[0] <= max(a[0], b[0]) and min(a[1], b[1]) <= c[1] <= max(a[1], b[1])
+
+    d1, d2, d3, d4 = side(q1, q2, p1), side(q1, q2, p2), side(p1, p2, q1), side(p1, p2, q2)
+    if ((d1 > 0) != (d2 > 0)) and ((d3 > 0) != (d4 > 0)) and 0 not in (d1, d2, d3, d4):
+        return True
+    return any(
+        d == 0 and within(a, b, c)
+        for d, a, b, c in ((d1, q1, q2, p1), (d2, q1, q2, p2), (d3, p1, p2, q1), (d4, p1, p2, q2))
+    )
+
+
+def test_no_two_arrows_of_the_diagram_cross_or_touch() -> None:
+    """Its arrows crossed: a reader could not follow Kill from pending to failed. Each piece of every arrow is
+    checked against every piece of every other arrow."""
+    pieces = _segments()
+    assert len({id(t) for t, _, _ in pieces}) == len(TRANSITIONS)
+    for (t1, a1, b1), (t2, a2, b2) in itertools.combinations(pieces, 2):
+        if t1 is not t2:
+            assert not _cross(a1, b1, a2, b2), (t1, t2)
+
+
+def test_every_arrow_runs_outside_the_boxes_it_does_not_join() -> None:
+    boxes = {
+        s: (x - BOX_W / 2, y - BOX_H / 2, x + BOX_W / 2, y + BOX_H / 2) for s, (x, y) in PLACES.items() if s != START
+    }
+    for t, a, b in _segments():
+        for status, (left, top, right, bottom) in boxes.items():
+            if status in (t.source, t.target):
+                continue
+            corners = [(left, top), (right, top), (right, bottom), (left, bottom)]
+            edges = list(zip(corners, corners[1:] + corners[:1]))
+            inside = left < a[0] < right and top < a[1] < bottom
+            assert not inside and not any(_cross(a, b, c, d) for c, d in edges), (t, status)

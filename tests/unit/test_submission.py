@@ -25,6 +25,9 @@ def test_data_not_on_the_cluster_yet_is_the_status_whatever_the_tasks(staging: s
         (Counts(failed=1, queued=3), False, "failed"),
         (Counts(holding=2, queued=1), False, "holding"),
         (Counts(queued=3, retrying=1), False, "pending"),
+        (Counts(queued=2, completed=43), False, "running"),  # under way, between two tasks: not pending
+        (Counts(retrying=1, completed=4), False, "running"),  # Retry Failed after some were done
+        (Counts(holding=2, completed=4), False, "holding"),
         (Counts(completed=4), False, "success"),
         (Counts(completed=4), True, "downloaded"),
         (Counts(), False, "pending"),  # submitted, no task yet
