@@ -73,6 +73,14 @@ class Wave:
     stopped: bool = False  # a person removed or killed some of its active jobs: it ends silently
     submissions: set[int] = field(default_factory=set)  # whose work it was (at most MAX_WAVE_SUBMISSIONS)
 
+    def learn(self, analysis: bool, rasterize: bool, failed: bool, submissions: set[int]) -> None:
+        """What its jobs did before this relay read them (a wave opened at takeover): its notice says it too."""
+        self.has_analysis |= analysis
+        self.has_rasterize |= rasterize
+        self.failed |= failed
+        room = MAX_WAVE_SUBMISSIONS - len(self.submissions)
+        self.submissions.update(sorted(submissions - self.submissions)[: max(room, 0)])
+
 
 @dataclass
 class Finish:

@@ -198,10 +198,12 @@ async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batc
     """Carry the previous relay's waves over: finish the open ones it could not, never repeat a closed one; and
     open a wave for work no relay saw start."""
     now = time.monotonic()
+    closed_at = {}  # when each trajectory's last wave closed: a wave opened now holds what its jobs did since
     for row in reader.waves:
         trajectory_id, number = row["trajectory_id"], row["wave"]
         if not row["open"]:
             core.finishes.restore(trajectory_id, number, None)
+            closed_at[trajectory_id] = row["closed_at"] or row["started_at"]  # closed before closed_at was kept
             continue
         facts = await waves.facts(db, trajectory_id, row["started_at"])
         traj = core.aggregates.trajectory(trajectory_id)
@@ -210,5 +212,8 @@ async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batc
         core.finishes.restore(trajectory_id, number - 1, wave, now if idle else None)
     core.open_unrecorded_waves()
     started = core.finishes.take_started()
+    for trajectory_id, _, _ in started:  # work no relay saw start: what it did before now is in its jobs
+        facts = await waves.facts(db, trajectory_id, closed_at.get(trajectory_id))
+        core.finishes.waves[trajectory_id].learn(facts.analysis, facts.rasterize, facts.failed, facts.submissions)
     if started:
         await waves.record_started(db, started)

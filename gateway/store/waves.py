@@ -28,13 +28,13 @@ class WaveFacts:
 
 
 async def load(db: asyncpg.Connection) -> list[asyncpg.Record]:
-    """Every trajectory's latest wave (`trajectory_id`, `wave`, `open`, `started_at`); read inside the
-    relay's snapshot transaction."""
-    return await db.fetch("select trajectory_id, wave, open, started_at from trajectory_waves")
+    """Every trajectory's latest wave (`trajectory_id`, `wave`, `open`, `started_at`, `closed_at`); read inside
+    the relay's snapshot transaction."""
+    return await db.fetch("select trajectory_id, wave, open, started_at, closed_at from trajectory_waves")
 
 
-async def facts(db: asyncpg.Connection, trajectory_id: int, started_at: datetime) -> WaveFacts:
-    """What the trajectory's jobs changed since its wave started. A job removed while it was still at work, or
+async def facts(db: asyncpg.Connection, trajectory_id: int, started_at: datetime | None) -> WaveFacts:
+    """What the trajectory's jobs changed since its wave started (None: ever). A job removed while it was still at work, or
     killed, stopped the wave's work (`core.finish.cuts_short`): what the table keeps of it is its status at
     removal, or the killed task's error."""
     row = await db.fetchrow(
@@ -45,7 +45,7 @@ async def facts(db: asyncpg.Connection, trajectory_id: int, started_at: datetime
         "   or (status = 'failed' and error = $3)), false) as stopped,"
         " array(select distinct s from unnest(array_agg(submission_id)) s where s is not null"
         f"   limit {MAX_WAVE_SUBMISSIONS}) as submissions"
-        " from jobs where trajectory_id = $1 and updated_at >= $2",
+        " from jobs where trajectory_id = $1 and ($2::timestamptz is null or updated_at >= $2)",
         trajectory_id,
         started_at,
         KILLED,
@@ -70,7 +70,7 @@ async def record_started(db: asyncpg.Connection, started: list[tuple[int, int, d
 async def record_closed(db: asyncpg.Connection, waves: list[tuple[int, int]]) -> None:
     """Waves (trajectory, wave number) whose finish has been published: closed."""
     await db.execute(
-        "update trajectory_waves w set open = false from unnest($1::bigint[], $2::int[]) as u(t, n)"
+        "update trajectory_waves w set open = false, closed_at = now() from unnest($1::bigint[], $2::int[]) as u(t, n)"
         " where w.trajectory_id = u.t and w.wave = u.n",
         [t for t, _ in waves],
         [n for _, n in waves],

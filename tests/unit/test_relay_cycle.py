@@ -363,18 +363,25 @@ async def test_a_finish_goes_out_once_even_when_its_relay_died_before_recording_
 
 
 @pytest.mark.parametrize(
-    ("replayed", "done_in_gap"),
-    [(True, False), (True, True), (False, False)],
-    ids=["rows-replayed", "finished-unseen", "bus-without-cursor"],
+    ("replayed", "done_in_gap", "failed_in_gap"),
+    [(True, False, False), (True, True, False), (False, False, False), (False, False, True)],
+    ids=["rows-replayed", "finished-unseen", "bus-without-cursor", "failed-before-a-takeover-on-a-bus-without-cursor"],
 )
 async def test_work_that_started_while_no_relay_read_still_finishes_with_a_notice(
-    url: str, writer: asyncpg.Connection, relays: list[asyncpg.Connection], replayed: bool, done_in_gap: bool
+    url: str,
+    writer: asyncpg.Connection,
+    relays: list[asyncpg.Connection],
+    replayed: bool,
+    done_in_gap: bool,
+    failed_in_gap: bool,
 ) -> None:
     """Analyses written between one relay's end and its successor's snapshot, on a trajectory whose earlier work
     finished: no relay saw their wave start, and the successor must still finish it. `replayed`: the bus holds
     the first relay's cursor, so the successor reads the rows again (its state counts them already); otherwise
     the bus has no cursor (it restarted empty) and the successor reads from its snapshot on. `done_in_gap`: the
-    work completed before the successor's snapshot too, one analysis failing."""
+    work completed before the successor's snapshot too, one analysis failing. `failed_in_gap`: one analysis failed
+    before the snapshot and the others run on: the successor reads nothing of that failure (the bus has no cursor),
+    yet the notice must say "with errors"."""
     team = await make_team(writer)
     broker = MemoryBroker()
     first = await take_over(url, relays, broker, epoch=3, settle=0.0)
@@ -396,8 +403,9 @@ async def test_work_that_started_while_no_relay_read_still_finishes_with_a_notic
         team.cluster_id,
     )
     ids = [r["id"] for r in analyses]
-    if done_in_gap:
+    if done_in_gap or failed_in_gap:
         await writer.execute("update jobs set status = 'failed', error = 'segfault' where id = $1", ids.pop())
+    if done_in_gap:
         await writer.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
     successor = await take_over(url, relays, broker, epoch=4, settle=0.0)
     await successor.run()
@@ -408,7 +416,7 @@ async def test_work_that_started_while_no_relay_read_still_finishes_with_a_notic
     await successor.run()
     notices = [(n.wave, n.title) for n in await successor.messages(trajectory) if isinstance(n, Notice)]
     glows = [g.wave for g in await successor.messages(team_channel) if isinstance(g, Glow)]
-    if done_in_gap:
+    if done_in_gap or failed_in_gap:
         assert notices[-1:] == [(2, "Analysis completed with errors")] and glows[-1:] != [2]
     else:
         assert notices[-1:] == [(2, "Analysis completed successfully!")] and glows[-1:] == [2]
