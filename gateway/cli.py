@@ -19,6 +19,7 @@ from .bus import urls as redis_urls
 from .config import DEFAULT_HOSTS, ConfigError, Settings, check_secret
 from .exits import CommandFailed
 from .running import run_until_signalled
+from .store import urls as database_urls
 from .web.serving import listeners, node_server
 
 
@@ -611,7 +612,10 @@ def main(argv: list[str] | None = None) -> None:
         configure(settings.log_level, settings.log_format)
         settings.database_url = getattr(args, "database_url", None) or settings.database_url
         settings.redis_url = getattr(args, "redis_url", None) or settings.redis_url
-        if settings.redis_url:  # a URL no client could use stops every command here, as a setting that does not parse
+        # A URL no client could use (or would misread) stops every command here, as a setting that does not parse.
+        if settings.database_url:
+            database_urls.check(settings.database_url)
+        if settings.redis_url:
             redis_urls.parse(settings.redis_url, settings.redis_cluster)
         args.func(args, settings)
     except ConfigError as exc:  # a setting the command cannot use: one line, no traceback

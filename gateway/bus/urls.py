@@ -9,7 +9,7 @@ database number, 0 by default), `sentinel_username` and `sentinel_password` (whe
 own, `requirepass` in sentinel.conf). Anything else is refused, as is TLS (`rediss+sentinel://`).
 
 Pure parsing (no redis import): `gateway` checks the setting before any command runs, and a URL that cannot work
-is a ConfigError naming what is wrong, never echoing a password.
+is a ConfigError naming what is wrong, quoting no part of the URL (gateway.core.urls: a password may be in it).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..config import ConfigError
+from ..core.urls import BadUrl, Parts, host_port, split
 
 SENTINEL_SCHEME = "redis+sentinel"
 SENTINEL_PORT = 26379
@@ -41,21 +42,28 @@ class Sentinels:
 def parse(url: str, cluster: bool = False) -> Sentinels | None:
     """The sentinels of a redis+sentinel:// URL; None for a URL of one server (or a cluster's node), which redis-py
     reads itself. A URL that neither can use raises ConfigError."""
-    scheme, sep, rest = url.partition("://")
-    scheme = scheme.lower()
-    if scheme in SERVER_SCHEMES and sep:
+    try:
+        return _parse(url, cluster)
+    except BadUrl as bad:
+        raise ConfigError(f"REDIS_URL: {bad}") from None
+
+
+def _parse(url: str, cluster: bool) -> Sentinels | None:
+    scheme = url.partition("://")[0].lower()
+    if scheme == "rediss+sentinel":
+        raise BadUrl("TLS to the sentinels (rediss+sentinel://) is not supported; use redis+sentinel://")
+    if scheme not in (*SERVER_SCHEMES, SENTINEL_SCHEME) or "://" not in url:
+        raise BadUrl(f"expected a URL starting redis://, rediss://, unix:// or {SENTINEL_SCHEME}://")
+    parts = split(url)
+    if scheme in SERVER_SCHEMES:
         _server(url)
         return None
-    if scheme == "rediss+sentinel":
-        raise _invalid("TLS to the sentinels (rediss+sentinel://) is not supported; use redis+sentinel://")
-    if scheme != SENTINEL_SCHEME or not sep:
-        raise _invalid(f"expected a URL starting redis://, rediss://, unix:// or {SENTINEL_SCHEME}://")
     if cluster:
-        raise _invalid(
+        raise BadUrl(
             f"a {SENTINEL_SCHEME}:// URL names one primary, not a Redis Cluster: unset GATEWAY_REDIS_CLUSTER"
             " (a cluster fails over by itself; give one of its nodes as redis://host:port)"
         )
-    return _sentinels(rest)
+    return _sentinels(parts)
 
 
 def _server(url: str) -> int | None:
@@ -63,24 +71,21 @@ def _server(url: str) -> int | None:
     try:
         return urlsplit(url).port
     except ValueError:
-        raise _invalid("the port is not a number from 0 to 65535") from None
+        raise BadUrl("the port is not a number from 0 to 65535") from None
 
 
-def _sentinels(rest: str) -> Sentinels:
-    netloc, _, tail = rest.partition("/")
-    path, _, query = tail.partition("?")
-    userinfo, at, hostlist = netloc.rpartition("@")
+def _sentinels(parts: Parts) -> Sentinels:
     username = password = None
-    if at:
-        user, colon, secret = userinfo.partition(":")
+    if parts.credentials is not None:
+        user, colon, secret = parts.credentials.partition(":")
         username, password = unquote(user) or None, (unquote(secret) if colon else None)
-    hosts = tuple(_host(piece) for piece in hostlist.split(","))
-    service = unquote(path)
+    hosts = tuple(_sentinel(piece) for piece in parts.hosts.split(","))
+    service = unquote(parts.path[1:])
     if not service:
-        raise _invalid(f"name the monitored service after the sentinels: {SENTINEL_SCHEME}://host:26379/mymaster")
+        raise BadUrl(f"name the monitored service after the sentinels: {SENTINEL_SCHEME}://host:26379/mymaster")
     if "/" in service:
-        raise _invalid(f"one service name after the sentinels, not {service!r} (a database number goes in ?db=)")
-    options = _options(query)
+        raise BadUrl("one service name after the sentinels, with no '/' in it (a database number goes in ?db=)")
+    options = _options(parts.query)
     return Sentinels(
         hosts,
         service,
@@ -92,39 +97,25 @@ def _sentinels(rest: str) -> Sentinels:
     )
 
 
-def _host(piece: str) -> tuple[str, int]:
-    if piece.startswith("["):  # [v6 address]:port
-        host, bracket, port = piece[1:].partition("]")
-        if not bracket or port and not port.startswith(":"):
-            raise _invalid(f"sentinel {piece!r}: expected [address]:port")
-        port = port[1:]
-    else:
-        host, _, port = piece.partition(":")
+def _sentinel(piece: str) -> tuple[str, int]:
+    host, port = host_port(piece, SENTINEL_PORT)
     if not host:
-        raise _invalid("a sentinel's host is missing: list them as host:port,host:port")
-    if not port:
-        return host, SENTINEL_PORT
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise _invalid(f"sentinel {piece!r}: the port is not a number from 1 to 65535")
-    return host, int(port)
+        raise BadUrl("a sentinel's host is missing: list them as host:port,host:port")
+    return host, port or SENTINEL_PORT
 
 
 def _options(query: str) -> dict[str, str]:
     try:
         pairs = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise _invalid("the options after ? are not name=value pairs joined by &") from None
-    unknown = sorted(set(pairs) - set(SENTINEL_OPTIONS))
-    if unknown:
-        raise _invalid(f"unknown option {', '.join(unknown)} (known: {', '.join(SENTINEL_OPTIONS)})")
+        raise BadUrl("the options after ? are not name=value pairs joined by &") from None
+    if set(pairs) - set(SENTINEL_OPTIONS):
+        # Not named: an option's name may be a piece of a password that holds `&`.
+        raise BadUrl(f"an unknown option after ? (known: {', '.join(SENTINEL_OPTIONS)}; write & in a password %26)")
     return {name: values[-1] for name, values in pairs.items()}
 
 
 def _db(value: str) -> int:
-    if not value.isdigit():
-        raise _invalid("db is not a database number")
+    if not (value.isascii() and value.isdigit() and len(value) <= 5):
+        raise BadUrl("db is not a database number")
     return int(value)
-
-
-def _invalid(message: str) -> ConfigError:
-    return ConfigError(f"REDIS_URL: {message}")

@@ -6,6 +6,7 @@ The store (gateway.store.submission_rows) turns a window into SQL; every sort ke
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,14 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
 MAX_SEARCH = 200
 MAX_FILTER_VALUES = 20
+# ASCII digits only: str.isdigit() also takes "²" (int() refuses it) and "١" (int() reads it); at most 18, so that
+# int() is cheap and the value fits a bigint.
+_WHOLE = re.compile(r"[0-9]{1,18}")
+
+
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number written in ASCII digits (at most 18), or None."""
+    return int(text) if _WHOLE.fullmatch(text) else None
 
 
 class BadWindow(ValueError):
@@ -56,15 +65,20 @@ class Window:
     def column(self) -> str:
         return SORT_COLUMNS[self.sort]
 
+    @property
+    def search_id(self) -> int | None:
+        """The row id a search also finds when it is one written in digits."""
+        return whole_number(self.search)
+
 
 def _int(params: Mapping[str, Sequence[str]], name: str, default: int, low: int, high: int) -> int:
     values = params.get(name) or ()
     if not values:
         return default
-    raw = values[-1]
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    value = whole_number(values[-1])
+    if value is None or not low <= value <= high:
         raise BadWindow(name, f"expected a whole number from {low} to {high}")
-    return int(raw)
+    return value
 
 
 def _many(params: Mapping[str, Sequence[str]], name: str) -> tuple[str, ...]:
@@ -74,6 +88,16 @@ def _many(params: Mapping[str, Sequence[str]], name: str) -> tuple[str, ...]:
     for value in values:
         _text(name, value)
     return values
+
+
+def _user_ids(params: Mapping[str, Sequence[str]]) -> tuple[int, ...]:
+    ids = []
+    for raw in _many(params, "user"):
+        value = whole_number(raw)
+        if value is None:
+            raise BadWindow("user", "expected a user id")
+        ids.append(value)
+    return tuple(ids)
 
 
 def _text(name: str, value: str) -> str:
@@ -98,10 +122,7 @@ def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Win
     for status in statuses:
         if status not in SUBMISSION_STATUSES:
             raise BadWindow("status", f"unknown status {status!r}")
-    users = _many(params, "user")
-    for raw in users:
-        if not raw.isdigit() or len(raw) > 18:
-            raise BadWindow("user", "expected a user id")
+    users = _user_ids(params)
     projects = _many(params, "project")
     page = parse_page(params) if paged else Page(search=_search(params), limit=0)
     return Window(
@@ -109,7 +130,7 @@ def parse_window(params: Mapping[str, Sequence[str]], paged: bool = True) -> Win
         descending=direction == "desc",
         statuses=statuses,
         projects=projects,
-        users=tuple(int(u) for u in users),
+        users=users,
         search=page.search,
         offset=page.offset,
         limit=page.limit,

@@ -81,8 +81,8 @@ def _where(team_id: int, window: Window) -> tuple[str, list[object]]:
     if window.search:
         pattern = arg(like_pattern(window.search))
         found = f"title ilike {pattern} or project ilike {pattern} or user_name ilike {pattern}"
-        if window.search.isdigit() and len(window.search) <= 18:
-            found += f" or id = {arg(int(window.search))}"
+        if window.search_id is not None:
+            found += f" or id = {arg(window.search_id)}"
         clauses.append(f"({found})")
     return " and ".join(clauses), args
 

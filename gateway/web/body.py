@@ -11,7 +11,7 @@ class BodyTooLarge(Exception):
 
 async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"request body over {limit} bytes")
     chunks: list[bytes] = []
     size = 0

@@ -6,36 +6,19 @@ The rows are those the relay saved (gateway.store.submission_rows), served as sa
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import AsyncIterator
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ..core import submission_csv
 from ..core.submission import SubmissionRow
 from ..core.submission_window import BadWindow, Window, parse_window
 from ..store import people, submission_rows
 from .answers import Projects, SubmissionWindowOut, answer
 from .guards import Refused, endpoint, member, path_id, runtime_of, user
 
-# The page's columns, in its order, as the export writes them.
-CSV_COLUMNS = (
-    "JOB ID",
-    "USER",
-    "STATUS",
-    "PROJECT",
-    "TITLE",
-    "PRIORITY",
-    "CORES",
-    "MEMORY (GB)",
-    "PREEMPTIBLE",
-    "PROGRESS",
-    "TASKS",
-    "AVG. FRAME (S)",
-    "CREATED",
-)
 _row_decoder = msgspec.json.Decoder(SubmissionRow)
 
 
@@ -74,44 +57,17 @@ async def team_projects(request: Request) -> Response:
     return answer(Projects(await submission_rows.projects(runtime_of(request).pool, team_id)))
 
 
-def csv_line(row: SubmissionRow, names: dict[int, str]) -> list[object]:
-    """One row as the page shows it (progress as the completed share, created in ISO 8601)."""
-    progress = f"{row.counts.completed}/{row.tasks}" if row.tasks else ""
-    return [
-        row.id,
-        names.get(row.user_id, f"#{row.user_id}") if row.user_id is not None else "",
-        row.status,
-        row.project,
-        row.title,
-        row.priority,
-        row.cores,
-        row.memory_gb,
-        "yes" if row.preemptible else "no",
-        progress,
-        row.tasks,
-        "" if row.avg_frame is None else f"{row.avg_frame:.1f}",
-        row.created_at.isoformat() if row.created_at else "",
-    ]
-
-
 @endpoint
 async def team_submissions_csv(request: Request) -> Response:
-    """Every row of the view (its filters and order, not only a page), streamed as CSV."""
+    """Every row of the view (its filters and order, not only a page), streamed as CSV (gateway.core.submission_csv)."""
     team_id, window = await _team_window(request, paged=False)
     pool = runtime_of(request).pool
     names = {m.id: m.name for m in await people.members(pool, team_id)}
 
     async def lines() -> AsyncIterator[str]:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(CSV_COLUMNS)
+        yield submission_csv.header()
         async for chunk in submission_rows.export(pool, team_id, window):
-            for text in chunk:
-                writer.writerow(_safe(csv_line(_row_decoder.decode(text), names)))
-            yield out.getvalue()
-            out.seek(0)
-            out.truncate()
-        yield out.getvalue()
+            yield "".join(submission_csv.row_record(_row_decoder.decode(text), names) for text in chunk)
 
     filename = f"submissions-team-{team_id}.csv"
     return StreamingResponse(
@@ -119,8 +75,3 @@ async def team_submissions_csv(request: Request) -> Response:
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
-
-
-def _safe(cells: list[object]) -> list[object]:
-    """A text cell a spreadsheet would run as a formula (=, +, -, @ first) is quoted with an apostrophe."""
-    return [f"'{c}" if isinstance(c, str) and c[:1] in ("=", "+", "-", "@", "\t", "\r") else c for c in cells]

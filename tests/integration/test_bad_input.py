@@ -4,13 +4,18 @@ comes first; never a 500."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.routing import Route
 
 from gateway.config import Settings
@@ -220,3 +225,116 @@ def test_every_route_that_takes_input_is_in_the_table() -> None:
     app = create_app(Settings(secret="x" * 32))
     paths = {r.path for r in app.routes if isinstance(r, Route) and r.path.startswith("/api/")}
     assert paths - covered == set()
+
+
+# Every query parameter that takes a number, on every route that reads one; what int() refuses (and what it reads
+# as another script's number) is a 422 naming the parameter.
+NUMERIC_QUERY = [
+    ("/api/teams/{team}/submissions", "offset"),
+    ("/api/teams/{team}/submissions", "limit"),
+    ("/api/teams/{team}/submissions", "user"),
+    ("/api/teams/{team}/submissions.csv", "user"),
+    ("/api/teams/{team}/trajectories", "offset"),
+    ("/api/teams/{team}/trajectories", "limit"),
+    ("/api/teams/{team}/trajectories/active", "offset"),
+    ("/api/teams/{team}/trajectories/active", "limit"),
+    ("/api/submissions/instance-types", "submission"),
+]
+SEARCHED = [
+    "/api/teams/{team}/submissions",
+    "/api/teams/{team}/submissions.csv",
+    "/api/teams/{team}/trajectories",
+    "/api/teams/{team}/trajectories/active",
+]
+# Digits of every script, superscripts, fractions, circled and Roman numerals, mixed with ASCII digits and signs.
+UNICODE_DIGITS = st.text(
+    st.one_of(st.characters(categories=["Nd", "No", "Nl"]), st.sampled_from("0123456789+- _")), min_size=1
+)
+
+
+class OneConnection:
+    """One HTTP/1.1 connection, kept alive from request to request: an answer that resets it fails the next."""
+
+    def __init__(self, base: str, token: str) -> None:
+        address = httpx.URL(base)
+        self.host = f"{address.host}:{address.port}"
+        self.token = token
+        self.sock = socket.create_connection((address.host, address.port), timeout=30)
+        self.pending = b""
+
+    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        """The status, header fields (named in lower case) and whole body of a GET on this connection."""
+        self.sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n\r\n".encode()
+        )
+        head = self._until(b"\r\n\r\n").decode("latin-1").split("\r\n")
+        fields = {name.lower(): value for name, _, value in (line.partition(": ") for line in head[1:])}
+        assert fields.get("connection") != "close", head
+        if fields.get("transfer-encoding") == "chunked":
+            chunks = []
+            while size := int(self._until(b"\r\n"), 16):
+                chunks.append(self._take(size + 2)[:-2])
+            self._until(b"\r\n")
+            return int(head[0].split()[1]), fields, b"".join(chunks)
+        return int(head[0].split()[1]), fields, self._take(int(fields["content-length"]))
+
+    def _until(self, end: bytes) -> bytes:
+        while end not in self.pending:
+            self._read()
+        found, _, self.pending = self.pending.partition(end)
+        return found
+
+    def _take(self, n: int) -> bytes:
+        while len(self.pending) < n:
+            self._read()
+        found, self.pending = self.pending[:n], self.pending[n:]
+        return found
+
+    def _read(self) -> None:
+        data = self.sock.recv(65536)
+        assert data, "the node closed the kept-alive connection"
+        self.pending += data
+
+
+@pytest.fixture
+def kept_alive(stack: Stack, team: Team) -> Iterator[OneConnection]:
+    connection = OneConnection(stack.nodes[0].http, team.token)
+    yield connection
+    connection.sock.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(NUMERIC_QUERY), text=UNICODE_DIGITS)
+def test_a_number_in_any_script_is_refused_naming_its_parameter_on_the_same_connection(
+    stack: Stack, team: Team, kept_alive: OneConnection, where: tuple[str, str], text: str
+) -> None:
+    path = f"{where[0].format(team=team.id)}?{where[1]}={quote(text, safe='')}"
+    status, fields, body = kept_alive.get(path)
+    while status == 429:  # past this user's rate (GATEWAY_HTTP_RATE): the answer says when to come back
+        time.sleep(float(fields["retry-after"]))
+        status, fields, body = kept_alive.get(path)
+    name = where[1]
+    if text.isascii() and text.isdigit():
+        assert status < 500, body
+    else:
+        assert status == 422 and json.loads(body)["message"].startswith(name), body
+    assert "Traceback" not in stack.nodes[0].output()
+
+
+@pytest.mark.parametrize(
+    "text", ["\u00b2", "1\u00b2", "\u0661\u0662", "\u2460"], ids=["sup2", "1sup2", "arabic", "circled"]
+)
+@pytest.mark.parametrize("route", SEARCHED)
+async def test_a_search_in_any_script_s_digits_is_a_search(stack: Stack, team: Team, route: str, text: str) -> None:
+    """Found as text, never as an id: the whole answer, the CSV to its last line."""
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        response = await client.get(
+            route.format(team=team.id), params={"q": text}, headers={"Authorization": f"Bearer {team.token}"}
+        )
+    assert response.status_code == 200, response.text
+    if route.endswith(".csv"):
+        assert response.text.startswith('"JOB ID",')
+        assert response.text.endswith("\r\n")
+    else:
+        response.json()
+    assert "Traceback" not in stack.nodes[0].output()

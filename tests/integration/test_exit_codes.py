@@ -110,7 +110,7 @@ def test_sentinels_that_do_not_answer_are_5_in_one_line_naming_each(env: dict[st
     ("url", "says"),
     [
         ("redis+sentinel://127.0.0.1:26379", "REDIS_URL: name the monitored service after the sentinels"),
-        ("redis+sentinel://:topsecret@127.0.0.1:x/mymaster", "REDIS_URL: sentinel '127.0.0.1:x': the port is not"),
+        ("redis+sentinel://:topsecret@127.0.0.1:x/mymaster", "REDIS_URL: a port is not a number from 1 to 65535"),
         (
             "http://127.0.0.1:6379/0",
             "REDIS_URL: expected a URL starting redis://, rediss://, unix:// or redis+sentinel",
@@ -191,3 +191,75 @@ def test_a_health_port_in_use_or_out_of_range_is_2(env: dict[str, str]) -> None:
     assert same.returncode == 2 and f"GATEWAY_HEALTH_PORT={port} is --port" in one_line(same)
     wild = gateway(["serve", "--port", str(port)], {**env, "GATEWAY_HEALTH_PORT": "70000"}, timeout=60)
     assert wild.returncode == 2 and "GATEWAY_HEALTH_PORT=70000: expected a port" in one_line(wild)
+
+
+# Every command reads DATABASE_URL and REDIS_URL when they are set: a malformed one stops each of them at once.
+COMMANDS = [
+    ["check"],
+    ["serve", "--port", "0"],
+    ["relay"],
+    ["migrate"],
+    ["demo", "--port", "0"],
+    ["token", "--user", "1"],
+    ["revoke", "--user", "1"],
+    ["cluster-key", "--cluster", "1"],
+    ["simulate", "--cluster-key", "c1.key"],
+    ["tail", "--team", "1", "--token", "x"],
+]
+PASSWORD_PIECES = ("Tr0ub4dor", "SECRETTAIL", "54321")
+# Passwords written as they are, holding / @ # ? & (each moves where a client thinks the host starts), a wrong
+# scheme, a bad port, and Sentinel URLs with bad parts.
+MALFORMED = [
+    ("DATABASE_URL", "postgresql://postgres:Tr0ub4dor/SECRETTAIL@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "postgresql://postgres:Tr0ub4dor@SECRETTAIL@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "postgresql://postgres:Tr0ub4dor#SECRETTAIL@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "postgresql://postgres:Tr0ub4dor?SECRETTAIL@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "postgresql://postgres:54321/Tr0ub4dor@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "mysql://postgres:Tr0ub4dorSECRETTAIL@127.0.0.1:5432/db"),
+    ("DATABASE_URL", "postgresql://postgres:Tr0ub4dorSECRETTAIL@127.0.0.1:99999/db"),
+    ("DATABASE_URL", "postgresql://postgres:Tr0ub4dorSECRETTAIL@127.0.0.1:5432,h2:x/db"),
+    ("REDIS_URL", "redis://default:Tr0ub4dor/SECRETTAIL@127.0.0.1:6379/0"),
+    ("REDIS_URL", "redis://default:Tr0ub4dor@SECRETTAIL@127.0.0.1:6379/0"),
+    ("REDIS_URL", "redis://default:Tr0ub4dor#SECRETTAIL@127.0.0.1:6379/0"),
+    ("REDIS_URL", "redis://:54321/Tr0ub4dor@127.0.0.1:6379/0"),
+    ("REDIS_URL", "mysql://default:Tr0ub4dorSECRETTAIL@127.0.0.1:6379/0"),
+    ("REDIS_URL", "redis://default:Tr0ub4dorSECRETTAIL@127.0.0.1:99999/0"),
+    ("REDIS_URL", "redis+sentinel://default:Tr0ub4dor/SECRETTAIL@127.0.0.1:26379/mymaster"),
+    ("REDIS_URL", "redis+sentinel://default:Tr0ub4dor@SECRETTAIL@127.0.0.1:26379/mymaster"),
+    ("REDIS_URL", "redis+sentinel://default:Tr0ub4dor?SECRETTAIL@127.0.0.1:26379/mymaster"),
+    ("REDIS_URL", "redis+sentinel://:Tr0ub4dorSECRETTAIL@127.0.0.1:x/mymaster"),
+    ("REDIS_URL", "redis+sentinel://127.0.0.1/mymaster?sentinel_password=Tr0ub4dor&SECRETTAIL=1"),
+    ("REDIS_URL", "redis+sentinel://127.0.0.1/Tr0ub4dor/SECRETTAIL"),
+]
+
+
+@pytest.mark.parametrize(("setting", "url"), MALFORMED, ids=[f"{s}={u}" for s, u in MALFORMED])
+def test_a_malformed_url_is_2_on_every_command_naming_the_setting_and_no_piece_of_its_password(
+    setting: str, url: str
+) -> None:
+    keep = {
+        k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env = {
+        **keep,
+        "DATABASE_URL": UNREACHABLE_PG,
+        "REDIS_URL": UNREACHABLE_REDIS,
+        "GATEWAY_SECRET": "s" * 32,
+        setting: url,
+    }
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gateway", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for args in COMMANDS
+    ]
+    for args, process in zip(COMMANDS, running, strict=True):
+        try:
+            out, err = process.communicate(timeout=120)
+        finally:
+            process.kill()
+        said = out + err
+        assert process.returncode == 2, (args, process.returncode, said)
+        lines = [line for line in err.splitlines() if line.startswith("gateway: ")]
+        assert len(lines) == 1 and lines[0].startswith(f"gateway: {setting}: "), (args, said)
+        assert not any(piece in said for piece in PASSWORD_PIECES), (args, said)

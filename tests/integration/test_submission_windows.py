@@ -154,6 +154,43 @@ async def test_the_export_is_every_row_of_the_view(
     assert lines[1][4] == "'" + formula
 
 
+# The issue's titles: each a formula for a spreadsheet that reads the export with `;` or tab as its separator.
+FORMULA_TITLES = [
+    "x;=cmd|' /C calc'!A0;",
+    "x;=1+1",
+    "x;+1+1",
+    "x;-1+1",
+    "x;@SUM(1+1)",
+    "x\t=1+1",
+    "a title\n=1+1",
+]
+
+
+async def test_no_reading_of_the_export_finds_a_formula(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    """Read with `,`, `;` and tab as spreadsheets of different locales do: no cell starts a formula; read with `,`
+    every row is there once, each title whole (its newline inside its cell)."""
+    await pool.executemany(
+        "insert into submissions (team_id, user_id, project, title) values ($1, $2, 'p', $3)",
+        [(team.id, team.user_id, title) for title in FORMULA_TITLES],
+    )
+    await saved(stack, team, len(FORMULA_TITLES))
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        response = await client.get(
+            f"/api/teams/{team.id}/submissions.csv",
+            params={"sort": "id", "dir": "asc"},
+            headers={"Authorization": f"Bearer {team.token}"},
+        )
+    assert response.status_code == 200
+    for separator in (",", ";", "\t"):
+        lines = list(csv.reader(io.StringIO(response.text, newline=""), delimiter=separator))
+        for line in lines:
+            assert not any(cell[:1] in ("=", "+", "-", "@", "\t", "\r") and cell for cell in line), (separator, line)
+    lines = list(csv.reader(io.StringIO(response.text, newline="")))
+    assert len(lines) == 1 + len(FORMULA_TITLES)
+    titles = [line[4] for line in lines[1:]]
+    assert titles[0] == "x;'=cmd|' /C calc'!A0;" and titles[6] == "a title\n'=1+1"
+
+
 async def test_bad_windows_are_refused_by_name_and_other_teams_are_forbidden(
     stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:

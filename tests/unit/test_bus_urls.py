@@ -41,14 +41,18 @@ def test_a_password_alone_logs_in_as_the_default_user() -> None:
         ("redis://127.0.0.1:port/0", "the port is not a number"),
         ("redis+sentinel://h1:26379,h2:26379", "name the monitored service"),
         ("redis+sentinel://h1:26379/", "name the monitored service"),
-        ("redis+sentinel://h1:26379/mymaster/0", "not 'mymaster/0' (a database number goes in ?db=)"),
-        ("redis+sentinel://h1:x/mymaster", "sentinel 'h1:x': the port is not a number"),
-        ("redis+sentinel://h1:0/mymaster", "the port is not a number from 1 to 65535"),
+        ("redis+sentinel://h1:26379/mymaster/0", "with no '/' in it (a database number goes in ?db=)"),
+        ("redis+sentinel://h1:x/mymaster", "a port is not a number from 1 to 65535"),
+        ("redis+sentinel://h1:0/mymaster", "a port is not a number from 1 to 65535"),
         ("redis+sentinel://h1,,h2/mymaster", "a sentinel's host is missing"),
         ("redis+sentinel:///mymaster", "a sentinel's host is missing"),
-        ("redis+sentinel://[::1/mymaster", "expected [address]:port"),
+        ("redis+sentinel://[::1/mymaster", "an IPv6 host is written [address]:port"),
         ("redis+sentinel://h1/mymaster?db=one", "db is not a database number"),
-        ("redis+sentinel://h1/mymaster?socket_timeout=1", "unknown option socket_timeout"),
+        ("redis+sentinel://h1/mymaster?socket_timeout=1", "an unknown option after ? (known: db,"),
+        ("redis://:pa/ss@h1:6379/0", "credentials do not end at one '@' before the host"),
+        ("redis://:pa@ss@h1:6379/0", "credentials do not end at one '@' before the host"),
+        ("redis+sentinel://:pa?ss@h1/mymaster", "credentials do not end at one '@' before the host"),
+        ("unix://:pa#ss@/run/redis.sock", "it holds a '#'"),
         ("redis+sentinel://h1/mymaster?db", "not name=value pairs"),
         ("rediss+sentinel://h1/mymaster", "TLS to the sentinels (rediss+sentinel://) is not supported"),
     ],
@@ -59,10 +63,21 @@ def test_a_url_no_client_could_use_is_refused_saying_why(url: str, says: str) ->
     assert str(refused.value).startswith("REDIS_URL: ") and says in str(refused.value)
 
 
-def test_the_refusal_never_shows_the_password() -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis+sentinel://app:topsecret@h1:bad/mymaster",
+        "redis+sentinel://app:top/secret@h1/mymaster",
+        "redis+sentinel://app:top:secret/x@h1/mymaster",
+        "redis+sentinel://h1/mymaster?sentinel_password=top&secret",
+        "redis+sentinel://h1/top/secret",
+        "redis://app:top/secret@h1:6379/0",
+    ],
+)
+def test_the_refusal_never_shows_a_piece_of_the_password(url: str) -> None:
     with pytest.raises(ConfigError) as refused:
-        parse("redis+sentinel://app:topsecret@h1:bad/mymaster")
-    assert "topsecret" not in str(refused.value)
+        parse(url)
+    assert "top" not in str(refused.value) and "secret" not in str(refused.value)
 
 
 def test_sentinels_with_a_redis_cluster_are_refused() -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway.core.aggregate import SubmissionChange
 from gateway.core.batching import MAX_ROWS_PER_SUMMARY, Batcher
 from gateway.core.submission import SubmissionAggregate, SubmissionRecord
-from gateway.core.submission_window import BadWindow, like_pattern, parse_window
+from gateway.core.submission_window import BadWindow, like_pattern, parse_page, parse_window
 
 
 def test_a_window_from_its_query() -> None:
@@ -43,6 +45,43 @@ def test_a_bad_window_names_its_parameter(params: dict[str, list[str]], name: st
     with pytest.raises(BadWindow) as refused:
         parse_window(params)
     assert refused.value.parameter == name and str(refused.value).startswith(f"{name}: ")
+
+
+# Digits of every script, superscripts, fractions and circled numbers (str.isdigit() takes some of them, int()
+# refuses some and reads others as another script's number), mixed with ASCII digits and signs.
+UNICODE_DIGITS = st.text(
+    st.one_of(st.characters(categories=["Nd", "No", "Nl"]), st.sampled_from("0123456789+- _")), min_size=1
+)
+NUMERIC = [(parse_window, "offset"), (parse_window, "limit"), (parse_window, "user"), (parse_page, "offset")]
+NUMERIC += [(parse_page, "limit")]
+
+
+@pytest.mark.parametrize(("parse", "name"), NUMERIC, ids=lambda v: getattr(v, "__name__", v))
+@given(text=UNICODE_DIGITS)
+def test_a_number_is_ascii_digits_and_anything_else_is_refused_naming_its_parameter(
+    parse: object, name: str, text: str
+) -> None:
+    assert callable(parse)
+    try:
+        parse({name: [text]})
+    except BadWindow as refused:
+        assert refused.parameter == name
+    else:
+        assert text.isascii() and text.isdigit()
+
+
+@given(text=UNICODE_DIGITS)
+def test_a_search_of_any_digits_is_text_and_an_id_only_in_ascii(text: str) -> None:
+    window = parse_window({"q": [text]})
+    assert window.search == text.strip()
+    if window.search_id is not None:
+        assert window.search.isascii() and int(window.search) == window.search_id
+
+
+@pytest.mark.parametrize("text", ["\u00b2", "1\u00b2", "\u0661", "\uff11", "9" * 5000, "1_0", " 7", "+1"])
+def test_what_int_refuses_or_reads_otherwise_is_no_offset(text: str) -> None:
+    with pytest.raises(BadWindow, match="^offset: "):
+        parse_window({"offset": [text]})
 
 
 def test_a_search_is_literal() -> None:
