@@ -111,7 +111,7 @@ function restoreView() {
   const id = Number(param("panel"));
   if (Number.isSafeInteger(id) && id > 0) {
     const known = app.team.summaries.get(id) || dashboard.listed(id);
-    panel.open(id, known ? known.name : `Trajectory ${id}`, { tab: param("tab") === "analyses" ? "analyses" : "jobs", opener: $("ring") });
+    panel.openById(id, known && known.name, { tab: param("tab") === "analyses" ? "analyses" : "jobs", opener: $("ring") });
   }
   if (param("jobs") === "open") popover.setOpen(true);
 }

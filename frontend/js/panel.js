@@ -23,6 +23,27 @@ export class Panel {
 
   held() { return holding([this.aim]); }
 
+  /** Open on a trajectory whose name the page may not know (a link, a reload, an old notification): titled by
+   * the server's word for it as soon as it answers, whatever the trajectory's age. */
+  openById(id, known, options = {}) {
+    this.open(id, known || `Trajectory ${id}`, options);
+    if (known) return;
+    fetch(`/api/trajectories/${id}`).then((r) => (r.ok ? r.json() : null)).catch(() => null).then((t) => {
+      if (t && t.name && this.id === id && !this.el.hidden) this._title(t.name);
+    });
+  }
+
+  _title(name) {
+    this.name = name;
+    const el = this.el;
+    const title = el.querySelector("#panel-title");
+    title.textContent = name;
+    title.title = name;
+    el.querySelector("#panel-menu").setAttribute("aria-label", `Actions of ${name}`);
+    el.querySelector("caption").textContent = `Analyses of ${name}`;
+    if (this.tree && this.tree.scroller) this.tree.scroller.setAttribute("aria-label", `Jobs of ${name}`);
+  }
+
   /** Open on a trajectory (`submission`: only that submission's tasks, with the task actions). */
   open(id, name, { submission = null, taskMenu = null, tab = "jobs", opener = document.activeElement } = {}) {
     this.close(false);
@@ -45,20 +66,16 @@ export class Panel {
         <table class="analyses" hidden><caption class="visually-hidden"></caption><thead><tr><th scope="col">Analysis</th>
           <th scope="col">Frames</th><th scope="col">Started</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
           <tbody></tbody></table></div>`;
-    const title = el.querySelector("#panel-title");
-    title.textContent = name;
-    title.title = name;
+    this._title(name);
     el.setAttribute("aria-labelledby", "panel-title");
-    el.querySelector("#panel-menu").setAttribute("aria-label", `Actions of ${name}`);
-    el.querySelector("caption").textContent = `Analyses of ${name}`;
     this.rows = new Map();
     this.listed = new StableOrder();
     this.tree = new JobTree(el.querySelector(".tree-host"), app.live, {
       label: submission === null ? `Jobs of ${name}` : `Tasks of ${name}`,
       filter: submission === null ? null : (job) => job.submission_id === submission,
       held: () => this.held(),
-      onGroupMenu: (anchor, x, y) => trajectoryMenu(id, name, anchor, x, y),
-      onJobMenu: taskMenu || ((job, anchor, x, y) => jobMenu(id, name, job, anchor, x, y)),
+      onGroupMenu: (anchor, x, y) => trajectoryMenu(id, this.name, anchor, x, y),
+      onJobMenu: taskMenu || ((job, anchor, x, y) => jobMenu(id, this.name, job, anchor, x, y)),
       onRetry: (job) => retryFrames(job.analysis_id, job.name).then(() => loadAnalyses(id, true)),
       runLabel: runLabel(id),
     });
@@ -67,7 +84,7 @@ export class Panel {
     el.querySelector("#panel-close").addEventListener("click", () => this.close());
     el.querySelector("#panel-menu").addEventListener("click", (e) => {
       const r = e.currentTarget.getBoundingClientRect();
-      trajectoryMenu(id, name, e.currentTarget, r.left, r.bottom);
+      trajectoryMenu(id, this.name, e.currentTarget, r.left, r.bottom);
     });
     const tabs = [...el.querySelectorAll("[role=tab]")];
     for (const t of tabs) {
@@ -82,7 +99,7 @@ export class Panel {
     }
     el.querySelector(".analyses tbody").addEventListener("click", (e) => this._analysisClick(e));
     this.show(tab);
-    title.focus();
+    el.querySelector("#panel-title").focus();
   }
 
   show(tab) {

@@ -98,3 +98,15 @@ async def trajectories(
             *args,
         )
     return total, [Listed(*r) for r in rows]
+
+
+async def members_trajectory(pool: asyncpg.Pool, trajectory_id: int, user_id: int) -> Listed | None:
+    """A trajectory of one of the user's teams, whatever its age; None for another team's and a missing one alike
+    (one statement either way)."""
+    row = await pool.fetchrow(
+        "select t.id, t.name, t.created_at from trajectories t join memberships m on m.team_id = t.team_id"
+        " where t.id = $1 and m.user_id = $2",
+        trajectory_id,
+        user_id,
+    )
+    return None if row is None else Listed(row["id"], row["name"], row["created_at"])

@@ -86,6 +86,16 @@ async def team_trajectories(request: Request) -> Response:
 
 
 @endpoint
+async def trajectory(request: Request) -> Response:
+    """One trajectory by id, whatever its age: what a panel opened from a link, a notification or a reload is
+    titled with when the page has not listed it."""
+    found = await people.members_trajectory(runtime_of(request).pool, path_id(request), user(request))
+    if found is None:
+        raise Refused(403, "forbidden", "not a member of this team")
+    return answer(TrajectoryRow(id=found.id, name=found.name, created_at=found.created_at.isoformat()))
+
+
+@endpoint
 async def team_active_trajectories(request: Request) -> Response:
     """The Jobs popover's trajectories past those its snapshot carries: those with jobs listed, most recent change
     first, searched by name."""

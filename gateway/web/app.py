@@ -28,7 +28,7 @@ from ..store.access import NodeAccess
 from .account import account, revoke_session
 from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
 from .analyses import delete_analysis, trajectory_analyses
-from .api import me, team_active_trajectories, team_members, team_trajectories
+from .api import me, team_active_trajectories, team_members, team_trajectories, trajectory
 from .garbage import CollectorPauses
 from .headers import SecurityHeaders
 from .heard import Hearing
@@ -155,6 +155,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/submissions/actions/preview", preview_submissions_action, methods=["POST"]),
         Route("/api/submissions/instance-types", submission_instance_types),
         Route("/api/ingest/instance-types", declare_instance_types, methods=["POST"]),
+        Route("/api/trajectories/{id:int}", trajectory),
         Route("/api/trajectories/{id:int}/analyses", trajectory_analyses),
         Route("/api/analyses/{id:int}", delete_analysis, methods=["DELETE"]),
         Route("/api/teams/{id:int}/trajectories", team_trajectories),

@@ -24,6 +24,7 @@ from .answers import (
     Renewed,
     SubmissionWindow,
     Trajectories,
+    TrajectoryRow,
     Users,
 )
 
@@ -225,6 +226,16 @@ ROUTES: list[Operation] = [
         "cluster",
         InstanceTypes,
         None,
+    ),
+    Operation(
+        "get",
+        "/api/trajectories/{id}",
+        "trajectory",
+        "teams",
+        "One trajectory of the caller's teams by id, whatever its age (a panel opened from a link is titled by it)",
+        "user",
+        None,
+        TrajectoryRow,
     ),
     Operation(
         "get",

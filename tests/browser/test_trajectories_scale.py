@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from tests.browser.helpers import sign_in
 from tests.conftest import Stack
-from tests.integration.conftest import Team
+from tests.integration.conftest import Team, make_team
 
 N = 320  # more than the popover's snapshot (300) and than a page of cards (100)
 
@@ -125,3 +126,28 @@ async def test_an_open_panel_is_in_the_address(page: Any, stack: Stack, team: Te
     await other.click("#panel-close")
     await other.wait_for_function("!location.search.includes('panel=')")
     await other.close()
+
+
+async def test_a_link_to_a_trajectory_the_page_has_not_listed_opens_under_its_name(
+    page: Any, stack: Stack, team: Team, busy: list[int], pool: asyncpg.Pool
+) -> None:
+    """A panel opened from a link, a notification or a reload, for a trajectory outside the 300 newest, was titled
+    "Trajectory 53": the page knew no name for it. The server names it, whatever its age."""
+    # A year old, without jobs: neither in the popover's snapshot nor on the first page of cards (320 newer).
+    oldest = await pool.fetchval(
+        "insert into trajectories (team_id, name, created_at) values ($1, 'Copper grain run 000', now() - interval"
+        " '1 year') returning id",
+        team.id,
+    )
+    await page.goto(f"{stack.nodes[0].http}/?panel={oldest}")
+    await text_is(page, "#panel-title", "Copper grain run 000")
+    assert await page.get_attribute("#panel-menu", "aria-label") == "Actions of Copper grain run 000"
+    # Another team's trajectory and a missing one get the same 403: the answer tells nothing of other teams.
+    stranger = await make_team(pool, stack.secret)
+    auth = {"Authorization": f"Bearer {team.token}"}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, headers=auth) as client:
+        mine = await client.get(f"/api/trajectories/{oldest}")
+        theirs = await client.get(f"/api/trajectories/{stranger.trajectory_id}")
+        missing = await client.get("/api/trajectories/999999999")
+    assert mine.json()["name"] == "Copper grain run 000"
+    assert theirs.status_code == missing.status_code == 403 and theirs.json() == missing.json()
