@@ -122,6 +122,12 @@ class Settings:
     # A second port `gateway serve` listens on, serving the same node, for the load balancer's health checks and
     # Prometheus: its own accept queue, which a reconnect storm's connections cannot fill; 0: none.
     health_port: int = field(default_factory=lambda: _port("GATEWAY_HEALTH_PORT"))
+    # The address the health port binds; empty: the one `serve --host` names. It answers /healthz, /readyz and
+    # /metrics only (404 for the rest), so bind it where only the load balancer and Prometheus reach.
+    health_host: str = field(default_factory=lambda: os.environ.get("GATEWAY_HEALTH_HOST", "").strip())
+    # Connections the health port holds open at once (idle ones included); past it a new one gets 503 and is
+    # closed. Nothing on the health port counts against the main port's bounds.
+    health_max_connections: int = field(default_factory=lambda: _int("GATEWAY_HEALTH_MAX_CONNECTIONS", 32, minimum=1))
     # Per-connection pending output before a resync, in bytes.
     max_pending_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_BYTES", 4 << 20))
     # Seconds between keepalive pings; a connection that has not answered one by the next is closed (1011).

@@ -31,6 +31,7 @@ from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
 from .garbage import CollectorPauses
 from .headers import SecurityHeaders
+from .health_port import HealthPortOnly
 from .heard import Hearing
 from .hosts import HostCheck
 from .http_figures import HttpFigures
@@ -185,7 +186,8 @@ def create_app(settings: Settings) -> Starlette:
     middleware = [
         Middleware(RequestTimer, figures=http_figures),
         Middleware(SecurityHeaders),
-        Middleware(HostCheck, allowed=settings.hosts),  # innermost of the three: a 421 is timed and has headers
+        Middleware(HostCheck, allowed=settings.hosts),  # a 421 is timed and has headers
+        Middleware(HealthPortOnly, port=settings.health_port),  # the health port: health and metrics only
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures

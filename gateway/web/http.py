@@ -11,7 +11,9 @@ request is answered and its connection closed
   first byte, on a kept-alive connection), or its body `body_timeout` after the headers,
 
 and while `max_pending` connections are still waiting for their headers, a new connection is told 503 and
-closed at once. A websocket's upgrade request is plain HTTP until its headers complete, so the same bounds
+closed at once. The health port (GATEWAY_HEALTH_PORT) has a bound of its own instead: at most
+`health_limit` connections open there at once, idle or not; nothing there counts against the main port's, and
+it takes no websocket (404). A websocket's upgrade request is plain HTTP until its headers complete, so the same bounds
 hold for it. Then uvicorn hands the socket to gateway.web.direct and the app answers the handshake at once
 (it authenticates from the headers, without awaiting the client); a request that websockets' stricter parser
 refuses is answered and closed here, as uvicorn would leave it open with no deadline.
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 # After answering a refusal the connection stays open this long, reading and dropping whatever the client is
 # still sending: closing a socket with unread input resets it, and the client could lose the answer.
 LINGER = 2.0
+HEALTH_PORT_ONLY = "the health port serves /healthz, /readyz and /metrics only"
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,11 @@ class OverLimit(Exception):
 
 
 def bounded_protocol(
-    limits: HttpLimits, admission: Admission | None = None, health_port: int = 0
+    limits: HttpLimits, admission: Admission | None = None, health_port: int = 0, health_limit: int = 32
 ) -> type[BoundedHttpProtocol]:
     """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own; with
     `admission`, the gate every websocket handshake passes first. Connections to `health_port` (the node's
-    GATEWAY_HEALTH_PORT) are not turned away for the crowd waiting on the other port."""
+    GATEWAY_HEALTH_PORT) are counted apart: at most `health_limit` open there, none counted on the main port."""
 
     class ServerHttpProtocol(BoundedHttpProtocol):
         pass
@@ -96,6 +99,8 @@ def bounded_protocol(
     ServerHttpProtocol.waiting = Waiting()
     ServerHttpProtocol.admission = admission
     ServerHttpProtocol.health_port = health_port
+    ServerHttpProtocol.health_limit = health_limit
+    ServerHttpProtocol.health_open = Waiting()
     return ServerHttpProtocol
 
 
@@ -106,6 +111,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     waiting: ClassVar[Waiting] = Waiting()
     admission: ClassVar[Admission | None] = None
     health_port: ClassVar[int] = 0
+    health_limit: ClassVar[int] = 32
+    health_open: ClassVar[Waiting] = Waiting()  # connections open on the health port
 
     def __init__(
         self,
@@ -123,18 +130,29 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.body_deadline: asyncio.TimerHandle | None = None
         self.linger: asyncio.TimerHandle | None = None
         self.refused = False
+        self.on_health_port = False
+        self.pending = self.waiting  # the count this connection's waits go to (not the main port's on the other)
 
     # -- the transport's side
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        to_health_port = self.health_port and self.server is not None and self.server[1] == self.health_port
-        if self.waiting.count >= self.limits.max_pending and not to_health_port:
+        if _on_health_port(self.server, self.health_port):
+            if self.health_open.count >= self.health_limit:
+                self._turn_away()
+                return
+            self.on_health_port = True
+            self.health_open.count += 1
+            self.pending = _UNCOUNTED  # the health port's bound is on what is open there
+        elif self.waiting.count >= self.limits.max_pending:
             self._turn_away()
             return
         self._await_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.on_health_port:
+            self.on_health_port = False
+            self.health_open.count -= 1
         self._headers_done()
         self._cancel_body_deadline()
         if self.linger is not None:
@@ -174,6 +192,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self._refuse(431, "headers_too_large", f"request headers over {self.limits.max_header_bytes} bytes")
 
     def handle_websocket_upgrade(self) -> None:
+        if self.on_health_port:
+            self._refuse(404, "not_found", HEALTH_PORT_ONLY)
+            return
         if self.admission is not None and not self.admission.allow(time.monotonic()):
             self._too_many_handshakes()
             return
@@ -245,7 +266,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.awaiting_headers:
             return
         self.awaiting_headers = True
-        self.waiting.count += 1
+        self.pending.count += 1
         self.wait_number += 1
         self.bytes_in_wait = 0
         self.header_deadline = self.loop.call_later(self.limits.header_timeout, self._headers_timed_out)
@@ -254,7 +275,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if not self.awaiting_headers:
             return
         self.awaiting_headers = False
-        self.waiting.count -= 1
+        self.pending.count -= 1
         self._cancel_header_deadline()
 
     def _cancel_body_deadline(self) -> None:
@@ -336,6 +357,14 @@ def answer(
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n" % len(body))
     return b"".join(head) + extra + b"\r\n" + body
+
+
+_UNCOUNTED = Waiting()
+
+
+def _on_health_port(server: tuple[str, int | None] | None, health_port: int) -> bool:
+    """Whether a connection whose local address is `server` came in on the health port."""
+    return bool(health_port) and server is not None and server[1] == health_port
 
 
 def _peer(client: tuple[str, int] | None) -> str:
