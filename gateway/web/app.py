@@ -30,6 +30,7 @@ from .actions import preview_remove_running, remove_running, retry_failed, retry
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories
 from .garbage import CollectorPauses
+from .handshake_gate import HandshakeGate
 from .headers import SecurityHeaders
 from .health_port import HealthPortOnly
 from .heard import Hearing
@@ -83,7 +84,8 @@ def create_app(settings: Settings) -> Starlette:
 
     # The handshake's gate: uvicorn's HTTP protocol asks it before any websocket work (gateway.web.serving
     # passes it on from app.state), following how late the event loop runs.
-    admission = Admission(settings.admission_rate)
+    admission = Admission(settings.admission_rate, settings.admission_share)
+    tokens = VerifiedTokens(settings.secret)  # the handshake's gate and the app's guards share what is verified
     loop_lag = LoopLag(admission)
     pauses = CollectorPauses()
 
@@ -120,7 +122,7 @@ def create_app(settings: Settings) -> Starlette:
             sessions=sessions,
             http_rate=http_rate,
             hearing=Hearing(settings.cluster_silent_after),
-            tokens=VerifiedTokens(settings.secret),
+            tokens=tokens,
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
         )
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
@@ -191,6 +193,6 @@ def create_app(settings: Settings) -> Starlette:
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures
-    app.state.admission = admission
+    app.state.handshakes = HandshakeGate(admission, tokens, settings.session_max_age)
     app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
     return app

@@ -39,7 +39,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from ..config import Settings
-from ..core.admission import Admission
+from .handshake_gate import HandshakeGate
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,10 @@ class OverLimit(Exception):
 
 
 def bounded_protocol(
-    limits: HttpLimits, admission: Admission | None = None, health_port: int = 0, health_limit: int = 32
+    limits: HttpLimits, gate: HandshakeGate | None = None, health_port: int = 0, health_limit: int = 32
 ) -> type[BoundedHttpProtocol]:
     """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own; with
-    `admission`, the gate every websocket handshake passes first. Connections to `health_port` (the node's
+    `gate`, what every websocket handshake passes first (a valid token, then the admission). Connections to `health_port` (the node's
     GATEWAY_HEALTH_PORT) are counted apart: at most `health_limit` open there, none counted on the main port."""
 
     class ServerHttpProtocol(BoundedHttpProtocol):
@@ -97,7 +97,7 @@ def bounded_protocol(
 
     ServerHttpProtocol.limits = limits
     ServerHttpProtocol.waiting = Waiting()
-    ServerHttpProtocol.admission = admission
+    ServerHttpProtocol.gate = gate
     ServerHttpProtocol.health_port = health_port
     ServerHttpProtocol.health_limit = health_limit
     ServerHttpProtocol.health_open = Waiting()
@@ -109,7 +109,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     limits: ClassVar[HttpLimits] = HttpLimits()
     waiting: ClassVar[Waiting] = Waiting()
-    admission: ClassVar[Admission | None] = None
+    gate: ClassVar[HandshakeGate | None] = None
     health_port: ClassVar[int] = 0
     health_limit: ClassVar[int] = 32
     health_open: ClassVar[Waiting] = Waiting()  # connections open on the health port
@@ -195,9 +195,12 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.on_health_port:
             self._refuse(404, "not_found", HEALTH_PORT_ONLY)
             return
-        if self.admission is not None and not self.admission.allow(time.monotonic()):
-            self._too_many_handshakes()
-            return
+        if self.gate is not None:
+            refusal = self.gate.check(self.headers, self.url, time.monotonic(), random.random())
+            if refusal is not None:
+                # Not logged one by one: a storm turns thousands away a second (gateway_handshakes_refused_total).
+                self._refuse(refusal.status, refusal.code, refusal.message, refusal.retry_after_ms, quiet=True)
+                return
         # The socket leaves this protocol, whose connection_lost will never run.
         self._headers_done()
         self._cancel_body_deadline()
@@ -206,14 +209,6 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         # What uvicorn's connection_lost would do: the parser holds this protocol's callbacks, and left in that
         # cycle the protocol waits for the cyclic collector (a storm's worth of them makes its pauses long).
         self.parser = None  # type: ignore[assignment]
-
-    def _too_many_handshakes(self) -> None:
-        """A reconnect storm, or a node whose event loop runs late: 503 with a retry hint, before the handshake
-        costs anything (no websocket protocol, no ASGI, no token read), so turning a crowd away stays cheap."""
-        assert self.admission is not None
-        hint = self.admission.retry_after_ms(random.random)
-        # Not logged one by one: a storm turns thousands away a second (gateway_handshakes_refused_total counts).
-        self._refuse(503, "busy", "too many new connections: retry shortly", hint, quiet=True)
 
     def _close_if_handshake_refused(self) -> None:
         """uvicorn hands the request to websockets' parser, stricter than ours (8 KiB lines, 128 headers, no

@@ -30,11 +30,11 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         host=host,
         port=port,
         loop="uvloop",
-        # httptools, with bounds before the app sees a request, and the handshake's admission (the app's, made
-        # with it by gateway.web.app.create_app) before any websocket work
+        # httptools, with bounds before the app sees a request, and the handshake's gate (a valid token, then
+        # the admission: the app's, made with it by gateway.web.app.create_app) before any websocket work
         http=bounded_protocol(
             HttpLimits.from_settings(settings),
-            getattr(getattr(app, "state", None), "admission", None),
+            getattr(getattr(app, "state", None), "handshakes", None),
             settings.health_port,
             settings.health_max_connections,
         ),
