@@ -23,6 +23,7 @@ from ..hub.node import Node
 from ..hub.presence import PresenceBoard
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
+from ..hub.user_sockets import SocketsHeld
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
 from .account import account, revoke_session
@@ -106,6 +107,7 @@ def create_app(settings: Settings) -> Starlette:
         await revocations.start()
         sessions = SessionsSeen(pool, node.connections)
         sessions.start()
+        sockets_held = SocketsHeld(broker.user_sockets, settings.max_connections_per_user)
         await node.start()
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
@@ -124,16 +126,20 @@ def create_app(settings: Settings) -> Starlette:
             hearing=Hearing(settings.cluster_silent_after),
             tokens=tokens,
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
+            sockets_held=sockets_held,
         )
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
+        renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
         try:
             yield
         finally:
             watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+            renewing.cancel()
+            await asyncio.gather(watching, renewing, return_exceptions=True)
             pauses.stop()
             await closing("the hub", node.stop())
+            await closing("the per-user socket counts", sockets_held.clear())
             await closing("sessions' last seen", sessions.stop())
             await closing("revocations", revocations.stop())
             await closing("the Redis connections and cluster commands", broker.aclose())
