@@ -12,11 +12,12 @@ request is answered and its connection closed
 
 and while `max_pending` connections are still waiting for their headers, a new connection is told 503 and
 closed at once. The health port (GATEWAY_HEALTH_PORT) has a bound of its own instead: at most
-`health_limit` connections open there at once, idle or not; nothing there counts against the main port's, and
-it takes no websocket (404). A websocket's upgrade request is plain HTTP until its headers complete, so the same bounds
-hold for it. Then uvicorn hands the socket to gateway.web.direct and the app answers the handshake at once
-(it authenticates from the headers, without awaiting the client); a request that websockets' stricter parser
-refuses is answered and closed here, as uvicorn would leave it open with no deadline.
+`health_limit` connections open there at once, idle or not; nothing there counts against the main port's,
+and it takes no websocket (404). A websocket's upgrade request is plain HTTP until its headers complete, so
+the same bounds hold for it. Then it passes gateway.web.handshake_gate (a valid token, then the admission at
+its user's share), uvicorn hands the socket to gateway.web.direct and the app answers the handshake at once
+(without awaiting the client); a request that websockets' stricter parser refuses is answered and closed
+here, as uvicorn would leave it open with no deadline.
 
 This leans on private parts of uvicorn: tests/unit/test_http_protocol.py names each one, and pyproject.toml
 pins the uvicorn versions it was tested with.
@@ -89,8 +90,9 @@ def bounded_protocol(
     limits: HttpLimits, gate: HandshakeGate | None = None, health_port: int = 0, health_limit: int = 32
 ) -> type[BoundedHttpProtocol]:
     """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own; with
-    `gate`, what every websocket handshake passes first (a valid token, then the admission). Connections to `health_port` (the node's
-    GATEWAY_HEALTH_PORT) are counted apart: at most `health_limit` open there, none counted on the main port."""
+    `gate`, what every websocket handshake passes first (a valid token, then the admission). Connections to
+    `health_port` (the node's GATEWAY_HEALTH_PORT) are counted apart: at most `health_limit` open there, none
+    counted on the main port."""
 
     class ServerHttpProtocol(BoundedHttpProtocol):
         pass
