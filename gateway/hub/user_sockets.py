@@ -32,6 +32,7 @@ class SocketsHeld:
         self.process = process or uuid.uuid4().hex[:12]
         self.held: Counter[int] = Counter()  # user -> sockets held here, those being claimed included
         self._writes: set[asyncio.Task[None]] = set()
+        self.alone = False  # judging by this node's counts alone, the bus out of reach (said once, not per claim)
 
     async def claim(self, user_id: int) -> bool:
         """Whether the user may hold one more socket (counted here from now on: `release` it when it ends)."""
@@ -41,8 +42,16 @@ class SocketsHeld:
             async with asyncio.timeout(CLAIM_TIMEOUT):
                 allowed = await self.store.claim(self.process, user_id, count, self.limit, TTL)
         except (BusError, TimeoutError) as exc:
-            log.warning("per-user socket count not claimed in the bus (%s): judged by this node's alone", exc)
+            if not self.alone:
+                log.warning(
+                    "per-user socket limit judged by this node's counts alone: the bus did not answer (%s)", exc
+                )
+                self.alone = True
             allowed = count <= self.limit
+        else:
+            if self.alone:
+                log.info("per-user socket limit counted across the nodes again")
+                self.alone = False
         if not allowed:
             self._drop(user_id)
         return allowed
@@ -50,7 +59,11 @@ class SocketsHeld:
     def release(self, user_id: int) -> None:
         """One of the user's sockets here has ended."""
         self._drop(user_id)
-        task = asyncio.get_running_loop().create_task(self._record({user_id: self.held[user_id]}))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # the node is gone: its records lapse
+        task = loop.create_task(self._record({user_id: self.held[user_id]}))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from gateway.bus.memory import MemoryBroker
 from gateway.core.user_sockets import within_limit
 from gateway.hub.user_sockets import TTL, SocketsHeld
@@ -40,9 +44,16 @@ async def test_a_process_that_stops_renewing_stops_counting() -> None:
     assert await alive.claim(7)
 
 
-async def test_while_the_bus_is_down_a_node_judges_by_its_own_count() -> None:
+async def test_while_the_bus_is_down_a_node_judges_by_its_own_count_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     broker = MemoryBroker()
     held = SocketsHeld(broker.user_sockets, 2)
     broker.lose_connection()
-    assert [await held.claim(7) for _ in range(3)] == [True, True, False]
-    broker.restore_connection()
+    with caplog.at_level(logging.INFO, "gateway.hub.user_sockets"):
+        assert [await held.claim(7) for _ in range(3)] == [True, True, False]
+        broker.restore_connection()
+        held.release(7)
+        await held.written()
+        assert await held.claim(7)
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
