@@ -151,6 +151,7 @@ async def start_stage(workdir: Path, size: Size, progress: Progress, logdir: Pat
         "REDIS_URL": infra.redis_url,
         "GATEWAY_SECRET": secrets.token_urlsafe(32),
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the subscribers share one user per team
+        "GATEWAY_ADMISSION_SHARE": "1",  # ... so one user may take the whole admission rate
         # Not a line per websocket unless asked for (BENCH_GATEWAY_LOG_LEVEL=info, as for the other scenarios)
         "GATEWAY_LOG_LEVEL": os.environ.get(
             "BENCH_GATEWAY_LOG_LEVEL", "WARNING" if size.subscribers > 2_000 else "INFO"

@@ -161,6 +161,7 @@ async def start_lab(workdir: Path, size: Size) -> Lab:
         "GATEWAY_MAX_PENDING_BYTES": str(MAX_PENDING),
         "GATEWAY_LOG_LEVEL": "INFO",
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",
+        "GATEWAY_ADMISSION_SHARE": "1",  # ... so one user may take the whole admission rate
         "GATEWAY_KEEPALIVE": str(KEEPALIVE),
         "GATEWAY_DRAIN_SECONDS": "0",  # no load balancer to leave: a node stopped stops at once
     }  # the subscribers share one user per team

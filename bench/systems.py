@@ -94,6 +94,7 @@ def _gateway(ctx: Context, workers: int = 1) -> Running:
         "REDIS_URL": ctx.redis_url,
         "GATEWAY_SECRET": ctx.secret,
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000000",  # the benchmark's subscribers share a few users
+        "GATEWAY_ADMISSION_SHARE": "1",  # ... so one user may take the whole admission rate
         "GATEWAY_LOG_LEVEL": os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "warning"),
         "GATEWAY_DRAIN_SECONDS": "0",  # no load balancer to leave: stopped at once (`bench deploy` drains)
     }

@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     if settings.health_port:
         if settings.health_port == args.port:
             raise CommandFailed(exits.USAGE, f"GATEWAY_HEALTH_PORT={settings.health_port} is --port: give it another")
-        _port_free(args.host, settings.health_port, "set GATEWAY_HEALTH_PORT to another")
+        _port_free(settings.health_host or args.host, settings.health_port, "set GATEWAY_HEALTH_PORT to another")
     if args.host not in ("127.0.0.1", "localhost", "::1") and settings.hosts == DEFAULT_HOSTS:
         logging.getLogger("gateway").warning(
             "listening on %s, but GATEWAY_HOSTS is not set: requests naming any host but %s get 421;"
@@ -99,7 +99,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
         sys.exit(serve_workers(settings, args.host, args.port, args.workers))
     _stop_cleanly_on_signals()
     server = node_server(create_app(settings), settings, args.host, args.port)
-    server.run(sockets=listeners(args.host, args.port, settings.health_port) if settings.health_port else None)
+    health = settings.health_port
+    server.run(sockets=listeners(args.host, args.port, settings.health_host, health) if health else None)
     if not server.started:  # it logged why: a port in use, or the app's startup failed
         raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")
 

@@ -51,6 +51,14 @@ def _float(name: str, default: float, minimum: float = 0.0) -> float:
     return value
 
 
+def _fraction(name: str, default: float) -> float:
+    """A number above 0 and at most 1."""
+    value = _float(name, default)
+    if not 0 < value <= 1:
+        raise ConfigError(f"{name}={os.environ[name]!r}: expected a number above 0 and at most 1")
+    return value
+
+
 def _choice(name: str, default: str, choices: tuple[str, ...], upper: bool = False) -> str:
     raw = os.environ.get(name, "")
     value = (raw.upper() if upper else raw) or default
@@ -122,6 +130,12 @@ class Settings:
     # A second port `gateway serve` listens on, serving the same node, for the load balancer's health checks and
     # Prometheus: its own accept queue, which a reconnect storm's connections cannot fill; 0: none.
     health_port: int = field(default_factory=lambda: _port("GATEWAY_HEALTH_PORT"))
+    # The address the health port binds; empty: the one `serve --host` names. It answers /healthz, /readyz and
+    # /metrics only (404 for the rest), so bind it where only the load balancer and Prometheus reach.
+    health_host: str = field(default_factory=lambda: os.environ.get("GATEWAY_HEALTH_HOST", "").strip())
+    # Connections the health port holds open at once (idle ones included); past it a new one gets 503 and is
+    # closed. Nothing on the health port counts against the main port's bounds.
+    health_max_connections: int = field(default_factory=lambda: _int("GATEWAY_HEALTH_MAX_CONNECTIONS", 32, minimum=1))
     # Per-connection pending output before a resync, in bytes.
     max_pending_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_BYTES", 4 << 20))
     # Seconds between keepalive pings; a connection that has not answered one by the next is closed (1011).
@@ -144,6 +158,9 @@ class Settings:
     # New websockets admitted per second per node (bursts as large): a reconnect storm is let in at this
     # rate, the rest told to retry after a jittered delay.
     admission_rate: float = field(default_factory=lambda: _float("GATEWAY_ADMISSION_RATE", 2000))
+    # The most of that rate one user may take (a fraction, 0 to 1, at least one a second): past it their new
+    # websockets get 503 on their own, and neither spend the node's rate nor lengthen others' retry hints.
+    admission_share: float = field(default_factory=lambda: _fraction("GATEWAY_ADMISSION_SHARE", 0.05))
     # Seconds between SIGTERM and closing the websockets, while /readyz answers 503: long enough for the load
     # balancer to take the node out (HAProxy's defaults: a check every 2 s, down after 3 failed, so 6 s).
     drain_seconds: float = field(default_factory=lambda: _float("GATEWAY_DRAIN_SECONDS", 6))

@@ -39,7 +39,7 @@ What every implementation keeps (tests/integration/test_broker_contract.py holds
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -58,6 +58,7 @@ from .publisher import HISTORY_BYTES, PartitionPublisher, Publisher
 from .relay_stats import RelayStats
 from .subscriber import LIVENESS, Subscriber
 from .translate import translated
+from .user_sockets import UserSocketCounts
 
 __all__ = [
     "Announcements",
@@ -154,6 +155,18 @@ class PresenceStore(Protocol):
         """Drop the team's entries that expired at or before `now`."""
 
 
+class UserSockets(Protocol):
+    """How many websockets each user holds in each process (gateway.bus.user_sockets), records that lapse
+    unless renewed: the per-user limit across nodes and workers (gateway.core.user_sockets). A node's share is
+    gateway.hub.user_sockets.SocketsHeld."""
+
+    async def claim(self, process: str, user_id: int, count: int, limit: int, ttl: float) -> bool:
+        """Record `count` sockets of the user in `process` if all processes' live records stay within `limit`."""
+
+    async def record(self, process: str, counts: Mapping[int, int], ttl: float) -> None:
+        """Set (renew) the users' records of `process`; a count of 0 takes a record out."""
+
+
 class ClusterMetrics(Protocol):
     """Each cluster's latest figures (gateway.bus.cluster_figures)."""
 
@@ -219,6 +232,9 @@ class Broker(Protocol):
 
     @property
     def presence(self) -> PresenceStore: ...
+
+    @property
+    def user_sockets(self) -> UserSockets: ...
 
     @property
     def figures(self) -> ClusterMetrics: ...
@@ -320,6 +336,7 @@ class RedisBroker:
         self.history: History = _RedisHistory(bus)
         self.channels: ChannelState = _RedisChannels(bus)
         self.presence: PresenceStore = PresenceManager(bus.redis)
+        self.user_sockets: UserSockets = UserSocketCounts(bus.redis)
         self.figures: ClusterMetrics = _RedisFigures(bus)
         self.relay_stats: RelayHeartbeats = _RedisRelayStats(bus)
         self.announcements: Announcements = RedisAnnouncements(bus.redis)

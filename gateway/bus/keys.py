@@ -103,6 +103,11 @@ def presence(team_id: int) -> str:
     return f"{PREFIX}presence:{team_id}"
 
 
+def user_sockets(user_id: int) -> str:
+    """How many websockets a user holds in each process: a hash of `<sockets>:<when it lapses>` by process."""
+    return f"{PREFIX}user-sockets:{user_id}"
+
+
 def metrics(team_id: int) -> str:
     """The latest figures of each of a team's clusters (a hash by cluster id)."""
     return f"{PREFIX}metrics:{team_id}"

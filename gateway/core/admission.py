@@ -12,14 +12,19 @@ for seconds at a time, and everything else the node does waits behind them: live
   by a fiftieth of `rate` each observation. The classic additive increase, multiplicative decrease: the node
   settles at what it can take while still answering promptly, whatever the machine;
 - and the ones turned away hear when to come back (`retry_after_ms`): spread over as many seconds as the
-  crowd refused in the last second needs at `rate`, so that they do not all come back together again.
+  crowd refused in the last second needs at `rate`, so that they do not all come back together again;
+- fairly (`admit`): one source (a signed-in user: the node reads the token before it asks here, and refuses
+  an upgrade without a valid one before it spends anything) takes at most `share` of `rate` a second, in
+  bursts of a second's worth. What a source asks past its share is refused without touching the node's
+  bucket and without counting in the crowd the hints are spread for: one source can neither spend the
+  node's admission nor lengthen everyone else's wait.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
-from .ratelimit import TokenBucket
+from .ratelimit import KeyedRate, TokenBucket
 
 LAG_LIMIT = 0.05  # seconds late past which the loop counts as overloaded
 ON_TIME = LAG_LIMIT / 3  # late by less than this: room for more
@@ -29,17 +34,32 @@ LEAST_RATE = 10.0  # never below this many a second: a node that admits nobody l
 CLIMB = 0.02  # of `rate`, added back at each observation while the loop is on time
 RETRY_LEAST_MS = 250
 RETRY_LONGEST_MS = 60_000
+LEAST_SHARE_RATE = 1.0  # a source may always open this many a second
 
 
 class Admission:
     """The handshake's gate: `allow(now)` for each new websocket, `observe_lag(late, now)` from a timer."""
 
-    __slots__ = ("rate", "current", "bucket", "backed_off_at", "refused", "refused_since", "refused_total")
+    __slots__ = (
+        "rate",
+        "current",
+        "bucket",
+        "shares",
+        "backed_off_at",
+        "refused",
+        "refused_since",
+        "refused_total",
+    )
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, share: float = 1.0) -> None:
         if rate <= 0:
             raise ValueError("the admission rate must be positive")
+        if not 0 < share <= 1:
+            raise ValueError("a source's share of the admission rate must be in (0, 1]")
         self.rate = rate
+        share_rate = max(LEAST_SHARE_RATE, rate * share)
+        # Each source's bucket, a second's worth deep; none when one source may take the whole rate.
+        self.shares = KeyedRate(share_rate, share_rate) if share < 1 else None
         self.current = rate
         self.bucket = TokenBucket(rate, _burst(rate))
         self.backed_off_at = float("-inf")
@@ -47,7 +67,19 @@ class Admission:
         self.refused_since = 0.0
         self.refused_total = 0
 
+    def admit(self, now: float, draw: float, source: Hashable = None) -> int | None:
+        """None when this new websocket of `source` may go ahead, else the `retry_after_ms` to tell it; `draw`
+        a uniform number in [0, 1) that jitters the hint."""
+        shares = self.shares
+        if shares is not None and source is not None and shares.wait(source, now):
+            self.refused_total += 1  # past its own share: the node's bucket and the crowd's count are not touched
+            return int(RETRY_LEAST_MS + max(1000.0, 1000.0 / shares.rate) * draw)
+        if self.allow(now):
+            return None
+        return self.retry_after_ms(lambda: draw)
+
     def allow(self, now: float) -> bool:
+        """The node's bucket alone (every source's share aside)."""
         if self.bucket.allow(now):
             return True
         self._count_refusal(now)

@@ -23,6 +23,7 @@ from ..hub.node import Node
 from ..hub.presence import PresenceBoard
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
+from ..hub.user_sockets import SocketsHeld
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
 from .account import account, revoke_session
@@ -30,7 +31,9 @@ from .actions import preview_remove_running, remove_running, retry_failed, retry
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories, trajectory
 from .garbage import CollectorPauses
+from .handshake_gate import HandshakeGate
 from .headers import SecurityHeaders
+from .health_port import HealthPortOnly
 from .heard import Hearing
 from .hosts import HostCheck
 from .http_figures import HttpFigures
@@ -82,7 +85,8 @@ def create_app(settings: Settings) -> Starlette:
 
     # The handshake's gate: uvicorn's HTTP protocol asks it before any websocket work (gateway.web.serving
     # passes it on from app.state), following how late the event loop runs.
-    admission = Admission(settings.admission_rate)
+    admission = Admission(settings.admission_rate, settings.admission_share)
+    tokens = VerifiedTokens(settings.secret)  # the handshake's gate and the app's guards share what is verified
     loop_lag = LoopLag(admission)
     pauses = CollectorPauses()
 
@@ -103,6 +107,7 @@ def create_app(settings: Settings) -> Starlette:
         await revocations.start()
         sessions = SessionsSeen(pool, node.connections)
         sessions.start()
+        sockets_held = SocketsHeld(broker.user_sockets, settings.max_connections_per_user)
         await node.start()
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
@@ -119,18 +124,22 @@ def create_app(settings: Settings) -> Starlette:
             sessions=sessions,
             http_rate=http_rate,
             hearing=Hearing(settings.cluster_silent_after),
-            tokens=VerifiedTokens(settings.secret),
+            tokens=tokens,
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
+            sockets_held=sockets_held,
         )
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
+        renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
         try:
             yield
         finally:
             watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+            renewing.cancel()
+            await asyncio.gather(watching, renewing, return_exceptions=True)
             pauses.stop()
             await closing("the hub", node.stop())
+            await closing("the per-user socket counts", sockets_held.clear())
             await closing("sessions' last seen", sessions.stop())
             await closing("revocations", revocations.stop())
             await closing("the Redis connections and cluster commands", broker.aclose())
@@ -186,10 +195,11 @@ def create_app(settings: Settings) -> Starlette:
     middleware = [
         Middleware(RequestTimer, figures=http_figures),
         Middleware(SecurityHeaders),
-        Middleware(HostCheck, allowed=settings.hosts),  # innermost of the three: a 421 is timed and has headers
+        Middleware(HostCheck, allowed=settings.hosts),  # a 421 is timed and has headers
+        Middleware(HealthPortOnly, port=settings.health_port),  # the health port: health and metrics only
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures
-    app.state.admission = admission
+    app.state.handshakes = HandshakeGate(admission, tokens, settings.session_max_age)
     app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
     return app

@@ -11,10 +11,13 @@ request is answered and its connection closed
   first byte, on a kept-alive connection), or its body `body_timeout` after the headers,
 
 and while `max_pending` connections are still waiting for their headers, a new connection is told 503 and
-closed at once. A websocket's upgrade request is plain HTTP until its headers complete, so the same bounds
-hold for it. Then uvicorn hands the socket to gateway.web.direct and the app answers the handshake at once
-(it authenticates from the headers, without awaiting the client); a request that websockets' stricter parser
-refuses is answered and closed here, as uvicorn would leave it open with no deadline.
+closed at once. The health port (GATEWAY_HEALTH_PORT) has a bound of its own instead: at most
+`health_limit` connections open there at once, idle or not; nothing there counts against the main port's,
+and it takes no websocket (404). A websocket's upgrade request is plain HTTP until its headers complete, so
+the same bounds hold for it. Then it passes gateway.web.handshake_gate (a valid token, then the admission at
+its user's share), uvicorn hands the socket to gateway.web.direct and the app answers the handshake at once
+(without awaiting the client); a request that websockets' stricter parser refuses is answered and closed
+here, as uvicorn would leave it open with no deadline.
 
 This leans on private parts of uvicorn: tests/unit/test_http_protocol.py names each one, and pyproject.toml
 pins the uvicorn versions it was tested with.
@@ -37,13 +40,14 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from ..config import Settings
-from ..core.admission import Admission
+from .handshake_gate import HandshakeGate
 
 log = logging.getLogger(__name__)
 
 # After answering a refusal the connection stays open this long, reading and dropping whatever the client is
 # still sending: closing a socket with unread input resets it, and the client could lose the answer.
 LINGER = 2.0
+HEALTH_PORT_ONLY = "the health port serves /healthz, /readyz and /metrics only"
 
 
 @dataclass(frozen=True)
@@ -83,19 +87,22 @@ class OverLimit(Exception):
 
 
 def bounded_protocol(
-    limits: HttpLimits, admission: Admission | None = None, health_port: int = 0
+    limits: HttpLimits, gate: HandshakeGate | None = None, health_port: int = 0, health_limit: int = 32
 ) -> type[BoundedHttpProtocol]:
     """The protocol class for one server (uvicorn's `http=`): these limits and a count of its own; with
-    `admission`, the gate every websocket handshake passes first. Connections to `health_port` (the node's
-    GATEWAY_HEALTH_PORT) are not turned away for the crowd waiting on the other port."""
+    `gate`, what every websocket handshake passes first (a valid token, then the admission). Connections to
+    `health_port` (the node's GATEWAY_HEALTH_PORT) are counted apart: at most `health_limit` open there, none
+    counted on the main port."""
 
     class ServerHttpProtocol(BoundedHttpProtocol):
         pass
 
     ServerHttpProtocol.limits = limits
     ServerHttpProtocol.waiting = Waiting()
-    ServerHttpProtocol.admission = admission
+    ServerHttpProtocol.gate = gate
     ServerHttpProtocol.health_port = health_port
+    ServerHttpProtocol.health_limit = health_limit
+    ServerHttpProtocol.health_open = Waiting()
     return ServerHttpProtocol
 
 
@@ -104,8 +111,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     limits: ClassVar[HttpLimits] = HttpLimits()
     waiting: ClassVar[Waiting] = Waiting()
-    admission: ClassVar[Admission | None] = None
+    gate: ClassVar[HandshakeGate | None] = None
     health_port: ClassVar[int] = 0
+    health_limit: ClassVar[int] = 32
+    health_open: ClassVar[Waiting] = Waiting()  # connections open on the health port
 
     def __init__(
         self,
@@ -123,18 +132,29 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.body_deadline: asyncio.TimerHandle | None = None
         self.linger: asyncio.TimerHandle | None = None
         self.refused = False
+        self.on_health_port = False
+        self.pending = self.waiting  # the count this connection's waits go to (not the main port's on the other)
 
     # -- the transport's side
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        to_health_port = self.health_port and self.server is not None and self.server[1] == self.health_port
-        if self.waiting.count >= self.limits.max_pending and not to_health_port:
+        if _on_health_port(self.server, self.health_port):
+            if self.health_open.count >= self.health_limit:
+                self._turn_away()
+                return
+            self.on_health_port = True
+            self.health_open.count += 1
+            self.pending = _UNCOUNTED  # the health port's bound is on what is open there
+        elif self.waiting.count >= self.limits.max_pending:
             self._turn_away()
             return
         self._await_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.on_health_port:
+            self.on_health_port = False
+            self.health_open.count -= 1
         self._headers_done()
         self._cancel_body_deadline()
         if self.linger is not None:
@@ -174,9 +194,15 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self._refuse(431, "headers_too_large", f"request headers over {self.limits.max_header_bytes} bytes")
 
     def handle_websocket_upgrade(self) -> None:
-        if self.admission is not None and not self.admission.allow(time.monotonic()):
-            self._too_many_handshakes()
+        if self.on_health_port:
+            self._refuse(404, "not_found", HEALTH_PORT_ONLY)
             return
+        if self.gate is not None:
+            refusal = self.gate.check(self.headers, self.url, time.monotonic(), random.random())
+            if refusal is not None:
+                # Not logged one by one: a storm turns thousands away a second (gateway_handshakes_refused_total).
+                self._refuse(refusal.status, refusal.code, refusal.message, refusal.retry_after_ms, quiet=True)
+                return
         # The socket leaves this protocol, whose connection_lost will never run.
         self._headers_done()
         self._cancel_body_deadline()
@@ -185,14 +211,6 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         # What uvicorn's connection_lost would do: the parser holds this protocol's callbacks, and left in that
         # cycle the protocol waits for the cyclic collector (a storm's worth of them makes its pauses long).
         self.parser = None  # type: ignore[assignment]
-
-    def _too_many_handshakes(self) -> None:
-        """A reconnect storm, or a node whose event loop runs late: 503 with a retry hint, before the handshake
-        costs anything (no websocket protocol, no ASGI, no token read), so turning a crowd away stays cheap."""
-        assert self.admission is not None
-        hint = self.admission.retry_after_ms(random.random)
-        # Not logged one by one: a storm turns thousands away a second (gateway_handshakes_refused_total counts).
-        self._refuse(503, "busy", "too many new connections: retry shortly", hint, quiet=True)
 
     def _close_if_handshake_refused(self) -> None:
         """uvicorn hands the request to websockets' parser, stricter than ours (8 KiB lines, 128 headers, no
@@ -245,7 +263,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.awaiting_headers:
             return
         self.awaiting_headers = True
-        self.waiting.count += 1
+        self.pending.count += 1
         self.wait_number += 1
         self.bytes_in_wait = 0
         self.header_deadline = self.loop.call_later(self.limits.header_timeout, self._headers_timed_out)
@@ -254,7 +272,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if not self.awaiting_headers:
             return
         self.awaiting_headers = False
-        self.waiting.count -= 1
+        self.pending.count -= 1
         self._cancel_header_deadline()
 
     def _cancel_body_deadline(self) -> None:
@@ -336,6 +354,14 @@ def answer(
     head += [name + b": " + value + b"\r\n" for name, value in default_headers]
     head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n" % len(body))
     return b"".join(head) + extra + b"\r\n" + body
+
+
+_UNCOUNTED = Waiting()
+
+
+def _on_health_port(server: tuple[str, int | None] | None, health_port: int) -> bool:
+    """Whether a connection whose local address is `server` came in on the health port."""
+    return bool(health_port) and server is not None and server[1] == health_port
 
 
 def _peer(client: tuple[str, int] | None) -> str:

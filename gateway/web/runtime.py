@@ -15,6 +15,7 @@ from ..credentials import VerifiedTokens
 from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
+from ..hub.user_sockets import SocketsHeld
 from .garbage import CollectorPauses
 from .heard import Hearing
 from .hosts import same_origin
@@ -41,6 +42,7 @@ class Runtime:
     hearing: Hearing | None = None  # notes when each cluster was last heard from
     tokens: VerifiedTokens | None = None  # tokens verified already (a reconnect storm verifies each once)
     creations: Creations | None = None  # rows each team's clusters may create an hour (GATEWAY_MAX_NEW_*)
+    sockets_held: SocketsHeld | None = None  # the per-user socket limit across workers and nodes (in the bus)
 
     def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
         """The request's own origin (scheme, host and port), or one listed in GATEWAY_ORIGINS."""

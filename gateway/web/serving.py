@@ -30,12 +30,13 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extr
         host=host,
         port=port,
         loop="uvloop",
-        # httptools, with bounds before the app sees a request, and the handshake's admission (the app's, made
-        # with it by gateway.web.app.create_app) before any websocket work
+        # httptools, with bounds before the app sees a request, and the handshake's gate (a valid token, then
+        # the admission: the app's, made with it by gateway.web.app.create_app) before any websocket work
         http=bounded_protocol(
             HttpLimits.from_settings(settings),
-            getattr(getattr(app, "state", None), "admission", None),
+            getattr(getattr(app, "state", None), "handshakes", None),
             settings.health_port,
+            settings.health_max_connections,
         ),
         ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
         ws_max_size=settings.max_message_bytes,
@@ -54,13 +55,19 @@ def node_server(app: Starlette, settings: Settings, host: str, port: int) -> Nod
     return NodeServer(config, settings, app.state.leaving)
 
 
-def listeners(host: str, port: int, health_port: int = 0, reuse_port: bool = False) -> list[socket.socket]:
-    """The node's listening sockets: its port, and with `health_port` a second one serving the same node, whose
-    accept queue is its own. A reconnect storm fills the first past what the kernel holds (it then drops the
-    handshakes it cannot queue, and their clients try again a second later, then three); health checks and
-    scrapes sent to the second are not behind it. `reuse_port`: other processes may bind the same addresses
-    (`serve --workers`: the kernel spreads new connections over them)."""
-    return [_listening(host, p, reuse_port) for p in (port, health_port) if p]
+def listeners(
+    host: str, port: int, health_host: str = "", health_port: int = 0, reuse_port: bool = False
+) -> list[socket.socket]:
+    """The node's listening sockets: its port, and with `health_port` a second one (on `health_host`, else
+    `host`) whose accept queue is its own and which answers health and metrics only. A reconnect storm fills
+    the first past what the kernel holds (it then drops the handshakes it cannot queue, and their clients try
+    again a second later, then three); health checks and scrapes sent to the second are not behind it.
+    `reuse_port`: other processes may bind the same addresses (`serve --workers`: the kernel spreads new
+    connections over them)."""
+    sockets = [_listening(host, port, reuse_port)]
+    if health_port:
+        sockets.append(_listening(health_host or host, health_port, reuse_port))
+    return sockets
 
 
 def _listening(host: str, port: int, reuse_port: bool) -> socket.socket:

@@ -8,6 +8,7 @@ per connection. Under any other ASGI server the same `ClientSession` runs behind
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -72,12 +73,21 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await websocket.send_denial_response(admitted)
         return
     user_id, expires = admitted
+    held = runtime.sockets_held  # the per-user limit across the node's workers and the other nodes
+    if held is not None and not await held.claim(user_id):
+        await websocket.send_denial_response(_too_many_connections(runtime.settings.max_connections_per_user))
+        return
+    released = _nothing if held is None else functools.partial(held.release, user_id)
     fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
-    await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
+    try:
+        await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
+    except BaseException:
+        released()
+        raise
     settings, node = runtime.settings, runtime.node
     conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=expires)
     conn.token_id = claims(websocket).token_id  # checked in _admit (and kept): revoking it closes the connection
-    client = ClientSession(conn, node, settings)
+    client = ClientSession(conn, node, settings, released)
     node.attach(conn)
     adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
     if adopt is not None:
@@ -111,9 +121,17 @@ def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONRe
     if runtime.node.bus_out_of_reach:  # it could deliver nothing live: the client goes elsewhere, or comes back soon
         return _retry_later("unavailable", "this node cannot reach its bus: retry shortly", 1000, 2000)
     limit = runtime.settings.max_connections_per_user
-    if runtime.node.per_user.get(user_id, 0) >= limit:
-        return JSONResponse({"error": "too_many_connections", "message": f"at most {limit} connections per user"}, 429)
+    if runtime.node.per_user.get(user_id, 0) >= limit:  # over it on this node alone: no need to ask the bus
+        return _too_many_connections(limit)
     return user_id, expires
+
+
+def _too_many_connections(limit: int) -> JSONResponse:
+    return JSONResponse({"error": "too_many_connections", "message": f"at most {limit} connections per user"}, 429)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _retry_later(error: str, message: str, least_ms: int, spread_ms: int) -> JSONResponse:
@@ -131,11 +149,12 @@ class ClientSession:
     database and Redis, so they run in a task, one at a time; requests that arrive meanwhile queue behind
     them, so a subscribe followed by an unsubscribe ends unsubscribed."""
 
-    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "opened")
+    __slots__ = ("conn", "node", "limiter", "dropped", "waiting", "task", "opened", "on_end")
 
-    def __init__(self, conn: Connection, node: Node, settings: Settings) -> None:
+    def __init__(self, conn: Connection, node: Node, settings: Settings, on_end: Callable[[], None] = _nothing) -> None:
         self.conn = conn
         self.node = node
+        self.on_end: Callable[[], None] | None = on_end  # called once, when the connection is gone
         rate = settings.max_messages_per_second
         self.limiter = TokenBucket(rate, 4 * rate)
         self.dropped = 0
@@ -220,6 +239,9 @@ class ClientSession:
         if self.task is not None:
             self.task.cancel()
         self.node.detach(self.conn)
+        on_end, self.on_end = self.on_end, None
+        if on_end is not None:
+            on_end()
         _log_closed(self.conn, time.monotonic() - self.opened)
 
 

@@ -139,13 +139,15 @@ def request_head(target: bytes = b"/healthz", method: bytes = b"GET", extra: byt
     return method + b" " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra
 
 
-def upgrade_head() -> bytes:
+def upgrade_head(token: str = "") -> bytes:
     key = base64.b64encode(secrets.token_bytes(16))
+    authorization = f"Authorization: Bearer {token}\r\n".encode() if token else b""
     return request_head(
         b"/ws",
         extra=b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "
         + key
-        + b"\r\n",
+        + b"\r\n"
+        + authorization,
     )
 
 
@@ -211,11 +213,11 @@ async def test_a_websocket_upgrade_with_endless_headers_gets_431(stack: Stack) -
     ids=["a-header-line-websockets-finds-too-long", "a-body-websockets-does-not-take"],
 )
 async def test_an_upgrade_request_the_websocket_parser_refuses_is_answered_and_closed(
-    stack: Stack, extra: bytes, status: int
+    stack: Stack, team: Team, extra: bytes, status: int
 ) -> None:
-    # Within the HTTP limits, so it is handed over; websockets' own parser then refuses it, and the socket
-    # must not stay open, unanswered, with no deadline left on it.
-    outcome = await attack(stack.nodes[0], upgrade_head() + extra + b"\r\n", [])
+    # Within the HTTP limits and signed, so it is handed over; websockets' own parser then refuses it, and the
+    # socket must not stay open, unanswered, with no deadline left on it.
+    outcome = await attack(stack.nodes[0], upgrade_head(team.token) + extra + b"\r\n", [])
     assert outcome.closed and outcome.status == status, outcome.answer[:300]
 
 

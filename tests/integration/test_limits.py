@@ -110,6 +110,7 @@ async def test_a_reconnect_storm_is_admitted_at_a_bounded_rate_and_nobody_starve
         "REDIS_URL": stack.redis_url,
         "GATEWAY_SECRET": stack.secret,
         "GATEWAY_ADMISSION_RATE": "50",
+        "GATEWAY_ADMISSION_SHARE": "1",  # the storm's 150 clients are one user's
         "GATEWAY_MAX_CONNECTIONS_PER_USER": "1000",
     }
     node = spawn("node-storm", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("storm"), port)
@@ -142,5 +143,75 @@ async def test_a_reconnect_storm_is_admitted_at_a_bounded_rate_and_nobody_starve
             return answer
 
         assert set(await asyncio.gather(*(alive(ws) for ws in sockets))) == {"pong"}
+    finally:
+        node.stop()
+
+
+FLOOD_SECONDS = 6.0  # the tokenless flood, bounded in time ...
+FLOOD_MOST = 6000  # ... and in count (loopback only)
+SANE_HINT_MS = 1250  # a retry hint for a crowd of a second's worth or less: 250 ms and a second's jitter
+
+
+async def tokenless_upgrade(port: int) -> int:
+    """One upgrade request without a token, on a connection of its own: the answer's status."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        status_line = await asyncio.wait_for(reader.readline(), 30)
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+async def test_a_tokenless_flood_spends_no_admission_and_signed_handshakes_get_in_with_sane_hints(
+    stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_ADMISSION_RATE": "200",
+    }
+    node = spawn("node-flooded", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("flooded"), port)
+    try:
+        await asyncio.to_thread(wait_http, node)
+        loop = asyncio.get_running_loop()
+        flood_ends = loop.time() + FLOOD_SECONDS
+        statuses: list[int] = []
+
+        async def flooder() -> None:
+            while loop.time() < flood_ends and len(statuses) < FLOOD_MOST:
+                statuses.append(await tokenless_upgrade(port))
+
+        hints: list[int] = []
+
+        async def signed_in() -> None:
+            """A member's handshake, honouring the hints it is given."""
+            while True:
+                try:
+                    async with websockets.connect(
+                        node.ws, additional_headers={"Authorization": f"Bearer {team.token}"}
+                    ):
+                        return
+                except InvalidStatus as exc:
+                    assert exc.response.status_code == 503, exc.response.body
+                    hints.append(json.loads(exc.response.body)["retry_after_ms"])
+                    await asyncio.sleep(hints[-1] / 1000)
+
+        async def members() -> None:
+            await asyncio.sleep(0.5)  # the flood is under way
+            for _ in range(20):  # four a second, within one user's share
+                await asyncio.wait_for(signed_in(), 60)
+                await asyncio.sleep(0.25)
+
+        await asyncio.gather(members(), *(flooder() for _ in range(32)))
+        assert len(statuses) > 500, len(statuses)  # a flood, even on a busy machine
+        assert max(hints, default=0) <= SANE_HINT_MS, sorted(hints)[-10:]
+        assert set(statuses) == {401}, {s: statuses.count(s) for s in set(statuses)}
     finally:
         node.stop()

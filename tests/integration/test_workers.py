@@ -22,7 +22,7 @@ from tests.integration.conftest import Team, insert_jobs
 CLIENTS = 16  # under the 20 connections one user may hold on a worker, however unevenly they spread
 
 
-def workers_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFactory) -> Process:
+def workers_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Process:
     """`gateway serve --workers 2` on a free port, against the stack's PostgreSQL and Redis."""
     port = free_port()
     env = {
@@ -30,8 +30,54 @@ def workers_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFacto
         "DATABASE_URL": stack.database_url,
         "REDIS_URL": stack.redis_url,
         "GATEWAY_SECRET": stack.secret,
+        **settings,
     }
     return spawn(name, ["serve", "--port", str(port), "--workers", "2"], env, tmp_path_factory.mktemp(name), port)
+
+
+async def both_workers_answer(node: Process) -> None:
+    """Both workers listening: the first to answer may be alone for a while."""
+    answered: set[int] = set()
+    deadline = asyncio.get_running_loop().time() + 120
+    while len(answered) < 2:
+        assert asyncio.get_running_loop().time() < deadline, f"only workers {answered} answered"
+        async with httpx.AsyncClient(base_url=node.http) as client:
+            answered.add((await client.get("/healthz")).json()["worker"])
+
+
+async def test_one_user_holds_no_more_sockets_than_the_limit_across_the_workers(
+    stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    limit = 4
+    node = workers_node(stack, "node-workers-limit", tmp_path_factory, GATEWAY_MAX_CONNECTIONS_PER_USER=str(limit))
+    headers = {"Authorization": f"Bearer {team.token}"}
+    held: list[websockets.ClientConnection] = []
+    try:
+        await asyncio.to_thread(wait_http, node)
+        await both_workers_answer(node)
+        refused = 0
+        for _ in range(3 * limit):  # each on a connection of its own: the kernel spreads them over both workers
+            try:
+                held.append(await websockets.connect(node.ws, additional_headers=headers))
+            except websockets.InvalidStatus as exc:
+                assert exc.response.status_code == 429, exc.response.body
+                refused += 1
+        assert len(held) == limit and refused == 2 * limit
+        # A socket closed gives its place back, whichever worker held it.
+        await held.pop().close()
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while len(held) < limit:
+            assert asyncio.get_running_loop().time() < deadline, "the closed socket's place was not given back"
+            try:
+                held.append(await websockets.connect(node.ws, additional_headers=headers))
+            except websockets.InvalidStatus as exc:
+                assert exc.response.status_code == 429, exc.response.body
+                await asyncio.sleep(0.1)
+    finally:
+        for ws in held:
+            await ws.close()
+        node.stop()
 
 
 async def test_two_workers_share_the_port_and_each_serves_every_channel(

@@ -80,3 +80,44 @@ def test_a_refused_crowd_is_forgotten_as_seconds_pass() -> None:
 def test_the_rate_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Admission(0)
+
+
+def test_one_source_takes_at_most_its_share_and_the_others_still_get_in() -> None:
+    gate = Admission(200, share=0.05)  # 10 a second each
+    flood = others = 0
+    for i in range(2000):  # two seconds: the flood asks 1,000 a second, twenty others one a second each
+        now = i / 1000
+        flood += gate.admit(now, 0.5, "flood") is None
+        if i % 50 == 0:
+            others += gate.admit(now, 0.5, ("other", i // 50 % 20)) is None
+    assert flood <= 10 + 2 * 10 + 1  # its burst, then its share
+    assert others == 40  # every other one got in at its first try
+
+
+def test_a_source_past_its_share_lengthens_nobody_elses_hint() -> None:
+    gate = Admission(200, share=0.05)
+    for i in range(10_000):
+        gate.admit(i / 10_000, 0.0, "flood")
+    assert gate.refused == 0  # its refusals are its own: the crowd the hints spread for is empty
+    assert gate.retry_after_ms(lambda: 0.999) <= 1250
+    assert gate.refused_total > 9900  # still counted: /metrics says how many were turned away
+
+
+def test_past_its_share_a_source_hears_a_hint_of_about_a_second() -> None:
+    gate = Admission(200, share=0.05)
+    hints = [gate.admit(0.0, 0.999, "one") for _ in range(11)]
+    assert hints[:10] == [None] * 10
+    assert hints[10] is not None and 250 <= hints[10] <= 1250
+
+
+def test_the_node_refuses_a_crowd_of_sources_with_hints_spread_for_the_crowd() -> None:
+    gate = Admission(100, share=0.05)
+    refused = [gate.admit(0.0, 0.999, source) for source in range(1000)]
+    assert refused.count(None) == int(100 * BURST_SECONDS)
+    assert max(hint for hint in refused if hint is not None) > 5000  # ~1,000 refused at 100 a second: ~10 s
+
+
+def test_a_whole_share_is_the_node_s_admission_as_it_was() -> None:
+    gate = Admission(1000)
+    assert gate.shares is None
+    assert sum(gate.admit(0.0, 0.5, "one") is None for _ in range(5000)) == int(1000 * BURST_SECONDS)

@@ -549,6 +549,24 @@ async def _other_reply_key(broker: Broker) -> str:
         return other.key
 
 
+async def test_sockets_per_user_are_counted_across_processes(broker: Broker) -> None:
+    user = next(_names)
+    sockets = broker.user_sockets
+    assert await sockets.claim("worker-a", user, 1, 3, 10.0)
+    assert await sockets.claim("worker-a", user, 2, 3, 10.0)
+    assert await sockets.claim("worker-b", user, 1, 3, 10.0)
+    assert not await sockets.claim("worker-b", user, 2, 3, 10.0)  # 2 in a and 2 in b: past 3
+    assert await sockets.claim("worker-a", user, 2, 3, 10.0)  # a process's count replaces its record
+    await sockets.record("worker-a", {user: 1}, 10.0)  # one of a's closed
+    assert await sockets.claim("worker-b", user, 2, 3, 10.0)
+    assert not await sockets.claim("worker-c", user, 1, 3, 10.0)
+    await sockets.record("worker-b", {user: 0}, 10.0)  # all of b's closed: its record is gone
+    assert await sockets.claim("worker-c", user, 2, 3, 10.0)
+    assert not await sockets.claim("worker-d", user, 1, 3, 10.0)
+    assert await sockets.claim("worker-a", user, 1, 3, 10.0)  # its own place, claimed again
+    assert await sockets.claim(f"worker-{user}", next(_names), 3, 3, 10.0)  # another user counts apart
+
+
 CONTRACT = [name for name in list(globals()) if name.startswith("test_")]
 
 

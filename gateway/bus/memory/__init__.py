@@ -35,6 +35,7 @@ from .keyspace import Keyspace
 from .presence import MemoryPresence
 from .publisher import MemoryPublisher
 from .pubsub import Exchange, MemoryAnnouncements, MemorySubscriber
+from .user_sockets import MemoryUserSockets
 
 __all__ = ["MemoryBroker", "MemoryPublisher", "MemorySubscriber"]
 
@@ -48,6 +49,7 @@ class MemoryBroker:
         self.history = MemoryHistory(self.space)
         self.channels = MemoryChannels(self.space)
         self.presence = MemoryPresence(self.space)
+        self.user_sockets = MemoryUserSockets(self.space)
         self.figures = MemoryFigures(self.space)
         self.relay_stats = MemoryRelayStats(self.space)
         self.announcements = MemoryAnnouncements(self.exchange)

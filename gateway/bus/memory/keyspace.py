@@ -57,6 +57,7 @@ class Keyspace:
         self.markers: dict[str, float] = {}  # keys.finish_marker -> when it expires
         self.presence: dict[int, dict[str, float]] = {}  # keys.presence: "<user>:<node>" -> when it expires
         self.presence_teams: set[int] = set()  # keys.PRESENCE_TEAMS
+        self.user_sockets: dict[int, dict[str, tuple[int, float]]] = {}  # keys.user_sockets: process -> record
         self.figures: dict[int, dict[int, bytes]] = {}  # keys.metrics: cluster id -> MessagePack figures
         self.figure_teams: set[int] = set()  # keys.METRICS_TEAMS
         self.relay_stats: dict[str, Expiring] = {}  # keys.relay_stats

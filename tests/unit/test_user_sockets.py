@@ -1,0 +1,59 @@
+"""The per-user socket limit across processes (gateway.core.user_sockets) and a node's share of it
+(gateway.hub.user_sockets.SocketsHeld), on the memory bus."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from gateway.bus.memory import MemoryBroker
+from gateway.core.user_sockets import within_limit
+from gateway.hub.user_sockets import TTL, SocketsHeld
+from tests.unit.test_broker_memory import ShiftedClock
+
+
+def test_live_records_of_other_processes_count_and_this_process_s_count_replaces_its_own() -> None:
+    records = {"a": (2, 10.0), "b": (1, 10.0), "dead": (5, 4.0)}
+    assert within_limit(records, "a", 3, 4, now=5.0)  # 3 here (its record of 2 replaced) + 1 in b
+    assert not within_limit(records, "a", 4, 4, now=5.0)
+    assert within_limit(records, "c", 1, 4, now=5.0)
+    assert not within_limit(records, "c", 2, 4, now=5.0)
+    assert within_limit(records, "c", 4, 4, now=10.0)  # at its lapse time a record no longer counts
+
+
+async def test_two_processes_hold_no_more_than_the_limit_between_them_and_a_release_frees_a_place() -> None:
+    broker = MemoryBroker()
+    first, second = SocketsHeld(broker.user_sockets, 3), SocketsHeld(broker.user_sockets, 3)
+    assert [await first.claim(7) for _ in range(2)] == [True, True]
+    assert [await second.claim(7) for _ in range(2)] == [True, False]
+    assert first.held[7] == 2 and second.held[7] == 1  # a refused claim is not counted
+    first.release(7)
+    await first.written()
+    assert await second.claim(7)
+    assert not await first.claim(7)
+
+
+async def test_a_process_that_stops_renewing_stops_counting() -> None:
+    clock = ShiftedClock()
+    broker = MemoryBroker(clock=clock)
+    dead, alive = SocketsHeld(broker.user_sockets, 2), SocketsHeld(broker.user_sockets, 2)
+    assert await dead.claim(7) and await dead.claim(7)
+    assert not await alive.claim(7)
+    clock.offset += TTL + 1
+    assert await alive.claim(7)
+
+
+async def test_while_the_bus_is_down_a_node_judges_by_its_own_count_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = MemoryBroker()
+    held = SocketsHeld(broker.user_sockets, 2)
+    broker.lose_connection()
+    with caplog.at_level(logging.INFO, "gateway.hub.user_sockets"):
+        assert [await held.claim(7) for _ in range(3)] == [True, True, False]
+        broker.restore_connection()
+        held.release(7)
+        await held.written()
+        assert await held.claim(7)
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
