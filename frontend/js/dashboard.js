@@ -11,11 +11,10 @@ import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { timeLeft, unfinished } from "./eta.js";
 import { colour, word } from "./rules.js";
 import { ICON } from "./tree.js";
-import { ago, menuAt, placeChildren, setAttr, setText } from "./ui.js";
+import { ago, count, menuAt, placeChildren, setAttr, setText } from "./ui.js";
 
 const PAGE = 100;
 const DAY = 24 * 3600 * 1000;
-const number = new Intl.NumberFormat();
 // Where an upload's data is, while its trajectory has no jobs yet (the submission's staging).
 export const STAGING_WORDS = {
   upload_pending: "Waiting to upload", uploading: "Uploading", sync_pending: "Uploaded, waiting to sync",
@@ -179,7 +178,7 @@ export class Dashboard {
     setText(this.news, newsText(this.order.waiting));
     const shown = nodes.length; // the cards read, and those created since
     const total = Math.max((this.total || 0) + (this.fresh || 0), shown);
-    setText(this.main.querySelector(".count"), this.total === null ? "" : `${number.format(Math.min(shown, total))} of ${number.format(total)} trajectories`);
+    setText(this.main.querySelector(".count"), this.total === null ? "" : `${count(Math.min(shown, total))} of ${count(total)} trajectories`);
     this.main.querySelector(".more").hidden = this.total === null || this.known.length >= this.total;
     const empty = this.main.querySelector(".empty");
     empty.hidden = this.total === null || nodes.length > 0;
@@ -214,7 +213,7 @@ export class Dashboard {
     const staging = s ? null : this._staging(id);
     const listed = this.listed(id);
     const young = listed && now - Date.parse(listed.created_at) < DAY;
-    setText(progress, s ? `${s.completed}/${s.total} jobs completed` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
+    setText(progress, s ? `${count(s.completed)}/${count(s.total)} jobs completed` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
     setText(state, s ? word(s.status) : "");
     setText(eta, s && unfinished(s.counts) ? timeLeft(s.eta) : "");
     eta.hidden = !eta.textContent;

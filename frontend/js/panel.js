@@ -5,7 +5,7 @@ import { timeLeft } from "./eta.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
 import { follow, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
-import { acting, clock, confirmDialog, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
+import { acting, clock, confirmDialog, count, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
 
 export class Panel {
   constructor(el) {
@@ -175,7 +175,7 @@ export class Panel {
     const [plugin, frames, started, actions] = tr.children;
     const [done, failed, left, eta] = frames.children;
     setText(plugin, row.plugin);
-    setText(done, `${row.completed}/${row.frames} frames done`);
+    setText(done, `${count(row.completed)}/${count(row.frames)} frames done`);
     setText(failed, row.failed ? `${row.failed} failed` : "");
     const toGo = row.running + row.queued + (row.silent || 0);
     setText(left, toGo ? `${toGo} to go${row.silent ? ` (${row.silent} cluster silent)` : ""}` : "");
@@ -209,9 +209,9 @@ export class Panel {
     } else if (e.target.closest("[data-delete]")) {
       const active = row.running + row.queued + (row.silent || 0);
       const sure = await confirmDialog({
-        title: `Delete analysis ${row.plugin} of ${row.frames.toLocaleString()} frame${row.frames === 1 ? "" : "s"}?`,
-        text: `${active ? `Its ${active.toLocaleString()} job${active === 1 ? "" : "s"} still queued or running stop on their clusters, and its` : "Its"}`
-          + ` results (${row.completed.toLocaleString()} frame${row.completed === 1 ? "" : "s"} done, their jobs and their artifact upload)`
+        title: `Delete analysis ${row.plugin} of ${count(row.frames)} frame${row.frames === 1 ? "" : "s"}?`,
+        text: `${active ? `Its ${count(active)} job${active === 1 ? "" : "s"} still queued or running stop on their clusters, and its` : "Its"}`
+          + ` results (${count(row.completed)} frame${row.completed === 1 ? "" : "s"} done, their jobs and their artifact upload)`
           + " are deleted for the whole team. This cannot be undone.",
         confirm: "Delete analysis",
         opener: button,

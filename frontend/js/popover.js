@@ -12,9 +12,8 @@ import { buckets, colour, word } from "./rules.js";
 import { timeLeft, unfinished } from "./eta.js";
 import { ICON, JobTree } from "./tree.js";
 import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
-import { ago, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
+import { ago, count, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
 
-const number = new Intl.NumberFormat();
 const ZERO = { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0, holding: 0, preempted: 0, silent: 0 };
 
 export class Popover {
@@ -181,7 +180,7 @@ export class Popover {
   draw() {
     if (!this.isOpen) return;
     const b = buckets(app.team.counts || ZERO);
-    for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, String(b[el.dataset.bucket]));
+    for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, count(b[el.dataset.bucket]));
     this.el.querySelector(".silent-count").hidden = !b.silent; // shown only while a cluster is silent
     const latest = this.matching();
     for (const s of latest) this.seen.set(s.id, s);
@@ -205,7 +204,7 @@ export class Popover {
     setText(this.empty, this.find ? `No trajectory's name has “${this.find}”` : "No jobs in the last 24 hours");
     this.list.hidden = nodes.length === 0;
     const total = Math.max(this.find ? this.found ?? latest.length : app.team.total || 0, latest.length);
-    setText(this.el.querySelector(".pop-count"), total ? `${number.format(latest.length)} of ${number.format(total)}` : "");
+    setText(this.el.querySelector(".pop-count"), total ? `${count(latest.length)} of ${count(total)}` : "");
     this.el.querySelector(".older").hidden = latest.length >= total;
     this.news.hidden = !this.order.waiting;
     setText(this.news, newsText(this.order.waiting));
@@ -237,7 +236,7 @@ export class Popover {
     setText(name, s.name);
     setAttr(name, "title", s.name);
     setAttr(button, "aria-label", `Actions of ${s.name}`);
-    setText(progress, `${s.completed}/${s.total} jobs completed`);
+    setText(progress, `${count(s.completed)}/${count(s.total)} jobs completed`);
     setText(state, word(s.status));
     setText(eta, unfinished(s.counts) ? timeLeft(s.eta) : "");
     eta.hidden = !eta.textContent;

@@ -12,7 +12,7 @@ import { app } from "./context.js";
 import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
-import { acting, clock, confirmDialog, esc, formDialog, isMenuKey, menu, menuAt, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
+import { acting, clock, confirmDialog, count, esc, formDialog, isMenuKey, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
   ["id", "JOB ID"], ["user", "USER"], ["status", "STATUS"], ["project", "PROJECT"], ["title", "TITLE"],
@@ -32,7 +32,6 @@ const PRIORITY = /^-?\d+$/;
 let current = null; // the page: the task menu reads what it knows of the submission whose tasks are shown
 export const PAGE_SIZE = 100;
 const RELOAD_EVERY = 1000; // ms: a window that moved is read again at most this often
-const number = new Intl.NumberFormat();
 
 /** A column header: its sort button; STATUS also has a help button, which opens how a submission moves. */
 function headerCell(key, label) {
@@ -267,7 +266,7 @@ export class SubmissionsPage {
     const total = this.total || 0;
     const first = total ? this.offset + 1 : 0;
     const last = this.offset + this.rows.length;
-    setText(this.main.querySelector(".range"), this.total === null ? "Loading…" : total ? `${number.format(first)}–${number.format(last)} of ${number.format(total)}` : "0 of 0");
+    setText(this.main.querySelector(".range"), this.total === null ? "Loading…" : total ? `${count(first)}–${count(last)} of ${count(total)}` : "0 of 0");
     const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
     for (const b of this.main.querySelectorAll("[data-go]")) {
       const back = b.dataset.go === "first" || b.dataset.go === "prev";
@@ -320,7 +319,7 @@ export class SubmissionsPage {
     setText(c[8], r.preemptible ? "yes" : "no");
     setAttr(c[8], "title", r.instance_type);
     const segments = SEGMENTS.filter(([k]) => r.counts[k]);
-    const counts = segments.map(([k]) => `${r.counts[k]} ${k}`).join(", ");
+    const counts = segments.map(([k]) => `${count(r.counts[k])} ${k}`).join(", ");
     const [bar, words] = c[9].children;
     setAttr(bar, "aria-label", counts || "no tasks");
     setAttr(c[9], "title", counts || "no tasks");
@@ -332,19 +331,19 @@ export class SubmissionsPage {
         seg.className = `seg ${colour}`;
         seg.dataset.flex = String(r.counts[k]);
         seg.style.flex = String(r.counts[k]); // through the CSSOM: the Content-Security-Policy refuses style attributes
-        seg.title = `${k}: ${r.counts[k]}`;
+        seg.title = `${k}: ${count(r.counts[k])}`;
         return seg;
       }));
     }
     // One line, whatever the counts: the share done, the rest in the bar's tooltip.
-    setText(words, r.tasks ? `${r.counts.completed || 0}/${r.tasks} done` : "");
+    setText(words, r.tasks ? `${count(r.counts.completed || 0)}/${count(r.tasks)} done` : "");
     const left = unfinished(r.counts) ? timeLeftShort(r.eta) : ""; // only while tasks wait or run
     setText(c[10], left);
     setAttr(c[10], "title", left || null); // "about 1 h 20 min" may be cut short
-    setText(c[11], String(r.tasks));
+    setText(c[11], count(r.tasks));
     setText(c[12], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
     setText(c[13], r.created_at ? clock(r.created_at) : "");
-    setAttr(c[13], "title", r.created_at ? new Date(r.created_at).toLocaleString() : null);
+    setAttr(c[13], "title", r.created_at ? moment(r.created_at) : null);
   }
 
   /** Wire the page's events once per mount; rows change in place as they stream. */
@@ -467,8 +466,8 @@ async function confirmThenAct(label, action, selection, target, opener) {
   const { ok, body } = await send("/api/submissions/actions/preview", { body: { action, ...selection } }).catch(() => ({ ok: false, body: {} }));
   if (!ok) { showResult(false, body); return; }
   if (body.tasks > 0) {
-    const of = selection.submissions ? ` of ${number.format(body.submissions)} submission${body.submissions === 1 ? "" : "s"}` : "";
-    const tasks = `${number.format(body.tasks)} task${body.tasks === 1 ? "" : "s"}`;
+    const of = selection.submissions ? ` of ${count(body.submissions)} submission${body.submissions === 1 ? "" : "s"}` : "";
+    const tasks = `${count(body.tasks)} task${body.tasks === 1 ? "" : "s"}`;
     const sure = await confirmDialog({
       title: `${label} ${tasks}${of} on ${onClusters(body.clusters)}?`,
       text: action === "kill" ? "Queued, held and running tasks fail with “Killed by a user”. Retry Failed runs them again."

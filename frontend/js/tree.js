@@ -7,15 +7,14 @@
 // Shift+F10) opens the trajectory's actions.
 import { attemptLabel, colour, groupLabel, groupStatus, listedStatus, word } from "./rules.js";
 import { clusterName } from "./trajectories.js";
-import { ago, isMenuKey, placeChildren, setAttr, setText, took } from "./ui.js";
+import { ago, count as grouped, isMenuKey, placeChildren, setAttr, setText, timeOfDay, took } from "./ui.js";
 import { newsText } from "./order.js";
 
 const ROW = 34; // px, every row (a job's cluster, attempt and error sit under its name)
 export const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", grey: "◌", neutral: "•" }; // colour is never the only signal
 /** "cluster silent since 20:16": the silence began when the cluster was last heard from (local time). */
 export function silentSince(at) {
-  const t = new Date(at);
-  return `cluster silent since ${t.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`;
+  return `cluster silent since ${timeOfDay(at)}`;
 }
 const RETRYABLE = new Set(["failed", "preempted"]); // counted as Failed: Retry Failed Frames takes both
 
@@ -245,7 +244,7 @@ export class JobTree {
     setText(name, label);
     setText(ts, g.key.startsWith("frame:") && g.timestep !== null ? `t = ${g.timestep} ps` : "");
     setText(status, word(g.status));
-    setText(count, `${g.counts.completed}/${g.total}`);
+    setText(count, `${grouped(g.counts.completed)}/${grouped(g.total)}`);
     setAttr(button, "aria-label", `Trajectory actions (${label})`);
   }
 

@@ -21,12 +21,30 @@ export function took(job) {
   return `took ${Math.floor(s / 60)}m ${Math.round(s % 60)}s`;
 }
 
+const GROUPED = new Intl.NumberFormat();
+
+/** A count as a person reads it: thousands grouped in the browser's locale ("119,594"). */
+export function count(n) {
+  return GROUPED.format(n);
+}
+
+/** The time of day on the one clock every page uses: the browser's locale, 24-hour ("20:16"). */
+export function timeOfDay(at, { seconds = false } = {}) {
+  const parts = { hour: "2-digit", minute: "2-digit", hourCycle: "h23", ...(seconds ? { second: "2-digit" } : {}) };
+  return new Date(at).toLocaleTimeString([], parts);
+}
+
 /** A moment as a person reads it: the time of day, with the date when it is not today. */
 export function clock(iso, now = Date.now()) {
   if (!iso) return "";
   const at = new Date(iso);
-  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
+  const time = timeOfDay(at, { seconds: true });
   return at.toDateString() === new Date(now).toDateString() ? time : `${at.toLocaleDateString()} ${time}`;
+}
+
+/** A moment in full on the same clock (a tooltip's date and time). */
+export function moment(iso) {
+  return new Date(iso).toLocaleString([], { hourCycle: "h23" });
 }
 
 /** Set an element's text only when it changed: nothing under the pointer is replaced. */

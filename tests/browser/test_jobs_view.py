@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -143,9 +144,12 @@ async def test_a_silent_clusters_jobs_say_since_when_and_come_back_when_it_repor
     await page.keyboard.press("Escape")
     await open_panel(page, team.trajectory_id)
     await open_groups(page, "#panel", 3)
+    # On the one clock of every page, 24-hour, never "03:30 AM" beside "20:16:04".
     since = await page.evaluate(
-        "(at) => new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })", heard.isoformat()
+        "(at) => new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' })",
+        heard.isoformat(),
     )
+    assert re.fullmatch(r"\d\d:\d\d", since), since
     await page.wait_for_function("document.querySelectorAll('#panel .row.job.grey').length === 3")
     words = await page.locator("#panel .row.job .status").all_inner_texts()
     assert words == [f"cluster silent since {since}"] * 3

@@ -65,6 +65,7 @@ ID_CASES = [
     Case("GET", "/api/teams/{bad}/trajectories", "user"),
     Case("POST", "/api/submissions/actions", "user", {"action": "kill", "submissions": [BAD]}, "$.submissions[0]"),
     Case("POST", "/api/submissions/actions", "user", {"action": "kill", "tasks": [BAD]}, "$.tasks[0]"),
+    Case("GET", "/api/trajectories/{bad}", "user"),
     Case("GET", "/api/trajectories/{bad}/analyses", "user"),
     Case("DELETE", "/api/analyses/{bad}", "user"),
     Case("GET", "/api/submissions/instance-types?submission={bad}", "user", field="submission[0]: expected an id"),
