@@ -32,6 +32,7 @@ from .api import me, team_active_trajectories, team_members, team_trajectories
 from .garbage import CollectorPauses
 from .headers import SecurityHeaders
 from .heard import Hearing
+from .heavy import HeavyReads
 from .hosts import HostCheck
 from .http_figures import HttpFigures
 from .inflight import ActionLimits
@@ -121,6 +122,7 @@ def create_app(settings: Settings) -> Starlette:
             hearing=Hearing(settings.cluster_silent_after),
             tokens=VerifiedTokens(settings.secret),
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
+            heavy=HeavyReads(settings.max_heavy_reads_per_user, settings.max_exports_per_user, settings.max_exports),
         )
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
