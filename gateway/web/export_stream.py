@@ -1,7 +1,8 @@
 """A streamed answer whose reader cannot hold the node: a part the reader does not take within `stall` seconds
-ends the stream (the connection is closed without the answer's end, so the reader knows it is cut), and `done`
-runs however it ends, giving back the export's slot. The stream holds no pooled connection while it waits: each
-part is read, rendered and let go before it is sent."""
+ends the stream, as does a StreamCut its parts raise. The connection then closes without the chunked answer's end,
+so the reader can tell a cut export from a whole one. `done` runs however the stream ends (the export's slots given
+back). The stream holds no pooled connection while it waits: each part is read, rendered and let go before it is
+sent."""
 
 from __future__ import annotations
 
