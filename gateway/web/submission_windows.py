@@ -43,7 +43,7 @@ CSV_COLUMNS = (
     "CREATED",
 )
 _row_decoder = msgspec.json.Decoder(SubmissionRow)
-RENDER_SLICE = 100  # rows rendered in one step of the event loop (some 2 ms)
+RENDER_SLICE = 100  # rows rendered in one step of the event loop (a few ms)
 
 
 async def _team_window(request: Request, paged: bool = True) -> tuple[int, Window]:
