@@ -191,6 +191,9 @@ class Settings:
     # Heavy reads (searches, pages past the 10,000th row, exports) one user may have running at once, per node;
     # past it 429.
     max_heavy_reads_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEAVY_READS_PER_USER", 4, 1))
+    # Searches and deep pages running at once per node, whoever asks: each holds one of the pool's 10 connections
+    # while it runs, and the rest of the node's calls need the others. Past it 429.
+    max_heavy_reads: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEAVY_READS", 5, 1))
     # CSV exports streaming at once, per user and per node (each worker of `serve --workers`); past them 429.
     max_exports_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_EXPORTS_PER_USER", 2, 1))
     max_exports: int = field(default_factory=lambda: _int("GATEWAY_MAX_EXPORTS", 8, 1))

@@ -122,7 +122,12 @@ def create_app(settings: Settings) -> Starlette:
             hearing=Hearing(settings.cluster_silent_after),
             tokens=VerifiedTokens(settings.secret),
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
-            heavy=HeavyReads(settings.max_heavy_reads_per_user, settings.max_exports_per_user, settings.max_exports),
+            heavy=HeavyReads(
+                settings.max_heavy_reads_per_user,
+                settings.max_heavy_reads,
+                settings.max_exports_per_user,
+                settings.max_exports,
+            ),
         )
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")

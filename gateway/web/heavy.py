@@ -15,14 +15,19 @@ RETRY_AFTER = 5.0  # seconds: about what a slow search takes, by then a slot has
 
 
 class HeavyReads:
-    def __init__(self, per_user: int, exports_per_user: int, exports_per_node: int) -> None:
+    """Per user: heavy reads of every kind, and exports among them. Per node: searches and deep pages (each holds
+    a pooled connection while it runs: fewer than the pool has, so other calls find one), and exports (each holds
+    one only while it reads a page, but renders for minutes)."""
+
+    def __init__(self, per_user: int, per_node: int, exports_per_user: int, exports_per_node: int) -> None:
         self.users = Concurrency(per_user)
+        self.node = Concurrency(per_node)
         self.user_exports = Concurrency(exports_per_user)
         self.node_exports = Concurrency(exports_per_node)
 
     @contextlib.contextmanager
     def slot(self, user_id: int) -> Iterator[None]:
-        """One of the user's heavy reads, for the read inside."""
+        """One of the user's and the node's searches or deep pages, for the read inside."""
         release = self.take(user_id)
         try:
             yield
@@ -30,24 +35,28 @@ class HeavyReads:
             release()
 
     def take(self, user_id: int, export: bool = False) -> Callable[[], None]:
-        """One of the user's heavy reads (and with `export`, one of the user's and the node's exports), or
-        Refused 429 naming the bound; the function returned gives them back (an export's when its stream ends)."""
-        if not self.users.acquire(user_id):
-            raise _busy(f"at most {self.users.limit} of your searches, deep pages and exports at once")
-        if export and not self.user_exports.acquire(user_id):
-            self.users.release(user_id)
-            raise _busy(f"at most {self.user_exports.limit} of your exports at once")
-        if export and not self.node_exports.acquire(None):
-            self.users.release(user_id)
-            self.user_exports.release(user_id)
-            raise _busy(f"this node streams {self.node_exports.limit} exports already")
+        """One of the user's heavy reads and one of the node's searches and deep pages (with `export`: one of the
+        user's and the node's exports), or Refused 429 naming the bound; the function returned gives them back
+        (an export's when its stream ends)."""
+        taken: list[tuple[Concurrency, object]] = []
 
         def release() -> None:
-            self.users.release(user_id)
-            if export:
-                self.user_exports.release(user_id)
-                self.node_exports.release(None)
+            for limit, key in taken:
+                limit.release(key)
 
+        bounds: list[tuple[Concurrency, object, str]] = [
+            (self.users, user_id, f"at most {self.users.limit} of your searches, deep pages and exports at once")
+        ]
+        if export:
+            bounds.append((self.user_exports, user_id, f"at most {self.user_exports.limit} of your exports at once"))
+            bounds.append((self.node_exports, None, f"this node streams {self.node_exports.limit} exports already"))
+        else:
+            bounds.append((self.node, None, f"this node runs {self.node.limit} searches and deep pages already"))
+        for limit, key, what in bounds:
+            if not limit.acquire(key):
+                release()
+                raise _busy(what)
+            taken.append((limit, key))
         return release
 
 

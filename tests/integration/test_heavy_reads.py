@@ -11,7 +11,7 @@ import secrets
 import socket
 import termios
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 import asyncpg
@@ -212,3 +212,33 @@ async def test_an_abandoned_search_is_cancelled_in_postgresql(
         while await broad_searches(pool):
             assert time.monotonic() < deadline, "the abandoned search still runs 10 s after its client left"
             await asyncio.sleep(0.05)
+
+
+async def test_broad_searches_are_capped_per_node_whoever_asks(
+    stack: Stack, pool: asyncpg.Pool, crowded: Team, other: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    members = [await another_member(pool, stack, crowded) for _ in range(3)]
+    settings = {"GATEWAY_STATEMENT_TIMEOUT": "600", "GATEWAY_MAX_HEAVY_READS": "2"}
+    with extra_node(stack, "node-searches", tmp_path_factory, **settings) as node:
+        query = httpx.QueryParams({"q": BROAD})
+        path = f"/api/teams/{crowded.id}/submissions?{query}"
+        with (
+            socket.create_connection(("127.0.0.1", node.port)) as first,
+            socket.create_connection(("127.0.0.1", node.port)) as second,
+        ):
+            first.sendall(request_bytes(node, path, members[0]))
+            second.sendall(request_bytes(node, path, members[1]))
+            await eventually_async(lambda: broad_searches(pool), 2, "two broad searches to run")
+            async with httpx.AsyncClient(base_url=node.http, timeout=60) as client:
+                third = await client.get(path, headers={"Authorization": f"Bearer {members[2]}"})
+                assert third.status_code == 429 and "this node runs 2 searches" in third.json()["message"], third.text
+                bearer = {"Authorization": f"Bearer {other.token}"}
+                assert (await client.get(f"/api/teams/{other.id}/submissions", headers=bearer)).status_code == 200
+        await eventually_async(lambda: broad_searches(pool), 0, "the abandoned searches to be cancelled")
+
+
+async def eventually_async(count: Callable[[], Awaitable[int]], expected: int, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while await count() != expected:
+        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout:g} s"
+        await asyncio.sleep(0.05)
