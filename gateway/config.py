@@ -197,8 +197,9 @@ class Settings:
     # CSV exports streaming at once, per user and per node (each worker of `serve --workers`); past them 429.
     max_exports_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_EXPORTS_PER_USER", 2, 1))
     max_exports: int = field(default_factory=lambda: _int("GATEWAY_MAX_EXPORTS", 8, 1))
-    # Seconds an export waits for its reader to take the next part before it is cut (the connection closed).
-    export_stall: float = field(default_factory=lambda: _float("GATEWAY_EXPORT_STALL_SECONDS", 30, 0.1))
+    # Seconds an HTTP answer may wait for its reader to take more (the node's buffers for it full) before the
+    # connection is cut: a CSV export whose reader reads nothing gives its slot and buffers back.
+    send_stall: float = field(default_factory=lambda: _float("GATEWAY_SEND_STALL_SECONDS", 30, 0.1))
     # Rows a team's clusters may create an hour through the ingest API, per node (in bursts of an hour's
     # worth): jobs, and trajectories, analyses and submissions together; past them 429. 0: no limit.
     max_new_jobs_per_hour: int = field(default_factory=lambda: _int("GATEWAY_MAX_NEW_JOBS_PER_HOUR", 500_000))

@@ -1,17 +1,16 @@
-"""A streamed answer whose reader cannot hold the node: a part the reader does not take within `stall` seconds
-ends the stream, as does a StreamCut its parts raise. The connection then closes without the chunked answer's end,
-so the reader can tell a cut export from a whole one. `done` runs however the stream ends (the export's slots given
-back). The stream holds no pooled connection while it waits: each part is read, rendered and let go before it is
-sent."""
+"""A streamed export that cannot hold the node: `done` runs however the stream ends (the export's slots given back),
+and a StreamCut its parts raise ends it unfinished (logged): the connection then closes without the chunked
+answer's end, so the reader can tell a cut export from a whole one. The stream holds no pooled connection while it
+waits on its reader: each part is read, rendered and let go before it is sent. A reader that takes nothing is cut
+by the HTTP protocol (GATEWAY_SEND_STALL_SECONDS, gateway.web.http), which the stream sees as a disconnect."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterable, Callable, Mapping
 
 from starlette.responses import StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 log = logging.getLogger("gateway")
 
@@ -22,28 +21,14 @@ class StreamCut(Exception):
 
 class ExportResponse(StreamingResponse):
     def __init__(
-        self,
-        content: AsyncIterable[str],
-        stall: float,
-        done: Callable[[], None],
-        headers: Mapping[str, str],
-        media_type: str,
+        self, content: AsyncIterable[str], done: Callable[[], None], headers: Mapping[str, str], media_type: str
     ) -> None:
         super().__init__(content, headers=headers, media_type=media_type)
-        self.stall, self.done = stall, done
+        self.done = done
 
     async def stream_response(self, send: Send) -> None:
-        async def within_stall(message: Message) -> None:
-            try:
-                async with asyncio.timeout(self.stall):
-                    await send(message)  # waits while the reader's window is full
-            except TimeoutError:
-                raise StreamCut(
-                    f"its reader took nothing for {self.stall:g} s (GATEWAY_EXPORT_STALL_SECONDS)"
-                ) from None
-
         try:
-            await super().stream_response(within_stall)
+            await super().stream_response(send)
         except StreamCut as cut:
             log.warning("export cut: %s", cut)
 

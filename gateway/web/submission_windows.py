@@ -162,7 +162,6 @@ async def team_submissions_csv(request: Request) -> Response:
     filename = f"submissions-team-{team_id}.csv"
     return ExportResponse(
         lines(),
-        stall=settings.export_stall,
         done=release,
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
