@@ -202,6 +202,21 @@ class Settings:
     # Actions in flight (waiting for their clusters) per user and per team, on one node; past them: 429.
     max_actions_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_USER", 4))
     max_actions_per_team: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_TEAM", 16))
+    # Seconds each statement of a person's read (a window, a search, a page of an export) may run before
+    # PostgreSQL cancels it; a search cut so answers 422. 0: no bound. The relay, ingest and migrations have none.
+    statement_timeout: float = field(default_factory=lambda: _float("GATEWAY_STATEMENT_TIMEOUT", 5))
+    # Heavy reads (searches, pages past the 10,000th row, exports) one user may have running at once, per node;
+    # past it 429.
+    max_heavy_reads_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEAVY_READS_PER_USER", 4, 1))
+    # Searches and deep pages running at once per node, whoever asks: each holds one of the pool's 10 connections
+    # while it runs, and the rest of the node's calls need the others. Past it 429.
+    max_heavy_reads: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEAVY_READS", 5, 1))
+    # CSV exports streaming at once, per user and per node (each worker of `serve --workers`); past them 429.
+    max_exports_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_EXPORTS_PER_USER", 2, 1))
+    max_exports: int = field(default_factory=lambda: _int("GATEWAY_MAX_EXPORTS", 8, 1))
+    # Seconds an HTTP answer may wait for its reader to take more (the node's buffers for it full) before the
+    # connection is cut: a CSV export whose reader reads nothing gives its slot and buffers back.
+    send_stall: float = field(default_factory=lambda: _float("GATEWAY_SEND_STALL_SECONDS", 30, 0.1))
     # Rows a team's clusters may create an hour through the ingest API, per node (in bursts of an hour's
     # worth): jobs, and trajectories, analyses and submissions together; past them 429. 0: no limit.
     max_new_jobs_per_hour: int = field(default_factory=lambda: _int("GATEWAY_MAX_NEW_JOBS_PER_HOUR", 500_000))

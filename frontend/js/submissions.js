@@ -157,8 +157,13 @@ export class SubmissionsPage {
     this.loadedAt = performance.now();
     this.main.querySelector("table")?.setAttribute("aria-busy", "true");
     let body = null;
+    // A newer view cancels the read still on its way: the server then cancels its statement (a search typed on).
+    this.reading?.abort();
+    const reading = (this.reading = new AbortController());
     try {
-      const response = await fetch(`/api/teams/${app.teamId}/submissions?${viewQuery(this.view, { paged: true })}`);
+      const response = await fetch(`/api/teams/${app.teamId}/submissions?${viewQuery(this.view, { paged: true })}`, {
+        signal: reading.signal,
+      });
       body = await response.json().catch(() => ({}));
       if (asked !== this.asked) return;
       if (!response.ok) { this.error = body.message || "The submissions could not be read"; body = null; }

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import asyncpg
 
 from ..core.submission_window import like_pattern
+from .reads import bounded
 
 
 class Named(NamedTuple):
@@ -77,16 +78,17 @@ async def members(pool: asyncpg.Pool, team_id: int) -> list[Named]:
 
 
 async def trajectories(
-    pool: asyncpg.Pool, team_id: int, search: str = "", offset: int = 0, limit: int = 100
+    pool: asyncpg.Pool, team_id: int, search: str = "", offset: int = 0, limit: int = 100, timeout: float = 0
 ) -> tuple[int, list[Listed]]:
     """How many of the team's trajectories match `search` (a part of the name), and a page of them, newest first,
-    each with where its newest upload's data is when it is not on the cluster yet (else None)."""
+    each with where its newest upload's data is when it is not on the cluster yet (else None); each statement
+    bounded by `timeout` (reads.TooSlow past it)."""
     where = "team_id = $1"
     args: list[object] = [team_id]
     if search:
         where += " and name ilike $2"
         args.append(like_pattern(search))
-    async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+    async with bounded(pool, timeout, isolation="repeatable_read") as db:
         total: int = await db.fetchval(f"select count(*) from trajectories where {where}", *args)
         rows = await db.fetch(
             # Only the partial index (trajectory_id, created_at) where staging <> 'ready' answers this: a few rows

@@ -10,6 +10,7 @@ import asyncpg
 
 from ..core.submission import SubmissionRow
 from ..core.submission_window import Window, like_pattern
+from .reads import bounded
 
 _SAVE = """
 insert into submission_rows (id, team_id, user_id, user_name, status, project, title, priority, cores, memory_gb,
@@ -92,10 +93,11 @@ def _order(window: Window) -> str:
     return f"order by {window.column} {direction}, id {direction}"  # a column of SORT_COLUMNS: never user text
 
 
-async def window(pool: asyncpg.Pool, team_id: int, window: Window) -> tuple[int, list[str]]:
-    """The total matching the window's filters, and the rows (JSON) of its page."""
+async def window(pool: asyncpg.Pool, team_id: int, window: Window, timeout: float) -> tuple[int, list[str]]:
+    """The total matching the window's filters, and the rows (JSON) of its page, each statement bounded by
+    `timeout` (reads.TooSlow past it)."""
     where, args = _where(team_id, window)
-    async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
+    async with bounded(pool, timeout, isolation="repeatable_read") as db:
         total: int = await db.fetchval(f"select count(*) from submission_rows where {where}", *args)
         rows = await db.fetch(
             f"select row from submission_rows where {where} {_order(window)}"
@@ -105,24 +107,56 @@ async def window(pool: asyncpg.Pool, team_id: int, window: Window) -> tuple[int,
     return total, [r["row"] for r in rows]
 
 
-async def export(pool: asyncpg.Pool, team_id: int, window: Window, chunk: int = 1_000) -> AsyncIterator[list[str]]:
-    """Every row matching the window's filters, in its order, read in chunks from one snapshot (JSON)."""
+# Sort columns that may hold NULL: ascending they come last, descending first (PostgreSQL's order, the page's too).
+_NULLABLE = frozenset({"avg_frame", "created_at"})
+
+
+async def export(
+    pool: asyncpg.Pool, team_id: int, window: Window, timeout: float, page: int = 500
+) -> AsyncIterator[list[str]]:
+    """Every row matching the window's filters, in its order (JSON), in keyset pages: each page its own short
+    read, no connection held between pages (docs/protocol.md, "The export's consistency")."""
     where, args = _where(team_id, window)
-    query = f"select row from submission_rows where {where} {_order(window)}"
-    async with pool.acquire() as db, db.transaction(isolation="repeatable_read", readonly=True):
-        cursor = await db.cursor(query, *args)
+    column, descending = window.column, window.descending
+    # Rows whose sort value is NULL are read by id in a part of their own, where the page's order puts them.
+    parts = ["values"] if column not in _NULLABLE else ["nulls", "values"] if descending else ["values", "nulls"]
+    direction, beyond = ("desc", "<") if descending else ("asc", ">")
+    for part in parts:
+        after: tuple[object, int] | None = None
         while True:
-            rows = await cursor.fetch(chunk)
-            if not rows:
-                return
-            yield [r["row"] for r in rows]
+            extra = list(args)
+            if part == "values":
+                clause = f"{column} is not null"
+                if after is not None:
+                    extra += after
+                    clause += f" and ({column}, id) {beyond} (${len(extra) - 1}, ${len(extra)})"
+                order = f"order by {column} {direction}, id {direction}"
+            else:
+                clause = f"{column} is null"
+                if after is not None:
+                    extra.append(after[1])
+                    clause += f" and id {beyond} ${len(extra)}"
+                order = f"order by id {direction}"
+            async with bounded(pool, timeout) as db:
+                rows = await db.fetch(
+                    f"select {column} as key, id, row from submission_rows where {where} and {clause} {order}"
+                    f" limit {int(page)}",
+                    *extra,
+                )
+            if rows:
+                yield [r["row"] for r in rows]
+            if len(rows) < page:
+                break
+            after = (rows[-1]["key"], rows[-1]["id"])
 
 
-async def projects(pool: asyncpg.Pool, team_id: int, limit: int = 1_000) -> list[str]:
+async def projects(pool: asyncpg.Pool, team_id: int, timeout: float, limit: int = 1_000) -> list[str]:
     """The team's projects (for the filter), in order."""
-    rows = await pool.fetch(
-        "select distinct project from submission_rows where team_id = $1 and project <> '' order by project limit $2",
-        team_id,
-        limit,
-    )
+    async with bounded(pool, timeout) as db:
+        rows = await db.fetch(
+            "select distinct project from submission_rows where team_id = $1 and project <> ''"
+            " order by project limit $2",
+            team_id,
+            limit,
+        )
     return [r["project"] for r in rows]

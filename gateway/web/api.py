@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from starlette.requests import Request
@@ -10,8 +11,11 @@ from starlette.responses import Response
 from ..core.model import most_recent_first
 from ..core.submission_window import BadWindow, Page, parse_page, search_matches
 from ..store import clusters, people
+from ..store.reads import TooSlow
 from .answers import ActiveTrajectories, Me, Member, Members, Named, Trajectories, TrajectoryRow, answer
+from .client_gone import until_gone
 from .guards import Refused, endpoint, member, path_id, runtime_of, session, user
+from .heavy import DEEP_OFFSET
 
 
 @endpoint
@@ -68,7 +72,13 @@ async def team_trajectories(request: Request) -> Response:
     page = _page(request)
     await member(request, user_id, team_id)
     runtime = runtime_of(request)
-    total, rows = await people.trajectories(runtime.pool, team_id, page.search, page.offset, page.limit)
+    timeout = runtime.settings.statement_timeout
+    read = people.trajectories(runtime.pool, team_id, page.search, page.offset, page.limit, timeout)
+    try:
+        with runtime.heavy.slot(user_id) if page.search or page.offset >= DEEP_OFFSET else contextlib.nullcontext():
+            total, rows = await until_gone(request, read)
+    except TooSlow:
+        raise Refused(422, "too_broad", "search too broad: narrow it") from None
     listed = {r.id for r in rows}
     summaries = [s for s in await runtime.node.team_summaries(team_id) if s.id in listed]
     return answer(

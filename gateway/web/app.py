@@ -35,6 +35,7 @@ from .handshake_gate import HandshakeGate
 from .headers import SecurityHeaders
 from .health_port import HealthPortOnly
 from .heard import Hearing
+from .heavy import HeavyReads
 from .hosts import HostCheck
 from .http_figures import HttpFigures
 from .inflight import ActionLimits
@@ -127,6 +128,12 @@ def create_app(settings: Settings) -> Starlette:
             tokens=tokens,
             creations=Creations(settings.max_new_jobs_per_hour, settings.max_new_trajectories_per_hour),
             sockets_held=sockets_held,
+            heavy=HeavyReads(
+                settings.max_heavy_reads_per_user,
+                settings.max_heavy_reads,
+                settings.max_exports_per_user,
+                settings.max_exports,
+            ),
         )
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")

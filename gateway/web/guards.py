@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..core.types import MAX_ID, is_id
 from ..store import clusters, queries
+from ..store.reads import TooSlow
 from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
@@ -46,6 +47,9 @@ def endpoint(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Req
             return await handler(request)
         except Refused as refused:
             return refused.response()
+        except TooSlow:
+            # A person's read cut at GATEWAY_STATEMENT_TIMEOUT (handlers that can say more say it themselves).
+            return Refused(422, "too_broad", "this read took too long: narrow it").response()
         except ClientDisconnect:
             # Gone mid-body (or cut at the body deadline): nobody reads an answer, and it is no server error.
             return Response(status_code=400)

@@ -58,6 +58,7 @@ class HttpLimits:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     max_pending: int = 1000
+    send_stall: float = 30.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpLimits:
@@ -68,6 +69,7 @@ class HttpLimits:
             header_timeout=settings.header_timeout,
             body_timeout=settings.body_timeout,
             max_pending=settings.max_pending_handshakes,
+            send_stall=settings.send_stall,
         )
 
 
@@ -130,6 +132,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.header_bytes = 0
         self.header_deadline: asyncio.TimerHandle | None = None
         self.body_deadline: asyncio.TimerHandle | None = None
+        self.send_deadline: asyncio.TimerHandle | None = None
         self.linger: asyncio.TimerHandle | None = None
         self.refused = False
         self.on_health_port = False
@@ -157,10 +160,21 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self.health_open.count -= 1
         self._headers_done()
         self._cancel_body_deadline()
+        self._cancel_send_deadline()
         if self.linger is not None:
             self.linger.cancel()
             self.linger = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is full: the reader takes nothing. It has `send_stall` seconds to take some."""
+        super().pause_writing()
+        if self.send_deadline is None:
+            self.send_deadline = self.loop.call_later(self.limits.send_stall, self._send_stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._cancel_send_deadline()
 
     def data_received(self, data: bytes) -> None:
         """uvicorn's, plus the limits: what a callback refuses comes back as the context of httptools' error."""
@@ -284,6 +298,18 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.header_deadline is not None:
             self.header_deadline.cancel()
             self.header_deadline = None
+
+    def _cancel_send_deadline(self) -> None:
+        if self.send_deadline is not None:
+            self.send_deadline.cancel()
+            self.send_deadline = None
+
+    def _send_stalled(self) -> None:
+        # Cut, not closed: a close would wait for the buffered answer to be read, which it never is. The app's
+        # answer sees a disconnect (an export ends there and gives back its slot).
+        self.send_deadline = None
+        log.info("%s cut: it took nothing of its answer for %g s", _peer(self.client), self.limits.send_stall)
+        self.transport.abort()
 
     def _headers_timed_out(self) -> None:
         self.header_deadline = None

@@ -22,6 +22,7 @@ from .hosts import same_origin
 from .loop_lag import LoopLag
 
 if TYPE_CHECKING:
+    from .heavy import HeavyReads  # the same
     from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
     from .quotas import Creations  # the same
 
@@ -33,6 +34,7 @@ class Runtime:
     broker: Broker  # cluster commands too: `broker.commands`
     node: Node
     actions: ActionLimits
+    heavy: HeavyReads  # searches, deep pages and exports in flight, per user and per node
     admission: Admission | None = None  # new websockets (the HTTP protocol asks it: gateway.web.serving)
     loop_lag: LoopLag | None = None  # how late the event loop runs (admission follows it; /metrics)
     collector: CollectorPauses | None = None  # the cyclic garbage collector's passes, timed (/metrics)

@@ -191,6 +191,33 @@ async def test_no_reading_of_the_export_finds_a_formula(stack: Stack, pool: asyn
     assert titles[0] == "x;'=cmd|' /C calc'!A0;" and titles[6] == "a title\n'=1+1"
 
 
+async def exported_ids(stack: Stack, team: Team, **params: str) -> list[int]:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        response = await client.get(
+            f"/api/teams/{team.id}/submissions.csv", params=params, headers={"Authorization": f"Bearer {team.token}"}
+        )
+    assert response.status_code == 200, response.text
+    return [int(line[0]) for line in list(csv.reader(io.StringIO(response.text)))[1:]]
+
+
+async def test_the_export_reads_page_after_page_in_the_views_order(
+    stack: Stack, pool: asyncpg.Pool, team: Team, many: list[int]
+) -> None:
+    """More rows than an export's page (500), sorted by a column with ties and by one with NULLs (ascending they
+    come last, descending first, as in the page): every row once, in the window's order."""
+    # Average frame times on a tenth of the rows, many sharing each value; the others have none (NULL): more than a
+    # page of them.
+    await pool.execute("update submission_rows set avg_frame = id % 7 where team_id = $1 and id % 10 = 0", team.id)
+    for sort, direction in (("avg_frame", "asc"), ("avg_frame", "desc"), ("priority", "asc"), ("priority", "desc")):
+        expected = await pool.fetch(
+            f"select id from submission_rows where team_id = $1 order by {sort} {direction}, id {direction}", team.id
+        )
+        ids = await exported_ids(stack, team, sort=sort, dir=direction)
+        assert ids == [r["id"] for r in expected], (sort, direction)
+        page = await window(stack, team, sort=sort, dir=direction, offset=495, limit=10)
+        assert [r["id"] for r in page["rows"]] == ids[495:505]  # the page's order is the export's
+
+
 async def test_bad_windows_are_refused_by_name_and_other_teams_are_forbidden(
     stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:

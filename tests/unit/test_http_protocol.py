@@ -5,6 +5,7 @@ private part of uvicorn and httptools the protocol leans on, so an upgrade that 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 from typing import Any
 
@@ -57,6 +58,7 @@ class FakeTransport(asyncio.Transport):
         super().__init__()
         self.written = b""
         self.closed = False
+        self.aborted = False
         self.eof = False
         self.protocol: asyncio.BaseProtocol | None = None
 
@@ -71,6 +73,9 @@ class FakeTransport(asyncio.Transport):
 
     def close(self) -> None:
         self.closed = True
+
+    def abort(self) -> None:
+        self.closed = self.aborted = True
 
     def is_closing(self) -> bool:
         return self.closed
@@ -193,6 +198,18 @@ async def test_a_request_over_a_limit_is_answered_and_closed(request_bytes: byte
     assert transport.written.count(b"HTTP/1.1") == 1
     protocol.connection_lost(None)
     assert protocol_class.waiting.count == 0
+
+
+async def test_an_answer_its_reader_takes_nothing_of_is_cut_at_the_send_stall() -> None:
+    protocol, transport = connect(bounded_protocol(dataclasses.replace(LIMITS, send_stall=0.2)))
+    protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    protocol.pause_writing()  # the transport's buffer is full: the reader takes nothing
+    protocol.resume_writing()  # it took some: the deadline is off
+    assert protocol.send_deadline is None
+    protocol.pause_writing()
+    await eventually(lambda: transport.aborted, "the connection whose reader takes nothing to be cut")
+    protocol.connection_lost(None)
+    assert protocol.send_deadline is None
 
 
 async def test_headers_not_complete_in_time_get_408() -> None:

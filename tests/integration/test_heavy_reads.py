@@ -1,0 +1,246 @@
+"""A team's heavy reads cannot take the node: exports whose readers read nothing hold no pooled connection and no
+transaction, exports and searches are capped per user and per node, a search past the statement timeout answers
+422, and one its client left is cancelled in PostgreSQL. Taken as an attacker would: a member of a team of many
+rows, raw sockets with a small receive window that read nothing, searches abandoned after a second."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import secrets
+import socket
+import termios
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+
+import asyncpg
+import httpx
+import pytest
+
+from gateway.web.auth import issue_token
+from harness.waiting import eventually
+from tests.conftest import Process, Stack, extra_node
+from tests.integration.conftest import Team, make_team
+
+N = 100_000  # some 36 MB of CSV: far more than the kernel's buffers hold for a reader that reads nothing
+BROAD = "x" * 190 + " bulk"  # every title has its trigrams, none matches: PostgreSQL tries each title at length
+STALLED = 10
+
+
+@pytest.fixture(scope="module")
+async def crowded(pool: asyncpg.Pool, stack: Stack) -> Team:
+    """A team of N submissions whose titles are long runs of one character, as a cluster may create them, and
+    the relay's rows of them saved."""
+    team = await make_team(pool, stack.secret)
+    await pool.execute(
+        "insert into submissions (team_id, user_id, project, title, priority)"
+        " select $1, $2, 'p' || (i % 4), repeat('x', 280) || ' y bulk ' || i, i % 50 from generate_series(1, $3) i",
+        team.id,
+        team.user_id,
+        N,
+    )
+
+    async def saved() -> bool:
+        return await pool.fetchval("select count(*) from submission_rows where team_id = $1", team.id) >= N
+
+    deadline = time.monotonic() + 300
+    while not await saved():
+        assert time.monotonic() < deadline, f"the relay did not save {N} rows within 300 s"
+        await asyncio.sleep(0.2)
+    return team
+
+
+async def another_member(pool: asyncpg.Pool, stack: Stack, team: Team) -> str:
+    """A token of a new member of `team`."""
+    user_id = await pool.fetchval("insert into users (name) values ($1) returning id", f"user {secrets.token_hex(3)}")
+    await pool.execute("insert into memberships values ($1, $2)", team.id, user_id)
+    return issue_token(stack.secret, user_id, 3600)
+
+
+def request_bytes(node: Process, path: str, token: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{node.port}\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+
+
+@contextmanager
+def stalled_readers() -> Iterator[list[socket.socket]]:
+    opened: list[socket.socket] = []
+    try:
+        yield opened
+    finally:
+        for s in opened:
+            s.close()
+
+
+async def stall(node: Process, path: str, token: str, opened: list[socket.socket]) -> str:
+    """A request from a socket with a 4 KB receive window that reads its status line and nothing more; the
+    status line, once the answer began (the answer's first bytes fill the window)."""
+    s = socket.socket()
+    opened.append(s)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(s, ("127.0.0.1", node.port))
+    await loop.sock_sendall(s, request_bytes(node, path, token))
+    first = await asyncio.wait_for(loop.sock_recv(s, 64), 30)
+    return first.split(b"\r\n", 1)[0].decode()
+
+
+def waiting_bytes(s: socket.socket) -> int:
+    """Bytes the kernel holds for this socket, unread."""
+    held = bytearray(4)
+    fcntl.ioctl(s.fileno(), termios.FIONREAD, held)
+    return int.from_bytes(held, "little")
+
+
+async def idle_in_transaction(pool: asyncpg.Pool) -> int:
+    """Sessions of this database left idle inside a transaction for more than a second."""
+    count: int = await pool.fetchval(
+        "select count(*) from pg_stat_activity where datname = current_database()"
+        " and state like 'idle in transaction%' and state_change < now() - interval '1 second'"
+    )
+    return count
+
+
+async def broad_searches(pool: asyncpg.Pool) -> int:
+    count: int = await pool.fetchval(
+        "select count(*) from pg_stat_activity where datname = current_database() and state = 'active'"
+        " and query like '%submission_rows%ilike%' and pid <> pg_backend_pid()"
+    )
+    return count
+
+
+@pytest.fixture
+async def other(pool: asyncpg.Pool, stack: Stack) -> AsyncIterator[Team]:
+    yield await make_team(pool, stack.secret)
+
+
+async def test_stalled_exports_hold_no_connection_and_are_capped(
+    stack: Stack,
+    pool: asyncpg.Pool,
+    crowded: Team,
+    other: Team,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    path = f"/api/teams/{crowded.id}/submissions.csv"
+    tokens = [crowded.token] + [await another_member(pool, stack, crowded) for _ in range(STALLED // 2)]
+    settings = {"GATEWAY_MAX_EXPORTS_PER_USER": "2", "GATEWAY_MAX_EXPORTS": str(STALLED)}
+    with extra_node(stack, "node-exports", tmp_path_factory, **settings) as node, stalled_readers() as opened:
+        # Five members, two exports each: ten readers that read nothing, as many as the node's pool has
+        # connections.
+        for token in tokens[:-1]:
+            for _ in range(2):
+                assert await stall(node, path, token, opened) == "HTTP/1.1 200 OK"
+        await eventually(lambda: all(waiting_bytes(s) > 1024 for s in opened), "each export to fill its window")
+
+        # Another team's calls and its cluster's ingest are answered meanwhile, and no session waits in a
+        # transaction for the readers.
+        async with httpx.AsyncClient(base_url=node.http, timeout=15) as client:
+            bearer = {"Authorization": f"Bearer {other.token}"}
+            assert (await client.get(f"/api/teams/{other.id}/members", headers=bearer)).status_code == 200
+            assert (await client.get(f"/api/teams/{other.id}/submissions", headers=bearer)).status_code == 200
+            job = {"status": "queued", "trajectory_id": other.trajectory_id, "kind": "rasterize", "name": "Preview"}
+            ingest = await client.post(
+                "/api/ingest/jobs", json={"jobs": [job]}, headers={"Authorization": f"Bearer {other.cluster_key}"}
+            )
+            assert ingest.status_code == 200, ingest.text
+            assert (await client.get("/readyz")).status_code == 200
+        assert await idle_in_transaction(pool) == 0
+
+        # A third export of one member, and an eleventh of the node: 429, saying which bound.
+        async with httpx.AsyncClient(base_url=node.http, timeout=15) as client:
+            third = await client.get(path, headers={"Authorization": f"Bearer {tokens[0]}"})
+            assert third.status_code == 429 and "of your exports" in third.json()["message"], third.text
+            eleventh = await client.get(path, headers={"Authorization": f"Bearer {tokens[-1]}"})
+            assert eleventh.status_code == 429 and "this node streams" in eleventh.json()["message"], eleventh.text
+
+
+async def test_an_export_whose_reader_stalls_is_cut_and_its_slot_freed(
+    stack: Stack, crowded: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    path = f"/api/teams/{crowded.id}/submissions.csv"
+    settings = {"GATEWAY_MAX_EXPORTS_PER_USER": "1", "GATEWAY_SEND_STALL_SECONDS": "1"}
+    with extra_node(stack, "node-stall", tmp_path_factory, **settings) as node, stalled_readers() as opened:
+        assert await stall(node, path, crowded.token, opened) == "HTTP/1.1 200 OK"
+        # The member's one export is taken while it streams; once cut, the next is let in.
+        async with httpx.AsyncClient(base_url=node.http, timeout=15) as client:
+            bearer = {"Authorization": f"Bearer {crowded.token}"}
+            assert (await client.get(path, headers=bearer)).status_code == 429
+            deadline = time.monotonic() + 60
+            while (status := await stall(node, path, crowded.token, opened)) != "HTTP/1.1 200 OK":
+                assert status.startswith("HTTP/1.1 429"), status
+                assert time.monotonic() < deadline, "the stalled export was not cut within 60 s"
+                await asyncio.sleep(0.1)
+        # The cut reader's connection is reset, or ends without the chunked answer's end: it can tell it was cut.
+        cut = opened[0]
+        cut.setblocking(True)
+        cut.settimeout(30)
+        received = bytearray()
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := cut.recv(1 << 16):
+                received += chunk
+        assert not received.endswith(b"\r\n0\r\n\r\n") and len(received) < N * 300
+
+
+async def test_a_search_past_the_statement_timeout_answers_422(
+    stack: Stack, crowded: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with extra_node(stack, "node-timeout", tmp_path_factory, GATEWAY_STATEMENT_TIMEOUT="0.2") as node:
+        async with httpx.AsyncClient(base_url=node.http, timeout=60) as client:
+            bearer = {"Authorization": f"Bearer {crowded.token}"}
+            for path in ("submissions", "submissions.csv"):
+                response = await client.get(f"/api/teams/{crowded.id}/{path}", params={"q": BROAD}, headers=bearer)
+                assert response.status_code == 422, (path, response.status_code, response.text[:200])
+                assert response.json()["error"] == "too_broad" and "narrow it" in response.json()["message"]
+            # The node serves on, and a narrow search still answers.
+            narrow = await client.get(f"/api/teams/{crowded.id}/submissions", params={"q": "bulk 777"}, headers=bearer)
+            assert narrow.status_code == 200 and narrow.json()["total"] >= 1
+
+
+async def test_an_abandoned_search_is_cancelled_in_postgresql(
+    stack: Stack, pool: asyncpg.Pool, crowded: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A statement timeout far longer than the wait below: only the client's leaving can end the search in time.
+    with extra_node(stack, "node-abandoned", tmp_path_factory, GATEWAY_STATEMENT_TIMEOUT="600") as node:
+        query = httpx.QueryParams({"q": BROAD})
+        with socket.create_connection(("127.0.0.1", node.port)) as s:
+            s.sendall(request_bytes(node, f"/api/teams/{crowded.id}/submissions?{query}", crowded.token))
+            deadline = time.monotonic() + 30
+            while not await broad_searches(pool):
+                assert time.monotonic() < deadline, "the search never ran"
+                await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 10
+        while await broad_searches(pool):
+            assert time.monotonic() < deadline, "the abandoned search still runs 10 s after its client left"
+            await asyncio.sleep(0.05)
+
+
+async def test_broad_searches_are_capped_per_node_whoever_asks(
+    stack: Stack, pool: asyncpg.Pool, crowded: Team, other: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    members = [await another_member(pool, stack, crowded) for _ in range(3)]
+    settings = {"GATEWAY_STATEMENT_TIMEOUT": "600", "GATEWAY_MAX_HEAVY_READS": "2"}
+    with extra_node(stack, "node-searches", tmp_path_factory, **settings) as node:
+        query = httpx.QueryParams({"q": BROAD})
+        path = f"/api/teams/{crowded.id}/submissions?{query}"
+        with (
+            socket.create_connection(("127.0.0.1", node.port)) as first,
+            socket.create_connection(("127.0.0.1", node.port)) as second,
+        ):
+            first.sendall(request_bytes(node, path, members[0]))
+            second.sendall(request_bytes(node, path, members[1]))
+            await eventually_async(lambda: broad_searches(pool), 2, "two broad searches to run")
+            async with httpx.AsyncClient(base_url=node.http, timeout=60) as client:
+                third = await client.get(path, headers={"Authorization": f"Bearer {members[2]}"})
+                assert third.status_code == 429 and "this node runs 2 searches" in third.json()["message"], third.text
+                bearer = {"Authorization": f"Bearer {other.token}"}
+                assert (await client.get(f"/api/teams/{other.id}/submissions", headers=bearer)).status_code == 200
+        await eventually_async(lambda: broad_searches(pool), 0, "the abandoned searches to be cancelled")
+
+
+async def eventually_async(count: Callable[[], Awaitable[int]], expected: int, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while await count() != expected:
+        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout:g} s"
+        await asyncio.sleep(0.05)
