@@ -11,9 +11,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -22,72 +20,25 @@ import yaml
 from gateway.cli import parser
 from gateway.config import Settings
 from gateway.web.hosts import host_allowed
+from tests.kubernetes_manifests import (
+    MANIFESTS,
+    config,
+    container_of,
+    environment,
+    files,
+    one,
+    pod_templates,
+    resources,
+    secret_keys,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-MANIFESTS = ROOT / "deploy" / "kubernetes"
 CONTAINERFILE = ROOT / "deploy" / "container" / "Containerfile"
 CONFIG_SOURCE = ROOT / "gateway" / "config.py"
 OLDEST = "1.30.0"  # preStop's sleep action (beta, on by default) and Job's podFailurePolicy are there from 1.30
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
 CLOSE_SECONDS = 2  # after the drain, a node waits this long at most for its clients' close frames
 POD_IP = "10.244.1.7"  # what the kubelet would put in POD_IP (status.podIP)
-
-Resource = dict[str, Any]
-
-
-def _files() -> list[Path]:
-    return sorted(p for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
-
-
-def _resources() -> list[Resource]:
-    return [doc for path in _files() for doc in yaml.safe_load_all(path.read_text()) if doc]
-
-
-def _one(kind: str, name: str) -> Resource:
-    (found,) = [r for r in _resources() if r["kind"] == kind and r["metadata"]["name"] == name]
-    return found
-
-
-def _pod_templates() -> Iterator[tuple[str, Resource]]:
-    for resource in _resources():
-        if resource["kind"] in ("Deployment", "Job"):
-            yield resource["metadata"]["name"], resource["spec"]["template"]
-
-
-def _container(deployment: str) -> Resource:
-    (container,) = _one("Deployment", deployment)["spec"]["template"]["spec"]["containers"]
-    return container
-
-
-def _config() -> dict[str, str]:
-    return dict(_one("ConfigMap", "gateway-config")["data"])
-
-
-def _secret_keys() -> set[str]:
-    return set(_one("Secret", "gateway-secrets")["stringData"])
-
-
-def _environment(container: Resource, **downward: str) -> dict[str, str]:
-    """The container's environment as the kubelet makes it: envFrom first, then env in order, each $(NAME)
-    expanded from what came before; secrets and the downward API stand in as their key's name and `downward`."""
-    env: dict[str, str] = {}
-    for source in container.get("envFrom", []):
-        if "configMapRef" in source:
-            assert source["configMapRef"]["name"] == "gateway-config"
-            env.update(_config())
-        else:
-            assert source["secretRef"]["name"] == "gateway-secrets"
-            env.update({key: f"<{key}>" for key in _secret_keys()})
-    for entry in container.get("env", []):
-        name = entry["name"]
-        if "value" in entry:
-            env[name] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), entry["value"])
-        elif "secretKeyRef" in entry["valueFrom"]:
-            assert entry["valueFrom"]["secretKeyRef"]["key"] in _secret_keys()
-            env[name] = f"<{entry['valueFrom']['secretKeyRef']['key']}>"
-        else:
-            env[name] = downward[name]
-    return env
 
 
 def _names_config_reads() -> set[str]:
@@ -113,7 +64,7 @@ def _settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
 @pytest.mark.parametrize("version", [OLDEST, kubernetes_validate.latest_version()])
 def test_every_manifest_passes_kubernetes_schemas(version: str) -> None:
     checked = 0
-    for resource in _resources():
+    for resource in resources():
         if (resource["apiVersion"], resource["kind"]) in CRDS:
             continue
         kubernetes_validate.validate(resource, version, strict=True)
@@ -122,7 +73,7 @@ def test_every_manifest_passes_kubernetes_schemas(version: str) -> None:
 
 
 def test_the_schemas_turn_away_a_misspelt_field() -> None:
-    deployment = copy.deepcopy(_one("Deployment", "gateway-node"))
+    deployment = copy.deepcopy(one("Deployment", "gateway-node"))
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     container["readinesProbe"] = container.pop("readinessProbe")
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -131,15 +82,15 @@ def test_the_schemas_turn_away_a_misspelt_field() -> None:
 
 def test_kustomization_applies_every_manifest_but_the_example_secret() -> None:
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    assert sorted(kustomization["resources"]) == [p.name for p in _files() if p.name != "secret.example.yaml"]
-    images = {c["image"] for _, pod in _pod_templates() for c in pod["spec"]["containers"]}
+    assert sorted(kustomization["resources"]) == [p.name for p in files() if p.name != "secret.example.yaml"]
+    images = {c["image"] for _, pod in pod_templates() for c in pod["spec"]["containers"]}
     assert images == {image["name"] for image in kustomization["images"]} == {"jobs-gateway"}
 
 
 def test_nodes_are_probed_on_the_health_port() -> None:
-    container = _container("gateway-node")
+    container = container_of("gateway-node")
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
-    assert ports["health"] == int(_config()["GATEWAY_HEALTH_PORT"]) != ports["http"]
+    assert ports["health"] == int(config()["GATEWAY_HEALTH_PORT"]) != ports["http"]
     readiness, liveness = container["readinessProbe"]["httpGet"], container["livenessProbe"]["httpGet"]
     assert (readiness["path"], readiness["port"]) == ("/readyz", "health")
     assert (liveness["path"], liveness["port"]) == ("/healthz", "health")
@@ -151,24 +102,24 @@ def test_nodes_are_probed_on_the_health_port() -> None:
 
 def test_the_probes_and_scrapes_name_a_host_the_node_answers_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kubelet and Prometheus send Host: <pod IP>:<port>; any name not in GATEWAY_HOSTS gets 421."""
-    env = _environment(_container("gateway-node"), POD_IP=POD_IP)
+    env = environment(container_of("gateway-node"), POD_IP=POD_IP)
     hosts = _settings(env, monkeypatch).hosts
-    assert host_allowed(f"{POD_IP}:{_config()['GATEWAY_HEALTH_PORT']}", hosts)
+    assert host_allowed(f"{POD_IP}:{config()['GATEWAY_HEALTH_PORT']}", hosts)
     assert host_allowed("jobs.example.org", hosts)
     assert not host_allowed("evil.example", hosts)
 
 
 def test_the_grace_period_covers_the_prestop_the_drain_and_the_close() -> None:
-    pod = _one("Deployment", "gateway-node")["spec"]["template"]["spec"]
+    pod = one("Deployment", "gateway-node")["spec"]["template"]["spec"]
     pre_stop = pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
-    drain = float(_config()["GATEWAY_DRAIN_SECONDS"])
+    drain = float(config()["GATEWAY_DRAIN_SECONDS"])
     assert pre_stop >= 3 and drain > 0
     assert pod["terminationGracePeriodSeconds"] >= pre_stop + drain + CLOSE_SECONDS + 5
 
 
 def test_every_pod_runs_as_a_fixed_non_root_user_on_a_read_only_root() -> None:
     (user,) = re.findall(r"^USER (\d+):(\d+)$", CONTAINERFILE.read_text(), re.MULTILINE)
-    templates = dict(_pod_templates())
+    templates = dict(pod_templates())
     assert set(templates) == {"gateway-node", "gateway-relay", "gateway-migrate"}
     for name, template in templates.items():
         pod = template["spec"]
@@ -190,66 +141,66 @@ def test_every_pod_runs_as_a_fixed_non_root_user_on_a_read_only_root() -> None:
 
 def test_the_disruption_budgets_select_the_nodes_and_the_relays() -> None:
     for name in ("gateway-node", "gateway-relay"):
-        deployment = _one("Deployment", name)
-        budget = _one("PodDisruptionBudget", name)
+        deployment = one("Deployment", name)
+        budget = one("PodDisruptionBudget", name)
         assert budget["spec"]["selector"] == deployment["spec"]["selector"]
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
         assert budget["spec"]["maxUnavailable"] == 1 < deployment["spec"]["replicas"]
-    other = _one("Deployment", "gateway-relay")["spec"]["template"]["metadata"]["labels"]
-    assert not _one("PodDisruptionBudget", "gateway-node")["spec"]["selector"]["matchLabels"].items() <= other.items()
+    other = one("Deployment", "gateway-relay")["spec"]["template"]["metadata"]["labels"]
+    assert not one("PodDisruptionBudget", "gateway-node")["spec"]["selector"]["matchLabels"].items() <= other.items()
 
 
 def test_two_relays_run_one_serving_and_one_standing_by_with_their_metrics_reachable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    deployment = _one("Deployment", "gateway-relay")
+    deployment = one("Deployment", "gateway-relay")
     assert deployment["spec"]["replicas"] == 2
-    container = _container("gateway-relay")
+    container = container_of("gateway-relay")
     assert container["command"] == ["gateway", "relay"]
-    settings = _settings(_environment(container), monkeypatch)
+    settings = _settings(environment(container), monkeypatch)
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     assert ports["metrics"] == settings.relay_metrics_port > 0
     assert settings.relay_metrics_host == "0.0.0.0"  # reachable from Prometheus, which then needs the token
 
 
 def test_the_migration_job_runs_gateway_migrate_and_stops_on_what_will_not_mend() -> None:
-    job = _one("Job", "gateway-migrate")
+    job = one("Job", "gateway-migrate")
     pod = job["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["command"] == ["gateway", "migrate"]
     assert pod["restartPolicy"] == "Never"
     (rule,) = job["spec"]["podFailurePolicy"]["rules"]
     assert rule["action"] == "FailJob" and rule["onExitCodes"]["values"] == [2, 4]  # gateway.exits USAGE, REFUSED
-    assert set(_environment(container)) == {"DATABASE_URL"}
+    assert set(environment(container)) == {"DATABASE_URL"}
 
 
 def test_every_setting_the_manifests_give_is_one_config_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """A name the gateway does not read would be a setting that silently does nothing (a typo, a renamed one)."""
     read = _names_config_reads()
-    for name, template in _pod_templates():
+    for name, template in pod_templates():
         for container in template["spec"]["containers"]:
-            env = _environment(container, POD_IP=POD_IP)
+            env = environment(container, POD_IP=POD_IP)
             referenced = set(re.findall(r"\$\((\w+)\)", " ".join(e.get("value", "") for e in container.get("env", []))))
             unread = set(env) - read - referenced
             assert not unread, f"{name} sets {sorted(unread)}, which gateway/config.py does not read"
             _settings(env, monkeypatch)  # and reads them without a ConfigError
-    assert _secret_keys() <= read
-    settings = _settings(_environment(_container("gateway-node"), POD_IP=POD_IP), monkeypatch)
-    assert settings.drain_seconds == float(_config()["GATEWAY_DRAIN_SECONDS"])
-    assert settings.health_port == int(_config()["GATEWAY_HEALTH_PORT"])
+    assert secret_keys() <= read
+    settings = _settings(environment(container_of("gateway-node"), POD_IP=POD_IP), monkeypatch)
+    assert settings.drain_seconds == float(config()["GATEWAY_DRAIN_SECONDS"])
+    assert settings.health_port == int(config()["GATEWAY_HEALTH_PORT"])
     assert settings.log_format == "json"
 
 
 def test_the_service_monitors_scrape_named_ports_of_the_services_with_the_metrics_token() -> None:
-    monitors = [r for r in _resources() if (r["apiVersion"], r["kind"]) in CRDS]
+    monitors = [r for r in resources() if (r["apiVersion"], r["kind"]) in CRDS]
     assert {m["metadata"]["name"] for m in monitors} == {"gateway-node", "gateway-relay"}
-    services = [r for r in _resources() if r["kind"] == "Service"]
+    services = [r for r in resources() if r["kind"] == "Service"]
     for monitor in monitors:
         spec = monitor["spec"]
         assert set(spec) == {"selector", "endpoints"}
         (service,) = [s for s in services if spec["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
-        container = _container(monitor["metadata"]["name"])
+        container = container_of(monitor["metadata"]["name"])
         target_ports = {p["name"]: p["targetPort"] for p in service["spec"]["ports"]}
         (endpoint,) = spec["endpoints"]
         assert set(endpoint) == {"port", "path", "interval", "authorization"}
@@ -260,5 +211,5 @@ def test_the_service_monitors_scrape_named_ports_of_the_services_with_the_metric
         assert credentials == {"name": "gateway-secrets", "key": "GATEWAY_METRICS_TOKEN"}
         assert (
             service["spec"]["selector"]
-            == _one("Deployment", monitor["metadata"]["name"])["spec"]["selector"]["matchLabels"]
+            == one("Deployment", monitor["metadata"]["name"])["spec"]["selector"]["matchLabels"]
         )
