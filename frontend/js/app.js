@@ -124,17 +124,24 @@ const SIGN_IN_NOTES = {
   out: "You have signed out.",
 };
 
+/** Signed out (or never signed in): the header keeps only the product's name, the page says what happened. */
 async function signIn() {
   const main = $("main");
+  document.body.classList.add("signed-out"); // no team, ring, bell or pages to go to: nothing is live here
   const note = SIGN_IN_NOTES[new URLSearchParams(location.search).get("signin")];
+  const said = note ? `<p class="sign-in-note" role="status">${note}</p>` : "";
   const users = await fetch("/api/sign-in/users");
   if (!users.ok) {
-    main.innerHTML = `<h1>Sign in</h1>${note ? `<p class="quiet">${note}</p>` : ""}
-      <p>Open the link with your token (<code>/?token=…</code>) to sign in.</p>`;
+    main.innerHTML = `<section class="sign-in-page"><h1>Sign in</h1>${said}
+      <p>Open the link with your token (<code>/?token=…</code>) to sign in.</p></section>`;
     return;
   }
   const list = (await users.json()).users;
-  main.innerHTML = `<h1>Who are you?</h1><div class="picker">${list.map((u) => `<button type="button" data-user="${u.id}">${esc(u.name)}</button>`).join("")}</div>`;
+  // Only the demo answers this list: anyone may act as any member there, and the page says so.
+  main.innerHTML = `<section class="sign-in-page"><h1>Sign in to the demo</h1>${said}
+    <p class="quiet">This is the demo's picker: choose a member to act as them. A real deployment signs each
+    person in with a link of their own.</p>
+    <div class="picker" role="group" aria-label="The demo's members">${list.map((u) => `<button type="button" data-user="${u.id}">${esc(u.name)}</button>`).join("")}</div></section>`;
   main.addEventListener("click", async (e) => {
     const b = e.target.closest("[data-user]");
     if (!b) return;

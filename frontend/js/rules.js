@@ -79,3 +79,30 @@ export function noticeTitle(analysis, rasterize, failed) {
   if (failed) return [`${what} completed with errors`, "warning"];
   return [analysis ? "Analysis completed successfully!" : `${what} completed successfully`, "success"];
 }
+
+// The Submissions page's menu: only the actions that apply to every selected row (gateway/core/menu.py).
+const TAKES = { hold: ["queued", "retrying"], unhold: ["holding"], kill: ["queued", "retrying", "running", "holding"],
+  retry: ["completed", "failed", "preempted", "queued", "retrying", "running", "holding"], retry_failed: ["failed"],
+  retry_preempted: ["preempted"] };
+const STAGING = new Set(["upload_pending", "uploading", "sync_pending", "syncing", "sync_failed"]);
+const MENU_ORDER = [...Object.keys(TAKES), "retry_sync", "reviewed", "instance_type", "priority"];
+
+function rowActions(staging, counts) {
+  const has = (s) => (counts[s] || 0) > 0;
+  const applies = new Set(["reviewed", "priority"]);
+  for (const [name, takes] of Object.entries(TAKES)) if (takes.some(has)) applies.add(name);
+  if (staging === "sync_failed") applies.add("retry_sync");
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  if (STAGING.has(staging) || !total || ["queued", "retrying", "holding"].some(has)) applies.add("instance_type");
+  return applies;
+}
+
+/** rows: [{staging, counts}]; the actions that apply to every one, in the menu's order. */
+export function menuActions(rows) {
+  let common = null;
+  for (const r of rows) {
+    const each = rowActions(r.staging, r.counts || {});
+    common = common === null ? each : new Set([...common].filter((a) => each.has(a)));
+  }
+  return MENU_ORDER.filter((a) => common && common.has(a));
+}

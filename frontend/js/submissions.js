@@ -12,6 +12,7 @@ import { app } from "./context.js";
 import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
+import { menuActions } from "./rules.js";
 import { acting, clock, confirmDialog, count, esc, formDialog, isMenuKey, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
@@ -186,6 +187,9 @@ export class SubmissionsPage {
     this.entering.clear();
     this.leaving.clear();
     this.moved = false;
+    // A row that streamed in while the window was read is newer than the read: it may no longer match the view
+    // (a status filter that kept a row whose status moved on), so it leaves like any row that stops matching.
+    for (const r of this.rows) if (!this.belongs(r)) this.leaving.add(r.id);
     app.schedule();
   }
 
@@ -485,25 +489,26 @@ async function confirmThenAct(label, action, selection, target, opener) {
   await actOn(label, { action, ...selection }, target);
 }
 
-/** The task actions, for selected submissions (`submissions`) or one task (`tasks`). */
-function taskItems(selection, target, opener) {
-  return [
-    ["Hold", "hold"], ["Unhold", "unhold"], ["Kill", "kill"], ["Retry", "retry"], ["Retry Failed", "retry_failed"],
-    ["Retry Preempted", "retry_preempted"],
-  ].map(([label, action]) => [label, () => (CONFIRMED[action]
+const TASK_ITEMS = [["Hold", "hold"], ["Unhold", "unhold"], ["Kill", "kill"], ["Retry", "retry"], ["Retry Failed", "retry_failed"],
+  ["Retry Preempted", "retry_preempted"]];
+
+/** The task actions, for selected submissions (`submissions`) or one task (`tasks`); `offered`: those to list. */
+function taskItems(selection, target, opener, offered = null) {
+  return TASK_ITEMS.filter(([, action]) => !offered || offered.includes(action)).map(([label, action]) => [label, () => (CONFIRMED[action]
     ? confirmThenAct(label, action, selection, target, opener) : actOn(label, { action, ...selection }, target))]);
 }
 
-/** The menu on selected submissions. */
+/** The menu on selected submissions: only the actions that apply to every one of them (rules.js, menuActions). */
 export function submissionActions(ids, rows, opener, target) {
   const reviewed = rows.every((r) => r.reviewed);
-  return [
-    ...taskItems({ submissions: ids }, target, opener),
-    ["Retry Sync", () => actOn("Retry Sync", { action: "retry_sync", submissions: ids }, target)],
-    { label: "Reviewed", checked: reviewed, action: () => actOn("Reviewed", { action: "reviewed", submissions: ids, reviewed: !reviewed }, target) },
-    ["Edit / Instance Type", () => editInstanceType(ids, rows, opener, target)],
-    ["Edit / Priority", () => editPriority(ids, rows, opener, target)],
+  const offered = menuActions(rows.map((r) => ({ staging: r.staging, counts: r.counts || {} })));
+  const others = [
+    ["retry_sync", ["Retry Sync", () => actOn("Retry Sync", { action: "retry_sync", submissions: ids }, target)]],
+    ["reviewed", { label: "Reviewed", checked: reviewed, action: () => actOn("Reviewed", { action: "reviewed", submissions: ids, reviewed: !reviewed }, target) }],
+    ["instance_type", ["Edit / Instance Type", () => editInstanceType(ids, rows, opener, target)]],
+    ["priority", ["Edit / Priority", () => editPriority(ids, rows, opener, target)]],
   ];
+  return [...taskItems({ submissions: ids }, target, opener, offered), ...others.filter(([a]) => offered.includes(a)).map(([, item]) => item)];
 }
 
 /** The menu on one task of a submission (the panel opened from the Submissions page). Retry Sync is its
@@ -528,7 +533,8 @@ async function editInstanceType(ids, rows, opener, target) {
     + `${esc(t.name)}: ${t.cores} cores, ${t.memory_gb} GB${t.preemptible ? ", preemptible" : ""}</option>`).join("");
   const answer = await formDialog({
     title: "Edit / Instance Type",
-    fields: `<p class="quiet">Run on a different type of render node: only affects tasks that have not yet run. Offered by ${esc(where)}.</p>
+    fields: `<p class="quiet">Run on a different type of render node: only affects tasks that have not yet run; tasks that ran keep
+      the type they ran on. Offered by ${esc(where)}.</p>
       <label>Instance type <select name="instance_type">${options}</select></label>`,
     submit: "Change instance type",
     opener,

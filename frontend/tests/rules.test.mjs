@@ -21,3 +21,4 @@ test("groups that open by themselves", () => v.group_opens_by_itself.forEach((c)
 test("listed status", () => v.listed_status.forEach((c) => assert.equal(rules.listedStatus(c.job), c.expect, c.why)));
 test("attempt label", () => v.attempt_label.forEach((c) => assert.equal(rules.attemptLabel(c.attempts), c.expect, c.why)));
 test("notice title", () => v.notice_title.forEach((c) => assert.deepEqual(rules.noticeTitle(c.analysis, c.rasterize, c.failed), c.expect)));
+test("the menu offers only what applies to every selected row", () => v.menu_actions.forEach((c) => assert.deepEqual(rules.menuActions(c.rows), c.expect, c.why)));

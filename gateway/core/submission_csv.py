@@ -28,6 +28,7 @@ COLUMNS = (
     "MEMORY (GB)",
     "PREEMPTIBLE",
     "PROGRESS",
+    "TIME LEFT (S)",
     "TASKS",
     "AVG. FRAME (S)",
     "CREATED",
@@ -54,7 +55,8 @@ def header() -> str:
 
 
 def cells(row: SubmissionRow, names: Mapping[int, str]) -> list[Cell]:
-    """One row as the page shows it (progress as the completed share, created in ISO 8601)."""
+    """One row as the page shows it (progress as the completed share; time left in seconds while its tasks wait
+    or run, empty when unknown or done; created in ISO 8601)."""
     progress = f"{row.counts.completed}/{row.tasks}" if row.tasks else ""
     return [
         row.id,
@@ -67,6 +69,7 @@ def cells(row: SubmissionRow, names: Mapping[int, str]) -> list[Cell]:
         row.memory_gb,
         "yes" if row.preemptible else "no",
         progress,
+        "" if row.eta is None else row.eta,
         row.tasks,
         "" if row.avg_frame is None else f"{row.avg_frame:.1f}",
         row.created_at.isoformat() if row.created_at else "",

@@ -79,10 +79,14 @@ async def set_priority(pool: asyncpg.Pool, ids: list[int], team_id: int, priorit
 
 
 async def set_instance_type(pool: asyncpg.Pool, ids: list[int], team_id: int, chosen: InstanceType) -> int:
-    """Returns how many of the team's submissions it was recorded on."""
+    """Returns how many of the team's submissions it was recorded on: those with tasks still to run (some not run
+    yet, none yet, or their data still on its way). A finished submission keeps the type its tasks ran on."""
     status = await pool.execute(
-        "update submissions set instance_type = $2, cores = $3, memory_gb = $4, preemptible = $5"
-        " where id = any($1::bigint[]) and team_id = $6",
+        "update submissions s set instance_type = $2, cores = $3, memory_gb = $4, preemptible = $5"
+        " where id = any($1::bigint[]) and team_id = $6 and (s.staging <> 'ready'"
+        "  or not exists (select 1 from jobs j where j.submission_id = s.id and j.removed_at is null)"
+        "  or exists (select 1 from jobs j where j.submission_id = s.id and j.removed_at is null"
+        "   and j.status in ('queued', 'retrying', 'holding')))",
         ids,
         chosen.name,
         chosen.cores,

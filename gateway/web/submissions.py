@@ -114,8 +114,12 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
         n,
         list(unconfirmed.values()),
         nothing="No submissions to edit",
+        note=FINISHED_KEEP_THEIR_TYPE if body.action == "instance_type" and n < len(body.submissions) else "",
         silent=await silence(runtime.pool, unconfirmed),
     )
+
+
+FINISHED_KEEP_THEIR_TYPE = "; a finished submission keeps the instance type it ran on"
 
 
 async def _instance_type(runtime: Runtime, team_id: int, body: SubmissionsAction) -> InstanceType:

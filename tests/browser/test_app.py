@@ -431,13 +431,18 @@ async def test_submissions_page_multi_select_actions_sort_and_filter(
 
         await page.select_option("select[data-filter='status']", "")
         await page.wait_for_function(f"({shown})() === '{b},{a}'")
-        for item, toast, question in (
-            ("Unhold", "Released 5 task(s)", None),
-            ("Reviewed", "Marked 2 submission(s) reviewed", None),
-            ("Kill", "Killed 5 task(s)", "Kill 5 tasks of 2 submissions on gpu-1?"),
-            ("Retry Failed", "Queued 5 failed task(s) for retry", None),
-            ("Retry", "Queued 5 task(s) for retry", "Retry 5 tasks of 2 submissions on gpu-1?"),
+        for item, toast, question, shows in (
+            ("Unhold", "Released 5 task(s)", None, "holding"),
+            ("Reviewed", "Marked 2 submission(s) reviewed", None, "pending"),
+            ("Kill", "Killed 5 task(s)", "Kill 5 tasks of 2 submissions on gpu-1?", "pending"),
+            ("Retry Failed", "Queued 5 failed task(s) for retry", None, "failed"),
+            ("Retry", "Queued 5 task(s) for retry", "Retry 5 tasks of 2 submissions on gpu-1?", "pending"),
         ):
+            # The menu offers what applies to the rows as they stand: wait until both show the last action's result.
+            for sid in (a, b):
+                await page.wait_for_function(
+                    f"document.querySelector(\"tr[data-sub='{sid}']\").innerText.includes('{shows}')"
+                )
             await page.click(f"tr[data-sub='{a}']")
             await page.click(f"tr[data-sub='{b}']", modifiers=["Shift"])  # a range: both rows
             await page.click(f"tr[data-sub='{a}']", button="right")
@@ -474,3 +479,62 @@ async def test_identical_toasts_merge_and_count(page: Any, pool: asyncpg.Pool, t
         )
     toasts = await page.eval_on_selector_all("#toasts .toast:not(.busy)", "els => els.map(e => e.innerText)")
     assert len(toasts) == 1 and "No failed jobs found to retry" in toasts[0] and "×3" in toasts[0], toasts
+
+
+async def test_the_submissions_menu_offers_only_what_applies_to_every_selected_row(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """The menu offered every action whatever the rows: Hold on a downloaded submission."""
+    done = await insert_jobs(pool, team, 2)
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", done)
+    finished = await pool.fetchval("select submission_id from jobs where id = $1", done[0])
+    other = await pool.fetchval("insert into trajectories (team_id, name) values ($1, 'menu') returning id", team.id)
+    waiting = await insert_jobs(pool, team, 2, trajectory_id=other)
+    pending = await pool.fetchval("select submission_id from jobs where id = $1", waiting[0])
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    menu = "() => [...document.querySelectorAll('.menu li')].map(li => li.textContent).join('|')"
+    for rows, offered in (
+        ([finished], "Retry|Reviewed|Edit / Priority"),
+        ([pending], "Hold|Kill|Retry|Reviewed|Edit / Instance Type|Edit / Priority"),
+        ([finished, pending], "Retry|Reviewed|Edit / Priority"),  # what applies to every one of them
+    ):
+        for sid in (finished, pending):
+            await page.wait_for_selector(f"tr[data-sub='{sid}']")
+        await page.wait_for_function(f"document.querySelector(\"tr[data-sub='{finished}']\").innerText.includes('2/2')")
+        await page.click(f"tr[data-sub='{rows[0]}']")
+        for sid in rows[1:]:
+            await page.click(f"tr[data-sub='{sid}']", modifiers=["Control"])
+        await page.click(f"tr[data-sub='{rows[0]}']", button="right")
+        await page.wait_for_function(f"({menu})() === {offered!r}")
+        await page.keyboard.press("Escape")
+
+
+async def test_a_filter_holds_for_a_row_that_changed_while_its_window_was_read(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """`status=pending` kept showing a row whose status had moved on: it streamed in while the window was being
+    read, the row streamed won over the read (it is newer), and nothing asked whether it still matched."""
+    waiting = await insert_jobs(pool, team, 2)
+    sid = await pool.fetchval("select submission_id from jobs where id = $1", waiting[0])
+    await page.goto(f"{stack.nodes[0].http}/submissions?status=pending")
+    row = f"tr[data-sub='{sid}']"
+    await page.wait_for_selector(row)
+    read, released = asyncio.Event(), asyncio.Event()
+
+    async def late_window(route: Any) -> None:  # the window as read before the change, answered after it streamed
+        response = await route.fetch()
+        read.set()
+        await released.wait()
+        await route.fulfill(response=response)
+
+    await page.route("**/api/teams/*/submissions?*", late_window)
+    await page.click("button[data-sort='priority']")  # the view read again, its filter kept
+    await read.wait()
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", waiting)
+    await page.wait_for_function(f"document.querySelector(\"{row}\")?.innerText.includes('success')")
+    released.set()
+    await page.mouse.move(5, 5)  # the pointer away from the table: nothing holds the window
+    await page.wait_for_function(
+        f'!document.querySelector("{row}") || document.querySelector("{row}").classList.contains(\'leaving\')',
+        timeout=15_000,
+    )

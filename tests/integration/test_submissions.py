@@ -146,6 +146,23 @@ async def test_actions_on_several_submissions_and_on_tasks(
     assert tuple(row) == ("gpu-large", 32, 128, True)
 
 
+async def test_an_instance_type_leaves_a_finished_submission_as_it_ran(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
+    """Edit / Instance Type rewrote CORES and MEMORY of a submission that had finished (56/56): it affects only
+    tasks not yet run, so a finished one keeps what its tasks ran on, and the toast says why."""
+    done, _ = await tasks(cluster, team, 2)
+    sid = await submission_of(pool, done[0])
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", done)
+    before = tuple(await pool.fetchrow("select instance_type, cores, memory_gb from submissions where id = $1", sid))
+    result = await act(stack, team, action="instance_type", submissions=[sid], instance_type="gpu-large")
+    assert result["message"] == (
+        "Instance type set to gpu-large on 0 of 1 submission(s); a finished submission keeps the instance type it ran on"
+    )
+    after = tuple(await pool.fetchrow("select instance_type, cores, memory_gb from submissions where id = $1", sid))
+    assert after == before
+
+
 async def test_a_priority_change_reorders_what_the_cluster_runs_next(
     stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
 ) -> None:

@@ -117,3 +117,14 @@ def test_any_title_reads_back_whole_and_starts_no_formula(titles: list[str]) -> 
     no_formula_in(text, rows)
     lines = read(text, ",")[1:]
     assert [line[4] for line in lines] == [guard(t) for t in titles]
+
+
+def test_the_export_carries_every_column_of_the_page_time_left_included() -> None:
+    """The page shows TIME LEFT; the export left it out."""
+    waiting = submission(1, "Render shot 0001")
+    waiting.eta, waiting.tasks, waiting.counts = 720, 4, Counts(queued=3, completed=1)
+    done = submission(2, "Render shot 0002")
+    [head, first, second] = read(export([waiting, done]), ",")
+    assert head[head.index("PROGRESS") + 1] == "TIME LEFT (S)"
+    column = head.index("TIME LEFT (S)")
+    assert (first[column], second[column]) == ("720", "")  # seconds while it waits or runs; empty when unknown

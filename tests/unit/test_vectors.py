@@ -13,6 +13,7 @@ import pytest
 
 from gateway.core.finish import notice_title
 from gateway.core.grouping import group_key, group_label, make_group
+from gateway.core.menu import menu_actions
 from gateway.core.model import Counts
 from gateway.core.status import (
     BUCKET_OF,
@@ -125,3 +126,8 @@ def test_the_browser_rules_pass_the_same_vectors() -> None:
     )
     assert tally["fail"] == "0" and tally["skipped"] == "0" and tally["todo"] == "0" and tally["cancelled"] == "0"
     assert int(tally["pass"]) == int(tally["tests"]) >= len(tables)
+
+
+@pytest.mark.parametrize("case", cases("menu_actions"), ids=lambda c: c["why"])
+def test_the_menu_offers_only_what_applies_to_every_selected_row(case: dict[str, Any]) -> None:
+    assert menu_actions((r["staging"], r["counts"]) for r in case["rows"]) == case["expect"]
