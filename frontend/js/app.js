@@ -4,6 +4,7 @@ import { AccountPage, signOut } from "./account.js";
 import { param } from "./address.js";
 import { app } from "./context.js";
 import { Dashboard } from "./dashboard.js";
+import { Freshness } from "./freshness.js";
 import { unreadCount } from "./history.js";
 import { Live } from "./live.js";
 import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen } from "./notices.js";
@@ -170,7 +171,7 @@ function wire() {
   document.addEventListener("menuclosed", schedule); // lists held while it was open catch up
   $("team-switch").addEventListener("change", (e) => { localStorage.setItem("team", e.target.value); location.reload(); });
   window.addEventListener("hashchange", () => { popover.setOpen(false); schedule(); });
-  setInterval(schedule, 1000); // ages keep moving with the server's clock
+  setInterval(() => { app.freshness?.draw(); schedule(); }, 1000); // ages keep moving with the server's clock
 }
 
 // -- the session: renewed before its token expires, without a reload
@@ -210,10 +211,8 @@ async function start() {
   app.teamId = me.teams.some((t) => t.id === saved) ? saved : me.teams[0].id;
   $("team-switch").innerHTML = me.teams.map((t) => `<option value="${t.id}" ${t.id === app.teamId ? "selected" : ""}>${esc(t.name)}</option>`).join("");
   if (me.local) $("nav-clusters").hidden = true;
-  app.live = new Live((status) => {
-    $("conn").textContent = status === "reconnecting" ? "reconnecting…" : status === "connecting" ? "connecting…" : "";
-    document.body.dataset.live = status;
-  }, renewSession);
+  const freshness = (app.freshness = new Freshness($("conn"), () => (app.live ? app.live.now() : Date.now())));
+  app.live = new Live((status) => freshness.set(status), renewSession, () => freshness.changed());
   scheduleRenewal(me.expires_at, me.time);
   // Who the members are, before the first rows are drawn (USER); the dashboard reads its cards itself.
   const members = await fetch(`/api/teams/${app.teamId}/members`).then((r) => r.json());

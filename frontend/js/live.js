@@ -44,9 +44,10 @@ export function retryAfterMs(reason) {
 }
 
 export class Live {
-  constructor(onStatus, onExpired = async () => {}) {
+  constructor(onStatus, onExpired = async () => {}, onChange = () => {}) {
     this.onStatus = onStatus; // "connecting" | "live" | "reconnecting"
     this.onExpired = onExpired; // the server closed with 4001: renew the session, then connect again
+    this.onChange = onChange; // a message with news for a view arrived (the header's freshness)
     this.channels = new Map(); // channel -> { handler, cursor, seq, ready }
     this.offset = 0; // server clock minus ours, in ms
     this.retry = 0;
@@ -110,6 +111,7 @@ export class Live {
     if (verdict !== "page" && verdict !== "apply") { this._reload(m.channel, sub); return; }
     if (m.type === "snapshot" && m.page === 0) this.offset = m.time - Date.now();
     sub.handler(m);
+    this.onChange();
   }
 
   _reload(channel, sub) {

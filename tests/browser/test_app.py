@@ -242,7 +242,30 @@ async def test_a_dropped_connection_recovers_without_stale_state(page: Any, pool
     await page.wait_for_function("document.getElementById('conn').textContent.includes('reconnecting')")
     await pool.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:3])
     await page.wait_for_function("document.getElementById('ring-label').textContent === '3 running'", timeout=20000)
-    assert await page.inner_text("#conn") == ""
+    assert await page.inner_text("#conn") == "live"
+
+
+async def test_the_header_says_how_fresh_the_screen_is_and_draws_it_stale_while_the_socket_is_down(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
+    """While the socket was down the header read "reconnecting…" but rows and counts looked as live as ever and
+    nothing said how old they were; while live, nothing said so."""
+    await insert_jobs(pool, team, 2)
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '2 queued'")
+    assert await page.inner_text("#conn") == "live"
+    await page.wait_for_function("(document.getElementById('conn').title || '').includes('newest change')")
+    opacity = "() => getComputedStyle(document.querySelector('main')).opacity"
+    assert await page.evaluate(opacity) == "1"
+    await page.context.set_offline(True)  # the socket cut, and no way back until it is restored
+    await page.evaluate("window.gatewayLive.ws.close()")
+    await page.wait_for_function(
+        "/^reconnecting: showing \\d\\d:\\d\\d:\\d\\d$/.test(document.getElementById('conn').textContent)"
+    )
+    assert await page.evaluate("document.body.dataset.live") == "reconnecting"
+    assert float(await page.evaluate(opacity)) < 1  # rows and counts visibly stale
+    await page.context.set_offline(False)
+    await page.wait_for_function("document.getElementById('conn').textContent === 'live'", timeout=30_000)
+    assert await page.evaluate(opacity) == "1"
 
 
 async def test_ages_are_sane_with_a_skewed_browser_clock(
