@@ -483,7 +483,7 @@ async def wrong_subscribers(lab: Lab, fleet: Fleet, states: FleetStates, want: d
             }
             for h in held.values():
                 h.pop("cursors", None)
-            findings.append({"channel": channel, **r, "want": want.get(channel), "held_by": held, "bus": bus})
+            findings.append({"channel": channel, **r, "held_by": held, "bus": bus})
     finally:
         await broker.aclose()
     return findings
