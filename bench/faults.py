@@ -40,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import msgspec
 import websockets
 
+from gateway.bus.broker import RedisBroker
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port
 from gateway.store.migrate import migrate
 from gateway.web.auth import issue_token
@@ -54,7 +56,7 @@ from .load import Writer, build_world
 from .markers import Markers
 from .measure import judge, settle
 from .procstat import rss_kb
-from .subscribers import Fleet
+from .subscribers import Fleet, FleetStates, compare_states
 
 Progress = Callable[[str], None]
 MAX_PENDING = 1 << 20  # the nodes' GATEWAY_MAX_PENDING_BYTES: a stalled client passes it within seconds
@@ -444,14 +446,55 @@ async def judged(lab: Lab, fleet: Fleet, name: str, writer: Writer, recovery: fl
     stats = await fleet.stats()
     states = await fleet.states()
     want = await lab.expected()
-    checked, lost, stale = judge(states, {c: w for c, w in want.items() if c in states.groups})
+    want = {c: w for c, w in want.items() if c in states.groups}
+    checked, lost, stale = judge(states, want)
     latency = stats["latency_ms"]
+    findings = await wrong_subscribers(lab, fleet, states, want) if lost or stale else []
     return {
+        "findings": findings, "gap_samples": stats["gap_samples"] if lost or stale else [],
         "fault": name, "recovery_s": None if recovery is None else round(recovery, 2), "checked": checked,
         "lost": lost, "stale": stale, "gaps": stats["gaps"], "duplicates": stats["duplicates"], "resyncs": stats["resyncs"],
         "snapshot_pages": stats["snapshot_pages"], "errors": stats["errors"], "closes": stats["closes"], "reconnects": stats["connects"], "p50_ms": latency.get("p50"), "p99_ms": latency.get("p99"),
         "max_ms": latency.get("max"), "changes": writer.changes, "failed_commits": writer.failed,
     }  # fmt: skip
+
+
+async def wrong_subscribers(lab: Lab, fleet: Fleet, states: FleetStates, want: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per channel some subscribers hold another state than the database's: how it differs, where those
+    subscribers stand (their node, the cursor they hold) and what the bus holds for the channel (its position
+    and, for a team channel, its stored state's seq and counts), so that a failed run says what went wrong."""
+    report = compare_states(states, want)
+    differ = {c: r for c, r in report.items() if r["differ"] or r["not_live"]}
+    if not differ:
+        return []
+    examples = sorted({i for r in differ.values() for i in r.get("examples", [])})
+    where = await fleet.positions(examples)
+    broker = RedisBroker.connect(f"redis://127.0.0.1:{lab.world.valkey.port}/0")
+    findings = []
+    try:
+        for channel, r in differ.items():
+            tag = broker.partitions.tag(team_of(lab.jobs, channel))
+            bus: dict[str, Any] = {"position": await broker.history.position(tag, channel)}
+            if channel.startswith("team:"):
+                state = await broker.channels.state(tag, channel)
+                bus["state"] = {k.decode(): v.decode() for k, v in state.items() if k in (b"seq", b"epoch")}
+                bus["state_counts"] = msgspec.msgpack.decode(state[b"counts"]) if b"counts" in state else None
+            held = {
+                i: {**where[i], "cursor": where[i]["cursors"].get(channel)} for i in r.get("examples", []) if i in where
+            }
+            for h in held.values():
+                h.pop("cursors", None)
+            findings.append({"channel": channel, **r, "held_by": held, "bus": bus})
+    finally:
+        await broker.aclose()
+    return findings
+
+
+def team_of(jobs: Jobs, channel: str) -> int:
+    kind, ident = channel.split(":")
+    if kind.startswith("team"):
+        return int(ident)
+    return next(team for team, trajectories in jobs.trajectories.items() if int(ident) in trajectories)
 
 
 def node_rss_kb(node: Process) -> int:
@@ -614,9 +657,17 @@ def held(f: Follower) -> dict[str, dict[int, tuple[str, int]]]:
     return {c: {i: (j["status"], j["version"]) for i, j in f.listed(c).items()} for c in f.channels}
 
 
-async def run(workdir: Path, quick: bool, progress: Progress, network: Collection[str] | None = None) -> dict[str, Any]:
-    """Every process fault in turn, the network faults named in `network` (None: all of NETWORK_FAULTS), then
-    the stalled clients; the record (`phases`, one per fault)."""
+async def run(
+    workdir: Path,
+    quick: bool,
+    progress: Progress,
+    network: Collection[str] | None = None,
+    process: Collection[str] | None = None,
+    stall: bool = True,
+) -> dict[str, Any]:
+    """The process faults named in `process` in turn (None: all of FAULTS), the network faults named in
+    `network` (None: all of NETWORK_FAULTS), then (`stall`) the stalled clients; the record (`phases`, one per
+    fault). The processes' logs stay in `workdir`/logs."""
     size = QUICK if quick else FULL
     lab = await start_lab(workdir, size)
     jobs = lab.jobs
@@ -645,6 +696,8 @@ async def run(workdir: Path, quick: bool, progress: Progress, network: Collectio
         live = await fleet.wait_live(120)
         progress(f"{live['live']}/{size.subscribers} subscribers live on two nodes; {size.rate * 5:.0f} job changes/s")
         for name, fault in FAULTS.items():
+            if process is not None and name not in process:
+                continue
             figures = await phase(lab, fleet, size, name, fault, channels)
             record["phases"].append(figures)
             progress(describe(figures))
@@ -652,9 +705,10 @@ async def run(workdir: Path, quick: bool, progress: Progress, network: Collectio
             figures = await network_phase(lab, fleet, size, NETWORK_FAULTS[name], channels)
             record["phases"].append(figures)
             progress(describe(figures))
-        figures = await stalled_clients(lab, fleet, size, channels, progress)
-        record["phases"].append(figures)
-        progress(describe(figures))
+        if stall:
+            figures = await stalled_clients(lab, fleet, size, channels, progress)
+            record["phases"].append(figures)
+            progress(describe(figures))
     finally:
         await fleet.stop()
         await stop_lab(lab)

@@ -204,6 +204,14 @@ class Fleet:
             groups.sort(key=lambda g: -g.subscribers)
         return FleetStates(merged, not_live)
 
+    async def positions(self, indices: list[int]) -> dict[int, dict[str, Any]]:
+        """Gateway dialects: where subscribers `indices` stand (their node, each channel's cursor), to say
+        what a subscriber whose state differs from the database held."""
+        out: dict[int, dict[str, Any]] = {}
+        for part in await self._call("positions", indices):
+            out.update(part)
+        return out
+
     async def storm(self, timeout: float = 60.0) -> dict[str, Any]:
         """Drop every connection abruptly and reconnect them all at once (gateway: with their cursors).
         ``recovery_s``: from the first drop until every subscriber was live again (None past `timeout`);

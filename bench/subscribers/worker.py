@@ -179,6 +179,15 @@ class Worker:
             ]
         return {"groups": out, "not_live": not_live}
 
+    async def cmd_positions(self, indices: list[int]) -> dict[int, dict[str, Any]]:
+        """Where these subscribers (those of this worker) stand: the node they are on, each channel's cursor."""
+        wanted = set(indices)
+        return {
+            sub.idx: {"node": f"{sub.host}:{sub.port}", "live": sub.live, "cursors": sub.dialect.cursors()}
+            for sub in self.subs
+            if sub.idx in wanted and hasattr(sub.dialect, "cursors")
+        }
+
     async def cmd_storm(self, timeout: float) -> dict[str, Any]:
         st = self.stats
         before = (st.failures.get("503", 0), st.failed_connects, st.connects, st.resyncs, st.snapshot_pages, st.gaps)

@@ -185,7 +185,10 @@ class Hub:
 
     def _resync(self, channel: str, reason: str) -> None:
         self.repairing.pop(channel, None)
-        for conn in tuple(self.subscribers.get(channel, ())):
+        told = self.subscribers.get(channel, ())
+        if told:  # a line per channel, not per client: what a failed run's record needs to say what happened
+            log.info("%s: %d subscriber(s) told to reload (%s)", channel, len(told), reason)
+        for conn in tuple(told):
             self.resyncs += 1
             conn.resync(channel, reason)
             self.remove(conn, channel)

@@ -13,6 +13,8 @@ asserted: `python -m bench faults` records them, and every network fault on ever
 
 from __future__ import annotations
 
+import json
+import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,25 +29,60 @@ NODE_REDIS_HALF_OPEN = faults.NetworkFault("half-open", "node → Redis").name
 RELAY_REDIS_HALF_OPEN = faults.NetworkFault("half-open", "relay → Redis").name
 NODE_REDIS_LATENCY = faults.NetworkFault("latency", "node → Redis").name
 NETWORK = [NODE_REDIS_HALF_OPEN, RELAY_REDIS_HALF_OPEN, NODE_REDIS_LATENCY]
+STALL_TEST = "test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others_keep_receiving"
 
 
 @pytest.fixture(scope="module")
-async def record() -> AsyncIterator[dict[str, Any]]:
+async def record(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, Any]]:
+    """The phases the selected tests ask for (`-k Redis` runs that fault alone), in one world. Its record
+    (record.json, each phase's findings: which subscriptions held another state than the database, the cursor
+    they held and what the bus held) and the processes' logs stay in a directory of their own when a test of
+    this module fails or the run breaks; the failure messages name it."""
     # Not under pytest's temporary directory: another pytest session starting meanwhile makes its parent
     # private again (0700), and the embedded PostgreSQL (run as its own user when we are root) could not be
     # stopped for its restart.
-    with tempfile.TemporaryDirectory(prefix="gateway-faults-") as workdir:
-        yield await faults.run(Path(workdir), quick=True, progress=print, network=NETWORK)
+    workdir = Path(tempfile.mkdtemp(prefix="gateway-faults-"))
+    wanted = {
+        item.callspec.params.get("fault", item.name)
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    }
+    stall = any(item.name == STALL_TEST for item in request.session.items if item.module is request.module)
+    failed_before = request.session.testsfailed
+    try:
+        found = await faults.run(
+            workdir,
+            quick=True,
+            progress=print,
+            network=[n for n in NETWORK if n in wanted],
+            process=[f for f in faults.FAULTS if f in wanted],
+            stall=stall,
+        )
+    except BaseException as exc:
+        exc.add_note(f"the run's logs are kept in {workdir}")
+        raise
+    found["kept_in"] = str(workdir)
+    (workdir / "record.json").write_text(json.dumps(found, indent=2, default=str) + "\n")
+    yield found
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"\nthe faults run's record and logs are kept in {workdir}")
 
 
 def phase(record: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in record["phases"] if p["fault"] == name)
 
 
+def show(record: dict[str, Any], p: dict[str, Any]) -> str:
+    """A phase whole (pytest cuts a dict short), and where the run's record and logs are kept."""
+    return f"record and logs kept in {record['kept_in']}: {p}"
+
+
 @pytest.mark.parametrize("fault", list(faults.FAULTS))
 def test_every_subscriber_ends_at_the_database_after_a_fault_under_load(record: dict[str, Any], fault: str) -> None:
     p = phase(record, fault)
-    shown = str(p)  # whole when an assertion fails (pytest cuts a dict short)
+    shown = show(record, p)
     assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, shown
     assert p["recovery_s"] is not None, shown  # a change committed just after the fault reached every subscriber
     assert p["duplicates"] == 0, shown  # no message seen twice
@@ -65,7 +102,7 @@ def test_a_network_fault_under_load_loses_nothing_repeats_nothing_and_every_subs
     record: dict[str, Any], fault: str
 ) -> None:
     p = phase(record, fault)
-    shown = str(p)
+    shown = show(record, p)
     assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, shown
     assert p["duplicates"] == 0 and p["gaps"] == 0 and p["resyncs"] == 0, shown  # resumed from cursors
     assert p["recovery_s"] is not None and p["healed_s"] is not None, shown  # a change after each reached everyone
@@ -83,24 +120,25 @@ def test_a_slow_client_and_a_stalled_one_for_a_minute_are_bounded_and_the_others
     record: dict[str, Any],
 ) -> None:
     p = record["phases"][-1]
+    shown = show(record, p)
     assert p["stall_s"] == 60
     # The node holds at most its bound per stalled connection (plus the heap's noise), far below what the
     # stalled clients were sent: a client reading the same channels received all of it.
     bound_mb = 2 * faults.MAX_PENDING / 2**20 + 16
-    assert p["node_rss_max_growth_mb"] < bound_mb < p["reading_client_received_mb"] * 2, p
+    assert p["node_rss_max_growth_mb"] < bound_mb < p["reading_client_received_mb"] * 2, shown
     # The slow one (reading 20 messages a second, far behind its channels) lagged: its channels waited for it
     # and it caught up from their history, neither resynced nor closed (its socket kept draining, so the
     # keepalive did not take it for dead). The stalled peer (answering nothing) was closed by the
     # node: it finds its connection gone when it reads again (a close frame it could not read in time: reset).
-    assert p["node_catch_ups"] > 0 and p["slow_resyncs"] == 0 and p["slow_close"] is None, p
-    assert p["slow_read_during_stall"] >= 4 * p["stall_s"], p  # slow, at most 20 a second, but reading all along
+    assert p["node_catch_ups"] > 0 and p["slow_resyncs"] == 0 and p["slow_close"] is None, shown
+    assert p["slow_read_during_stall"] >= 4 * p["stall_s"], shown  # slow, at most 20 a second, but reading all along
     assert (
         p["stalled_close"] in (1006, 1011, 4008) and p["node_connections_after"] == p["node_connections_before"] - 1
-    ), p
+    ), shown
     # Both, once reading again (resubscribing or reconnecting with their cursors), hold the database's state.
-    assert p["slow_current"] and p["stalled_current"] and p["slow_and_stalled_problems"] == [], p
+    assert p["slow_current"] and p["stalled_current"] and p["slow_and_stalled_problems"] == [], shown
     # Meanwhile the others kept receiving: every marker reached every one of them, nobody was resynced or
     # closed, and they end at the database's state.
-    assert len(p["others_marker_delays_s"]) >= 5 and None not in p["others_marker_delays_s"], p
-    assert p["others_during_stall"] == {"resyncs": 0, "gaps": 0, "closes": {}}, p
-    assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, p
+    assert len(p["others_marker_delays_s"]) >= 5 and None not in p["others_marker_delays_s"], shown
+    assert p["others_during_stall"] == {"resyncs": 0, "gaps": 0, "closes": {}}, shown
+    assert p["checked"] == SUBSCRIPTIONS and p["lost"] == 0 and p["stale"] == 0, shown
