@@ -93,6 +93,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
             ", ".join(DEFAULT_HOSTS),
         )
     _reachable(settings)
+    logging.getLogger("gateway").info("%s", _listening_on(args.host, args.port, settings, args.workers))
     if args.workers > 1:
         from .web.workers import serve_workers
 
@@ -103,6 +104,18 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     server.run(sockets=listeners(args.host, args.port, settings.health_host, health) if health else None)
     if not server.started:  # it logged why: a port in use, or the app's startup failed
         raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")
+
+
+def _listening_on(host: str, port: int, settings: Settings, workers: int) -> str:
+    """The line a node starts with: every address it listens on, and what for."""
+    said = f"listening on {_url(host, port)} (clients)"
+    if settings.health_port:
+        said += f" and {_url(settings.health_host or host, settings.health_port)} (health checks and metrics only)"
+    return said + (f", {workers} workers" if workers > 1 else "")
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> None:

@@ -57,6 +57,21 @@ class DropDenialNoise(logging.Filter):
         return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
+class QuietHealthChecks(logging.Filter):
+    """No access line for a load balancer's or a kubelet's health check that passed (one every 2 s per node, each
+    checker): a failed one (503 while draining, say) is still logged."""
+
+    PATHS = ("/healthz", "/readyz")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            _, _, path, _, status = args
+            if isinstance(path, str) and path.split("?", 1)[0] in self.PATHS and isinstance(status, int):
+                return status >= 400
+        return True
+
+
 # When the app got the request: uvicorn logs its access line when the response starts, from the same task.
 _request_started: ContextVar[float | None] = ContextVar("gateway_request_started", default=None)
 
@@ -186,6 +201,8 @@ def install_redaction() -> None:
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, AccessTiming) for f in access.filters):
         access.addFilter(AccessTiming())
+    if not any(isinstance(f, QuietHealthChecks) for f in access.filters):
+        access.addFilter(QuietHealthChecks())
     flt = RedactSecrets()
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "gateway", ""):
         logger = logging.getLogger(name)

@@ -130,3 +130,38 @@ async def test_a_close_line_counts_the_live_frames_the_client_was_delivered(
     line = found[0]
     assert line["bytes_delivered"] >= read > 0, line
     assert "bytes delivered" in line["message"], line
+
+
+async def test_a_node_says_where_it_listens_and_passed_health_checks_write_no_line(
+    stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With GATEWAY_HEALTH_PORT set a node never logged the addresses it listens on, and a load balancer's health
+    checks wrote an INFO line every 2 s per node."""
+    port, health = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "GATEWAY_SECRET": stack.secret,
+        "GATEWAY_LOG_FORMAT": "json",
+        "GATEWAY_HEALTH_PORT": str(health),
+    }
+    node = spawn("node-listening", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("listening"), port)
+    try:
+        wait_http(node)
+        said = [e["message"] for e in entries(node) if e["message"].startswith("listening on")]
+        assert said == [
+            f"listening on http://127.0.0.1:{port} (clients) and http://127.0.0.1:{health} (health checks and"
+            " metrics only)"
+        ]
+        async with httpx.AsyncClient() as client:
+            for _ in range(5):  # as HAProxy checks, on both ports
+                assert (await client.get(f"http://127.0.0.1:{health}/readyz")).status_code == 200
+                assert (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+            me = await client.get(f"http://127.0.0.1:{port}/api/me", headers={"Authorization": f"Bearer {team.token}"})
+            assert me.status_code == 200
+        found = await wait_for_entries(node, lambda e: e.get("path") == "/api/me")
+        assert len(found) == 1  # other requests are still logged
+        assert [e for e in entries(node) if e.get("path") in ("/healthz", "/readyz")] == []
+    finally:
+        node.stop()
