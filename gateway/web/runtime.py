@@ -9,6 +9,7 @@ import asyncpg
 
 from ..bus.broker import Broker
 from ..config import Settings
+from ..control.commands import Dispatch
 from ..core.admission import Admission
 from ..core.ratelimit import KeyedRate
 from ..credentials import VerifiedTokens
@@ -41,6 +42,12 @@ class Runtime:
     hearing: Hearing | None = None  # notes when each cluster was last heard from
     tokens: VerifiedTokens | None = None  # tokens verified already (a reconnect storm verifies each once)
     creations: Creations | None = None  # rows each team's clusters may create an hour (GATEWAY_MAX_NEW_*)
+
+    @property
+    def dispatch(self) -> Dispatch:
+        """How this process sends commands to clusters (gateway.control.commands)."""
+        s = self.settings
+        return Dispatch(self.pool, self.broker.commands, s.command_timeout, s.command_expiry)
 
     def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
         """The request's own origin (scheme, host and port), or one listed in GATEWAY_ORIGINS."""
