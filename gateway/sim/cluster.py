@@ -1,6 +1,7 @@
 """One simulated cluster: workers that run its queued jobs (the queue is gateway.sim.jobs); job reports and live
-figures over the ingest API (gateway.sim.ingest, gateway.sim.figures); commands over the bus
-(gateway.sim.commands, its feed through the gateway: the URL and its key are all it holds); work that callbacks start, owned by gateway.sim.background.
+figures over the ingest API (gateway.sim.ingest, gateway.sim.figures); commands on its feed through the gateway
+(gateway.sim.commands: the gateway's URL and its key are all it holds); work that callbacks start, owned by
+gateway.sim.background.
 
 Its workers pick the cluster's own queued jobs, run them for realistic durations, fail some (a frame job gets
 three attempts: it waits again as `retrying`, then fails for good), and honour Remove and Retry commands,
