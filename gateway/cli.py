@@ -306,19 +306,17 @@ def cmd_provision(args: argparse.Namespace, settings: Settings) -> None:
 def cmd_simulate(args: argparse.Namespace, settings: Settings) -> None:
     _require_extra("simulate", "demo", "httpx")
     keys = args.cluster_key or [k for k in os.environ.get("GATEWAY_CLUSTER_KEYS", "").split(",") if k]
-    if not keys or not settings.redis_url:
-        raise CommandFailed(exits.USAGE, "simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS) and REDIS_URL")
+    if not keys:
+        raise CommandFailed(exits.USAGE, "simulate needs --cluster-key (or GATEWAY_CLUSTER_KEYS)")
 
     from .sim.run import Simulation
 
     simulation = Simulation(
         args.url,
-        settings.redis_url,
         keys,
         silent=set(args.silent_cluster),
         frames=(args.frames // 2, args.frames),
         speed=args.speed,
-        redis_cluster=settings.redis_cluster,
         users=args.user,
     )
     run_until_signalled(simulation.run())
@@ -545,8 +543,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = command(
         "simulate",
-        "run simulated clusters against a gateway (ingest API and Redis commands)",
-        "Needs REDIS_URL, the clusters' ingest keys, and the demo extra (pip install 'jobs-gateway[demo]').",
+        "run simulated clusters against a gateway (its ingest API and the clusters' command feeds)",
+        "Needs the gateway's URL, the clusters' ingest keys, and the demo extra (pip install 'jobs-gateway[demo]').",
     )
     p.add_argument(
         "--url",

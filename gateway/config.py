@@ -199,6 +199,9 @@ class Settings:
     relay_step_down_after: float = field(default_factory=lambda: _float("GATEWAY_RELAY_STEP_DOWN_AFTER", 10))
     # How long an action waits for the clusters to confirm, in seconds.
     command_timeout: float = field(default_factory=lambda: _float("GATEWAY_COMMAND_TIMEOUT", 3))
+    # How long a command is kept for a cluster whose feed is away, in seconds: its feed's snapshot lists every
+    # command not yet confirmed and younger than this.
+    command_expiry: float = field(default_factory=lambda: _float("GATEWAY_COMMAND_EXPIRY", 600, 1.0))
     # Actions in flight (waiting for their clusters) per user and per team, on one node; past them: 429.
     max_actions_per_user: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_USER", 4))
     max_actions_per_team: int = field(default_factory=lambda: _int("GATEWAY_MAX_ACTIONS_PER_TEAM", 16))

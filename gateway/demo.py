@@ -131,12 +131,10 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
         # The team's clusters at work, talking to the gateway as real clusters do (gpu-2 never confirms).
         simulation = Simulation(
             f"http://{host}:{port}",
-            settings.redis_url,
             [seeded.cluster_keys[c] for c in seeded.cluster_ids],
             silent={seeded.cluster_ids[1]},
             trajectories=seeded.trajectory_ids,
             speed=speed,
-            redis_cluster=settings.redis_cluster,
             staging=seeded.staging,
             users=seeded.user_ids,  # its members submit the uploads and pipeline runs
         )

@@ -6,8 +6,8 @@ position and recent history (`broker.history`) and a light channel's stored stat
 (`broker.channels`). Nodes mark who is online and the relay counts them (`broker.presence`); clusters report
 figures (`broker.figures`); the relay leaves its heartbeat (`broker.relay_stats`). What must reach every node at
 once (membership changes, channels moved to another team, revoked sessions) is announced through
-`broker.announcements`. Actions reach clusters and come back confirmed through `broker.commands`, whose both
-sides (the gateway's and a cluster's) are here.
+`broker.announcements`. Actions reach the node holding a cluster's feed, and its confirmations the waiting node,
+through `broker.commands` (between the gateway's processes: a cluster never holds a credential to the bus).
 
 A node hears the bus through one handler it registers (`broker.subscriber(events)`, a
 gateway.bus.events.BusEvents, as centrifuge's BrokerEventHandler): each channel's message, and typed events for
@@ -197,9 +197,9 @@ class Announcements(Protocol):
 
 
 class Commands(Protocol):
-    """Commands to clusters and their confirmations (gateway.bus.commands), both sides: the gateway's sends a
-    command naming a reply list (`Replies.key`) and reads the confirmations; a cluster's hears the commands sent
-    to it (`inbox`) and pushes confirmations onto the list its command named (`confirm`)."""
+    """Commands to clusters and their confirmations between the gateway's processes (gateway.bus.commands): the
+    sender publishes a command and reads its reply list (`Replies.key`); the node holding the cluster's feed hears
+    it (`inbox`), and the node taking the cluster's confirmation pushes it onto that list (`confirm`)."""
 
     tag: str  # this process's reply lists'
 

@@ -1,15 +1,18 @@
-"""Commands to clusters and their confirmations, with no pooled connection held while a command waits.
+"""Commands to clusters and their confirmations between the gateway's processes, with no pooled connection held
+while a command waits. Nothing here is a cluster's: a cluster reaches its commands through the gateway (its feed,
+gateway.hub.cluster_feeds) and confirms over HTTP; no credential to the bus is handed out.
 
-A command goes out on the cluster's pub/sub channel and names a reply list (`reply_to`) that the cluster
-pushes its confirmation onto. Waiting with one BLPOP per command would hold one pooled connection per action
+A command goes out on the cluster's pub/sub channel, heard by the node that holds the cluster's feed; the
+node that takes the cluster's confirmation pushes it onto the command's reply list (`Replies.key`, kept with the
+command in PostgreSQL). Waiting with one BLPOP per command would hold one pooled connection per action
 for up to the command timeout, so a burst of actions by one team could exhaust the pool that everyone's
 subscribes use. Instead one listener per process waits on every open reply list with a single BLPOP, on a
 connection of its own. All of a process's reply lists share one hash tag, so on a Redis Cluster they live in
 one slot and one BLPOP can watch them all; a new reply list wakes the listener through the same tag's wake-up
 list, so that its next BLPOP includes it.
 
-`RedisCommands` is both sides of gateway.bus.broker's `Commands`: the gateway's (`send`, `replies`) and a
-cluster's (`inbox`, the commands sent to it as they arrive, and `confirm`). Every error it raises is the bus's
+`RedisCommands` is both sides of gateway.bus.broker's `Commands`: the sender's (`send`, `replies`) and the feed's
+(`inbox`, the commands sent to a cluster as they arrive, and `confirm`). Every error it raises is the bus's
 (gateway.bus.errors).
 """
 
@@ -57,8 +60,8 @@ class Replies:
 
 
 class RedisCommands:
-    """A process's way to command clusters (publish a command, then read its confirmations), and a cluster's to
-    hear them and confirm."""
+    """A process's way to command clusters (publish a command, then read its confirmations), and to hear the
+    commands of the clusters whose feeds it holds and pass their confirmations on."""
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
@@ -146,8 +149,8 @@ class RedisCommands:
 
     @contextlib.asynccontextmanager
     async def inbox(self, cluster_id: int) -> AsyncIterator[AsyncIterator[bytes]]:
-        """The commands sent to a cluster, as they arrive (encoded); subscribed by the time the block starts, so a
-        command sent from then on reaches it."""
+        """The commands sent to a cluster, as they arrive (encoded), for the node holding its feed; subscribed by
+        the time the block starts, so a command sent from then on reaches it."""
         bus = self.bus
         if bus.cluster:
             with redis_errors:
@@ -163,7 +166,7 @@ class RedisCommands:
 
     @translated
     async def confirm(self, reply_to: str, confirmation: bytes) -> None:
-        """Push a cluster's confirmation onto the reply list its command named; kept a minute for a late reader."""
+        """Push a cluster's confirmation onto its command's reply list; kept a minute for a late reader."""
         await self.bus.redis.rpush(reply_to, confirmation)
         await self.bus.redis.expire(reply_to, 60)
 

@@ -114,8 +114,9 @@ def metrics(team_id: int) -> str:
 
 
 def cluster_commands(cluster_id: int) -> str:
-    """The pub/sub channel a cluster listens on for commands."""
-    return f"{PREFIX}cluster:{cluster_id}"
+    """The pub/sub channel on which the node holding a cluster's feed hears the commands sent to it (inside the
+    gateway: a cluster holds no credential to the bus)."""
+    return f"{PREFIX}feed:cluster:{cluster_id}"
 
 
 def reply(tag: str, command_id: str) -> str:

@@ -1,10 +1,14 @@
-"""Send an action's commands to the clusters over Redis, wait for their confirmations, apply what they did.
+"""Send an action's commands to the clusters, wait for their confirmations, apply what they did.
 
-Each cluster listens on its command channel (`gw:cluster:<id>`, pub/sub) and pushes its confirmation onto the
+A command is kept in PostgreSQL first (gateway.store.commands: until confirmed or expired), then sent on the bus
+to the node that holds the cluster's feed (`cluster:<id>`, gateway.hub.cluster_feeds), which writes it to the
+cluster's websocket; a cluster that is away finds it in its feed's snapshot when it connects again. The cluster
+confirms over HTTP (`POST /api/ingest/confirmations`); the node that takes it records it and pushes it onto the
 command's reply list (gateway.bus.commands: read by one listener per process, so a waiting command holds no
-pooled connection). A cluster with no listener is known at once (PUBLISH reaches nobody); the others get one
-shared time budget. Only confirmed jobs change in PostgreSQL (gateway.store.tasks), through the captured
-path, so everyone watching sees the result live.
+pooled connection). A cluster whose feed no node holds is known at once (the bus's PUBLISH reaches nobody); the
+others get one shared time budget, and at its end the confirmations recorded in PostgreSQL count too (one whose
+bus message was lost). Only confirmed jobs change in PostgreSQL (gateway.store.tasks), through the captured path,
+so everyone watching sees the result live. Nothing of the bus is ever handed to a cluster.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 
 import asyncpg
 import msgspec
@@ -25,15 +30,27 @@ from ..core.control import (
     ActionPreview,
     ActionResult,
     ClusterShare,
-    Command,
-    command_encoder,
-    confirmation_decoder,
+    confirmed_decoder,
     toast,
 )
+from ..core.protocol import json_encoder
 from ..store import clusters, tasks
+from ..store import commands as kept
 from ..store.tasks import HeldJob, Scope
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What sending commands takes: PostgreSQL (where they are kept), the bus (to the node holding a cluster's
+    feed, and its confirmations back), how long a person waits (GATEWAY_COMMAND_TIMEOUT) and how long a command
+    is kept for a cluster that is away (GATEWAY_COMMAND_EXPIRY)."""
+
+    pool: asyncpg.Pool
+    commands: Commands
+    timeout: float
+    keep: float
 
 
 async def preview_removal(pool: asyncpg.Pool, team_id: int, trajectory_id: int) -> ActionPreview:
@@ -42,15 +59,7 @@ async def preview_removal(pool: asyncpg.Pool, team_id: int, trajectory_id: int) 
     return ActionPreview(action="remove", tasks=len(rows), submissions=0, clusters=cluster_shares(rows))
 
 
-async def run_action(
-    pool: asyncpg.Pool,
-    commands: Commands,
-    action: Action,
-    team_id: int,
-    scope: Scope,
-    scope_id: int,
-    timeout: float,
-) -> ActionResult:
+async def run_action(dispatch: Dispatch, action: Action, team_id: int, scope: Scope, scope_id: int) -> ActionResult:
     """Act on team `team_id`'s jobs in `scope` (a trajectory's, an analysis's ...: gateway.store.tasks), through
     their clusters.
 
@@ -58,6 +67,7 @@ async def run_action(
     the clusters get `retry_failed` for the failed jobs and `retry_preempted` for the preempted ones (their
     `retry` restarts every task: the Submissions page's Retry).
     """
+    pool = dispatch.pool
     statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
     rows = await tasks.jobs_in_scope(pool, scope, scope_id, team_id, statuses)
     if not rows:
@@ -72,7 +82,7 @@ async def run_action(
         parts = [(command, part) for command, part in parts if part]
     asked = [holders(part) for _, part in parts]
     answers = await asyncio.gather(
-        *(ask_clusters(commands, command, by_cluster, timeout) for (command, _), (by_cluster, _) in zip(parts, asked))
+        *(ask_clusters(dispatch, command, by_cluster) for (command, _), (by_cluster, _) in zip(parts, asked))
     )
     confirmed: dict[int, set[int]] = {}
     unconfirmed: dict[int, str] = {}
@@ -112,35 +122,48 @@ def cluster_shares(jobs: list[HeldJob]) -> list[ClusterShare]:
 
 
 async def ask_clusters(
-    commands: Commands, action: str, by_cluster: dict[int, list[int]], timeout: float, **extra: object
+    dispatch: Dispatch,
+    action: str,
+    by_cluster: dict[int, list[int]],
+    priority: int | None = None,
+    instance_type: str | None = None,
 ) -> dict[int, set[int]]:
     """Send each cluster its command; the ids each one confirmed, for those that answered in time."""
     command_id = uuid.uuid4().hex
+    commands = dispatch.commands
     confirmed: dict[int, set[int]] = {}
     async with commands.replies(command_id) as replies:
         waiting: set[int] = set()
         for cluster_id, job_ids in by_cluster.items():
-            command = Command(id=command_id, action=action, jobs=job_ids, reply_to=replies.key, **extra)  # type: ignore[arg-type]
-            if await commands.send(cluster_id, command_encoder.encode(command)):
+            command = await kept.record(
+                dispatch.pool,
+                command_id,
+                cluster_id,
+                action,
+                job_ids,
+                replies.key,
+                dispatch.keep,
+                priority,
+                instance_type,
+            )
+            if await commands.send(cluster_id, json_encoder.encode(command)):
                 waiting.add(cluster_id)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + dispatch.timeout
         while waiting:
             reply = await replies.next(deadline)
             if reply is None:
                 break
             try:
-                confirmation = confirmation_decoder.decode(reply)
-            except msgspec.ValidationError as exc:
-                log.warning("ignored a malformed confirmation for %s: %s", command_id, exc)
-                continue
-            except msgspec.DecodeError:
+                answer = confirmed_decoder.decode(reply)
+            except msgspec.DecodeError:  # the gateway's own message: a bug, said once and skipped
                 log.warning("ignored an undecodable confirmation for %s", command_id)
                 continue
-            if confirmation.command != command_id or confirmation.cluster_id not in waiting:
-                continue
-            waiting.discard(confirmation.cluster_id)
-            # A cluster can only confirm the jobs it was asked about.
-            confirmed[confirmation.cluster_id] = set(confirmation.jobs) & set(by_cluster[confirmation.cluster_id])
+            if answer.cluster_id in waiting:
+                waiting.discard(answer.cluster_id)
+                confirmed[answer.cluster_id] = set(answer.jobs)  # checked against the command when recorded
+    if waiting:  # recorded, but its word on the bus was lost (a failover) or came just too late
+        late = await kept.confirmations(dispatch.pool, command_id, sorted(waiting))
+        confirmed.update((c, set(jobs)) for c, jobs in late.items())
     return confirmed
 
 

@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import asyncpg
-
-from ..bus.broker import Commands
 from ..core.control import KILLED, ActionResult, TaskAction, task_toast
 from ..store import tasks
-from .commands import ask_clusters, holders, silence
+from .commands import Dispatch, ask_clusters, holders, silence
 
 
 async def run_task_action(
-    pool: asyncpg.Pool,
-    commands: Commands,
-    action: TaskAction,
-    team_id: int,
-    submissions: list[int],
-    selected: list[int],
-    timeout: float,
+    dispatch: Dispatch, action: TaskAction, team_id: int, submissions: list[int], selected: list[int]
 ) -> ActionResult:
     """Act on the tasks of the selected submissions (or the `selected` tasks) that `action` takes."""
+    pool = dispatch.pool
     rows = await tasks.selected_tasks(pool, team_id, list(action.takes), submissions, selected)
     by_cluster, names = holders(rows)
     if not rows:
         return task_toast(action, 0, 0, [])
-    confirmed = await ask_clusters(commands, action.name, by_cluster, timeout)
+    confirmed = await ask_clusters(dispatch, action.name, by_cluster)
     ids = sorted(i for jobs in confirmed.values() for i in jobs)
     if ids:
         seen = {r.id: r.attempts for r in rows}

@@ -9,8 +9,9 @@ import msgspec
 
 from .types import MAX_ID
 
-ChannelKind = Literal["team", "team-jobs", "trajectory"]
-KINDS: tuple[ChannelKind, ...] = ("team", "team-jobs", "trajectory")
+ChannelKind = Literal["team", "team-jobs", "trajectory", "cluster"]
+# `cluster:<id>`: a cluster's commands, for its own key only (gateway.hub.cluster_feeds); the rest are a team's.
+KINDS: tuple[ChannelKind, ...] = ("team", "team-jobs", "trajectory", "cluster")
 
 
 class Channel(msgspec.Struct, frozen=True):
@@ -43,11 +44,13 @@ def parse_id(text: str) -> int | None:
 
 
 def parse_channel(name: str) -> Channel:
-    """`team:7`, `team-jobs:7` or `trajectory:42`; anything else raises BadChannel with a readable reason.
+    """`team:7`, `team-jobs:7`, `trajectory:42` or `cluster:3`; anything else raises BadChannel with a readable reason.
     A channel that parses has exactly the name it was given (`Channel.name == name`)."""
     kind, sep, ident = name.partition(":")
     if not sep or kind not in KINDS:
-        raise BadChannel(f"unknown channel {name[:80]!r}: expected team:<id>, team-jobs:<id> or trajectory:<id>")
+        raise BadChannel(
+            f"unknown channel {name[:80]!r}: expected team:<id>, team-jobs:<id>, trajectory:<id> or cluster:<id>"
+        )
     channel_id = parse_id(ident)
     if channel_id is None:
         raise BadChannel(f"bad channel id in {name[:80]!r}: expected a positive integer without leading zeros")
@@ -67,3 +70,10 @@ TRAJECTORY_PREFIX = "trajectory:"
 
 def trajectory(trajectory_id: int) -> str:
     return f"{TRAJECTORY_PREFIX}{trajectory_id}"
+
+
+CLUSTER_PREFIX = "cluster:"
+
+
+def cluster(cluster_id: int) -> str:
+    return f"{CLUSTER_PREFIX}{cluster_id}"

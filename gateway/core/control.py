@@ -22,28 +22,19 @@ RETRYABLE = ("failed", "preempted")
 Level = Literal["success", "warning", "info"]
 
 
-class Command(msgspec.Struct, tag_field="type", tag="command", omit_defaults=True):
-    """Gateway -> cluster, on the cluster's command channel.
-
-    `action`: remove, retry (Jobs view); hold, unhold, kill, retry, retry_failed, retry_preempted, priority,
-    instance_type, sync (Submissions page). `jobs` are the tasks it concerns; `sync` names `submissions`.
-    """
-
-    id: str
-    action: str
-    jobs: list[int]
-    reply_to: str  # the Redis list the confirmation is pushed to
-    submissions: list[int] = []
-    priority: int | None = None
-    instance_type: str | None = None
-
-
 class Confirmation(msgspec.Struct, forbid_unknown_fields=True):
-    """Cluster -> gateway: the jobs of the command it acted on (the others it did not have, or could not)."""
+    """Cluster -> gateway, `POST /api/ingest/confirmations`: the jobs of a command it acted on (the others it did
+    not have, or could not act on). The cluster is its key's."""
 
-    command: Annotated[str, msgspec.Meta(max_length=100)]
+    command: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    jobs: Annotated[list[Id], msgspec.Meta(max_length=100_000)]
+
+
+class Confirmed(msgspec.Struct):
+    """What the waiting node hears of a recorded confirmation (inside the gateway, on the bus)."""
+
     cluster_id: int
-    jobs: Annotated[list[int], msgspec.Meta(max_length=100_000)]
+    jobs: list[int]
 
 
 class ActionResult(msgspec.Struct):
@@ -134,9 +125,8 @@ def toast(
     )
 
 
-command_encoder = msgspec.json.Encoder()
-command_decoder = msgspec.json.Decoder(Command)
 confirmation_decoder = msgspec.json.Decoder(Confirmation)
+confirmed_decoder = msgspec.json.Decoder(Confirmed)
 
 
 # -- the Submissions page's actions, on submissions or on tasks

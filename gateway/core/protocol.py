@@ -68,6 +68,22 @@ class Snapshot(ServerMessage):
     total_trajectories: int | None = None
     presence: Presence | None = None  # team channel, unless single-user
     clusters: ClusterStats | None = None  # team channel, unless local mode
+    commands: list[Command] | None = None  # cluster channel: every command not yet confirmed, nor expired
+
+
+class Command(ServerMessage):
+    """Cluster channel (`cluster:<id>`, its key's only): act on `jobs` (for `sync`, submissions), then confirm
+    over HTTP (docs/clusters.md). The same `id` may arrive again (a snapshot lists every command not yet
+    confirmed): a cluster acts on an id once. `seq` counts the cluster's commands."""
+
+    channel: str
+    seq: int
+    cursor: str
+    id: str
+    action: str
+    jobs: list[int]
+    priority: int | None = None  # `priority`: run higher numbers first
+    instance_type: str | None = None  # `instance_type`: the tasks not run yet use that node type
 
 
 class Batch(ServerMessage):
@@ -156,7 +172,9 @@ class Pong(ServerMessage):
     id: PingId = None
 
 
-ServerMessages = Snapshot | Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate | Resync | Error | Pong
+ServerMessages = (
+    Snapshot | Command | Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate | Resync | Error | Pong
+)
 
 json_encoder = msgspec.json.Encoder()
 msgpack_encoder = msgspec.msgpack.Encoder()
@@ -202,6 +220,9 @@ def decode_server(data: bytes | str, fmt: Format) -> ServerMessages:
 def msgpack_to_json(data: bytes) -> bytes:
     """The JSON form of a stored MessagePack message: the same bytes the relay encoded for JSON."""
     return json_encoder.encode(_server_msgpack_decoder.decode(data))
+
+
+COMMAND_EPOCH = 1  # a cluster's commands are counted in PostgreSQL: one epoch, whatever relays and the bus do
 
 
 def make_cursor(epoch: int, seq: int) -> str:

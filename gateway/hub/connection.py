@@ -56,6 +56,7 @@ class Link(Protocol):
 class Connection:
     __slots__ = (
         "user_id",
+        "cluster_id",
         "format",
         "channels",
         "teams_present",
@@ -80,6 +81,8 @@ class Connection:
         self, user_id: int, fmt: Format, max_pending: int, link: Link | None = None, expires: float = math.inf
     ) -> None:
         self.user_id = user_id
+        # A cluster's feed (opened with its key, user_id 0): it may follow its own commands' channel, nothing else.
+        self.cluster_id: int | None = None
         self.format = fmt
         # Each subscribed channel and its team. Few and small per connection, but 16,000 connections hold them:
         # one dict, and a tuple (the empty one is shared) rather than two more sets of about 200 bytes each.

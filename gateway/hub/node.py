@@ -32,6 +32,7 @@ from ..core.revocation import Revocation
 from ..core.subscription import Subscription
 from ..core.wsframe import Frame, ping_frame
 from .backlog import Backlog
+from .cluster_feeds import ClusterFeeds
 from .connection import CLOSE_BUS_LOST, Connection
 from .errors import RETRY_AFTER, TRANSIENT
 from .expiry import Expiries
@@ -69,6 +70,7 @@ class Node:
         self.keepalive = KeepaliveSlices[Connection](slices_for(keepalive))
         self.expiries = Expiries()
         self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
+        self.per_cluster: dict[int, int] = {}  # clusters' feeds: the same limit, per cluster
         self.tasks = Tasks()
         self.shared = SharedReads()
         self.hub = Hub(on_empty=self._schedule_reconcile, on_gap=self._on_gap)
@@ -90,6 +92,7 @@ class Node:
         self.subscription_runner = SubscriptionRunner(
             self.reads, self.teams, self.shared, self.backlog, self.snapshots, self.hub.anchor, self._resync
         )
+        self.cluster_feeds = ClusterFeeds(bus.commands, access.pending_commands)
         self.publish_to_write = Histogram()  # /metrics: the relay's publish to this node's write, per message
         self.closed_bytes = 0  # sent by connections that have closed since
         self.closed_frames = 0
@@ -119,6 +122,7 @@ class Node:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.cluster_feeds.stop()
         await self.presence.clear()
         await self.subscriber.aclose()
 
@@ -159,19 +163,27 @@ class Node:
         self.connections.add(conn)
         self.keepalive.add(conn)
         self.expiries.add(conn)  # a session ends with its token: the client renews it and connects again
-        self.per_user[conn.user_id] = self.per_user.get(conn.user_id, 0) + 1
+        counts, holder = self._holder(conn)
+        counts[holder] = counts.get(holder, 0) + 1
+
+    def _holder(self, conn: Connection) -> tuple[dict[int, int], int]:
+        """Whose connection it is, for the per-user limit: a person's, or a cluster's."""
+        return (self.per_user, conn.user_id) if conn.cluster_id is None else (self.per_cluster, conn.cluster_id)
 
     def detach(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             self.keepalive.discard(conn)
             self.expiries.discard(conn)
-            left = self.per_user.pop(conn.user_id, 1) - 1
+            counts, holder = self._holder(conn)
+            left = counts.pop(holder, 1) - 1
             if left:
-                self.per_user[conn.user_id] = left
+                counts[holder] = left
             self.closed_bytes += conn.bytes_sent
             self.closed_frames += conn.frames_sent
             self.slow_closes += conn.close_code is not None
+        if conn.cluster_id is not None:
+            self.cluster_feeds.remove(conn, conn.cluster_id)
         for channel in conn.subscribed_channels():
             self.hub.remove(conn, channel)
             conn.leave(channel)
@@ -184,6 +196,9 @@ class Node:
         if allowed is None:
             return
         channel, team_id = allowed
+        if channel.kind == "cluster":
+            await self.cluster_feeds.subscribe(conn, channel.id)
+            return
         for attempt in (1, 2):
             sub = conn.open(name, team_id)
             since = self.shared.mark()  # reads that start from now on are fresh enough for this subscriber
@@ -207,6 +222,10 @@ class Node:
                 conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
+        if conn.cluster_id is not None:
+            if name == channels.cluster(conn.cluster_id):
+                self.cluster_feeds.remove(conn, conn.cluster_id)
+            return
         conn.leave(name)
         self.hub.remove(conn, name)
         self._leave_team(conn, name)

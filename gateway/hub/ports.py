@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..bus.broker import ChannelState, History, Partitions, Subscribing
+from ..bus.broker import ChannelState, Commands, History, Partitions, Subscribing
 from ..bus.events import BusEvents
 from ..core.channels import Channel
 from ..core.grouping import Group
 from ..core.model import Counts, Job, TrajectorySummary
+from ..core.protocol import Command
 
 
 class Access(Protocol):
@@ -34,6 +35,9 @@ class Access(Protocol):
 
     async def jobs_page(self, channel: Channel, after_id: int, limit: int) -> list[Job]: ...
 
+    async def pending_commands(self, cluster_id: int, limit: int) -> tuple[int, list[Command]]:
+        """A cluster's position (its last command's seq) and its commands not yet confirmed nor expired."""
+
 
 class NodeBus(Protocol):
     """The part of the broker a node uses (gateway.bus.broker.RedisBroker, gateway.bus.memory.MemoryBroker)."""
@@ -45,5 +49,8 @@ class NodeBus(Protocol):
 
     @property
     def channels(self) -> ChannelState: ...
+
+    @property
+    def commands(self) -> Commands: ...
 
     def subscriber(self, events: BusEvents, liveness: float = ...) -> Subscribing: ...

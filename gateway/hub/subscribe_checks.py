@@ -1,6 +1,6 @@
 """Whether a connection may subscribe to a channel: a well-formed name, room within the connection's limit of
-subscriptions, and a channel of a team its user is a member of (gateway.hub.membership). A refusal is answered
-here, as the protocol's `error` about the channel: `bad_channel`, `too_many_subscriptions`, `forbidden`, or
+subscriptions, and a channel of a team its user is a member of (gateway.hub.membership); a cluster's channel
+(`cluster:<id>`) only to that cluster's own key, which may follow nothing else. A refusal is answered here, as the protocol's `error` about the channel: `bad_channel`, `too_many_subscriptions`, `forbidden`, or
 `unavailable` (to try again) when the membership check failed twice.
 """
 
@@ -38,6 +38,13 @@ class SubscribeChecks:
             channel = parse_channel(name)
         except BadChannel as exc:
             conn.reply(Error(code="bad_channel", message=str(exc), channel=name[:80]))
+            return None
+        if channel.kind == "cluster" or conn.cluster_id is not None:
+            if conn.cluster_id is not None and channel == Channel("cluster", conn.cluster_id):
+                return channel, 0  # a cluster is of a team, but its feed is its own
+            whose = "only its own cluster's key may follow" if channel.kind == "cluster" else "a cluster's key follows"
+            what = f"{name}" if channel.kind == "cluster" else "its own commands' channel only"
+            conn.reply(Error(code="forbidden", message=f"{whose} {what}", channel=name))
             return None
         if name not in conn.channels and len(conn.channels) >= self.max_subscriptions:
             conn.reply(

@@ -1,6 +1,7 @@
 """One simulated cluster: workers that run its queued jobs (the queue is gateway.sim.jobs); job reports and live
-figures over the ingest API (gateway.sim.ingest, gateway.sim.figures); commands over the bus
-(gateway.sim.commands); work that callbacks start, owned by gateway.sim.background.
+figures over the ingest API (gateway.sim.ingest, gateway.sim.figures); commands on its feed through the gateway
+(gateway.sim.commands: the gateway's URL and its key are all it holds); work that callbacks start, owned by
+gateway.sim.background.
 
 Its workers pick the cluster's own queued jobs, run them for realistic durations, fail some (a frame job gets
 three attempts: it waits again as `retrying`, then fails for good), and honour Remove and Retry commands,
@@ -22,7 +23,6 @@ from typing import Any
 
 import httpx
 
-from ..bus.broker import Broker, RedisBroker
 from ..core.status import after_failure
 from . import commands, figures
 from .background import Background
@@ -52,7 +52,6 @@ INSTANCE_TYPES: list[dict[str, Any]] = [
 @dataclass
 class SimCluster:
     gateway_url: str
-    redis_url: str
     key: str
     workers: int = 4
     confirm: bool = True
@@ -61,10 +60,12 @@ class SimCluster:
     seed: int | None = None
     report_metrics: bool = True
     preempt_rate: float = 0.05  # of runs on preemptible nodes
-    redis_cluster: bool = False
     sync_fail_rate: float = 0.1  # of staged uploads whose sync to fast storage fails
     operator_delay: tuple[float, float] = (20.0, 60.0)  # simulated seconds before the operator retries a failed sync
     jobs: dict[int, SimJob] = field(default_factory=dict)
+    # The commands it acted on (each once), oldest first, and the jobs it did: a command that comes again is
+    # confirmed again with these.
+    carried_out: dict[str, list[int]] = field(default_factory=dict)
     instance_types: list[dict[str, Any]] = field(default_factory=lambda: list(INSTANCE_TYPES))
 
     def __post_init__(self) -> None:
@@ -75,7 +76,6 @@ class SimCluster:
         self._tasks: list[asyncio.Task[None]] = []
         self._background = Background(self.cluster_id)  # work started by callbacks (downloads, artifact uploads)
         self.ingest = IngestClient(self.gateway_url, self.key, self.cluster_id)
-        self.broker: Broker = RedisBroker.connect(self.redis_url, self.redis_cluster)
         self.listening = asyncio.Event()
         self.sync_failed: dict[int, asyncio.Event] = {}  # submissions whose sync failed, waiting for a retry
         self.sync_failures = 0  # how many syncs failed so far
@@ -109,7 +109,6 @@ class SimCluster:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.ingest.aclose()
-        await self.broker.aclose()
 
     def spawn(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Start work that a callback cannot await; stop() ends it, and a failed request is one warning line."""

@@ -1,6 +1,10 @@
-"""A simulated cluster's side of the command channel: it listens, carries out Remove, Retry, Hold and the rest
-on the jobs it holds, and confirms what it did (unless told never to confirm, as a broken cluster would not).
+"""A simulated cluster's side of its command feed: it opens the gateway's websocket with its key, follows its own
+channel (`cluster:<id>`), carries out Remove, Retry, Hold and the rest on the jobs it holds, and confirms what it
+did over HTTP (unless told never to confirm, as a broken cluster would not). It needs nothing but the gateway's
+URL and its key.
 
+A command id is acted on once: the feed's snapshot lists every command not yet confirmed, so one may arrive
+again (a reconnect, a confirmation lost on the way); its confirmation is then sent again, which changes nothing.
 Whether or not its confirmation arrives, it reports each job it changed through ingest, as a real cluster's
 daemon reports every state it sees: a reply lost on the way never leaves a job listed as it was."""
 
@@ -10,9 +14,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-import msgspec
+import httpx
 
-from ..core.control import KILLED, Confirmation, command_decoder
+from ..client import GatewayClient
+from ..core.channels import cluster as cluster_channel
+from ..core.control import KILLED
+from ..core.protocol import Command, Snapshot
+from .ingest import describe_failure
 
 if TYPE_CHECKING:
     from .cluster import SimCluster, SimJob
@@ -20,23 +28,51 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTIVE = ("queued", "retrying", "running", "holding")
+CONFIRM_ATTEMPTS = 3  # a confirmation cut off on the way is sent again at once, this many times in all
+REMEMBERED = 10_000  # command ids a cluster remembers having acted on (the oldest are forgotten first)
 
 
 async def listen(cluster: SimCluster, listening: asyncio.Event) -> None:
-    """Carry out the commands sent to the cluster until cancelled; `listening` is set once they reach it."""
-    commands = cluster.broker.commands
-    async with commands.inbox(cluster.cluster_id) as inbox:
-        listening.set()
-        async for data in inbox:
-            try:
-                command = command_decoder.decode(data)
-            except msgspec.DecodeError:
-                log.warning("cluster %d: ignored a malformed command", cluster.cluster_id)
+    """Carry out the commands sent to the cluster until cancelled; `listening` is set once its feed's first
+    snapshot has arrived (every command sent from then on reaches it)."""
+    async with GatewayClient(cluster.gateway_url, cluster.key, max_backoff=2.0) as feed:
+        await feed.subscribe(cluster_channel(cluster.cluster_id))
+        async for message in feed:
+            if isinstance(message, Snapshot):
+                for command in message.commands or []:
+                    await _carry_out(cluster, command)
+                if message.final:
+                    listening.set()
+            elif isinstance(message, Command):
+                await _carry_out(cluster, message)
+
+
+async def _carry_out(cluster: SimCluster, command: Command) -> None:
+    """Act on a command once, and confirm it (again, if it came again: the first confirmation may be lost)."""
+    acted = cluster.carried_out
+    done = acted.get(command.id)
+    if done is None:
+        done = acted[command.id] = act(cluster, command.action, command.jobs, command.priority)
+        while len(acted) > REMEMBERED:
+            del acted[next(iter(acted))]  # the oldest
+    if not cluster.confirm:
+        return
+    body = {"command": command.id, "jobs": done}
+    for attempt in range(1, CONFIRM_ATTEMPTS + 1):
+        try:
+            response = await cluster.ingest.post("/api/ingest/confirmations", body)
+            response.raise_for_status()
+            return
+        except httpx.HTTPError as exc:
+            # Cut off on the way (a kept-alive connection the gateway closed as it was used): sent again at once,
+            # as a repeated confirmation changes nothing. Refused, or failing still: the command stays in the
+            # feed, confirmed when it comes again.
+            if isinstance(exc, httpx.TransportError) and attempt < CONFIRM_ATTEMPTS:
                 continue
-            acted = act(cluster, command.action, command.jobs, command.priority)
-            if cluster.confirm:
-                reply = Confirmation(command=command.id, cluster_id=cluster.cluster_id, jobs=acted)
-                await commands.confirm(command.reply_to, msgspec.json.encode(reply))
+            log.warning(
+                "cluster %d: confirmation of %s failed: %s", cluster.cluster_id, command.id, describe_failure(exc)
+            )
+            return
 
 
 def act(cluster: SimCluster, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:

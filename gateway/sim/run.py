@@ -28,7 +28,6 @@ class Simulation:
     def __init__(
         self,
         gateway_url: str,
-        redis_url: str,
         cluster_keys: list[str],
         silent: set[int] | None = None,
         trajectories: list[int] | None = None,
@@ -36,7 +35,6 @@ class Simulation:
         speed: float = 1.0,
         concurrent: int = 3,
         seed: int | None = None,
-        redis_cluster: bool = False,
         sync_fail_rate: float = 0.1,
         operator_delay: tuple[float, float] = (20.0, 60.0),
         staging: dict[int, tuple[str, int | None]] | None = None,
@@ -47,13 +45,11 @@ class Simulation:
         self.clusters = [
             SimCluster(
                 gateway_url,
-                redis_url,
                 key,
                 workers=4,
                 speed=speed,
                 seed=self.rng.randrange(2**31),
                 confirm=int(key.split(".")[0][1:]) not in (silent or set()),
-                redis_cluster=redis_cluster,
                 sync_fail_rate=sync_fail_rate,
                 operator_delay=operator_delay,
             )

@@ -12,7 +12,8 @@ import asyncpg
 from ..core.channels import Channel
 from ..core.grouping import Group
 from ..core.model import Counts, Job, TrajectorySummary
-from . import queries
+from ..core.protocol import Command
+from . import commands, queries
 
 
 async def lost_memberships(pool: asyncpg.Pool, pairs: set[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -55,3 +56,6 @@ class NodeAccess:
 
     async def jobs_page(self, channel: Channel, after_id: int, limit: int) -> list[Job]:
         return await queries.jobs_page(self.pool, channel, after_id, limit)
+
+    async def pending_commands(self, cluster_id: int, limit: int) -> tuple[int, list[Command]]:
+        return await commands.pending(self.pool, cluster_id, limit)

@@ -73,15 +73,7 @@ async def delete_analysis(request: Request) -> Response:
     active = await analyses.count_jobs(pool, analysis_id, team_id, list(REMOVABLE))
     with runtime.actions.slot(user_id, team_id):
         stopped = (
-            await run_action(
-                pool,
-                runtime.broker.commands,
-                "remove",
-                team_id,
-                "analysis",
-                analysis_id,
-                runtime.settings.command_timeout,
-            )
+            await run_action(runtime.dispatch, "remove", team_id, "analysis", analysis_id)
             if active
             else ActionResult(message="", acted=0, unconfirmed=[])
         )

@@ -141,6 +141,12 @@ class Done(msgspec.Struct):
     ok: bool = True
 
 
+class ConfirmationTaken(msgspec.Struct):
+    """A cluster's confirmation, recorded; `repeated`: it was confirmed before, and nothing changed."""
+
+    repeated: bool
+
+
 class Renewed(msgspec.Struct):
     """A new session cookie was set; when it expires, and the server's clock (milliseconds since the epoch)."""
 

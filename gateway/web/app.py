@@ -41,6 +41,7 @@ from .http_figures import HttpFigures
 from .inflight import ActionLimits
 from .ingest import (
     ingest_analysis,
+    ingest_confirmation,
     ingest_jobs,
     ingest_metrics,
     ingest_submission,
@@ -161,6 +162,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/me", me),
         Route("/api/teams/{id:int}/members", team_members),
         Route("/api/ingest/metrics", ingest_metrics, methods=["POST"]),
+        Route("/api/ingest/confirmations", ingest_confirmation, methods=["POST"]),
         Route("/api/ingest/submissions", ingest_submission, methods=["POST"]),
         Route("/api/ingest/submissions/{id:int}", update_submission, methods=["POST"]),
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),

@@ -9,6 +9,11 @@ then checks the rest (revocation, Origin, the per-user limit) as for every hands
 
 Why the user and not the client's address: behind a load balancer every client has the balancer's address,
 and a share per address would be a share for everyone.
+
+A cluster's command feed comes with its key (`c<id>.<secret>`), which only the app can check against its stored
+hash: such an upgrade is admitted here through an admission of the clusters' own (`CLUSTER_ADMISSION_RATE` a
+second, each cluster at most a tenth of it), so a flood of made-up keys spends nothing of the people's and can
+at worst slow clusters' reconnects, never people's.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from urllib.parse import unquote
 from starlette.requests import cookie_parser
 
 from ..core.admission import Admission
-from ..credentials import InvalidToken, VerifiedTokens
+from ..credentials import InvalidToken, VerifiedTokens, cluster_of_key
 from .auth import TOKEN_COOKIE
 
 Headers = list[tuple[bytes, bytes]]  # names in lower case, as uvicorn's HTTP protocol keeps them
@@ -33,17 +38,28 @@ class Refusal:
     retry_after_ms: int | None = None
 
 
+CLUSTER_ADMISSION_RATE = 50.0  # clusters' feeds a node takes a second: a farm's clusters back after a restart
+CLUSTER_SHARE = 0.1
+
+
 class HandshakeGate:
-    def __init__(self, admission: Admission, tokens: VerifiedTokens, max_age: float) -> None:
+    def __init__(
+        self, admission: Admission, tokens: VerifiedTokens, max_age: float, clusters: Admission | None = None
+    ) -> None:
         self.admission = admission
         self.tokens = tokens
         self.max_age = max_age
+        self.clusters = clusters or Admission(CLUSTER_ADMISSION_RATE, CLUSTER_SHARE)
 
     def check(self, headers: Headers, target: bytes, now: float, draw: float) -> Refusal | None:
         """None when the upgrade may go on to the app; `now` the monotonic clock, `draw` a uniform [0, 1)."""
         token = token_in(headers, target)
         if not token:
             return Refusal(401, "unauthorized", "missing token")
+        cluster_id = cluster_of_key(token)
+        if cluster_id is not None:  # its key is checked by the app; its admission is the clusters' own
+            wait_ms = self.clusters.admit(now, draw, cluster_id)
+            return None if wait_ms is None else Refusal(503, "busy", "too many feeds at once: retry shortly", wait_ms)
         try:
             user_id = self.tokens.read(token, self.max_age).user_id
         except InvalidToken as exc:

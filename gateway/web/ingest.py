@@ -1,19 +1,22 @@
-"""The cluster ingest API: job reports, trajectories, analyses, submissions and metrics, each request
-authenticated by the cluster's own key and scoped to its team."""
+"""The cluster ingest API: job reports, trajectories, analyses, submissions, metrics and confirmations of
+commands, each request authenticated by the cluster's own key and scoped to its team (or its own commands)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..bus.errors import BusError
+from ..core.control import Confirmed, confirmation_decoder
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.lifecycle import staging_reachable, staging_refusal
 from ..core.team import ClusterFigures, MetricsReport
-from ..store import clusters, ingest, queries, submissions
-from .answers import Created, answer
+from ..store import clusters, commands, ingest, queries, submissions
+from .answers import ConfirmationTaken, Created, answer
 from .guards import Refused, cluster, decode, endpoint, path_id, runtime_of
 from .quotas import Creations
 from .runtime import Runtime
@@ -25,6 +28,8 @@ _metrics_decoder = msgspec.json.Decoder(MetricsReport)
 _submission_decoder = msgspec.json.Decoder(NewSubmission)
 _update_decoder = msgspec.json.Decoder(SubmissionUpdate)
 _encoder = msgspec.json.Encoder()
+
+log = logging.getLogger(__name__)
 
 
 def creations(runtime: Runtime) -> Creations:
@@ -117,3 +122,25 @@ async def update_submission(request: Request) -> Response:
     if body.staging is not None and (refusal := staging_refusal(submission_id, before, body.staging)):
         raise Refused(409, "conflict", refusal)  # a move the transition table does not make: nothing written
     return Response(status_code=204)
+
+
+@endpoint
+async def ingest_confirmation(request: Request) -> Response:
+    """`POST /api/ingest/confirmations`: the jobs of one of its commands the cluster acted on. Recorded once: a
+    repeated confirmation changes nothing (`repeated: true`). Another cluster's command, or one that does not
+    exist: the same 404; jobs the command did not name: 422, and nothing recorded."""
+    who = await cluster(request)
+    body = await decode(request, confirmation_decoder)
+    runtime = runtime_of(request)
+    outcome = await commands.confirm(runtime.pool, who.id, body.command, body.jobs)
+    if outcome.missing:
+        raise Refused(404, "not_found", f"command: no command {body.command[:100]!r} of this cluster")
+    if outcome.not_asked:
+        more = f" (and {len(outcome.not_asked) - 1} more)" if len(outcome.not_asked) > 1 else ""
+        raise Refused(422, "invalid", f"jobs: command {body.command!r} did not name job {outcome.not_asked[0]}{more}")
+    if outcome.reply_to:
+        try:  # the waiting node hears it now; missed (a failover), it reads it from PostgreSQL at its deadline
+            await runtime.broker.commands.confirm(outcome.reply_to, _encoder.encode(Confirmed(who.id, body.jobs)))
+        except BusError as exc:
+            log.warning("confirmation of %s recorded, not announced: %s", body.command, type(exc).__name__)
+    return answer(ConfirmationTaken(outcome.repeated))

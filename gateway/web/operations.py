@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.control import ActionPreview, ActionResult, SubmissionsAction
+from ..core.control import ActionPreview, ActionResult, Confirmation, SubmissionsAction
 from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.instance_types import InstanceTypes, Offered
 from ..core.submission import SUBMISSION_STATUSES
@@ -16,6 +16,7 @@ from .answers import (
     Account,
     ActiveTrajectories,
     Analyses,
+    ConfirmationTaken,
     Created,
     Done,
     Me,
@@ -145,6 +146,17 @@ ROUTES: list[Operation] = [
         "cluster",
         MetricsReport,
         None,
+    ),
+    Operation(
+        "post",
+        "/api/ingest/confirmations",
+        "confirmCommand",
+        "ingest",
+        "Confirm the jobs of a command (from the cluster's feed) the cluster acted on; a repeat changes nothing",
+        "cluster",
+        Confirmation,
+        ConfirmationTaken,
+        "no such command of this cluster (another cluster's or none: the same answer)",
     ),
     Operation(
         "post",

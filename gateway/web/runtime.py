@@ -9,6 +9,7 @@ import asyncpg
 
 from ..bus.broker import Broker
 from ..config import Settings
+from ..control.commands import Dispatch
 from ..core.admission import Admission
 from ..core.ratelimit import KeyedRate
 from ..credentials import VerifiedTokens
@@ -45,6 +46,12 @@ class Runtime:
     tokens: VerifiedTokens | None = None  # tokens verified already (a reconnect storm verifies each once)
     creations: Creations | None = None  # rows each team's clusters may create an hour (GATEWAY_MAX_NEW_*)
     sockets_held: SocketsHeld | None = None  # the per-user socket limit across workers and nodes (in the bus)
+
+    @property
+    def dispatch(self) -> Dispatch:
+        """How this process sends commands to clusters (gateway.control.commands)."""
+        s = self.settings
+        return Dispatch(self.pool, self.broker.commands, s.command_timeout, s.command_expiry)
 
     def origin_allowed(self, origin: str, scheme: str, host: str) -> bool:
         """The request's own origin (scheme, host and port), or one listed in GATEWAY_ORIGINS."""

@@ -66,10 +66,10 @@ async def _team_of_selection(runtime: Runtime, user_id: int, body: SubmissionsAc
 
 
 async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
-    pool, commands, timeout = runtime.pool, runtime.broker.commands, runtime.settings.command_timeout
+    pool = runtime.pool
     chosen = body.submissions
     if body.action in TASK_ACTIONS:
-        result = await run_task_action(pool, commands, TASK_ACTIONS[body.action], team_id, chosen, body.tasks, timeout)
+        result = await run_task_action(runtime.dispatch, TASK_ACTIONS[body.action], team_id, chosen, body.tasks)
         if body.action in ("hold", "unhold") and chosen:
             await submissions.set_held(pool, chosen, team_id, body.action == "hold")
         return result
@@ -97,16 +97,14 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
             raise Refused(422, "invalid", "priority: a whole number from -1000 to 1000 is required")
         n = await submissions.set_priority(runtime.pool, body.submissions, team_id, body.priority)
         what = f"Priority set to {body.priority}"
-        extra_any: dict[str, object] = {"priority": body.priority}
+        priority, instance_type = body.priority, None
     else:
         chosen = await _instance_type(runtime, team_id, body)
         n = await submissions.set_instance_type(runtime.pool, body.submissions, team_id, chosen)
         what = f"Instance type set to {chosen.name}"
-        extra_any = {"instance_type": chosen.name}
+        priority, instance_type = None, chosen.name
     by_cluster, names = holders(await tasks.tasks_not_started(runtime.pool, team_id, body.submissions))
-    confirmed = await ask_clusters(
-        runtime.broker.commands, body.action, by_cluster, runtime.settings.command_timeout, **extra_any
-    )
+    confirmed = await ask_clusters(runtime.dispatch, body.action, by_cluster, priority, instance_type)
     unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
     return outcome(
         f"{what} on {{n}} submission(s)",
@@ -151,7 +149,7 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
     for r in failed:
         for cluster_id in [r.cluster_id] if r.cluster_id in names else names:
             by_cluster.setdefault(cluster_id, []).append(r.id)
-    confirmed = await ask_clusters(runtime.broker.commands, "sync", by_cluster, runtime.settings.command_timeout)
+    confirmed = await ask_clusters(runtime.dispatch, "sync", by_cluster)
     synced = sorted({s for ids in confirmed.values() for s in ids} & {r.id for r in failed})
     if synced:
         await submissions.mark_syncing(runtime.pool, synced)

@@ -1,4 +1,5 @@
-"""`/ws`: authenticate the handshake, then hand the connection to the node.
+"""`/ws`: authenticate the handshake (a person's token, or a cluster's key for its command feed), then hand the
+connection to the node.
 
 Under the gateway's own uvicorn protocol (gateway.web.direct) an accepted connection leaves ASGI: the hub
 writes shared frames straight to its transport and client messages arrive by callback, with no coroutine
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -33,10 +35,13 @@ from ..core.protocol import (
 )
 from ..core.ratelimit import FrameBudget, TokenBucket
 from ..core.wsframe import Frame
+from ..credentials import cluster_of_key, key_matches
 from ..hub.connection import CLOSE_FLOOD, CLOSE_REASONS, Connection
+from ..hub.errors import TRANSIENT
 from ..hub.node import Node, now_ms
+from ..store import clusters
 from .direct import EXTENSION
-from .guards import Refused, claims, session
+from .guards import Refused, claims, session, token_of
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -68,12 +73,14 @@ MAX_WAITING = 256  # requests queued behind a subscribe in flight
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
     runtime: Runtime = websocket.app.state.runtime
-    admitted = _admit(websocket, runtime)
+    cluster_id = cluster_of_key(token_of(websocket) or "")
+    admitted = await _admit_cluster(websocket, runtime, cluster_id) if cluster_id else _admit(websocket, runtime)
     if isinstance(admitted, JSONResponse):
         await websocket.send_denial_response(admitted)
         return
     user_id, expires = admitted
-    held = runtime.sockets_held  # the per-user limit across the node's workers and the other nodes
+    # The per-user limit across the node's workers and the other nodes (a cluster's feeds have their own, per node)
+    held = None if cluster_id else runtime.sockets_held
     if held is not None and not await held.claim(user_id):
         await websocket.send_denial_response(_too_many_connections(runtime.settings.max_connections_per_user))
         return
@@ -86,7 +93,10 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         raise
     settings, node = runtime.settings, runtime.node
     conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=expires)
-    conn.token_id = claims(websocket).token_id  # checked in _admit (and kept): revoking it closes the connection
+    if cluster_id:
+        conn.cluster_id = cluster_id
+    else:
+        conn.token_id = claims(websocket).token_id  # checked in _admit (and kept): revoking it closes the connection
     client = ClientSession(conn, node, settings, released)
     node.attach(conn)
     adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
@@ -132,6 +142,27 @@ def _too_many_connections(limit: int) -> JSONResponse:
 
 def _nothing() -> None:
     pass
+
+
+async def _admit_cluster(websocket: WebSocket, runtime: Runtime, cluster_id: int) -> tuple[int, float] | JSONResponse:
+    """A cluster's feed: its key checked against the stored hash; it follows its own commands' channel only."""
+    origin = websocket.headers.get("origin")
+    if origin is not None:  # a cluster is no browser: a page may not open a feed with a key it was handed
+        return JSONResponse({"error": "origin_not_allowed", "message": "a cluster's feed takes no Origin"}, 403)
+    try:
+        found = await clusters.key_of(runtime.pool, cluster_id)
+    except TRANSIENT:
+        return _retry_later("unavailable", "the database is unavailable: retry shortly", 1000, 2000)
+    if found is None or not key_matches(token_of(websocket) or "", found.key_hash):
+        return JSONResponse({"error": "unauthorized", "message": "a valid cluster key is required"}, 401)
+    if runtime.node.bus_out_of_reach:
+        return _retry_later("unavailable", "this node cannot reach its bus: retry shortly", 1000, 2000)
+    limit = runtime.settings.max_connections_per_user
+    if runtime.node.per_cluster.get(cluster_id, 0) >= limit:
+        return JSONResponse(
+            {"error": "too_many_connections", "message": f"at most {limit} connections per cluster"}, 429
+        )
+    return 0, math.inf  # no person: user 0; a key does not expire
 
 
 def _retry_later(error: str, message: str, least_ms: int, spread_ms: int) -> JSONResponse:
@@ -261,6 +292,7 @@ def _log_closed(conn: Connection, duration: float) -> None:
         "bytes_sent": conn.bytes_sent,
         "frames_sent": conn.frames_sent,
         "user_id": conn.user_id,
+        "cluster_id": conn.cluster_id,
     }
     sent = (
         f"{delivered} bytes delivered"
@@ -268,11 +300,11 @@ def _log_closed(conn: Connection, duration: float) -> None:
         else f"{conn.bytes_sent} bytes in {conn.frames_sent} frames"
     )
     log.info(
-        "websocket closed: code %s after %.1f s, %s (user %s)",
+        "websocket closed: code %s after %.1f s, %s (%s)",
         "-" if code is None else code,
         duration,
         sent,
-        conn.user_id,
+        f"user {conn.user_id}" if conn.cluster_id is None else f"cluster {conn.cluster_id}",
         extra={"fields": fields},
     )
 

@@ -57,7 +57,7 @@ async def test_a_sign_in_links_token_leaves_the_address_bar_and_rides_in_no_refe
 async def test_the_app_runs_under_its_content_security_policy(browser: Any, stack: Stack, team: Team) -> None:
     """Signing in through the link's confirmation, the dashboard and the Submissions page (its bars are sized
     through the CSSOM), with the policy enforced: nothing is refused."""
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     context = await browser.new_context()
     try:
@@ -177,7 +177,7 @@ async def test_the_panel_shows_only_that_trajectory(page: Any, pool: asyncpg.Poo
 async def test_right_click_actions_show_the_gateways_toasts_and_the_list_changes(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     try:
         await cluster.submit(
@@ -393,7 +393,7 @@ async def test_big_trajectory_stays_small_in_the_dom_and_draws_once_a_frame(
 async def test_submissions_page_multi_select_actions_sort_and_filter(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     try:
         uploads = await cluster.submit(

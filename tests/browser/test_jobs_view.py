@@ -41,10 +41,9 @@ async def open_panel(page: Any, trajectory_id: int, item: str = "Compute jobs") 
 @pytest.fixture
 async def clusters(stack: Stack, pool: asyncpg.Pool, team: Team) -> AsyncIterator[tuple[SimCluster, SimCluster]]:
     """gpu-1, which confirms, and gpu-2, which acts but never confirms; neither runs anything by itself."""
-    gpu1 = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    gpu1 = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     gpu2 = SimCluster(
         stack.nodes[0].http,
-        stack.redis_url,
         await add_cluster(pool, team, "gpu-2"),
         workers=0,
         report_metrics=False,
@@ -266,7 +265,7 @@ async def layout_data(stack: Stack, pool: asyncpg.Pool, team: Team) -> SimCluste
     others = await new_trajectories(pool, team, [f"Trajectory {i} of a long afternoon of uploads" for i in range(18)])
     for t in others:
         await insert_jobs(pool, team, 2, trajectory_id=t)
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     analysis = await cluster.create_analysis(team.trajectory_id, "Polyhedral Template Matching")
     sid = await cluster.create_submission(

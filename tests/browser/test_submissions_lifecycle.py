@@ -130,7 +130,7 @@ async def test_how_a_submission_moves_opens_from_the_page_and_from_the_status_he
 async def test_retry_sync_is_on_a_tasks_menu_while_its_submissions_sync_failed(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     try:
         sid = await cluster.create_submission(

@@ -162,7 +162,7 @@ async def growth_while_never_reading(node: Process, team: Team, chunk: bytes, ch
 async def silent_team(stack: Stack, pool: asyncpg.Pool) -> AsyncIterator[tuple[Team, SimCluster]]:
     """A team whose cluster listens for commands and never confirms, with failed jobs to retry."""
     team = await make_team(pool, stack.secret)
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0)
     cluster.confirm = False
     await cluster.start()
     await work(cluster, team, 3, "failed")
@@ -176,7 +176,7 @@ async def test_one_teams_burst_of_actions_starves_nobody(
     """150 concurrent Retry Failed Jobs by one member of team B, whose cluster never confirms: each waited in a
     pooled Redis connection, the pool ran out (500s) and team A's subscribe was told `unavailable`."""
     b, _ = silent_team
-    confirming = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0)
+    confirming = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0)
     await confirming.start()
     try:
         failed = await work(confirming, team, 1, "failed")

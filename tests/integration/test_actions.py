@@ -1,4 +1,4 @@
-"""Remove Running Jobs and Retry Failed Jobs, carried out by clusters that confirm (or do not) over Redis."""
+"""Remove Running Jobs and Retry Failed Jobs, carried out by clusters that confirm (or do not) through the gateway."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ async def add_cluster(pool: asyncpg.Pool, team: Team, name: str) -> str:
 @pytest.fixture
 async def clusters(stack: Stack, pool: asyncpg.Pool, team: Team) -> AsyncIterator[tuple[SimCluster, SimCluster]]:
     """Two clusters of the team whose workers never get to work (no workers): jobs stay where we put them."""
-    gpu1 = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0)
-    gpu2 = SimCluster(stack.nodes[1].http, stack.redis_url, await add_cluster(pool, team, "gpu-2"), workers=0)
+    gpu1 = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0)
+    gpu2 = SimCluster(stack.nodes[1].http, await add_cluster(pool, team, "gpu-2"), workers=0)
     for c in (gpu1, gpu2):
         await c.start()
     yield gpu1, gpu2
@@ -117,12 +117,11 @@ async def test_a_cluster_that_does_not_listen_is_named_without_waiting(
     gpu1, gpu2 = clusters
     await work(gpu1, team, 1, "failed")
     offline_key = await add_cluster(pool, team, "tape-9")
-    offline = SimCluster(stack.nodes[0].http, stack.redis_url, offline_key, workers=0)
+    offline = SimCluster(stack.nodes[0].http, offline_key, workers=0)
     await offline.submit(
         [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "x", "frame": 0, "status": "failed"}]
     )
     await offline.http.aclose()
-    await offline.broker.aclose()
     started = asyncio.get_running_loop().time()
     response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
     assert response.json()["message"] == "Queued 1 of 2 failed job(s) for retry; cluster tape-9 did not confirm"

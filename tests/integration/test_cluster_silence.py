@@ -63,7 +63,7 @@ async def qpool(quiet_world: World) -> AsyncIterator[asyncpg.Pool]:
 
 def cluster_of(world: World, team: Team, **options: Any) -> SimCluster:
     """The team's cluster with no workers: its jobs stay as the test puts them."""
-    return SimCluster(world.nodes[0].http, world.env["REDIS_URL"], team.cluster_key, workers=0, **options)
+    return SimCluster(world.nodes[0].http, team.cluster_key, workers=0, **options)
 
 
 async def put(cluster: SimCluster, team: Team, statuses: list[str]) -> list[int]:
@@ -154,9 +154,7 @@ async def test_only_the_cluster_that_stopped_is_silent(quiet_world: World, qpool
     Once the first is judged silent, the other two's jobs still run."""
     team = await make_team(qpool, quiet_world.secret)
     stopping = cluster_of(quiet_world, team, report_metrics=False)
-    metrics_only = SimCluster(
-        quiet_world.nodes[0].http, quiet_world.env["REDIS_URL"], await add_cluster(qpool, team, "gpu-2"), workers=0
-    )
+    metrics_only = SimCluster(quiet_world.nodes[0].http, await add_cluster(qpool, team, "gpu-2"), workers=0)
     sql_only = await qpool.fetchval("insert into clusters (team_id, name) values ($1, 'gpu-3') returning id", team.id)
     await stopping.start()
     await metrics_only.start()

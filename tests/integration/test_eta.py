@@ -21,7 +21,6 @@ async def test_the_time_left_at_a_quarter_done_is_within_a_quarter_of_what_the_r
 ) -> None:
     cluster = SimCluster(
         stack.nodes[0].http,
-        stack.redis_url,
         team.cluster_key,
         workers=4,
         fail_rate=0.0,

@@ -139,7 +139,7 @@ async def test_a_chunked_upload_does_not_finish_early(stack: Stack, pool: asyncp
 async def test_remove_running_jobs_fires_no_notice_and_no_glow(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     """A removal is not a completion: a wave whose work a person removed (some of its frames completed first)
     ends without a notice or a glow, and the next wave is told as usual."""
-    cluster = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await cluster.start()
     channel, team_channel = f"trajectory:{team.trajectory_id}", f"team:{team.id}"
     try:

@@ -210,8 +210,8 @@ async def test_actions_and_presence_work_across_nodes_on_the_cluster(
     cworld: ClusterWorld, cpool: asyncpg.Pool, teams: list[Team]
 ) -> None:
     team = teams[1]
-    # A cluster of the team reporting through one node, listening for commands on the Redis Cluster.
-    gpu = SimCluster(cworld.nodes[1].http, cworld.cluster.url, team.cluster_key, workers=0, redis_cluster=True)
+    # A cluster of the team reporting through one node, its commands through its feed on the gateway.
+    gpu = SimCluster(cworld.nodes[1].http, team.cluster_key, workers=0)
     await gpu.start()
     try:
         channel = f"trajectory:{team.trajectory_id}"

@@ -18,7 +18,6 @@ from tests.integration.conftest import Team
 async def test_a_frame_job_gets_three_attempts_before_it_fails(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     cluster = SimCluster(
         stack.nodes[0].http,
-        stack.redis_url,
         team.cluster_key,
         workers=1,
         fail_rate=1.0,
@@ -65,7 +64,7 @@ async def test_an_upload_and_a_pipeline_run_end_with_their_notices(
     stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
     cluster = SimCluster(
-        stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=8, fail_rate=0.0, speed=20, report_metrics=False
+        stack.nodes[0].http, team.cluster_key, workers=8, fail_rate=0.0, speed=20, report_metrics=False
     )
     await cluster.start()
     channel = f"trajectory:{team.trajectory_id}"
@@ -100,7 +99,6 @@ async def test_staging_a_failed_sync_waits_for_retry_sync_then_downloads_after_s
 
     cluster = SimCluster(
         stack.nodes[0].http,
-        stack.redis_url,
         team.cluster_key,
         workers=2,
         fail_rate=0.0,
@@ -161,7 +159,6 @@ async def test_preemptible_runs_lose_tasks_to_preemption_and_retry_preempted_bri
 
     cluster = SimCluster(
         stack.nodes[0].http,
-        stack.redis_url,
         team.cluster_key,
         workers=4,
         fail_rate=0.0,
@@ -219,9 +216,7 @@ async def test_preemptible_runs_lose_tasks_to_preemption_and_retry_preempted_bri
 
 
 async def test_a_failed_sync_nobody_retries_is_retried_by_the_clusters_operator() -> None:
-    cluster = SimCluster(
-        "http://127.0.0.1:9", "redis://127.0.0.1:9/0", "c1.key", speed=100, operator_delay=(20.0, 30.0)
-    )
+    cluster = SimCluster("http://127.0.0.1:9", "c1.key", speed=100, operator_delay=(20.0, 30.0))
     try:
         started = asyncio.get_running_loop().time()
         await asyncio.wait_for(cluster.sync_retried(7), 5)  # 20-30 simulated seconds, at 100 times real speed
@@ -229,11 +224,10 @@ async def test_a_failed_sync_nobody_retries_is_retried_by_the_clusters_operator(
         assert cluster.sync_failures == 1 and cluster.sync_failed == {}
     finally:
         await cluster.http.aclose()
-        await cluster.broker.aclose()
 
 
 async def test_a_restarted_cluster_takes_up_the_jobs_it_had_and_keeps_held_ones_held() -> None:
-    cluster = SimCluster("http://127.0.0.1:9", "redis://127.0.0.1:9/0", "c1.key")
+    cluster = SimCluster("http://127.0.0.1:9", "c1.key")
     try:
         cluster.adopt(11, "preprocess", 1, "running")
         cluster.adopt(12, "analysis", 2, "retrying", priority=5)
@@ -242,7 +236,6 @@ async def test_a_restarted_cluster_takes_up_the_jobs_it_had_and_keeps_held_ones_
         assert (cluster.jobs[12].attempt, cluster.jobs[13].status) == (2, "holding")
     finally:
         await cluster.http.aclose()
-        await cluster.broker.aclose()
 
 
 async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_failed_syncs_on_a_silent_cluster(
@@ -263,7 +256,6 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
     # Every sync fails, and time runs 20 times faster: the operator retries after 1-3 s instead of 20-60 s.
     simulation = Simulation(
         stack.nodes[0].http,
-        stack.redis_url,
         keys,
         silent={silent_id},
         trajectories=[team.trajectory_id],
@@ -332,7 +324,7 @@ async def test_a_restarted_simulation_finishes_each_staging_submission_on_the_cl
     ]
     async with pool.acquire() as db:
         left = await seed.staging(db, team.id)
-    simulation = Simulation(stack.nodes[0].http, stack.redis_url, keys, concurrent=0, speed=20, staging=left)
+    simulation = Simulation(stack.nodes[0].http, keys, concurrent=0, speed=20, staging=left)
     running = asyncio.create_task(simulation.run())
     try:
         deadline = asyncio.get_running_loop().time() + 60

@@ -22,7 +22,7 @@ from tests.integration.conftest import Team
 
 @pytest.fixture
 async def cluster(stack: Stack, team: Team) -> AsyncIterator[SimCluster]:
-    c = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    c = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await c.start()
     yield c
     await c.stop()

@@ -18,7 +18,7 @@ from tests.integration.conftest import Team, insert_jobs
 
 @pytest.fixture
 async def cluster(stack: Stack, team: Team) -> AsyncIterator[SimCluster]:
-    c = SimCluster(stack.nodes[0].http, stack.redis_url, team.cluster_key, workers=0, report_metrics=False)
+    c = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
     await c.start()
     yield c
     await c.stop()
@@ -211,7 +211,6 @@ async def silent_cluster(stack: Stack, pool: asyncpg.Pool, team: Team) -> SimClu
 
     c = SimCluster(
         stack.nodes[0].http,
-        stack.redis_url,
         await add_cluster(pool, team, "gpu-2"),
         workers=0,
         report_metrics=False,

@@ -43,3 +43,16 @@ def test_a_signed_upgrade_is_admitted_within_its_user_s_share() -> None:
     assert last is not None and (last.status, last.code) == (503, "busy") and last.retry_after_ms is not None
     other = issue_token(SECRET, 8, 3600).encode()
     assert checked.check([], b"/ws?token=" + other, 0.0, 0.5) is None  # another user's share is their own
+
+
+def test_a_cluster_s_feed_passes_to_the_app_at_the_clusters_own_admission() -> None:
+    """A cluster opens its command feed with its key, which only the app can check against the stored hash: the
+    gate lets it through at the clusters' own rate, and a flood of made-up keys spends nothing of the people's."""
+    checked = gate(rate=20)
+    assert checked.check([(b"authorization", b"Bearer c3.secret")], b"/ws", 0.0, 0.5) is None
+    flood = [checked.check([(b"authorization", f"Bearer c{i}.x".encode())], b"/ws", 0.0, 0.5) for i in range(1, 501)]
+    refused = [r for r in flood if r is not None]
+    assert refused and all((r.status, r.code) == (503, "busy") for r in refused)
+    assert checked.admission.bucket.tokens == checked.admission.bucket.burst  # the people's admission untouched
+    token = issue_token(SECRET, 7, 3600).encode()
+    assert checked.check([(b"authorization", b"Bearer " + token)], b"/ws", 0.0, 0.5) is None

@@ -16,7 +16,7 @@ from gateway.core.batching import Publication
 from gateway.core.channels import Channel
 from gateway.core.grouping import Group
 from gateway.core.model import Counts, Job, TrajectorySummary
-from gateway.core.protocol import Batch, encode_both, make_cursor
+from gateway.core.protocol import Batch, Command, encode_both, json_encoder, make_cursor
 from gateway.core.revocation import Revocation
 from gateway.hub.connection import Connection
 from gateway.hub.node import Node
@@ -31,6 +31,9 @@ class Access:
 
     def __init__(self) -> None:
         self.while_reading_jobs: Callable[[], object] | None = None  # runs during the snapshot's read
+        self.commands: list[Command] = []  # cluster 7's, as kept in PostgreSQL
+        self.confirmed: set[str] = set()
+        self.while_reading_commands: Callable[[], object] | None = None
 
     async def team_of_channel(self, channel: Channel) -> int | None:
         return TEAM
@@ -49,6 +52,12 @@ class Access:
 
     async def trajectory_groups(self, trajectory_id: int) -> list[Group]:
         return []
+
+    async def pending_commands(self, cluster_id: int, limit: int) -> tuple[int, list[Command]]:
+        if self.while_reading_commands is not None:
+            await self.while_reading_commands()  # type: ignore[misc]
+        pending = [c for c in self.commands if c.id not in self.confirmed]
+        return (self.commands[-1].seq if self.commands else 0), pending[:limit]
 
     async def jobs_page(self, channel: Channel, after_id: int, limit: int) -> list[Job]:
         if self.while_reading_jobs is not None:
@@ -276,3 +285,100 @@ async def test_the_node_acts_on_each_announcement_the_bus_hands_it(world) -> Non
     await broker.announcements.announce(Revocation(at=1.0, token_id="t1"))
     await broker.delivered()
     assert revoked == [Revocation(at=1.0, token_id="t1")]
+
+
+# -- a cluster's command feed (gateway.hub.cluster_feeds)
+
+CLUSTER = 7
+
+
+def cluster_conn(node: Node, cluster_id: int = CLUSTER, max_pending: int = 1 << 20) -> Connection:
+    conn = Connection(user_id=0, fmt="json", max_pending=max_pending)  # type: ignore[arg-type]  # unlinked
+    conn.cluster_id = cluster_id
+    node.attach(conn)
+    return conn
+
+
+def command(access: Access, command_id: str, jobs: list[int]) -> Command:
+    """A command kept for cluster 7, numbered after its last."""
+    seq = len(access.commands) + 1
+    kept = Command(
+        channel=f"cluster:{CLUSTER}", seq=seq, cursor=make_cursor(1, seq), id=command_id, action="remove", jobs=jobs
+    )
+    access.commands.append(kept)
+    return kept
+
+
+async def send(broker: MemoryBroker, kept: Command) -> bool:
+    return await broker.commands.send(CLUSTER, json_encoder.encode(kept))
+
+
+def commands_received(conn: Connection) -> list[tuple[str, list[str]]]:
+    """What a cluster has been sent: (type, the command ids it carries)."""
+    out = []
+    while (frame := conn.take()) is not None:
+        m = json.loads(frame.data)
+        ids = [c["id"] for c in m.get("commands") or []] if m["type"] == "snapshot" else [m.get("id", m.get("code"))]
+        out.append((m["type"], ids))
+    return out
+
+
+async def test_a_cluster_gets_its_pending_commands_then_each_new_one_once(world) -> None:
+    node, broker, _, access = world
+    command(access, "a", [1])
+    confirmed = command(access, "b", [2])
+    access.confirmed.add(confirmed.id)
+    conn = cluster_conn(node)
+    assert not await send(broker, command(access, "c", [3]))  # no feed yet: the sender knows at once
+    await node.subscribe(conn, f"cluster:{CLUSTER}")
+    assert await send(broker, command(access, "d", [4]))
+    await asyncio.sleep(0)
+    assert commands_received(conn) == [("snapshot", ["a", "c"]), ("command", ["d"])]
+
+
+async def test_a_command_sent_while_the_snapshot_is_read_follows_it_once(world) -> None:
+    node, broker, _, access = world
+
+    async def meanwhile() -> None:
+        access.while_reading_commands = None
+        await send(broker, command(access, "listed", [1]))  # kept before the read: in the snapshot and live
+        await asyncio.sleep(0)
+
+    access.while_reading_commands = meanwhile
+    conn = cluster_conn(node)
+    await node.subscribe(conn, f"cluster:{CLUSTER}")
+    assert await send(broker, command(access, "after", [2]))
+    await asyncio.sleep(0)
+    assert commands_received(conn) == [("snapshot", ["listed"]), ("command", ["after"])]
+
+
+async def test_a_cluster_key_follows_its_own_channel_only_and_a_person_none(world) -> None:
+    node, _, _, _ = world
+    cluster = cluster_conn(node)
+    for name in (f"cluster:{CLUSTER + 1}", "team:1", "team-jobs:1", CHANNEL):
+        await node.subscribe(cluster, name)
+    person = attached(node)
+    await node.subscribe(person, f"cluster:{CLUSTER}")
+    assert [code for _, (code,) in commands_received(cluster)] == ["forbidden"] * 4
+    assert commands_received(person) == [("error", ["forbidden"])]
+    assert node.cluster_feeds.feeds == {}
+
+
+async def test_a_command_that_does_not_fit_resyncs_the_feed_and_the_next_snapshot_lists_it(world) -> None:
+    node, broker, _, access = world
+    conn = cluster_conn(node, max_pending=4096)
+    await node.subscribe(conn, f"cluster:{CLUSTER}")
+    assert commands_received(conn) == [("snapshot", [])]
+    for i in range(3):  # a cluster that reads nothing for now
+        await send(broker, command(access, f"big{i}", list(range(1, 1000))))
+    await asyncio.sleep(0)
+    assert not node.cluster_feeds.follows(conn, CLUSTER)
+    kinds = [kind for kind, _ in commands_received(conn)]
+    assert kinds[-1] == "resync"
+    subscribing = asyncio.create_task(node.subscribe(conn, f"cluster:{CLUSTER}"))
+    got = []
+    while not subscribing.done():  # it reads now: the snapshot goes out as it drains
+        got += commands_received(conn)
+        await asyncio.sleep(0)
+    got += commands_received(conn)
+    assert got == [("snapshot", ["big0", "big1", "big2"])]
