@@ -76,7 +76,7 @@ class ClusterFeeds:
         except _UNAVAILABLE as exc:
             log.warning("cluster feed %s: %s", name, type(exc).__name__)
             self.remove(conn, cluster_id)
-            conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+            conn.tell(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
             return
         if conn not in feed.positions:
             return  # it left (or was resynced) meanwhile

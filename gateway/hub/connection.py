@@ -203,6 +203,16 @@ class Connection:
         does not fit is dropped, and a client whose replies keep finding no room is closed as a slow consumer."""
         self._reply(Frame(encode(message, self.format), self.format == "json", PRIVATE_LEVEL))
 
+    def tell(self, message: ServerMessage) -> None:
+        """What the client's state depends on (a subscribe that could not be served ended: it must ask again):
+        never dropped like a reply. Past twice the bound the connection is closed instead, as a slow consumer;
+        the client then connects again and resumes every channel from its cursor, so nothing is left stale."""
+        if self.outbound.size + 1024 > 2 * self.outbound.limit:
+            log.info("slow consumer user=%s: no room to say a subscribe ended, closing", self.user_id)
+            self.close(CLOSE_SLOW)
+            return
+        self.send_message(message)
+
     def reply_pong(self, payload: bytes) -> None:
         """The websocket pong to a client's ping: a reply like any other, within the same bound."""
         self._reply(Frame.control(build(OP_PONG, payload)))

@@ -219,7 +219,7 @@ class Node:
                     await asyncio.sleep(RETRY_AFTER)
                     continue
                 log.warning("subscribe %s failed: %s", name, type(exc).__name__)
-                conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+                conn.tell(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
 
     def unsubscribe(self, conn: Connection, name: str) -> None:
         if conn.cluster_id is not None:

@@ -59,7 +59,7 @@ class SubscribeChecks:
             team_id = await self._member_team(conn, channel)
         except TRANSIENT as exc:
             log.warning("subscribe %s: membership check failed: %s", name, type(exc).__name__)
-            conn.reply(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
+            conn.tell(Error(code="unavailable", message="the channel is unavailable, try again", channel=name))
             return None
         if team_id is None:
             # The same answer whether it exists or not: a foreign team's ids are not revealed.

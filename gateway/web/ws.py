@@ -248,7 +248,7 @@ class ClientSession:
                 except Exception:
                     # A bug must cost this one request, never the connection's later ones: say so and go on.
                     log.exception("subscribe %r failed", request.channel[:80])
-                    self.conn.reply(_failed(request.channel))
+                    self.conn.tell(_failed(request.channel))
         finally:
             self.waiting = None
             self.task = None

@@ -16,7 +16,7 @@ from gateway.core.batching import Publication
 from gateway.core.channels import Channel
 from gateway.core.grouping import Group
 from gateway.core.model import Counts, Job, TrajectorySummary
-from gateway.core.protocol import Batch, Command, encode_both, json_encoder, make_cursor
+from gateway.core.protocol import Batch, Command, Pong, encode_both, json_encoder, make_cursor
 from gateway.core.revocation import Revocation
 from gateway.hub.connection import Connection
 from gateway.hub.node import Node
@@ -382,3 +382,24 @@ async def test_a_command_that_does_not_fit_resyncs_the_feed_and_the_next_snapsho
         await asyncio.sleep(0)
     got += commands_received(conn)
     assert got == [("snapshot", ["big0", "big1", "big2"])]
+
+
+async def test_a_subscribe_that_fails_is_said_to_a_client_whose_output_is_full(world, monkeypatch) -> None:
+    """A subscribe the node cannot serve (Redis or PostgreSQL away, twice) ends with an `unavailable` error: the
+    client's cue to subscribe again. It went through the replies' bound and was dropped when the client's output
+    was full (as right after a Redis restart resynced every channel): the client then waited for a snapshot that
+    never came, and its view stayed stale."""
+    node, broker, publisher, access = world
+    monkeypatch.setattr("gateway.hub.node.RETRY_AFTER", 0)
+    conn = attached(node, max_pending=4096)
+    while not conn.refused:  # replies the client asked for and does not read, until its output is full
+        conn.reply(Pong(time=0))
+
+    async def away(channel: Channel) -> int | None:
+        raise ConnectionResetError("PostgreSQL restarting")
+
+    access.team_of_channel = away  # type: ignore[method-assign]
+    await node.subscribe(conn, CHANNEL)
+    errors = [m for m in (json.loads(f.data) for f in iter(conn.take, None)) if m["type"] == "error"]
+    assert [(e["code"], e.get("channel")) for e in errors] == [("unavailable", CHANNEL)]
+    assert CHANNEL not in conn.channels  # not subscribed: the client knows to ask again
