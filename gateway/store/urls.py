@@ -16,6 +16,7 @@ from ..core.urls import BadUrl, host_port, split
 
 SCHEMES = ("postgresql", "postgres")
 PORT = 5432
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")  # libpq's, as asyncpg reads them
 
 
 def check(url: str) -> None:
@@ -35,6 +36,9 @@ def _check(url: str) -> None:
             host_port(piece, PORT)
     if parts.query:
         try:
-            parse_qs(parts.query, keep_blank_values=True, strict_parsing=True)
+            options = parse_qs(parts.query, keep_blank_values=True, strict_parsing=True)
         except ValueError:
             raise BadUrl("the options after ? are not name=value pairs joined by &") from None
+        for mode in options.get("sslmode", []):
+            if mode not in SSL_MODES:  # asyncpg refuses the connection then: a setting, not an unreachable server
+                raise BadUrl(f"sslmode is one of {', '.join(SSL_MODES)}")

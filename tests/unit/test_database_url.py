@@ -37,6 +37,7 @@ def test_a_url_asyncpg_reads_as_written_passes(url: str) -> None:
         ("postgresql://app:pw@h:\u00b2/jobs", "a port is not a number from 1 to 65535"),
         ("postgresql://app:pw@[::1/jobs", "an IPv6 host is written [address]:port"),
         ("postgresql://app:pw@h/jobs?sslmode", "not name=value pairs"),
+        ("postgresql://app:pw@h/jobs?sslmode=bogus", "sslmode is one of disable, allow, prefer, require"),
     ],
 )
 def test_a_url_asyncpg_would_misread_or_refuse_is_refused_saying_why(url: str, says: str) -> None:
