@@ -6,6 +6,7 @@ batch into the one that wins, in order.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 import msgspec
@@ -29,6 +30,9 @@ class JobReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The cluster removed the job (a person's Remove Running Jobs, or its own operator): it leaves every list,
     # as when the gateway applies a confirmed removal; reported whether or not the command's reply arrived.
     removed: bool = False
+    # When the worker started this attempt: a job whose `running` and `completed` came in one batch (its running
+    # report folded away) keeps how long it took. Read only for a job the gateway saw no start of.
+    started_at: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
     # Only when creating:
     trajectory_id: Id | None = None
     kind: Kind | None = None

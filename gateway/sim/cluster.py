@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -194,6 +196,7 @@ class SimCluster:
         while True:
             job = await self.queue.next()
             job.status = "running"
+            job.started_at = time.time()
             run = job.run
             self._report(job)
             self.busy += 1
@@ -232,6 +235,9 @@ class SimCluster:
         report: dict[str, Any] = {"id": job.id, "attempt": job.attempt, "status": job.status}
         if error is not None:
             report["error"] = error
+        if job.status in ("completed", "failed", "preempted") and job.started_at is not None:
+            # Its `running` may be folded into the same batch: the start goes with the end.
+            report["started_at"] = datetime.fromtimestamp(job.started_at, UTC).isoformat()
         self.ingest.report(report)
 
     async def flushed(self) -> None:

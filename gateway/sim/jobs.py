@@ -23,6 +23,7 @@ class SimJob:
     priority: int = 0
     preemptible: bool = False  # its node may be taken away mid-run
     run: int = 0  # bumps when a run is stopped (kill, retry): a worker finishing an old run drops it
+    started_at: float | None = None  # when a worker started its current run (wall clock), told with its end
     on_done: Callable[[SimJob], None] | None = None
 
 

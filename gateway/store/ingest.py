@@ -3,6 +3,8 @@ rules enforced in SQL), and the trajectories and analyses they register."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
 
 from ..core.ingest import (
@@ -18,8 +20,13 @@ from ..core.ingest import (
 # The same rules as core.ingest.report_applies, so that they hold whoever calls this path.
 _UPDATE = """
 update jobs j set status = r.status, attempts = r.attempt, error = r.error,
-                  removed_at = case when r.removed then statement_timestamp() end
-from unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $6::bool[]) as r(id, attempt, status, error, removed)
+                  removed_at = case when r.removed then statement_timestamp() end,
+                  -- a start the gateway did not see (its running report folded into this batch), as the cluster
+                  -- says it (never later than now); a running report's start is the trigger's (jobs_stamp)
+                  started_at = case when r.started is not null and (j.started_at is null or r.attempt > j.attempts)
+                                    then least(r.started, statement_timestamp()) else j.started_at end
+from unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $6::bool[], $7::timestamptz[])
+     as r(id, attempt, status, error, removed, started)
 where j.id = r.id and j.cluster_id = $5 and j.removed_at is null
   and (r.attempt > j.attempts
        or (r.attempt = j.attempts and j.status not in ('completed', 'failed')
@@ -183,12 +190,15 @@ async def _update(db: asyncpg.Connection, cluster_id: int, known: list) -> set[i
         if r.id not in current:
             raise InvalidReport(f"jobs[{i}].id: no job {r.id} on this cluster")
     # Fold several reports about one job in order; only the survivor goes to SQL.
-    final: dict[int, tuple[int, str, str | None, bool]] = {}
+    final: dict[int, tuple[int, str, str | None, bool, datetime | None]] = {}
     for _, r in known:
         attempts, status, removed = current[r.id]
         if report_applies(attempts, status, removed, r.attempt, r.status):
             current[r.id] = (r.attempt, r.status, r.removed)
-            final[r.id] = (r.attempt, r.status, r.error, r.removed)
+            before = final.get(r.id)
+            # A start said by an earlier report of the same attempt in this batch stays with the one that wins.
+            started = r.started_at or (before[4] if before is not None and before[0] == r.attempt else None)
+            final[r.id] = (r.attempt, r.status, r.error, r.removed, started)
     if not final:
         return set()
     items = list(final.items())
@@ -200,5 +210,6 @@ async def _update(db: asyncpg.Connection, cluster_id: int, known: list) -> set[i
         [v[2] for _, v in items],
         cluster_id,
         [v[3] for _, v in items],
+        [v[4] for _, v in items],
     )
     return {row["id"] for row in rows}

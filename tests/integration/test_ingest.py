@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import asyncpg
 import httpx
 import pytest
@@ -22,7 +24,9 @@ async def post(stack: Stack, key: str | None, body: object, raw: bytes | None = 
 
 
 async def job_row(pool: asyncpg.Pool, job_id: int) -> asyncpg.Record:
-    return await pool.fetchrow("select status, attempts, error, version from jobs where id = $1", job_id)
+    return await pool.fetchrow(
+        "select status, attempts, error, version, started_at, finished_at from jobs where id = $1", job_id
+    )
 
 
 async def test_create_and_report_reach_subscribers(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
@@ -196,3 +200,26 @@ async def test_bad_cluster_keys_are_refused(stack: Stack, team: Team, key: str |
     response = await post(stack, key, {"jobs": [{"id": 1, "status": "running"}]})
     assert response.status_code == 401
     assert response.json()["error"] == "unauthorized"
+
+
+async def test_a_job_whose_running_report_was_folded_keeps_how_long_it_took(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """`took` was missing on a quarter of the completed jobs: their `running` and `completed` came in one batch, the
+    batch folds them into the one that wins, and no start was recorded. A cluster says when the worker started."""
+    folded, told, future = await insert_jobs(pool, team, 3)
+    started = datetime.now(UTC) - timedelta(seconds=42)
+    batch = [
+        {"id": folded, "status": "running"},
+        {"id": folded, "status": "completed"},  # its start unknown: none is made up
+        {"id": told, "status": "running"},
+        {"id": told, "status": "completed", "started_at": started.isoformat()},
+        {"id": future, "status": "completed", "started_at": (datetime.now(UTC) + timedelta(hours=1)).isoformat()},
+    ]
+    assert (await post(stack, team.cluster_key, {"jobs": batch})).status_code == 200
+    row = await job_row(pool, told)
+    assert row["status"] == "completed" and abs((row["started_at"] - started).total_seconds()) < 0.001
+    assert 41 < (row["finished_at"] - row["started_at"]).total_seconds() < 120  # took about 42 s
+    assert (await job_row(pool, folded))["started_at"] is None
+    ahead = await job_row(pool, future)  # a cluster's clock ahead of the database's: never a start after now
+    assert ahead["started_at"] <= ahead["finished_at"]

@@ -62,6 +62,8 @@ def _unbounded_text(t: msgspec.inspect.Type, path: str, seen: set[type]) -> list
         return []
     if isinstance(t, msgspec.inspect.BoolType | msgspec.inspect.NoneType):
         return []
+    if isinstance(t, msgspec.inspect.DateTimeType):
+        return []  # parsed as RFC 3339 into a datetime: no free text
     return [f"{path}: {type(t).__name__}"]  # a kind of field this check does not know: look at it
 
 
