@@ -57,6 +57,7 @@ ID_CASES = [
     Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "trajectory_id": BAD}, "$.trajectory_id"),
     Case("POST", "/api/ingest/submissions", "cluster", {"title": "t", "user_id": BAD}, "$.user_id"),
     Case("POST", "/api/ingest/submissions/{bad}", "cluster", {"staging": "syncing"}),
+    Case("POST", "/api/ingest/confirmations", "cluster", {"command": "c", "jobs": [BAD]}, "$.jobs[0]"),
     Case("POST", "/api/trajectories/{bad}/remove-running", "user"),
     Case("GET", "/api/trajectories/{bad}/remove-running/preview", "user"),
     Case("POST", "/api/trajectories/{bad}/retry-failed", "user"),
