@@ -7,7 +7,7 @@
 // announced while the pointer or focus is on the table or a menu or dialog is open ("3 new, show"); otherwise the
 // window is read again, at most once a second. Nothing moves under the pointer.
 import { setParams } from "./address.js";
-import { onClusters } from "./trajectories.js";
+import { onClusters, silentNote } from "./trajectories.js";
 import { app } from "./context.js";
 import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
@@ -479,8 +479,8 @@ async function confirmThenAct(label, action, selection, target, opener) {
     const tasks = `${count(body.tasks)} task${body.tasks === 1 ? "" : "s"}`;
     const sure = await confirmDialog({
       title: `${label} ${tasks}${of} on ${onClusters(body.clusters)}?`,
-      text: action === "kill" ? "Queued, held and running tasks fail with “Killed by a user”. Retry Failed runs them again."
-        : "Every task runs again from the start, completed ones included; their results are replaced.",
+      text: (action === "kill" ? "Queued, held and running tasks fail with “Killed by a user”. Retry Failed runs them again."
+        : "Every task runs again from the start, completed ones included; their results are replaced.") + silentNote(body.clusters),
       confirm: `${label} ${tasks}`,
       opener,
     });

@@ -3,7 +3,7 @@
 import { app } from "./context.js";
 import { rememberMine } from "./notices.js";
 import { TrajectoryState } from "./state.js";
-import { acting, clock, confirmDialog, menu, send, showResult } from "./ui.js";
+import { acting, clock, confirmDialog, count, menu, send, showResult } from "./ui.js";
 
 const followed = new Map(); // id -> { state, users }
 
@@ -56,10 +56,11 @@ async function removeRunning(id, name, opener) {
   const { ok, body } = await send(`/api/trajectories/${id}/remove-running/preview`, { method: "GET" }).catch(() => ({ ok: false, body: {} }));
   if (!ok) { showResult(false, body); return; }
   if (body.tasks > 0) {
-    const jobs = `${body.tasks.toLocaleString()} job${body.tasks === 1 ? "" : "s"}`;
+    const jobs = `${count(body.tasks)} job${body.tasks === 1 ? "" : "s"}`;
     const sure = await confirmDialog({
       title: `Remove ${jobs} of ${name} on ${onClusters(body.clusters)}?`,
-      text: "Their clusters stop the queued, running and retrying jobs, and they leave the list. What they already produced is kept.",
+      text: "Their clusters stop the queued, running and retrying jobs, and they leave the list. What they already produced is kept."
+        + silentNote(body.clusters),
       confirm: `Remove ${jobs}`,
       opener,
     });
@@ -70,8 +71,22 @@ async function removeRunning(id, name, opener) {
 
 /** "on cpu-big (40) and gpu-2 (30)": the clusters a confirmation names, each with its share when there are several. */
 export function onClusters(clusters) {
-  const names = clusters.map((c) => (clusters.length > 1 ? `${c.name} (${c.tasks.toLocaleString()})` : c.name));
+  const names = clusters.map((c) => (clusters.length > 1 ? `${c.name} (${count(c.tasks)})` : c.name));
   return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names[0] || "";
+}
+
+/** What a confirmation says of the silent clusters among those it acts on (empty when none is): named before the
+ * person confirms, since such a cluster acts only once it reports again. */
+export function silentNote(clusters) {
+  const quiet = clusters.filter((c) => c.silent_seconds !== null && c.silent_seconds !== undefined);
+  if (!quiet.length) return "";
+  const each = quiet.map((c) => `${c.name} has been silent for ${silentFor(c.silent_seconds)}`);
+  return ` ${each.join("; ")}: ${quiet.length === 1 ? "it acts" : "they act"} on this only once ${quiet.length === 1 ? "it reports" : "they report"} again.`;
+}
+
+function silentFor(seconds) {
+  const minutes = Math.round(seconds / 60);
+  return minutes < 1 ? "less than a minute" : minutes < 90 ? `${minutes} min` : `${Math.round(minutes / 60)} h`;
 }
 
 /** Retry Failed Jobs of a trajectory: the person started that work again, its finish is theirs. */

@@ -56,7 +56,13 @@ class Dispatch:
 async def preview_removal(pool: asyncpg.Pool, team_id: int, trajectory_id: int) -> ActionPreview:
     """What Remove Running Jobs would take of a trajectory, per cluster; nothing is done."""
     rows = await tasks.jobs_in_scope(pool, "trajectory", trajectory_id, team_id, list(REMOVABLE))
-    return ActionPreview(action="remove", tasks=len(rows), submissions=0, clusters=cluster_shares(rows))
+    return ActionPreview(action="remove", tasks=len(rows), submissions=0, clusters=await shares_of(pool, rows))
+
+
+async def shares_of(pool: asyncpg.Pool, jobs: list[HeldJob]) -> list[ClusterShare]:
+    """`cluster_shares`, each silent cluster said to be, and for how long."""
+    silent = await clusters.silent_among(pool, sorted({j.cluster_id for j in jobs}))
+    return cluster_shares(jobs, {j.cluster: silent[j.cluster_id] for j in jobs if j.cluster_id in silent})
 
 
 async def run_action(dispatch: Dispatch, action: Action, team_id: int, scope: Scope, scope_id: int) -> ActionResult:
@@ -113,12 +119,14 @@ def holders(jobs: list[HeldJob]) -> tuple[dict[int, list[int]], dict[int, str]]:
     return by_cluster, names
 
 
-def cluster_shares(jobs: list[HeldJob]) -> list[ClusterShare]:
-    """How many of the jobs each cluster holds, by name: what a confirmation names before anything is done."""
+def cluster_shares(jobs: list[HeldJob], silent: dict[str, float] | None = None) -> list[ClusterShare]:
+    """How many of the jobs each cluster holds, by name: what a confirmation names before anything is done;
+    `silent`: the silent ones among them, by name, and for how many seconds."""
     shares: dict[str, int] = {}
     for job in jobs:
         shares[job.cluster] = shares.get(job.cluster, 0) + 1
-    return [ClusterShare(name, n) for name, n in sorted(shares.items())]
+    quiet = silent or {}
+    return [ClusterShare(name, n, quiet.get(name)) for name, n in sorted(shares.items())]
 
 
 async def ask_clusters(

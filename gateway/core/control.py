@@ -198,6 +198,9 @@ class SubmissionsAction(msgspec.Struct, forbid_unknown_fields=True):
 class ClusterShare(msgspec.Struct):
     name: str
     tasks: int
+    # Seconds since a silent cluster was last heard from (None: it reports): it may not act until it reports again,
+    # and the confirmation says so before anything is done.
+    silent_seconds: float | None = None
 
 
 class ActionPreview(msgspec.Struct, kw_only=True):

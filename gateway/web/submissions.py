@@ -6,7 +6,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import ask_clusters, cluster_shares, holders, silence
+from ..control.commands import ask_clusters, holders, shares_of, silence
 from ..control.tasks import run_task_action
 from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, SubmissionsAction, outcome
 from ..core.instance_types import InstanceType, refusal
@@ -46,7 +46,10 @@ async def preview_submissions_action(request: Request) -> Response:
     team_id = await _team_of_selection(runtime, user_id, body)
     rows = await tasks.selected_tasks(runtime.pool, team_id, list(action.takes), body.submissions, body.tasks)
     preview = ActionPreview(
-        action=body.action, tasks=len(rows), submissions=len(body.submissions), clusters=cluster_shares(rows)
+        action=body.action,
+        tasks=len(rows),
+        submissions=len(body.submissions),
+        clusters=await shares_of(runtime.pool, rows),
     )
     return Response(_encoder.encode(preview), media_type="application/json")
 

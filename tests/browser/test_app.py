@@ -561,3 +561,18 @@ async def test_a_filter_holds_for_a_row_that_changed_while_its_window_was_read(
         f'!document.querySelector("{row}") || document.querySelector("{row}").classList.contains(\'leaving\')',
         timeout=15_000,
     )
+
+
+async def test_the_confirmation_of_an_action_on_a_silent_cluster_says_so_first(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
+    await insert_jobs(pool, team, 2)
+    await pool.execute("update clusters set silent_since = now() - interval '5 minutes' where id = $1", team.cluster_id)
+    await page.click("#ring")
+    head = page.locator(f"[data-head='{team.trajectory_id}']")
+    await head.click(button="right")
+    await page.click("role=menuitem[name='Remove Running Jobs']")
+    await page.locator(
+        "dialog", has_text="gpu-1 has been silent for 5 min: it acts on this only once it reports again."
+    ).wait_for()
+    await page.keyboard.press("Escape")

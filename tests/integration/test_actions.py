@@ -13,7 +13,7 @@ from gateway.sim.cluster import SimCluster
 from gateway.web.auth import new_cluster_key
 from harness.follower import Follower
 from tests.conftest import Stack
-from tests.integration.conftest import Team, make_team
+from tests.integration.conftest import Team, insert_jobs, make_team
 
 
 async def add_cluster(pool: asyncpg.Pool, team: Team, name: str) -> str:
@@ -381,3 +381,21 @@ async def test_only_members_may_list_or_delete_analyses(
         refused.status_code == 403 and refused.json()["message"] == "only members of the team may delete its analyses"
     )
     assert await pool.fetchval("select deleted_at from analyses where id = $1", ptm) is None
+
+
+async def test_the_confirmation_before_an_action_names_a_silent_cluster(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """A silent cluster's jobs: the confirmation before Remove Running Jobs named neither the cluster's silence
+    nor that it would act only once it reports again."""
+    await insert_jobs(pool, team, 3)
+    await pool.execute("update clusters set silent_since = now() - interval '5 minutes' where id = $1", team.cluster_id)
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        preview = await client.get(
+            f"/api/trajectories/{team.trajectory_id}/remove-running/preview",
+            headers={"Authorization": f"Bearer {team.token}"},
+        )
+    assert preview.status_code == 200, preview.text
+    (share,) = preview.json()["clusters"]
+    assert (share["name"], share["tasks"]) == ("gpu-1", 3)
+    assert 295 <= share["silent_seconds"] < 400
