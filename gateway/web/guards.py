@@ -19,8 +19,9 @@ import msgspec
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
+from ..core import roles
 from ..core.types import MAX_ID, is_id
-from ..store import clusters, queries
+from ..store import clusters, queries, tenants
 from ..store.reads import TooSlow
 from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
@@ -167,6 +168,17 @@ async def member(request: Request, user_id: int, team_id: int, message: str = "n
     """The team the path names: one query whether the team exists or not."""
     if not await queries.is_member(runtime_of(request).pool, user_id, team_id):
         raise Refused(403, "forbidden", message)
+
+
+async def may(request: Request, user_id: int, team_id: int, what: str) -> str:
+    """The caller's role in the team when it may do `what` there (gateway.core.roles decides); 403 otherwise."""
+    role = await tenants.role_of(runtime_of(request).pool, team_id, user_id)
+    if role is None:
+        raise Refused(403, "forbidden", "not a member of this team")
+    if not roles.may(role, what):
+        allowed = " and ".join(f"{r}s" for r in roles.ROLES if roles.may(r, what))
+        raise Refused(403, "forbidden", f"only the team's {allowed} may {roles.WHAT[what]} (you are a {role})")
+    return role
 
 
 MembersTeamOf = Callable[[asyncpg.Pool, int, int], Awaitable[int | None]]  # queries.members_team_of_*
