@@ -69,7 +69,7 @@ def test_asyncapi_says_how_to_connect() -> None:
 def test_openapi_documents_every_api_route_of_the_app() -> None:
     app = create_app(Settings(secret="s" * 40, database_url="postgresql://unused", redis_url="redis://unused"))
     served = {
-        (method.lower(), route.path.replace("{id:int}", "{id}"))
+        (method.lower(), route.path.replace("{id:int}", "{id}").replace("{view:int}", "{view}"))
         for route in app.routes
         if isinstance(route, Route) and route.path.startswith("/api/")
         for method in (route.methods or ()) - {"HEAD"}
