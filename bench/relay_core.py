@@ -183,7 +183,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
             core.set_seqs(dict.fromkeys(missing, 0))
         core.refresh_eta(now, wall + now)
         publications = core.take_job_publications(now) + core.take_team_publications(now)
-        for call in publisher._calls(publications, reader.position):
+        for call in publisher._calls(publications, reader.position, wall + now):
             packer.pack_command(*call)
         published += len(publications)
     seconds = time.perf_counter() - started

@@ -202,10 +202,13 @@ class PartitionPublisher(Protocol):
     async def relay_cursor(self) -> str | None:
         """Where in the outbox the previous relay had published up to."""
 
-    async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
+    async def publish(
+        self, publications: list[Publication], relay_cursor: str | None = None, committed: float = 0.0
+    ) -> None:
         """Publish a cycle atomically per message, with the cursor; raise Fenced if a newer relay took over, and
         BusBehind if the bus holds another relay cursor than the one this publisher last read or wrote (reading
-        it again accepts the bus as it is)."""
+        it again accepts the bus as it is). `committed`: the oldest commit time of the cycle's changes, carried
+        in each envelope (0.0: none)."""
 
 
 class Publisher:
@@ -272,17 +275,19 @@ class Publisher:
         return self._cursor_on_bus
 
     @translated
-    async def publish(self, publications: list[Publication], relay_cursor: str | None = None) -> None:
+    async def publish(
+        self, publications: list[Publication], relay_cursor: str | None = None, committed: float = 0.0
+    ) -> None:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""
         if not publications and relay_cursor is None:
             return
         try:
             server = await self.bus.server_for(self._fence_key)
-            results = await self._run(server, publications, relay_cursor)
+            results = await self._run(server, publications, relay_cursor, committed)
             if results and all(isinstance(r, NoScriptError) for r in results):
                 # Redis lost its scripts (a restart) and ran nothing of the cycle: load them, run it again.
                 await server.script_load(self._publish.script)
-                results = await self._run(server, publications, relay_cursor)
+                results = await self._run(server, publications, relay_cursor, committed)
             for result in results:
                 if isinstance(result, ResponseError):
                     raise result
@@ -295,14 +300,16 @@ class Publisher:
             raise BusBehind(f"the bus holds another relay cursor than {self._cursor_on_bus}")
         self._cursor_on_bus = relay_cursor or self._cursor_on_bus
 
-    async def _run(self, server: Redis, publications: list[Publication], relay_cursor: str | None) -> list[object]:
+    async def _run(
+        self, server: Redis, publications: list[Publication], relay_cursor: str | None, committed: float
+    ) -> list[object]:
         """The cycle's calls in one write on a connection of the pool, the answers read back (an error answer
         as its exception), as redis-py's pipeline sends them: its machinery around the same write cost a busy
         relay about a tenth of its CPU. A connection Redis closed fails the cycle with a ConnectionError after
         it is disconnected (redis-py's retry policy of the connection, as the pipeline applied it); the relay's
         cycle sends it again, on a fresh connection (docs/operations.md says why the publisher does not hold a
         connection of its own)."""
-        calls = self._calls(publications, relay_cursor)
+        calls = self._calls(publications, relay_cursor, committed)
         pool = server.connection_pool
         conn = await pool.get_connection()
         try:
@@ -310,7 +317,9 @@ class Publisher:
         finally:
             await pool.release(conn)
 
-    def _calls(self, publications: list[Publication], relay_cursor: str | None) -> list[list[bytes | str | int]]:
+    def _calls(
+        self, publications: list[Publication], relay_cursor: str | None, committed: float
+    ) -> list[list[bytes | str | int]]:
         """The cycle as EVALSHA commands: normally one. (redis-py's script objects would ask SCRIPT EXISTS
         first, a second round trip per cycle.)"""
         tag = self.tag
@@ -325,7 +334,7 @@ class Publisher:
                 calls.append(self._call(script_keys, args, "", after, ""))
                 script_keys, args, size = [], [], 0
                 after = publications[i - 1]
-            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published)
+            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published, committed)
             size += len(env)
             script_keys += [
                 keys.seq(tag, p.channel),

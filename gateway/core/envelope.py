@@ -20,6 +20,19 @@ class Envelope(msgspec.Struct, array_like=True):
     seq: int
     # The relay's clock when it published (Unix seconds; 0: unknown): nodes measure publish to write from it.
     published: float
+    # The commit time (PostgreSQL's clock) of the oldest change the relay's cycle published (0: none, or unknown):
+    # nodes measure commit to write from it (gateway_delivery_lag_seconds).
+    committed: float
+    json: bytes
+    msgpack: bytes
+
+
+class _Published(msgspec.Struct, array_like=True):
+    """A relay from before `committed` (a node upgraded first decodes it still)."""
+
+    epoch: int
+    seq: int
+    published: float
     json: bytes
     msgpack: bytes
 
@@ -39,32 +52,45 @@ class _Stamp(msgspec.Struct, array_like=True):
     epoch: int
     seq: int
     published: float
+    committed: float
 
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Envelope)
+_published_decoder = msgspec.msgpack.Decoder(_Published)
 _legacy_decoder = msgspec.msgpack.Decoder(_Legacy)
 _stamp_decoder = msgspec.msgpack.Decoder(_Stamp)
 
 
-def pack(epoch: int, seq: int, json: bytes, msgpack: bytes, published: float = 0.0) -> bytes:
-    return _encoder.encode(Envelope(epoch, seq, published, json, msgpack))
+def pack(epoch: int, seq: int, json: bytes, msgpack: bytes, published: float = 0.0, committed: float = 0.0) -> bytes:
+    return _encoder.encode(Envelope(epoch, seq, published, committed, json, msgpack))
 
 
 def unpack(data: bytes) -> Envelope:
     try:
         return _decoder.decode(data)
     except msgspec.ValidationError:
+        pass
+    try:
+        older = _published_decoder.decode(data)
+        return Envelope(older.epoch, older.seq, older.published, 0.0, older.json, older.msgpack)
+    except msgspec.ValidationError:
         old = _legacy_decoder.decode(data)
-        return Envelope(old.epoch, old.seq, 0.0, old.json, old.msgpack)
+        return Envelope(old.epoch, old.seq, 0.0, 0.0, old.json, old.msgpack)
+
+
+def stamps(data: bytes) -> tuple[float, float]:
+    """When the relay published this envelope and when its cycle's oldest change committed (0.0: not said)."""
+    try:
+        stamp = _stamp_decoder.decode(data)
+        return stamp.published, stamp.committed
+    except msgspec.DecodeError:  # an older envelope (see `_Published`, `_Legacy`), or not one of ours
+        return 0.0, 0.0
 
 
 def published_at(data: bytes) -> float:
     """When the relay published this envelope (0.0 when it did not say)."""
-    try:
-        return _stamp_decoder.decode(data).published
-    except msgspec.DecodeError:  # a legacy envelope (see `_Legacy`), or not one of ours
-        return 0.0
+    return stamps(data)[0]
 
 
 def message_frame(msgpack: bytes, fmt: Format, json: bytes | None = None) -> Frame:

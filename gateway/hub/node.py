@@ -94,6 +94,8 @@ class Node:
         )
         self.cluster_feeds = ClusterFeeds(bus.commands, access.pending_commands)
         self.publish_to_write = Histogram()  # /metrics: the relay's publish to this node's write, per message
+        # /metrics: a change's commit (PostgreSQL's clock) to this node's write, per message and channel kind
+        self.delivery_lag: dict[str, Histogram] = {}
         self.closed_bytes = 0  # sent by connections that have closed since
         self.closed_frames = 0
         self.slow_closes = 0
@@ -147,14 +149,22 @@ class Node:
 
     def handle_message(self, channel: str, data: bytes) -> None:
         """The hub writes the message to the channel's subscribers; one it did write (not a duplicate, not held
-        for a repair, not for nobody) counts toward publish-to-write latency, on the relay's clock."""
+        for a repair, not for nobody) counts toward publish-to-write latency, on the relay's clock, and toward
+        its channel kind's delivery lag (commit to write, on PostgreSQL's clock)."""
         hub = self.hub
         fanned = hub.fanout_messages
         hub.on_message(channel, data)
         if hub.fanout_messages != fanned:
-            published = envelope.published_at(data)
+            published, committed = envelope.stamps(data)
             if published:
-                self.publish_to_write.observe(max(0.0, time.time() - published))
+                now = time.time()
+                self.publish_to_write.observe(max(0.0, now - published))
+                if committed:
+                    kind = channel.partition(":")[0]
+                    lag = self.delivery_lag.get(kind)
+                    if lag is None:
+                        lag = self.delivery_lag[kind] = Histogram()
+                    lag.observe(max(0.0, now - committed))
 
     # -- connections
 

@@ -103,6 +103,9 @@ class RelayCycle:
         self.joint = joint  # the process's joint reads, when it serves several partitions
         self.patience = patience  # how long Redis may not answer before the relay steps down
         self._deadline: float | None = None  # the cycle's publish gives up past it (None: never)
+        # The oldest commit time (Unix seconds) of the changes read and not yet out, in each envelope: nodes
+        # measure commit to write from it (gateway_delivery_lag_seconds). 0.0: none.
+        self._committed = 0.0
 
     async def read(self, together: bool = False) -> ReadResult:
         """The next captured changes, applied to the batcher (waves they open recorded); `together`: in one
@@ -123,6 +126,8 @@ class RelayCycle:
 
     async def publish(self, result: ReadResult, now: float) -> None:
         """Publish what the read made due (and whatever else is due now), then announce membership changes."""
+        if result.changes:
+            self._committed = _oldest_commit(result.changes, self._committed)
         await self._cycle(now, self.reader.position if result.changes else None)
         if result.changes:
             self._observe_published(result.changes)
@@ -166,13 +171,16 @@ class RelayCycle:
         match action:
             case Publish(publications, cursor):
                 try:
-                    await patience.attempt(partial(publisher.publish, publications, cursor), self._deadline)
+                    publish = partial(publisher.publish, publications, cursor, self._committed)
+                    await patience.attempt(publish, self._deadline)
                 except BusBehind:
                     return BEHIND
                 except (BusUnavailable, BusRefused) as exc:
                     return self._failed(exc)
                 self.published += len(publications)
                 self.figures.published += len(publications)
+                if publications:
+                    self._committed = 0.0  # what was read is out; a team held back comes in a later read's cycle
                 return PUBLISHED
             case ReadSeqs(names):
                 return SeqsRead(await retry_redis(lambda: publisher.last_seqs(names), patience))
@@ -246,3 +254,13 @@ class RelayCycle:
                 newest = at if newest is None or at > newest else newest
         if newest is not None:
             self.figures.lag = max(0.0, now - newest)
+
+
+def _oldest_commit(changes: list[AnyChange], oldest: float) -> float:
+    """The earliest statement time among the jobs' changes (PostgreSQL's clock), or `oldest` if earlier."""
+    for change in changes:
+        if isinstance(change, Change) and change.job.updated_at is not None:
+            at = change.job.updated_at.timestamp()
+            if not oldest or at < oldest:
+                oldest = at
+    return oldest

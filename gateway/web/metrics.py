@@ -102,6 +102,15 @@ class NodeCollector(Collector):
             buckets=latency.buckets(),
             sum_value=latency.sum,
         )
+        delivery = HistogramMetricFamily(
+            "gateway_delivery_lag_seconds",
+            "From a change's commit in PostgreSQL (the oldest of its relay cycle) to this node writing the message"
+            " to its subscribers' sockets, by channel kind",
+            labels=["kind"],
+        )
+        for kind, lag in sorted(node.delivery_lag.items()):
+            delivery.add_metric([kind], lag.buckets(), lag.sum)
+        yield delivery
         yield CounterMetricFamily("gateway_gaps", "Lost bus messages noticed by sequence", value=hub.gaps)
         yield from self._admission()
         yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)

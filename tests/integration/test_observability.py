@@ -37,6 +37,7 @@ BOUNDED_LABELS = {
     "generation",  # the garbage collector's 0, 1 or 2
     *("route", "method", "status"),  # a route template (or "other"), a usual HTTP method (or "other"), "2xx"
     "database",  # a database of the PostgreSQL server, only while a transaction in it holds a relay back
+    "kind",  # a channel's kind: team, team-jobs, trajectory or cluster
 }
 # What a node exports of the relays, read from their heartbeats in Redis (what /readyz judges).
 NODE_VIEW_OF_RELAYS = {"gateway_relay_heartbeat_age_seconds", "gateway_relay_alive"}
@@ -84,6 +85,9 @@ async def test_node_metrics_count_connections_frames_and_the_relays_heartbeat(
     assert value(text, "gateway_sent_frames_total") >= 2  # the snapshot and the batch at least
     assert value(text, "gateway_sent_bytes_total") > 0
     assert value(text, "gateway_publish_to_write_seconds_count") >= 1  # the batch, written as it arrived
+    # Its change's commit to its frame written, on the trajectory's kind of channel: how fresh subscribers are.
+    assert value(text, 'gateway_delivery_lag_seconds_count{kind="trajectory"}') >= 1
+    assert 0 < value(text, 'gateway_delivery_lag_seconds_sum{kind="trajectory"}') < 30
     assert value(text, 'gateway_relay_heartbeat_age_seconds{partition="0"}') < 5
     assert value(text, 'gateway_relay_alive{partition="0"}') == 1
     assert value(text, "gateway_redis_up") == 1

@@ -17,6 +17,7 @@ ALERTS = {  # what operators must be told of (docs/operations.md, Observability)
     "GatewayRedisUnreachable",
     "GatewaySlowConsumersRising",
     "GatewayNodeAtConnectionLimit",
+    "GatewayDeliveryLagging",
 }
 
 

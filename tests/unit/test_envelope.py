@@ -26,6 +26,20 @@ def test_the_publish_time_travels_and_can_be_read_alone() -> None:
     assert envelope.published_at(data) == 1_700_000_000.25
 
 
+def test_the_commit_time_travels_beside_the_publish_time() -> None:
+    # A node measures commit to write (gateway_delivery_lag_seconds) from it, without decoding the payloads.
+    data = envelope.pack(3, 7, b"{}", b"\x80", published=1_700_000_000.25, committed=1_700_000_000.0)
+    assert envelope.unpack(data).committed == 1_700_000_000.0
+    assert envelope.stamps(data) == (1_700_000_000.25, 1_700_000_000.0)
+
+
+def test_an_envelope_from_a_relay_before_the_commit_time_still_decodes() -> None:
+    older = msgspec.msgpack.encode([3, 7, 1_700_000_000.25, b"{}", b"\x80"])
+    env = envelope.unpack(older)
+    assert (env.epoch, env.seq, env.published, env.committed, env.msgpack) == (3, 7, 1_700_000_000.25, 0.0, b"\x80")
+    assert envelope.stamps(older) == (0.0, 0.0)
+
+
 def test_an_envelope_from_a_relay_before_the_publish_time_still_decodes() -> None:
     legacy = msgspec.msgpack.encode([3, 7, b"{}", b"\x80"])
     env = envelope.unpack(legacy)
