@@ -55,6 +55,7 @@ class Link(Protocol):
 
 class Connection:
     __slots__ = (
+        "log_id",
         "user_id",
         "cluster_id",
         "format",
@@ -104,6 +105,7 @@ class Connection:
         self.refused = 0  # replies in a row that did not fit within the bound
         self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
         self.token_id = ""  # the session's (set at the handshake): revoking it closes this connection
+        self.log_id = ""  # in every log line about it (connection_id: gateway.web.logs)
         self.expires = expires  # when the session's token expires (wall clock): the node closes it then
         self.keepalive_slice = -1  # which of the node's keepalive slices pings it (gateway.core.keepalive)
 

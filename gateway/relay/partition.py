@@ -23,6 +23,7 @@ from ..core.finish import Wave
 from ..store import outbox, partitions, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
+from ..web.logs import bind
 from .cycle import RelayCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
@@ -67,6 +68,7 @@ class PartitionRelay:
 
     async def run(self) -> None:
         """Stand by, take over, serve; after losing the lock or the database, stand by again."""
+        bind(partition=self.partition)  # in every line this partition's task logs (gateway.web.logs)
         delay = 0.2
         while True:
             try:

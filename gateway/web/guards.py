@@ -25,6 +25,7 @@ from ..store.reads import TooSlow
 from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
+from .logs import bind
 from .runtime import Runtime
 
 T = TypeVar("T")
@@ -199,6 +200,7 @@ async def cluster(request: Request) -> Cluster:
     if cluster_id is None or found is None or not key_matches(key, found.key_hash):
         raise Refused(401, "unauthorized", "a valid cluster key is required")
     within_rate(request, ("cluster", cluster_id))  # keyed by a checked key: nobody spends another's rate
+    bind(cluster_id=cluster_id, team_id=found.team_id)  # the request's log lines say whose
     runtime = runtime_of(request)
     if runtime.hearing is not None:
         await runtime.hearing.heard(runtime.pool, cluster_id, found.silent)

@@ -2,7 +2,10 @@
 (uvicorn logs websocket and HTTP paths with their query strings).
 
 In JSON, an access line carries its request in fields (`method`, `path`, `status`, `duration_ms`), and any
-line logged with `extra={"fields": {...}}` carries those (a websocket's close, gateway.web.ws).
+line logged with `extra={"fields": {...}}` carries those (a websocket's close, gateway.web.ws). Every line also
+carries the ids bound to the task that logs it (`bind`): the HTTP request's `request_id` (its `X-Request-ID`,
+else its W3C `traceparent`'s trace id, else a fresh one), the `cluster_id` and `team_id` of an ingest request,
+a websocket's `connection_id`, a relay's `partition`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import re
 import time
 from contextvars import ContextVar
+from secrets import token_hex
 from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -72,6 +76,36 @@ class QuietHealthChecks(logging.Filter):
         return True
 
 
+# The ids of what the current task works for; a request's task copies its context, so a binding stays in it.
+_bound: ContextVar[dict[str, object] | None] = ContextVar("gateway_log_fields", default=None)
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")  # a caller's id is kept only if it cannot forge a log line
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def bind(**fields: object) -> None:
+    """Add ids to every log line the current task (and the tasks it starts) writes from now on."""
+    _bound.set({**(_bound.get() or {}), **fields})
+
+
+def bound() -> dict[str, object]:
+    return _bound.get() or {}
+
+
+def request_id(headers: list[tuple[bytes, bytes]]) -> str:
+    """The id a request's log lines carry: the caller's `X-Request-ID` if sane, else its trace's id."""
+    for name, value in headers:
+        if name == b"x-request-id":
+            text = value.decode("latin-1")
+            if _REQUEST_ID.fullmatch(text):
+                return text
+    for name, value in headers:
+        if name == b"traceparent":
+            match = _TRACEPARENT.fullmatch(value.decode("latin-1").strip())
+            if match and match.group(1) != "0" * 32:
+                return match.group(1)
+    return token_hex(16)
+
+
 # When the app got the request: uvicorn logs its access line when the response starts, from the same task.
 _request_started: ContextVar[float | None] = ContextVar("gateway_request_started", default=None)
 
@@ -93,6 +127,7 @@ class RequestTimer:
             return
         started = time.perf_counter()
         token = _request_started.set(started)
+        bind(request_id=request_id(scope["headers"]))
         figures = self.figures
         if figures is None:
             try:
@@ -169,6 +204,9 @@ class JsonLines(logging.Formatter):
             duration = getattr(record, "duration", None)
             if duration is not None:
                 entry["duration_ms"] = round(duration * 1000, 3)
+        context = _bound.get()
+        if context:
+            entry.update(context)
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             entry.update(fields)

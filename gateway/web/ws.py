@@ -15,6 +15,7 @@ import math
 import random
 import time
 from collections.abc import Callable
+from secrets import token_hex
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -42,6 +43,7 @@ from ..hub.node import Node, now_ms
 from ..store import clusters
 from .direct import EXTENSION
 from .guards import Refused, claims, session, token_of
+from .logs import bind
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,9 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         raise
     settings, node = runtime.settings, runtime.node
     conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=expires)
+    # The lines this connection's task logs say which connection and whose it is (gateway.web.logs)
+    conn.log_id = token_hex(8)
+    bind(connection_id=conn.log_id, **({"cluster_id": cluster_id} if cluster_id else {"user_id": user_id}))
     if cluster_id:
         conn.cluster_id = cluster_id
     else:
@@ -286,6 +291,7 @@ def _log_closed(conn: Connection, duration: float) -> None:
     delivered = getattr(conn.link, "delivered", None)
     fields = {
         "event": "websocket_closed",
+        "connection_id": conn.log_id,
         "code": code,
         "duration_ms": round(duration * 1000, 1),
         "bytes_delivered": delivered,

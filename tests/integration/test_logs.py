@@ -71,6 +71,21 @@ async def test_every_line_is_json_and_an_access_line_carries_its_request(json_no
     assert team.token not in json_node.output()
 
 
+async def test_an_ingest_requests_lines_carry_its_trace_id_and_its_clusters_and_teams(
+    json_node: Process, team: Team
+) -> None:
+    trace_id = os.urandom(16).hex()
+    headers = {"authorization": f"Bearer {team.cluster_key}", "traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
+    async with httpx.AsyncClient(base_url=json_node.http) as client:
+        answer = await client.post("/api/ingest/jobs", headers=headers, json={"jobs": "not a list"})
+    assert answer.status_code == 422
+    found = await wait_for_entries(json_node, lambda e: e.get("request_id") == trace_id)
+    access = [e for e in found if e["logger"] == "uvicorn.access"]
+    assert len(access) == 1, entries(json_node)
+    assert (access[0]["path"], access[0]["status"]) == ("/api/ingest/jobs", 422)
+    assert (access[0]["cluster_id"], access[0]["team_id"]) == (team.cluster_id, team.id)
+
+
 async def test_a_websocket_closed_by_the_server_is_logged_once_with_code_duration_and_bytes(
     json_node: Process, stack: Stack, team: Team
 ) -> None:
@@ -99,6 +114,7 @@ async def test_a_websocket_the_client_closes_is_logged_once(json_node: Process, 
     )
     assert len(found) == 1, found
     assert found[0]["code"] in (None, 1000) and found[0]["bytes_sent"] > 0
+    assert len(found[0]["connection_id"]) == 16  # the id every line about this connection carries
 
 
 async def test_a_close_line_counts_the_live_frames_the_client_was_delivered(

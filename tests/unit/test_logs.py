@@ -8,7 +8,7 @@ import logging
 
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.web.logs import AccessTiming, JsonLines, RedactSecrets, RequestTimer
+from gateway.web.logs import AccessTiming, JsonLines, RedactSecrets, RequestTimer, bind
 
 
 def _access_record() -> logging.LogRecord:
@@ -54,7 +54,7 @@ def test_the_access_line_is_timed_from_the_request_reaching_the_app() -> None:
     async def send(message: Message) -> None:
         pass
 
-    asyncio.run(RequestTimer(app)({"type": "http"}, receive, send))
+    asyncio.run(RequestTimer(app)({"type": "http", "headers": []}, receive, send))
     assert 0.015 < records[0].duration < 5
 
 
@@ -62,3 +62,44 @@ def test_a_line_outside_a_request_has_no_duration() -> None:
     record = _access_record()
     AccessTiming().filter(record)
     assert "duration_ms" not in json.loads(JsonLines().format(record))
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def _lines_of_a_request(headers: list[tuple[bytes, bytes]]) -> list[dict[str, object]]:
+    """The JSON lines a request's task writes: one from the app, after it bound a cluster's ids, and the access line."""
+    lines: list[dict[str, object]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        bind(cluster_id=7, team_id=3)  # as the ingest's cluster check does
+        record = logging.LogRecord("gateway.web.ingest", logging.WARNING, __file__, 1, "refused", None, None)
+        lines.append(json.loads(JsonLines().format(record)))
+        lines.append(json.loads(JsonLines().format(_access_record())))
+
+    async def receive() -> Message:
+        return {"type": "http.request"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    asyncio.run(RequestTimer(app)({"type": "http", "headers": headers}, receive, send))
+    return lines
+
+
+def test_every_line_of_a_request_carries_its_id_and_its_clusters_and_teams() -> None:
+    lines = _lines_of_a_request([(b"x-request-id", b"req-42")])
+    assert [(line["request_id"], line["cluster_id"], line["team_id"]) for line in lines] == [("req-42", 7, 3)] * 2
+
+
+def test_a_request_without_an_id_is_known_by_its_traces_or_a_fresh_one() -> None:
+    traced = _lines_of_a_request([(b"traceparent", f"00-{TRACE_ID}-00f067aa0ba902b7-01".encode())])
+    assert {line["request_id"] for line in traced} == {TRACE_ID}
+    first, second = _lines_of_a_request([]), _lines_of_a_request([(b"x-request-id", b"a line\nforged")])
+    assert len(str(first[0]["request_id"])) == 32 and first[0]["request_id"] != second[0]["request_id"]
+    assert "forged" not in str(second[0]["request_id"])
+
+
+def test_a_line_outside_any_request_carries_no_ids() -> None:
+    line = json.loads(JsonLines().format(_access_record()))
+    assert not {"request_id", "cluster_id", "team_id", "connection_id"} & set(line)
