@@ -27,9 +27,10 @@ import httpx
 
 from ..core.status import after_failure
 from . import commands, figures
+from .archive import Archive
 from .background import Background
 from .ingest import IngestClient
-from .jobs import JobQueue, SimJob
+from .jobs import FINISHED_KEPT, JobQueue, SimJob
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,13 @@ class SimCluster:
     # confirmed again with these.
     carried_out: dict[str, list[int]] = field(default_factory=dict)
     instance_types: list[dict[str, Any]] = field(default_factory=lambda: list(INSTANCE_TYPES))
+    finished_kept: int = FINISHED_KEPT  # finished jobs held whole; older ones are kept in two bytes each
 
     def __post_init__(self) -> None:
         self.cluster_id = int(self.key.split(".")[0][1:])
         self.rng = random.Random(self.seed)
-        self.queue = JobQueue(self.jobs)
+        self.archive = Archive()  # the finished jobs no longer held whole: a retry brings them back
+        self.queue = JobQueue(self.jobs, self.finished_kept, self.archive.keep)
         self.busy = 0  # workers running a job
         self._tasks: list[asyncio.Task[None]] = []
         self._background = Background(self.cluster_id)  # work started by callbacks (downloads, artifact uploads)
@@ -228,8 +231,17 @@ class SimCluster:
                 job.on_done(job)
 
     def finish(self, job: SimJob) -> None:
-        """Remember a finished job for a while (it may be retried), then forget it: memory stays bounded all day."""
+        """Hold a finished job whole for a while, then in two bytes (it may be retried): memory stays small all day."""
         self.queue.finish(job)
+
+    def job(self, job_id: int) -> SimJob | None:
+        """A job this cluster holds, or one it finished long ago, brought back whole (to be retried)."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.archive.take(job_id)
+            if job is not None:
+                self.jobs[job_id] = job
+        return job
 
     def _report(self, job: SimJob, error: str | None = None) -> None:
         report: dict[str, Any] = {"id": job.id, "attempt": job.attempt, "status": job.status}

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTIVE = ("queued", "retrying", "running", "holding")
+RETRIES = ("retry", "retry_failed", "retry_preempted")
 CONFIRM_ATTEMPTS = 3  # a confirmation cut off on the way is sent again at once, this many times in all
 REMEMBERED = 10_000  # command ids a cluster remembers having acted on (the oldest are forgotten first)
 
@@ -84,12 +85,15 @@ def act(cluster: SimCluster, action: str, job_ids: list[int], priority: int | No
         return acted
     acted = []
     for job_id in job_ids:
-        job = cluster.jobs.get(job_id)
+        # A retry may name a job finished long ago, no longer held whole: it is brought back to run again.
+        job = cluster.job(job_id) if action in RETRIES else cluster.jobs.get(job_id)
         if job is None or job.removed:
             continue
         if _act_on(cluster, action, job, priority):
             acted.append(job_id)
             _report(cluster, action, job)
+        elif action in RETRIES and job.status in ("completed", "failed", "preempted"):
+            cluster.finish(job)  # brought back for nothing: held whole a while, then kept in two bytes again
     return acted
 
 

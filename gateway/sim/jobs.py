@@ -1,5 +1,6 @@
 """A simulated cluster's jobs: the queue its workers take them from, highest priority first, and the finished
-ones it remembers for a while (they may be retried) before forgetting them, so memory stays bounded all day."""
+ones it holds whole for a while before handing them to `forget` (gateway.sim.archive keeps them in two bytes, so
+they may still be retried): memory stays small all day."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FINISHED_KEPT = 20_000  # finished jobs a cluster still knows (to retry them); older ones are forgotten
+FINISHED_KEPT = 20_000  # finished jobs a cluster holds whole; older ones go to `forget`
 
 
 @dataclass
@@ -28,12 +29,16 @@ class SimJob:
 
 
 class JobQueue:
-    def __init__(self, jobs: dict[int, SimJob]) -> None:
+    def __init__(
+        self, jobs: dict[int, SimJob], kept: int = FINISHED_KEPT, forget: Callable[[SimJob], None] | None = None
+    ) -> None:
         self.jobs = jobs  # every job the cluster knows, by id
         self.entries: list[tuple[int, int, int]] = []  # (-priority, order, job id): higher priority first
         self._order = itertools.count()
         self._work = asyncio.Event()
         self._finished: deque[int] = deque()  # finished job ids, oldest first
+        self._kept = kept
+        self._forget = forget
 
     def push(self, job: SimJob) -> None:
         """The job waits for a worker (again, or at a new priority: its older entry is then skipped)."""
@@ -65,9 +70,11 @@ class JobQueue:
             return job
 
     def finish(self, job: SimJob) -> None:
-        """Remember a finished job for a while (it may be retried), then forget it."""
+        """Hold a finished job whole for a while (it may be retried), then hand it to `forget`."""
         self._finished.append(job.id)
-        while len(self._finished) > FINISHED_KEPT:
+        while len(self._finished) > self._kept:
             old = self.jobs.get(self._finished.popleft())
             if old is not None and (old.removed or old.status in ("completed", "failed", "preempted")):
                 del self.jobs[old.id]
+                if self._forget is not None:
+                    self._forget(old)

@@ -399,3 +399,28 @@ async def test_the_confirmation_before_an_action_names_a_silent_cluster(
     (share,) = preview.json()["clusters"]
     assert (share["name"], share["tasks"]) == ("gpu-1", 3)
     assert 295 <= share["silent_seconds"] < 400
+
+
+async def test_retry_failed_jobs_runs_again_failures_the_cluster_finished_long_ago(
+    stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    # A cluster holding only 3 finished jobs whole: the 8 failures below are long past that when retried.
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=2, fail_rate=1.0, speed=200, finished_kept=3)
+    await cluster.start()
+    try:
+        failed = await work(cluster, team, 8)
+        deadline = asyncio.get_running_loop().time() + 30
+        while await pool.fetchval("select count(*) from jobs where id = any($1) and status = 'failed'", failed) < 8:
+            assert asyncio.get_running_loop().time() < deadline, "the jobs never failed"
+            await asyncio.sleep(0.1)
+        assert len([i for i in failed if i in cluster.jobs]) <= 3
+        cluster.fail_rate = 0.0
+        response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
+        assert response.json()["message"] == "Queued 8 failed job(s) for retry"
+        while await pool.fetchval("select count(*) from jobs where id = any($1) and status = 'completed'", failed) < 8:
+            assert asyncio.get_running_loop().time() < deadline + 30, "the retried jobs never ran again"
+            await asyncio.sleep(0.1)
+        # Each ran as its next attempt: three attempts failed, the fourth completed.
+        assert set(await pool.fetch("select attempts from jobs where id = any($1)", failed)) == {(4,)}
+    finally:
+        await cluster.stop()
