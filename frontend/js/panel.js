@@ -210,7 +210,7 @@ export class Panel {
       const active = row.running + row.queued + (row.silent || 0);
       const sure = await confirmDialog({
         title: `Delete analysis ${row.plugin} of ${count(row.frames)} frame${row.frames === 1 ? "" : "s"}?`,
-        text: `${active ? `Its ${count(active)} job${active === 1 ? "" : "s"} still queued or running stop on their clusters, and its` : "Its"}`
+        text: `${active ? `Its ${count(active)} job${active === 1 ? "" : "s"} still queued or running stop on ${clusterNames(row.clusters)}, and its` : "Its"}`
           + ` results (${count(row.completed)} frame${row.completed === 1 ? "" : "s"} done, their jobs and their artifact upload)`
           + " are deleted for the whole team. This cannot be undone.",
         confirm: "Delete analysis",
@@ -227,3 +227,9 @@ export class Panel {
   }
 }
 
+/** The clusters an action stops jobs on, named: "gpu-1", "gpu-1 and gpu-2", "gpu-1, gpu-2 and gpu-3". */
+function clusterNames(names) {
+  if (!names || !names.length) return "their clusters";
+  const label = names.length === 1 ? "cluster" : "clusters";
+  return `${label} ${names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}`}`;
+}

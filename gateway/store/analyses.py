@@ -20,6 +20,7 @@ class AnalysisProgress(NamedTuple):
     running: int
     queued: int  # queued, retrying or held
     silent: int  # queued, retrying or running on a cluster that stopped reporting (core.status.SILENT)
+    clusters: list[str]  # the clusters its unfinished jobs are on (Delete analysis stops them there), by name
 
 
 class FoundAnalysis(NamedTuple):
@@ -34,10 +35,14 @@ select a.id, a.plugin, a.created_at,
        count(j.id) filter (where j.kind = 'analysis' and j.status in ('failed', 'preempted')) as failed,
        count(j.id) filter (where j.kind = 'analysis' and j.listed = 'running') as running,
        count(j.id) filter (where j.kind = 'analysis' and j.listed in ('queued', 'retrying', 'holding')) as queued,
-       count(j.id) filter (where j.kind = 'analysis' and j.listed = 'silent') as silent
+       count(j.id) filter (where j.kind = 'analysis' and j.listed = 'silent') as silent,
+       coalesce(array_agg(distinct c.name order by c.name)
+                filter (where j.status in ('queued', 'retrying', 'running', 'holding')), '{}') as clusters
 from analyses a
-left join (select id, analysis_id, trajectory_id, kind, status, job_listed_status(status, silent_since) as listed
+left join (select id, analysis_id, trajectory_id, cluster_id, kind, status,
+                  job_listed_status(status, silent_since) as listed
            from jobs where removed_at is null) j on j.analysis_id = a.id and j.trajectory_id = a.trajectory_id
+left join clusters c on c.id = j.cluster_id
 where a.trajectory_id = $1 and a.deleted_at is null
 group by a.id
 order by a.created_at desc, a.id desc
@@ -47,7 +52,7 @@ limit $2
 
 async def listing(pool: asyncpg.Pool, trajectory_id: int, limit: int) -> list[AnalysisProgress]:
     """The trajectory's analyses not deleted, newest first."""
-    return [AnalysisProgress(*r) for r in await pool.fetch(_LISTING, trajectory_id, limit)]
+    return [AnalysisProgress(*r[:-1], list(r[-1])) for r in await pool.fetch(_LISTING, trajectory_id, limit)]
 
 
 async def find(pool: asyncpg.Pool, analysis_id: int) -> FoundAnalysis | None:

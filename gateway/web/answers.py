@@ -112,7 +112,8 @@ class ActiveTrajectories(msgspec.Struct, kw_only=True):
 class AnalysisRow(msgspec.Struct, kw_only=True):
     """One analysis of a trajectory (a plugin of a pipeline run) and its frames: `frames` jobs, of which
     `completed` are done, `failed` failed (preempted ones included), `running` and `queued` still at work, and
-    `silent` unfinished on a cluster that stopped reporting."""
+    `silent` unfinished on a cluster that stopped reporting; `clusters` names the clusters its unfinished jobs
+    are on (Delete analysis stops them there)."""
 
     id: int
     plugin: str
@@ -123,6 +124,7 @@ class AnalysisRow(msgspec.Struct, kw_only=True):
     running: int
     queued: int
     silent: int = 0
+    clusters: list[str] = []
 
 
 class Analyses(msgspec.Struct):

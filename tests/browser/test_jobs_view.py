@@ -567,6 +567,8 @@ async def test_the_analysis_listing_retries_and_deletes(
     await page.keyboard.press("Escape")
     assert await page.evaluate("document.activeElement.hasAttribute('data-delete')")
     await row.locator("[data-delete]").click()
+    # The confirmation names where its retried job stops.
+    await page.wait_for_selector("dialog[open] :text('Its 1 job still queued or running stop on cluster gpu-1')")
     await page.click("dialog[open] button[type='submit']")
     await page.locator(
         ".toast.success",
