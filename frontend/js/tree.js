@@ -9,6 +9,7 @@ import { attemptLabel, colour, groupLabel, groupStatus, listedStatus, word } fro
 import { clusterName } from "./trajectories.js";
 import { ago, count as grouped, isMenuKey, placeChildren, setAttr, setText, timeOfDay, took } from "./ui.js";
 import { newsText } from "./order.js";
+import { WholeError } from "./whole.js";
 
 const ROW = 34; // px, every row (a job's cluster, attempt and error sit under its name)
 export const ICON = { blue: "▶", amber: "…", green: "✓", red: "✗", grey: "◌", neutral: "•" }; // colour is never the only signal
@@ -60,6 +61,7 @@ export class JobTree {
     this.scroller.setAttribute("role", this.o.role); // a group when it sits under a trajectory's row of a tree
     this.spacer = this.scroller.firstChild;
     this.list = this.scroller.lastChild;
+    this.whole = new WholeError(this.scroller);
     this.news.addEventListener("click", () => { this.kept = false; this._flatten(false); this.render(true); });
     this.scroller.addEventListener("scroll", () => this.render(true));
     this.scroller.addEventListener("click", (e) => this._click(e));
@@ -94,11 +96,20 @@ export class JobTree {
     const row = e.target.closest("[data-key]");
     if (!row) return;
     this.focusKey = row.dataset.key;
+    if (e.target.closest(".error") && row.dataset.job) { this._toggleError(row.dataset.key); return; }
     const retry = e.target.closest("[data-retry]");
     if (retry) { const job = this.state.jobs.get(Number(row.dataset.job)); if (job && this.o.onRetry) this.o.onRetry(job, row); return; }
     const button = e.target.closest(".menu-button");
     if (button) { const r = button.getBoundingClientRect(); this._menu(row, r.left, r.bottom); return; }
     if (row.dataset.group) this._toggle(row.dataset.group);
+  }
+
+  /** Open (or close) row `key`'s error whole, under the row. */
+  _toggleError(key) {
+    const i = this.rows.findIndex((r) => r.key === key);
+    if (i < 0 || !this.rows[i].job) return;
+    this.whole.toggle(key, (i + 1) * ROW, this.rows[i].job.error || "");
+    this.render(true);
   }
 
   _menu(row, x, y) {
@@ -116,6 +127,8 @@ export class JobTree {
     const r = this.rows[i];
     if (!r) return;
     if (r.group && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this._toggle(r.group.key); }
+    else if (r.job && r.job.error && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this._toggleError(r.key); }
+    else if (e.key === "Escape" && this.whole.key) { e.preventDefault(); e.stopPropagation(); this.whole.hide(); this.render(true); }
     else if (r.group && e.key === "ArrowRight") { e.preventDefault(); this._toggle(r.group.key, true); }
     else if (r.group && e.key === "ArrowLeft") { e.preventDefault(); this._toggle(r.group.key, false); }
     else if (r.job && e.key === "ArrowLeft") {
@@ -214,11 +227,16 @@ export class JobTree {
       if (kind === "group") this._fillGroup(el, r); else this._fillJob(el, r, now);
       el.dataset.key = r.key;
       el.tabIndex = r.key === tabKey ? 0 : -1;
+      setAttr(el, "aria-describedby", r.key === this.whole.key ? this.whole.el.id : null);
       keep.set(r.key, el);
       nodes.push(el);
     }
     this.elements = keep;
     placeChildren(this.list, nodes);
+    if (this.whole.key) { // the open error follows its row (and closes once the row or its error is gone)
+      const at = this.rows.findIndex((r) => r.key === this.whole.key);
+      this.whole.place((at + 1) * ROW, at >= 0 && this.rows[at].job ? this.rows[at].job.error : "");
+    }
   }
 
   _groupRow() {

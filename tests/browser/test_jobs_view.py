@@ -353,6 +353,67 @@ async def test_nothing_overlaps_or_runs_off_screen(
         await cluster.stop()
 
 
+LONG_ERROR = (
+    "plugin raised ValueError: cutoff radius must be positive, and it was -1.5 Å here; the frame's header says "
+    "12.0 Å and the run's settings file says -1.5 Å, so the settings win (see the plugin's docs, section 4.2, on "
+    "which one counts), then the worker exited with code 1 after writing 0 of 48,216 atoms: END OF THE ERROR"
+)
+
+
+@pytest.mark.parametrize("width", [360, 1400])
+async def test_a_long_error_is_read_whole_by_a_tap_a_click_or_the_keyboard(
+    browser: Any, stack: Stack, pool: asyncpg.Pool, team: Team, width: int
+) -> None:
+    cluster = SimCluster(stack.nodes[0].http, team.cluster_key, workers=0, report_metrics=False)
+    await cluster.start()
+    ids = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 0}])
+    cluster.jobs[ids[0]].status = "failed"
+    cluster._report(cluster.jobs[ids[0]], error=LONG_ERROR)
+    await cluster.flushed()
+    await cluster.flushed()
+    touch = width == 360
+    context = await browser.new_context(
+        viewport={"width": width, "height": 760}, bypass_csp=True, has_touch=touch, is_mobile=touch
+    )
+    try:
+        page = await context.new_page()
+        await sign_in(page, stack.nodes[0].http, team.token)
+        await open_panel(page, team.trajectory_id)
+        await open_groups(page, "#panel", 1)
+        error = page.locator(f"#panel [data-job='{ids[0]}'] .error")
+        await error.wait_for()
+        # The row cuts it short...
+        assert await error.evaluate("e => e.scrollWidth > e.clientWidth")
+        whole = page.locator("#panel .error-whole")
+        # ... a tap (a click at 1400 px) shows it whole: every word in view, nothing cut or scrolled away.
+        await (error.tap() if touch else error.click())
+        await whole.wait_for()
+        assert await whole.inner_text() == LONG_ERROR
+        assert await whole.evaluate("""e => { const r = e.getBoundingClientRect();
+            return r.left >= 0 && r.right <= innerWidth && e.scrollWidth <= e.clientWidth
+                && e.scrollHeight <= e.clientHeight; }""")
+        await whole.scroll_into_view_if_needed()
+        assert await whole.evaluate(
+            "e => { const r = e.getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"
+        )
+        # The same again closes it; by keyboard, Enter on the focused row opens it and Escape closes it.
+        await (error.tap() if touch else error.click())
+        await whole.wait_for(state="hidden")
+        await page.locator(f"#panel [data-job='{ids[0]}']").focus()
+        await page.keyboard.press("Enter")
+        await whole.wait_for()
+        await page.screenshot(path=f"/tmp/retry-error-{width}.png")
+        assert await page.locator(f"#panel [data-job='{ids[0]}']").get_attribute("aria-describedby") == (
+            await whole.get_attribute("id")
+        )
+        await page.keyboard.press("Escape")
+        await whole.wait_for(state="hidden")
+        assert not await page.locator("#panel").is_hidden()  # Escape closed the error, not the panel
+    finally:
+        await context.close()
+        await cluster.stop()
+
+
 # -- accessibility, audited by axe-core
 
 
