@@ -40,6 +40,7 @@ ERRORS = [
     "plugin raised ValueError: cutoff radius must be positive",
     "node lost contact with the scheduler",
 ]
+ANALYSIS_SECONDS = 20.0  # simulated seconds an analysis of one frame takes on average (0.5 to 1.5 times this)
 # The kinds of render node a simulated cluster offers (declared to the gateway at start); the spot ones are
 # preemptible: their nodes may be taken away mid-run.
 INSTANCE_TYPES: list[dict[str, Any]] = [
@@ -192,7 +193,11 @@ class SimCluster:
         return self.queue.waiting()
 
     def _duration(self, kind: str) -> float:
-        base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": 0.8, "artifact_upload": 0.3}.get(kind, 2.0)
+        # An analysis of a frame is the long work (20 s, 4 s at speed 5): a pipeline run lasts minutes, so its
+        # estimate reads "about N min left" in the demo's first minutes; uploads and transfers stay brisk.
+        base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": ANALYSIS_SECONDS, "artifact_upload": 0.3}.get(
+            kind, 2.0
+        )
         return self.rng.uniform(0.5, 1.5) * base / self.speed
 
     async def _worker(self) -> None:
