@@ -52,7 +52,8 @@ limit $2
 
 async def listing(pool: asyncpg.Pool, trajectory_id: int, limit: int) -> list[AnalysisProgress]:
     """The trajectory's analyses not deleted, newest first."""
-    return [AnalysisProgress(*r[:-1], list(r[-1])) for r in await pool.fetch(_LISTING, trajectory_id, limit)]
+    rows = await pool.fetch(_LISTING, trajectory_id, limit)
+    return [AnalysisProgress(**{**dict(r), "clusters": list(r["clusters"])}) for r in rows]
 
 
 async def find(pool: asyncpg.Pool, analysis_id: int) -> FoundAnalysis | None:
