@@ -188,6 +188,8 @@ class Settings:
     outbox_retention: float = field(default_factory=lambda: _float("GATEWAY_OUTBOX_RETENTION", 900))
     # A job stays listed this long after its last change (database clock), then drops out.
     job_retention: float = field(default_factory=lambda: _float("GATEWAY_RETENTION", 24 * 3600))
+    # Who did what (actions, membership changes, key rotations) is kept this many days, then pruned by the relay.
+    activity_days: float = field(default_factory=lambda: _float("GATEWAY_ACTIVITY_DAYS", 90))
     # Seconds a trajectory must stay with no active job before its work counts as finished (toast and glow): an
     # upload that arrives in chunks closer together than this finishes once.
     finish_settle: float = field(default_factory=lambda: _float("GATEWAY_FINISH_SETTLE", 0.5))

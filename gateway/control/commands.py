@@ -34,7 +34,7 @@ from ..core.control import (
     toast,
 )
 from ..core.protocol import json_encoder
-from ..store import clusters, tasks
+from ..store import activity, clusters, tasks
 from ..store import commands as kept
 from ..store.tasks import HeldJob, Scope
 
@@ -65,17 +65,21 @@ async def shares_of(pool: asyncpg.Pool, jobs: list[HeldJob]) -> list[ClusterShar
     return cluster_shares(jobs, {j.cluster: silent[j.cluster_id] for j in jobs if j.cluster_id in silent})
 
 
-async def run_action(dispatch: Dispatch, action: Action, team_id: int, scope: Scope, scope_id: int) -> ActionResult:
+async def run_action(
+    dispatch: Dispatch, action: Action, team_id: int, scope: Scope, scope_id: int, by: int | None = None
+) -> ActionResult:
     """Act on team `team_id`'s jobs in `scope` (a trajectory's, an analysis's ...: gateway.store.tasks), through
     their clusters.
 
     Remove Running Jobs sends the clusters `remove`. Retry Failed Jobs takes what the Jobs view counts as Failed:
     the clusters get `retry_failed` for the failed jobs and `retry_preempted` for the preempted ones (their
-    `retry` restarts every task: the Submissions page's Retry).
+    `retry` restarts every task: the Submissions page's Retry). Recorded in the team's activity as done by `by`.
     """
     pool = dispatch.pool
     statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
     rows = await tasks.jobs_in_scope(pool, scope, scope_id, team_id, statuses)
+    name = "remove_running" if action == "remove" else "retry_failed"
+    await activity.record(pool, team_id, by, name, len(rows), [r.cluster for r in rows], f"{scope}:{scope_id}")
     if not rows:
         return toast(action, 0, 0, [])
     if action == "remove":

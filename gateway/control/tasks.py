@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from ..core.control import KILLED, ActionResult, TaskAction, task_toast
-from ..store import tasks
+from ..store import activity, tasks
 from .commands import Dispatch, ask_clusters, holders, silence
 
 
 async def run_task_action(
-    dispatch: Dispatch, action: TaskAction, team_id: int, submissions: list[int], selected: list[int]
+    dispatch: Dispatch,
+    action: TaskAction,
+    team_id: int,
+    submissions: list[int],
+    selected: list[int],
+    by: int | None = None,
 ) -> ActionResult:
-    """Act on the tasks of the selected submissions (or the `selected` tasks) that `action` takes."""
+    """Act on the tasks of the selected submissions (or the `selected` tasks) that `action` takes; recorded in the
+    team's activity as done by `by`."""
     pool = dispatch.pool
     rows = await tasks.selected_tasks(pool, team_id, list(action.takes), submissions, selected)
+    scope = " ".join([f"submission:{i}" for i in submissions] + [f"task:{i}" for i in selected])
+    await activity.record(pool, team_id, by, action.name, len(rows), [r.cluster for r in rows], scope)
     by_cluster, names = holders(rows)
     if not rows:
         return task_toast(action, 0, 0, [])

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from ..bus.errors import BusError
 from ..bus.relay_stats import RelayStats
 from ..core.batching import Batcher
-from ..store import clusters, maintenance
+from ..store import activity, clusters, maintenance
 from ..store.outbox import Blocker, OutboxReader, ReadResult
 from .metrics import PartitionFigures
 
@@ -101,10 +101,16 @@ class Heartbeat:
 
 
 class Housekeeping:
-    """Prunes the partition's published outbox rows; partition 0 sweeps jobs past retention."""
+    """Prunes the partition's published outbox rows; partition 0 sweeps jobs past retention and prunes the
+    activity past GATEWAY_ACTIVITY_DAYS."""
 
     def __init__(
-        self, reader: OutboxReader, retention: float, job_retention: float, silent_after: float = 120.0
+        self,
+        reader: OutboxReader,
+        retention: float,
+        job_retention: float,
+        silent_after: float = 120.0,
+        activity_days: float = 90.0,
     ) -> None:
         self.reader = reader
         self.db = reader.db
@@ -113,6 +119,7 @@ class Housekeeping:
         self.retention = retention  # outbox rows are kept this long after they were published
         self.job_retention = job_retention  # a job is listed this long after its last change
         self.silent_after = silent_after  # a cluster heard from no longer than this ago is silent
+        self.activity_days = activity_days  # who did what is kept this many days
         self.every = min(PRUNE_EVERY, retention / 2, job_retention / 4)
         self.silence_every = min(SILENCE_EVERY, silent_after / 4)
         self._published_at: deque[tuple[float, str]] = deque()  # (when, outbox cursor) per cycle with changes
@@ -126,6 +133,7 @@ class Housekeeping:
             await self._prune(now)
             if self.partition == 0:  # one sweep for all: it changes jobs, whose changes reach each partition
                 await maintenance.sweep_jobs(self.db, self.job_retention)
+                await activity.prune(self.db, self.activity_days)
         if self.partition == 0 and now - self._silence_last > self.silence_every:
             self._silence_last = now
             for silent in await clusters.mark_silent(self.db, self.silent_after):

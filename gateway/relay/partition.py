@@ -47,6 +47,7 @@ class PartitionSettings:
     retention: float  # outbox rows are kept this long after they were published
     job_retention: float  # a job is listed this long after its last change
     cluster_silent_after: float  # seconds without a request before a cluster is silent
+    activity_days: float  # who did what is kept this many days (GATEWAY_ACTIVITY_DAYS)
     finish_settle: float  # seconds with no active job before a trajectory's work counts as finished
     presence: bool  # presence on the team channels (off on single-user deployments)
     metrics: bool  # cluster figures on the team channels (off in local mode)
@@ -147,7 +148,9 @@ class PartitionRelay:
         settings, reader = self.settings, cycle.reader
         watch = HoldBackWatch(reader, self.figures)
         heartbeat = Heartbeat(self._write_stats, self.figures)
-        housekeeping = Housekeeping(reader, settings.retention, settings.job_retention, settings.cluster_silent_after)
+        housekeeping = Housekeeping(
+            reader, settings.retention, settings.job_retention, settings.cluster_silent_after, settings.activity_days
+        )
         await pacer.start()
         reads = True
         while True:

@@ -42,6 +42,7 @@ class Relay:
         finish_settle: float = SETTLE,
         metrics_endpoint: Endpoint | None = None,
         cluster_silent_after: float = 120.0,
+        activity_days: float = 90.0,
         step_down_after: float | None = STEP_DOWN_AFTER,
     ) -> None:
         self.database_url = database_url
@@ -57,6 +58,7 @@ class Relay:
         self.count = partitions
         self.finish_settle = finish_settle  # seconds with no active job before a trajectory's work counts as finished
         self.cluster_silent_after = cluster_silent_after  # seconds without a request before a cluster is silent
+        self.activity_days = activity_days  # who did what is kept this many days
         # Redis not answering for this long, the active relay stands by for one that may reach it (None: never).
         self.patience = Patience(step_down_after)
         self.serving: dict[int, PartitionServer] = {}  # with several partitions: what this process serves
@@ -83,6 +85,7 @@ class Relay:
             finish_settle=settings.finish_settle,
             metrics_endpoint=metrics_endpoint,
             cluster_silent_after=settings.cluster_silent_after,
+            activity_days=settings.activity_days,
             step_down_after=settings.relay_step_down_after or None,
         )
 
@@ -96,6 +99,7 @@ class Relay:
             retention=self.retention,
             job_retention=self.job_retention,
             cluster_silent_after=self.cluster_silent_after,
+            activity_days=self.activity_days,
             finish_settle=self.finish_settle,
             presence=self.presence,
             metrics=self.metrics,

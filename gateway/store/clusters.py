@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import asyncpg
 
+from .activity import CLI
 from .types import Database
 
 
@@ -78,10 +79,21 @@ async def silent_among(pool: asyncpg.Pool, cluster_ids: list[int]) -> dict[int, 
     return {r["id"]: r["seconds"] for r in rows}
 
 
-async def set_key_hash(db: Database, cluster_id: int, key_hash: str) -> bool:
-    """Store a new key's hash (the old key stops working); False when there is no such cluster."""
-    status = await db.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
-    return status != "UPDATE 0"
+async def set_key_hash(db: Database, cluster_id: int, key_hash: str, by: int | None = None) -> bool:
+    """Store a new key's hash (the old key stops working), recorded in the team's activity as done by user `by`
+    (None: the command line) in the same statement; False when there is no such cluster."""
+    done = await db.fetchval(
+        "with rotated as (update clusters set key_hash = $2 where id = $1 returning team_id, name),"
+        " recorded as (insert into activity (team_id, user_id, actor, action, count, clusters)"
+        "  select team_id, $3, coalesce((select name from users where id = $3), $4), 'rotate_key', 1, array[name]"
+        "  from rotated returning 1)"
+        " select count(*) from recorded",
+        cluster_id,
+        key_hash,
+        by,
+        CLI,
+    )
+    return bool(done)
 
 
 async def name_of(pool: asyncpg.Pool, cluster_id: int) -> str:

@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import asyncpg
 
+from .activity import CLI
+
 ROLES = ("owner", "admin", "member")
 DELETE_BATCH = 5000  # jobs deleted per statement: a team's removal never becomes one long transaction
 
@@ -109,18 +111,25 @@ async def remove_user(db: asyncpg.Connection, user_id: int) -> bool:
     return await db.execute("delete from users where id = $1", user_id) == "DELETE 1"
 
 
-async def set_member(db: asyncpg.Connection, team_id: int, user_id: int, role: str) -> str:
-    """Make the user a member of the team with `role`: "added", "changed" (another role before) or "unchanged"."""
+async def set_member(db: asyncpg.Connection, team_id: int, user_id: int, role: str, by: int | None = None) -> str:
+    """Make the user a member of the team with `role`: "added", "changed" (another role before) or "unchanged".
+    A change is recorded in the team's activity as done by user `by` (None: the command line), in its statement."""
     assert role in ROLES
     row = await db.fetchrow(
         "with before as (select role from memberships where team_id = $1 and user_id = $2),"
         " upsert as (insert into memberships (team_id, user_id, role) values ($1, $2, $3)"
         "  on conflict (team_id, user_id) do update set role = excluded.role"
-        "  where memberships.role is distinct from excluded.role returning 1)"
-        " select (select role from before) as before",
+        "  where memberships.role is distinct from excluded.role returning 1),"
+        " recorded as (insert into activity (team_id, user_id, actor, action, count, scope)"
+        "  select $1, $4, coalesce((select name from users where id = $4), $5),"
+        "   case when exists (select 1 from before) then 'change_role' else 'add_member' end, 1,"
+        "   'user:' || $2 || ' ' || $3 from upsert returning 1)"
+        " select (select role from before) as before, (select count(*) from recorded) as recorded",
         team_id,
         user_id,
         role,
+        by,
+        CLI,
     )
     before = row["before"]
     return "added" if before is None else "unchanged" if before == role else "changed"
@@ -135,9 +144,20 @@ async def members(db: asyncpg.Connection, team_id: int) -> list[Member]:
     return [Member(*r) for r in rows]
 
 
-async def remove_member(db: asyncpg.Connection, team_id: int, user_id: int) -> bool:
-    status = await db.execute("delete from memberships where team_id = $1 and user_id = $2", team_id, user_id)
-    return status == "DELETE 1"
+async def remove_member(db: asyncpg.Connection, team_id: int, user_id: int, by: int | None = None) -> bool:
+    """Remove a membership, recorded in the team's activity as done by user `by` (None: the command line)."""
+    removed = await db.fetchval(
+        "with gone as (delete from memberships where team_id = $1 and user_id = $2 returning 1),"
+        " recorded as (insert into activity (team_id, user_id, actor, action, count, scope)"
+        "  select $1, $3, coalesce((select name from users where id = $3), $4), 'remove_member', 1, 'user:' || $2"
+        "  from gone returning 1)"
+        " select count(*) from recorded",
+        team_id,
+        user_id,
+        by,
+        CLI,
+    )
+    return bool(removed)
 
 
 async def create_cluster(db: asyncpg.Connection, team_id: int, name: str) -> tuple[int, bool]:

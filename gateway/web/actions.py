@@ -28,7 +28,7 @@ async def _act(request: Request, action: Action, scope: Scope) -> Response:
     team_of = queries.members_team_of_analysis if scope == "analysis_frames" else queries.members_team_of_trajectory
     team_id = await members_team(request, user_id, team_of, raw, _NOT_A_MEMBER)
     with runtime.actions.slot(user_id, team_id):
-        result = await run_action(runtime.dispatch, action, team_id, scope, raw)
+        result = await run_action(runtime.dispatch, action, team_id, scope, raw, by=user_id)
     return Response(_encoder.encode(result), media_type="application/json")
 
 

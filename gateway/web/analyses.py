@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from ..control.commands import run_action, silence
 from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
-from ..store import analyses, clusters, queries
+from ..store import activity, analyses, clusters, queries
 from .answers import Analyses, AnalysisRow, answer
 from .guards import Refused, endpoint, members_team, path_id, runtime_of, user
 
@@ -74,7 +74,7 @@ async def delete_analysis(request: Request) -> Response:
     active = await analyses.count_jobs(pool, analysis_id, team_id, list(REMOVABLE))
     with runtime.actions.slot(user_id, team_id):
         stopped = (
-            await run_action(runtime.dispatch, "remove", team_id, "analysis", analysis_id)
+            await run_action(runtime.dispatch, "remove", team_id, "analysis", analysis_id, by=user_id)
             if active
             else ActionResult(message="", acted=0, unconfirmed=[])
         )
@@ -89,6 +89,7 @@ async def delete_analysis(request: Request) -> Response:
         )
         return Response(_encoder.encode(result), media_type="application/json")
     results = await analyses.delete(pool, analysis_id, team_id)
+    await activity.record(pool, team_id, user_id, "delete_analysis", results, scope=f"analysis:{analysis_id}")
     parts = [f"stopped {stopped.acted} job(s)"] if active else []
     parts.append(f"deleted {results} result(s)")
     result = ActionResult(

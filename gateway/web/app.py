@@ -28,6 +28,7 @@ from ..resources import FRONTEND
 from ..store.access import NodeAccess
 from .account import account, revoke_session
 from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
+from .activity import team_activity, team_activity_csv
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories, trajectory
 from .garbage import CollectorPauses
@@ -181,6 +182,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/teams/{id:int}/submissions", team_submissions),
         Route("/api/teams/{id:int}/submissions.csv", team_submissions_csv),
         Route("/api/teams/{id:int}/projects", team_projects),
+        Route("/api/teams/{id:int}/activity", team_activity),
+        Route("/api/teams/{id:int}/activity.csv", team_activity_csv),
         Route("/api/sign-in/users", demo_users),
         Route("/api/sign-in", demo_sign_in, methods=["POST"]),
         Route("/api/sign-out", sign_out, methods=["POST"]),

@@ -10,7 +10,7 @@ from ..control.commands import ask_clusters, holders, shares_of, silence
 from ..control.tasks import run_task_action
 from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, SubmissionsAction, outcome
 from ..core.instance_types import InstanceType, refusal
-from ..store import clusters, submissions, tasks
+from ..store import activity, clusters, submissions, tasks
 from .guards import Refused, decode, endpoint, runtime_of, user
 from .instance_types import offered
 from .runtime import Runtime
@@ -28,7 +28,7 @@ async def submissions_action(request: Request) -> Response:
     runtime = runtime_of(request)
     team_id = await _team_of_selection(runtime, user_id, body)
     with runtime.actions.slot(user_id, team_id):
-        result = await _act(runtime, team_id, body)
+        result = await _act(runtime, team_id, body, user_id)
     return Response(_encoder.encode(result), media_type="application/json")
 
 
@@ -68,14 +68,18 @@ async def _team_of_selection(runtime: Runtime, user_id: int, body: SubmissionsAc
     return teams.pop()
 
 
-async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
+async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction, by: int) -> ActionResult:
     pool = runtime.pool
     chosen = body.submissions
     if body.action in TASK_ACTIONS:
-        result = await run_task_action(runtime.dispatch, TASK_ACTIONS[body.action], team_id, chosen, body.tasks)
+        action = TASK_ACTIONS[body.action]
+        result = await run_task_action(runtime.dispatch, action, team_id, chosen, body.tasks, by)
         if body.action in ("hold", "unhold") and chosen:
             await submissions.set_held(pool, chosen, team_id, body.action == "hold")
         return result
+    # The others act on the submissions themselves (run_task_action records the task actions).
+    scope = " ".join(f"submission:{i}" for i in chosen)
+    await activity.record(pool, team_id, by, body.action, len(chosen), scope=scope)
     if body.action == "reviewed":
         return await _reviewed(runtime, team_id, chosen, body.reviewed)
     if body.action == "retry_sync":
