@@ -54,14 +54,18 @@ class Filters(NamedTuple):
 def _filters(request: Request) -> Filters:
     q = request.query_params
     person = q.get("person")
-    if person is not None and (not person.isdigit() or int(person) >= 2**63):
+    if person is not None and not _whole(person, 2**63 - 1):
         raise Refused(422, "invalid", f"person: {person!r} is not a user id")
+    action = q.get("action") or None
+    if action is not None and not (action.isascii() and action.replace("_", "").isalpha()):
+        raise Refused(422, "invalid", f"action: {action!r} is no action's name (e.g. kill, remove_running)")
     since = q.get("since")
-    return Filters(
-        None if person is None else int(person),
-        q.get("action") or None,
-        None if since is None else _time("since", since),
-    )
+    return Filters(None if person is None else int(person), action, None if since is None else _time("since", since))
+
+
+def _whole(raw: str, most: int) -> bool:
+    """ASCII digits only: int() reads other scripts' digits too."""
+    return raw.isascii() and raw.isdigit() and 1 <= int(raw) <= most
 
 
 def _time(name: str, raw: str) -> datetime:
@@ -69,6 +73,8 @@ def _time(name: str, raw: str) -> datetime:
         at = datetime.fromisoformat(raw)
     except ValueError:
         raise Refused(422, "invalid", f"{name}: {raw!r} is not an ISO 8601 time") from None
+    except OverflowError:
+        raise Refused(422, "invalid", f"{name}: {raw!r} is out of range") from None
     if at.tzinfo is None:
         raise Refused(422, "invalid", f"{name}: {raw!r} needs a time zone (e.g. Z)")
     return at
@@ -78,7 +84,7 @@ def _after(raw: str | None) -> tuple[datetime, int] | None:
     if raw is None:
         return None
     at, _, row_id = raw.rpartition("/")
-    if not row_id.isdigit() or int(row_id) >= 2**63:
+    if not _whole(row_id, 2**63 - 1):
         raise Refused(422, "invalid", f"after: {raw!r} is not a page's next")
     return _time("after", at), int(row_id)
 
@@ -86,7 +92,7 @@ def _after(raw: str | None) -> tuple[datetime, int] | None:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return 100
-    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+    if not _whole(raw, 1000):
         raise Refused(422, "invalid", f"limit: {raw!r} is not a whole number from 1 to 1000")
     return int(raw)
 
@@ -99,10 +105,10 @@ async def _team(request: Request) -> int:
 
 @endpoint
 async def team_activity(request: Request) -> Response:
-    team_id = await _team(request)
     filters = _filters(request)
     limit = _limit(request.query_params.get("limit"))
     after = _after(request.query_params.get("after"))
+    team_id = await _team(request)
     rows = await activity.page(runtime_of(request).pool, team_id, limit, after, *filters)
     last = rows[-1] if len(rows) == limit else None
     entries = [ActivityEntry(r.id, r.at, r.user_id, r.actor, r.action, r.count, r.clusters, r.scope) for r in rows]
@@ -111,8 +117,8 @@ async def team_activity(request: Request) -> Response:
 
 @endpoint
 async def team_activity_csv(request: Request) -> Response:
-    team_id = await _team(request)
     filters = _filters(request)
+    team_id = await _team(request)
     pool = runtime_of(request).pool
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

@@ -12,6 +12,7 @@ from ..core.instance_types import InstanceTypes, Offered
 from ..core.submission import SUBMISSION_STATUSES
 from ..core.submission_window import DEFAULT_LIMIT, MAX_FILTER_VALUES, MAX_LIMIT, MAX_SEARCH, SORT_COLUMNS
 from ..core.team import MetricsReport
+from .activity import ActivityPage
 from .answers import (
     Account,
     ActiveTrajectories,
@@ -36,6 +37,17 @@ def _param(name: str, description: str, schema: dict[str, Any], many: bool = Fal
         return {"name": name, "in": "query", "description": description, "schema": schema, "explode": True}
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
+
+# The activity's filters, and its keyset pages.
+ACTIVITY = [
+    _param("person", "Only what this user did", {"type": "integer", "minimum": 1}),
+    _param("action", "Only this action (kill, remove_running, rotate_key, add_member ...)", {"type": "string"}),
+    _param("since", "Only from this time on (ISO 8601 with a time zone)", {"type": "string", "format": "date-time"}),
+]
+ACTIVITY_PAGE = [
+    _param("limit", "Rows a page", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
+    _param("after", "The `next` of the page before", {"type": "string"}),
+]
 
 # The view of the Submissions page: its filters and order (a window adds offset and limit).
 VIEW = (
@@ -335,6 +347,29 @@ ROUTES: list[Operation] = [
         "user",
         None,
         Projects,
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/activity",
+        "teamActivity",
+        "teams",
+        "Who did what: the team's actions, membership changes and key rotations, newest first (owners and admins)",
+        "user",
+        None,
+        ActivityPage,
+        parameters=tuple(ACTIVITY + ACTIVITY_PAGE),
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/activity.csv",
+        "exportActivity",
+        "teams",
+        "Every activity row the filters take, as CSV (owners and admins)",
+        "user",
+        None,
+        ActivityPage,
+        parameters=tuple(ACTIVITY),
+        media="text/csv",
     ),
     Operation(
         "get",

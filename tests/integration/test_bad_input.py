@@ -76,6 +76,9 @@ ID_CASES = [
     Case("GET", "/api/teams/1/submissions?offset={bad}", "user", field="offset: expected a whole number"),
     Case("GET", "/api/teams/{bad}/submissions.csv", "user"),
     Case("GET", "/api/teams/{bad}/projects", "user"),
+    Case("GET", "/api/teams/{bad}/activity", "user"),
+    Case("GET", "/api/teams/{bad}/activity.csv", "user"),
+    Case("GET", "/api/teams/1/activity?person={bad}", "user", field="person: "),
     Case("GET", "/api/teams/{bad}/trajectories/active", "user"),
     Case("GET", "/api/teams/1/trajectories?limit={bad}", "user", field="limit: expected a whole number"),
     Case("POST", "/api/account/sessions/{bad}/revoke", "user"),
@@ -84,6 +87,7 @@ TEXT_CASES = [
     Case("GET", "/api/teams/1/submissions?q={bad}", "user", field="q: contains a NUL"),
     Case("GET", "/api/teams/1/submissions.csv?project={bad}", "user", field="project: contains a NUL"),
     Case("GET", "/api/teams/1/trajectories/active?q={bad}", "user", field="q: contains a NUL"),
+    Case("GET", "/api/teams/1/activity?action={bad}", "user", field="action: "),
     Case("POST", "/api/ingest/jobs", "cluster", job(name=BAD), "$.jobs[0].name"),
     Case(
         "POST",
@@ -241,6 +245,8 @@ NUMERIC_QUERY = [
     ("/api/teams/{team}/trajectories/active", "offset"),
     ("/api/teams/{team}/trajectories/active", "limit"),
     ("/api/submissions/instance-types", "submission"),
+    ("/api/teams/{team}/activity", "person"),
+    ("/api/teams/{team}/activity", "limit"),
 ]
 SEARCHED = [
     "/api/teams/{team}/submissions",
