@@ -1,6 +1,7 @@
 // The Jobs single-page app: header ring and popover, dashboard cards, a trajectory's panel, Submissions, My Team,
 // Clusters. Views draw at most once per animation frame, whatever the rate of updates.
 import { AccountPage, signOut } from "./account.js";
+import { ActivityPage } from "./activity.js";
 import { param } from "./address.js";
 import { app } from "./context.js";
 import { Dashboard } from "./dashboard.js";
@@ -21,6 +22,7 @@ const popover = new Popover($("popover"), $("ring"), panel);
 const dashboard = new Dashboard($("main"), panel);
 let submissionsPage = null;
 const accountPage = new AccountPage($("main"));
+const activityPage = new ActivityPage($("main"));
 
 function schedule() {
   if (dirty) return;
@@ -57,7 +59,7 @@ function drawRing() {
 function route() {
   const page = location.pathname === "/submissions" ? "/submissions" : location.hash.replace("#", "") || "/";
   for (const a of document.querySelectorAll("header nav a")) {
-    const here = a.dataset.page === page || (a.dataset.page === "/" && !["/submissions", "/team", "/clusters", "/account"].includes(page));
+    const here = a.dataset.page === page || (a.dataset.page === "/" && !["/submissions", "/team", "/activity", "/clusters", "/account"].includes(page));
     if (here) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   if (page === "/submissions") {
@@ -71,6 +73,7 @@ function route() {
   if (page === "/team") return drawTeamPage();
   if (page === "/clusters") return drawClustersPage();
   if (page === "/account") return accountPage.render();
+  if (page === "/activity") return activityPage.render();
   dashboard.draw();
 }
 
