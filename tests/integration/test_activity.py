@@ -149,3 +149,29 @@ async def test_activity_past_its_retention_is_pruned(pool: asyncpg.Pool, team: T
     await activity.prune(pool, 90)
     left = await pool.fetch("select id from activity where id = any($1::bigint[])", [old, recent])
     assert [r["id"] for r in left] == [recent]
+
+
+async def test_an_analysis_s_retry_and_deletion_are_recorded(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
+    await as_owner(pool, team)
+    ptm = await cluster.create_analysis(team.trajectory_id, "Polyhedral Template Matching")
+    jobs = await cluster.submit(
+        [
+            {"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "PTM", "analysis_id": ptm, "frame": f}
+            for f in range(2)
+        ]
+    )
+    for job_id in jobs:
+        cluster.jobs[job_id].status = "failed"
+        cluster._report(cluster.jobs[job_id], error="boom")
+    await cluster.flushed()
+    await cluster.flushed()
+    assert (await post(stack, team, f"/api/analyses/{ptm}/retry-failed"))["acted"] == 2
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        deleted = await client.delete(f"/api/analyses/{ptm}", headers={"Authorization": f"Bearer {team.token}"})
+    assert deleted.status_code == 200, deleted.text
+    seen = [(e["action"], e["count"], e["clusters"], e["scope"]) for e in await entries(stack, team)]
+    assert seen[0][0] == "delete_analysis" and seen[0][3] == f"analysis:{ptm}"
+    assert ("remove_running", 2, ["gpu-1"], f"analysis:{ptm}") in seen[1:]  # its retried jobs stopped first
+    assert seen[-1] == ("retry_failed", 2, ["gpu-1"], f"analysis_frames:{ptm}")
