@@ -210,3 +210,27 @@ async def _jobs_out(db: asyncpg.Connection, column: str, value: int, what: str, 
         )
         if status == "DELETE 0":
             break
+
+
+async def role_of(db: asyncpg.Connection | asyncpg.Pool, team_id: int, user_id: int) -> str | None:
+    """The user's role in the team; None when they are not a member (or either does not exist)."""
+    role: str | None = await db.fetchval(
+        "select role from memberships where team_id = $1 and user_id = $2", team_id, user_id
+    )
+    return role
+
+
+async def lock_roles(db: asyncpg.Connection, team_id: int) -> dict[int, str]:
+    """Every member's role in the team, their rows locked until the transaction ends: two managers changing
+    roles at once cannot both take away the last owner."""
+    rows = await db.fetch("select user_id, role from memberships where team_id = $1 for update", team_id)
+    return {r["user_id"]: r["role"] for r in rows}
+
+
+async def find_user(db: asyncpg.Connection, user: int | str) -> int | None:
+    """A user by id, or by name (the first made, when names repeat)."""
+    if isinstance(user, int):
+        found: int | None = await db.fetchval("select id from users where id = $1", user)
+    else:
+        found = await db.fetchval("select id from users where name = $1 order by id limit 1", user)
+    return found

@@ -61,6 +61,7 @@ from .schema import asyncapi_document, openapi_document
 from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
 from .submission_windows import team_projects, team_submissions, team_submissions_csv
 from .submissions import preview_submissions_action, submissions_action
+from .team_admin import add_cluster, add_member, remove_cluster, remove_member, rotate_cluster_key, team_clusters
 from .ws import websocket_endpoint
 
 log = logging.getLogger("gateway")
@@ -162,6 +163,12 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/ingest/analyses", ingest_analysis, methods=["POST"]),
         Route("/api/me", me),
         Route("/api/teams/{id:int}/members", team_members),
+        Route("/api/teams/{id:int}/members", add_member, methods=["POST"]),
+        Route("/api/teams/{id:int}/members/{user:int}", remove_member, methods=["DELETE"]),
+        Route("/api/teams/{id:int}/clusters", team_clusters),
+        Route("/api/teams/{id:int}/clusters", add_cluster, methods=["POST"]),
+        Route("/api/teams/{id:int}/clusters/{cluster:int}/key", rotate_cluster_key, methods=["POST"]),
+        Route("/api/teams/{id:int}/clusters/{cluster:int}", remove_cluster, methods=["DELETE"]),
         Route("/api/ingest/metrics", ingest_metrics, methods=["POST"]),
         Route("/api/ingest/confirmations", ingest_confirmation, methods=["POST"]),
         Route("/api/ingest/submissions", ingest_submission, methods=["POST"]),

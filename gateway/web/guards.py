@@ -19,8 +19,9 @@ import msgspec
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 
+from ..core import roles
 from ..core.types import MAX_ID, is_id
-from ..store import activity, clusters, queries
+from ..store import activity, clusters, queries, tenants
 from ..store.reads import TooSlow
 from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
@@ -174,6 +175,17 @@ async def owner_or_admin(request: Request, user_id: int, team_id: int, message: 
     """The team's owners and admins pass; a member, or anyone else, gets 403 with `message`."""
     if not await activity.can_read(runtime_of(request).pool, team_id, user_id):
         raise Refused(403, "forbidden", message)
+
+
+async def may(request: Request, user_id: int, team_id: int, what: str) -> str:
+    """The caller's role in the team when it may do `what` there (gateway.core.roles decides); 403 otherwise."""
+    role = await tenants.role_of(runtime_of(request).pool, team_id, user_id)
+    if role is None:
+        raise Refused(403, "forbidden", "not a member of this team")
+    if not roles.may(role, what):
+        allowed = " and ".join(f"{r}s" for r in roles.ROLES if roles.may(r, what))
+        raise Refused(403, "forbidden", f"only the team's {allowed} may {roles.WHAT[what]} (you are a {role})")
+    return role
 
 
 MembersTeamOf = Callable[[asyncpg.Pool, int, int], Awaitable[int | None]]  # queries.members_team_of_*

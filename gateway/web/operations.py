@@ -29,6 +29,16 @@ from .answers import (
     TrajectoryRow,
     Users,
 )
+from .team_admin import (
+    ClusterKey,
+    ClusterMade,
+    ClusterRemoved,
+    MemberChange,
+    MemberRemoved,
+    Membership,
+    NewCluster,
+    TeamClusters,
+)
 
 
 def _param(name: str, description: str, schema: dict[str, Any], many: bool = False) -> dict[str, Any]:
@@ -294,6 +304,74 @@ ROUTES: list[Operation] = [
         Members,
     ),
     Operation(
+        "post",
+        "/api/teams/{id}/members",
+        "addMember",
+        "teams",
+        "Make a user (by id or name) a member with a role, or change their role; idempotent (owners and admins; "
+        "only an owner makes or unmakes an owner; the last owner stays)",
+        "user",
+        MemberChange,
+        Membership,
+        "no such user",
+        "the change would leave the team without an owner",
+    ),
+    Operation(
+        "delete",
+        "/api/teams/{id}/members/{user}",
+        "removeMember",
+        "teams",
+        "Remove a member (owners and admins; only an owner removes an owner; the last owner stays); idempotent",
+        "user",
+        None,
+        MemberRemoved,
+        conflict="the member is the team's last owner",
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/clusters",
+        "teamClusters",
+        "teams",
+        "The team's clusters, and the caller's role in the team",
+        "user",
+        None,
+        TeamClusters,
+    ),
+    Operation(
+        "post",
+        "/api/teams/{id}/clusters",
+        "addCluster",
+        "teams",
+        "Add a cluster, its ingest key shown this once; a cluster of that name is found again, with no key "
+        "(owners and admins)",
+        "user",
+        NewCluster,
+        ClusterMade,
+    ),
+    Operation(
+        "post",
+        "/api/teams/{id}/clusters/{cluster}/key",
+        "rotateClusterKey",
+        "teams",
+        "A new ingest key for the cluster, shown this once: its previous key stops working now (owners and admins)",
+        "user",
+        None,
+        ClusterKey,
+        "no such cluster in this team",
+    ),
+    Operation(
+        "delete",
+        "/api/teams/{id}/clusters/{cluster}",
+        "removeCluster",
+        "teams",
+        "Remove a cluster (its key stops working); idempotent; with jobs only when with_jobs=true (owners and admins)",
+        "user",
+        None,
+        ClusterRemoved,
+        conflict="the cluster still holds jobs and with_jobs is not true",
+        parameters=(_param("with_jobs", "remove the cluster's jobs with it", {"type": "boolean", "default": False}),),
+    ),
+    Operation(
         "get",
         "/api/teams/{id}/trajectories",
         "teamTrajectories",
@@ -439,6 +517,6 @@ ROUTES: list[Operation] = [
 TAGS = [
     {"name": "ingest", "description": "Clusters report jobs and register what they refer to (a cluster key)"},
     {"name": "actions", "description": "A person's actions on jobs, carried out by the clusters that hold them"},
-    {"name": "teams", "description": "A team's members and trajectories"},
+    {"name": "teams", "description": "A team's members, roles, clusters and trajectories"},
     {"name": "session", "description": "Who is signed in, the browser's session cookie, and the account's sessions"},
 ]

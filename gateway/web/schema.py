@@ -3,6 +3,7 @@ the msgspec types the gateway itself decodes and encodes with, so they cannot dr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -193,8 +194,8 @@ def _operation(route: Operation) -> dict[str, Any]:
         operation["security"] = [{"cluster_key" if route.who == "cluster" else "user_token": []}]
     id_schema = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
     parameters: list[dict[str, Any]] = []
-    if "{id}" in route.path:
-        parameters.append({"name": "id", "in": "path", "required": True, "schema": id_schema})
+    for name in re.findall(r"\{(\w+)\}", route.path):  # every path parameter is an id
+        parameters.append({"name": name, "in": "path", "required": True, "schema": id_schema})
     for name, description in route.query:
         parameters.append(
             {
