@@ -1,0 +1,268 @@
+"""Every route of the app against every role: owner, admin, member, another team's member, and no token.
+
+The decision is gateway.core.roles' table; a route the table does not name fails here, so a new route cannot be
+added without one. A refusal is a 401 (no token) or a 403 with the JSON error a person reads; a call a role may
+make is neither. Then the managing calls themselves: the rules a team's owners and admins meet, each a clear 4xx.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import asyncpg
+import httpx
+import pytest
+from starlette.routing import Route, WebSocketRoute
+
+from gateway.config import Settings
+from gateway.core import roles
+from gateway.credentials import issue_token
+from gateway.web.app import create_app
+from tests.conftest import Stack
+from tests.integration.conftest import Team, make_team
+
+
+def app_routes() -> list[tuple[str, str]]:
+    app = create_app(Settings(secret="x" * 32))
+    found = []
+    for route in app.routes:
+        if isinstance(route, WebSocketRoute):
+            found.append(("GET", route.path))
+        elif isinstance(route, Route):
+            found += [(m, route.path) for m in sorted((route.methods or set()) - {"HEAD"})]
+    return found
+
+
+ROUTES = app_routes()
+ROLES = ["owner", "admin", "member", "foreign", "none"]
+
+
+def test_every_route_of_the_app_has_a_decision() -> None:
+    missing = [r for r in ROUTES if r not in roles.ROUTE_ACCESS]
+    assert missing == [], "name who may call these in gateway.core.roles.ROUTE_ACCESS"
+    assert set(roles.ROUTE_ACCESS) == set(ROUTES), "the table names routes the app no longer has"
+
+
+@dataclass
+class World:
+    team: Team
+    tokens: dict[str, str]  # role -> a token of a user with that role in the team (foreign: another team's)
+    user_ids: dict[str, int]
+    analysis_id: int
+    submission_id: int
+    outsider_id: int  # a user in no team, whom managers add and remove
+    spare_cluster_id: int
+
+
+async def add_user(pool: asyncpg.Pool, secret: str, team_id: int, role: str) -> tuple[int, str]:
+    user_id = await pool.fetchval("insert into users (name) values ($1) returning id", f"{role} {secrets.token_hex(3)}")
+    await pool.execute("insert into memberships (team_id, user_id, role) values ($1, $2, $3)", team_id, user_id, role)
+    return user_id, issue_token(secret, user_id, 3600)
+
+
+@pytest.fixture
+async def world(pool: asyncpg.Pool, stack: Stack) -> World:
+    team = await make_team(pool, stack.secret)  # its user is a member
+    other = await make_team(pool, stack.secret)
+    owner_id, owner = await add_user(pool, stack.secret, team.id, "owner")
+    admin_id, admin = await add_user(pool, stack.secret, team.id, "admin")
+    analysis_id = await pool.fetchval(
+        "insert into analyses (trajectory_id, plugin) values ($1, 'RDF') returning id", team.trajectory_id
+    )
+    submission_id = await pool.fetchval(
+        "insert into submissions (team_id, title) values ($1, 'water box') returning id", team.id
+    )
+    outsider_id = await pool.fetchval(
+        "insert into users (name) values ($1) returning id", f"out {secrets.token_hex(3)}"
+    )
+    spare = await pool.fetchval("insert into clusters (team_id, name) values ($1, 'spare') returning id", team.id)
+    return World(
+        team,
+        {"owner": owner, "admin": admin, "member": team.token, "foreign": other.token},
+        {"owner": owner_id, "admin": admin_id, "member": team.user_id},
+        analysis_id,
+        submission_id,
+        outsider_id,
+        spare,
+    )
+
+
+def call_for(world: World, method: str, path: str) -> tuple[str, object]:
+    """The route's path with real ids of the team, and a body it can take."""
+    team = world.team
+    if path.startswith("/api/teams/"):
+        filled = path.replace("{id:int}", str(team.id))
+    elif path.startswith("/api/trajectories/"):
+        filled = path.replace("{id:int}", str(team.trajectory_id))
+    elif path.startswith("/api/analyses/"):
+        filled = path.replace("{id:int}", str(world.analysis_id))
+    else:
+        filled = path.replace("{id:int}", "1")
+    filled = filled.replace("{user:int}", str(world.outsider_id)).replace("{cluster:int}", str(world.spare_cluster_id))
+    body: object = None
+    if path == "/api/teams/{id:int}/members" and method == "POST":
+        body = {"user": world.outsider_id, "role": "member"}
+    elif path == "/api/teams/{id:int}/clusters" and method == "POST":
+        body = {"name": "spare"}
+    elif path.startswith("/api/submissions/actions"):
+        body = {"action": "kill", "submissions": [world.submission_id]}
+    elif path == "/api/submissions/instance-types":
+        filled += f"?submission={world.submission_id}"
+    return filled, body
+
+
+TEAM_ROUTES = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in (roles.SEE, roles.ACT, roles.MANAGE)]
+SIGNED_IN = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in ("user", "cluster") and p != "/ws"]
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("method", "path"), TEAM_ROUTES, ids=[f"{m} {p}" for m, p in TEAM_ROUTES])
+async def test_a_team_route_answers_each_role_as_the_table_says(
+    stack: Stack, world: World, method: str, path: str, role: str
+) -> None:
+    filled, body = call_for(world, method, path)
+    headers = {} if role == "none" else {"Authorization": f"Bearer {world.tokens[role]}"}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        response = await client.request(method, filled, json=body, headers=headers)
+    what = roles.ROUTE_ACCESS[(method, path)]
+    if role == "none":
+        assert response.status_code == 401, response.text
+    elif role == "foreign" or not roles.may(role, what):
+        assert response.status_code == 403, response.text
+        assert response.json()["error"] == "forbidden" and response.json()["message"]
+    else:
+        assert response.status_code not in (401, 403) and response.status_code < 500, response.text
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("method", "path"), SIGNED_IN, ids=[f"{m} {p}" for m, p in SIGNED_IN])
+async def test_a_cluster_or_account_route_answers_each_role(
+    stack: Stack, world: World, method: str, path: str, role: str
+) -> None:
+    filled, body = call_for(world, method, path)
+    headers = {} if role == "none" else {"Authorization": f"Bearer {world.tokens[role]}"}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        response = await client.request(method, filled, json=body, headers=headers)
+    if role == "none" or roles.ROUTE_ACCESS[(method, path)] == "cluster":  # a person's token is no cluster key
+        assert response.status_code == 401, response.text
+    else:
+        assert response.status_code not in (401, 403) and response.status_code < 500, response.text
+
+
+async def _as(stack: Stack, token: str, method: str, path: str, body: object = None) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        return await client.request(method, path, json=body, headers={"Authorization": f"Bearer {token}"})
+
+
+async def test_an_owner_adds_re_roles_and_removes_a_member_idempotently(stack: Stack, world: World) -> None:
+    owner, team, outsider = world.tokens["owner"], world.team.id, world.outsider_id
+    added = await _as(stack, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "member"})
+    assert added.status_code == 200 and added.json()["result"] == "added", added.text
+    again = await _as(stack, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "member"})
+    assert again.json()["result"] == "unchanged"
+    changed = await _as(stack, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "admin"})
+    assert changed.json()["result"] == "changed"
+    members = (await _as(stack, owner, "GET", f"/api/teams/{team}/members")).json()["members"]
+    assert outsider in [m["id"] for m in members]
+    gone = await _as(stack, owner, "DELETE", f"/api/teams/{team}/members/{outsider}")
+    assert gone.json()["removed"] is True
+    gone_again = await _as(stack, owner, "DELETE", f"/api/teams/{team}/members/{outsider}")
+    assert gone_again.status_code == 200 and gone_again.json()["removed"] is False
+
+
+async def test_a_user_is_found_by_name(stack: Stack, world: World, pool: asyncpg.Pool) -> None:
+    name = await pool.fetchval("select name from users where id = $1", world.outsider_id)
+    added = await _as(
+        stack, world.tokens["admin"], "POST", f"/api/teams/{world.team.id}/members", {"user": name, "role": "member"}
+    )
+    assert added.status_code == 200 and added.json()["user"] == world.outsider_id, added.text
+
+
+@pytest.mark.parametrize(
+    ("who", "body", "status", "error", "says"),
+    [
+        ("owner", {"user": "outsider", "role": "boss"}, 422, "invalid", "role: expected one of owner, admin, member"),
+        ("owner", {"user": "nobody at all", "role": "member"}, 404, "not_found", "no user 'nobody at all'"),
+        ("owner", {"user": 2**62, "role": "member"}, 404, "not_found", "no user"),
+        ("owner", {"user": "owner", "role": "member"}, 409, "last_owner", "keeps at least one owner"),
+        ("admin", {"user": "member", "role": "owner"}, 403, "forbidden", "only an owner may make or unmake"),
+        ("admin", {"user": "owner", "role": "admin"}, 403, "forbidden", "only an owner may make or unmake"),
+        ("owner", {"user": "outsider", "role": "member", "extra": 1}, 422, "invalid", "extra"),
+        ("owner", {"user": "a\x00b", "role": "member"}, 422, "invalid", "NUL"),
+    ],
+    ids=[
+        "unknown role",
+        "missing user",
+        "missing user id",
+        "last owner",
+        "admin makes owner",
+        "admin unmakes owner",
+        "unknown field",
+        "NUL",
+    ],
+)
+async def test_a_role_change_that_may_not_be_made_is_a_clear_4xx(
+    stack: Stack, world: World, who: str, body: dict[str, object], status: int, error: str, says: str
+) -> None:
+    user = body["user"]
+    if user in world.user_ids:
+        body = {**body, "user": world.user_ids[str(user)]}
+    elif user == "outsider":
+        body = {**body, "user": world.outsider_id}
+    response = await _as(stack, world.tokens[who], "POST", f"/api/teams/{world.team.id}/members", body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == error and says in response.json()["message"], response.json()
+
+
+async def test_the_last_owner_cannot_be_removed_and_an_admin_cannot_remove_an_owner(stack: Stack, world: World) -> None:
+    team, owner_id = world.team.id, world.user_ids["owner"]
+    by_admin = await _as(stack, world.tokens["admin"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
+    assert by_admin.status_code == 403 and "only an owner may remove an owner" in by_admin.json()["message"]
+    by_self = await _as(stack, world.tokens["owner"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
+    assert by_self.status_code == 409 and by_self.json()["error"] == "last_owner"
+    # With a second owner, the first may go.
+    made = await _as(
+        stack, world.tokens["owner"], "POST", f"/api/teams/{team}/members", {"user": world.outsider_id, "role": "owner"}
+    )
+    assert made.json()["result"] == "added"
+    gone = await _as(stack, world.tokens["owner"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
+    assert gone.json()["removed"] is True
+
+
+async def test_a_foreign_team_is_refused_whatever_its_ids(stack: Stack, world: World, pool: asyncpg.Pool) -> None:
+    other = await make_team(pool, stack.secret)
+    body = {"user": world.outsider_id, "role": "member"}
+    response = await _as(stack, world.tokens["owner"], "POST", f"/api/teams/{other.id}/members", body)
+    assert response.status_code == 403 and response.json()["message"] == "not a member of this team"
+    foreign_cluster = await _as(
+        stack, world.tokens["owner"], "POST", f"/api/teams/{world.team.id}/clusters/{other.cluster_id}/key"
+    )
+    assert foreign_cluster.status_code == 404, foreign_cluster.text
+    assert f"no cluster {other.cluster_id} in team {world.team.id}" in foreign_cluster.json()["message"]
+
+
+async def test_a_cluster_is_added_with_its_key_shown_once_and_re_keyed(stack: Stack, world: World) -> None:
+    owner, team = world.tokens["owner"], world.team.id
+    made = (await _as(stack, owner, "POST", f"/api/teams/{team}/clusters", {"name": "tpu-1"})).json()
+    assert made["created"] is True and made["key"].startswith(f"c{made['id']}.")
+    found = (await _as(stack, owner, "POST", f"/api/teams/{team}/clusters", {"name": "tpu-1"})).json()
+    assert found == {**made, "created": False, "key": None}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        metrics = {"cpu": 1, "memory": 1, "disk": 1, "network": 1}
+
+        async def report(key: str) -> int:
+            headers = {"Authorization": f"Bearer {key}"}
+            return (await client.post("/api/ingest/metrics", json=metrics, headers=headers)).status_code
+
+        assert await report(made["key"]) < 300
+        rotated = await _as(stack, world.tokens["admin"], "POST", f"/api/teams/{team}/clusters/{made['id']}/key")
+        new_key = rotated.json()["key"]
+        assert await report(made["key"]) == 401  # the old key stops working at once
+        assert await report(new_key) < 300
+    listed = (await _as(stack, world.tokens["member"], "GET", f"/api/teams/{team}/clusters")).json()
+    assert listed["role"] == "member" and "tpu-1" in [c["name"] for c in listed["clusters"]]
+    removed = await _as(stack, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
+    assert removed.json() == {"id": made["id"], "removed": True}
+    again = await _as(stack, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
+    assert again.json() == {"id": made["id"], "removed": False}
