@@ -52,7 +52,13 @@ def add_commands(
     p.add_argument("--with-jobs", action="store_true", help="remove its jobs too (refused otherwise)")
 
     users = actions("user", "create, list or remove users", "A user's name is its identity here: create is idempotent.")
-    action(users, "create", _create_user, "create a user (or find them by name)").add_argument("name")
+    p = action(users, "create", _create_user, "create a user (or find them by name)")
+    p.add_argument("name")
+    p.add_argument(
+        "--platform-admin",
+        action="store_true",
+        help="their token may call /api/admin/... and manage every team (docs/operations.md)",
+    )
     action(users, "list", _list_users, "list users").add_argument("--team", type=ident, help="only this team's")
     action(users, "remove", _remove_user, "remove a user (their sessions end)").add_argument("id", type=ident)
 
@@ -121,7 +127,10 @@ async def _remove_team(db: asyncpg.Connection, args: argparse.Namespace) -> dict
 
 async def _create_user(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
     user_id, made = await tenants.create_user(db, args.name)
-    return {"id": user_id, "name": args.name, "created": made}
+    if args.platform_admin:
+        await tenants.set_platform_admin(db, user_id, True)
+    admin = await tenants.is_platform_admin(db, user_id)
+    return {"id": user_id, "name": args.name, "created": made, "platform_admin": admin}
 
 
 async def _list_users(db: asyncpg.Connection, args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -25,7 +25,8 @@ MAY: dict[str, frozenset[str]] = {
 }
 
 # Who may call each route (method, path as the app's route table spells it): `anyone`; a `cluster` by its key;
-# any signed-in `user` (their own account); or a member of the team the route names with the right to SEE, ACT
+# any signed-in `user` (their own account); a `platform` administrator (users.platform_admin, who also manages
+# every team as an owner would); or a member of the team the route names with the right to SEE, ACT
 # or MANAGE. A route missing here fails the role test: every new route needs a decision.
 ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/ws"): "user",
@@ -45,6 +46,12 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/teams/{id:int}/clusters"): MANAGE,
     ("POST", "/api/teams/{id:int}/clusters/{cluster:int}/key"): MANAGE,
     ("DELETE", "/api/teams/{id:int}/clusters/{cluster:int}"): MANAGE,
+    ("GET", "/api/admin/teams"): "platform",
+    ("POST", "/api/admin/teams"): "platform",
+    ("DELETE", "/api/admin/teams/{id:int}"): "platform",
+    ("GET", "/api/admin/users"): "platform",
+    ("POST", "/api/admin/users"): "platform",
+    ("DELETE", "/api/admin/users/{id:int}"): "platform",
     ("POST", "/api/trajectories/{id:int}/remove-running"): ACT,
     ("GET", "/api/trajectories/{id:int}/remove-running/preview"): SEE,
     ("POST", "/api/trajectories/{id:int}/retry-failed"): ACT,
@@ -78,8 +85,11 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
 }
 
 
-def may(role: str | None, what: str) -> bool:
-    """Whether a member with `role` (None: not a member) may do `what` (SEE, ACT or MANAGE) in the team."""
+def may(role: str | None, what: str, platform_admin: bool = False) -> bool:
+    """Whether a member with `role` (None: not a member) may do `what` (SEE, ACT or MANAGE) in the team. A
+    platform administrator manages every team (its members and clusters), and sees its jobs only as a member."""
+    if platform_admin and what == MANAGE:
+        return True
     return role is not None and what in MAY.get(role, frozenset())
 
 

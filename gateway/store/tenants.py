@@ -234,3 +234,12 @@ async def find_user(db: asyncpg.Connection, user: int | str) -> int | None:
     else:
         found = await db.fetchval("select id from users where name = $1 order by id limit 1", user)
     return found
+
+
+async def is_platform_admin(db: asyncpg.Connection | asyncpg.Pool, user_id: int) -> bool:
+    return bool(await db.fetchval("select platform_admin from users where id = $1", user_id))
+
+
+async def set_platform_admin(db: asyncpg.Connection, user_id: int, admin: bool) -> bool:
+    """Make the user a platform administrator (or no longer one); False when there is no such user."""
+    return await db.execute("update users set platform_admin = $2 where id = $1", user_id, admin) == "UPDATE 1"

@@ -55,6 +55,14 @@ from .lifecycle import lifecycle
 from .logs import RequestTimer, install_redaction
 from .loop_lag import LoopLag
 from .metrics import healthz, metrics, readyz
+from .platform_admin import (
+    admin_create_team,
+    admin_create_user,
+    admin_remove_team,
+    admin_remove_user,
+    admin_teams,
+    admin_users,
+)
 from .quotas import Creations
 from .runtime import Runtime
 from .schema import asyncapi_document, openapi_document
@@ -173,6 +181,12 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/ingest/confirmations", ingest_confirmation, methods=["POST"]),
         Route("/api/ingest/submissions", ingest_submission, methods=["POST"]),
         Route("/api/ingest/submissions/{id:int}", update_submission, methods=["POST"]),
+        Route("/api/admin/teams", admin_teams),
+        Route("/api/admin/teams", admin_create_team, methods=["POST"]),
+        Route("/api/admin/teams/{id:int}", admin_remove_team, methods=["DELETE"]),
+        Route("/api/admin/users", admin_users),
+        Route("/api/admin/users", admin_create_user, methods=["POST"]),
+        Route("/api/admin/users/{id:int}", admin_remove_user, methods=["DELETE"]),
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
         Route("/api/trajectories/{id:int}/remove-running/preview", preview_remove_running),
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),

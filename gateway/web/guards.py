@@ -179,13 +179,24 @@ async def owner_or_admin(request: Request, user_id: int, team_id: int, message: 
 
 async def may(request: Request, user_id: int, team_id: int, what: str) -> str:
     """The caller's role in the team when it may do `what` there (gateway.core.roles decides); 403 otherwise."""
-    role = await tenants.role_of(runtime_of(request).pool, team_id, user_id)
+    pool = runtime_of(request).pool
+    role = await tenants.role_of(pool, team_id, user_id)
+    if what == roles.MANAGE and not roles.may(role, what) and await tenants.is_platform_admin(pool, user_id):
+        return "owner"  # a platform administrator manages every team as its owner would
     if role is None:
         raise Refused(403, "forbidden", "not a member of this team")
     if not roles.may(role, what):
         allowed = " and ".join(f"{r}s" for r in roles.ROLES if roles.may(r, what))
         raise Refused(403, "forbidden", f"only the team's {allowed} may {roles.WHAT[what]} (you are a {role})")
     return role
+
+
+async def platform_admin(request: Request) -> int:
+    """The signed-in user when they are a platform administrator (users.platform_admin); 403 otherwise."""
+    user_id = user(request, acting=True)
+    if not await tenants.is_platform_admin(runtime_of(request).pool, user_id):
+        raise Refused(403, "forbidden", "only a platform administrator may manage teams and users")
+    return user_id
 
 
 MembersTeamOf = Callable[[asyncpg.Pool, int, int], Awaitable[int | None]]  # queries.members_team_of_*

@@ -35,7 +35,7 @@ def app_routes() -> list[tuple[str, str]]:
 
 
 ROUTES = app_routes()
-ROLES = ["owner", "admin", "member", "foreign", "none"]
+ROLES = ["owner", "admin", "member", "foreign", "none", "platform"]  # platform: a platform administrator
 
 
 def test_every_route_of_the_app_has_a_decision() -> None:
@@ -77,9 +77,18 @@ async def world(pool: asyncpg.Pool, stack: Stack) -> World:
         "insert into users (name) values ($1) returning id", f"out {secrets.token_hex(3)}"
     )
     spare = await pool.fetchval("insert into clusters (team_id, name) values ($1, 'spare') returning id", team.id)
+    platform_id = await pool.fetchval(
+        "insert into users (name, platform_admin) values ($1, true) returning id", f"platform {secrets.token_hex(3)}"
+    )
     return World(
         team,
-        {"owner": owner, "admin": admin, "member": team.token, "foreign": other.token},
+        {
+            "owner": owner,
+            "admin": admin,
+            "member": team.token,
+            "foreign": other.token,
+            "platform": issue_token(stack.secret, platform_id, 3600),
+        },
         {"owner": owner_id, "admin": admin_id, "member": team.user_id},
         analysis_id,
         submission_id,
@@ -113,6 +122,7 @@ def call_for(world: World, method: str, path: str) -> tuple[str, object]:
 
 
 TEAM_ROUTES = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in (roles.SEE, roles.ACT, roles.MANAGE)]
+PLATFORM = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) == "platform"]
 SIGNED_IN = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in ("user", "cluster") and p != "/ws"]
 
 
@@ -128,7 +138,7 @@ async def test_a_team_route_answers_each_role_as_the_table_says(
     what = roles.ROUTE_ACCESS[(method, path)]
     if role == "none":
         assert response.status_code == 401, response.text
-    elif role == "foreign" or not roles.may(role, what):
+    elif role == "foreign" or not roles.may(None if role == "platform" else role, what, role == "platform"):
         assert response.status_code == 403, response.text
         assert response.json()["error"] == "forbidden" and response.json()["message"]
     else:
@@ -266,3 +276,51 @@ async def test_a_cluster_is_added_with_its_key_shown_once_and_re_keyed(stack: St
     assert removed.json() == {"id": made["id"], "removed": True}
     again = await _as(stack, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
     assert again.json() == {"id": made["id"], "removed": False}
+
+
+def admin_call(method: str, path: str, world: World) -> tuple[str, object]:
+    body = {"name": f"made {secrets.token_hex(3)}"} if method == "POST" else None
+    return path.replace("{id:int}", str(2**62)), body  # removing one that is not there changes nothing
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("method", "path"), PLATFORM, ids=[f"{m} {p}" for m, p in PLATFORM])
+async def test_an_admin_route_answers_a_platform_administrator_only(
+    stack: Stack, world: World, method: str, path: str, role: str
+) -> None:
+    filled, body = admin_call(method, path, world)
+    headers = {} if role == "none" else {"Authorization": f"Bearer {world.tokens[role]}"}
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        response = await client.request(method, filled, json=body, headers=headers)
+    if role == "none":
+        assert response.status_code == 401, response.text
+    elif role != "platform":
+        assert response.status_code == 403, response.text
+        assert response.json()["message"] == "only a platform administrator may manage teams and users"
+    else:
+        assert response.status_code == 200, response.text
+
+
+async def test_a_platform_administrator_provisions_a_team_from_nothing(stack: Stack, world: World) -> None:
+    """What `gateway team|user|member|cluster` does, over HTTP, run twice: the second run finds the first's."""
+    token, tag = world.tokens["platform"], secrets.token_hex(3)
+    for run in range(2):
+        team = (await _as(stack, token, "POST", "/api/admin/teams", {"name": f"lab {tag}"})).json()
+        ada = (await _as(stack, token, "POST", "/api/admin/users", {"name": f"Ada {tag}"})).json()
+        assert team["created"] is ada["created"] is (run == 0)
+        owner = await _as(
+            stack, token, "POST", f"/api/teams/{team['id']}/members", {"user": ada["id"], "role": "owner"}
+        )
+        assert owner.json()["result"] == ("added" if run == 0 else "unchanged"), owner.text
+        cluster = (await _as(stack, token, "POST", f"/api/teams/{team['id']}/clusters", {"name": "gpu"})).json()
+        assert (cluster["key"] is not None) is (run == 0)
+    teams = (await _as(stack, token, "GET", "/api/admin/teams")).json()["teams"]
+    assert {"id": team["id"], "name": f"lab {tag}", "members": 1, "clusters": 1, "jobs": 0} in teams
+    # It manages the team, and does not see its jobs: it is not one of its members.
+    seen = await _as(stack, token, "GET", f"/api/teams/{team['id']}/trajectories")
+    assert seen.status_code == 403
+    gone = await _as(stack, token, "DELETE", f"/api/admin/teams/{team['id']}")
+    assert gone.json() == {"id": team["id"], "removed": True}
+    assert (await _as(stack, token, "DELETE", f"/api/admin/teams/{team['id']}")).json()["removed"] is False
+    refused = await _as(stack, token, "POST", "/api/admin/users", {"name": "a\x00b"})
+    assert refused.status_code == 422 and "NUL" in refused.json()["message"]
