@@ -13,6 +13,7 @@ import { Panel } from "./panel.js";
 import { Popover } from "./popover.js";
 import { ringFill, ringLabel } from "./rules.js";
 import { SubmissionsPage, taskMenu } from "./submissions.js";
+import { addMemberButton, clusterKeys, memberCells, memberHead, wireTeamAdmin } from "./team_admin.js";
 import { closeMenu, dialogOpen, esc, menuOpen } from "./ui.js";
 
 const $ = (id) => document.getElementById(id);
@@ -86,28 +87,48 @@ function replace(main, page, html) {
 }
 
 let members = null;
+let myRole = ""; // the person's role in the team: owners and admins see the pages' controls (team_admin.js)
 async function drawTeamPage() {
   const main = $("main");
   if (main.dataset.page !== "team" && members === null) {
     members = [];
-    members = (await (await fetch(`/api/teams/${app.teamId}/members`)).json()).members || [];
+    const answer = await (await fetch(`/api/teams/${app.teamId}/members`)).json();
+    members = answer.members || [];
+    myRole = answer.role || "";
   }
   const online = new Set(app.team.presence ? app.team.presence.users : []);
-  replace(main, "team", `<h1>My Team</h1>${app.me.single_user ? "" : `<p>${online.size} / ${members.length} online</p>`}
-    <table><caption class="visually-hidden">Members of the team</caption><thead><tr><th scope="col">Member</th><th scope="col">Status</th></tr></thead>
-    <tbody>${members.map((m) => `<tr><td>${esc(m.name)}</td><td>${app.me.single_user ? "" : online.has(m.id) ? "● online" : "○ offline"}</td></tr>`).join("")}</tbody></table>`);
+  replace(main, "team", `<h1>My Team</h1>${app.me.single_user ? "" : `<p>${online.size} / ${members.length} online</p>`}${addMemberButton(myRole)}
+    <div class="table-scroll"><table><caption class="visually-hidden">Members of the team</caption><thead><tr><th scope="col">Member</th><th scope="col">Status</th>${memberHead(myRole)}</tr></thead>
+    <tbody>${members.map((m) => `<tr><td>${esc(m.name)}</td><td>${app.me.single_user ? "" : online.has(m.id) ? "● online" : "○ offline"}</td>${memberCells(m, myRole)}</tr>`).join("")}</tbody></table></div>`);
 }
+
+let keyed = null; // the team's clusters as their managers see them (GET /api/teams/{id}/clusters)
+async function loadClusters() {
+  const answer = await fetch(`/api/teams/${app.teamId}/clusters`).then((r) => r.json()).catch(() => ({}));
+  keyed = answer.clusters || [];
+  myRole = answer.role || myRole;
+  schedule();
+}
+wireTeamAdmin($("main"), {
+  members: () => members || [],
+  clusters: () => keyed || [],
+  changed: (what) => {
+    if (what === "members") { members = null; $("main").dataset.page = ""; } else loadClusters();
+    schedule();
+  },
+});
 
 function drawClustersPage() {
   const main = $("main");
   if (app.me.local) { replace(main, "clusters", `<h1>Clusters</h1><p class="quiet">Not available when the app runs locally.</p>`); return; }
+  if (keyed === null) { keyed = []; loadClusters(); }
   const s = app.team.clusters;
   const rows = s ? s.clusters.map((c) => `<tr><td>${esc(c.name)}</td><td class="${c.cpu >= 85 ? "cpu-high red" : ""}">${c.cpu}%</td>
     <td>${c.memory}%</td><td>${c.disk}%</td><td>${c.network} MB/s</td><td>${c.live ? "live" : "silent"}</td></tr>`).join("") : "";
   replace(main, "clusters", `<h1>Clusters</h1><div class="table-scroll"><table><caption class="visually-hidden">The team's clusters</caption>
     <thead><tr><th scope="col">Cluster</th><th scope="col">CPU</th><th scope="col">Memory</th><th scope="col">Disk</th>
     <th scope="col">Network</th><th scope="col">Reporting</th></tr></thead>
-    <tbody>${rows || `<tr><td colspan="6" class="quiet">No cluster reports metrics</td></tr>`}</tbody></table></div>`);
+    <tbody>${rows || `<tr><td colspan="6" class="quiet">No cluster reports metrics</td></tr>`}</tbody></table></div>${clusterKeys(keyed, myRole)}`);
 }
 
 /** What the address says is open (a reload or a shared link): the popover and its search, a trajectory's panel. */

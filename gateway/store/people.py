@@ -77,6 +77,12 @@ async def members(pool: asyncpg.Pool, team_id: int) -> list[Named]:
     return [Named(*r) for r in rows]
 
 
+async def roles(pool: asyncpg.Pool, team_id: int) -> dict[int, str]:
+    """Each member's role in the team, by user id."""
+    rows = await pool.fetch("select user_id, role from memberships where team_id = $1", team_id)
+    return {r["user_id"]: r["role"] for r in rows}
+
+
 async def trajectories(
     pool: asyncpg.Pool, team_id: int, search: str = "", offset: int = 0, limit: int = 100, timeout: float = 0
 ) -> tuple[int, list[Listed]]:

@@ -71,6 +71,7 @@ class Member(msgspec.Struct):
     id: int
     name: str
     online: bool
+    role: str = "member"  # owner, admin or member
 
 
 class Members(msgspec.Struct, omit_defaults=True):
@@ -80,6 +81,7 @@ class Members(msgspec.Struct, omit_defaults=True):
     members: list[Member]
     online: int | None = None
     clusters: list[Named] = msgspec.field(default_factory=list)
+    role: str = ""  # the caller's role in the team: owners and admins see the page's controls
 
 
 class TrajectoryRow(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -44,15 +44,18 @@ async def me(request: Request) -> Response:
 async def team_members(request: Request) -> Response:
     """My Team: the members, and who is online now (across every node); the team's clusters' names (job rows)."""
     team_id = path_id(request)
-    await member(request, user(request), team_id)
+    user_id = user(request)
+    await member(request, user_id, team_id)
     runtime = runtime_of(request)
     rows = await people.members(runtime.pool, team_id)
+    held = await people.roles(runtime.pool, team_id)
     online = set() if runtime.settings.single_user else await runtime.broker.presence.online(team_id)
-    members = [Member(r.id, r.name, r.id in online) for r in rows]
+    members = [Member(r.id, r.name, r.id in online, held.get(r.id, "member")) for r in rows]
     named = [Named(i, n) for i, n in (await clusters.team_clusters_by_name(runtime.pool, team_id)).items()]
+    role = held.get(user_id, "")
     if runtime.settings.single_user:
-        return answer(Members(members, clusters=named))
-    return answer(Members(members, online=sum(1 for m in members if m.online), clusters=named))
+        return answer(Members(members, clusters=named, role=role))
+    return answer(Members(members, online=sum(1 for m in members if m.online), clusters=named, role=role))
 
 
 def _page(request: Request, default_limit: int = 100) -> Page:
