@@ -45,6 +45,10 @@ async def test_a_team_from_nothing_by_script_works_on_a_live_node(stack: Stack, 
     assert again == {**team, "created": False}  # a script run twice finds what its first run made
 
     ada = as_json(stack, "user", "create", f"Ada {tag}")
+    assert ada["platform_admin"] is False
+    bot = as_json(stack, "user", "create", f"bot {tag}", "--platform-admin")
+    assert bot["platform_admin"] is True  # its token may call /api/admin/... (tests/integration/test_roles.py)
+    assert as_json(stack, "user", "create", f"bot {tag}")["platform_admin"] is True  # found again, still one
     assert (
         as_json(stack, "member", "add", "--team", str(team["id"]), "--user", str(ada["id"]), "--role", "owner")[
             "membership"
