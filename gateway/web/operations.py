@@ -9,6 +9,7 @@ from typing import Any
 from ..core.control import ActionPreview, ActionResult, Confirmation, SubmissionsAction
 from ..core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ..core.instance_types import InstanceTypes, Offered
+from ..core.saved_views import DefaultIn, SavedViews, ViewIn
 from ..core.submission import SUBMISSION_STATUSES
 from ..core.submission_window import DEFAULT_LIMIT, MAX_FILTER_VALUES, MAX_LIMIT, MAX_SEARCH, SORT_COLUMNS
 from ..core.team import MetricsReport
@@ -86,6 +87,9 @@ SEARCHED_PAGE = (
     OFFSET,
     _param("limit", "rows to answer", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
 )
+
+
+VIEW_ID = ({"name": "view", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}},)
 
 
 @dataclass(frozen=True)
@@ -511,6 +515,62 @@ ROUTES: list[Operation] = [
         ActivityPage,
         parameters=tuple(ACTIVITY),
         media="text/csv",
+    ),
+    Operation(
+        "get",
+        "/api/teams/{id}/views",
+        "listViews",
+        "teams",
+        "The Submissions page's saved views the caller sees: their own and those shared with the team",
+        "user",
+        None,
+        SavedViews,
+    ),
+    Operation(
+        "post",
+        "/api/teams/{id}/views",
+        "createView",
+        "teams",
+        "Save the Submissions page's filters, sort and columns as a named view",
+        "user",
+        ViewIn,
+        Created,
+        conflict="the caller has 100 views of their own in the team already",
+    ),
+    Operation(
+        "put",
+        "/api/teams/{id}/views/default",
+        "chooseDefaultView",
+        "teams",
+        "The view the Submissions page opens on for the caller (null: the page's own)",
+        "user",
+        DefaultIn,
+        None,
+        not_found="no view of that id the caller sees in this team",
+    ),
+    Operation(
+        "put",
+        "/api/teams/{id}/views/{view}",
+        "updateView",
+        "teams",
+        "Replace a saved view: its author, or an owner or admin of the team for a shared one",
+        "user",
+        ViewIn,
+        None,
+        not_found="no view of that id the caller sees in this team (another team's, or another member's private one)",
+        parameters=VIEW_ID,
+    ),
+    Operation(
+        "delete",
+        "/api/teams/{id}/views/{view}",
+        "deleteView",
+        "teams",
+        "Delete a saved view: its author, or an owner or admin of the team for a shared one",
+        "user",
+        None,
+        None,
+        not_found="no view of that id the caller sees in this team (another team's, or another member's private one)",
+        parameters=VIEW_ID,
     ),
     Operation(
         "get",

@@ -91,6 +91,18 @@ ID_CASES = [
     Case("DELETE", "/api/teams/{bad}/clusters/{bad}", "user"),
     Case("DELETE", "/api/admin/teams/{bad}", "user"),
     Case("DELETE", "/api/admin/users/{bad}", "user"),
+    Case("GET", "/api/teams/{bad}/views", "user"),
+    Case("POST", "/api/teams/{bad}/views", "user", {"name": "v", "view": {"columns": [{"key": "id"}]}}),
+    Case("PUT", "/api/teams/{bad}/views/default", "user", {"view_id": None}),
+    Case("PUT", "/api/teams/1/views/{bad}", "user", {"name": "v"}, field="view: expected an id"),
+    Case("DELETE", "/api/teams/1/views/{bad}", "user", field="view: expected an id"),
+    Case(
+        "POST",
+        "/api/teams/1/views",
+        "user",
+        {"name": "v", "view": {"filters": {"user": BAD}, "columns": [{"key": "id"}]}},
+        "$.view.filters.user",
+    ),
 ]
 TEXT_CASES = [
     Case("GET", "/api/teams/1/submissions?q={bad}", "user", field="q: contains a NUL"),
@@ -123,6 +135,14 @@ TEXT_CASES = [
         "cluster",
         {"instance_types": [{"name": BAD, "cores": 4, "memory_gb": 16}]},
         "$.instance_types[0].name",
+    ),
+    Case("POST", "/api/teams/1/views", "user", {"name": BAD, "view": {"columns": [{"key": "id"}]}}, "$.name"),
+    Case(
+        "POST",
+        "/api/teams/1/views",
+        "user",
+        {"name": "v", "view": {"filters": {"q": BAD}, "columns": [{"key": "id"}]}},
+        "$.view.filters.q",
     ),
 ]
 # Routes that read nothing a caller chooses but its credentials (those are checked by signature or hash).
@@ -232,13 +252,16 @@ async def test_sign_in_still_takes_a_user_id_as_digits(demo_node: Process, team:
         assert (await client.post("/api/sign-in", json={"user_id": team.user_id})).status_code == 200
 
 
+def _route(path: str) -> str:
+    """The app's route a case's path is sent to: a bad id stands for `{id:int}` (a view's id on the views' routes),
+    and a team's id 1 for `{id:int}` where the bad value is elsewhere."""
+    path = path.split("?")[0].replace("/views/{bad}", "/views/{view:int}")
+    return re.sub(r"/teams/1(?=/|$)", "/teams/{id:int}", path.replace("{bad}", "{id:int}"))
+
+
 def test_every_route_that_takes_input_is_in_the_table() -> None:
     """A new route joins the table (or NO_INPUT): the table is what keeps it from answering 500."""
-    covered = (
-        {c.path.split("?")[0].replace("{bad}", "{id:int}") for c in (*ID_CASES, *TEXT_CASES)}
-        | NO_INPUT
-        | {"/api/sign-in"}
-    )
+    covered = {_route(c.path) for c in (*ID_CASES, *TEXT_CASES)} | NO_INPUT | {"/api/sign-in"}
     app = create_app(Settings(secret="x" * 32))
     paths = {
         re.sub(r"\{\w+:int\}", "{id:int}", r.path)  # a route's second id is tried with its first
