@@ -12,6 +12,7 @@ import { app } from "./context.js";
 import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
+import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColumns, deleteView, listViews, saveView, STEP } from "./columns.js";
 import { menuActions } from "./rules.js";
 import { acting, clock, confirmDialog, count, esc, formDialog, isMenuKey, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
@@ -34,11 +35,14 @@ let current = null; // the page: the task menu reads what it knows of the submis
 export const PAGE_SIZE = 100;
 const RELOAD_EVERY = 1000; // ms: a window that moved is read again at most this often
 
-/** A column header: its sort button; STATUS also has a help button, which opens how a submission moves. */
+/** A column header: its sort button (TIME LEFT: its heading) and its resize handle; STATUS also has a help button,
+ * which opens how a submission moves. */
 function headerCell(key, label) {
-  const sort = `<button type="button" class="sort" data-sort="${key}">${label}</button>`;
-  if (key !== "status") return sort;
-  return `<div class="with-help">${sort}<button type="button" class="col-help" data-lifecycle aria-haspopup="dialog"
+  const handle = `<span class="resize" role="separator" aria-orientation="vertical" tabindex="0" data-resize="${key}"
+    aria-label="Width of ${label}: left and right arrows" title="Drag to size ${label}"></span>`;
+  const sort = UNSORTED.has(key) ? `<span class="heading">${label}</span>` : `<button type="button" class="sort" data-sort="${key}">${label}</button>`;
+  if (key !== "status") return sort + handle;
+  return `${handle}<div class="with-help">${sort}<button type="button" class="col-help" data-lifecycle aria-haspopup="dialog"
     aria-label="How a submission moves through its statuses" title="How a submission moves">?</button></div>`;
 }
 
@@ -100,6 +104,9 @@ export class SubmissionsPage {
     this.error = "";
     this.projects = [];
     this.opened = null; // the latest row of the submission whose tasks the panel shows
+    this.columns = defaultColumns(COLUMNS); // the columns shown, in order, with the widths a person gave them
+    this.views = []; // the saved views the person sees (columns.js)
+    this.viewId = null; // the saved view the page shows, until the person changes it
     current = this;
     app.team.onSubmissions((rows, reload) => this.onRows(rows, reload));
   }
@@ -209,6 +216,11 @@ export class SubmissionsPage {
           <input type="search" name="q" placeholder="Search job id, title, project, user" autocomplete="off" maxlength="200"></label>
         <div class="filters"></div>
         <button type="button" class="actions-button" aria-haspopup="menu">Actions</button>
+        <div class="columns-control"><button type="button" class="columns-button" aria-expanded="false" aria-controls="columns-panel">Columns</button>
+          <ul id="columns-panel" class="columns-panel" aria-label="Columns: show, hide and order" hidden></ul></div>
+        <label class="views">View <select class="views-select"><option value="">The page's own</option></select></label>
+        <button type="button" class="save-view">Save view…</button>
+        <button type="button" class="delete-view" hidden>Delete view</button>
         <a class="export" download>Export CSV</a>
         <a class="lifecycle-link" href="/submissions/lifecycle.svg" data-lifecycle aria-haspopup="dialog">How a submission moves</a>
         <span class="selection quiet" aria-live="polite"></span>
@@ -223,7 +235,6 @@ export class SubmissionsPage {
         <button type="button" data-go="first">First</button><button type="button" data-go="prev">Previous</button>
         <button type="button" data-go="next">Next</button><button type="button" data-go="last">Last</button></nav>`;
     this.tbody = this.main.querySelector("tbody");
-    for (const [k, label] of COLUMNS) if (UNSORTED.has(k)) this.main.querySelector(`th[data-col="${k}"]`).textContent = label;
     this.table = this.main.querySelector("table");
     this.trs = new Map();
     this.filterSignature = "";
@@ -232,6 +243,9 @@ export class SubmissionsPage {
     this.main.querySelector(".news").addEventListener("click", () => this.load());
     this.main.querySelector(".actions-button").addEventListener("click", (e) => this._menu(null, e.currentTarget));
     this._wire();
+    this._wireColumns();
+    this._arrange();
+    this._loadViews(!location.search);
     this.load();
     fetch(`/api/teams/${app.teamId}/projects`).then((r) => r.json()).then((b) => { this.projects = b.projects || []; app.schedule(); }).catch(() => {});
   }
@@ -303,11 +317,13 @@ export class SubmissionsPage {
     tr.dataset.key = `s:${id}`;
     tr.innerHTML = `${COLUMNS.map(([k]) => `<td data-col="${k}"></td>`).join("")}`;
     tr.children[9].innerHTML = `<div class="bar" role="img"></div><span class="quiet small done-words"></span>`;
+    tr.cols = [...tr.children]; // in the page's order, whatever order the person shows them in
+    arrange(null, [tr], this.columns);
     return tr;
   }
 
   _fill(tr, r, tabbable) {
-    const c = tr.children;
+    const c = tr.cols;
     const selected = this.selected.has(r.id);
     tr.className = `${selected ? "selected" : ""} ${r.reviewed ? "reviewed" : ""} ${this.leaving.has(r.id) ? "leaving" : ""}`;
     setAttr(tr, "aria-selected", String(selected));
@@ -429,6 +445,108 @@ export class SubmissionsPage {
       const id = Number(tr.dataset.sub);
       if (!this.selected.has(id)) this._select(id, {});
       this._menu({ x: e.clientX, y: e.clientY }, tr);
+    });
+  }
+
+  /** The page's view as a saved view holds it (gateway.core.saved_views.ViewState). */
+  _state() {
+    const v = this.view;
+    return { filters: { status: v.status, project: v.project, user: v.user ? Number(v.user) : null, q: v.q }, sort: v.sort, dir: v.dir,
+      columns: this.columns };
+  }
+
+  _arrange() {
+    arrange(this.main.querySelector("thead tr"), this.trs.values(), this.columns);
+    const panel = this.main.querySelector(".columns-panel");
+    const focused = panel.contains(document.activeElement) ? document.activeElement : null;
+    const again = focused && (focused.dataset.show ? `[data-show="${focused.dataset.show}"]` : `[data-move="${focused.dataset.move}"][data-key="${focused.dataset.key}"]`);
+    panel.innerHTML = columnsPanel(COLUMNS, this.columns);
+    if (again) (panel.querySelector(`${again}:not(:disabled)`) || panel.querySelector(`[data-show="${focused.dataset.key || focused.dataset.show}"]`))?.focus();
+  }
+
+  _setColumns(columns) {
+    this.columns = columns;
+    this._arrange();
+    this._drawViews();
+  }
+
+  /** The saved views; `open`: the page opened with no view in its address, so it shows the person's default. */
+  async _loadViews(open = false) {
+    const views = await listViews(app.teamId);
+    if (views === null) return;
+    this.views = views;
+    const chosen = open && views.find((v) => v.default);
+    if (chosen) this._apply(chosen);
+    this._drawViews();
+  }
+
+  _apply(saved) {
+    const f = saved.view.filters;
+    this.viewId = saved.id;
+    this.columns = saved.view.columns;
+    this._arrange();
+    this.main.querySelector("input[name=q]").value = f.q;
+    this.go({ status: f.status, project: f.project, user: f.user ? String(f.user) : "", q: f.q, sort: saved.view.sort, dir: saved.view.dir, page: 1 });
+  }
+
+  _drawViews() {
+    const select = this.main.querySelector(".views-select");
+    const options = `<option value="">The page's own</option>` + this.views.map((v) =>
+      `<option value="${v.id}">${esc(v.name)}${v.shared ? " (shared)" : ""}${v.default ? " ★" : ""}</option>`).join("");
+    if (select.dataset.options !== options) { select.innerHTML = options; select.dataset.options = options; }
+    select.value = this.viewId === null ? "" : String(this.viewId);
+    const view = this.views.find((v) => v.id === this.viewId);
+    this.main.querySelector(".delete-view").hidden = !view?.editable;
+  }
+
+  _wireColumns() {
+    const button = this.main.querySelector(".columns-button"), panel = this.main.querySelector(".columns-panel");
+    const open = (yes) => { panel.hidden = !yes; button.setAttribute("aria-expanded", String(yes)); };
+    button.addEventListener("click", () => open(panel.hidden));
+    panel.addEventListener("keydown", (e) => { if (e.key === "Escape") { open(false); button.focus(); } });
+    this.main.addEventListener("focusout", (e) => {
+      if (!panel.hidden && !e.relatedTarget?.closest?.(".columns-control") && e.relatedTarget) open(false);
+    });
+    panel.addEventListener("change", (e) => {
+      const key = e.target.dataset.show;
+      if (key) this._setColumns(changed(this.columns, COLUMNS, { show: e.target.checked, key }));
+    });
+    panel.addEventListener("click", (e) => {
+      const move = e.target.closest("[data-move]");
+      if (move) this._setColumns(changed(this.columns, COLUMNS, { key: move.dataset.key, by: Number(move.dataset.move) }));
+    });
+    const widen = (key, px) => this._setColumns(this.columns.map((c) => (c.key === key ? { ...c, width: clampWidth(px) } : c)));
+    const head = this.main.querySelector("thead");
+    head.addEventListener("keydown", (e) => {
+      const key = e.target.dataset?.resize;
+      const by = { ArrowLeft: -STEP, ArrowRight: STEP }[e.key];
+      if (!key || !by) return;
+      e.preventDefault();
+      widen(key, e.target.parentElement.getBoundingClientRect().width + by);
+    });
+    head.addEventListener("pointerdown", (e) => {
+      const key = e.target.dataset?.resize;
+      if (!key) return;
+      e.preventDefault();
+      const th = e.target.parentElement, start = e.clientX, width = th.getBoundingClientRect().width;
+      e.target.setPointerCapture(e.pointerId);
+      const moved = (m) => widen(key, width + m.clientX - start);
+      e.target.addEventListener("pointermove", moved);
+      e.target.addEventListener("pointerup", () => e.target.removeEventListener("pointermove", moved), { once: true });
+    });
+    this.main.querySelector(".views-select").addEventListener("change", (e) => {
+      const saved = this.views.find((v) => String(v.id) === e.target.value);
+      if (saved) this._apply(saved);
+      else { this.viewId = null; this._setColumns(defaultColumns(COLUMNS)); }
+      chooseDefault(app.teamId, saved ? saved.id : null).then(() => this._loadViews());
+    });
+    this.main.querySelector(".save-view").addEventListener("click", async (e) => {
+      const id = await saveView(app.teamId, this._state(), e.currentTarget);
+      if (id !== null) { this.viewId = id; await this._loadViews(); }
+    });
+    this.main.querySelector(".delete-view").addEventListener("click", async () => {
+      const view = this.views.find((v) => v.id === this.viewId);
+      if (view && (await deleteView(app.teamId, view))) { this.viewId = null; await this._loadViews(); }
     });
   }
 
