@@ -5,8 +5,12 @@ import { esc, formDialog, send, showResult, toast } from "./ui.js";
 
 const MIN = 40, MAX = 800, STEP = 16; // px, the server's bounds (gateway.core.saved_views)
 
-/** Every column shown in the page's order, at the page's own widths. */
-export const defaultColumns = (columns) => columns.map(([key]) => ({ key, width: null }));
+// Shown by default: the columns whose words all fit at 1,400 px; the instance type's numbers (CORES, MEMORY,
+// PREEMPTIBLE) are a click away in Columns.
+const HIDDEN_BY_DEFAULT = new Set(["cores", "memory_gb", "preemptible"]);
+
+/** The page's own columns, in its order, at its own widths. */
+export const defaultColumns = (columns) => columns.filter(([key]) => !HIDDEN_BY_DEFAULT.has(key)).map(([key]) => ({ key, width: null }));
 
 /** Show the columns in `shown`'s order, hide the rest (in the header, when given, and in `rows`); widths through the CSSOM (the CSP refuses style attributes). */
 export function arrange(headRow, rows, shown) {
