@@ -457,6 +457,13 @@ export class SubmissionsPage {
 
   _arrange() {
     arrange(this.main.querySelector("thead tr"), this.trs.values(), this.columns);
+    // A focusable separator says where it stands (ARIA requires it): the column's width in px.
+    for (const h of this.main.querySelectorAll("thead .resize")) {
+      const w = Math.round(h.parentElement.getBoundingClientRect().width);
+      h.setAttribute("aria-valuenow", String(w));
+      h.setAttribute("aria-valuemin", "40");
+      h.setAttribute("aria-valuemax", "800");
+    }
     const panel = this.main.querySelector(".columns-panel");
     const focused = panel.contains(document.activeElement) ? document.activeElement : null;
     const again = focused && (focused.dataset.show ? `[data-show="${focused.dataset.show}"]` : `[data-move="${focused.dataset.move}"][data-key="${focused.dataset.key}"]`);
