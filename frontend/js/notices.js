@@ -58,8 +58,32 @@ async function setNotify(on) {
   drawBell();
 }
 
+// While they look elsewhere, at most one notification a minute: what finished meanwhile is told in one.
+const NOTIFY_EVERY = 60000; // ms
+let notifiedAt = -Infinity;
+let notifyLater = null; // the finishes heard since the last notification, told when the minute is up
+
 function notify(title, body, tag, onclick) {
   if (!canNotify() || !notifyWanted() || Notification.permission !== "granted") return;
+  const wait = notifiedAt + NOTIFY_EVERY - Date.now();
+  if (wait > 0) {
+    if (!notifyLater) notifyLater = { heard: [], timer: setTimeout(notifyHeld, wait) };
+    notifyLater.heard.push({ title, body, tag, onclick });
+    return;
+  }
+  show(title, body, tag, onclick);
+}
+
+function notifyHeld() {
+  const { heard } = notifyLater;
+  notifyLater = null;
+  if (heard.length === 1) { const [h] = heard; show(h.title, h.body, h.tag, h.onclick); return; }
+  const last = heard[heard.length - 1];
+  show(`${heard.length} trajectories finished`, heard.map((h) => h.body).join(", "), "finish:summary", last.onclick);
+}
+
+function show(title, body, tag, onclick) {
+  notifiedAt = Date.now();
   // The tag folds the same finish heard by several tabs of the person into one notification.
   const n = new Notification(title, { body, tag });
   n.onclick = () => { window.focus(); n.close(); onclick(); };
@@ -71,6 +95,15 @@ let openTrajectory = () => {};
 let panelOpenOn = () => null;
 let onOpening = () => {};
 
+// The finishes told since the finish toast appeared: one toast counts them, and names the person's own.
+let told = null; // { el, finished, failed, names }
+
+function summary(t) {
+  const fine = t.finished - t.failed;
+  const parts = [fine && `${fine} successfully`, t.failed && `${t.failed} with errors`].filter(Boolean);
+  return `${t.finished} trajectories finished: ${parts.join(", ")}`;
+}
+
 /** A `notice` from the team channel: a trajectory's work finished. */
 export function finished(m) {
   const panelId = panelOpenOn();
@@ -78,9 +111,24 @@ export function finished(m) {
   if (!mine && panelId !== m.trajectory_id) return;
   const known = app.team.summaries.get(m.trajectory_id);
   const name = m.name || (known ? known.name : `Trajectory ${m.trajectory_id}`);
-  const open = () => { markReadOf(m); openTrajectory(m.trajectory_id, name); };
-  toast(m.title, m.level, { detail: name, open, key: `finish:${m.trajectory_id}:${m.wave}`, trajectory: m.trajectory_id });
-  if (!looking()) notify(m.title, name, `finish:${m.trajectory_id}:${m.wave}`, open);
+  const key = `finish:${m.trajectory_id}:${m.wave}`;
+  if (!told || !told.el.isConnected) told = { el: null, finished: 0, failed: 0, names: [] };
+  told.finished += 1;
+  if (m.level !== "success") told.failed += 1;
+  if (!told.names.includes(name)) told.names.push(name);
+  const id = m.trajectory_id;
+  const open = () => { markReadOf(m); openTrajectory(id, name); };
+  const text = told.finished === 1 ? m.title : summary(told);
+  const level = told.failed ? "warning" : "success";
+  const detail = told.finished === 1 ? name : ownNames(told.names);
+  told.el = toast(text, level, { detail, open, key, trajectory: id, kind: "finish" });
+  if (!looking()) notify(m.title, name, key, open);
+}
+
+/** "yours: A, B and 3 more" (every finish told here is the person's own, or the one their panel shows). */
+function ownNames(names) {
+  const shown = names.slice(-2).join(", ");
+  return names.length > 2 ? `yours: ${shown} and ${names.length - 2} more` : `yours: ${shown}`;
 }
 
 function markReadOf(m) {

@@ -69,11 +69,12 @@ export function placeChildren(parent, nodes) {
   while (at) { const next = at.nextSibling; parent.removeChild(at); at = next; }
 }
 
-// -- toasts: one place under the page, in the layout's flow, so they never cover a control. Each is also kept in
-// the bell's list for an hour (history.js). One that arrives while the person looks elsewhere (another tab or
-// window) waits for them: its time starts when they are back.
+// -- toasts: a strip under the page whose room is always kept (nothing moves when one comes or goes), one slot
+// per kind: "outcome" (what the person's own action did: it stays until they dismiss it or act again) and
+// "finish" (the finishes that reach them, summarised in one toast: notices.js). Each is also kept in the bell's
+// list for an hour (history.js). One that arrives while the person looks elsewhere waits for them: its time
+// starts when they are back.
 
-const TOASTS_KEPT = 4;
 const TOAST_TIME = { success: 6000, info: 6000, warning: 12000, error: 12000 };
 
 let waitingForThePerson = false; // listening for their return (from the first toast on)
@@ -87,6 +88,7 @@ function startTimer(el) {
   }
   if (!looking()) { el.dataset.waiting = ""; return; }
   delete el.dataset.waiting;
+  if (el.dataset.kind === "outcome" && el.dataset.level !== "info") return; // until read or dismissed
   el.dataset.timer = String(setTimeout(() => el.remove(), TOAST_TIME[el.dataset.level] || 6000));
 }
 
@@ -96,11 +98,12 @@ function backToThePage() {
 
 /** A toast: `text` at `level` (success, info, warning, error; busy: until removed, and not kept). Options:
  * `detail` (what it is about, shown after the words: a trajectory's name), `open` (the detail is a button that
- * opens it), `key` (one event: kept once in the list however often it is heard), `trajectory` (its id). */
-export function toast(text, level = "success", { detail = "", open = null, key = null, trajectory = null } = {}) {
+ * opens it), `key` (one event: kept once in the list however often it is heard), `trajectory` (its id), `kind`
+ * (its slot: a new toast of a kind takes the place of the one shown). */
+export function toast(text, level = "success", { detail = "", open = null, key = null, trajectory = null, kind = "outcome" } = {}) {
   const box = document.getElementById("toasts");
   const same = level === "busy" ? null
-    : [...box.children].find((t) => t.dataset.text === text && t.dataset.level === level && t.dataset.detail === detail);
+    : [...box.children].find((t) => t.dataset.kind === kind && t.dataset.text === text && t.dataset.level === level && t.dataset.detail === detail);
   if (same) { // the same words again: one toast that counts them ("×3"), newest last, its time starting again
     const count = Number(same.dataset.count) + 1;
     same.dataset.count = String(count);
@@ -115,6 +118,7 @@ export function toast(text, level = "success", { detail = "", open = null, key =
   el.dataset.level = level;
   el.dataset.detail = detail;
   el.dataset.count = "1";
+  el.dataset.kind = kind;
   el.className = `toast ${level}`;
   el.setAttribute("role", level === "warning" || level === "error" ? "alert" : "status");
   const words = document.createElement("span");
@@ -139,8 +143,8 @@ export function toast(text, level = "success", { detail = "", open = null, key =
   const times = document.createElement("span");
   times.className = "times";
   el.append(words, times, close);
+  for (const other of [...box.children]) if (other.dataset.kind === kind) other.remove(); // one of each kind
   box.append(el);
-  while (box.children.length > TOASTS_KEPT) box.firstElementChild.remove();
   if (level !== "busy") {
     el.dataset.entry = remember({ text, detail, level, key, trajectory });
     startTimer(el);
