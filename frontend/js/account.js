@@ -62,7 +62,9 @@ export class AccountPage {
     const response = await fetch("/api/account").catch(() => null);
     if (response && response.status === 401) { location.assign("/?signin=ended"); return; }
     if (!response || !response.ok) { toast("The account could not be read", "error"); return; }
-    this.data = await response.json();
+    const data = await response.json();
+    if (this.main.dataset.page !== "account") return; // the person went on to another page meanwhile
+    this.data = data;
     this.offset = this.data.time - Date.now();
     this.main.querySelector(".who").textContent = `Signed in as ${this.data.user.name}`;
     this.main.querySelector(".account-teams tbody").innerHTML = this.data.teams.length
