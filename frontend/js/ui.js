@@ -124,6 +124,7 @@ export function toast(text, level = "success", { detail = "", open = null, key =
   const words = document.createElement("span");
   words.className = "words";
   words.textContent = text;
+  words.title = detail ? `${text} ${detail}` : text; // the strip is one line: the whole of it on hover
   if (detail) {
     const about = document.createElement(open ? "button" : "span");
     about.className = "about";
