@@ -144,7 +144,8 @@ export function toast(text, level = "success", { detail = "", open = null, key =
   const times = document.createElement("span");
   times.className = "times";
   el.append(words, times, close);
-  for (const other of [...box.children]) if (other.dataset.kind === kind) other.remove(); // one of each kind
+  // One of each kind; a busy toast lies over the outcome it may repeat ("×2"), until the result takes its place.
+  if (level !== "busy") for (const other of [...box.children]) if (other.dataset.kind === kind) other.remove();
   box.append(el);
   if (level !== "busy") {
     el.dataset.entry = remember({ text, detail, level, key, trajectory });
