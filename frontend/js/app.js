@@ -11,7 +11,8 @@ import { Live } from "./live.js";
 import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen } from "./notices.js";
 import { Panel } from "./panel.js";
 import { Popover } from "./popover.js";
-import { ringFill, ringLabel } from "./rules.js";
+import { ringLabel } from "./rules.js";
+import { WorkInHand } from "./inflight.js";
 import { SubmissionsPage, taskMenu } from "./submissions.js";
 import { addMemberButton, clusterKeys, memberCells, memberHead, wireTeamAdmin } from "./team_admin.js";
 import { closeMenu, dialogOpen, esc, menuOpen } from "./ui.js";
@@ -43,6 +44,8 @@ function draw() {
   route();
 }
 
+const workInHand = new WorkInHand();
+
 function drawRing() {
   const c = app.team.counts || { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0 };
   const label = ringLabel(c);
@@ -52,7 +55,8 @@ function drawRing() {
   const unread = unreadCount();
   const title = `${unread ? `(${unread}) ` : ""}${label === "Jobs" ? "Jobs" : `${label} - Jobs`}`;
   if (document.title !== title) document.title = title;
-  $("ring-fill").setAttribute("stroke-dasharray", `${Math.round(ringFill(c) * 100)} 100`);
+  // Filled with the work in hand (./inflight.js), so it is full only when everything is done.
+  $("ring-fill").setAttribute("stroke-dasharray", `${Math.round(workInHand.fill(app.team.summaries.values(), app.live.now()) * 100)} 100`);
 }
 
 // -- pages

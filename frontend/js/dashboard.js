@@ -15,6 +15,13 @@ import { ago, count, menuAt, placeChildren, setAttr, setText } from "./ui.js";
 
 const PAGE = 100;
 const DAY = 24 * 3600 * 1000;
+const HOUR = 3600 * 1000;
+
+/** The folded cards' heading: "12 finished in the last hour", "12 finished in the last hour, 40 earlier". */
+export function foldText(recent, earlier) {
+  if (!recent) return `${count(earlier)} finished or idle`;
+  return `${count(recent)} finished in the last hour${earlier ? `, ${count(earlier)} earlier` : ""}`;
+}
 // Where an upload's data is, while its trajectory has no jobs yet (the submission's staging).
 export const STAGING_WORDS = {
   upload_pending: "Waiting to upload", uploading: "Uploading", sync_pending: "Uploaded, waiting to sync",
@@ -45,6 +52,7 @@ export class Dashboard {
           <input type="search" name="q" placeholder="Find a trajectory" autocomplete="off" maxlength="200"></label>
         <span class="count quiet" aria-live="polite"></span><button type="button" class="news" hidden></button></div>
       <div class="cards"></div>
+      <details class="finished-fold" hidden><summary></summary><div class="cards finished-cards"></div></details>
       <p class="empty quiet" hidden></p>
       <div class="more-bar"><button type="button" class="more" hidden>Show more</button></div>`;
     this.main.querySelector("input[name=q]").value = this.search;
@@ -55,12 +63,14 @@ export class Dashboard {
     });
     this.main.querySelector(".more").addEventListener("click", () => this.load(this.known.length));
     this.grid = this.main.querySelector(".cards");
+    this.fold = this.main.querySelector(".finished-fold");
+    this.foldGrid = this.main.querySelector(".finished-cards");
     this.news = this.main.querySelector(".news");
     this.cards = new Map();
     this.order = new StableOrder();
     this.aim = new Aim(this.grid, () => app.schedule());
     this.news.addEventListener("click", () => { this.order.release(); this.draw(); });
-    this.grid.addEventListener("click", (e) => {
+    this.main.addEventListener("click", (e) => {
       const button = e.target.closest("[data-menu]");
       if (!button) return;
       e.stopPropagation();
@@ -165,15 +175,26 @@ export class Dashboard {
     const ids = this.order.next(this.latest(), this.held());
     const now = app.live.now();
     const nodes = [];
+    const active = [];
+    const done = [];
+    let recent = 0;
     const keep = new Map();
     for (const id of ids) {
       const el = this.cards.get(id) || this._card(id);
       this._fill(el, id, now);
       keep.set(id, el);
       nodes.push(el);
+      // The work in hand leads; what is over is folded, counted by when it finished.
+      const s = app.team.summaries.get(id);
+      const over = s ? !unfinished(s.counts) : !this._staging(id) && !this._young(id, now);
+      (over ? done : active).push(el);
+      if (over && s && now - Date.parse(s.updated_at || "") < HOUR) recent++;
     }
     this.cards = keep;
-    placeChildren(this.grid, nodes);
+    placeChildren(this.grid, active);
+    placeChildren(this.foldGrid, done);
+    this.fold.hidden = !done.length;
+    setText(this.fold.querySelector("summary"), foldText(recent, done.length - recent));
     this.news.hidden = !this.order.waiting;
     setText(this.news, newsText(this.order.waiting));
     const shown = nodes.length; // the cards read, and those created since
@@ -196,6 +217,11 @@ export class Dashboard {
     return el;
   }
 
+  _young(id, now) {
+    const listed = this.listed(id);
+    return Boolean(listed && now - Date.parse(listed.created_at) < DAY);
+  }
+
   _fill(el, id, now) {
     const s = app.team.summaries.get(id);
     const name = this._name(id);
@@ -211,9 +237,8 @@ export class Dashboard {
     setAttr(title, "title", name); // the whole name, when it is cut short
     setAttr(button, "aria-label", `Menu of ${name}`);
     const staging = s ? null : this._staging(id);
-    const listed = this.listed(id);
-    const young = listed && now - Date.parse(listed.created_at) < DAY;
-    setText(progress, s ? `${count(s.completed)}/${count(s.total)} jobs completed` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
+    const young = this._young(id, now);
+    setText(progress, s ? `${count(s.completed)}/${count(s.total)} jobs` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
     setText(state, s ? word(s.status) : "");
     setText(eta, s && unfinished(s.counts) ? timeLeft(s.eta) : "");
     eta.hidden = !eta.textContent;

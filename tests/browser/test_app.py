@@ -343,7 +343,7 @@ async def test_big_trajectory_stays_small_in_the_dom_and_draws_once_a_frame(
         new PerformanceObserver(list => list.getEntries().forEach(e => window.longTasks.push(e.duration))).observe({ entryTypes: ['longtask'] });
     }""")
     # Open the panel once the 30,000 new jobs have all been streamed (the card says so), as a person would.
-    await page.wait_for_selector(f"[data-card='{team.trajectory_id}'] >> text=0/30,000 jobs completed", timeout=60000)
+    await page.wait_for_selector(f"[data-card='{team.trajectory_id}'] >> text=0/30,000 jobs", timeout=60000)
     await page.click(f"[data-menu='{team.trajectory_id}']")
     await page.click("text=Compute jobs")
     await page.wait_for_function("document.querySelectorAll('#panel [data-group]').length > 0", timeout=60000)

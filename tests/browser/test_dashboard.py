@@ -1,0 +1,48 @@
+"""The dashboard is about the work in hand: active trajectories first, finished ones folded, the ring filled
+with the work in flight; at 1400 and 360 px."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.browser.helpers import axe_violations
+from tests.integration.conftest import Team, insert_jobs
+
+
+@pytest.mark.parametrize("width", [1400, 360])
+async def test_the_work_in_hand_leads_and_what_is_over_is_folded(
+    page: Any, pool: asyncpg.Pool, team: Team, width: int
+) -> None:
+    await page.set_viewport_size({"width": width, "height": 800})
+    earlier = await pool.fetchval(
+        "insert into trajectories (team_id, name) values ($1, 'Morning batch') returning id", team.id
+    )
+    done = await insert_jobs(pool, team, 4, earlier)
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", done)
+    fold = page.locator(".finished-fold")
+    await fold.locator("summary", has_text="1 finished in the last hour").wait_for()
+    finished = fold.locator(f"[data-card='{earlier}']")
+    assert not await finished.is_visible()  # folded until asked for
+
+    # New work starts after the morning's batch finished: the ring counts only it, 1 of 4 done (not 5 of 8).
+    ids = await insert_jobs(pool, team, 4)
+    await pool.execute("update jobs set status = 'completed' where id = $1", ids[0])
+    await page.wait_for_function("document.getElementById('ring-label').textContent === '3 queued'")
+    await page.wait_for_function("document.getElementById('ring-fill').getAttribute('stroke-dasharray') === '25 100'")
+    active = page.locator(f".cards:not(.finished-cards) [data-card='{team.trajectory_id}']")
+    assert "1/4 jobs" in await active.locator(".progress").inner_text()
+    assert (await active.locator(".meta").inner_text()).count("queued") == 1
+
+    await fold.locator("summary").click()
+    await finished.wait_for()
+    meta = await finished.locator(".meta").inner_text()
+    assert "4/4 jobs" in meta and meta.count("completed") == 1  # the status word once, not "completed completed"
+    assert await axe_violations(page) == []
+
+    # Everything done: the ring is full.
+    await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
+    await page.wait_for_function("document.getElementById('ring-fill').getAttribute('stroke-dasharray') === '100 100'")
+    await fold.locator("summary", has_text="2 finished in the last hour").wait_for()
