@@ -129,7 +129,7 @@ function drawClustersPage() {
   const s = app.team.clusters;
   const rows = s ? s.clusters.map((c) => `<tr><td>${esc(c.name)}</td><td class="${c.cpu >= 85 ? "cpu-high red" : ""}">${c.cpu}%</td>
     <td>${c.memory}%</td><td>${c.disk}%</td><td>${c.network} MB/s</td><td>${c.live ? "live" : "silent"}</td></tr>`).join("") : "";
-  replace(main, "clusters", `<h1>Clusters</h1><div class="table-scroll"><table><caption class="visually-hidden">The team's clusters</caption>
+  replace(main, "clusters", `<h1>Clusters</h1><div class="table-scroll" tabindex="0" role="region" aria-label="The team's clusters"><table><caption class="visually-hidden">The team's clusters</caption>
     <thead><tr><th scope="col">Cluster</th><th scope="col">CPU</th><th scope="col">Memory</th><th scope="col">Disk</th>
     <th scope="col">Network</th><th scope="col">Reporting</th></tr></thead>
     <tbody>${rows || `<tr><td colspan="6" class="quiet">No cluster reports metrics</td></tr>`}</tbody></table></div>${clusterKeys(keyed, myRole)}`);
@@ -183,6 +183,15 @@ async function signIn() {
 
 function wire() {
   $("ring").addEventListener("click", () => popover.setOpen(!popover.isOpen));
+  // At narrow widths the pages and Sign out open from a menu button; a choice, Escape or a click outside closes it.
+  const header = document.querySelector("header");
+  const setNav = (open) => { header.classList.toggle("nav-open", open); $("nav-toggle").setAttribute("aria-expanded", String(open)); };
+  $("nav-toggle").addEventListener("click", () => setNav(!header.classList.contains("nav-open")));
+  $("nav-sheet").addEventListener("click", (e) => { if (e.target.closest("a, button")) setNav(false); });
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && header.classList.contains("nav-open")) { setNav(false); $("nav-toggle").focus(); }
+  });
+  document.addEventListener("click", (e) => { if (!e.target.closest("header")) setNav(false); });
   document.addEventListener("keydown", (e) => {
     if (e.key !== "Escape" || dialogOpen()) return; // a dialog handles its own Escape
     if (menuOpen()) { closeMenu(true); return; }

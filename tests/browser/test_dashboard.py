@@ -46,3 +46,27 @@ async def test_the_work_in_hand_leads_and_what_is_over_is_folded(
     await pool.execute("update jobs set status = 'completed' where id = any($1::bigint[])", ids)
     await page.wait_for_function("document.getElementById('ring-fill').getAttribute('stroke-dasharray') === '100 100'")
     await fold.locator("summary", has_text="2 finished in the last hour").wait_for()
+
+
+@pytest.mark.parametrize("width", [1400, 360])
+async def test_the_header_is_one_row_and_every_page_is_reachable(page: Any, width: int) -> None:
+    await page.set_viewport_size({"width": width, "height": 740})
+    header = await page.locator("header").bounding_box()
+    assert header["height"] < 60  # one row: the team, freshness, ring, bell (and at 360 the menu button)
+    for sel in ("#team-switch", "#ring", ".bell"):
+        box = await page.locator(sel).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width and box["y"] < header["height"], sel
+    team = await page.locator("#team-switch").bounding_box()
+    assert team["width"] >= 100  # the team's name is readable, not cut to four letters
+    if width == 360:
+        assert not await page.locator("header nav").is_visible()
+        await page.click("#nav-toggle")
+        assert await page.get_attribute("#nav-toggle", "aria-expanded") == "true"
+        assert await page.locator("#sign-out").is_visible()
+        assert await axe_violations(page) == []
+    await page.click("header nav >> text=Clusters")
+    await page.wait_for_function("location.hash === '#/clusters'")
+    assert not await page.locator("#sign-out").is_visible() or width == 1400  # the sheet closed with the choice
+    reporting = await page.locator("main th", has_text="Reporting").bounding_box()
+    assert reporting["x"] + reporting["width"] <= width  # every column on screen
+    assert await axe_violations(page) == []
