@@ -187,7 +187,7 @@ function wire() {
   const header = document.querySelector("header");
   const setNav = (open) => { header.classList.toggle("nav-open", open); $("nav-toggle").setAttribute("aria-expanded", String(open)); };
   $("nav-toggle").addEventListener("click", () => setNav(!header.classList.contains("nav-open")));
-  $("nav-sheet").addEventListener("click", (e) => { if (e.target.closest("a, button")) setNav(false); });
+  $("nav-sheet").addEventListener("click", (e) => { if (e.target.closest("a")) setNav(false); });
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && header.classList.contains("nav-open")) { setNav(false); $("nav-toggle").focus(); }
   });
