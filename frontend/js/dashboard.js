@@ -184,9 +184,10 @@ export class Dashboard {
       this._fill(el, id, now);
       keep.set(id, el);
       nodes.push(el);
-      // The work in hand leads; what is over is folded, counted by when it finished.
+      // The work in hand leads; what is over is folded, counted by when it finished. A card that has just
+      // finished stays in place while it glows, so the finish is seen where the work was.
       const s = app.team.summaries.get(id);
-      const over = s ? !unfinished(s.counts) : !this._staging(id) && !this._young(id, now);
+      const over = s ? !unfinished(s.counts) && !app.team.isGlowing(id) : !this._staging(id) && !this._young(id, now);
       (over ? done : active).push(el);
       if (over && s && now - Date.parse(s.updated_at || "") < HOUR) recent++;
     }

@@ -156,7 +156,10 @@ async def test_a_finish_makes_the_toast_and_the_glow_appear(page: Any, pool: asy
     toast = page.locator(".toast", has_text="Jobs completed successfully")
     await toast.wait_for()
     await page.wait_for_selector(f"[data-card='{team.trajectory_id}'].glow")
-    await page.wait_for_selector(f"[data-card='{team.trajectory_id}']:not(.glow)", timeout=6000)  # 3.5 s later
+    # 3.5 s later it stops glowing and folds with the finished ones.
+    await page.wait_for_selector(
+        f".finished-cards [data-card='{team.trajectory_id}']:not(.glow)", state="attached", timeout=6000
+    )
 
 
 async def test_the_panel_shows_only_that_trajectory(page: Any, pool: asyncpg.Pool, team: Team) -> None:
