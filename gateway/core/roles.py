@@ -15,19 +15,25 @@ ROLES = ("owner", "admin", "member")
 SEE = "see"  # read the team's jobs, trajectories, submissions and members
 ACT = "act"  # act on the team's jobs (kill, retry, remove, delete an analysis)
 MANAGE = "manage"  # add and remove members, change roles, add, re-key and remove clusters
+AUDIT = "audit"  # read who did what in the team (its activity)
 
-WHAT = {SEE: "see the team", ACT: "act on its jobs", MANAGE: "manage its members and clusters"}
+WHAT = {
+    SEE: "see the team",
+    ACT: "act on its jobs",
+    MANAGE: "manage its members and clusters",
+    AUDIT: "read its activity",
+}
 
 MAY: dict[str, frozenset[str]] = {
-    "owner": frozenset({SEE, ACT, MANAGE}),
-    "admin": frozenset({SEE, ACT, MANAGE}),
+    "owner": frozenset({SEE, ACT, MANAGE, AUDIT}),
+    "admin": frozenset({SEE, ACT, MANAGE, AUDIT}),
     "member": frozenset({SEE, ACT}),
 }
 
 # Who may call each route (method, path as the app's route table spells it): `anyone`; a `cluster` by its key;
 # any signed-in `user` (their own account); a `platform` administrator (users.platform_admin, who also manages
-# every team as an owner would); or a member of the team the route names with the right to SEE, ACT
-# or MANAGE. A route missing here fails the role test: every new route needs a decision.
+# every team as an owner would); or a member of the team the route names with the right to SEE, ACT,
+# MANAGE or AUDIT. A route missing here fails the role test: every new route needs a decision.
 ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/ws"): "user",
     ("POST", "/api/ingest/jobs"): "cluster",
@@ -67,6 +73,13 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/teams/{id:int}/submissions"): SEE,
     ("GET", "/api/teams/{id:int}/submissions.csv"): SEE,
     ("GET", "/api/teams/{id:int}/projects"): SEE,
+    ("GET", "/api/teams/{id:int}/activity"): AUDIT,
+    ("GET", "/api/teams/{id:int}/activity.csv"): AUDIT,
+    ("GET", "/api/teams/{id:int}/views"): SEE,
+    ("POST", "/api/teams/{id:int}/views"): SEE,
+    ("PUT", "/api/teams/{id:int}/views/default"): SEE,
+    ("PUT", "/api/teams/{id:int}/views/{view:int}"): SEE,
+    ("DELETE", "/api/teams/{id:int}/views/{view:int}"): SEE,
     ("GET", "/api/sign-in/users"): "anyone",
     ("POST", "/api/sign-in"): "anyone",
     ("POST", "/api/sign-out"): "anyone",
@@ -86,7 +99,7 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
 
 
 def may(role: str | None, what: str, platform_admin: bool = False) -> bool:
-    """Whether a member with `role` (None: not a member) may do `what` (SEE, ACT or MANAGE) in the team. A
+    """Whether a member with `role` (None: not a member) may do `what` (SEE, ACT, MANAGE or AUDIT) in the team. A
     platform administrator manages every team (its members and clusters), and sees its jobs only as a member."""
     if platform_admin and what == MANAGE:
         return True

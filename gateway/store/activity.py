@@ -11,7 +11,6 @@ import asyncpg
 from .types import Database
 
 CLI = "command line"  # the actor named when no user acted: `gateway team|user|member|cluster`
-READERS = ("owner", "admin")  # the roles that may read a team's activity
 
 
 @dataclass(frozen=True)
@@ -47,12 +46,6 @@ async def record(
         scope,
         CLI,
     )
-
-
-async def can_read(db: Database, team_id: int, user_id: int) -> bool:
-    """Whether the user is an owner or admin of the team (members are not)."""
-    role = await db.fetchval("select role from memberships where team_id = $1 and user_id = $2", team_id, user_id)
-    return role in READERS
 
 
 async def page(

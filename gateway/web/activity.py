@@ -16,11 +16,11 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..core import roles
 from ..store import activity
 from .answers import answer
-from .guards import Refused, endpoint, owner_or_admin, path_id, runtime_of, user
+from .guards import Refused, endpoint, may, path_id, runtime_of, user
 
-_FORBIDDEN = "only the team's owners and admins may read its activity"
 CSV_PAGE = 1000
 
 
@@ -99,7 +99,7 @@ def _limit(raw: str | None) -> int:
 
 async def _team(request: Request) -> int:
     team_id = path_id(request)
-    await owner_or_admin(request, user(request), team_id, _FORBIDDEN)
+    await may(request, user(request), team_id, roles.AUDIT)
     return team_id
 
 

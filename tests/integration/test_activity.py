@@ -132,7 +132,7 @@ async def test_only_owners_and_admins_read_the_activity(stack: Stack, pool: asyn
     for path in (f"/api/teams/{team.id}/activity", f"/api/teams/{team.id}/activity.csv"):
         refused = await get(stack, team, path)  # the test team's user is a member
         assert refused.status_code == 403
-        assert refused.json()["message"] == "only the team's owners and admins may read its activity"
+        assert refused.json()["message"] == "only the team's owners and admins may read its activity (you are a member)"
     for role in ("admin", "owner"):
         await pool.execute(
             "update memberships set role = $3 where team_id = $1 and user_id = $2", team.id, team.user_id, role

@@ -253,9 +253,9 @@ async def test_sign_in_still_takes_a_user_id_as_digits(demo_node: Process, team:
 
 
 def _route(path: str) -> str:
-    """The app's route a case's path is sent to: a bad id stands for `{id:int}` (a view's id on the views' routes),
-    and a team's id 1 for `{id:int}` where the bad value is elsewhere."""
-    path = path.split("?")[0].replace("/views/{bad}", "/views/{view:int}")
+    """The app's route a case's path is sent to, every id spelt `{id:int}`: a bad id stands for one, and a team's
+    id 1 for one where the bad value is elsewhere."""
+    path = path.split("?")[0]
     return re.sub(r"/teams/1(?=/|$)", "/teams/{id:int}", path.replace("{bad}", "{id:int}"))
 
 

@@ -109,6 +109,7 @@ def call_for(world: World, method: str, path: str) -> tuple[str, object]:
     else:
         filled = path.replace("{id:int}", "1")
     filled = filled.replace("{user:int}", str(world.outsider_id)).replace("{cluster:int}", str(world.spare_cluster_id))
+    filled = filled.replace("{view:int}", "1")  # no such view: a 404 to those who may ask
     body: object = None
     if path == "/api/teams/{id:int}/members" and method == "POST":
         body = {"user": world.outsider_id, "role": "member"}
@@ -116,12 +117,20 @@ def call_for(world: World, method: str, path: str) -> tuple[str, object]:
         body = {"name": "spare"}
     elif path.startswith("/api/submissions/actions"):
         body = {"action": "kill", "submissions": [world.submission_id]}
+    elif path == "/api/teams/{id:int}/views" and method == "POST":
+        body = {"name": "mine", "view": {"columns": [{"key": "id"}]}}
+    elif path == "/api/teams/{id:int}/views/default":
+        body = {"view_id": None}
+    elif path == "/api/teams/{id:int}/views/{view:int}" and method == "PUT":
+        body = {"name": "mine", "view": {"columns": [{"key": "id"}]}}
     elif path == "/api/submissions/instance-types":
         filled += f"?submission={world.submission_id}"
     return filled, body
 
 
-TEAM_ROUTES = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in (roles.SEE, roles.ACT, roles.MANAGE)]
+TEAM_ROUTES = [
+    (m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in (roles.SEE, roles.ACT, roles.MANAGE, roles.AUDIT)
+]
 PLATFORM = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) == "platform"]
 SIGNED_IN = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in ("user", "cluster") and p != "/ws"]
 
