@@ -89,9 +89,6 @@ SEARCHED_PAGE = (
 )
 
 
-VIEW_ID = ({"name": "view", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}},)
-
-
 @dataclass(frozen=True)
 class Operation:
     """One HTTP route under /api, as documented: who may call it, what it reads and what it answers."""
@@ -558,7 +555,6 @@ ROUTES: list[Operation] = [
         ViewIn,
         None,
         not_found="no view of that id the caller sees in this team (another team's, or another member's private one)",
-        parameters=VIEW_ID,
     ),
     Operation(
         "delete",
@@ -570,7 +566,6 @@ ROUTES: list[Operation] = [
         None,
         None,
         not_found="no view of that id the caller sees in this team (another team's, or another member's private one)",
-        parameters=VIEW_ID,
     ),
     Operation(
         "get",

@@ -116,3 +116,11 @@ _LAYOUT = """(scope) => {
 async def layout_problems(page: Any, scope: str) -> list[str]:
     """What overlaps or runs off-screen among the interactive elements and texts of `scope` (a selector)."""
     return list(await page.evaluate(_LAYOUT, scope))
+
+
+async def unfold(page: Any, trajectory_id: int) -> None:
+    """A trajectory whose work is over sits under the dashboard's "N finished ..." fold: open it, as a person would."""
+    button = page.locator(f"[data-menu='{trajectory_id}']")
+    await button.wait_for(state="attached")
+    if await button.evaluate("b => !!b.closest('details.finished-fold:not([open])')"):
+        await page.click("details.finished-fold > summary")

@@ -15,7 +15,7 @@ import pytest
 
 from gateway.core.status import STATUSES, group_status
 from gateway.sim.cluster import SimCluster
-from tests.browser.helpers import ROOT, axe_violations, layout_problems, open_groups, sign_in
+from tests.browser.helpers import ROOT, axe_violations, layout_problems, open_groups, sign_in, unfold
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs
 from tests.integration.test_actions import add_cluster
@@ -33,6 +33,7 @@ async def new_trajectories(pool: asyncpg.Pool, team: Team, names: list[str]) -> 
 
 
 async def open_panel(page: Any, trajectory_id: int, item: str = "Compute jobs") -> None:
+    await unfold(page, trajectory_id)
     await page.click(f"[data-menu='{trajectory_id}']")
     await page.click(f".menu li:text-is('{item}')")
     await page.wait_for_selector("#panel:not([hidden])")
@@ -559,7 +560,9 @@ async def test_everything_works_by_keyboard_alone(
     await page.keyboard.press("Escape")
     await page.wait_for_selector("#popover", state="hidden")
     assert await page.evaluate("document.activeElement.id") == "ring"
-    # The panel, from a card's menu; Escape closes it and focus goes back to the menu button.
+    # The panel, from a card's menu (the retried work is in hand again: its card leads the dashboard); Escape
+    # closes it and focus goes back to the menu button.
+    await page.locator(f"[data-menu='{team.trajectory_id}']").wait_for(state="visible")
     await page.focus(f"[data-menu='{team.trajectory_id}']")
     await page.keyboard.press("Enter")
     await page.wait_for_selector(".menu li:focus:text-is('Compute jobs')")

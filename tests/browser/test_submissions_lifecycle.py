@@ -12,7 +12,7 @@ import asyncpg
 from gateway.core.lifecycle import STATUS_COLOURS, TRANSITIONS
 from gateway.core.submission import SUBMISSION_STATUSES
 from gateway.sim.cluster import SimCluster
-from tests.browser.helpers import axe_violations, layout_problems, open_groups
+from tests.browser.helpers import axe_violations, layout_problems, open_groups, unfold
 from tests.conftest import Stack
 from tests.integration.conftest import Team
 
@@ -223,6 +223,7 @@ async def test_a_panels_counts_are_those_of_the_rows_it_lists(
     assert shown == [{"group": "frame:1", "count": "0/2", "status": "failed", "rows": 2, "completed": 0}]
     await page.click("#panel-close")
     await page.goto(f"{base}/")
+    await unfold(page, team.trajectory_id)
     await page.click(f"[data-menu='{team.trajectory_id}']")
     await page.click(".menu li:text-is('Compute jobs')")
     shown = await listed(page, "#panel", 2, 4)
