@@ -23,6 +23,7 @@ import pytest
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port, postgres_reachable, with_database
 from gateway.store.migrate import migrate
 from harness.world import Process, spawn, wait_http  # noqa: F401  (tests import them from here too)
+from tests.tiers import tier_of
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 TOOLS = Path(__file__).resolve().parent / "tools"
@@ -181,3 +182,9 @@ def extra_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFactory
         yield node
     finally:
         node.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test carries its tier's marker (tests/tiers.py): `pytest -m fast` is the inner loop."""
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item.path)))
