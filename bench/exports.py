@@ -145,7 +145,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             team = await populate(pool, ctx.secret, args.submissions, _say)
             await wait_saved(pool, team, _say, timeout=max(120.0, args.submissions / 100))
-            from tests.integration.conftest import make_team
+            from harness.teams import make_team
 
             other = await make_team(pool, ctx.secret)
             readers = await _member_tokens(pool, ctx.secret, team.id, max(args.exports, args.stalled) // 2 + 1)

@@ -40,17 +40,16 @@ WINDOW_IDS = "() => [...document.querySelectorAll('tbody tr[data-sub]')].map((tr
 
 
 def chromium() -> str | None:
-    from tests.browser.conftest import _chromium
+    from harness.browser import chromium_path
 
-    return _chromium()
+    return chromium_path()
 
 
 async def browser_rounds(base: str, token: str, rounds: int, first_by_priority: int) -> dict[str, Any]:
     """In Chromium: navigations to /submissions until the first window is drawn, each followed by a sort click."""
     from playwright.async_api import async_playwright
 
-    from tests.browser.conftest import ARGS
-    from tests.browser.helpers import sign_in
+    from harness.browser import ARGS, sign_in
 
     loads: list[dict[str, float]] = []
     wrong: list[str] = []
@@ -112,8 +111,7 @@ async def dashboard_rounds(base: str, team: Team, rounds: int, term: str, found:
     closed (once the team channel is live) and a search typed into the cards' box."""
     from playwright.async_api import async_playwright
 
-    from tests.browser.conftest import ARGS
-    from tests.browser.helpers import sign_in
+    from harness.browser import ARGS, sign_in
 
     loads: list[dict[str, float]] = []
     wrong: list[str] = []

@@ -90,8 +90,7 @@ async def stream_phases(base: str, pool: asyncpg.Pool, team: Team, seconds: floa
     `seconds`, the pointer away from the table, then resting on a row; the page's long tasks meanwhile."""
     from playwright.async_api import async_playwright
 
-    from tests.browser.conftest import ARGS
-    from tests.browser.helpers import sign_in
+    from harness.browser import ARGS, sign_in
 
     wrong: list[str] = []
     phases: list[dict[str, Any]] = []

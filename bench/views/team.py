@@ -124,7 +124,7 @@ class Team:
 
 async def populate(pool: asyncpg.Pool, secret: str, n: int, say: Callable[[str], None]) -> Team:
     """A team with USERS members, N submissions and analysis tasks on some, saved by the relay."""
-    from tests.integration.conftest import make_team  # a team, its member, a cluster, a trajectory, a token
+    from harness.teams import make_team  # a team, its member, a cluster, a trajectory, a token
 
     team = await make_team(pool, secret)
     others = await pool.fetch(

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gateway.core.submission_window import SORT_COLUMNS
+from harness.browser import chromium_path
 from tests.bench.test_harness import ROOT
-from tests.browser.conftest import _chromium
 
 N = 2_000
 REPEAT = 5  # --quick: requests per kind of window
@@ -36,7 +36,7 @@ def node_peers() -> None:
 def views(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """One `python -m bench.views --quick` run (on the tests' PostgreSQL when given one): its folder and record."""
     out = tmp_path_factory.mktemp("views")
-    browser = _chromium() is not None or os.environ.get("GATEWAY_REQUIRE_BROWSER") == "1"  # then it must run
+    browser = chromium_path() is not None or os.environ.get("GATEWAY_REQUIRE_BROWSER") == "1"  # then it must run
     env = {**os.environ}
     if os.environ.get("TEST_DATABASE_URL"):
         env["BENCH_DATABASE_URL"] = os.environ["TEST_DATABASE_URL"]

@@ -6,37 +6,19 @@ Without Chromium these tests are skipped, unless GATEWAY_REQUIRE_BROWSER=1 (CI s
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.browser.helpers import sign_in
+from harness.browser import ARGS, chromium_path, sign_in  # noqa: F401  (tests import them from here too)
 from tests.conftest import Stack
 from tests.integration.conftest import Team, pool, team  # noqa: F401  (the same fixtures as the integration tests)
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _chromium() -> str | None:
-    if os.path.exists(CHROMIUM):
-        return CHROMIUM
-    return shutil.which("chromium")
 
 
 @pytest.fixture(scope="session")
 async def browser() -> AsyncIterator[object]:
-    path = _chromium()
+    path = chromium_path()
     if path is None:
         if os.environ.get("GATEWAY_REQUIRE_BROWSER") == "1":
             pytest.fail("Chromium is required (GATEWAY_REQUIRE_BROWSER=1) but /usr/bin/chromium is missing")

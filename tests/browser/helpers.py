@@ -6,17 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.browser import sign_in  # noqa: F401  (the tests import it from here too)
 from tests.conftest import node_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-async def sign_in(page: Any, base: str, token: str) -> None:
-    """A sign-in link asks first: confirm as the person would. The confirmation page's address is `/` already
-    (the token leaves it at once), so what tells that the person is in is the page the button leads to."""
-    await page.goto(f"{base}/?token={token}")
-    async with page.expect_navigation(url=f"{base}/"):
-        await page.click("#confirm-sign-in")
 
 
 async def open_groups(page: Any, scope: str, count: int) -> None:

@@ -9,8 +9,9 @@ import asyncpg
 import httpx
 import pytest
 
+from gateway.web.auth import issue_token
 from tests.conftest import Stack
-from tests.integration.conftest import Team, issue_token, make_team
+from tests.integration.conftest import Team, make_team
 
 VIEW: dict[str, Any] = {
     "filters": {"status": "running", "project": "", "q": "water"},
