@@ -3,8 +3,9 @@ moved without a line there is a reader's dead end."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from harness import code_map
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "gateway"
@@ -12,24 +13,7 @@ PACKAGE = ROOT / "gateway"
 
 def _mapped() -> set[str]:
     """Paths under gateway/ the map's table names: `name.py` in a room's row, or a sub-package `name/`."""
-    text = (ROOT / "docs" / "operations.md").read_text()
-    table = text[text.index("## The code") :]
-    named: set[str] = set()
-    room = ""
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 3 or set(cells[0]) <= {"-"} and cells[0]:
-            continue
-        first = re.match(r"`(\w+)/`", cells[0])
-        if first:
-            room = first.group(1) + "/"
-        elif cells[0] == "elsewhere":
-            room = ""
-        elif cells[0] == "room":
-            continue
-        for name in re.findall(r"`(\w+(?:\.py|/))`", cells[1]):
-            named.add(room + name)
-    return named
+    return {room + name for room, names in code_map.rooms().items() for name in names}
 
 
 def _modules() -> list[str]:
@@ -54,3 +38,9 @@ def test_every_module_is_on_the_map() -> None:
 def test_the_map_names_no_module_that_is_gone() -> None:
     gone = [n for n in _mapped() if n.endswith(".py") and not (PACKAGE / n).is_file()]
     assert gone == [], f"docs/operations.md's map names modules that do not exist: {gone}"
+
+
+def test_the_readmes_picture_is_drawn_from_the_map_as_it_is() -> None:
+    """docs/rooms.svg is what harness/code_map.py draws from the map now: a room or module added to the map and
+    not to the picture fails here (run `python -m harness.code_map`)."""
+    assert code_map.SVG.read_text() == code_map.draw(code_map.rooms()), "run: python -m harness.code_map"
