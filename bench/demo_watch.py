@@ -62,6 +62,7 @@ async def watch(base: str, minutes: float) -> dict[str, Any]:
                     row = page.locator("tbody tr[data-sub]").nth(4)
                 await row.wait_for(timeout=120_000)
                 box = await row.bounding_box()
+                assert box is not None, f"the {name} page's row is not drawn"
                 await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
                 await page.evaluate("window.benchLongTasks.length = 0")  # what loading cost is not the question
                 pages[name] = page
