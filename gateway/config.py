@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 MIN_SECRET_LENGTH = 32
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+WORKER_ENV = "GATEWAY_WORKER"  # a `serve --workers` worker's index, which /healthz reports
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # the names a node on this machine is reached by
 
 

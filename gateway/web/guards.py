@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import asyncpg
 import msgspec
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..core import roles
 from ..core.types import MAX_ID, is_id
@@ -27,19 +27,10 @@ from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
 from .logs import bind
+from .refusals import Refused
 from .runtime import Runtime
 
 T = TypeVar("T")
-
-
-class Refused(Exception):
-    def __init__(self, status: int, code: str, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
-
-    def response(self) -> JSONResponse:
-        headers = None if self.retry_after is None else {"Retry-After": str(max(1, round(self.retry_after)))}
-        return JSONResponse({"error": self.code, "message": self.message}, self.status, headers=headers)
 
 
 def endpoint(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from ..core.ratelimit import Concurrency
-from .guards import Refused
+from .refusals import Refused
 
 DEEP_OFFSET = 10_000  # a page past this many rows costs PostgreSQL a walk over all of them: a heavy read
 RETRY_AFTER = 5.0  # seconds: about what a slow search takes, by then a slot has freed

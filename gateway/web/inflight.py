@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 
 from ..core.ratelimit import Concurrency
-from .guards import Refused
+from .refusals import Refused
 
 
 class ActionLimits:

@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..bus.broker import RelayStats
+from ..config import WORKER_ENV
 from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.figures import ping
 from .leaving import Leaving
 from .runtime import Runtime
-from .workers import WORKER_ENV
 
 READY_LAG = 10.0  # seconds: a relay further behind than this makes the node not ready
 HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready

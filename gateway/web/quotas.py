@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from ..core.ratelimit import KeyedRate
-from .guards import Refused
+from .refusals import Refused
 
 HOUR = 3600.0
 

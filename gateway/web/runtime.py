@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -19,13 +18,11 @@ from ..hub.sessions import SessionsSeen
 from ..hub.user_sockets import SocketsHeld
 from .garbage import CollectorPauses
 from .heard import Hearing
+from .heavy import HeavyReads
 from .hosts import same_origin
+from .inflight import ActionLimits
 from .loop_lag import LoopLag
-
-if TYPE_CHECKING:
-    from .heavy import HeavyReads  # the same
-    from .inflight import ActionLimits  # it raises guards' errors, and guards reads the runtime
-    from .quotas import Creations  # the same
+from .quotas import Creations
 
 
 @dataclass

@@ -17,13 +17,12 @@ import signal
 import time
 from multiprocessing.process import BaseProcess
 
-from ..config import Settings
+from ..config import WORKER_ENV, Settings
 
 log = logging.getLogger("gateway")
 
 RESTART_AFTER = 1.0  # seconds before a worker that died is started again
 STOP_TIMEOUT = 30.0  # seconds the workers get to close their connections (after their drain) before they are killed
-WORKER_ENV = "GATEWAY_WORKER"  # each worker's index, which /healthz reports
 
 
 def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:

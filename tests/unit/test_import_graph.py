@@ -1,0 +1,84 @@
+"""The package's modules import each other without a circle: each room can be read, tested and moved from the
+bottom up. (A module importing another only for type checking, under `if TYPE_CHECKING:`, is no arrow here.)"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gateway"
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules `path` imports when it runs (at its top or inside a function)."""
+    here = _name(path)
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
+    found: set[str] = set()
+    todo: list[ast.AST] = [ast.parse(path.read_text())]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            for candidate in [module, *(f"{module}.{a.name}" for a in node.names)]:
+                if candidate in modules and candidate != here:
+                    found.add(candidate)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in modules and a.name != here}
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _circles() -> list[list[str]]:
+    paths = {_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {name: _imports(path, set(paths)) for name, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return circles
+
+
+def test_no_module_of_the_package_imports_itself_round_a_circle() -> None:
+    assert _circles() == []
