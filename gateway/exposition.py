@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from . import __version__
-from .web.hosts import loopback_host
+from .core.hosts import loopback_host
 
 REDIS_WITHIN = 1.0  # seconds a scrape waits for Redis before it reports it down (and answers all the same)
 COMMIT_ENV = "GATEWAY_COMMIT"  # set by whoever builds an image or package from a commit
@@ -111,7 +111,7 @@ def scraper_refused(request: Request, token: str) -> JSONResponse | None:
         )
     forwarded = "x-forwarded-for" in request.headers or "forwarded" in request.headers
     # A loopback client is a scraper on this machine only when it also names this machine: a browser here on a
-    # rebinding domain's page connects from loopback too, naming that domain (gateway.web.hosts).
+    # rebinding domain's page connects from loopback too, naming that domain (gateway.core.hosts).
     if (
         not forwarded
         and request.client is not None
