@@ -85,6 +85,7 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/sign-out"): "anyone",
     ("GET", "/api/account"): "user",
     ("POST", "/api/account/sessions/{id:int}/revoke"): "user",
+    ("PUT", "/api/account/preferences"): "user",
     ("POST", "/sign-in"): "anyone",
     ("POST", "/api/session/renew"): "user",
     ("GET", "/healthz"): "anyone",

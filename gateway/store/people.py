@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import NamedTuple
+from typing import Literal, NamedTuple, cast
 
 import asyncpg
 
 from ..core.submission_window import like_pattern
 from .reads import bounded
+
+Finishes = Literal["mine", "team", "none"]  # which finishes reach a person (users.finishes)
 
 
 class Named(NamedTuple):
@@ -34,6 +36,15 @@ async def user(pool: asyncpg.Pool, user_id: int) -> Named | None:
 
 async def user_name(pool: asyncpg.Pool, user_id: int) -> str | None:
     return await pool.fetchval("select name from users where id = $1", user_id)
+
+
+async def finishes(pool: asyncpg.Pool, user_id: int) -> Finishes:
+    """Which finishes reach the person: "mine" (their own), "team" or "none" (chosen in Account)."""
+    return cast(Finishes, await pool.fetchval("select finishes from users where id = $1", user_id) or "mine")
+
+
+async def choose_finishes(pool: asyncpg.Pool, user_id: int, choice: Finishes) -> None:
+    await pool.execute("update users set finishes = $2 where id = $1", user_id, choice)
 
 
 async def users(pool: asyncpg.Pool) -> list[Named]:

@@ -1,21 +1,24 @@
 """The account page's API: the signed-in person's teams and role in each, and where they are signed in (each
-session's device and when it was last seen), with a revoke for each session that ends it on every node."""
+session's device and when it was last seen), with a revoke for each session that ends it on every node; and their
+preferences (which finishes reach them), kept on the server so that they follow the person to another browser."""
 
 from __future__ import annotations
 
 import time
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..store import people
 from ..store import sessions as stored
-from .answers import Account, Done, Named, SessionRow, TeamRole, answer
+from .answers import Account, Done, Named, Preferences, SessionRow, TeamRole, answer
 from .auth import TOKEN_COOKIE
-from .guards import Refused, claims, endpoint, path_id, runtime_of, user
+from .guards import Refused, claims, decode, endpoint, path_id, runtime_of, user
 from .session import DB_ERRORS, end_session, record_session
 
 SESSIONS_LISTED = 100
+_preferences = msgspec.json.Decoder(Preferences)
 
 
 @endpoint
@@ -46,8 +49,22 @@ async def account(request: Request) -> Response:
             sessions=sessions,
             sessions_total=total,
             time=int(time.time() * 1000),
+            preferences=Preferences(finishes=await people.finishes(runtime.pool, user_id)),
         )
     )
+
+
+@endpoint
+async def set_preferences(request: Request) -> Response:
+    """The person's choice of which finishes reach them ("mine", "team" or "none"), for every browser of theirs."""
+    user_id = user(request, acting=True)
+    body = await decode(request, _preferences, limit=1024)
+    runtime = runtime_of(request)
+    try:
+        await people.choose_finishes(runtime.pool, user_id, body.finishes)
+    except DB_ERRORS:
+        raise Refused(503, "unavailable", "the choice could not be kept now: try again") from None
+    return answer(body)
 
 
 @endpoint

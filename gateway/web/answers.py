@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from ..core.model import TrajectorySummary
 from ..core.submission import SubmissionRow
+from ..store.people import Finishes
 
 
 class Created(msgspec.Struct):
@@ -26,6 +27,14 @@ class Named(msgspec.Struct):
     name: str
 
 
+class Preferences(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What the person chose in Account, kept on the server so that it follows them to another browser.
+    `finishes`: which finishes reach them as a toast and a browser notification: their own ("mine"), every one
+    of their teams' ("team"), or "none" (rows, the ring and the glow still tell them)."""
+
+    finishes: Finishes
+
+
 class Me(msgspec.Struct):
     """The signed-in user, their teams and the session's expiry."""
 
@@ -36,6 +45,7 @@ class Me(msgspec.Struct):
     demo: bool
     expires_at: int  # the session's token, in milliseconds since the Unix epoch: renew before then
     time: int  # the server's clock, to read expires_at by
+    finishes: Finishes = "mine"  # which finishes reach the person (Preferences)
 
 
 class TeamRole(msgspec.Struct):
@@ -65,6 +75,7 @@ class Account(msgspec.Struct, kw_only=True):
     sessions: list[SessionRow]
     sessions_total: int
     time: int  # the server's clock (milliseconds since the Unix epoch), to read the times by
+    preferences: Preferences
 
 
 class Member(msgspec.Struct):

@@ -36,6 +36,7 @@ async def me(request: Request) -> Response:
             demo=settings.demo,
             expires_at=int(expires * 1000),  # the session's token: renew before then
             time=int(time.time() * 1000),  # the server's clock, to read expires_at by
+            finishes=await people.finishes(runtime.pool, user_id),
         )
     )
 

@@ -26,7 +26,7 @@ from ..hub.sessions import SessionsSeen
 from ..hub.user_sockets import SocketsHeld
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
-from .account import account, revoke_session
+from .account import account, revoke_session, set_preferences
 from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
 from .activity import team_activity, team_activity_csv
 from .analyses import delete_analysis, trajectory_analyses
@@ -216,6 +216,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/sign-out", sign_out, methods=["POST"]),
         Route("/api/account", account),
         Route("/api/account/sessions/{id:int}/revoke", revoke_session, methods=["POST"]),
+        Route("/api/account/preferences", set_preferences, methods=["PUT"]),
         Route("/sign-in", confirm_sign_in, methods=["POST"]),  # the sign-in link's confirmation page posts here
         Route("/api/session/renew", renew, methods=["POST"]),
         Route("/healthz", healthz),

@@ -239,3 +239,23 @@ async def test_each_sign_in_by_the_picker_is_a_session_of_its_own(demo_node: Pro
         assert (await desktop.post("/api/sign-out")).status_code == 200
         assert devices((await laptop.get("/api/account")).json()) == {"Firefox on Windows": True}
         assert (await desktop.get("/api/sign-in/users")).status_code == 200  # the picker again
+
+
+async def test_the_choice_of_finishes_follows_the_person_to_every_node_and_browser(stack: Stack, team: Team) -> None:
+    """Chosen on one node, the choice is in the account and in /api/me on another: it is kept on the server."""
+    assert (await account(stack.nodes[0], team.token))["preferences"] == {"finishes": "mine"}  # the default
+    async with client(stack.nodes[0], team.token) as c:
+        chosen = await c.put("/api/account/preferences", json={"finishes": "team"})
+        assert chosen.status_code == 200 and chosen.json() == {"finishes": "team"}, chosen.text
+        for wrong in ({"finishes": "everyone"}, {"finishes": "none", "other": 1}, {}):
+            refused = await c.put("/api/account/preferences", json=wrong)
+            assert refused.status_code == 422 and refused.json()["error"] == "invalid", refused.text
+    assert (await account(stack.nodes[1], team.token))["preferences"] == {"finishes": "team"}
+    async with client(stack.nodes[1], team.token) as c:
+        assert (await c.get("/api/me")).json()["finishes"] == "team"
+        assert (await c.put("/api/account/preferences", json={"finishes": "none"})).status_code == 200
+        foreign = await c.put("/api/account/preferences", json={"finishes": "mine"}, headers={"Origin": EVIL})
+        assert foreign.status_code == 403
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as anonymous:
+        assert (await anonymous.put("/api/account/preferences", json={"finishes": "mine"})).status_code == 401
+    assert (await account(stack.nodes[0], team.token))["preferences"] == {"finishes": "none"}

@@ -137,6 +137,7 @@ TEXT_CASES = [
         "$.instance_types[0].name",
     ),
     Case("POST", "/api/teams/1/views", "user", {"name": BAD, "view": {"columns": [{"key": "id"}]}}, "$.name"),
+    Case("PUT", "/api/account/preferences", "user", {"finishes": BAD}, "$.finishes"),
     Case(
         "POST",
         "/api/teams/1/views",

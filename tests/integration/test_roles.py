@@ -123,6 +123,8 @@ def call_for(world: World, method: str, path: str) -> tuple[str, object]:
         body = {"view_id": None}
     elif path == "/api/teams/{id:int}/views/{view:int}" and method == "PUT":
         body = {"name": "mine", "view": {"columns": [{"key": "id"}]}}
+    elif path == "/api/account/preferences":
+        body = {"finishes": "mine"}
     elif path == "/api/submissions/instance-types":
         filled += f"?submission={world.submission_id}"
     return filled, body
