@@ -1,10 +1,17 @@
 // The account page (/#/account): who is signed in, their teams and role in each, and where they are signed in
 // (each session's device, when it started and was last seen), each session with a Revoke button that signs that
-// device out on every node. And signing out, from the header on every page.
+// device out on every node; which finishes reach them ("Finishes that reach me": mine, my team's, none), kept on the
+// server so that it follows them to another browser. And signing out, from the header on every page.
 import { app } from "./context.js";
+import { chooseFinishes, finishesChosen } from "./notices.js";
 import { ago, clock, esc, placeChildren, setAttr, setText, toast } from "./ui.js";
 
 const ROLES = { owner: "Owner", admin: "Admin", member: "Member" };
+const FINISHES = [
+  ["mine", "Mine", "Trajectories you submitted, or opened or retried today, and the one whose jobs are open"],
+  ["team", "My team's", "Every finish of your team, counted in one toast that names yours"],
+  ["none", "None", "No toast and no browser notification: the rows, the ring and the glow still show them"],
+];
 
 /** Sign out: the session is revoked on every node and the cookie cleared; then the sign-in page. */
 export async function signOut() {
@@ -43,6 +50,11 @@ export class AccountPage {
       <h2>Teams</h2>
       <div class="table-scroll"><table class="account-teams"><caption class="visually-hidden">Your teams and your role in each</caption>
       <thead><tr><th scope="col">Team</th><th scope="col">Role</th></tr></thead><tbody></tbody></table></div>
+      <h2>Notifications</h2>
+      <fieldset class="finishes"><legend>Finishes that reach me</legend>
+      ${FINISHES.map(([value, label, note]) => `<label><input type="radio" name="finishes" value="${value}">
+        <span class="choice">${esc(label)}</span> <span class="quiet small">${esc(note)}</span></label>`).join("")}
+      </fieldset>
       <h2 id="sessions-title" tabindex="-1">Sessions</h2>
       <p class="quiet">Where you are signed in. Revoke a session to sign that device out; revoking this device signs you out here.</p>
       <div class="table-scroll"><table class="account-sessions"><caption class="visually-hidden">Your sessions</caption>
@@ -51,6 +63,8 @@ export class AccountPage {
     this.tbody = this.main.querySelector(".account-sessions tbody");
     this.rows = new Map();
     this.data = null;
+    this.checkFinishes(finishesChosen());
+    this.main.querySelector("fieldset.finishes").addEventListener("change", (e) => this.chooseFinishes(e.target));
     this.tbody.addEventListener("click", (e) => {
       const button = e.target.closest("button[data-revoke]");
       if (button) this.revoke(button);
@@ -67,10 +81,36 @@ export class AccountPage {
     this.data = data;
     this.offset = this.data.time - Date.now();
     this.main.querySelector(".who").textContent = `Signed in as ${this.data.user.name}`;
+    if (this.data.preferences.finishes !== finishesChosen()) chooseFinishes(this.data.preferences.finishes); // chosen in another browser
+    this.checkFinishes(this.data.preferences.finishes);
     this.main.querySelector(".account-teams tbody").innerHTML = this.data.teams.length
       ? this.data.teams.map((t) => `<tr data-team="${t.id}"><td>${esc(t.name)}</td><td>${esc(ROLES[t.role] || t.role)}</td></tr>`).join("")
       : `<tr><td colspan="2" class="quiet">You are not a member of any team</td></tr>`;
     app.schedule();
+  }
+
+  checkFinishes(choice) {
+    for (const input of this.main.querySelectorAll("input[name=finishes]")) input.checked = input.value === choice;
+  }
+
+  /** The person picked another answer: kept on the server (every browser of theirs); refused, the old one is back. */
+  async chooseFinishes(input) {
+    const before = finishesChosen();
+    const response = await fetch("/api/account/preferences", {
+      method: "PUT",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ finishes: input.value }),
+    }).catch(() => null);
+    if (response && response.status === 401) { location.assign("/?signin=ended"); return; }
+    if (response && response.ok) {
+      const { finishes } = await response.json();
+      chooseFinishes(finishes);
+      if (this.data) this.data.preferences = { finishes };
+      return;
+    }
+    const body = response ? await response.json().catch(() => ({})) : {};
+    toast(body.message || "The choice could not be kept: the gateway could not be reached", "error");
+    this.checkFinishes(before);
   }
 
   draw() {

@@ -1,15 +1,21 @@
 // A finish reaches a person who looked away. The team channel brings every finish of the team (a `notice`); the
-// page tells its person about the trajectories that are theirs:
+// page tells its person about the finishes they chose in Account ("Finishes that reach me", kept on the server as
+// `app.me.finishes`, so it follows them to another browser):
 //
-// - theirs: a submission of theirs ran in the finished wave (the notice's `users`), or they opened its jobs (its
-//   panel, or its row in the Jobs popover) or acted on it (a retry) today, remembered per person and day in the
-//   browser's storage; and whatever trajectory's panel is open;
+// - "mine" (the default): the trajectories that are theirs: a submission of theirs ran in the finished wave (the
+//   notice's `users`), or they opened its jobs (its panel, or its row in the Jobs popover) or acted on it (a
+//   retry) today, remembered per person and day in the browser's storage; and whatever trajectory's panel is open;
+// - "team": every finish of the team, folded into the one finish toast that counts them and names their own;
+// - "none": no finish toast and no browser notification (so none in the bell's list either): its row, the ring
+//   and the glow tell it.
+//
+// What reaches them is:
 // - a toast, kept with every other toast of the last hour in the bell's list (history.js), read or unread;
 // - a browser notification with the toast's words while they look elsewhere (another tab or window), if they
 //   asked for it: "Notify me when my jobs finish" asks the browser's permission only when switched on. Clicking
 //   it brings the page back with the trajectory's panel open.
 //
-// A teammate's finish that is none of theirs raises nothing: its row, the ring and the glow tell it.
+// Under "mine", a teammate's finish that is none of theirs raises nothing: its row, the ring and the glow tell it.
 import { app } from "./context.js";
 import { history, looking, markRead, onHistory, ownHistory, unreadCount } from "./history.js";
 import { ago, focusBack, placeChildren, setAttr, setText, toast } from "./ui.js";
@@ -96,7 +102,17 @@ let panelOpenOn = () => null;
 let onOpening = () => {};
 
 // The finishes told since the finish toast appeared: one toast counts them, and names the person's own.
-let told = null; // { el, finished, failed, names }
+let told = null; // { el, finished, failed, names, open }
+
+/** Which finishes reach the person: "mine", "team" or "none" (Account). */
+export const finishesChosen = () => (app.me && app.me.finishes) || "mine";
+
+/** The person chose another answer in Account: it holds from the next finish on. */
+export function chooseFinishes(choice) {
+  app.me.finishes = choice;
+  told = null;
+  drawBell();
+}
 
 function summary(t) {
   const fine = t.finished - t.failed;
@@ -106,26 +122,33 @@ function summary(t) {
 
 /** A `notice` from the team channel: a trajectory's work finished. */
 export function finished(m) {
-  const panelId = panelOpenOn();
-  const mine = isMine(m);
-  if (!mine && panelId !== m.trajectory_id) return;
+  const choice = finishesChosen();
+  if (choice === "none") return;
+  const own = isMine(m) || panelOpenOn() === m.trajectory_id;
+  if (!own && choice !== "team") return;
   const known = app.team.summaries.get(m.trajectory_id);
   const name = m.name || (known ? known.name : `Trajectory ${m.trajectory_id}`);
   const key = `finish:${m.trajectory_id}:${m.wave}`;
-  if (!told || !told.el.isConnected) told = { el: null, finished: 0, failed: 0, names: [] };
+  if (!told || !told.el.isConnected) told = { el: null, finished: 0, failed: 0, names: [], open: null, latest: "" };
   told.finished += 1;
   if (m.level !== "success") told.failed += 1;
-  if (!told.names.includes(name)) told.names.push(name);
   const id = m.trajectory_id;
   const open = () => { markReadOf(m); openTrajectory(id, name); };
+  if (own) {
+    if (!told.names.includes(name)) told.names.push(name);
+    told.open = open; // the summary's name opens the person's own latest
+  }
+  told.latest = name;
   const text = told.finished === 1 ? m.title : summary(told);
   const level = told.failed ? "warning" : "success";
-  const detail = told.finished === 1 ? name : ownNames(told.names);
-  told.el = toast(text, level, { detail, open, key, trajectory: id, kind: "finish" });
+  // One finish: its name. Several: the person's own among them ("yours: A, B"), or else the latest one's name.
+  const detail = told.finished === 1 ? name : told.names.length ? ownNames(told.names) : `latest: ${name}`;
+  const opens = told.names.length && told.finished > 1 ? told.open : open;
+  told.el = toast(text, level, { detail, open: opens, key, trajectory: id, kind: "finish" });
   if (!looking()) notify(m.title, name, key, open);
 }
 
-/** "yours: A, B and 3 more" (every finish told here is the person's own, or the one their panel shows). */
+/** "yours: A, B and 3 more": the person's own among the finishes told (or the one their panel shows). */
 function ownNames(names) {
   const shown = names.slice(-2).join(", ");
   return names.length > 2 ? `yours: ${shown} and ${names.length - 2} more` : `yours: ${shown}`;
@@ -251,9 +274,15 @@ function drawBell() {
     toggle.disabled = false;
     setText(note, Notification.permission === "denied"
       ? "Notifications are blocked for this site: allow them in the browser's site settings."
-      : "When a trajectory you started or opened today finishes while you look elsewhere.");
+      : NOTIFY_NOTE[finishesChosen()]);
   }
 }
+
+const NOTIFY_NOTE = {
+  mine: "When a trajectory you started or opened today finishes while you look elsewhere.",
+  team: "When a trajectory of your team's finishes while you look elsewhere (Account: finishes that reach you).",
+  none: "No finish reaches you: choose which do in Account.",
+};
 
 function row(e) {
   const li = document.createElement("li");
