@@ -110,7 +110,6 @@ export const finishesChosen = () => (app.me && app.me.finishes) || "mine";
 /** The person chose another answer in Account: it holds from the next finish on. */
 export function chooseFinishes(choice) {
   app.me.finishes = choice;
-  told = null;
   drawBell();
 }
 
@@ -129,7 +128,7 @@ export function finished(m) {
   const known = app.team.summaries.get(m.trajectory_id);
   const name = m.name || (known ? known.name : `Trajectory ${m.trajectory_id}`);
   const key = `finish:${m.trajectory_id}:${m.wave}`;
-  if (!told || !told.el.isConnected) told = { el: null, finished: 0, failed: 0, names: [], open: null, latest: "" };
+  if (!told || !told.el.isConnected) told = { el: null, finished: 0, failed: 0, names: [], open: null };
   told.finished += 1;
   if (m.level !== "success") told.failed += 1;
   const id = m.trajectory_id;
@@ -138,7 +137,6 @@ export function finished(m) {
     if (!told.names.includes(name)) told.names.push(name);
     told.open = open; // the summary's name opens the person's own latest
   }
-  told.latest = name;
   const text = told.finished === 1 ? m.title : summary(told);
   const level = told.failed ? "warning" : "success";
   // One finish: its name. Several: the person's own among them ("yours: A, B"), or else the latest one's name.
