@@ -131,7 +131,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
         # The team's clusters at work, talking to the gateway as real clusters do (gpu-2 never confirms).
         simulation = Simulation(
             f"http://{host}:{port}",
-            [seeded.cluster_keys[c] for c in seeded.cluster_ids],
+            [seeded.cluster_keys[c] for c in seeded.cluster_ids if c in seeded.cluster_keys],
             silent={seeded.cluster_ids[1]},
             trajectories=seeded.trajectory_ids,
             speed=speed,
@@ -142,9 +142,12 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
             for job in seeded.unfinished:
                 if job.cluster_id == cluster.cluster_id:
                     cluster.adopt(job.id, job.kind, job.attempts, job.status, job.priority)
-        producing = asyncio.create_task(simulation.run(), name="simulator")
+        parts = [web, relaying]
+        if simulation.clusters:  # none when every cluster was re-keyed by a person: the demo serves, nothing works
+            producing = asyncio.create_task(simulation.run(), name="simulator")
+            parts.append(producing)
         print(_banner(settings, host, port, seeded), flush=True)
-        done, _ = await asyncio.wait([web, relaying, producing], return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
         raise DemoError("; ".join(_ended(task) for task in done))  # a part that stops ends the demo
     finally:
         if producing is not None and not producing.done():  # first the producer, while the web server answers it
@@ -196,6 +199,9 @@ def _banner(settings: Settings, host: str, port: int, seeded: Seeded) -> str:
         f"  DATABASE_URL={settings.database_url}\n"
         f"  REDIS_URL={settings.redis_url}\n"
         f"  GATEWAY_SECRET={settings.secret}\n"
-        f"  cluster key ({seeded.cluster_ids[0]}): {seeded.cluster_keys[seeded.cluster_ids[0]]}\n"
-        "  Ctrl-C stops everything it started.\n"
+        + "".join(f"  cluster key ({c}): {key}\n" for c, key in list(seeded.cluster_keys.items())[:1])
+        + "".join(
+            f"  cluster {c} keeps the key it was given since: the demo does not act as it\n" for c in seeded.kept_keys
+        )
+        + "  Ctrl-C stops everything it started.\n"
     )

@@ -22,7 +22,10 @@ class Seeded:
     team_id: int
     user_ids: list[int]
     cluster_ids: list[int]
-    cluster_keys: dict[int, str] = field(default_factory=dict)
+    cluster_keys: dict[int, str] = field(default_factory=dict)  # the keys the demo holds, to act as its clusters
+    # Clusters whose key is not the demo's (re-keyed by a person, or seeded under another secret): their key is
+    # kept, whoever holds it keeps working, and the demo does not act as them.
+    kept_keys: list[int] = field(default_factory=list)
     trajectory_ids: list[int] = field(default_factory=list)
     other_team_id: int = 0
     other_user_id: int = 0
@@ -34,7 +37,8 @@ class Seeded:
 
 async def seed_demo(dsn: str, secret: str) -> Seeded:
     """Create the demo team once; later runs find it. Its clusters' keys follow from `secret` (the demo's, kept in
-    its data folder), so each run hands out the keys the last one did."""
+    its data folder) and are stored once, when a cluster has none: a restart re-keys nothing, so each run hands out
+    the keys the last one did, and a key a person issued since stays the cluster's."""
     db = await asyncpg.connect(dsn)
     try:
         async with db.transaction():
@@ -53,9 +57,14 @@ async def seed_demo(dsn: str, secret: str) -> Seeded:
                 other_team_id=other_team,
                 other_user_id=other_user,
             )
+            stored = await clusters.key_hashes(db, cluster_ids)
             for cid in cluster_ids:
                 key, key_hash = demo_cluster_key(secret, cid)
-                await clusters.set_key_hash(db, cid, key_hash)
+                if stored.get(cid) is None:  # a new cluster: its key is issued once
+                    await clusters.set_key_hash(db, cid, key_hash)
+                elif stored[cid] != key_hash:  # re-keyed since (Clusters page, `cluster-key`), or another secret
+                    seeded.kept_keys.append(cid)
+                    continue
                 seeded.cluster_keys[cid] = key
             seeded.unfinished = await seed.unfinished(db, team_id)
             seeded.staging = await seed.staging(db, team_id)

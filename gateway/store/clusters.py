@@ -96,6 +96,12 @@ async def set_key_hash(db: Database, cluster_id: int, key_hash: str, by: int | N
     return bool(done)
 
 
+async def key_hashes(db: Database, cluster_ids: list[int]) -> dict[int, str | None]:
+    """The stored key hash of each cluster (None: no key issued yet)."""
+    rows = await db.fetch("select id, key_hash from clusters where id = any($1::bigint[])", cluster_ids)
+    return {r["id"]: r["key_hash"] for r in rows}
+
+
 async def name_of(pool: asyncpg.Pool, cluster_id: int) -> str:
     """The name of a cluster known to exist (one whose key was just checked)."""
     name: str = await pool.fetchval("select name from clusters where id = $1", cluster_id)

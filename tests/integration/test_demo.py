@@ -154,10 +154,11 @@ async def test_a_signal_stops_the_demo_and_everything_it_started(stop_signal: si
 
 async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in(tmp_path: Path) -> None:
     """A restart on its data folder made up a new secret: every open browser and tool got 401. And it re-keyed
-    every cluster: a tool given the first run's cluster key was cut off."""
+        every cluster: a tool given the first run's cluster key was cut off, and each restart wrote a rotate_key row per
+    cluster into the team's activity."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "GATEWAY_SECRET")}
     data = Path(tempfile.mkdtemp(prefix="gateway-demo-"))
-    tokens, cluster_keys, stops = [], [], []
+    tokens, cluster_keys, stops, rotations = [], [], [], []
     try:
         for run in range(2):
             port = free_port()
@@ -176,6 +177,11 @@ async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in
                 await demo.ready()
                 tokens.append(banner["token"])
                 cluster_keys.append(banner["cluster_key"])
+                conn = await asyncpg.connect(banner["database_url"])
+                try:  # a restart re-keys nothing: the team's activity says so
+                    rotations.append(await conn.fetchval("select count(*) from activity where action = 'rotate_key'"))
+                finally:
+                    await conn.close()
                 async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
                     for token in tokens:  # the first run's token too, on the second run
                         me = await client.get("/api/me", headers={"Authorization": f"Bearer {token}"})
@@ -195,6 +201,7 @@ async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in
                 if proc.poll() is None or any(alive(pid) for pid in demo.processes()):
                     demo.kill_everything()
         assert cluster_keys[0] == cluster_keys[1]
+        assert rotations[0] == rotations[1] == 3, rotations  # each cluster keyed once, by the first run
         secret = data / "secret"
         assert secret.stat().st_mode & 0o777 == 0o600  # its owner's alone
         print(f"demo stops took {', '.join(f'{s:.1f} s' for s in stops)}")
