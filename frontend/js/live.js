@@ -6,7 +6,8 @@ const RESUMABLE = new Set(["batch", "summary", "notice", "glow", "presence", "cl
 // A job's or a group's fields at their default are left out of the wire (docs/protocol.md): put them back,
 // so the views read every field as the protocol defines it.
 const JOB_DEFAULTS = { attempts: 1, analysis_id: null, submission_id: null, frame: null, timestep: null, error: null,
-  created_at: null, updated_at: null, started_at: null, finished_at: null, removed_at: null, silent_since: null };
+  created_at: null, updated_at: null, started_at: null, finished_at: null, removed_at: null, removed_by: null,
+  silent_since: null };
 const GROUP_DEFAULTS = { frame: null, timestep: null, open: false };
 
 export function withDefaults(m) {

@@ -5,13 +5,14 @@ import { timeLeft } from "./eta.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
 import { follow, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
-import { acting, clock, confirmDialog, count, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
+import { acting, actedBy, clock, confirmDialog, count, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
 
 export class Panel {
   constructor(el) {
     this.el = el;
     this.id = null;
     this.tree = null;
+    this.state = null; // the followed trajectory's jobs (its last removal too)
     this.opener = null;
     this.tab = "jobs";
     this.rows = new Map(); // analysis id -> row
@@ -60,7 +61,7 @@ export class Panel {
       <div class="tabs" role="tablist" aria-label="Views of the trajectory"${submission === null ? "" : " hidden"}>
         <button type="button" role="tab" id="tab-jobs" aria-controls="panel-jobs">Jobs</button>
         <button type="button" role="tab" id="tab-analyses" aria-controls="panel-analyses">Analyses</button></div>
-      <div class="tab-panel" id="panel-jobs" role="tabpanel" aria-labelledby="tab-jobs"><div class="tree-host" data-traj="${id}"></div></div>
+      <div class="tab-panel" id="panel-jobs" role="tabpanel" aria-labelledby="tab-jobs"><p class="quiet removal-note" role="status" hidden></p><div class="tree-host" data-traj="${id}"></div></div>
       <div class="tab-panel" id="panel-analyses" role="tabpanel" aria-labelledby="tab-analyses">
         <p class="quiet listing-note">Loading…</p>
         <table class="analyses" hidden><caption class="visually-hidden"></caption><thead><tr><th scope="col">Analysis</th>
@@ -79,7 +80,8 @@ export class Panel {
       onRetry: (job) => retryFrames(job.analysis_id, job.name).then(() => loadAnalyses(id, true)),
       runLabel: runLabel(id),
     });
-    this.tree.show(follow(id));
+    this.state = follow(id);
+    this.tree.show(this.state);
     loadAnalyses(id, true);
     el.querySelector("#panel-close").addEventListener("click", () => this.close());
     el.querySelector("#panel-menu").addEventListener("click", (e) => {
@@ -122,6 +124,7 @@ export class Panel {
     setParams({ panel: "", tab: "" });
     this.id = null;
     this.tree = null;
+    this.state = null;
     this.el.hidden = true;
     this.el.innerHTML = "";
     if (restore) focusBack(this.opener);
@@ -131,8 +134,19 @@ export class Panel {
 
   draw() {
     if (this.id === null) return;
+    this._removal();
     if (this.tab === "jobs") this.tree.render();
     else { loadAnalyses(this.id); this.drawAnalyses(); }
+  }
+
+  /** "Removed by Ada Lovelace at 20:16 (12 jobs)": removed jobs leave the list, the line says who took them. */
+  _removal() {
+    const note = this.el.querySelector(".removal-note");
+    const r = this.state && this.state.removal;
+    if (!note) return;
+    note.hidden = !r;
+    if (!r) return;
+    setText(note, `${actedBy("Removed", r.by, r.at, app.live.now())} (${count(r.jobs)} job${r.jobs === 1 ? "" : "s"})`);
   }
 
   // -- the analysis listing: each analysis's frames, Retry Failed Frames and Delete analysis

@@ -69,6 +69,7 @@ export class TrajectoryState {
     this.byGroup = new Map(); // group key -> Map(id -> job)
     this.groups = new Map(); // key -> group (status from the server)
     this.gone = new Map(); // removed job -> its version, so an older delta cannot bring it back
+    this.removal = null; // the last removal a person made while it was followed: { by, at, jobs ... }
     this.ready = false;
     this.version = 0; // bumps on every change: views re-render only when it moved
   }
@@ -83,6 +84,19 @@ export class TrajectoryState {
     this.version++;
   }
 
+  /** A job a person removed (Remove Running Jobs): counted in the removal it was part of, one person's within a
+   * minute (a job its cluster's report removed first carries the report's time). */
+  _removedBy(job) {
+    const r = this.removal;
+    const at = Date.parse(job.removed_at);
+    if (r && r.by === job.removed_by && Math.abs(at - r.time) < 60_000) {
+      if (!r.ids.has(job.id)) { r.ids.add(job.id); r.jobs++; }
+      return;
+    }
+    if (r && r.time > at) return; // an older removal's late delta
+    this.removal = { by: job.removed_by, at: job.removed_at, time: at, jobs: 1, ids: new Set([job.id]) };
+  }
+
   _job(job) {
     const seen = this.jobs.get(job.id);
     if (seen && seen.version >= job.version) return; // idempotent: an older or repeated delta changes nothing
@@ -90,6 +104,7 @@ export class TrajectoryState {
     const key = groupKey(job.kind, job.frame);
     let members = this.byGroup.get(key);
     if (job.removed_at) {
+      if (job.removed_by) this._removedBy(job);
       this.gone.set(job.id, job.version);
       this.jobs.delete(job.id);
       if (members) { members.delete(job.id); if (!members.size) this.byGroup.delete(key); }

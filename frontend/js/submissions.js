@@ -14,7 +14,7 @@ import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
 import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColumns, deleteView, listViews, saveView, STEP } from "./columns.js";
 import { menuActions } from "./rules.js";
-import { acting, clock, confirmDialog, count, esc, formDialog, isMenuKey, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
+import { acting, actedBy, clock, confirmDialog, count, esc, formDialog, isMenuKey, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
   ["id", "JOB ID"], ["user", "USER"], ["status", "STATUS"], ["project", "PROJECT"], ["title", "TITLE"],
@@ -334,6 +334,7 @@ export class SubmissionsPage {
     setAttr(c[1], "title", r.user_id ? user : "submitted by a cluster, not a person");
     setText(c[2], r.status);
     c[2].className = STATUS_COLOUR[r.status] || "";
+    setAttr(c[2], "title", actedNote(r));
     setText(c[3], r.project);
     setAttr(c[3], "title", r.project || null);
     setText(c[4], r.reviewed ? `${r.title} ✓` : r.title);
@@ -591,6 +592,18 @@ export class SubmissionsPage {
 
 const actOn = (what, body, target) =>
   acting(what, () => send("/api/submissions/actions", { body }), target);
+
+// Who last acted on a submission's tasks, as its status cell's tooltip says it (the row's `acted`, sql/022).
+const ACTED = { kill: "Killed", hold: "Held", unhold: "Released", retry: "Retried", retry_failed: "Failed tasks retried",
+  retry_preempted: "Preempted tasks retried" };
+
+/** "Killed by Ada Lovelace at 20:16": the member named as the users table names them today (the name at the time
+ * for someone no longer in the team); null when no one acted on it. */
+export function actedNote(r, now = Date.now()) {
+  if (!r.acted || !r.acted_at) return null;
+  const name = (r.acted_by && app.memberNames.get(r.acted_by)) || r.acted_by_name || "someone";
+  return actedBy(ACTED[r.acted] || r.acted, name, r.acted_at, now);
+}
 
 // Actions that cannot be taken back: a person confirms what they will do first, in numbers and per cluster.
 const CONFIRMED = { kill: "Kill", retry: "Retry" };

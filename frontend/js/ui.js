@@ -42,6 +42,14 @@ export function clock(iso, now = Date.now()) {
   return at.toDateString() === new Date(now).toDateString() ? time : `${at.toLocaleDateString()} ${time}`;
 }
 
+/** Who acted on a row and when, on the page's clock: "Killed by Ada Lovelace at 20:16" (the date before the time
+ * when it was not today). */
+export function actedBy(verb, name, iso, now = Date.now()) {
+  const at = new Date(iso);
+  const when = at.toDateString() === new Date(now).toDateString() ? timeOfDay(at) : `${at.toLocaleDateString()} ${timeOfDay(at)}`;
+  return `${verb} by ${name} at ${when}`;
+}
+
 /** A moment in full on the same clock (a tooltip's date and time). */
 export function moment(iso) {
   return new Date(iso).toLocaleString([], { hourCycle: "h23" });

@@ -100,7 +100,7 @@ async def run_action(
         for cluster_id, ids in answer.items():
             confirmed.setdefault(cluster_id, set()).update(ids)
         unconfirmed.update((c, names[c]) for c in by_cluster if c not in answer)
-    acted = await _apply(pool, action, confirmed, statuses, {r.id: r.attempts for r in rows})
+    acted = await _apply(pool, action, confirmed, statuses, {r.id: r.attempts for r in rows}, by)
     preempted = {r.id for r in rows if r.status == "preempted"}
     acted_preempted = sum(1 for ids in confirmed.values() for i in ids if i in preempted)
     silent = await silence(pool, unconfirmed)
@@ -180,13 +180,18 @@ async def ask_clusters(
 
 
 async def _apply(
-    pool: asyncpg.Pool, action: Action, confirmed: dict[int, set[int]], statuses: list[str], seen: dict[int, int]
+    pool: asyncpg.Pool,
+    action: Action,
+    confirmed: dict[int, set[int]],
+    statuses: list[str],
+    seen: dict[int, int],
+    by: int | None,
 ) -> int:
     ids = sorted(i for jobs in confirmed.values() for i in jobs)
     if not ids:
         return 0
     if action == "remove":
-        await tasks.tombstone(pool, ids, statuses)
+        await tasks.tombstone(pool, ids, statuses, by)
     else:
         await tasks.retry(pool, {i: seen[i] for i in ids}, statuses)
     return len(ids)  # what the clusters did, whichever write reached the row first

@@ -29,7 +29,14 @@ async def run_task_action(
     if ids:
         seen = {r.id: r.attempts for r in rows}
         await tasks.set_task_status(
-            pool, {i: seen[i] for i in ids}, action.becomes, action.new_attempt, list(action.takes), KILLED
+            pool,
+            {i: seen[i] for i in ids},
+            action.becomes,
+            action.new_attempt,
+            list(action.takes),
+            KILLED,
+            action.name,
+            by,
         )
     unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
     silent = await silence(pool, unconfirmed)

@@ -37,6 +37,7 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     removed_at: datetime | None = None
+    removed_by: str | None = None  # who removed it (Remove Running Jobs), by name; None: its cluster, or retention
     # Its cluster's silence (no report since then) while the job is unfinished: listed as `silent` (core.status).
     silent_since: datetime | None = None
 

@@ -69,11 +69,15 @@ class SubmissionRecord(msgspec.Struct, kw_only=True):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     version: int = 1
+    acted: str | None = None
+    acted_by: int | None = None
+    acted_by_name: str | None = None
+    acted_at: datetime | None = None
 
 
 class SubmissionRow(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One live row of the Submissions page: the record, its derived status and its tasks' aggregates. Only
-    `eta` has a default, left out of the wire."""
+    """One live row of the Submissions page: the record, its derived status and its tasks' aggregates. The
+    fields with a default (`eta`, who last acted) are left out of the wire while unknown."""
 
     id: int
     trajectory_id: int | None
@@ -97,6 +101,12 @@ class SubmissionRow(msgspec.Struct, kw_only=True, omit_defaults=True):
     avg_frame: float | None  # seconds a completed task took, on average
     version: int
     eta: int | None = None  # seconds left while tasks wait or run (None: unknown, or nothing left; gateway.core.eta)
+    # The last task action on it (kill, hold, unhold, retry ...), by whom (the user, and their name then) and when:
+    # "Killed by Ada Lovelace at 20:16" (sql/022_acted_by.sql). None: no one acted on it yet.
+    acted: str | None = None
+    acted_by: int | None = None
+    acted_by_name: str | None = None
+    acted_at: datetime | None = None
 
 
 class SubmissionAggregate:
@@ -139,4 +149,8 @@ class SubmissionAggregate:
             avg_frame=round(self.time_sum / self.time_n, 3) if self.time_n else None,
             version=r.version,
             eta=self.eta if self.counts.active() else None,
+            acted=r.acted,
+            acted_by=r.acted_by,
+            acted_by_name=r.acted_by_name,
+            acted_at=r.acted_at,
         )

@@ -9,6 +9,8 @@ from typing import Literal, NamedTuple
 
 import asyncpg
 
+from .activity import CLI
+
 # Which of a team's jobs an action names: a trajectory's, an analysis's (its frames and the upload that stores
 # them), or only an analysis's frames.
 Scope = Literal["trajectory", "analysis", "analysis_frames"]
@@ -46,13 +48,19 @@ async def jobs_in_scope(
     return [HeldJob(*r) for r in rows]
 
 
-async def tombstone(pool: asyncpg.Pool, ids: list[int], statuses: list[str]) -> None:
-    """Removed jobs are tombstoned, not deleted: a late report cannot bring them back; what they produced is kept."""
+async def tombstone(pool: asyncpg.Pool, ids: list[int], statuses: list[str], by: int | None = None) -> None:
+    """Removed jobs are tombstoned, not deleted: a late report cannot bring them back; what they produced is kept.
+    Each says who removed it (user `by`, by name; None: the command line): also one its cluster's report of the
+    removal reached first, since the cluster confirmed it did so for this action."""
     await pool.execute(
-        "update jobs set removed_at = now() where id = any($1::bigint[]) and removed_at is null"
-        " and status = any($2::text[])",
+        "update jobs set removed_at = coalesce(removed_at, now()),"
+        " removed_by = coalesce((select name from users where id = $3), $4)"
+        " where id = any($1::bigint[]) and removed_by is null"
+        " and (removed_at is not null or status = any($2::text[]))",
         ids,
         statuses,
+        by,
+        CLI,
     )
 
 
@@ -104,11 +112,15 @@ async def set_task_status(
     new_attempt: bool,
     statuses: list[str],
     killed_error: str,
+    action: str = "",
+    by: int | None = None,
 ) -> None:
     """What a task action makes of the tasks still in `statuses` and on the attempt they were read at (`seen`:
     id -> attempts): a new status, maybe a new attempt (which clears the error), or a kill's error. The cluster
     reports the same outcome itself; whichever write lands first, the other is moot. A new attempt also takes
-    the downloaded mark off its submission: its results are to be made, and downloaded, again."""
+    the downloaded mark off its submission: its results are to be made, and downloaded, again. Their submissions
+    say who acted (`action` by user `by`; None: the command line) and when, also where the cluster's report of the
+    outcome landed first: the cluster confirmed it acted."""
     async with pool.acquire() as db, db.transaction():
         await db.execute(
             "update jobs j set status = $2, attempts = r.attempts + $3,"
@@ -123,6 +135,16 @@ async def set_task_status(
             new_attempt,
             list(seen.values()),
         )
+        if action:
+            await db.execute(
+                "update submissions set acted = $2, acted_by = $3, acted_at = now(),"
+                " acted_by_name = coalesce((select name from users where id = $3), $4)"
+                " where id in (select submission_id from jobs where id = any($1::bigint[]))",
+                list(seen),
+                action,
+                by,
+                CLI,
+            )
         if new_attempt:
             await db.execute(
                 "update submissions set downloaded_at = null where downloaded_at is not null and id in"

@@ -424,3 +424,32 @@ async def test_retry_failed_jobs_runs_again_failures_the_cluster_finished_long_a
         assert set(await pool.fetch("select attempts from jobs where id = any($1)", failed)) == {(4,)}
     finally:
         await cluster.stop()
+
+
+async def test_a_removed_job_says_who_removed_it(
+    stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
+    """Removed jobs leave the list; their last delta names who removed them ("Removed by Ada Lovelace at 20:16"),
+    also those whose cluster's report of the removal landed first."""
+    gpu1, gpu2 = clusters
+    removed = await work(gpu1, team, 2, "running") + await work(gpu2, team, 1)
+    name = await pool.fetchval("select name from users where id = $1", team.user_id)
+    channel = f"trajectory:{team.trajectory_id}"
+
+    def removed_by(f: Follower) -> dict[int, str]:
+        return {
+            j["id"]: j["removed_by"]
+            for m in f.messages
+            if m.get("channel") == channel
+            for j in m.get("jobs") or ()
+            if j.get("removed_at") and j.get("removed_by")
+        }
+
+    async with Follower(stack.nodes[1].ws, team.token) as f:
+        await f.subscribe(channel)
+        await f.wait_for(lambda f: len(f.listed(channel)) == 3)
+        response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
+        assert response.json()["message"] == "Removed 3 job(s)"
+        await f.wait_for(lambda f: removed_by(f) == {i: name for i in removed}, timeout=30)
+    stored = await pool.fetch("select removed_by from jobs where id = any($1::bigint[])", removed)
+    assert {r["removed_by"] for r in stored} == {name}

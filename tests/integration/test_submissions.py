@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -410,3 +411,35 @@ async def test_a_retried_downloaded_submission_is_downloaded_again_only_when_its
         cluster._report(cluster.jobs[job_id])
     await cluster.flushed()
     await becomes("success")
+
+
+async def test_a_killed_submission_says_who_killed_it_and_when_live_and_in_its_window(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
+    """ "Killed by Ada Lovelace at 20:16": the row carries who last acted on its tasks, and when (sql/022)."""
+    ids, _ = await tasks(cluster, team, 3)
+    sid = await submission_of(pool, ids[0])
+    name = await pool.fetchval("select name from users where id = $1", team.user_id)
+    async with Follower(stack.nodes[0].ws, team.token) as f:
+        await f.subscribe(f"team:{team.id}")
+        await f.wait_for(lambda f: rows(f, team).get(sid, {}).get("tasks") == 3)
+        assert "acted" not in rows(f, team)[sid]  # no one acted on it yet: nothing on the wire
+        assert (await act(stack, team, action="kill", submissions=[sid]))["message"] == "Killed 3 task(s)"
+        await f.wait_for(lambda f: rows(f, team)[sid].get("acted") == "kill", timeout=30)
+        live = rows(f, team)[sid]
+    assert (live["acted_by"], live["acted_by_name"]) == (team.user_id, name)
+    acted_at = await pool.fetchval("select acted_at from submissions where id = $1", sid)
+    assert datetime.fromisoformat(live["acted_at"]) == acted_at
+    async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:  # a fresh page reads its window
+        response = await client.get(
+            f"/api/teams/{team.id}/submissions", headers={"Authorization": f"Bearer {team.token}"}
+        )
+    (row,) = [r for r in response.json()["rows"] if r["id"] == sid]
+    assert {k: row.get(k) for k in ("acted", "acted_by", "acted_by_name", "acted_at")} == {
+        k: live[k] for k in ("acted", "acted_by", "acted_by_name", "acted_at")
+    }
+    # A hold is the row's last action from then on, as its cluster confirms it.
+    more, _ = await tasks(cluster, team, 2)
+    other = await submission_of(pool, more[0])
+    await act(stack, team, action="hold", submissions=[other])
+    assert await pool.fetchval("select acted from submissions where id = $1", other) == "hold"
