@@ -349,7 +349,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> None:
     from .demo import DemoError, run_demo
 
     try:
-        run_until_signalled(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed))
+        run_until_signalled(run_demo(settings, args.host, args.port, Path(args.data), speed=args.speed, seed=args.seed))
     except DemoError as exc:  # everything it started is stopped by now
         raise CommandFailed(exits.FAILED, str(exc)) from None
 
@@ -463,6 +463,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--speed", type=_SPEED, default=1.0, help="how much faster than real the simulated clusters work (0-1000)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="the simulated clusters' random choices, for a run that repeats itself"
     )
     p.set_defaults(func=cmd_demo)
 

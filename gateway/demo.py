@@ -52,7 +52,9 @@ class DemoServer(uvicorn.Server):
         yield
 
 
-async def run_demo(settings: Settings, host: str, port: int, data: Path, speed: float = 1.0) -> None:
+async def run_demo(
+    settings: Settings, host: str, port: int, data: Path, speed: float = 1.0, seed: int | None = None
+) -> None:
     started: list[EmbeddedPostgres | EmbeddedValkey] = []
     try:
         await _start_embedded(settings, data.resolve(), started)
@@ -60,7 +62,7 @@ async def run_demo(settings: Settings, host: str, port: int, data: Path, speed: 
         settings.demo = True
         await migrate(settings.database_url)
         seeded = await seed_demo(settings.database_url, settings.secret)
-        await _serve(settings, host, port, seeded, speed)
+        await _serve(settings, host, port, seeded, speed, seed)
     finally:
         for service in reversed(started):  # Valkey, then PostgreSQL
             try:
@@ -111,7 +113,7 @@ async def _to_the_end(blocking: Callable[[], T]) -> T:
         raise
 
 
-async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed: float) -> None:
+async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed: float, seed: int | None) -> None:
     """The web server, the relay and the simulated clusters, until cancelled or one of them stops."""
     app = create_app(settings)
     config = uvicorn_config(app, settings, host, port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
@@ -135,6 +137,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
             silent={seeded.cluster_ids[1]},
             trajectories=seeded.trajectory_ids,
             speed=speed,
+            seed=seed,
             staging=seeded.staging,
             users=seeded.user_ids,  # its members submit the uploads and pipeline runs
         )
