@@ -1,0 +1,1 @@
+"""Developer commands that are not part of the product (not shipped in the wheel)."""
