@@ -37,9 +37,10 @@ COMMAND = "python -m tools.screenshots"
 NOT_SERVED = ("tests", "vectors")  # frontend/'s own tests and the shared vectors: not in the pages (pyproject.toml)
 WIDE = {"width": 1400, "height": 900}
 NARROW = {"width": 360, "height": 740}
-WAIT_MS = 120_000
+WAIT_MS = 120_000  # a busy 2-core machine: the demo's first minutes at speed 5
+CLICK_MS = 10_000  # a card that does not take a click in this long has moved away
 ENOUGH_ANALYSES = 3  # a listing worth a picture: a pipeline run of several analyses
-GOOD_ENOUGH_S = 60  # a busy 2-core machine: the demo's first minutes at speed 5
+GOOD_ENOUGH_S = 60  # after this long, any trajectory listing one will do
 
 
 def frontend_files(root: Path = FRONTEND) -> list[Path]:
@@ -93,6 +94,7 @@ async def demo(data: Path) -> AsyncIterator[str]:
     )
     assert process.stdout is not None
     seen: list[str] = []
+    drain: asyncio.Task[bytes] | None = None
     try:
         async with asyncio.timeout(WAIT_MS / 1000):
             while True:
@@ -112,7 +114,7 @@ async def demo(data: Path) -> AsyncIterator[str]:
             except TimeoutError:
                 process.kill()
                 await process.wait()
-        with contextlib.suppress(NameError):
+        if drain is not None:
             drain.cancel()
 
 
@@ -163,15 +165,16 @@ async def _analysed(page: Any) -> str:
         if await news.count() and await news.is_visible():
             await news.click()
         listed: dict[str, int] = {}
-        for card in [await c.get_attribute("data-card") for c in await page.locator("[data-card]").all()]:
-            await _panel(page, str(card))
-            listed[str(card)] = await page.locator("#panel tr[data-analysis]").count()
-            await page.click("#panel-close")
+        for card in [await c.get_attribute("data-card") for c in await page.locator("[data-card]:visible").all()]:
+            if await _panel(page, str(card)):
+                listed[str(card)] = await page.locator("#panel tr[data-analysis]").count()
+                await page.click("#panel-close")
         best = max(listed, key=lambda c: listed[c], default=None)
-        if best is not None and (
-            listed[best] >= ENOUGH_ANALYSES or listed[best] and loop.time() > started + GOOD_ENOUGH_S
+        if (
+            best is not None
+            and (listed[best] >= ENOUGH_ANALYSES or listed[best] and loop.time() > started + GOOD_ENOUGH_S)
+            and await _panel(page, best)
         ):
-            await _panel(page, best)
             return best
         await page.wait_for_function(  # the next change on the page before the next pass
             "(t) => document.getElementById('ring-label').textContent !== t",
@@ -181,13 +184,23 @@ async def _analysed(page: Any) -> str:
     raise TimeoutError("no trajectory with analyses appeared")
 
 
-async def _panel(page: Any, card: str) -> None:
-    """The card's panel, open on its Analyses tab once they are listed (or said to be none)."""
-    await page.click(f"[data-menu='{card}']")
-    await page.click(".menu li:text-is('Compute jobs')")
-    await page.wait_for_selector("#panel:not([hidden])")
-    await page.click("#tab-analyses")
-    await page.wait_for_function(ANALYSES_SHOWN, timeout=WAIT_MS)
+async def _panel(page: Any, card: str) -> bool:
+    """The card's panel, open on its Analyses tab once they are listed (or said to be none). False when the card
+    moved away meanwhile (a finished one folds after its glow): the menu or panel it opened is closed again."""
+    from playwright.async_api import Error
+
+    try:
+        await page.click(f"[data-menu='{card}']", timeout=CLICK_MS)
+        await page.click(".menu li:text-is('Compute jobs')", timeout=CLICK_MS)
+        await page.wait_for_selector("#panel:not([hidden])", timeout=CLICK_MS)
+        await page.click("#tab-analyses", timeout=CLICK_MS)
+        await page.wait_for_function(ANALYSES_SHOWN, timeout=WAIT_MS)
+        return True
+    except Error:
+        await page.keyboard.press("Escape")
+        if await page.locator("#panel:not([hidden])").count():
+            await page.click("#panel-close")
+        return False
 
 
 async def take(link: str, out: Path) -> None:
