@@ -4,6 +4,7 @@ defaults, global flags on either side of the command, and one line (no traceback
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.metadata
 import os
 import subprocess
@@ -73,6 +74,19 @@ def test_global_flags_are_taken_before_or_after_the_command(argv: list[str]) -> 
     args = parser().parse_args(argv)
     assert args.database_url == "postgresql://x/db"
     assert not hasattr(args, "redis_url")  # unset: the environment's stays
+
+
+def test_the_demos_seed_reaches_its_simulated_clusters(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[tuple[float, int | None]] = []
+
+    async def demo(settings: object, host: str, port: int, data: Path, speed: float, seed: int | None) -> None:
+        seen.append((speed, seed))
+
+    monkeypatch.setattr("gateway.demo.run_demo", demo)
+    monkeypatch.setattr("gateway.cli.run_until_signalled", asyncio.run)
+    main(["demo", "--port", "0", "--data", str(tmp_path), "--speed", "5", "--seed", "1"])
+    main(["demo", "--port", "0", "--data", str(tmp_path)])
+    assert seen == [(5.0, 1), (1.0, None)]  # unseeded unless asked
 
 
 def test_a_flag_after_the_command_reaches_the_settings(
