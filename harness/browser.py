@@ -1,4 +1,5 @@
-"""Debian's Chromium as the browser tests and the benchmark's views drive it (Playwright, no downloaded browser)."""
+"""Debian's Chromium as the browser tests, the benchmark's views and tools/screenshots drive it (Playwright, no
+downloaded browser), with the steps they share: signing in, opening a tree's groups."""
 
 from __future__ import annotations
 
@@ -33,3 +34,13 @@ async def sign_in(page: Any, base: str, token: str) -> None:
     await page.goto(f"{base}/?token={token}")
     async with page.expect_navigation(url=f"{base}/"):
         await page.click("#confirm-sign-in")
+
+
+async def open_groups(page: Any, scope: str, count: int) -> None:
+    """Open the frame groups of a tree (only groups holding storage transfers open by themselves), `count` of them."""
+    await page.locator(f"{scope} [data-group]").nth(count - 1).wait_for()  # a locator: pages under the CSP too
+    for _ in range(count):
+        closed = page.locator(f"{scope} [data-group][aria-expanded='false']")
+        if not await closed.count():
+            break
+        await closed.first.click()

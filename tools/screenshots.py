@@ -206,10 +206,9 @@ async def _panel(page: Any, card: str) -> bool:
 async def take(link: str, out: Path) -> None:
     from playwright.async_api import async_playwright
 
-    from tests.browser.conftest import ARGS, _chromium
-    from tests.browser.helpers import open_groups
+    from harness.browser import ARGS, chromium_path, open_groups
 
-    chromium = _chromium()
+    chromium = chromium_path()
     if chromium is None:
         raise SystemExit("Chromium is required (apt-get install chromium)")
     base = link.split("/?")[0]

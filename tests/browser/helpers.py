@@ -6,20 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.browser import sign_in  # noqa: F401  (the tests import it from here too)
+from harness.browser import open_groups, sign_in  # noqa: F401  (the tests import them from here too)
 from tests.conftest import node_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-async def open_groups(page: Any, scope: str, count: int) -> None:
-    """Open the frame groups of a tree (only groups holding storage transfers open by themselves), `count` of them."""
-    await page.locator(f"{scope} [data-group]").nth(count - 1).wait_for()  # a locator: pages under the CSP too
-    for _ in range(count):
-        closed = page.locator(f"{scope} [data-group][aria-expanded='false']")
-        if not await closed.count():
-            break
-        await closed.first.click()
 
 
 def csp_violations(page: Any, errors: list[str]) -> None:

@@ -22,12 +22,12 @@ def test_each_folder_has_its_tier() -> None:
     assert tier_of(TESTS / "browser" / "test_calm.py") == "browser"
 
 
-def test_the_benchmark_imports_nothing_from_the_tests() -> None:
-    """What both need lives in harness/: bench/ runs from a checkout without the tests' fixtures."""
+def test_the_benchmark_and_the_tools_import_nothing_from_the_tests() -> None:
+    """What they share with the tests lives in harness/: bench/ and tools/ run without the tests' fixtures."""
     root = TESTS.parent
     found = [
         f"{path.relative_to(root)}:{n}"
-        for folder in ("bench", "harness")
+        for folder in ("bench", "harness", "tools")
         for path in (root / folder).rglob("*.py")
         if "node_modules" not in path.parts
         for n, line in enumerate(path.read_text().splitlines(), 1)
