@@ -203,12 +203,17 @@ class PartitionPublisher(Protocol):
         """Where in the outbox the previous relay had published up to."""
 
     async def publish(
-        self, publications: list[Publication], relay_cursor: str | None = None, committed: float = 0.0
+        self,
+        publications: list[Publication],
+        relay_cursor: str | None = None,
+        committed: float = 0.0,
+        trace: str | None = None,
     ) -> None:
         """Publish a cycle atomically per message, with the cursor; raise Fenced if a newer relay took over, and
         BusBehind if the bus holds another relay cursor than the one this publisher last read or wrote (reading
         it again accepts the bus as it is). `committed`: the oldest commit time of the cycle's changes, carried
-        in each envelope (0.0: none)."""
+        in each envelope (0.0: none); `trace`: the traceparent of the relay's publish span, likewise (None: not
+        traced, gateway.tracing)."""
 
 
 class Publisher:
@@ -276,18 +281,22 @@ class Publisher:
 
     @translated
     async def publish(
-        self, publications: list[Publication], relay_cursor: str | None = None, committed: float = 0.0
+        self,
+        publications: list[Publication],
+        relay_cursor: str | None = None,
+        committed: float = 0.0,
+        trace: str | None = None,
     ) -> None:
         """Publish a cycle in one round trip; each message is atomic with its position, history and state."""
         if not publications and relay_cursor is None:
             return
         try:
             server = await self.bus.server_for(self._fence_key)
-            results = await self._run(server, publications, relay_cursor, committed)
+            results = await self._run(server, publications, relay_cursor, committed, trace)
             if results and all(isinstance(r, NoScriptError) for r in results):
                 # Redis lost its scripts (a restart) and ran nothing of the cycle: load them, run it again.
                 await server.script_load(self._publish.script)
-                results = await self._run(server, publications, relay_cursor, committed)
+                results = await self._run(server, publications, relay_cursor, committed, trace)
             for result in results:
                 if isinstance(result, ResponseError):
                     raise result
@@ -301,7 +310,12 @@ class Publisher:
         self._cursor_on_bus = relay_cursor or self._cursor_on_bus
 
     async def _run(
-        self, server: Redis, publications: list[Publication], relay_cursor: str | None, committed: float
+        self,
+        server: Redis,
+        publications: list[Publication],
+        relay_cursor: str | None,
+        committed: float,
+        trace: str | None = None,
     ) -> list[object]:
         """The cycle's calls in one write on a connection of the pool, the answers read back (an error answer
         as its exception), as redis-py's pipeline sends them: its machinery around the same write cost a busy
@@ -309,7 +323,7 @@ class Publisher:
         it is disconnected (redis-py's retry policy of the connection, as the pipeline applied it); the relay's
         cycle sends it again, on a fresh connection (docs/operations.md says why the publisher does not hold a
         connection of its own)."""
-        calls = self._calls(publications, relay_cursor, committed)
+        calls = self._calls(publications, relay_cursor, committed, trace)
         pool = server.connection_pool
         conn = await pool.get_connection()
         try:
@@ -318,7 +332,7 @@ class Publisher:
             await pool.release(conn)
 
     def _calls(
-        self, publications: list[Publication], relay_cursor: str | None, committed: float
+        self, publications: list[Publication], relay_cursor: str | None, committed: float, trace: str | None = None
     ) -> list[list[bytes | str | int]]:
         """The cycle as EVALSHA commands: normally one. (redis-py's script objects would ask SCRIPT EXISTS
         first, a second round trip per cycle.)"""
@@ -334,7 +348,7 @@ class Publisher:
                 calls.append(self._call(script_keys, args, "", after, ""))
                 script_keys, args, size = [], [], 0
                 after = publications[i - 1]
-            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published, committed)
+            env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published, committed, trace)
             size += len(env)
             script_keys += [
                 keys.seq(tag, p.channel),

@@ -5,6 +5,10 @@ subscribers untouched, so a channel's message costs one encoding whatever the nu
 The MessagePack payload stays the array's last field: the relay's publish script cuts the history entry
 from the envelope's tail (gateway.bus.publisher). `message_frame` makes a subscriber's frame of a message,
 whether it came with the envelope or from the history.
+
+A relay that traces (gateway.tracing) sends a `Traced` envelope instead: the same with its publish span's W3C
+`traceparent` after the header. Untraced, the envelope is byte for byte what it was: tracing off costs nothing
+here. (A node from before `Traced` drops traced messages as undecodable: upgrade nodes first, as always.)
 """
 
 from __future__ import annotations
@@ -25,6 +29,29 @@ class Envelope(msgspec.Struct, array_like=True):
     committed: float
     json: bytes
     msgpack: bytes
+
+
+class Traced(msgspec.Struct, array_like=True):
+    """An envelope with the trace context of the relay's publish (a string where `Envelope` has its bytes, so
+    neither decodes as the other)."""
+
+    epoch: int
+    seq: int
+    published: float
+    committed: float
+    trace: str
+    json: bytes
+    msgpack: bytes
+
+
+class _TraceStamp(msgspec.Struct, array_like=True):
+    """A traced envelope's header and trace alone."""
+
+    epoch: int
+    seq: int
+    published: float
+    committed: float
+    trace: str
 
 
 class _Published(msgspec.Struct, array_like=True):
@@ -60,15 +87,32 @@ _decoder = msgspec.msgpack.Decoder(Envelope)
 _published_decoder = msgspec.msgpack.Decoder(_Published)
 _legacy_decoder = msgspec.msgpack.Decoder(_Legacy)
 _stamp_decoder = msgspec.msgpack.Decoder(_Stamp)
+_traced_decoder = msgspec.msgpack.Decoder(Traced)
+_trace_decoder = msgspec.msgpack.Decoder(_TraceStamp)
 
 
-def pack(epoch: int, seq: int, json: bytes, msgpack: bytes, published: float = 0.0, committed: float = 0.0) -> bytes:
+def pack(
+    epoch: int,
+    seq: int,
+    json: bytes,
+    msgpack: bytes,
+    published: float = 0.0,
+    committed: float = 0.0,
+    trace: str | None = None,
+) -> bytes:
+    if trace is not None:
+        return _encoder.encode(Traced(epoch, seq, published, committed, trace, json, msgpack))
     return _encoder.encode(Envelope(epoch, seq, published, committed, json, msgpack))
 
 
 def unpack(data: bytes) -> Envelope:
     try:
         return _decoder.decode(data)
+    except msgspec.ValidationError:
+        pass
+    try:
+        traced = _traced_decoder.decode(data)
+        return Envelope(traced.epoch, traced.seq, traced.published, traced.committed, traced.json, traced.msgpack)
     except msgspec.ValidationError:
         pass
     try:
@@ -86,6 +130,14 @@ def stamps(data: bytes) -> tuple[float, float]:
         return stamp.published, stamp.committed
     except msgspec.DecodeError:  # an older envelope (see `_Published`, `_Legacy`), or not one of ours
         return 0.0, 0.0
+
+
+def trace_of(data: bytes) -> str | None:
+    """The traceparent of the relay's publish a traced envelope carries (None: not traced)."""
+    try:
+        return _trace_decoder.decode(data).trace
+    except msgspec.DecodeError:
+        return None
 
 
 def published_at(data: bytes) -> float:

@@ -20,6 +20,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from .. import tracing
 from ..bus.channels import ChannelReads
 from ..bus.events import BusEvent, BusLost, BusRestored, MembershipsChanged, OwnershipsChanged
 from ..core import channels, envelope
@@ -150,21 +151,38 @@ class Node:
     def handle_message(self, channel: str, data: bytes) -> None:
         """The hub writes the message to the channel's subscribers; one it did write (not a duplicate, not held
         for a repair, not for nobody) counts toward publish-to-write latency, on the relay's clock, and toward
-        its channel kind's delivery lag (commit to write, on PostgreSQL's clock)."""
+        its channel kind's delivery lag (commit to write, on PostgreSQL's clock), and, traced, as a span of the
+        relay's publish (gateway.tracing)."""
         hub = self.hub
         fanned = hub.fanout_messages
+        if tracing.enabled:
+            self._traced(channel, data)
+            return
         hub.on_message(channel, data)
         if hub.fanout_messages != fanned:
-            published, committed = envelope.stamps(data)
-            if published:
-                now = time.time()
-                self.publish_to_write.observe(max(0.0, now - published))
-                if committed:
-                    kind = channel.partition(":")[0]
-                    lag = self.delivery_lag.get(kind)
-                    if lag is None:
-                        lag = self.delivery_lag[kind] = Histogram()
-                    lag.observe(max(0.0, now - committed))
+            self._observe_lag(channel, data)
+
+    def _traced(self, channel: str, data: bytes) -> None:
+        hub = self.hub
+        fanned, started = hub.fanout_messages, time.time_ns()
+        hub.on_message(channel, data)
+        if hub.fanout_messages != fanned:
+            trace = envelope.trace_of(data)
+            if trace is not None:
+                tracing.delivered(trace, channel, len(hub.subscribers.get(channel, ())), started)
+            self._observe_lag(channel, data)
+
+    def _observe_lag(self, channel: str, data: bytes) -> None:
+        published, committed = envelope.stamps(data)
+        if published:
+            now = time.time()
+            self.publish_to_write.observe(max(0.0, now - published))
+            if committed:
+                kind = channel.partition(":")[0]
+                lag = self.delivery_lag.get(kind)
+                if lag is None:
+                    lag = self.delivery_lag[kind] = Histogram()
+                lag.observe(max(0.0, now - committed))
 
     # -- connections
 

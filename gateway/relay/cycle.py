@@ -20,6 +20,7 @@ from typing import Protocol
 
 import asyncpg
 
+from .. import tracing
 from ..bus.errors import BusBehind, BusRefused, BusUnavailable, Fenced
 from ..bus.publisher import PartitionPublisher
 from ..core.aggregate import AnyChange, Change, MembershipsChanged, OwnershipsChanged
@@ -106,6 +107,8 @@ class RelayCycle:
         # The oldest commit time (Unix seconds) of the changes read and not yet out, in each envelope: nodes
         # measure commit to write from it (gateway_delivery_lag_seconds). 0.0: none.
         self._committed = 0.0
+        # The trace contexts of the changes read and not yet out (gateway.tracing; always empty while it is off).
+        self._traces: list[str] = []
 
     async def read(self, together: bool = False) -> ReadResult:
         """The next captured changes, applied to the batcher (waves they open recorded); `together`: in one
@@ -128,6 +131,9 @@ class RelayCycle:
         """Publish what the read made due (and whatever else is due now), then announce membership changes."""
         if result.changes:
             self._committed = _oldest_commit(result.changes, self._committed)
+        if result.traces:
+            self._traces += (t for t in result.traces if t not in self._traces[-8:])
+            del self._traces[tracing.MAX_LINKS :]
         await self._cycle(now, self.reader.position if result.changes else None)
         if result.changes:
             self._observe_published(result.changes)
@@ -170,9 +176,13 @@ class RelayCycle:
         publisher, patience = self.publisher, self.patience
         match action:
             case Publish(publications, cursor):
+                span = tracing.relay_publish(
+                    self._traces if publications else [], self.reader.partition, len(publications)
+                )
                 try:
-                    publish = partial(publisher.publish, publications, cursor, self._committed)
-                    await patience.attempt(publish, self._deadline)
+                    with span as trace:
+                        publish = partial(publisher.publish, publications, cursor, self._committed, trace=trace)
+                        await patience.attempt(publish, self._deadline)
                 except BusBehind:
                     return BEHIND
                 except (BusUnavailable, BusRefused) as exc:
@@ -181,6 +191,7 @@ class RelayCycle:
                 self.figures.published += len(publications)
                 if publications:
                     self._committed = 0.0  # what was read is out; a team held back comes in a later read's cycle
+                    self._traces = []
                 return PUBLISHED
             case ReadSeqs(names):
                 return SeqsRead(await retry_redis(lambda: publisher.last_seqs(names), patience))

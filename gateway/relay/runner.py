@@ -11,6 +11,7 @@ fold, then carry out the publish machine of gateway.core.publish_cycle), `pacing
 
 from __future__ import annotations
 
+from .. import tracing
 from ..bus.broker import Broker, RedisBroker
 from ..bus.publisher import HISTORY_BYTES
 from ..config import Settings
@@ -71,6 +72,7 @@ class Relay:
     @classmethod
     def from_settings(cls, settings: Settings, metrics_endpoint: Endpoint | None = None) -> Relay:
         """The relay `gateway relay` and `gateway demo` run, as the environment configures it."""
+        tracing.configure()  # OTEL_EXPORTER_OTLP_ENDPOINT set: spans of the cycles that publish traced changes
         return cls(
             settings.database_url,
             settings.redis_url,

@@ -72,7 +72,11 @@ async def has_trajectory(pool: asyncpg.Pool, team_id: int, trajectory_id: int) -
     )
 
 
-async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch: IngestBatch) -> IngestResponse:
+async def apply_reports(
+    pool: asyncpg.Pool, cluster_id: int, team_id: int, batch: IngestBatch, trace: str | None = None
+) -> IngestResponse:
+    """Apply the batch in one transaction; `trace` (a traceparent, when tracing is on) goes into every outbox row
+    the transaction writes (sql/020_trace_context.sql)."""
     new = [(i, r) for i, r in enumerate(batch.jobs) if r.id is None]
     known = [(i, r) for i, r in enumerate(batch.jobs) if r.id is not None]
     for i, r in new:
@@ -80,6 +84,8 @@ async def apply_reports(pool: asyncpg.Pool, cluster_id: int, team_id: int, batch
     results: list[IngestResult | None] = [None] * len(batch.jobs)
     try:
         async with pool.acquire() as db, db.transaction():
+            if trace is not None:
+                await db.execute("select set_config('gateway.trace_context', $1, true)", trace)
             created = await _insert(db, cluster_id, team_id, new)
             for (i, _), job_id in zip(new, created):
                 results[i] = IngestResult(job_id, "created")

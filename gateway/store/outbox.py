@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import asyncpg
 import msgspec
 
+from .. import tracing
 from ..core.aggregate import AnyChange, Change, MembershipChange, OwnershipChange, SubmissionChange, TrajectoryAggregate
 from ..core.eta import WorkSnapshot
 from ..core.model import Job
@@ -50,10 +51,10 @@ HORIZON = "with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigi
 # {partitions} adds to the FROM, which the planner matches to the index as a join condition.
 READ_PARTITION = """
 select {part} as part, h.horizon, c.xid, c.seq, c.entity, c.old_status, c.new_status, c.job::text as job,
-       {counted} as counted, b.held is not null as held_back
+       {counted} as counted, b.held is not null as held_back, c.trace_context
 from h{partitions}
 left join lateral (
-    select xid, seq, entity, old_status, new_status, job from job_changes
+    select xid, seq, entity, old_status, new_status, job, trace_context from job_changes
     where team_id % {count} = {part} and (xid, seq) > ({xid}::bigint, {seq}::bigint) and xid < h.horizon
     order by xid, seq
     limit {limit}
@@ -173,6 +174,7 @@ class ReadResult:
     held_back: bool  # committed changes wait behind an open transaction
     full: bool  # the limit was reached: read again at once
     commits: int = 0  # how many transactions the changes came from: the writers' pace, whatever the relay's
+    traces: list[str] | None = None  # the changes' trace contexts, once each (read only while tracing is on)
 
 
 @dataclass
@@ -320,7 +322,8 @@ class OutboxReader:
             self.xid, self.seq = r["xid"], r["seq"]
         if self._base_snapshot is not None and horizon >= self._base_xmax and len(changes) < limit:
             self._base_snapshot = None  # every transaction the snapshot could have seen is behind us
-        return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit, commits)
+        traces = _traces(rows) if tracing.enabled else None
+        return ReadResult(changes, horizon, bool(rows[0]["held_back"]), len(changes) >= limit, commits, traces)
 
     async def peek(self) -> bool:
         """Whether anything of the partition was captured past the cursor (committed, readable or not yet)."""
@@ -346,3 +349,9 @@ class OutboxReader:
             row["database"],
             row["elsewhere"],
         )
+
+
+def _traces(rows: list[asyncpg.Record]) -> list[str] | None:
+    """The trace contexts the rows carry, each once, in order (one request's rows share theirs)."""
+    found = dict.fromkeys(r["trace_context"] for r in rows if r["seq"] is not None and r["trace_context"])
+    return list(found) or None

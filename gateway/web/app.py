@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from .. import tracing
 from ..bus.broker import RedisBroker
 from ..config import Settings, check_secret
 from ..core.admission import Admission
@@ -106,6 +107,7 @@ def create_app(settings: Settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         install_redaction()
+        tracing.configure()  # OTEL_EXPORTER_OTLP_ENDPOINT set: spans of ingest and delivery (in each worker)
         pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
         broker = RedisBroker.connect(settings.redis_url, settings.redis_cluster, settings.partitions)
         node = Node(

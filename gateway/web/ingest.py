@@ -10,6 +10,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from .. import tracing
 from ..bus.errors import BusError
 from ..core.control import Confirmed, confirmation_decoder
 from ..core.ingest import IngestBatch, InvalidReport, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
@@ -39,13 +40,18 @@ def creations(runtime: Runtime) -> Creations:
 
 @endpoint
 async def ingest_jobs(request: Request) -> Response:
-    """`POST /api/ingest/jobs`: a batch of job creations and reports, all or nothing."""
+    """`POST /api/ingest/jobs`: a batch of job creations and reports, all or nothing. Traced (gateway.tracing),
+    its span is a child of the request's `traceparent`, and the changes it writes carry the span's context."""
     who = await cluster(request)
     batch = await decode(request, _batch_decoder)
     runtime = runtime_of(request)
+    span = tracing.ingest(request.headers.get("traceparent"), who.team_id, who.id, len(batch.jobs))
     try:
-        with creations(runtime).spending("jobs", who.team_id, sum(1 for r in batch.jobs if r.id is None)):
-            result = await ingest.apply_reports(runtime.pool, who.id, who.team_id, batch)
+        with (
+            span as trace,
+            creations(runtime).spending("jobs", who.team_id, sum(1 for r in batch.jobs if r.id is None)),
+        ):
+            result = await ingest.apply_reports(runtime.pool, who.id, who.team_id, batch, trace)
     except InvalidReport as exc:
         raise Refused(422, "invalid", str(exc)) from None
     return Response(_encoder.encode(result), media_type="application/json")

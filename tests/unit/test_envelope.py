@@ -61,3 +61,30 @@ def test_a_history_message_has_no_json_and_is_transcoded_to_the_same_bytes() -> 
     text = message_frame(as_msgpack, "json")
     assert (text.data, text.text) == (as_json, True)
     assert message_frame(as_msgpack, "msgpack").wire == message_frame(as_msgpack, "msgpack", as_json).wire
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_a_traced_envelope_carries_its_traceparent_and_keeps_the_payload_as_its_tail() -> None:
+    payload = msgspec.msgpack.encode({"type": "batch", "seq": 7})
+    data = envelope.pack(3, 7, b"{}", payload, published=1.5, committed=1.25, trace=TRACEPARENT)
+    assert data[-len(payload) :] == payload
+    env = envelope.unpack(data)
+    assert (env.epoch, env.seq, env.published, env.committed, env.json, env.msgpack) == (
+        3,
+        7,
+        1.5,
+        1.25,
+        b"{}",
+        payload,
+    )
+    assert envelope.stamps(data) == (1.5, 1.25)
+    assert envelope.trace_of(data) == TRACEPARENT
+
+
+def test_an_untraced_envelope_is_what_it_was_and_has_no_trace() -> None:
+    # Tracing off costs nothing on the bus: the same bytes as before traces existed.
+    data = envelope.pack(3, 7, b"{}", b"\x80", published=1.5, committed=1.25)
+    assert data == msgspec.msgpack.encode([3, 7, 1.5, 1.25, b"{}", b"\x80"])
+    assert envelope.trace_of(data) is None

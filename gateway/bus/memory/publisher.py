@@ -75,7 +75,11 @@ class MemoryPublisher:
         return self._cursor_on_bus
 
     async def publish(
-        self, publications: list[Publication], relay_cursor: str | None = None, committed: float = 0.0
+        self,
+        publications: list[Publication],
+        relay_cursor: str | None = None,
+        committed: float = 0.0,
+        trace: str | None = None,
     ) -> None:
         if not publications and relay_cursor is None:
             return
@@ -92,7 +96,7 @@ class MemoryPublisher:
             at = positions.get((self.tag, p.channel))
             if at is not None and at[0] == self.epoch and at[1] >= p.seq:
                 continue  # a cycle sent again: this message went out the first time
-            self._publish_one(p, published, committed)
+            self._publish_one(p, published, committed, trace)
         if relay_cursor:
             self.space.cursors[self.tag] = relay_cursor
             self._cursor_on_bus = relay_cursor
@@ -100,9 +104,9 @@ class MemoryPublisher:
     def _fenced(self) -> bool:
         return self.space.fences.get(self.tag, 0) > self.epoch
 
-    def _publish_one(self, p: Publication, published: float, committed: float) -> None:
+    def _publish_one(self, p: Publication, published: float, committed: float, trace: str | None) -> None:
         space, key = self.space, (self.tag, p.channel)
-        env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published, committed)
+        env = envelope.pack(p.epoch, p.seq, p.json, p.msgpack, published, committed, trace)
         space.positions[key] = (self.epoch, p.seq)
         # The history entry is the envelope's tail, as the script cuts it (the whole envelope when empty).
         entry = Entry(self.epoch, p.seq, env[-len(p.msgpack) :])
