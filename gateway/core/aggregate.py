@@ -11,7 +11,7 @@ from datetime import datetime
 import msgspec
 
 from .grouping import TRANSFERS, Group, job_group, make_group
-from .model import AnalysisEta, Counts, Job, TrajectorySummary
+from .model import AnalysisEta, Counts, Job, Overrun, TrajectorySummary
 from .submission import SubmissionRecord
 
 
@@ -84,6 +84,8 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
     # The estimated time left as last published (gateway.core.eta sets them; None: unknown or nothing left).
     eta: int | None = None
     analyses: list[AnalysisEta] | None = None
+    stuck: int = 0  # its jobs running longer than usual, and the first of them (gateway.core.eta)
+    overruns: list[Overrun] | None = None
 
     def active(self) -> int:
         return self.counts.active()
@@ -115,6 +117,8 @@ class TrajectoryAggregate(msgspec.Struct, kw_only=True):
             open=TRANSFERS in self.groups,
             eta=self.eta if active else None,
             analyses=self.analyses if active else None,
+            stuck=self.stuck if active else 0,
+            overruns=self.overruns if active else None,
         )
 
 

@@ -32,7 +32,7 @@ from .aggregate import (
 from .eta import EtaTracker, WorkSnapshot
 from .finish import SETTLE, Finish, FinishTracker, cuts_short, every_job_completed
 from .grouping import Group, group_order
-from .model import Job, TrajectorySummary
+from .model import Job, Overrun, TrajectorySummary
 from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
 from .submission import SubmissionAggregate
 from .submission_rows import SubmissionRows
@@ -321,10 +321,26 @@ class Batcher:
             traj = self._summary_moved(trajectory_id)
             if traj is not None:
                 traj.analyses = analyses
+        for trajectory_id, (stuck, overruns) in moved.overruns.items():
+            traj = self._summary_moved(trajectory_id)
+            if traj is not None:
+                traj.stuck, traj.overruns = stuck, self._submitters(trajectory_id, overruns)
         for submission_id, eta in moved.submissions.items():
             team_id = self.submissions.eta_changed(submission_id, eta)
             if team_id is not None:
                 self._teams_to_send.add(team_id)
+
+    def _submitters(self, trajectory_id: int, overruns: list[Overrun] | None) -> list[Overrun] | None:
+        """Name on each stuck job the member whose submission it is (they are told, once, in their browser)."""
+        if not overruns:
+            return overruns
+        submission_of = {job: submission for job, _, submission in self.eta.overruns.get(trajectory_id, ())}
+        for overrun in overruns:
+            submission = submission_of.get(overrun.id)
+            agg = self.submissions.by_id.get(submission) if submission is not None else None
+            if agg is not None and agg.record is not None:
+                overrun.user = agg.record.user_id
+        return overruns
 
     def _summary_moved(self, trajectory_id: int) -> TrajectoryAggregate | None:
         """A trajectory whose summary goes out again with its team's next message (None: not known here)."""

@@ -20,6 +20,11 @@ The estimate is built only from what the relay already folds: the job changes it
 An owner (a trajectory, an analysis, a submission) finishes when its last batch does, on whichever cluster. An
 owner with a job holding (it waits for a person) or on a silent cluster has no estimate: nobody can say when.
 
+**Work that is stuck** is named from the same durations: a job that has run `STUCK_MULTIPLE` (4) times as long
+as its kind's mean on its cluster, and at least `STUCK_AFTER` seconds, is "running 4× longer than usual"
+(`longer_than_usual`: the multiple, rounded). A refresh hands out each trajectory's such jobs when the list or a
+multiple moved (`EtaChanges.overruns`); a job whose kind has no trusted mean there is never called stuck.
+
 The relay calls `job_changed()` for every change (a few dictionary operations), and `refresh()` when `next_due()`
 says: at most once a second after changes, and every few seconds while jobs run (their time left shrinks as they
 run). `refresh()` returns only the figures that moved by more than their rounding (`rounded`): about 5 % of the
@@ -35,7 +40,7 @@ from collections.abc import Iterable
 import msgspec
 
 from .aggregate import Change
-from .model import AnalysisEta, Job
+from .model import AnalysisEta, Job, Overrun
 
 MIN_SAMPLES = 5  # completed jobs of a kind on a cluster before its duration there is trusted
 MEAN_OF_FIRST = 10  # the first samples are averaged plainly; later ones weigh WEIGHT each
@@ -45,6 +50,9 @@ REFRESH_GAP = 1.0  # seconds: after changes, estimates are recomputed at most th
 REFRESH_EVERY = 5.0  # seconds: while jobs run, estimates are recomputed this often even with no change
 OVERRUN = 0.1  # a job running past its kind's mean is assumed to have this share of the mean left
 MAX_ANALYSES = 50  # analyses with an estimate in one trajectory's summary (the most recent ones)
+STUCK_MULTIPLE = 4  # a job running this many times its kind's mean on its cluster is running longer than usual
+STUCK_AFTER = 60.0  # seconds: and only once it has run this long (a 2 s job at 8 s is not stuck)
+MAX_OVERRUNS = 50  # jobs running longer than usual named in one trajectory's summary (its count has them all)
 
 WAITING = frozenset({"queued", "retrying"})
 RUNNING = "running"
@@ -74,6 +82,17 @@ def rounded(seconds: float) -> int:
     """Seconds left as published: rounded to `step`, at least 1."""
     s = step(seconds)
     return max(1, round(seconds / s) * s)
+
+
+def longer_than_usual(ran: float, usual: float | None) -> int | None:
+    """How many times its usual duration a running job has run, rounded, once that is at least STUCK_MULTIPLE
+    (and it ran at least STUCK_AFTER seconds); None while it is not running longer than usual, or nobody knows
+    how long its kind usually takes."""
+    if usual is None or not usual > 0.0 or not math.isfinite(ran) or ran < STUCK_AFTER:
+        return None
+    if ran < STUCK_MULTIPLE * usual:
+        return None
+    return round(ran / usual)
 
 
 def settle(published: int | None, estimate: float | None) -> int | None:
@@ -247,6 +266,8 @@ class EtaChanges(msgspec.Struct, kw_only=True):
     trajectories: dict[int, int | None] = msgspec.field(default_factory=dict)
     analyses: dict[int, list[AnalysisEta] | None] = msgspec.field(default_factory=dict)
     submissions: dict[int, int | None] = msgspec.field(default_factory=dict)
+    # per trajectory: how many jobs run longer than usual, and the first MAX_OVERRUNS (0, None: none any more)
+    overruns: dict[int, tuple[int, list[Overrun] | None]] = msgspec.field(default_factory=dict)
 
 
 class EtaTracker:
@@ -258,6 +279,7 @@ class EtaTracker:
         self.trajectories: dict[int, int | None] = {}  # as last handed out
         self.submissions: dict[int, int | None] = {}
         self.analyses: dict[int, list[AnalysisEta]] = {}
+        self.overruns: dict[int, list[tuple[int, int, int | None]]] = {}  # trajectory -> (job, times, submission)
         self._dirty = False
         self._last = -math.inf
 
@@ -348,7 +370,8 @@ class EtaTracker:
         _moved(self.trajectories, trajectories, changes.trajectories)
         _moved(self.submissions, submissions, changes.submissions)
         self._moved_analyses(analyses, changes.analyses)
-        if not (changes.trajectories or changes.submissions or changes.analyses):
+        self._moved_overruns(wall, changes.overruns)
+        if not (changes.trajectories or changes.submissions or changes.analyses or changes.overruns):
             return None
         return changes
 
@@ -399,6 +422,26 @@ class EtaTracker:
             if batch.blocked:
                 finish = math.inf
             yield key, finish
+
+    def _moved_overruns(self, wall: float, out: dict[int, tuple[int, list[Overrun] | None]]) -> None:
+        """The running jobs past `longer_than_usual`, per trajectory, handed out where the list moved."""
+        found: dict[int, list[tuple[int, int, int | None]]] = {}
+        mean = self.durations.mean
+        for cluster_id, cluster in self.clusters.items():
+            for job_id, ((trajectory, submission, _), kind, started) in cluster.running.items():
+                if started <= 0.0:
+                    continue  # no start time known: nobody can say how long it ran
+                times = longer_than_usual(wall - started, mean(cluster_id, kind))
+                if times is not None:
+                    found.setdefault(trajectory, []).append((job_id, times, submission))
+        for trajectory in self.overruns.keys() - found.keys():
+            del self.overruns[trajectory]
+            out[trajectory] = (0, None)
+        for trajectory, jobs in found.items():
+            jobs.sort()
+            if jobs != self.overruns.get(trajectory):
+                self.overruns[trajectory] = jobs
+                out[trajectory] = (len(jobs), [Overrun(id=j, times=t) for j, t, _ in jobs[:MAX_OVERRUNS]])
 
     def _moved_analyses(
         self, estimates: dict[tuple[int, int], float], out: dict[int, list[AnalysisEta] | None]

@@ -104,6 +104,15 @@ class AnalysisEta(msgspec.Struct, kw_only=True):
     eta: int | None
 
 
+class Overrun(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A running job taking much longer than its kind usually takes on its cluster (gateway.core.eta,
+    `longer_than_usual`)."""
+
+    id: int
+    times: int  # how many times the usual duration it has run so far, rounded
+    user: int | None = None  # who submitted it (its submission's member; None: not a submission's task)
+
+
 class TrajectorySummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One line of the team's Jobs popover: `name`, `completed/total`, group status, last change, and while it
     has work left its estimated time left. Fields at their default (null, false) are left out of the wire."""
@@ -118,3 +127,5 @@ class TrajectorySummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     open: bool = False  # it holds storage transfers: its group opens by itself
     eta: int | None = None  # seconds left while it has work left (None: unknown, or nothing left; gateway.core.eta)
     analyses: list[AnalysisEta] | None = None  # its analyses with work left, most recent first
+    stuck: int = 0  # its jobs running longer than usual (gateway.core.eta, `longer_than_usual`)
+    overruns: list[Overrun] | None = None  # the first MAX_OVERRUNS of them, by job id

@@ -14,17 +14,19 @@ from gateway.core.eta import (
     MIN_SAMPLES,
     REFRESH_EVERY,
     REFRESH_GAP,
+    STUCK_MULTIPLE,
     Durations,
     EtaTracker,
     RecentDurations,
     RunningJob,
     WaitingWork,
     WorkSnapshot,
+    longer_than_usual,
     rounded,
     settle,
     step,
 )
-from gateway.core.model import AnalysisEta, Counts, Job, TrajectorySummary
+from gateway.core.model import AnalysisEta, Counts, Job, Overrun, TrajectorySummary
 from gateway.core.protocol import decode_server
 from gateway.core.submission import SubmissionRecord, SubmissionRow
 
@@ -419,3 +421,53 @@ def test_a_summary_and_a_row_leave_their_defaults_out() -> None:
     )
     wire = msgspec.json.decode(msgspec.json.encode(row))
     assert "eta" not in wire and wire["trajectory_id"] is None and wire["avg_frame"] is None
+
+
+# -- work that is stuck
+
+
+def test_a_job_is_running_longer_than_usual_from_the_documented_multiple_rounded() -> None:
+    assert STUCK_MULTIPLE == 4
+    assert longer_than_usual(399.0, 100.0) is None
+    assert longer_than_usual(400.0, 100.0) == 4
+    assert longer_than_usual(649.0, 100.0) == 6
+    assert longer_than_usual(1000.0, None) is None  # its kind's usual duration there is not known
+    assert longer_than_usual(40.0, 5.0) is None  # a short job is not stuck before it ran a minute
+    assert longer_than_usual(60.0, 5.0) == 12
+
+
+def test_a_refresh_names_the_jobs_running_longer_than_usual_and_their_multiple_as_it_grows() -> None:
+    world = World()
+    learn(world, seconds=100.0)
+    slow, fine = world.submit(2, kind="preprocess")
+    world.move(slow, "running", at=0.0)
+    world.move(fine, "running", at=300.0)
+    changes = world.refresh(wall=350.0)
+    assert changes is not None and changes.overruns == {}
+    changes = world.refresh(wall=420.0)
+    assert changes is not None and changes.overruns == {10: (1, [Overrun(id=slow, times=4)])}
+    changes = world.refresh(wall=520.0)
+    assert changes is not None and changes.overruns == {10: (1, [Overrun(id=slow, times=5)])}
+    world.move(slow, "completed", at=530.0)
+    changes = world.refresh(wall=540.0)
+    assert changes is not None and changes.overruns == {10: (0, None)}
+
+
+def test_the_summary_counts_the_stuck_jobs_and_names_who_submitted_them() -> None:
+    core = relay()
+    core.apply([SubmissionChange(record=SubmissionRecord(id=50, team_id=1, trajectory_id=10, user_id=7, title="Run"))])
+    world = World(core.eta)
+    learn(world, seconds=100.0, kind="analysis")
+    job = Job(
+        id=1000, team_id=1, trajectory_id=10, cluster_id=1, kind="analysis", name="RDF", status="queued", version=1,
+        submission_id=50, analysis_id=8,
+    )  # fmt: skip
+    started = msgspec.structs.replace(job, status="running", version=2, started_at=T0)
+    core.apply([Change(old_status=None, new_status="queued", job=job)], now=0.0)
+    core.apply([Change(old_status="queued", new_status="running", job=started)], now=0.0)
+    core.take_team_publications(0.0)
+    core.refresh_eta(10.0, WALL0 + 700.0)
+    (published,) = core.take_team_publications(10.0)
+    wire = msgspec.json.decode(published.json)
+    (traj,) = wire["trajectories"]
+    assert traj["stuck"] == 1 and traj["overruns"] == [{"id": 1000, "times": 7, "user": 7}]
