@@ -8,7 +8,7 @@ import { Dashboard } from "./dashboard.js";
 import { Freshness } from "./freshness.js";
 import { unreadCount } from "./history.js";
 import { Live } from "./live.js";
-import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen } from "./notices.js";
+import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen, stuck } from "./notices.js";
 import { Panel } from "./panel.js";
 import { Popover } from "./popover.js";
 import { ringLabel } from "./rules.js";
@@ -259,6 +259,7 @@ async function start() {
   app.live.subscribe(`team:${app.teamId}`, (m) => {
     app.team.apply(m);
     if (m.type === "notice") finished(m); // every finish of the team: the person's own are told (notices.js)
+    if (m.type === "summary" || m.type === "snapshot") stuck(m.trajectories); // their jobs running longer than usual
     if (m.type === "glow") setTimeout(schedule, 3600);
     if (!restored && m.type === "snapshot") { restored = true; restoreView(); }
     schedule();

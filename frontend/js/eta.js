@@ -18,6 +18,26 @@ export function timeLeftShort(seconds) {
   return duration(seconds) ?? "unknown";
 }
 
+// Work that is stuck: the relay names a running job that has run 4 times as long as its kind usually takes on
+// its cluster (gateway/core/eta.py, `longer_than_usual`: STUCK_MULTIPLE), with the multiple, rounded.
+
+/** "running 4× longer than usual" (null: it is not). */
+export function longerThanUsual(times) {
+  return Number.isFinite(times) && times > 0 ? `running ${times}× longer than usual` : null;
+}
+
+/** The popover's count: "3 running longer than usual" ("" for none). */
+export function stuckCount(n) {
+  return n > 0 ? `${n.toLocaleString("en-US")} running longer than usual` : "";
+}
+
+/** How many times longer than usual a job runs, from its trajectory's summary (null: not longer than usual). */
+export function overrunOf(summary, job) {
+  if (!summary || !summary.overruns || !job || job.status !== "running") return null;
+  const o = summary.overruns.find((x) => x.id === job.id);
+  return o ? o.times : null;
+}
+
 function duration(seconds) {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds < 0) return null;
   if (seconds < 60) return "less than a minute";

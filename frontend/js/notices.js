@@ -18,6 +18,7 @@
 // Under "mine", a teammate's finish that is none of theirs raises nothing: its row, the ring and the glow tell it.
 import { app } from "./context.js";
 import { history, looking, markRead, onHistory, ownHistory, unreadCount } from "./history.js";
+import { longerThanUsual } from "./eta.js";
 import { ago, focusBack, placeChildren, setAttr, setText, toast } from "./ui.js";
 
 // -- whose trajectories
@@ -85,7 +86,8 @@ function notifyHeld() {
   notifyLater = null;
   if (heard.length === 1) { const [h] = heard; show(h.title, h.body, h.tag, h.onclick); return; }
   const last = heard[heard.length - 1];
-  show(`${heard.length} trajectories finished`, heard.map((h) => h.body).join(", "), "finish:summary", last.onclick);
+  const finishes = heard.every((h) => h.tag.startsWith("finish:"));
+  show(finishes ? `${heard.length} trajectories finished` : `${heard.length} updates on your jobs`, heard.map((h) => h.body).join(", "), "finish:summary", last.onclick);
 }
 
 function show(title, body, tag, onclick) {
@@ -144,6 +146,41 @@ export function finished(m) {
   const opens = told.names.length && told.finished > 1 ? told.open : open;
   told.el = toast(text, level, { detail, open: opens, key, trajectory: id, kind: "finish" });
   if (!looking()) notify(m.title, name, key, open);
+}
+
+// -- a job of theirs running longer than usual (the relay names it: gateway/core/eta.py), told once per job
+
+const stuckKey = () => `jobs.stuck.${app.me.user.id}`;
+const MAX_STUCK = 500; // jobs remembered as told
+
+function toldStuck() {
+  try {
+    const ids = JSON.parse(localStorage.getItem(stuckKey()) || "[]");
+    return Array.isArray(ids) ? ids : [];
+  } catch {
+    return [];
+  }
+}
+
+/** The team channel's summaries: each job of the person's own submissions newly running longer than usual is
+ * told once (a toast, kept in the bell's list; a notification while they look elsewhere), never again for it. */
+export function stuck(summaries) {
+  const me = app.me.user.id;
+  let told = null;
+  for (const s of summaries || []) {
+    for (const o of s.overruns || []) {
+      if (o.user !== me) continue;
+      told = told || toldStuck();
+      if (told.includes(o.id)) continue;
+      told.push(o.id);
+      const id = s.id, name = s.name;
+      const open = () => openTrajectory(id, name);
+      const text = `A job of yours is ${longerThanUsual(o.times)}`;
+      toast(text, "warning", { detail: name, open, key: `stuck:${o.id}`, trajectory: id, kind: "stuck" });
+      if (!looking()) notify(text, name, `stuck:${o.id}`, open);
+    }
+  }
+  if (told) try { localStorage.setItem(stuckKey(), JSON.stringify(told.slice(-MAX_STUCK))); } catch { /* memory full */ }
 }
 
 /** "yours: A, B and 3 more": the person's own among the finishes told (or the one their panel shows). */

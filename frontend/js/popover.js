@@ -9,7 +9,7 @@ import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { buckets, colour, word } from "./rules.js";
-import { timeLeft, unfinished } from "./eta.js";
+import { stuckCount, timeLeft, unfinished } from "./eta.js";
 import { ICON, JobTree } from "./tree.js";
 import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
 import { ago, count, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
@@ -33,7 +33,7 @@ export class Popover {
         <div><b data-bucket="done">0</b>Done</div><div><b data-bucket="failed">0</b>Failed</div>
         <div class="silent-count" hidden><b data-bucket="silent">0</b>Cluster silent</div>
       </div>
-      <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><span class="pop-count quiet small" aria-live="polite"></span>
+      <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><span class="pop-stuck small"></span><span class="pop-count quiet small" aria-live="polite"></span>
         <button type="button" class="news" hidden></button></div>
       <label class="pop-find"><span class="visually-hidden">Find a trajectory</span>
         <input type="search" name="find" placeholder="Find a trajectory" autocomplete="off" maxlength="200"></label>
@@ -204,6 +204,7 @@ export class Popover {
     setText(this.empty, this.find ? `No trajectory's name has “${this.find}”` : "No jobs in the last 24 hours");
     this.list.hidden = nodes.length === 0;
     const total = Math.max(this.find ? this.found ?? latest.length : app.team.total || 0, latest.length);
+    setText(this.el.querySelector(".pop-stuck"), stuckCount(app.team.stuck())); // in the bar's own line
     setText(this.el.querySelector(".pop-count"), total ? `${count(latest.length)} of ${count(total)}` : "");
     this.el.querySelector(".older").hidden = latest.length >= total;
     this.news.hidden = !this.order.waiting;

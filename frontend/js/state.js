@@ -48,6 +48,13 @@ export class TeamState {
     }
   }
 
+  /** The team's jobs running longer than usual, as the trajectories the browser knows count them. */
+  stuck() {
+    let n = 0;
+    for (const s of this.summaries.values()) n += s.stuck || 0;
+    return n;
+  }
+
   isGlowing(id) {
     const until = this.glowing.get(id);
     if (until === undefined) return false;

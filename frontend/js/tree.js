@@ -5,6 +5,8 @@
 // tree is held (the pointer over it, a menu open ...) its rows keep their places: new jobs wait, announced.
 // Keyboard: one row is in the tab order; arrows move, Enter or Space opens a group, the context-menu key (or
 // Shift+F10) opens the trajectory's actions.
+import { app } from "./context.js";
+import { longerThanUsual, overrunOf } from "./eta.js";
 import { attemptLabel, colour, groupLabel, groupStatus, listedStatus, word } from "./rules.js";
 import { clusterName } from "./trajectories.js";
 import { ago, count as grouped, isMenuKey, placeChildren, setAttr, setText, timeOfDay, took } from "./ui.js";
@@ -288,7 +290,10 @@ export class JobTree {
     setText(icon, ICON[c]);
     setText(label, j.name);
     setText(run, r.same ? this.o.runLabel(j) : "");
-    setText(error, j.error || "");
+    // A job running longer than usual says so on its second line (room every row keeps), over an earlier error.
+    const stuck = longerThanUsual(overrunOf(app.team.summaries.get(j.trajectory_id), j));
+    setText(error, stuck || j.error || "");
+    error.classList.toggle("stuck", Boolean(stuck));
     setAttr(error, "title", j.error || null);
     setText(where, clusterName(j.cluster_id));
     setText(attempt, attemptLabel(j.attempts));

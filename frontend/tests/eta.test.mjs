@@ -1,7 +1,7 @@
 // The estimated time left in words: `node --test frontend/tests/`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { timeLeft, timeLeftShort, unfinished } from "../js/eta.js";
+import { longerThanUsual, overrunOf, stuckCount, timeLeft, timeLeftShort, unfinished } from "../js/eta.js";
 
 test("the time left in the words a person expects", () => {
   const cases = [
@@ -23,4 +23,21 @@ test("only unfinished work has a time left", () => {
   assert.equal(unfinished({ holding: 2 }), true);
   assert.equal(unfinished({ queued: 0, running: 0, completed: 9, failed: 1 }), false);
   assert.equal(unfinished(undefined), false);
+});
+
+test("a job running longer than usual says the multiple", () => {
+  assert.equal(longerThanUsual(4), "running 4× longer than usual");
+  assert.equal(longerThanUsual(12), "running 12× longer than usual");
+  assert.equal(longerThanUsual(null), null);
+  assert.deepEqual([stuckCount(3), stuckCount(1), stuckCount(0), stuckCount(1200)],
+    ["3 running longer than usual", "1 running longer than usual", "", "1,200 running longer than usual"]);
+});
+
+test("a job's multiple comes from its trajectory's summary while it runs", () => {
+  const summary = { stuck: 1, overruns: [{ id: 7, times: 5 }] };
+  assert.equal(overrunOf(summary, { id: 7, status: "running" }), 5);
+  assert.equal(overrunOf(summary, { id: 7, status: "completed" }), null); // it finished: no longer stuck
+  assert.equal(overrunOf(summary, { id: 8, status: "running" }), null);
+  assert.equal(overrunOf({ stuck: 0 }, { id: 7, status: "running" }), null);
+  assert.equal(overrunOf(undefined, { id: 7, status: "running" }), null);
 });
