@@ -83,6 +83,10 @@ export function placeChildren(parent, nodes) {
 // list for an hour (history.js). One that arrives while the person looks elsewhere waits for them: its time
 // starts when they are back.
 
+// A job of theirs running longer than usual ("stuck", notices.js) is news about their jobs like a finish: it
+// takes the finishes' slot (the newest of the two shows; both stay in the bell's list).
+const slotOf = (kind) => (kind === "stuck" ? "finish" : kind);
+
 const TOAST_TIME = { success: 6000, info: 6000, warning: 12000, error: 12000 };
 
 let waitingForThePerson = false; // listening for their return (from the first toast on)
@@ -153,7 +157,7 @@ export function toast(text, level = "success", { detail = "", open = null, key =
   times.className = "times";
   el.append(words, times, close);
   // One of each kind; a busy toast lies over the outcome it may repeat ("×2"), until the result takes its place.
-  if (level !== "busy") for (const other of [...box.children]) if (other.dataset.kind === kind) other.remove();
+  if (level !== "busy") for (const other of [...box.children]) if (slotOf(other.dataset.kind) === slotOf(kind)) other.remove();
   box.append(el);
   if (level !== "busy") {
     el.dataset.entry = remember({ text, detail, level, key, trajectory });
