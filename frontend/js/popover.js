@@ -204,7 +204,9 @@ export class Popover {
     setText(this.empty, this.find ? `No trajectory's name has “${this.find}”` : "No jobs in the last 24 hours");
     this.list.hidden = nodes.length === 0;
     const total = Math.max(this.find ? this.found ?? latest.length : app.team.total || 0, latest.length);
-    setText(this.el.querySelector(".pop-stuck"), stuckCount(app.team.stuck())); // in the bar's own line
+    const stuck = this.el.querySelector(".pop-stuck"), stuckWords = stuckCount(app.team.stuck());
+    setText(stuck, stuckWords); // in the bar's own line, cut short rather than wrapped
+    setAttr(stuck, "title", stuckWords || null);
     setText(this.el.querySelector(".pop-count"), total ? `${count(latest.length)} of ${count(total)}` : "");
     this.el.querySelector(".older").hidden = latest.length >= total;
     this.news.hidden = !this.order.waiting;

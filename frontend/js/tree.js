@@ -294,7 +294,7 @@ export class JobTree {
     const stuck = longerThanUsual(overrunOf(app.team.summaries.get(j.trajectory_id), j));
     setText(error, stuck || j.error || "");
     error.classList.toggle("stuck", Boolean(stuck));
-    setAttr(error, "title", j.error || null);
+    setAttr(error, "title", j.error || stuck || null); // cut short on a narrow screen: the whole on hover
     setText(where, clusterName(j.cluster_id));
     setText(attempt, attemptLabel(j.attempts));
     setText(status, shown === "silent" ? silentSince(j.silent_since) : word(shown));

@@ -55,6 +55,13 @@ async def test_a_job_running_far_longer_than_usual_is_named_counted_and_told_onc
     assert await row.inner_text() == STUCK
     await page.locator(f"#popover [data-job='{fine['id']}']").wait_for()
     assert await page.locator(f"#popover [data-job='{fine['id']}'] .stuck").count() == 0
+    # At 360 px the count is cut short in the title bar's one line (its words on hover): nothing below it moves.
+    await page.set_viewport_size({"width": 360, "height": 760})
+    bar = "document.querySelector('#popover .pop-bar')"
+    await page.wait_for_function(f"{bar}.getBoundingClientRect().width < 360")
+    assert await page.evaluate(f"{bar}.getBoundingClientRect().height") <= 1.9 * 16 + 0.5
+    assert await page.get_attribute("#popover .pop-stuck", "title") == "2 running longer than usual"
+    await page.set_viewport_size({"width": 1200, "height": 800})
     await page.keyboard.press("Escape")
 
     # The trajectory's panel says it on the job's row too.
