@@ -82,6 +82,17 @@ export function remember({ text, detail = "", level, key = null, trajectory = nu
   return entries[0].id;
 }
 
+/** An entry's words as the truth arrives (an action's outcome that a cluster's reports complete): said anew. */
+export function retell(id, text, level) {
+  load();
+  const entry = entries.find((e) => e.id === id);
+  if (!entry) return;
+  entry.text = text;
+  entry.level = level;
+  save();
+  changed();
+}
+
 /** The person has seen these entries (all, without ids): they are read. */
 export function markRead(ids = null) {
   load();

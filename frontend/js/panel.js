@@ -4,7 +4,7 @@ import { app } from "./context.js";
 import { timeLeft } from "./eta.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
-import { follow, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
+import { follow, followOutcome, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
 import { acting, actedBy, clock, confirmDialog, count, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
 
 export class Panel {
@@ -218,7 +218,7 @@ export class Panel {
     const button = e.target.closest("button");
     if (e.target.closest("[data-retry-frames]")) {
       if (!row.failed) { tr.querySelector("[data-retry-frames]").focus(); return; }
-      await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr);
+      followOutcome(await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr));
       loadAnalyses(id, true);
     } else if (e.target.closest("[data-delete]")) {
       const active = row.running + row.queued + (row.silent || 0);

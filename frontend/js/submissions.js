@@ -7,7 +7,7 @@
 // announced while the pointer or focus is on the table or a menu or dialog is open ("3 new, show"); otherwise the
 // window is read again, at most once a second. Nothing moves under the pointer.
 import { setParams } from "./address.js";
-import { onClusters, silentNote } from "./trajectories.js";
+import { followOutcome, onClusters, silentNote } from "./trajectories.js";
 import { app } from "./context.js";
 import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
@@ -590,8 +590,9 @@ export class SubmissionsPage {
   }
 }
 
+// A cluster that did not confirm may have acted all the same: the toast follows its reports (followOutcome).
 const actOn = (what, body, target) =>
-  acting(what, () => send("/api/submissions/actions", { body }), target);
+  acting(what, () => send("/api/submissions/actions", { body }), target).then(followOutcome);
 
 // Who last acted on a submission's tasks, as its status cell's tooltip says it (the row's `acted`, sql/022).
 const ACTED = { kill: "Killed", hold: "Held", unhold: "Released", retry: "Retried", retry_failed: "Failed tasks retried",

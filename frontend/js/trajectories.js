@@ -3,7 +3,7 @@
 import { app } from "./context.js";
 import { rememberMine } from "./notices.js";
 import { TrajectoryState } from "./state.js";
-import { acting, clock, confirmDialog, count, menu, send, showResult } from "./ui.js";
+import { acting, clock, confirmDialog, count, menu, retext, send, showResult } from "./ui.js";
 
 const followed = new Map(); // id -> { state, users }
 
@@ -66,7 +66,7 @@ async function removeRunning(id, name, opener) {
     });
     if (!sure) return;
   }
-  await acting("Remove Running Jobs", () => send(`/api/trajectories/${id}/remove-running`));
+  followOutcome(await acting("Remove Running Jobs", () => send(`/api/trajectories/${id}/remove-running`)));
 }
 
 /** "on cpu-big (40) and gpu-2 (30)": the clusters a confirmation names, each with its share when there are several. */
@@ -84,6 +84,71 @@ export function silentNote(clusters) {
   return ` ${each.join("; ")}: ${quiet.length === 1 ? "it acts" : "they act"} on this only once ${quiet.length === 1 ? "it reports" : "they report"} again.`;
 }
 
+const FOLLOWED_FOR = 60000; // how long an outcome follows the reports of a cluster that did not confirm, in ms
+const FOLLOWED_CHANNELS = 20; // trajectories an outcome follows at most
+
+/** An action's outcome that a cluster did not confirm in time (`body.pending`, docs/jobs-view.md): it may have
+ * acted all the same, and its reports say so. The jobs it was asked about are followed live on their
+ * trajectories' channels and the same toast says, in place, how many are done ("Removed 80 job(s); gpu-2
+ * confirmed by its reports after 4 s"); after FOLLOWED_FOR it says how many are still unaccounted for, and where. */
+export function followOutcome(result) {
+  const { ok, body, shown, started } = result || {};
+  if (!ok || !shown || !body || !body.becomes || !(body.pending || []).length) return result;
+  const asked = body.pending.flatMap((p) => (p.jobs || []).map(([id, trajectory, attempts]) => ({ id, trajectory, attempts, cluster: p.cluster })));
+  const trajectories = [...new Set(asked.map((a) => a.trajectory))];
+  // Too many to name or to follow (each trajectory is a channel of the connection's bounded few): the answer's
+  // words stand.
+  if (!asked.length || trajectories.length > FOLLOWED_CHANNELS) return result;
+  const states = new Map(trajectories.map((t) => [t, follow(t)]));
+  const silent = new Map(body.pending.filter((p) => p.silent_seconds !== null && p.silent_seconds !== undefined).map((p) => [p.cluster, p.silent_seconds]));
+  const done = (a) => {
+    const state = states.get(a.trajectory);
+    const job = state.jobs.get(a.id);
+    switch (body.becomes) {
+      case "removed": return state.gone.has(a.id) || (state.ready && !job);
+      case "holding": return Boolean(job) && job.status === "holding";
+      case "released": return Boolean(job) && job.status !== "holding";
+      case "failed": return Boolean(job) && job.status === "failed";
+      case "next_attempt": return Boolean(job) && job.attempts > a.attempts;
+      default: return false;
+    }
+  };
+  let timer = 0;
+  const stop = () => { clearInterval(timer); for (const t of states.keys()) unfollow(t); };
+  const tick = () => {
+    const seconds = Math.max(1, Math.round((performance.now() - started) / 1000));
+    const over = performance.now() - started >= FOLLOWED_FOR;
+    const left = new Map();
+    for (const a of asked) if (!done(a)) left.set(a.cluster, (left.get(a.cluster) || 0) + 1);
+    const n = body.acted + asked.length - [...left.values()].reduce((x, y) => x + y, 0);
+    const words = body.done.replace("{n}", n === body.found ? count(n) : `${count(n)} of ${count(body.found)}`);
+    let text = null;
+    let level = "warning";
+    if (!left.size) {
+      const names = andList(body.pending.map((p) => p.cluster));
+      text = `${words}; ${names} confirmed by ${body.pending.length === 1 ? "its" : "their"} reports after ${seconds} s`;
+      if (n === body.found) level = "success";
+    } else if (n > 0 || over) {
+      const head = n > 0 ? words : body.doing.replace("{n}", count(body.found));
+      const parts = [...left].sort(([a], [b]) => a.localeCompare(b)).map(([c, k]) => `${count(k)} on ${c}`).join("; ");
+      const quiet = [...left.keys()].filter((c) => silent.has(c)).sort()
+        .map((c) => `; cluster ${c} is silent (nothing heard for ${silentFor(silent.get(c))})`).join("");
+      text = `${head}; ${parts} ${over ? `still unaccounted for after ${seconds} s` : "not confirmed yet"}${quiet}`;
+    }
+    // Nothing known yet: the answer's own words stand ("Removing 80 job(s) on gpu-2: not confirmed yet").
+    const there = text === null ? shown.isConnected : retext(shown, text, level);
+    if (!there || !left.size || over) stop();
+  };
+  timer = setInterval(tick, 500);
+  tick();
+  return result;
+}
+
+/** "gpu-2", "gpu-2 and tape-9", "cpu-big, gpu-2 and tape-9". */
+function andList(names) {
+  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names[0] || "";
+}
+
 function silentFor(seconds) {
   const minutes = Math.round(seconds / 60);
   return minutes < 1 ? "less than a minute" : minutes < 90 ? `${minutes} min` : `${Math.round(minutes / 60)} h`;
@@ -92,13 +157,13 @@ function silentFor(seconds) {
 /** Retry Failed Jobs of a trajectory: the person started that work again, its finish is theirs. */
 function retryFailed(id) {
   rememberMine(id);
-  return acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`));
+  return acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`)).then(followOutcome);
 }
 
 /** Retry Failed Frames of the analysis a failed job belongs to (from its trajectory's jobs, opened: the
  * trajectory's finishes are the person's already). */
 export const retryFrames = (analysisId, plugin) =>
-  acting(`Retry Failed Frames of ${plugin}`, () => send(`/api/analyses/${analysisId}/retry-failed`));
+  acting(`Retry Failed Frames of ${plugin}`, () => send(`/api/analyses/${analysisId}/retry-failed`)).then(followOutcome);
 
 /** The name of the cluster a job runs on, from the team's clusters (a cluster added since the page loaded is
  * read again, once). Nothing in local mode, where the one cluster is this machine. */

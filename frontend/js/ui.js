@@ -1,5 +1,5 @@
 // Small pieces the views share: escaping, times, toasts, the context menu, dialogs, and acting with a busy state.
-import { looking, markRead, remember } from "./history.js";
+import { looking, markRead, remember, retell } from "./history.js";
 
 export const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
@@ -166,6 +166,22 @@ export function toast(text, level = "success", { detail = "", open = null, key =
   return el;
 }
 
+/** The same toast says newer words, in place (an outcome the clusters' reports complete): false once it is gone
+ * (dismissed, or another outcome took its slot). Its entry in the bell's list says them too. */
+export function retext(el, text, level) {
+  if (!el.isConnected) return false;
+  if (el.dataset.text === text && el.dataset.level === level) return true;
+  el.dataset.text = text;
+  el.dataset.level = level;
+  el.className = `toast ${level}`;
+  el.setAttribute("role", level === "warning" || level === "error" ? "alert" : "status");
+  const words = el.querySelector(".words");
+  words.textContent = text;
+  words.title = text;
+  if (el.dataset.entry) retell(el.dataset.entry, text, level);
+  return true;
+}
+
 /** What an action's answer says, styled by what really happened (the gateway decides: `level`). */
 export function showResult(ok, body) {
   if (!ok) return toast(body && body.message ? body.message : "Something went wrong", "error");
@@ -175,8 +191,10 @@ export function showResult(ok, body) {
 let busyCount = 0;
 
 /** Run an action's request with a busy state: a toast that says what it waits for (a cluster may take up to
- * its confirmation timeout), `aria-busy` on what it acts on, then the result's toast in its place. */
+ * its confirmation timeout), `aria-busy` on what it acts on, then the result's toast in its place. Resolves to
+ * the answer, the toast that shows it (`shown`) and when the action started (`started`, performance.now()). */
 export async function acting(what, request, target = null) {
+  const started = performance.now();
   const pending = toast(`${what}: waiting for the clusters to confirm…`, "busy");
   pending.setAttribute("aria-busy", "true");
   busyCount++;
@@ -184,11 +202,11 @@ export async function acting(what, request, target = null) {
   if (target) target.setAttribute("aria-busy", "true");
   try {
     const { ok, body } = await request();
-    showResult(ok, body);
-    return { ok, body };
+    const shown = showResult(ok, body);
+    return { ok, body, shown, started };
   } catch {
-    showResult(false, { message: "The gateway could not be reached" });
-    return { ok: false, body: {} };
+    const shown = showResult(false, { message: "The gateway could not be reached" });
+    return { ok: false, body: {}, shown, started };
   } finally {
     pending.remove();
     busyCount--;

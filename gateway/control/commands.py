@@ -26,10 +26,13 @@ from ..bus.broker import Commands
 from ..core.control import (
     REMOVABLE,
     RETRYABLE,
+    WATCHED,
     Action,
     ActionPreview,
     ActionResult,
+    Asked,
     ClusterShare,
+    Pending,
     confirmed_decoder,
     toast,
 )
@@ -95,16 +98,35 @@ async def run_action(
         *(ask_clusters(dispatch, command, by_cluster) for (command, _), (by_cluster, _) in zip(parts, asked))
     )
     confirmed: dict[int, set[int]] = {}
-    unconfirmed: dict[int, str] = {}
-    for (by_cluster, names), answer in zip(asked, answers):
+    waiting: set[int] = set()  # jobs whose cluster did not confirm (for this job's command)
+    for (by_cluster, _), answer in zip(asked, answers):
         for cluster_id, ids in answer.items():
             confirmed.setdefault(cluster_id, set()).update(ids)
-        unconfirmed.update((c, names[c]) for c in by_cluster if c not in answer)
+        waiting.update(i for c, ids in by_cluster.items() if c not in answer for i in ids)
     acted = await _apply(pool, action, confirmed, statuses, {r.id: r.attempts for r in rows}, by)
     preempted = {r.id for r in rows if r.status == "preempted"}
     acted_preempted = sum(1 for ids in confirmed.values() for i in ids if i in preempted)
-    silent = await silence(pool, unconfirmed)
-    return toast(action, len(rows), acted, sorted(unconfirmed.values()), preempted=acted_preempted, silent=silent)
+    pending = await pending_parts(pool, [r for r in rows if r.id in waiting])
+    return toast(action, len(rows), acted, [], preempted=acted_preempted, pending=pending)
+
+
+async def pending_parts(pool: asyncpg.Pool, jobs: list[HeldJob]) -> list[Pending]:
+    """The jobs of clusters that did not confirm, per cluster: each part with its count, the jobs themselves (for
+    the browser to follow, up to WATCHED in all) and how long the cluster has been silent, if it is."""
+    by_cluster: dict[int, list[HeldJob]] = {}
+    for job in jobs:
+        by_cluster.setdefault(job.cluster_id, []).append(job)
+    silent = await clusters.silent_among(pool, sorted(by_cluster))
+    named = len(jobs) <= WATCHED
+    return [
+        Pending(
+            cluster=part[0].cluster,
+            count=len(part),
+            jobs=[Asked(j.id, j.trajectory_id, j.attempts) for j in sorted(part)] if named else [],
+            silent_seconds=silent.get(cluster_id),
+        )
+        for cluster_id, part in sorted(by_cluster.items(), key=lambda kv: kv[1][0].cluster)
+    ]
 
 
 async def silence(pool: asyncpg.Pool, unconfirmed: dict[int, str]) -> dict[str, float]:

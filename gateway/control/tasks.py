@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.control import KILLED, ActionResult, TaskAction, task_toast
 from ..store import activity, tasks
-from .commands import Dispatch, ask_clusters, holders, silence
+from .commands import Dispatch, ask_clusters, holders, pending_parts
 
 
 async def run_task_action(
@@ -21,7 +21,7 @@ async def run_task_action(
     rows = await tasks.selected_tasks(pool, team_id, list(action.takes), submissions, selected)
     scope = " ".join([f"submission:{i}" for i in submissions] + [f"task:{i}" for i in selected])
     await activity.record(pool, team_id, by, action.name, len(rows), [r.cluster for r in rows], scope)
-    by_cluster, names = holders(rows)
+    by_cluster, _ = holders(rows)
     if not rows:
         return task_toast(action, 0, 0, [])
     confirmed = await ask_clusters(dispatch, action.name, by_cluster)
@@ -38,6 +38,5 @@ async def run_task_action(
             action.name,
             by,
         )
-    unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
-    silent = await silence(pool, unconfirmed)
-    return task_toast(action, len(rows), len(ids), list(unconfirmed.values()), silent)
+    pending = await pending_parts(pool, [r for r in rows if r.cluster_id not in confirmed])
+    return task_toast(action, len(rows), len(ids), [], pending=pending)

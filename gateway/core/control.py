@@ -1,13 +1,14 @@
 """Acting on jobs through the clusters: the messages exchanged, and the toast a person reads.
 
 An action (Remove Running Jobs, Retry Failed Jobs) becomes one command per cluster that holds the jobs; each
-cluster answers with the jobs it acted on. Only confirmed jobs change, and the toast names any cluster that
-did not confirm in time.
+cluster answers with the jobs it acted on. Only confirmed jobs change. A cluster that did not confirm in time may
+still have acted (its reports tell): its part is "not confirmed yet", never a count of zero, and the answer says
+which jobs it was asked about so the browser can follow their reports and update the toast in place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Literal
 
 import msgspec
@@ -37,15 +38,50 @@ class Confirmed(msgspec.Struct):
     jobs: list[int]
 
 
-class ActionResult(msgspec.Struct):
-    """What an action did, and the toast that says so (`message`, word for word, styled by `level`)."""
+class Asked(msgspec.Struct, array_like=True):
+    """A job a cluster was asked to act on (`[id, trajectory, attempts]` on the wire): where its reports arrive,
+    and the attempt it was on (a retry shows as a later one)."""
+
+    id: int
+    trajectory: int
+    attempts: int
+
+
+WATCHED = 10_000  # jobs an answer names for the browser to follow; past it, only their count
+
+
+class Pending(msgspec.Struct):
+    """A cluster's part that is not confirmed yet: `count` things it was asked to act on (`jobs`: which, when they
+    are jobs and not too many to name), and how long it has been silent (None: it reports)."""
+
+    cluster: str
+    count: int
+    jobs: list[Asked] = []
+    silent_seconds: float | None = None
+
+
+# What a job shows once an action is done on it, as the browser follows it: it leaves the list (removed), it is
+# held, released, failed (killed), or on a later attempt (a retry).
+Becomes = Literal["", "removed", "holding", "released", "failed", "next_attempt"]
+
+
+class ActionResult(msgspec.Struct, omit_defaults=True):
+    """What an action did, and the toast that says so (`message`, word for word, styled by `level`). The fields
+    for the browser's update in place are left out of an answer that has nothing pending."""
 
     message: str  # the toast, word for word
-    acted: int  # how many things really changed
+    acted: int  # how many things really changed (confirmed)
     unconfirmed: list[str]  # clusters that did not confirm in time
-    # success: everything it found changed; warning: some did not (a cluster did not confirm, or did not act);
-    # info: there was nothing to act on.
-    level: Level = "success"
+    # success: everything it found changed; warning: some did not, or is not known yet (a cluster did not
+    # confirm, or did not act); info: there was nothing to act on.
+    level: Level  # always said (a tool may read the level alone)
+    # For the browser's update in place while `pending` parts are not confirmed: how many were found, the toast's
+    # words once counted (`done`, `{n}` the count) and while nothing is (`doing`), and what a done job shows.
+    found: int = 0
+    done: str = ""
+    doing: str = ""
+    becomes: Becomes = ""
+    pending: list[Pending] = []
 
 
 def silent_for(seconds: float) -> str:
@@ -83,13 +119,22 @@ def outcome(
     nothing: str,
     note: str = "",
     silent: Mapping[str, float] | None = None,
+    pending: Sequence[Pending] = (),
+    doing: str = "",
+    becomes: Becomes = "",
 ) -> ActionResult:
     """Every action's toast, from what it found and what really changed.
 
     `done` holds `{n}`: the count changed, written `3 of 5` when fewer changed than were found. `nothing` is the
     whole toast when nothing qualified. `note` follows the count (say, how many of them were preempted). Success
     only when everything found changed; a cluster that did not confirm is named, and said to be silent if it is.
+
+    `pending`: the parts of clusters that did not confirm, each with how many of those found it was asked about.
+    Such a cluster may have acted (its reports tell), so its part is counted neither way: "2 on gpu-2 not
+    confirmed yet"; when nothing is confirmed the toast says what is being done (`doing`, `{n}` all found).
     """
+    if pending:
+        return _pending_outcome(done, found, acted, pending, note=note, doing=doing or done, becomes=becomes)
     names = sorted(set(unconfirmed))
     if not found and not names:
         return ActionResult(message=nothing, acted=0, unconfirmed=[], level="info")
@@ -99,6 +144,41 @@ def outcome(
     return ActionResult(message=f"{done.format(n=n)}{note}{suffix}", acted=acted, unconfirmed=names, level=level)
 
 
+def _pending_outcome(
+    done: str, found: int, acted: int, pending: Sequence[Pending], *, note: str, doing: str, becomes: Becomes
+) -> ActionResult:
+    parts = sorted(pending, key=lambda p: p.cluster)
+    names = [p.cluster for p in parts]
+    settled = found - sum(p.count for p in parts)  # what the clusters that confirmed answered for
+    if acted == 0 and settled <= 0:
+        head = f"{doing.format(n=found)} on {and_list(names)}: not confirmed yet"
+    else:
+        n = f"{acted}" if acted >= settled else f"{acted} of {settled}"
+        waiting = "; ".join(f"{p.count} on {p.cluster}" for p in parts)
+        head = f"{done.format(n=n)}{note}; {waiting} not confirmed yet"
+    quiet = "".join(
+        f"; cluster {p.cluster} is silent (nothing heard for {silent_for(p.silent_seconds)})"
+        for p in parts
+        if p.silent_seconds is not None
+    )
+    return ActionResult(
+        message=head + quiet,
+        acted=acted,
+        unconfirmed=names,
+        level="warning",
+        found=found,
+        done=done,
+        doing=doing,
+        becomes=becomes,
+        pending=parts,
+    )
+
+
+def and_list(names: Sequence[str]) -> str:
+    """ "gpu-2", "gpu-2 and tape-9", "cpu-big, gpu-2 and tape-9"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def toast(
     action: Action,
     found: int,
@@ -106,12 +186,21 @@ def toast(
     unconfirmed: list[str],
     preempted: int = 0,
     silent: Mapping[str, float] | None = None,
+    pending: Sequence[Pending] = (),
 ) -> ActionResult:
     """Remove Running Jobs and Retry Failed Jobs (or Frames): found is how many jobs qualified, acted how many
-    changed, preempted how many of those were preempted ones."""
+    changed, preempted how many of those were preempted ones; `pending` the parts not confirmed yet."""
     if action == "remove":
         return outcome(
-            "Removed {n} job(s)", found, acted, unconfirmed, nothing="No queued or running jobs found", silent=silent
+            "Removed {n} job(s)",
+            found,
+            acted,
+            unconfirmed,
+            nothing="No queued or running jobs found",
+            silent=silent,
+            pending=pending,
+            doing="Removing {n} job(s)",
+            becomes="removed",
         )
     note = f" ({preempted} of them preempted)" if preempted else ""
     return outcome(
@@ -122,6 +211,9 @@ def toast(
         nothing="No failed jobs found to retry",
         note=note,
         silent=silent,
+        pending=pending,
+        doing="Queueing {n} failed job(s) for retry",
+        becomes="next_attempt",
     )
 
 
@@ -139,30 +231,53 @@ class TaskAction(msgspec.Struct, frozen=True):
     takes: tuple[str, ...]  # task statuses it applies to
     becomes: str  # the status a confirmed task gets
     verb: str  # the toast: f"{verb} {n} task(s)"
+    doing: str  # the toast while nothing is confirmed: f"{doing} {n} task(s)"
+    shows: Becomes  # what a done task shows, as the browser follows it
     new_attempt: bool = False  # a retry starts the next attempt
 
 
 TASK_ACTIONS: dict[str, TaskAction] = {
     a.name: a
     for a in (
-        TaskAction(name="hold", takes=("queued", "retrying"), becomes="holding", verb="Held"),
-        TaskAction(name="unhold", takes=("holding",), becomes="queued", verb="Released"),
-        TaskAction(name="kill", takes=("queued", "retrying", "running", "holding"), becomes="failed", verb="Killed"),
+        TaskAction(
+            name="hold", takes=("queued", "retrying"), becomes="holding", verb="Held", doing="Holding", shows="holding"
+        ),
+        TaskAction(
+            name="unhold", takes=("holding",), becomes="queued", verb="Released", doing="Releasing", shows="released"
+        ),
+        TaskAction(
+            name="kill",
+            takes=("queued", "retrying", "running", "holding"),
+            becomes="failed",
+            verb="Killed",
+            doing="Killing",
+            shows="failed",
+        ),
         TaskAction(
             name="retry",
             takes=("completed", "failed", "preempted", "queued", "retrying", "running", "holding"),
             becomes="retrying",
             verb="Queued for retry",
+            doing="Queueing for retry",
+            shows="next_attempt",
             new_attempt=True,
         ),
         TaskAction(
-            name="retry_failed", takes=("failed",), becomes="retrying", verb="Queued failed for retry", new_attempt=True
+            name="retry_failed",
+            takes=("failed",),
+            becomes="retrying",
+            verb="Queued failed for retry",
+            doing="Queueing failed for retry",
+            shows="next_attempt",
+            new_attempt=True,
         ),
         TaskAction(
             name="retry_preempted",
             takes=("preempted",),
             becomes="retrying",
             verb="Queued preempted for retry",
+            doing="Queueing preempted for retry",
+            shows="next_attempt",
             new_attempt=True,
         ),
     )
@@ -214,14 +329,30 @@ class ActionPreview(msgspec.Struct, kw_only=True):
 
 
 def task_toast(
-    action: TaskAction, found: int, acted: int, unconfirmed: list[str], silent: Mapping[str, float] | None = None
+    action: TaskAction,
+    found: int,
+    acted: int,
+    unconfirmed: list[str],
+    silent: Mapping[str, float] | None = None,
+    pending: Sequence[Pending] = (),
 ) -> ActionResult:
-    verb = action.verb
-    if verb.startswith("Queued"):
-        kind = verb.removeprefix("Queued").removesuffix("for retry").strip()
-        done = f"Queued {{n}} {kind + ' ' if kind else ''}task(s) for retry"
-    else:
-        done = f"{verb} {{n}} task(s)"
     return outcome(
-        done, found, acted, unconfirmed, nothing=f"No tasks to {action.name.replace('_', ' ')}", silent=silent
+        _task_words(action.verb),
+        found,
+        acted,
+        unconfirmed,
+        nothing=f"No tasks to {action.name.replace('_', ' ')}",
+        silent=silent,
+        pending=pending,
+        doing=_task_words(action.doing),
+        becomes=action.shows,
     )
+
+
+def _task_words(verb: str) -> str:
+    """ "Held {n} task(s)"; "Queued {n} failed task(s) for retry" (the kind of task between count and end)."""
+    for start in ("Queued", "Queueing"):
+        if verb.startswith(start + " "):
+            kind = verb.removeprefix(start).removesuffix("for retry").strip()
+            return f"{start} {{n}} {kind + ' ' if kind else ''}task(s) for retry"
+    return f"{verb} {{n}} task(s)"

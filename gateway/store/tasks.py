@@ -30,6 +30,7 @@ class HeldJob(NamedTuple):
     cluster: str  # the cluster's name
     status: str | None = None
     attempts: int = 1  # the attempt it was on when the action read it
+    trajectory_id: int = 0  # where its reports arrive (a trajectory's channel)
 
 
 async def jobs_in_scope(
@@ -38,7 +39,7 @@ async def jobs_in_scope(
     """The scope's listed jobs in `statuses`: only the team's jobs on its own clusters, whatever else names the
     scope's trajectory or analysis."""
     rows = await pool.fetch(
-        f"select j.id, j.cluster_id, c.name, j.status, j.attempts from jobs j join clusters c on c.id = j.cluster_id"
+        f"select j.id, j.cluster_id, c.name, j.status, j.attempts, j.trajectory_id from jobs j join clusters c on c.id = j.cluster_id"
         f" where {_SCOPES[scope]} and j.team_id = $3 and c.team_id = $3 and j.removed_at is null"
         f" and j.status = any($2::text[])",
         scope_id,
@@ -82,7 +83,7 @@ async def selected_tasks(
 ) -> list[HeldJob]:
     """The team's listed tasks in `statuses` on its own clusters, of the selected submissions or selected alone."""
     rows = await pool.fetch(
-        "select j.id, j.cluster_id, c.name, j.status, j.attempts from jobs j join clusters c on c.id = j.cluster_id"
+        "select j.id, j.cluster_id, c.name, j.status, j.attempts, j.trajectory_id from jobs j join clusters c on c.id = j.cluster_id"
         " where j.team_id = $1 and c.team_id = $1 and j.removed_at is null and j.status = any($2::text[])"
         " and (j.submission_id = any($3::bigint[]) or j.id = any($4::bigint[]))",
         team_id,
@@ -96,7 +97,7 @@ async def selected_tasks(
 async def tasks_not_started(pool: asyncpg.Pool, team_id: int, submissions: list[int]) -> list[HeldJob]:
     """The submissions' listed tasks not yet run (queued, retrying or held), on the team's own clusters."""
     rows = await pool.fetch(
-        "select j.id, j.cluster_id, c.name, j.status, j.attempts from jobs j join clusters c on c.id = j.cluster_id"
+        "select j.id, j.cluster_id, c.name, j.status, j.attempts, j.trajectory_id from jobs j join clusters c on c.id = j.cluster_id"
         " where j.submission_id = any($1::bigint[]) and j.team_id = $2 and c.team_id = $2 and j.removed_at is null"
         " and j.status in ('queued', 'retrying', 'holding')",
         submissions,

@@ -76,7 +76,7 @@ async def delete_analysis(request: Request) -> Response:
         stopped = (
             await run_action(runtime.dispatch, "remove", team_id, "analysis", analysis_id, by=user_id)
             if active
-            else ActionResult(message="", acted=0, unconfirmed=[])
+            else ActionResult(message="", acted=0, unconfirmed=[], level="info")
         )
     if stopped.unconfirmed:
         named = {c: n for c, n in (await clusters.team_clusters(pool, team_id)).items() if n in stopped.unconfirmed}

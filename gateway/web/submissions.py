@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from ..control.commands import ask_clusters, holders, shares_of, silence
 from ..control.tasks import run_task_action
-from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, SubmissionsAction, outcome
+from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, Pending, SubmissionsAction, outcome
 from ..core.instance_types import InstanceType, refusal
 from ..store import activity, clusters, submissions, tasks
 from .guards import Refused, decode, endpoint, runtime_of, user
@@ -160,13 +160,19 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
     synced = sorted({s for ids in confirmed.values() for s in ids} & {r.id for r in failed})
     if synced:
         await submissions.mark_syncing(runtime.pool, synced)
-    # A cluster that did not confirm is named when it was asked about a submission nobody confirmed.
-    unconfirmed = {c: names[c] for c, ids in by_cluster.items() if c not in confirmed and set(ids) - set(synced)}
+    # A cluster that did not confirm is named when it was asked about a submission nobody confirmed: that part is
+    # not confirmed yet (it may have resumed them: the submissions' staging tells).
+    silent = await clusters.silent_among(runtime.pool, list(by_cluster))
+    pending = [
+        Pending(cluster=names[c], count=len(set(ids) - set(synced)), silent_seconds=silent.get(c))
+        for c, ids in by_cluster.items()
+        if c not in confirmed and set(ids) - set(synced)
+    ]
     return outcome(
         "Retrying sync of {n} submission(s)",
         len(failed),
         len(synced),
-        list(unconfirmed.values()),
+        [],
         nothing="No submissions whose sync failed",
-        silent=await silence(runtime.pool, unconfirmed),
+        pending=pending,
     )

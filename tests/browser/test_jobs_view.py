@@ -668,8 +668,10 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(
     await page.wait_for_selector(
         ".toast.busy:has-text('Retry Failed Jobs: waiting for the clusters to confirm')"
     )  # up to 3 s
+    # gpu-2 never confirms, but it did retry its job, and its report says so: the toast ends on the truth.
     await page.locator(
-        ".toast.warning", has_text="Queued 1 of 2 failed job(s) for retry; cluster gpu-2 did not confirm"
+        ".toast.success",
+        has_text=re.compile(r"^Queued 2 failed job\(s\) for retry; gpu-2 confirmed by its reports after \d+ s"),
     ).wait_for()
     await page.wait_for_selector(".toast.busy", state="detached")
     # The Submissions page: the same truth.
@@ -679,11 +681,78 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(
     await page.goto(f"{stack.nodes[0].http}/submissions")
     await page.click(f"tr[data-sub='{sid}']", button="right")
     await page.click(".menu li:text-is('Hold')")
-    await page.locator(".toast.warning", has_text="Held 1 of 2 task(s); cluster gpu-2 did not confirm").wait_for()
+    await page.locator(
+        ".toast.success", has_text=re.compile(r"^Held 2 task\(s\); gpu-2 confirmed by its reports after \d+ s")
+    ).wait_for()
     # Toasts sit below the page, in its flow: they cover no control.
     toast = await page.locator("#toasts").bounding_box()
     main = await page.locator(".workspace").bounding_box()
     assert toast["y"] >= main["y"] + main["height"] - 1
+
+
+async def test_an_action_a_cluster_never_confirms_follows_its_reports_in_place(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
+    """gpu-2 acts but never confirms, and its reports come later than the gateway waits: the toast says at once
+    what is not known ("not confirmed yet", never "0 of 4"), then the same toast says the true count as its
+    reports land, without a reload. The same on the Submissions page."""
+    _, gpu2 = clusters
+    running = await gpu2.submit(
+        [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": f} for f in range(4)]
+    )
+    await reported(gpu2, running, "running")
+    held: list[dict[str, Any]] = []
+    report = gpu2.ingest.report
+    gpu2.ingest.report = held.append  # type: ignore[method-assign]  # its reports wait until the test lets them go
+    await page.click("#ring")
+    head = page.locator(f"#popover [data-head='{team.trajectory_id}']")
+    await head.click(button="right")
+    await page.click(".menu li:text-is('Remove Running Jobs')")
+    name = await pool.fetchval("select name from trajectories where id = $1", team.trajectory_id)
+    await page.locator("dialog h2", has_text=f"Remove 4 jobs of {name} on gpu-2?").wait_for()
+    await page.click("dialog[open] button[type='submit']")
+    toast = page.locator(".toast.warning", has_text="Removing 4 job(s) on gpu-2: not confirmed yet")
+    await toast.wait_for()
+    await toast.evaluate("el => { el.dataset.seen = 'first words' }")  # the same element must say the truth
+    assert len(held) == 4  # it did act: only its reports are late
+    for r in held:
+        report(r)
+    await page.wait_for_function(
+        """() => {
+            const el = document.querySelector("#toasts .toast[data-seen='first words']");
+            return el && el.classList.contains('success')
+                && /^Removed 4 job\\(s\\); gpu-2 confirmed by its reports after \\d+ s$/.test(el.querySelector('.words').textContent);
+        }""",
+        timeout=30_000,
+    )
+    assert await page.locator("#toasts .toast").count() == 1
+    assert "0 of" not in await page.inner_text("#toasts")
+    # The Submissions page: Kill on gpu-2's tasks, the same truth.
+    held.clear()
+    tasks = await gpu2.submit(
+        [{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": f} for f in range(3)]
+    )
+    await gpu2.flushed()
+    sid = await pool.fetchval("select submission_id from jobs where id = $1", tasks[0])
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.click(f"tr[data-sub='{sid}']", button="right")
+    await page.click(".menu li:text-is('Kill')")
+    await page.locator("dialog h2", has_text="on gpu-2?").wait_for()
+    await page.click("dialog[open] button[type='submit']")
+    killing = page.locator(".toast.warning", has_text="Killing 3 task(s) on gpu-2: not confirmed yet")
+    await killing.wait_for()
+    await killing.evaluate("el => { el.dataset.seen = 'first words' }")
+    assert len(held) == 3
+    for r in held:
+        report(r)
+    await page.wait_for_function(
+        """() => {
+            const el = document.querySelector("#toasts .toast[data-seen='first words']");
+            return el && el.classList.contains('success')
+                && /^Killed 3 task\\(s\\); gpu-2 confirmed by its reports after \\d+ s$/.test(el.querySelector('.words').textContent);
+        }""",
+        timeout=30_000,
+    )
 
 
 async def test_submissions_edit_dialogs_validate_and_reviewed_toggles(

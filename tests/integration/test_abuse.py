@@ -207,7 +207,7 @@ async def test_one_teams_burst_of_actions_starves_nobody(
             limited.json()["error"] in ("too_many_actions", "rate_limited") and int(limited.headers["Retry-After"]) >= 1
         )
         done = [r.json()["message"] for r in answers if r.status_code == 200]
-        assert set(done) == {"Queued 0 of 3 failed job(s) for retry; cluster gpu-1 did not confirm"}  # and nothing else
+        assert set(done) == {"Queueing 3 failed job(s) for retry on gpu-1: not confirmed yet"}  # and nothing else
         assert await pool.fetchval("select status from jobs where id = $1", failed[0]) == "retrying"
     finally:
         await confirming.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import httpx
@@ -38,6 +39,11 @@ async def clusters(stack: Stack, pool: asyncpg.Pool, team: Team) -> AsyncIterato
 async def act(stack: Stack, team: Team, path: str, token: str | None = None) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
         return await client.post(path, headers={"Authorization": f"Bearer {token or team.token}"})
+
+
+def reply(body: dict[str, Any]) -> dict[str, Any]:
+    """An action's answer as a tool reads it: the toast, how many changed, who did not confirm, the level."""
+    return {k: body[k] for k in ("message", "acted", "unconfirmed", "level")}
 
 
 async def work(cluster: SimCluster, team: Team, n: int, status: str = "queued") -> list[int]:
@@ -98,11 +104,26 @@ async def test_a_cluster_that_does_not_confirm_is_named_and_its_own_reports_remo
         await f.subscribe(channel)
         await f.wait_for(lambda f: len(f.listed(channel)) == 5)
         response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
-        assert response.json() == {
-            "message": "Removed 3 of 5 job(s); cluster gpu-2 did not confirm",
+        assert reply(response.json()) == {
+            "message": "Removed 3 job(s); 2 on gpu-2 not confirmed yet",
             "acted": 3,
             "unconfirmed": ["gpu-2"],
             "level": "warning",
+        }
+        # What the browser follows to say the rest as gpu-2's reports land: which jobs, where, on which attempt.
+        assert {k: response.json()[k] for k in ("found", "done", "doing", "becomes", "pending")} == {
+            "found": 5,
+            "done": "Removed {n} job(s)",
+            "doing": "Removing {n} job(s)",
+            "becomes": "removed",
+            "pending": [
+                {
+                    "cluster": "gpu-2",
+                    "count": 2,
+                    "jobs": [[i, team.trajectory_id, 1] for i in sorted(b)],
+                    "silent_seconds": None,
+                }
+            ],
         }
         await f.wait_for(lambda f: f.listed(channel) == {})
     removed = await pool.fetchval(
@@ -124,7 +145,7 @@ async def test_a_cluster_that_does_not_listen_is_named_without_waiting(
     await offline.http.aclose()
     started = asyncio.get_running_loop().time()
     response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")
-    assert response.json()["message"] == "Queued 1 of 2 failed job(s) for retry; cluster tape-9 did not confirm"
+    assert response.json()["message"] == "Queued 1 failed job(s) for retry; 1 on tape-9 not confirmed yet"
     assert response.json()["level"] == "warning"
     assert asyncio.get_running_loop().time() - started < 2.5  # nobody listened: no need to wait it out
 
@@ -212,8 +233,8 @@ async def test_retry_failed_jobs_with_a_cluster_that_does_not_confirm_is_a_warni
     await work(gpu1, team, 1, "failed")
     silent = await work(gpu2, team, 1, "failed") + await work(gpu2, team, 1, "preempted")
     body = (await act(stack, team, f"/api/trajectories/{team.trajectory_id}/retry-failed")).json()
-    assert body == {
-        "message": "Queued 1 of 3 failed job(s) for retry; cluster gpu-2 did not confirm",
+    assert reply(body) == {
+        "message": "Queued 1 failed job(s) for retry; 2 on gpu-2 not confirmed yet",
         "acted": 1,
         "unconfirmed": ["gpu-2"],
         "level": "warning",
@@ -231,8 +252,8 @@ async def test_nothing_confirmed_is_never_a_success(
     gpu2.confirm = False
     await work(gpu2, team, 2, "running")
     body = (await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")).json()
-    assert body == {
-        "message": "Removed 0 of 2 job(s); cluster gpu-2 did not confirm",
+    assert reply(body) == {
+        "message": "Removing 2 job(s) on gpu-2: not confirmed yet",
         "acted": 0,
         "unconfirmed": ["gpu-2"],
         "level": "warning",
@@ -271,7 +292,7 @@ async def test_retry_failed_frames_with_a_silent_cluster(
     ptm, _ = await analysis(gpu2, team, "Polyhedral Template Matching", ["failed", "preempted", "completed"])
     body = (await act(stack, team, f"/api/analyses/{ptm}/retry-failed")).json()
     assert (body["message"], body["level"]) == (
-        "Queued 0 of 2 failed job(s) for retry; cluster gpu-2 did not confirm",
+        "Queueing 2 failed job(s) for retry on gpu-2: not confirmed yet",
         "warning",
     )
 

@@ -148,7 +148,7 @@ async def test_a_command_sent_while_the_feed_is_down_reaches_the_cluster_once_wh
     try:
         jobs = await work(gpu, team, 3)
         response = await act(stack, team, f"/api/trajectories/{team.trajectory_id}/remove-running")
-        assert response.json()["message"] == "Removed 0 of 3 job(s); cluster gpu-1 did not confirm"
+        assert response.json()["message"] == "Removing 3 job(s) on gpu-1: not confirmed yet"
         await gpu.start()  # its feed opens: the snapshot holds the command
         (command,) = await kept(pool, team.cluster_id)
         await wait_until(lambda: gpu.carried_out.get(command["id"]) is not None)

@@ -127,7 +127,9 @@ async def test_a_cluster_that_stops_reporting_has_its_jobs_listed_silent_until_i
                 json={"action": "kill", "tasks": ids[:3]},
                 headers={"Authorization": f"Bearer {team.token}"},
             )
-        assert killed.json()["message"].startswith("Killed 0 of 3 task(s); cluster gpu-1 is silent"), killed.text
+        assert killed.json()["message"].startswith(
+            "Killing 3 task(s) on gpu-1: not confirmed yet; cluster gpu-1 is silent"
+        ), killed.text
 
         # It reports again (a restarted daemon): every job shows its own status again.
         back = cluster_of(quiet_world, team, report_metrics=False)

@@ -522,7 +522,7 @@ ACTIONS: dict[str, tuple[Callable[[Teams], dict[str, object]], Act, str]] = {
             "status": "running",
         },
         lambda s, t: send(s, "POST", f"/api/trajectories/{t.mine.trajectory_id}/remove-running", t.mine.token),
-        "Removed 0 of 1 job(s); cluster gpu-1 did not confirm",
+        "Removing 1 job(s) on gpu-1: not confirmed yet",
     ),
     "retry a trajectory's jobs on another team's cluster": (
         lambda t: {
@@ -549,7 +549,7 @@ ACTIONS: dict[str, tuple[Callable[[Teams], dict[str, object]], Act, str]] = {
         lambda s, t: send(
             s, "POST", "/api/submissions/actions", t.mine.token, {"action": "kill", "submissions": [t.submission]}
         ),
-        "Killed 0 of 1 task(s); cluster gpu-1 did not confirm",  # my own queued task's cluster only (nobody listens)
+        "Killing 1 task(s) on gpu-1: not confirmed yet",  # my own queued task's cluster only (nobody listens)
     ),
     "reprioritise a submission": (
         lambda t: {

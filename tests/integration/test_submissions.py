@@ -241,20 +241,20 @@ async def test_every_task_action_names_a_cluster_that_does_not_confirm_and_its_r
         )
         tasks = mine + theirs
         for action, before, after, toast in (
-            ("hold", "queued", "holding", "Held 2 of 4 task(s)"),
-            ("unhold", "holding", "queued", "Released 2 of 4 task(s)"),
-            ("kill", "queued", "failed", "Killed 2 of 4 task(s)"),
-            ("retry_failed", "failed", "retrying", "Queued 2 of 4 failed task(s) for retry"),
-            ("retry_preempted", "preempted", "retrying", "Queued 2 of 4 preempted task(s) for retry"),
-            ("retry", "completed", "retrying", "Queued 2 of 4 task(s) for retry"),
+            ("hold", "queued", "holding", "Held 2 task(s)"),
+            ("unhold", "holding", "queued", "Released 2 task(s)"),
+            ("kill", "queued", "failed", "Killed 2 task(s)"),
+            ("retry_failed", "failed", "retrying", "Queued 2 failed task(s) for retry"),
+            ("retry_preempted", "preempted", "retrying", "Queued 2 preempted task(s) for retry"),
+            ("retry", "completed", "retrying", "Queued 2 task(s) for retry"),
         ):
             await pool.execute("update jobs set status = $2 where id = any($1::bigint[])", tasks, before)
             for c, ids in ((cluster, mine), (gpu2, theirs)):
                 for i in ids:
                     c.jobs[i].status = before
             result = await act(stack, team, action=action, tasks=tasks)
-            assert result == {
-                "message": f"{toast}; cluster gpu-2 did not confirm",
+            assert {k: result[k] for k in ("message", "acted", "unconfirmed", "level")} == {
+                "message": f"{toast}; 2 on gpu-2 not confirmed yet",
                 "acted": 2,
                 "unconfirmed": ["gpu-2"],
                 "level": "warning",
@@ -279,8 +279,8 @@ async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_
         waiting = {sid: gpu2.sync_failed.setdefault(sid, asyncio.Event()) for sid in theirs}
         cluster.sync_failed[mine] = asyncio.Event()
         result = await act(stack, team, action="retry_sync", submissions=[*theirs, mine])
-        assert result == {
-            "message": "Retrying sync of 1 of 4 submission(s); cluster gpu-2 did not confirm",
+        assert {k: result[k] for k in ("message", "acted", "unconfirmed", "level")} == {
+            "message": "Retrying sync of 1 submission(s); 3 on gpu-2 not confirmed yet",
             "acted": 1,
             "unconfirmed": ["gpu-2"],
             "level": "warning",

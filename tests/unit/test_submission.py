@@ -2,7 +2,7 @@
 
 import pytest
 
-from gateway.core.control import REMOVABLE, RETRYABLE, TASK_ACTIONS, task_toast, toast
+from gateway.core.control import REMOVABLE, RETRYABLE, TASK_ACTIONS, Asked, Pending, task_toast, toast
 from gateway.core.finish import SETTLE, FinishTracker
 from gateway.core.model import Counts
 from gateway.core.status import ACTIVE, BUCKET_OF, colour, ring_label
@@ -61,8 +61,16 @@ def test_holding_and_preempted_against_every_jobs_view_rule() -> None:
 def test_task_action_toasts() -> None:
     assert task_toast(TASK_ACTIONS["hold"], 3, 3, []).message == "Held 3 task(s)"
     assert (
-        task_toast(TASK_ACTIONS["kill"], 4, 2, ["gpu-2"]).message
-        == "Killed 2 of 4 task(s); cluster gpu-2 did not confirm"
+        task_toast(TASK_ACTIONS["kill"], 4, 2, [], pending=[Pending("gpu-2", 2)]).message
+        == "Killed 2 task(s); 2 on gpu-2 not confirmed yet"
+    )
+    assert (
+        task_toast(TASK_ACTIONS["hold"], 80, 0, [], pending=[Pending("gpu-2", 80)]).message
+        == "Holding 80 task(s) on gpu-2: not confirmed yet"
+    )
+    assert (
+        task_toast(TASK_ACTIONS["retry_failed"], 4, 0, [], pending=[Pending("gpu-2", 4)]).message
+        == "Queueing 4 failed task(s) for retry on gpu-2: not confirmed yet"
     )
     assert task_toast(TASK_ACTIONS["retry"], 5, 5, []).message == "Queued 5 task(s) for retry"
     assert task_toast(TASK_ACTIONS["retry_preempted"], 1, 1, []).message == "Queued 1 preempted task(s) for retry"
@@ -94,18 +102,52 @@ def test_a_toast_is_a_success_only_when_everything_found_changed() -> None:
 def test_jobs_view_toasts() -> None:
     assert toast("retry", 0, 0, []).message == "No failed jobs found to retry"
     assert toast("retry", 5, 5, [], preempted=2).message == "Queued 5 failed job(s) for retry (2 of them preempted)"
-    assert toast("retry", 5, 0, ["gpu-2", "cpu-big", "gpu-2"]).message == (
-        "Queued 0 of 5 failed job(s) for retry; clusters cpu-big, gpu-2 did not confirm"
+    assert toast("retry", 5, 0, [], pending=[Pending("gpu-2", 3), Pending("cpu-big", 2)]).message == (
+        "Queueing 5 failed job(s) for retry on cpu-big and gpu-2: not confirmed yet"
     )
     assert toast("remove", 2, 2, []).message == "Removed 2 job(s)"
 
 
 def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
-    result = toast("remove", 5, 1, ["gpu-2", "cpu-big", "gpu-3"], silent={"gpu-2": 300.0, "gpu-3": 7300.0})
+    result = toast(
+        "remove",
+        5,
+        1,
+        [],
+        pending=[Pending("gpu-2", 1, silent_seconds=300.0), Pending("cpu-big", 2), Pending("gpu-3", 1, [], 7300.0)],
+    )
     assert result.message == (
-        "Removed 1 of 5 job(s); cluster cpu-big did not confirm; cluster gpu-2 is silent (nothing heard for 5 min)"
-        "; cluster gpu-3 is silent (nothing heard for 2 h)"
+        "Removed 1 job(s); 2 on cpu-big; 1 on gpu-2; 1 on gpu-3 not confirmed yet"
+        "; cluster gpu-2 is silent (nothing heard for 5 min); cluster gpu-3 is silent (nothing heard for 2 h)"
     )
     assert result.unconfirmed == ["cpu-big", "gpu-2", "gpu-3"] and result.level == "warning"
-    killed = task_toast(TASK_ACTIONS["kill"], 2, 0, ["gpu-2"], silent={"gpu-2": 20.0})
-    assert killed.message == "Killed 0 of 2 task(s); cluster gpu-2 is silent (nothing heard for under a minute)"
+    killed = task_toast(TASK_ACTIONS["kill"], 2, 0, [], pending=[Pending("gpu-2", 2, silent_seconds=20.0)])
+    assert killed.message == (
+        "Killing 2 task(s) on gpu-2: not confirmed yet; cluster gpu-2 is silent (nothing heard for under a minute)"
+    )
+    # An answer about a cluster that did not confirm never counts its part as zero, whatever a confirmed one did.
+    some = toast("remove", 5, 1, [], pending=[Pending("gpu-2", 3)])
+    assert some.message == "Removed 1 of 2 job(s); 3 on gpu-2 not confirmed yet"
+
+
+def test_an_unconfirmed_answer_says_what_the_browser_follows() -> None:
+    """The jobs asked of a cluster that did not confirm, the words once they are counted and what a done job
+    shows: what the browser needs to update the toast in place as the cluster's reports land."""
+    asked = [Asked(7, 3, 1), Asked(8, 3, 2)]
+    result = toast("retry", 3, 1, [], pending=[Pending("gpu-2", 2, asked)])
+    assert (result.found, result.done, result.doing, result.becomes) == (
+        3,
+        "Queued {n} failed job(s) for retry",
+        "Queueing {n} failed job(s) for retry",
+        "next_attempt",
+    )
+    assert result.pending == [Pending("gpu-2", 2, asked)]
+    assert {a.name: a.shows for a in TASK_ACTIONS.values()} == {
+        "hold": "holding",
+        "unhold": "released",
+        "kill": "failed",
+        "retry": "next_attempt",
+        "retry_failed": "next_attempt",
+        "retry_preempted": "next_attempt",
+    }
+    assert toast("remove", 2, 2, []).pending == []  # all confirmed: nothing to follow
