@@ -755,6 +755,38 @@ async def test_an_action_a_cluster_never_confirms_follows_its_reports_in_place(
     )
 
 
+async def test_an_outcome_whose_cluster_never_reports_says_after_a_minute_what_is_unaccounted_for(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
+    """gpu-2 neither confirms nor reports: the toast stops waiting after a minute and says how many are still
+    unaccounted for, and where, instead of a zero or of waiting for ever."""
+    _, gpu2 = clusters
+    running = await gpu2.submit(
+        [{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": f} for f in range(2)]
+    )
+    await reported(gpu2, running, "running")
+    gpu2.ingest.report = lambda report: None  # type: ignore[method-assign]  # its reports never come
+    await page.clock.install()  # the page's clock, moved on by the test below
+    await page.reload()
+    await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
+    await page.click("#ring")
+    await page.click(f"#popover [data-head='{team.trajectory_id}']", button="right")
+    await page.click(".menu li:text-is('Remove Running Jobs')")
+    await page.click("dialog[open] button[type='submit']")
+    toast = page.locator(".toast.warning", has_text="Removing 2 job(s) on gpu-2: not confirmed yet")
+    await toast.wait_for()
+    await toast.evaluate("el => { el.dataset.seen = 'first words' }")
+    await page.clock.fast_forward(61_000)
+    await page.wait_for_function(
+        """() => {
+            const el = document.querySelector("#toasts .toast.warning[data-seen='first words']");
+            return el && /^Removing 2 job\\(s\\); 2 on gpu-2 still unaccounted for after \\d+ s$/.test(
+                el.querySelector('.words').textContent);
+        }""",
+        timeout=30_000,
+    )
+
+
 async def test_submissions_edit_dialogs_validate_and_reviewed_toggles(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
 ) -> None:
