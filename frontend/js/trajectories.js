@@ -132,7 +132,7 @@ export function followOutcome(result) {
       const head = n > 0 ? words : body.doing.replace("{n}", count(body.found));
       const parts = [...left].sort(([a], [b]) => a.localeCompare(b)).map(([c, k]) => `${count(k)} on ${c}`).join("; ");
       const quiet = [...left.keys()].filter((c) => silent.has(c)).sort()
-        .map((c) => `; cluster ${c} is silent (nothing heard for ${silentFor(silent.get(c))})`).join("");
+        .map((c) => `; cluster ${c} is silent (nothing heard for ${silentSince(silent.get(c))})`).join("");
       text = `${head}; ${parts} ${over ? `still unaccounted for after ${seconds} s` : "not confirmed yet"}${quiet}`;
     }
     // Nothing known yet: the answer's own words stand ("Removing 80 job(s) on gpu-2: not confirmed yet").
@@ -142,6 +142,12 @@ export function followOutcome(result) {
   timer = setInterval(tick, 500);
   tick();
   return result;
+}
+
+/** How long a cluster has been silent, in the words of the gateway's own toast (core/control.py silent_for). */
+function silentSince(seconds) {
+  const minutes = Math.floor(seconds / 60);
+  return minutes < 1 ? "under a minute" : minutes < 120 ? `${minutes} min` : `${Math.floor(minutes / 60)} h`;
 }
 
 /** "gpu-2", "gpu-2 and tape-9", "cpu-big, gpu-2 and tape-9". */
