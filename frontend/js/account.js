@@ -12,6 +12,19 @@ const FINISHES = [
   ["team", "My team's", "Every finish of your team, counted in one toast that names yours"],
   ["none", "None", "No toast and no browser notification: the rows, the ring and the glow still show them"],
 ];
+const THEMES = [["system", "System"], ["light", "Light"], ["dark", "Dark"]];
+
+/** The theme chosen in this browser (js/theme.js sets it before the first paint, from the same key). */
+function theme() {
+  try { return ["light", "dark"].includes(localStorage.getItem("theme")) ? localStorage.getItem("theme") : "system"; } catch { return "system"; }
+}
+
+/** Choose the theme: at once, and kept in this browser (not a "jobs." key: it stays after signing out). */
+function setTheme(value) {
+  try { if (value === "system") localStorage.removeItem("theme"); else localStorage.setItem("theme", value); } catch { /* kept for this page */ }
+  if (value === "system") delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = value;
+}
 
 /** Sign out: the session is revoked on every node and the cookie cleared; then the sign-in page. */
 export async function signOut() {
@@ -55,6 +68,10 @@ export class AccountPage {
       ${FINISHES.map(([value, label, note]) => `<label><input type="radio" name="finishes" value="${value}">
         <span class="choice">${esc(label)}</span> <span class="quiet small">${esc(note)}</span></label>`).join("")}
       </fieldset>
+      <h2>Appearance</h2>
+      <fieldset class="theme-choice"><legend>Theme</legend>${THEMES.map(([value, label]) =>
+        `<label><input type="radio" name="theme" value="${value}"${value === theme() ? " checked" : ""}> ${label}</label>`).join("")}
+        <p class="quiet small">Kept in this browser. System follows your device's light or dark setting.</p></fieldset>
       <h2 id="sessions-title" tabindex="-1">Sessions</h2>
       <p class="quiet">Where you are signed in. Revoke a session to sign that device out; revoking this device signs you out here.</p>
       <div class="table-scroll"><table class="account-sessions"><caption class="visually-hidden">Your sessions</caption>
@@ -65,6 +82,7 @@ export class AccountPage {
     this.data = null;
     this.checkFinishes(finishesChosen());
     this.main.querySelector("fieldset.finishes").addEventListener("change", (e) => this.chooseFinishes(e.target));
+    this.main.querySelector(".theme-choice").addEventListener("change", (e) => setTheme(e.target.value));
     this.tbody.addEventListener("click", (e) => {
       const button = e.target.closest("button[data-revoke]");
       if (button) this.revoke(button);

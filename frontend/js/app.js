@@ -7,6 +7,7 @@ import { app } from "./context.js";
 import { Dashboard } from "./dashboard.js";
 import { Freshness } from "./freshness.js";
 import { unreadCount } from "./history.js";
+import { installShortcuts } from "./keys.js";
 import { Live } from "./live.js";
 import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen, stuck } from "./notices.js";
 import { Panel } from "./panel.js";
@@ -206,6 +207,14 @@ function wire() {
     if (popover.isOpen && !inside("#popover") && !inside("#ring") && !inside(".menu") && !inside("dialog")) popover.setOpen(false);
   });
   document.addEventListener("menuclosed", schedule); // lists held while it was open catch up
+  // Shortcuts (keys.js): `?` lists them; `/` and a move key with no row focused reach the list in front.
+  installShortcuts(() => {
+    if (popover.isOpen) return { search: popover.el.querySelector("input[name=find]"), rows: () => [...popover.el.querySelectorAll("[data-head]")] };
+    const main = $("main");
+    const rows = { submissions: "[data-sub]", dash: "[data-card]" }[main.dataset.page];
+    if (!rows) return null;
+    return { search: main.querySelector("input[name=q]"), rows: () => [...main.querySelectorAll(rows)].filter((r) => r.offsetParent !== null) };
+  });
   $("team-switch").addEventListener("change", (e) => { localStorage.setItem("team", e.target.value); location.reload(); });
   window.addEventListener("hashchange", () => { popover.setOpen(false); schedule(); });
   setInterval(() => { app.freshness?.draw(); schedule(); }, 1000); // ages keep moving with the server's clock

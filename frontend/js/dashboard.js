@@ -11,6 +11,7 @@ import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { timeLeft, unfinished } from "./eta.js";
 import { colour, word } from "./rules.js";
 import { ICON } from "./tree.js";
+import { actionOf } from "./keys.js";
 import { ago, count, menuAt, placeChildren, setAttr, setText } from "./ui.js";
 
 const PAGE = 100;
@@ -70,6 +71,7 @@ export class Dashboard {
     this.order = new StableOrder();
     this.aim = new Aim(this.grid, () => app.schedule());
     this.news.addEventListener("click", () => { this.order.release(); this.draw(); });
+    this.main.addEventListener("keydown", (e) => this._key(e));
     this.main.addEventListener("click", (e) => {
       const button = e.target.closest("[data-menu]");
       if (!button) return;
@@ -79,6 +81,21 @@ export class Dashboard {
   }
 
   held() { return holding([this.aim], () => this.panel.isOpen); }
+
+  /** A card's keys (keys.js): move to the next or previous card (the folded ones when shown), open its jobs, its
+   * menu. A card is focused by these keys only (tabindex -1): Tab still goes from menu button to menu button. */
+  _key(e) {
+    const card = e.target.closest("[data-card]");
+    if (!card || e.target !== card) return;
+    const action = actionOf(e);
+    const cards = [...this.main.querySelectorAll("[data-card]")].filter((c) => c.offsetParent !== null);
+    const i = cards.indexOf(card);
+    const to = { down: i + 1, up: i - 1, first: 0, last: cards.length - 1 }[action];
+    const id = Number(card.dataset.card);
+    if (to !== undefined) { e.preventDefault(); cards[Math.max(0, Math.min(cards.length - 1, to))].focus(); }
+    else if (action === "open") { e.preventDefault(); this.panel.open(id, this._name(id), { opener: card }); }
+    else if (action === "act") { e.preventDefault(); this.menu(id, card); } // under the card; focus comes back to it
+  }
 
   /** A page of cards from the server (`offset` 0: the first page again, for a new search; `front`: the newest
    * page merged in front of what is loaded, for trajectories created since). */
@@ -211,6 +228,7 @@ export class Dashboard {
     const el = document.createElement("article");
     el.className = "card";
     el.dataset.card = id;
+    el.tabIndex = -1; // reached by the list's keys (j, k, arrows), not by Tab
     el.setAttribute("aria-labelledby", `card-${id}`);
     el.innerHTML = `<div class="card-top"><h2 class="card-title" id="card-${id}"><span class="icon" aria-hidden="true"></span>
       <span class="title-text"></span></h2><button class="menu-button" type="button" aria-haspopup="menu" data-menu="${id}">⋯</button></div>

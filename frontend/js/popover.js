@@ -12,7 +12,8 @@ import { buckets, colour, word } from "./rules.js";
 import { stuckCount, timeLeft, unfinished } from "./eta.js";
 import { ICON, JobTree } from "./tree.js";
 import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
-import { ago, count, isMenuKey, placeChildren, setAttr, setText } from "./ui.js";
+import { actionOf } from "./keys.js";
+import { ago, count, placeChildren, setAttr, setText } from "./ui.js";
 
 const ZERO = { queued: 0, retrying: 0, running: 0, completed: 0, failed: 0, holding: 0, preempted: 0, silent: 0 };
 
@@ -142,13 +143,14 @@ export class Popover {
     if (!head || e.target !== head) return;
     const heads = [...this.list.querySelectorAll("[data-head]")];
     const i = heads.indexOf(head);
-    const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: heads.length - 1 }[e.key];
+    const action = actionOf(e); // keys.js: the one table of shortcuts
+    const to = { down: i + 1, up: i - 1, first: 0, last: heads.length - 1 }[action];
     if (to !== undefined) { e.preventDefault(); const next = heads[Math.max(0, Math.min(heads.length - 1, to))]; next.focus(); return; }
     const id = Number(head.dataset.head);
-    if (e.key === "Enter" || e.key === " ") { e.preventDefault(); this.toggle(id); }
+    if (action === "open" || e.key === " ") { e.preventDefault(); this.toggle(id); } // Space too, as before
     else if (e.key === "ArrowRight" && this.openId !== id) { e.preventDefault(); this.toggle(id); }
     else if (e.key === "ArrowLeft" && this.openId === id) { e.preventDefault(); this.toggle(id); }
-    else if (isMenuKey(e)) { e.preventDefault(); const r = head.getBoundingClientRect(); this._menu(head, r.left + 20, r.bottom); }
+    else if (action === "act") { e.preventDefault(); const r = head.getBoundingClientRect(); this._menu(head, r.left + 20, r.bottom); }
   }
 
   /** Expand a trajectory (its frames and jobs), or fold it again. */

@@ -13,8 +13,9 @@ import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
 import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColumns, deleteView, listViews, saveView, STEP } from "./columns.js";
+import { actionOf } from "./keys.js";
 import { menuActions } from "./rules.js";
-import { acting, actedBy, clock, confirmDialog, count, esc, formDialog, isMenuKey, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
+import { acting, actedBy, clock, confirmDialog, count, esc, formDialog, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
   ["id", "JOB ID"], ["user", "USER"], ["status", "STATUS"], ["project", "PROJECT"], ["title", "TITLE"],
@@ -410,7 +411,15 @@ export class SubmissionsPage {
       const id = Number(tr.dataset.sub);
       const ids = this.rows.map((r) => r.id);
       const i = ids.indexOf(id);
-      const to = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: ids.length - 1 }[e.key];
+      if (e.key === "a" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        this.selected = new Set(ids);
+        this.render();
+        return;
+      }
+      if (e.key === " " && (e.ctrlKey || e.metaKey)) { e.preventDefault(); this._select(id, { ctrlKey: true }); return; }
+      const action = actionOf(e); // keys.js: the one table of shortcuts
+      const to = { down: i + 1, up: i - 1, first: 0, last: ids.length - 1 }[action];
       if (to !== undefined) {
         e.preventDefault();
         const next = ids[Math.max(0, Math.min(ids.length - 1, to))];
@@ -418,17 +427,13 @@ export class SubmissionsPage {
         this.focusId = next;
         this.render();
         this.trs.get(next)?.focus();
-      } else if (e.key === "Enter") {
+      } else if (action === "open") {
         e.preventDefault();
         this._openTasks(id, tr);
-      } else if (e.key === " ") {
-        e.preventDefault();
-        this._select(id, { ctrlKey: e.ctrlKey || e.metaKey, shiftKey: e.shiftKey });
-      } else if (e.key === "a" && (e.ctrlKey || e.metaKey)) {
-        e.preventDefault();
-        this.selected = new Set(ids);
-        this.render();
-      } else if (isMenuKey(e)) {
+      } else if (action === "select") {
+        e.preventDefault(); // select or unselect this row, the others kept (Shift: the range from the last one)
+        this._select(id, { ctrlKey: true, shiftKey: e.shiftKey });
+      } else if (action === "act") {
         e.preventDefault();
         if (!this.selected.has(id)) this._select(id, {});
         this._menu(null, tr);

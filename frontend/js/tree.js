@@ -9,7 +9,8 @@ import { app } from "./context.js";
 import { longerThanUsual, overrunOf } from "./eta.js";
 import { attemptLabel, colour, groupLabel, groupStatus, listedStatus, word } from "./rules.js";
 import { clusterName } from "./trajectories.js";
-import { ago, count as grouped, isMenuKey, placeChildren, setAttr, setText, timeOfDay, took } from "./ui.js";
+import { actionOf } from "./keys.js";
+import { ago, count as grouped, placeChildren, setAttr, setText, timeOfDay, took } from "./ui.js";
 import { newsText } from "./order.js";
 import { WholeError } from "./whole.js";
 
@@ -124,12 +125,14 @@ export class JobTree {
     const row = e.target.closest("[data-key]");
     if (!row || e.target.closest("button")) return;
     const i = this.rows.findIndex((r) => r.key === row.dataset.key);
-    const move = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: this.rows.length - 1 }[e.key];
+    const action = actionOf(e); // keys.js: the one table of shortcuts
+    const move = { down: i + 1, up: i - 1, first: 0, last: this.rows.length - 1 }[action];
     if (move !== undefined) { e.preventDefault(); this.focusRow(Math.max(0, Math.min(this.rows.length - 1, move))); return; }
     const r = this.rows[i];
     if (!r) return;
-    if (r.group && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this._toggle(r.group.key); }
-    else if (r.job && r.job.error && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this._toggleError(r.key); }
+    const open = action === "open" || e.key === " ";
+    if (r.group && open) { e.preventDefault(); this._toggle(r.group.key); }
+    else if (r.job && r.job.error && open) { e.preventDefault(); this._toggleError(r.key); }
     else if (e.key === "Escape" && this.whole.key) { e.preventDefault(); e.stopPropagation(); this.whole.hide(); this.render(true); }
     else if (r.group && e.key === "ArrowRight") { e.preventDefault(); this._toggle(r.group.key, true); }
     else if (r.group && e.key === "ArrowLeft") { e.preventDefault(); this._toggle(r.group.key, false); }
@@ -137,7 +140,7 @@ export class JobTree {
       e.preventDefault();
       let g = i; while (g > 0 && !this.rows[g].group) g--;
       this.focusRow(g);
-    } else if (isMenuKey(e)) {
+    } else if (action === "act") {
       e.preventDefault();
       const rect = row.getBoundingClientRect();
       this._menu(row, rect.left + 40, rect.bottom);

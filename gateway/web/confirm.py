@@ -21,6 +21,7 @@ _PAGE = """<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Sign in</title>
+<script src="/js/theme.js"></script>
 <link rel="stylesheet" href="/style.css">
 <link rel="icon" href="data:,">
 </head>

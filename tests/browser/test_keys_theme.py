@@ -1,0 +1,203 @@
+"""Keyboard and themes, in real Chromium: the lists' shortcuts taken the way a person takes them (keys pressed, the
+focused and selected rows seen), the `?` overlay listing the one table that binds them, and the dark theme (the
+system's, or chosen in Account) clean under axe-core at 1400 and 360 px."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.browser.helpers import axe_violations
+from tests.browser.test_submissions_lifecycle import submission
+from tests.conftest import Stack
+from tests.integration.conftest import Team, insert_jobs
+
+FOCUSED = "() => document.activeElement?.dataset?.sub || document.activeElement?.dataset?.head || document.activeElement?.dataset?.card || null"
+SELECTED = "() => [...document.querySelectorAll('tr[data-sub].selected')].map(e => e.dataset.sub).sort().join()"
+SHOTS = Path("/tmp/keys-theme-shots")
+
+
+async def focused(page: Any) -> str | None:
+    value: str | None = await page.evaluate(FOCUSED)
+    return value
+
+
+async def submissions_page(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, n: int = 3) -> list[str]:
+    for i in range(n):
+        await submission(pool, team, f"Shortcut run {i}")
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    # The team may hold submissions from before: at least these.
+    await page.wait_for_function(f"document.querySelectorAll('tr[data-sub]').length >= {n}")
+    ids: list[str] = await page.evaluate("[...document.querySelectorAll('tr[data-sub]')].map(e => e.dataset.sub)")
+    return ids
+
+
+async def test_the_submissions_rows_move_select_search_open_and_act_by_key(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    first, second, third, *_ = await submissions_page(page, stack, pool, team)
+    await page.evaluate("document.activeElement?.blur()")
+    await page.keyboard.press("j")  # no row focused: j goes to the list
+    assert await focused(page) == first
+    await page.keyboard.press("j")
+    await page.keyboard.press("ArrowDown")
+    assert await focused(page) == third
+    await page.keyboard.press("k")
+    assert await focused(page) == second
+    await page.keyboard.press("x")
+    assert await page.evaluate(SELECTED) == second
+    await page.keyboard.press("j")
+    await page.keyboard.press("Space")  # Space too; the others stay selected
+    assert await page.evaluate(SELECTED) == ",".join(sorted([second, third]))
+    await page.keyboard.press("x")  # again: unselected
+    assert await page.evaluate(SELECTED) == second
+    # A modifier held: the key is the browser's, not a shortcut.
+    await page.keyboard.press("Alt+j")
+    assert await focused(page) == third
+
+    # The action key opens the actions menu for the selection; Escape closes it, focus back on the row.
+    await page.keyboard.press("k")
+    await page.keyboard.press("a")
+    menu = page.locator(".menu[role=menu]")
+    await menu.wait_for()
+    assert await menu.get_attribute("aria-label") == "Submission actions"
+    await page.keyboard.press("Escape")
+    await menu.wait_for(state="detached")
+    assert await focused(page) == second
+
+    # / goes to the search; what is typed there is the search's, never a shortcut.
+    await page.keyboard.press("/")
+    assert await page.evaluate("document.activeElement.name") == "q"
+    await page.keyboard.type("jkx")
+    assert await page.input_value("input[name=q]") == "jkx"
+    assert await page.evaluate(SELECTED) == second
+    await page.fill("input[name=q]", "")
+
+    # o opens the row: its tasks, in the panel.
+    await page.locator(f"tr[data-sub='{first}']").focus()
+    await page.keyboard.press("o")
+    await page.wait_for_selector("#panel:not([hidden])")
+
+
+async def test_question_mark_lists_every_shortcut_in_a_dialog_that_keeps_focus(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    first, *_ = await submissions_page(page, stack, pool, team)
+    row = page.locator(f"tr[data-sub='{first}']")
+    await row.focus()
+    await page.keyboard.press("?")
+    dialog = page.locator("dialog.shortcuts[open]")
+    await dialog.wait_for()
+    # The overlay is the table that binds the keys: every action, with every key, in its order.
+    table = await page.evaluate("import('/js/keys.js').then(m => m.SHORTCUTS.map(([action, keys]) => [action, keys]))")
+    shown = await page.evaluate(
+        "[...document.querySelectorAll('dialog.shortcuts tbody tr')].map(tr => [tr.dataset.action,"
+        " [...tr.querySelectorAll('kbd')].map(k => k.textContent)])"
+    )
+    names = {" ": "Space", "ArrowDown": "↓", "ArrowUp": "↑", "ContextMenu": "Menu key", "Escape": "Esc"}
+    assert shown == [[action, [names.get(k, k) for k in keys]] for action, keys in table]
+    assert {"down", "up", "select", "search", "open", "act", "close", "help"} <= {a for a, _ in table}
+    # Focus stays inside it (a modal dialog), and Escape gives it back to the row.
+    for _ in range(4):
+        await page.keyboard.press("Tab")
+        assert await page.evaluate("!!document.activeElement.closest('dialog.shortcuts')")
+    assert await axe_violations(page) == []
+    await page.keyboard.press("Escape")
+    await dialog.wait_for(state="detached")
+    assert await focused(page) == first
+    # Typing a ? into the search is a question mark, not the overlay.
+    await page.click("input[name=q]")
+    await page.keyboard.type("?")
+    assert await page.input_value("input[name=q]") == "?"
+    assert await page.locator("dialog.shortcuts").count() == 0
+
+
+async def test_the_popover_and_dashboard_lists_move_open_and_act_by_key(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
+    other = await pool.fetchval(
+        "insert into trajectories (team_id, name) values ($1, 'Second batch') returning id", team.id
+    )
+    await insert_jobs(pool, team, 2)
+    await insert_jobs(pool, team, 2, other)
+    await page.wait_for_function("document.querySelectorAll('.cards [data-card]').length >= 2")
+
+    # The dashboard's cards: j goes to the first card, k and j move, o opens its jobs, a its menu.
+    await page.evaluate("document.activeElement?.blur()")
+    await page.keyboard.press("j")
+    cards = await page.evaluate("[...document.querySelectorAll('.cards [data-card]')].map(e => e.dataset.card)")
+    assert await focused(page) == cards[0]
+    await page.keyboard.press("j")
+    assert await focused(page) == cards[1]
+    await page.keyboard.press("a")
+    await page.locator(".menu[role=menu]").wait_for()
+    await page.keyboard.press("Escape")
+    await page.locator(".menu[role=menu]").wait_for(state="detached")
+    await page.keyboard.press("o")
+    await page.wait_for_selector("#panel:not([hidden])")
+    await page.click("#panel-close")
+
+    # The popover's trajectories: its first is focused as it opens; j moves, Enter opens, / searches.
+    await page.click("#ring")
+    await page.wait_for_selector("#popover:not([hidden]) [data-head]")
+    heads = await page.evaluate("[...document.querySelectorAll('#popover [data-head]')].map(e => e.dataset.head)")
+    assert len(heads) >= 2 and await focused(page) == heads[0]
+    await page.keyboard.press("j")
+    assert await focused(page) == heads[1]
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector(f"[data-head='{heads[1]}'][aria-expanded='true']")
+    await page.keyboard.press("/")
+    assert await page.evaluate("document.activeElement.name") == "find"
+
+
+@pytest.mark.parametrize("width", [1400, 360])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_both_themes_follow_the_system_and_pass_axe(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, width: int, scheme: str
+) -> None:
+    await page.set_viewport_size({"width": width, "height": 800})
+    await page.emulate_media(color_scheme=scheme)
+    await insert_jobs(pool, team, 3)
+    await page.wait_for_selector(".cards [data-card]")
+    background = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+    dark = background != "rgb(246, 247, 249)"
+    assert dark == (scheme == "dark"), background
+    SHOTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(SHOTS / f"dashboard-{scheme}-{width}.png"))
+    found = {"dashboard": await axe_violations(page)}
+    await page.click("#ring")
+    await page.wait_for_selector("#popover:not([hidden]) [data-head]")
+    found["popover"] = await axe_violations(page)
+    await page.keyboard.press("Escape")
+    await submissions_page(page, stack, pool, team)
+    await page.click("tr[data-sub]")
+    await page.screenshot(path=str(SHOTS / f"submissions-{scheme}-{width}.png"))
+    found["submissions"] = await axe_violations(page)
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+async def test_account_chooses_the_theme_for_this_browser_before_the_first_paint(page: Any, stack: Stack) -> None:
+    await page.emulate_media(color_scheme="light")
+    await page.goto(f"{stack.nodes[0].http}/#/account")
+    await page.check("input[name=theme][value=dark]")
+    assert await page.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert await page.evaluate("localStorage.getItem('theme')") == "dark"
+    assert await page.evaluate("getComputedStyle(document.body).backgroundColor") != "rgb(246, 247, 249)"
+    await page.wait_for_selector("tr[data-session]")
+    assert await axe_violations(page) == []
+    # A reload paints dark from the start: the attribute is there before any module runs.
+    await page.add_init_script(
+        "document.addEventListener('readystatechange', () => { if (document.readyState === 'interactive')"
+        " window.themeAtParse = document.documentElement.dataset.theme || 'none'; }, { once: true })"
+    )
+    await page.reload()
+    await page.wait_for_selector("input[name=theme][value=dark]:checked")
+    assert await page.evaluate("window.themeAtParse") == "dark"
+    # System again: the system's light.
+    await page.check("input[name=theme][value=system]")
+    assert await page.evaluate("document.documentElement.dataset.theme ?? null") is None
+    assert await page.evaluate("localStorage.getItem('theme')") is None
+    assert await page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(246, 247, 249)"
