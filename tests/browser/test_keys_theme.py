@@ -30,7 +30,7 @@ async def submissions_page(page: Any, stack: Stack, pool: asyncpg.Pool, team: Te
         await submission(pool, team, f"Shortcut run {i}")
     await page.goto(f"{stack.nodes[0].http}/submissions")
     # The team may hold submissions from before: at least these.
-    await page.wait_for_function(f"document.querySelectorAll('tr[data-sub]').length >= {n}")
+    await page.wait_for_function(f"document.querySelectorAll('tr[data-sub]').length >= {n}", timeout=90_000)
     ids: list[str] = await page.evaluate("[...document.querySelectorAll('tr[data-sub]')].map(e => e.dataset.sub)")
     return ids
 
