@@ -54,7 +54,7 @@ export function showShortcuts(opener = document.activeElement) {
     .map((k) => `<kbd>${keyName(k)}</kbd>`).join(" or ")}</td><td>${what}</td><td class="quiet">${where}</td></tr>`).join("");
   dlg.innerHTML = `<h2 id="shortcuts-title">Keyboard shortcuts</h2>
     <p class="quiet small">Keys are not taken while you type in a field, or with Ctrl, Alt or ⌘ held.</p>
-    <div class="table-scroll"><table class="shortcuts-table"><thead><tr><th scope="col">Keys</th><th scope="col">Does</th>
+    <div class="table-scroll" tabindex="0" role="region" aria-label="The shortcuts"><table class="shortcuts-table"><thead><tr><th scope="col">Keys</th><th scope="col">Does</th>
       <th scope="col">Where</th></tr></thead><tbody>${rows}</tbody></table></div>
     <div class="dialog-buttons"><button type="button" class="primary close">Close</button></div>`;
   document.body.append(dlg);

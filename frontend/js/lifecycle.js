@@ -22,7 +22,7 @@ export async function showLifecycle(opener = document.activeElement) {
   dlg.innerHTML = `<h2 id="lifecycle-heading">How a submission moves</h2>
     <p class="quiet">Each arrow names what moves a submission on: where its cluster says its data is, what its tasks do,
       or (dashed) an action of this page's menu. Hover a status for what it means.</p>
-    <div class="diagram" aria-busy="true"><p class="quiet">Loading…</p></div>
+    <div class="diagram" aria-busy="true" tabindex="0" role="region" aria-label="The diagram (it scrolls sideways on a narrow screen)"><p class="quiet">Loading…</p></div>
     <div class="dialog-buttons"><button type="button" class="primary close">Close</button></div>`;
   const box = dlg.querySelector(".diagram");
   dlg.querySelector(".close").addEventListener("click", () => dlg.close());

@@ -171,11 +171,21 @@ async def test_both_themes_follow_the_system_and_pass_axe(
     await page.click("#ring")
     await page.wait_for_selector("#popover:not([hidden]) [data-head]")
     found["popover"] = await axe_violations(page)
+    await page.screenshot(path=str(SHOTS / f"popover-{scheme}-{width}.png"))
     await page.keyboard.press("Escape")
     await submissions_page(page, stack, pool, team)
     await page.click("tr[data-sub]")
     await page.screenshot(path=str(SHOTS / f"submissions-{scheme}-{width}.png"))
     found["submissions"] = await axe_violations(page)
+    await page.keyboard.press("?")
+    await page.wait_for_selector("dialog.shortcuts[open]")
+    await page.screenshot(path=str(SHOTS / f"shortcuts-{scheme}-{width}.png"))
+    found["shortcuts"] = await axe_violations(page)
+    await page.keyboard.press("Escape")
+    await page.click(".lifecycle-link")
+    await page.wait_for_selector("dialog.lifecycle[open] svg g.status")
+    await page.screenshot(path=str(SHOTS / f"lifecycle-{scheme}-{width}.png"))
+    found["lifecycle"] = await axe_violations(page)
     assert {k: v for k, v in found.items() if v} == {}
 
 
