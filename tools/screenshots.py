@@ -176,9 +176,9 @@ async def _analysed(page: Any) -> str:
             and await _panel(page, best)
         ):
             return best
-        await page.wait_for_function(  # the next change on the page before the next pass
-            "(t) => document.getElementById('ring-label').textContent !== t",
-            arg=await page.locator("#ring-label").text_content(),
+        await page.wait_for_function(  # the next change of the ring before the next pass, or 10 s of none
+            "([t, until]) => document.getElementById('ring-label').textContent !== t || Date.now() > until",
+            arg=[await page.locator("#ring-label").text_content(), await page.evaluate("Date.now() + 10000")],
             timeout=WAIT_MS,
         )
     raise TimeoutError("no trajectory with analyses appeared")
