@@ -174,6 +174,26 @@ def _pending_outcome(
     )
 
 
+def not_deleted(plugin: str, stopped: ActionResult) -> ActionResult:
+    """Delete analysis whose jobs a cluster has not confirmed stopping: nothing is deleted, and the toast says what
+    is known of each cluster's part (never "0 of N" for jobs a cluster may well have stopped)."""
+    parts = stopped.pending or [Pending(cluster=name, count=0, jobs=[]) for name in stopped.unconfirmed]
+    waiting = and_list([f"{p.count} on {p.cluster}" if p.count else p.cluster for p in parts])
+    done = f"{stopped.acted} job(s) stopped, " if stopped.acted else ""
+    quiet = "".join(
+        f"; cluster {p.cluster} is silent (nothing heard for {silent_for(p.silent_seconds)})"
+        for p in parts
+        if p.silent_seconds is not None
+    )
+    return ActionResult(
+        message=f"{plugin} not deleted yet: {done}{waiting} not confirmed yet{quiet}; delete it again once they have"
+        " stopped",
+        acted=stopped.acted,
+        unconfirmed=stopped.unconfirmed,
+        level="warning",
+    )
+
+
 def and_list(names: Sequence[str]) -> str:
     """ "gpu-2", "gpu-2 and tape-9", "cpu-big, gpu-2 and tape-9"."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

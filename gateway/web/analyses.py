@@ -15,9 +15,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..control.commands import run_action, silence
-from ..core.control import REMOVABLE, ActionResult, unconfirmed_suffix
-from ..store import activity, analyses, clusters, queries
+from ..control.commands import run_action
+from ..core.control import REMOVABLE, ActionResult, not_deleted
+from ..store import activity, analyses, queries
 from .answers import Analyses, AnalysisRow, answer
 from .guards import Refused, endpoint, members_team, path_id, runtime_of, user
 
@@ -79,15 +79,7 @@ async def delete_analysis(request: Request) -> Response:
             else ActionResult(message="", acted=0, unconfirmed=[], level="info")
         )
     if stopped.unconfirmed:
-        named = {c: n for c, n in (await clusters.team_clusters(pool, team_id)).items() if n in stopped.unconfirmed}
-        suffix = unconfirmed_suffix(stopped.unconfirmed, await silence(pool, named))
-        result = ActionResult(
-            message=f"{plugin} not deleted: stopped {stopped.acted} of {active} job(s){suffix}",
-            acted=stopped.acted,
-            unconfirmed=stopped.unconfirmed,
-            level="warning",
-        )
-        return Response(_encoder.encode(result), media_type="application/json")
+        return Response(_encoder.encode(not_deleted(plugin, stopped)), media_type="application/json")
     results = await analyses.delete(pool, analysis_id, team_id)
     await activity.record(pool, team_id, user_id, "delete_analysis", results, scope=f"analysis:{analysis_id}")
     parts = [f"stopped {stopped.acted} job(s)"] if active else []

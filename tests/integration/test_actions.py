@@ -370,7 +370,8 @@ async def test_delete_analysis_with_a_silent_cluster_deletes_nothing_and_names_i
     ptm, ids = await analysis(gpu2, team, "Polyhedral Template Matching", ["completed", "running"])
     body = (await delete(stack, team, ptm)).json()
     assert body == {
-        "message": "Polyhedral Template Matching not deleted: stopped 0 of 1 job(s); cluster gpu-2 did not confirm",
+        "message": "Polyhedral Template Matching not deleted yet: 1 on gpu-2 not confirmed yet; delete it again once"
+        " they have stopped",
         "acted": 0,
         "unconfirmed": ["gpu-2"],
         "level": "warning",

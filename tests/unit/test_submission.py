@@ -2,7 +2,17 @@
 
 import pytest
 
-from gateway.core.control import REMOVABLE, RETRYABLE, TASK_ACTIONS, Asked, Pending, task_toast, toast
+from gateway.core.control import (
+    REMOVABLE,
+    RETRYABLE,
+    TASK_ACTIONS,
+    ActionResult,
+    Asked,
+    Pending,
+    not_deleted,
+    task_toast,
+    toast,
+)
 from gateway.core.finish import SETTLE, FinishTracker
 from gateway.core.model import Counts
 from gateway.core.status import ACTIVE, BUCKET_OF, colour, ring_label
@@ -151,3 +161,19 @@ def test_an_unconfirmed_answer_says_what_the_browser_follows() -> None:
         "retry_preempted": "next_attempt",
     }
     assert toast("remove", 2, 2, []).pending == []  # all confirmed: nothing to follow
+
+
+def test_delete_analysis_on_a_cluster_that_has_not_confirmed_says_what_is_known_never_zero() -> None:
+    waiting = toast("remove", 5, 3, [], pending=[Pending("gpu-2", 2, silent_seconds=600.0)])
+    said = not_deleted("RDF", waiting)
+    assert said.message == (
+        "RDF not deleted yet: 3 job(s) stopped, 2 on gpu-2 not confirmed yet; cluster gpu-2 is silent (nothing heard"
+        " for 10 min); delete it again once they have stopped"
+    )
+    assert (said.acted, said.unconfirmed, said.level) == (3, ["gpu-2"], "warning")
+    nothing_yet = toast("remove", 1, 0, [], pending=[Pending("gpu-2", 1)])
+    assert not_deleted("RDF", nothing_yet).message == (
+        "RDF not deleted yet: 1 on gpu-2 not confirmed yet; delete it again once they have stopped"
+    )
+    named_only = ActionResult(message="", acted=0, unconfirmed=["gpu-3"], level="warning")
+    assert "gpu-3 not confirmed yet" in not_deleted("RDF", named_only).message
