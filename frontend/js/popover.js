@@ -270,7 +270,8 @@ export class Popover {
     const online = this.el.querySelector(".online");
     const p = app.team.presence;
     online.hidden = app.me.single_user || !p;
-    if (p) setText(online, `${p.online} / ${p.members} online`);
+    // The person reading it is online: a count read just before their own arrival reached the bus never says 0.
+    if (p) setText(online, `${Math.max(p.online, 1)} / ${p.members} online`);
     block.hidden = local && online.hidden;
   }
 }
