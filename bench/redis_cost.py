@@ -21,9 +21,9 @@ from pathlib import Path
 
 from gateway.bus.broker import RedisBroker
 from gateway.bus.events import BusEvent
-from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
+from gateway.core.publication import Publication
 from gateway.embedded import EmbeddedValkey, EmbeddedValkeyCluster
 
 from .procstat import cpu_seconds

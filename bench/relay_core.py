@@ -32,7 +32,7 @@ from gateway.bus.packing import OneJoinPacking
 from gateway.bus.publisher import Publisher
 from gateway.core.aggregate import TrajectoryAggregate
 from gateway.core.batching import Batcher
-from gateway.core.eta import WaitingWork, WorkSnapshot
+from gateway.core.work_snapshot import WaitingWork, WorkSnapshot
 from gateway.store.outbox import OutboxReader
 
 TEAMS, TRAJECTORIES, JOBS = 50, 4, 100

@@ -21,8 +21,8 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import NoScriptError, ResponseError
 
 from ..core import envelope
-from ..core.batching import Publication
 from ..core.protocol import parse_cursor
+from ..core.publication import Publication
 from . import keys
 from .connection import MOVED, Bus
 from .errors import BusBehind, Fenced

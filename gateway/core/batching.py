@@ -7,9 +7,10 @@ outbox and feeds `apply()`; its publish cycle (gateway.core.publish_cycle) takes
 the relay publishes it. The relay owns the clock: it passes `now` in and schedules the next wake-up from
 `next_due()`.
 
-Its parts: `JobWindows` (gateway.core.windows: each job channel's pace), `Sequences` (each channel's position in the epoch; a message stamped and encoded once),
-`SubmissionRows` (gateway.core.submission_rows: the Submissions page's rows and task counts) and `Events`
-(finish notices and glows, presence and cluster metrics: messages that are not job deltas).
+Its parts: `JobWindows` (gateway.core.windows: each job channel's pace), `Sequences` (gateway.core.publication:
+each channel's position in the epoch; a message stamped and encoded once), `SubmissionRows`
+(gateway.core.submission_rows: the Submissions page's rows and task counts) and `Events` (gateway.core.events:
+finish notices and glows, presence and cluster metrics: messages that are not job deltas).
 """
 
 from __future__ import annotations
@@ -29,15 +30,17 @@ from .aggregate import (
     TeamAggregate,
     TrajectoryAggregate,
 )
-from .eta import EtaTracker, WorkSnapshot
-from .finish import SETTLE, Finish, FinishTracker, cuts_short, every_job_completed
+from .eta import EtaTracker
+from .events import Events
+from .finish import SETTLE, cuts_short
 from .grouping import Group, group_order
 from .model import Job, Overrun, TrajectorySummary
-from .protocol import Batch, ClustersUpdate, Glow, Notice, PresenceUpdate, Summary, encode_both, make_cursor
+from .protocol import Batch, Summary, make_cursor
+from .publication import Publication, Sequences
 from .submission import SubmissionAggregate
 from .submission_rows import SubmissionRows
-from .team import ClusterStats, Presence
 from .windows import JobWindows
+from .work_snapshot import WorkSnapshot
 
 MAX_JOBS_PER_BATCH = 500
 MAX_BATCH_BYTES = 256 * 1024  # keeps every frame well under a client's 1 MiB message limit
@@ -49,134 +52,6 @@ TEAM_INTERVAL = 0.5
 # team) it says `reload_submissions` instead, and the pages read their windows again.
 MAX_ROWS_PER_SUMMARY = 1_000
 SUMMARY_STATE_PREFIX = "t:"
-
-
-class Publication(msgspec.Struct, kw_only=True):
-    """One message for one channel, encoded once per wire format, ready for Redis.
-
-    For the light team channel, `state_set`/`state_del` are the fields of the channel's stored state to
-    write atomically with the publish, so a node's snapshot read never races the stream.
-    """
-
-    channel: str
-    epoch: int
-    seq: int
-    json: bytes
-    msgpack: bytes
-    state_set: dict[str, bytes] | None = None
-    state_del: list[str] | None = None
-    marker: str | None = None  # a key set with the publish: this once-only event went out
-
-
-class Sequences:
-    """Each channel's last sequence in this epoch; a message stamped with the next one is encoded once."""
-
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
-        self.last: dict[str, int] = {}
-
-    def next(self, channel: str) -> int:
-        seq = self.last.get(channel, 0) + 1
-        self.last[channel] = seq
-        return seq
-
-    def publication(
-        self, channel: str, seq: int, message: Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate
-    ) -> Publication:
-        as_json, as_msgpack = encode_both(message)
-        return Publication(channel=channel, epoch=self.epoch, seq=seq, json=as_json, msgpack=as_msgpack)
-
-
-class Events:
-    """Messages that are not job deltas: a wave's finish (a notice on its trajectory's channel and on its team's,
-    for a clean finish a glow), presence and cluster metrics on the team channel."""
-
-    def __init__(self, aggregates: Aggregates, seqs: Sequences, settle: float, submissions: SubmissionRows) -> None:
-        self.aggregates = aggregates
-        self.seqs = seqs
-        self.submissions = submissions
-        self.finishes = FinishTracker(settle)
-
-    def take_finishes(self, now: float) -> list[Finish]:
-        """Waves whose trajectory has had no active job for the settle time (silent ones included: the adapter
-        closes them too, and publishes nothing for them)."""
-        finishes = self.finishes.take_finished(now, {})
-        by_id = self.submissions.by_id
-        for finish in finishes:
-            traj = self.aggregates.trajectory(finish.trajectory_id)
-            if traj is not None:
-                finish.team_id = traj.team_id
-                finish.name = traj.name
-                # The glow is for a trajectory whose every listed job completed, whatever this wave did.
-                finish.glow = finish.glow and every_job_completed(traj.counts)
-            users: set[int] = set()
-            for submission_id in finish.submissions:
-                agg = by_id.get(submission_id)
-                if agg is not None and agg.record is not None and agg.record.user_id is not None:
-                    users.add(agg.record.user_id)
-            finish.users = sorted(users)
-        return finishes
-
-    def channels_for_finishes(self, finishes: list[Finish]) -> list[str]:
-        wanted: set[str] = set()
-        for f in finishes:
-            if not f.silent:
-                wanted.update((channels.trajectory(f.trajectory_id), channels.team(f.team_id)))
-        return [c for c in wanted if c not in self.seqs.last]
-
-    def finish_publications(self, finishes: list[Finish], markers: dict[tuple[int, int], str]) -> list[Publication]:
-        """A notice on the trajectory channel (a panel, a tool following the trajectory) and the same on the team
-        channel (every member's page, whichever panel is open), and for a clean finish a glow on the team channel.
-        A silent finish (a person cut the wave short) publishes nothing."""
-        out: list[Publication] = []
-        seqs, epoch = self.seqs, self.seqs.epoch
-        for f in finishes:
-            if f.silent:
-                continue
-            team_channel = channels.team(f.team_id)
-            for channel in (channels.trajectory(f.trajectory_id), team_channel):
-                seq = seqs.next(channel)
-                notice = Notice(
-                    channel=channel,
-                    seq=seq,
-                    cursor=make_cursor(epoch, seq),
-                    trajectory_id=f.trajectory_id,
-                    wave=f.wave,
-                    title=f.title,
-                    level=f.level,
-                    name=f.name,
-                    users=f.users,
-                )
-                out.append(seqs.publication(channel, seq, notice))
-            if f.glow:
-                seq = seqs.next(team_channel)
-                glow = Glow(
-                    channel=team_channel,
-                    seq=seq,
-                    cursor=make_cursor(epoch, seq),
-                    trajectory_id=f.trajectory_id,
-                    wave=f.wave,
-                )
-                out.append(seqs.publication(team_channel, seq, glow))
-            out[-1].marker = markers.get((f.trajectory_id, f.wave))  # set with the last of them: all went out
-        return out
-
-    def team_extra_publication(self, team_id: int, update: Presence | ClusterStats) -> Publication:
-        """Presence or cluster metrics on the team channel, stored with the team's state for snapshots."""
-        channel = channels.team(team_id)
-        seq = self.seqs.next(channel)
-        cursor = make_cursor(self.seqs.epoch, seq)
-        if isinstance(update, Presence):
-            message: PresenceUpdate | ClustersUpdate = PresenceUpdate(
-                channel=channel, seq=seq, cursor=cursor, presence=update
-            )
-            field = "presence"
-        else:
-            message = ClustersUpdate(channel=channel, seq=seq, cursor=cursor, clusters=update)
-            field = "clusters"
-        publication = self.seqs.publication(channel, seq, message)
-        publication.state_set = {field: msgspec.msgpack.encode(update)}
-        return publication
 
 
 class Batcher:

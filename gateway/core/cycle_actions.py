@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .aggregate import MembershipsChanged, OwnershipsChanged
-from .batching import Publication
+from .publication import Publication
 from .submission import SubmissionRow
 from .team import ClusterStats, Presence
 

@@ -2,10 +2,10 @@
 
 The estimate is built only from what the relay already folds: the job changes it reads from the outbox.
 
-- **How long a job takes** on a cluster, per kind: a running mean of the completed jobs' `finished_at -
-  started_at` (a plain mean of the first ten, then an exponentially weighted one, so it follows a cluster that
-  speeds up or slows down). Until `MIN_SAMPLES` jobs of a kind completed on a cluster, that kind's duration there
-  is unknown, and so is every estimate that needs it: never a made-up figure.
+- **How long a job takes** on a cluster, per kind (gateway.core.durations): a running mean of the completed jobs'
+  `finished_at - started_at` (a plain mean of the first ten, then an exponentially weighted one, so it follows a
+  cluster that speeds up or slows down). Until `MIN_SAMPLES` jobs of a kind completed on a cluster, that kind's
+  duration there is unknown, and so is every estimate that needs it: never a made-up figure.
 - **How many workers** a cluster has: the clusters report CPU, memory, disk and network (gateway.core.team), not
   workers or queues, so the relay counts them from the jobs themselves: the most jobs seen running on the cluster
   at once while some of its jobs waited (a work-conserving cluster with a queue runs as many as it has workers),
@@ -40,11 +40,10 @@ from collections.abc import Iterable
 import msgspec
 
 from .aggregate import Change
+from .durations import Durations
 from .model import AnalysisEta, Job, Overrun
+from .work_snapshot import WorkSnapshot
 
-MIN_SAMPLES = 5  # completed jobs of a kind on a cluster before its duration there is trusted
-MEAN_OF_FIRST = 10  # the first samples are averaged plainly; later ones weigh WEIGHT each
-WEIGHT = 0.1
 WORKER_SAMPLES = 16  # refreshes over which a cluster's most jobs running at once count as its workers
 REFRESH_GAP = 1.0  # seconds: after changes, estimates are recomputed at most this often
 REFRESH_EVERY = 5.0  # seconds: while jobs run, estimates are recomputed this often even with no change
@@ -103,39 +102,6 @@ def settle(published: int | None, estimate: float | None) -> int | None:
     if published is not None and abs(estimate - published) < step(min(published, estimate)):
         return published
     return rounded(estimate)
-
-
-class Durations:
-    """Per cluster and kind, the running mean of completed jobs' durations and how many made it."""
-
-    __slots__ = ("_of",)
-
-    def __init__(self) -> None:
-        self._of: dict[tuple[int, str], list[float]] = {}  # (cluster, kind) -> [samples, mean]
-
-    def observe(self, cluster: int, kind: str, seconds: float) -> None:
-        if not (seconds >= 0.0 and math.isfinite(seconds)):
-            return  # a clock step or a bad timestamp: no sample
-        entry = self._of.get((cluster, kind))
-        if entry is None:
-            self._of[(cluster, kind)] = [1.0, seconds]
-            return
-        entry[0] += 1.0
-        entry[1] += (seconds - entry[1]) * max(WEIGHT, 1.0 / min(entry[0], MEAN_OF_FIRST))
-
-    def seed(self, cluster: int, kind: str, samples: int, mean: float) -> None:
-        """Start from what the database says recent jobs took (a relay's takeover)."""
-        if samples > 0 and mean >= 0.0 and math.isfinite(mean):
-            self._of[(cluster, kind)] = [float(samples), mean]
-
-    def mean(self, cluster: int, kind: str) -> float | None:
-        """The mean duration, or None until MIN_SAMPLES jobs completed."""
-        entry = self._of.get((cluster, kind))
-        return entry[1] if entry is not None and entry[0] >= MIN_SAMPLES else None
-
-    def samples(self, cluster: int, kind: str) -> int:
-        entry = self._of.get((cluster, kind))
-        return int(entry[0]) if entry is not None else 0
 
 
 class _Batch:
@@ -219,44 +185,6 @@ class _Cluster:
             batch.blocked = 0
         if not (batch.waiting or batch.running or batch.blocked):
             del self.batches[key]
-
-
-class WaitingWork(msgspec.Struct, array_like=True):
-    """Unfinished jobs not running, as a relay's takeover reads them: one row per batch, kind and status."""
-
-    cluster: int
-    kind: str
-    trajectory: int
-    submission: int | None
-    analysis: int | None
-    status: str
-    jobs: int
-
-
-class RunningJob(msgspec.Struct, array_like=True):
-    id: int
-    cluster: int
-    kind: str
-    trajectory: int
-    submission: int | None
-    analysis: int | None
-    started: float | None  # seconds since the Unix epoch
-
-
-class RecentDurations(msgspec.Struct, array_like=True):
-    cluster: int
-    kind: str
-    samples: int
-    mean: float
-
-
-class WorkSnapshot(msgspec.Struct, kw_only=True):
-    """The unfinished work and recent durations as of the snapshot a relay's state is loaded from; `waiting` in
-    the order the work arrived (its first job's id)."""
-
-    waiting: list[WaitingWork] = msgspec.field(default_factory=list)
-    running: list[RunningJob] = msgspec.field(default_factory=list)
-    durations: list[RecentDurations] = msgspec.field(default_factory=list)
 
 
 class EtaChanges(msgspec.Struct, kw_only=True):

@@ -47,7 +47,7 @@ from collections.abc import Callable
 
 from . import channels
 from .aggregate import MembershipsChanged, OwnershipsChanged
-from .batching import Batcher, Publication
+from .batching import Batcher
 from .cycle_actions import (
     CHECK_BUS,
     COLLECT_EXTRAS,
@@ -80,6 +80,7 @@ from .cycle_actions import (
     Waited,
 )
 from .finish import Finish
+from .publication import Publication
 
 BUS_CHECK_EVERY = 1.0  # seconds between checks that the bus still holds what this relay published
 FIRST_DELAY = 0.05  # seconds before a failed publish is tried again; doubled at each try, up to MAX_DELAY

@@ -18,8 +18,8 @@ from ..bus import relay_stats
 from ..bus.broker import Broker
 from ..bus.publisher import PartitionPublisher
 from ..core.batching import Batcher
-from ..core.eta import WorkSnapshot
 from ..core.finish import Wave
+from ..core.work_snapshot import WorkSnapshot
 from ..store import outbox, partitions, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult

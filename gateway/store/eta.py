@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..core.eta import RecentDurations, RunningJob, WaitingWork, WorkSnapshot
+from ..core.work_snapshot import RecentDurations, RunningJob, WaitingWork, WorkSnapshot
 
 # Unfinished jobs not running, per batch (trajectory, submission, analysis), kind and listed status; in the order
 # the work arrived (its first job's id), as the clusters take it.

@@ -21,9 +21,9 @@ import msgspec
 
 from .. import tracing
 from ..core.aggregate import AnyChange, Change, MembershipChange, OwnershipChange, SubmissionChange, TrajectoryAggregate
-from ..core.eta import WorkSnapshot
 from ..core.model import Job
 from ..core.submission import SubmissionAggregate, SubmissionRecord
+from ..core.work_snapshot import WorkSnapshot
 from . import eta, submission_rows, waves
 from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 

@@ -22,9 +22,9 @@ from gateway.bus import keys
 from gateway.bus.connection import Bus
 from gateway.bus.publisher import Fenced, Publisher
 from gateway.core import envelope
-from gateway.core.batching import Publication
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, encode_both
+from gateway.core.publication import Publication
 from gateway.core.status import LISTED
 from gateway.embedded import EmbeddedValkey, free_port
 from harness.follower import Follower

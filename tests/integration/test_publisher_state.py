@@ -19,7 +19,7 @@ from gateway.bus.connection import Bus
 from gateway.bus.errors import BusRefused, BusUnavailable
 from gateway.bus.publisher import Fenced, Publisher
 from gateway.core import envelope
-from gateway.core.batching import Publication
+from gateway.core.publication import Publication
 
 
 async def test_an_event_moves_the_seq_of_the_channels_state(redis_url: str) -> None:

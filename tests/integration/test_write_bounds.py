@@ -25,7 +25,7 @@ from gateway.bus.broker import RedisBroker
 from gateway.bus.connection import Bus
 from gateway.bus.errors import BusRefused
 from gateway.bus.publisher import CALL_BYTES
-from gateway.core.batching import Publication
+from gateway.core.publication import Publication
 from harness.follower import Follower
 from harness.waiting import eventually
 from harness.world import World, spawn, wait_http

@@ -31,7 +31,7 @@ from gateway.bus.memory import MemoryBroker
 from gateway.bus.relay_stats import RelayStats
 from gateway.core import envelope
 from gateway.core.aggregate import MembershipChange, OwnershipChange
-from gateway.core.batching import Publication
+from gateway.core.publication import Publication
 from gateway.core.revocation import Revocation
 from gateway.core.team import ClusterFigures
 from harness.waiting import eventually

@@ -10,17 +10,12 @@ import pytest
 
 from gateway.core.aggregate import Change, SubmissionChange
 from gateway.core.batching import Batcher
+from gateway.core.durations import MIN_SAMPLES, Durations
 from gateway.core.eta import (
-    MIN_SAMPLES,
     REFRESH_EVERY,
     REFRESH_GAP,
     STUCK_MULTIPLE,
-    Durations,
     EtaTracker,
-    RecentDurations,
-    RunningJob,
-    WaitingWork,
-    WorkSnapshot,
     longer_than_usual,
     rounded,
     settle,
@@ -29,6 +24,7 @@ from gateway.core.eta import (
 from gateway.core.model import AnalysisEta, Counts, Job, Overrun, TrajectorySummary
 from gateway.core.protocol import decode_server
 from gateway.core.submission import SubmissionRecord, SubmissionRow
+from gateway.core.work_snapshot import RecentDurations, RunningJob, WaitingWork, WorkSnapshot
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 WALL0 = T0.timestamp()

@@ -12,11 +12,11 @@ import pytest
 from gateway.bus.events import MembershipsChanged, OwnershipsChanged
 from gateway.bus.memory import MemoryBroker, MemoryPublisher
 from gateway.core.aggregate import MembershipChange, OwnershipChange
-from gateway.core.batching import Publication
 from gateway.core.channels import Channel
 from gateway.core.grouping import Group
 from gateway.core.model import Counts, Job, TrajectorySummary
 from gateway.core.protocol import Batch, Command, Pong, encode_both, json_encoder, make_cursor
+from gateway.core.publication import Publication
 from gateway.core.revocation import Revocation
 from gateway.hub.connection import Connection
 from gateway.hub.node import Node

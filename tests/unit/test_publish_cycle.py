@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from gateway.core.aggregate import Change, MembershipChange, MembershipsChanged
-from gateway.core.batching import Batcher, Publication
+from gateway.core.batching import Batcher
 from gateway.core.cycle_actions import (
     ANNOUNCED,
     BEHIND,
@@ -35,6 +35,7 @@ from gateway.core.cycle_actions import (
     Wait,
 )
 from gateway.core.protocol import Batch, Notice, PresenceUpdate, Summary, decode_server
+from gateway.core.publication import Publication
 from gateway.core.publish_cycle import InvalidEvent, PublishCycle, Step
 from gateway.core.team import Presence
 from tests.unit.test_relay_core import T0, job  # the same jobs the batcher's own tests fold

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from gateway.core.aggregate import AnyChange, Change, MembershipChange, MembershipsChanged, OwnershipsChanged
-from gateway.core.batching import Batcher, Publication
+from gateway.core.batching import Batcher
 from gateway.core.cycle_actions import (
     ANNOUNCED,
     BEHIND,
@@ -52,6 +52,7 @@ from gateway.core.cycle_actions import (
 from gateway.core.finish import Wave
 from gateway.core.model import Job
 from gateway.core.protocol import Batch, Notice, Summary, decode_server
+from gateway.core.publication import Publication
 from gateway.core.publish_cycle import InvalidEvent, PublishCycle
 from gateway.core.status import ACTIVE
 from gateway.core.team import Presence

@@ -7,7 +7,7 @@ see a channel's position without its history entry and state, and a fenced-out r
 from __future__ import annotations
 
 from ...core import envelope
-from ...core.batching import Publication
+from ...core.publication import Publication
 from .. import keys
 from ..history import Entry
 from ..publisher import HISTORY_BYTES, BusBehind, Fenced
