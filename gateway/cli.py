@@ -40,16 +40,15 @@ def _require_extra(command: str, extra: str, *modules: str) -> None:
 
 def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) -> None:
     """Fail with UNREACHABLE, in one line, when PostgreSQL or Redis does not answer (before anything starts)."""
-    import asyncpg
-
     from .bus import probe as bus_probe
     from .bus.errors import BusUnavailable
+    from .store.connections import connect
     from .store.errors import STORE_UNAVAILABLE
 
     async def probe() -> None:
         if postgres:
             try:
-                db = await asyncpg.connect(settings.database_url, timeout=10)
+                db = await connect(settings.database_url, timeout=10)
             except STORE_UNAVAILABLE as exc:
                 raise CommandFailed(
                     exits.UNREACHABLE, f"cannot reach PostgreSQL: {type(exc).__name__}: {exc}"
@@ -184,11 +183,10 @@ def cmd_token(args: argparse.Namespace, settings: Settings) -> None:
 
 
 async def _user_exists(settings: Settings, user_id: int) -> bool:
-    import asyncpg
-
+    from .store.connections import connect
     from .store.queries import user_exists
 
-    db = await asyncpg.connect(settings.database_url)
+    db = await connect(settings.database_url)
     try:
         return await user_exists(db, user_id)
     finally:
@@ -222,12 +220,11 @@ async def _revoked(settings: Settings, user_id: int, token_id: str, started: flo
     """As a node judges it: the revocations stored within the session age."""
     import time
 
-    import asyncpg
-
     from .core.revocation import Revocations
     from .store import revocations as stored
+    from .store.connections import connect
 
-    db = await asyncpg.connect(settings.database_url)
+    db = await connect(settings.database_url)
     try:
         known = Revocations()
         known.merge(await stored.load(db, settings.session_max_age), time.time() - settings.session_max_age)
@@ -238,17 +235,16 @@ async def _revoked(settings: Settings, user_id: int, token_id: str, started: flo
 
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
     """End sessions on every node: all of a user's so far, or the one a token id names."""
-    import asyncpg
-
     from .bus.broker import RedisBroker
     from .hub.revocations import RELOAD_EVERY, revoke
+    from .store.connections import connect
     from .store.queries import user_exists
 
     _require(settings, "database_url")
     _reachable(settings, redis=bool(settings.redis_url))
 
     async def run() -> None:
-        db = await asyncpg.connect(settings.database_url)
+        db = await connect(settings.database_url)
         url = settings.redis_url
         broker = RedisBroker.connect(url, settings.redis_cluster, settings.partitions) if url else None
         try:
@@ -274,16 +270,15 @@ def cmd_revoke(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def cmd_cluster_key(args: argparse.Namespace, settings: Settings) -> None:
-    import asyncpg
-
     from .credentials import new_cluster_key
     from .store.clusters import set_key_hash
+    from .store.connections import connect
 
     _require(settings, "database_url")
     _reachable(settings, redis=False)
 
     async def rotate() -> str:
-        db = await asyncpg.connect(settings.database_url)
+        db = await connect(settings.database_url)
         try:
             key, key_hash = new_cluster_key(args.cluster)
             if not await set_key_hash(db, args.cluster, key_hash):

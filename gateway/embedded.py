@@ -22,12 +22,11 @@ log = logging.getLogger(__name__)
 
 async def postgres_reachable(url: str) -> bool:
     """Whether a PostgreSQL server answers at `url` (the machine's, before an embedded one is started)."""
-    import asyncpg
-
+    from .store.connections import connect
     from .store.errors import STORE_UNAVAILABLE
 
     try:
-        db = await asyncpg.connect(url, timeout=3)
+        db = await connect(url, timeout=3)
     except STORE_UNAVAILABLE:
         return False
     await db.close()

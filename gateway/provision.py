@@ -12,17 +12,17 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import asyncpg
-
 from . import exits
 from .credentials import new_cluster_key
 from .exits import CommandFailed
 from .store import clusters as stored_clusters
 from .store import tenants
+from .store.connections import connect
 from .store.queries import user_exists
+from .store.types import Connection
 
 Command = Callable[[str, str, str], argparse.ArgumentParser]
-Action = Callable[[asyncpg.Connection, argparse.Namespace], Awaitable[Any]]
+Action = Callable[[Connection, argparse.Namespace], Awaitable[Any]]
 
 
 def add_commands(
@@ -92,7 +92,7 @@ def add_commands(
 
 async def carry_out(database_url: str, args: argparse.Namespace) -> None:
     """Run the parsed action on one connection and print what it did."""
-    db = await asyncpg.connect(database_url)
+    db = await connect(database_url)
     try:
         shown = await args.act(db, args)
     finally:
@@ -107,16 +107,16 @@ def _lines(shown: Any) -> str:
     return "\n".join("  ".join(f"{k}={v}" for k, v in row.items()) for row in rows)
 
 
-async def _create_team(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _create_team(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     team_id, made = await tenants.create_team(db, args.name)
     return {"id": team_id, "name": args.name, "created": made}
 
 
-async def _list_teams(db: asyncpg.Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
+async def _list_teams(db: Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
     return [t._asdict() for t in await tenants.teams(db)]
 
 
-async def _remove_team(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _remove_team(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     try:
         if not await tenants.remove_team(db, args.id, args.with_jobs):
             raise CommandFailed(exits.REFUSED, f"no team {args.id}")
@@ -125,7 +125,7 @@ async def _remove_team(db: asyncpg.Connection, args: argparse.Namespace) -> dict
     return {"id": args.id, "removed": True}
 
 
-async def _create_user(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _create_user(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     user_id, made = await tenants.create_user(db, args.name)
     if args.platform_admin:
         await tenants.set_platform_admin(db, user_id, True)
@@ -133,19 +133,19 @@ async def _create_user(db: asyncpg.Connection, args: argparse.Namespace) -> dict
     return {"id": user_id, "name": args.name, "created": made, "platform_admin": admin}
 
 
-async def _list_users(db: asyncpg.Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
+async def _list_users(db: Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.team is not None:
         await _team(db, args.team)
     return [u._asdict() for u in await tenants.users(db, args.team)]
 
 
-async def _remove_user(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _remove_user(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     if not await tenants.remove_user(db, args.id):
         raise CommandFailed(exits.REFUSED, f"no user {args.id}")
     return {"id": args.id, "removed": True}
 
 
-async def _add_member(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _add_member(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     await _team(db, args.team)
     if not await user_exists(db, args.user):
         raise CommandFailed(exits.REFUSED, f"no user {args.user}")
@@ -153,18 +153,18 @@ async def _add_member(db: asyncpg.Connection, args: argparse.Namespace) -> dict[
     return {"team": args.team, "user": args.user, "role": args.role, "membership": done}
 
 
-async def _list_members(db: asyncpg.Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
+async def _list_members(db: Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
     await _team(db, args.team)
     return [m._asdict() for m in await tenants.members(db, args.team)]
 
 
-async def _remove_member(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _remove_member(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     if not await tenants.remove_member(db, args.team, args.user):
         raise CommandFailed(exits.REFUSED, f"user {args.user} is not a member of team {args.team}")
     return {"team": args.team, "user": args.user, "removed": True}
 
 
-async def _create_cluster(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _create_cluster(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     await _team(db, args.team)
     cluster_id, made = await tenants.create_cluster(db, args.team, args.name)
     key = None
@@ -174,13 +174,13 @@ async def _create_cluster(db: asyncpg.Connection, args: argparse.Namespace) -> d
     return {"id": cluster_id, "team": args.team, "name": args.name, "created": made, "key": key}
 
 
-async def _list_clusters(db: asyncpg.Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
+async def _list_clusters(db: Connection, args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.team is not None:
         await _team(db, args.team)
     return [c._asdict() for c in await tenants.clusters(db, args.team)]
 
 
-async def _remove_cluster(db: asyncpg.Connection, args: argparse.Namespace) -> dict[str, Any]:
+async def _remove_cluster(db: Connection, args: argparse.Namespace) -> dict[str, Any]:
     try:
         if not await tenants.remove_cluster(db, args.id, args.with_jobs):
             raise CommandFailed(exits.REFUSED, f"no cluster {args.id}")
@@ -189,6 +189,6 @@ async def _remove_cluster(db: asyncpg.Connection, args: argparse.Namespace) -> d
     return {"id": args.id, "removed": True}
 
 
-async def _team(db: asyncpg.Connection, team_id: int) -> None:
+async def _team(db: Connection, team_id: int) -> None:
     if not await tenants.team_exists(db, team_id):
         raise CommandFailed(exits.REFUSED, f"no team {team_id}")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import asyncpg
-
 from .credentials import demo_cluster_key
 from .store import clusters, seed
+from .store.connections import connect
 from .store.seed import Unfinished
 
 MEMBERS = ["Ada Lovelace", "Rosalind Franklin", "Linus Pauling", "Dorothy Hodgkin", "Max Perutz"]
@@ -39,7 +38,7 @@ async def seed_demo(dsn: str, secret: str) -> Seeded:
     """Create the demo team once; later runs find it. Its clusters' keys follow from `secret` (the demo's, kept in
     its data folder) and are stored once, when a cluster has none: a restart re-keys nothing, so each run hands out
     the keys the last one did, and a key a person issued since stays the cluster's."""
-    db = await asyncpg.connect(dsn)
+    db = await connect(dsn)
     try:
         async with db.transaction():
             team_id = await seed.demo_team(db)

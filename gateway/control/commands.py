@@ -19,7 +19,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import asyncpg
 import msgspec
 
 from ..bus.broker import Commands
@@ -40,6 +39,7 @@ from ..core.protocol import json_encoder
 from ..store import activity, clusters, tasks
 from ..store import commands as kept
 from ..store.tasks import HeldJob, Scope
+from ..store.types import Pool
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +50,19 @@ class Dispatch:
     feed, and its confirmations back), how long a person waits (GATEWAY_COMMAND_TIMEOUT) and how long a command
     is kept for a cluster that is away (GATEWAY_COMMAND_EXPIRY)."""
 
-    pool: asyncpg.Pool
+    pool: Pool
     commands: Commands
     timeout: float
     keep: float
 
 
-async def preview_removal(pool: asyncpg.Pool, team_id: int, trajectory_id: int) -> ActionPreview:
+async def preview_removal(pool: Pool, team_id: int, trajectory_id: int) -> ActionPreview:
     """What Remove Running Jobs would take of a trajectory, per cluster; nothing is done."""
     rows = await tasks.jobs_in_scope(pool, "trajectory", trajectory_id, team_id, list(REMOVABLE))
     return ActionPreview(action="remove", tasks=len(rows), submissions=0, clusters=await shares_of(pool, rows))
 
 
-async def shares_of(pool: asyncpg.Pool, jobs: list[HeldJob]) -> list[ClusterShare]:
+async def shares_of(pool: Pool, jobs: list[HeldJob]) -> list[ClusterShare]:
     """`cluster_shares`, each silent cluster said to be, and for how long."""
     silent = await clusters.silent_among(pool, sorted({j.cluster_id for j in jobs}))
     return cluster_shares(jobs, {j.cluster: silent[j.cluster_id] for j in jobs if j.cluster_id in silent})
@@ -110,7 +110,7 @@ async def run_action(
     return toast(action, len(rows), acted, [], preempted=acted_preempted, pending=pending)
 
 
-async def pending_parts(pool: asyncpg.Pool, jobs: list[HeldJob]) -> list[Pending]:
+async def pending_parts(pool: Pool, jobs: list[HeldJob]) -> list[Pending]:
     """The jobs of clusters that did not confirm, per cluster: each part with its count, the jobs themselves (for
     the browser to follow, up to WATCHED in all) and how long the cluster has been silent, if it is."""
     by_cluster: dict[int, list[HeldJob]] = {}
@@ -129,7 +129,7 @@ async def pending_parts(pool: asyncpg.Pool, jobs: list[HeldJob]) -> list[Pending
     ]
 
 
-async def silence(pool: asyncpg.Pool, unconfirmed: dict[int, str]) -> dict[str, float]:
+async def silence(pool: Pool, unconfirmed: dict[int, str]) -> dict[str, float]:
     """Which clusters that did not confirm are silent, by name, and for how many seconds."""
     seconds = await clusters.silent_among(pool, list(unconfirmed))
     return {unconfirmed[c]: s for c, s in seconds.items()}
@@ -202,7 +202,7 @@ async def ask_clusters(
 
 
 async def _apply(
-    pool: asyncpg.Pool,
+    pool: Pool,
     action: Action,
     confirmed: dict[int, set[int]],
     statuses: list[str],

@@ -13,13 +13,12 @@ import asyncio
 import logging
 import time
 
-import asyncpg
-
 from ..bus.broker import Announcements
 from ..bus.errors import BusError
 from ..core.revocation import Revocation, Revocations
 from ..store import revocations as stored
 from ..store.errors import STORE_UNAVAILABLE
+from ..store.types import Pool
 from .connection import CLOSE_EXPIRED, Connection
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ RELOAD_EVERY = 10.0  # seconds: the safety net for a broadcast this node missed
 
 
 class SessionRevocations:
-    def __init__(self, pool: asyncpg.Pool, connections: set[Connection], max_age: float) -> None:
+    def __init__(self, pool: Pool, connections: set[Connection], max_age: float) -> None:
         self.pool = pool
         self.connections = connections  # the node's live ones
         self.max_age = max_age

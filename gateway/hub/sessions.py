@@ -12,13 +12,12 @@ import asyncio
 import logging
 import time
 
-import asyncpg
-
 from ..core.device import device_of
 from ..core.sessions import Seen, SeenSessions
 from ..credentials import Claims
 from ..store import sessions as stored
 from ..store.errors import STORE_UNAVAILABLE
+from ..store.types import Pool
 from .connection import Connection
 
 log = logging.getLogger(__name__)
@@ -29,7 +28,7 @@ _ERRORS = STORE_UNAVAILABLE
 
 
 class SessionsSeen:
-    def __init__(self, pool: asyncpg.Pool, connections: set[Connection]) -> None:
+    def __init__(self, pool: Pool, connections: set[Connection]) -> None:
         self.pool = pool
         self.connections = connections  # the node's live ones
         self.core = SeenSessions()

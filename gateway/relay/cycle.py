@@ -18,8 +18,6 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Protocol
 
-import asyncpg
-
 from .. import tracing
 from ..bus.errors import BusBehind, BusRefused, BusUnavailable, Fenced
 from ..bus.publisher import PartitionPublisher
@@ -60,6 +58,7 @@ from ..core.team import ClusterStats, Presence
 from ..store import outbox, submission_rows, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
+from ..store.types import Connection
 from .metrics import PartitionFigures
 from .retry import FOREVER, Patience, retry_redis
 
@@ -71,7 +70,7 @@ class Extras(Protocol):
 
     next_due: float
 
-    async def collect(self, db: asyncpg.Connection, now: float) -> list[tuple[int, Presence | ClusterStats]]: ...
+    async def collect(self, db: Connection, now: float) -> list[tuple[int, Presence | ClusterStats]]: ...
 
 
 class RelayCycle:
@@ -79,7 +78,7 @@ class RelayCycle:
 
     def __init__(
         self,
-        db: asyncpg.Connection,
+        db: Connection,
         reader: OutboxReader,
         core: Batcher,
         publisher: PartitionPublisher,

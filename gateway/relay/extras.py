@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import asyncpg
-
 from ..bus.broker import Broker
 from ..core.team import ClusterStats, Presence, cluster_stats, same_stats
 from ..store.figures import member_counts
+from ..store.types import Connection
 
 EVERY = 1.0
 
@@ -31,7 +30,7 @@ class TeamExtras:
         self._last_stats: dict[int, ClusterStats] = {}
         self.next_due = 0.0
 
-    async def collect(self, db: asyncpg.Connection, now: float) -> list[tuple[int, Presence | ClusterStats]]:
+    async def collect(self, db: Connection, now: float) -> list[tuple[int, Presence | ClusterStats]]:
         """What changed since the last call, per team (the caller publishes it)."""
         self.next_due = now + EVERY
         out: list[tuple[int, Presence | ClusterStats]] = []

@@ -15,11 +15,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-import asyncpg
-
 from ..bus.errors import Fenced
 from ..store import partitions
 from ..store.errors import STORE_UNAVAILABLE
+from ..store.types import Connection
 from .retry import BusOutOfReach
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ SERVICE_ERRORS: tuple[type[Exception], ...] = (LostLock, Fenced, BusOutOfReach, 
 class HeldLock:
     """A partition's advisory lock, held as long as the session of its dedicated connection lives."""
 
-    def __init__(self, db: asyncpg.Connection, partition: int) -> None:
+    def __init__(self, db: Connection, partition: int) -> None:
         self.db = db
         self.partition = partition
         self._proven = 0.0  # when the session last answered
@@ -131,7 +130,7 @@ class Sharing:
         self.tasks: dict[int, asyncio.Task[None]] = {}
 
     async def run(self) -> None:
-        member: asyncpg.Connection | None = None
+        member: Connection | None = None
         delay = 0.2
         try:
             while True:
@@ -163,7 +162,7 @@ class Sharing:
             if member is not None:
                 member.terminate()
 
-    async def _take(self, member: asyncpg.Connection, share: int) -> None:
+    async def _take(self, member: Connection, share: int) -> None:
         held = await partitions.held_partitions(member)
         free = [p for p in range(self.count) if p not in held and p not in self.tasks]
         random.shuffle(free)  # relays starting together do not all reach for the same one

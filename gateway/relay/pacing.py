@@ -16,10 +16,9 @@ import math
 import time
 from collections.abc import Callable
 
-import asyncpg
-
 from ..store import outbox
 from ..store.outbox import OutboxReader, ReadResult
+from ..store.types import Connection
 
 IDLE_POLL = 0.5  # asleep, a due cycle reads too once the last read is this old: the fallback for a missed wake-up
 SECOND_LOOK = 0.05  # just fallen asleep: when to look again for a commit that raced the flag
@@ -56,9 +55,7 @@ class Pace:
 class Pacer:
     """One partition's pace: polling while changes come fast, sleeping on NOTIFY while they come slowly."""
 
-    def __init__(
-        self, db: asyncpg.Connection, reader: OutboxReader, partition: int, process: Pace | None = None
-    ) -> None:
+    def __init__(self, db: Connection, reader: OutboxReader, partition: int, process: Pace | None = None) -> None:
         self.db = db  # the outbox connection, which listens for the writers' NOTIFY
         self.reader = reader
         self.partition = partition

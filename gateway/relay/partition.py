@@ -12,8 +12,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-import asyncpg
-
 from ..bus import relay_stats
 from ..bus.broker import Broker
 from ..bus.publisher import PartitionPublisher
@@ -23,6 +21,7 @@ from ..core.work_snapshot import WorkSnapshot
 from ..store import outbox, partitions, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
+from ..store.types import Connection
 from ..web.logs import bind
 from .cycle import RelayCycle
 from .extras import TeamExtras
@@ -175,7 +174,7 @@ class PartitionRelay:
 
 
 async def load_state(
-    db: asyncpg.Connection,
+    db: Connection,
     reader: OutboxReader,
     publisher: PartitionPublisher,
     core: Batcher,
@@ -199,7 +198,7 @@ async def load_state(
     await restore_waves(db, reader, core)
 
 
-async def restore_waves(db: asyncpg.Connection, reader: OutboxReader, core: Batcher) -> None:
+async def restore_waves(db: Connection, reader: OutboxReader, core: Batcher) -> None:
     """Carry the previous relay's waves over: finish the open ones it could not, never repeat a closed one; and
     open a wave for work no relay saw start."""
     now = time.monotonic()

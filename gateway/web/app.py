@@ -8,7 +8,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable
 
-import asyncpg
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -27,6 +26,7 @@ from ..hub.sessions import SessionsSeen
 from ..hub.user_sockets import SocketsHeld
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
+from ..store.connections import open_pool
 from .account import account, revoke_session, set_preferences
 from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
 from .activity import team_activity, team_activity_csv
@@ -108,7 +108,7 @@ def create_app(settings: Settings) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         install_redaction()
         tracing.configure()  # OTEL_EXPORTER_OTLP_ENDPOINT set: spans of ingest and delivery (in each worker)
-        pool = await asyncpg.create_pool(settings.database_url, min_size=1, max_size=10)
+        pool = await open_pool(settings.database_url, min_size=1, max_size=10)
         broker = RedisBroker.connect(settings.redis_url, settings.redis_cluster, settings.partitions)
         node = Node(
             NodeAccess(pool),

@@ -14,7 +14,6 @@ from functools import wraps
 from typing import TypeVar
 from urllib.parse import unquote
 
-import asyncpg
 import msgspec
 from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
@@ -23,6 +22,7 @@ from ..core import roles
 from ..core.types import MAX_ID, is_id
 from ..store import clusters, queries, tenants
 from ..store.reads import TooSlow
+from ..store.types import Pool
 from . import hosts
 from .auth import TOKEN_COOKIE, Claims, InvalidToken, cluster_of_key, key_matches, read_token
 from .body import BodyTooLarge, read_body
@@ -184,7 +184,7 @@ async def platform_admin(request: Request) -> int:
     return user_id
 
 
-MembersTeamOf = Callable[[asyncpg.Pool, int, int], Awaitable[int | None]]  # queries.members_team_of_*
+MembersTeamOf = Callable[[Pool, int, int], Awaitable[int | None]]  # queries.members_team_of_*
 
 
 async def members_team(request: Request, user_id: int, team_of: MembersTeamOf, row_id: int, message: str) -> int:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 
-import asyncpg
-
 from ..store import clusters
+from ..store.types import Pool
 
 
 class Hearing:
@@ -26,7 +25,7 @@ class Hearing:
         written = self._written.get(cluster_id)
         return written is None or now - written >= self.every
 
-    async def heard(self, pool: asyncpg.Pool, cluster_id: int, silent: bool) -> None:
+    async def heard(self, pool: Pool, cluster_id: int, silent: bool) -> None:
         now = time.monotonic()
         if self.due(cluster_id, silent, now):
             self._written[cluster_id] = now  # keyed by checked cluster ids: as many entries as clusters

@@ -7,7 +7,6 @@ those submissions offers: the Edit / Instance Type dialog's choices, the same li
 
 from __future__ import annotations
 
-import asyncpg
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,6 +14,7 @@ from starlette.responses import Response
 from ..core.instance_types import InstanceType, InstanceTypes, Offered, common
 from ..core.types import is_id
 from ..store import clusters, instance_types
+from ..store.types import Pool
 from .answers import answer
 from .guards import Refused, cluster, decode, endpoint, runtime_of, user
 
@@ -54,7 +54,7 @@ async def submission_instance_types(request: Request) -> Response:
     return answer(await offered(pool, next(iter(teams.values())), ids))
 
 
-async def offered(pool: asyncpg.Pool, team_id: int, submissions: list[int]) -> Offered:
+async def offered(pool: Pool, team_id: int, submissions: list[int]) -> Offered:
     """The types every cluster holding these submissions offers: each submission's own cluster, else the clusters
     of its tasks, else (nothing runs it yet) any of the team's clusters."""
     holders = await instance_types.holders(pool, team_id, submissions)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import asyncpg
-
 from ..bus.broker import Broker
 from ..config import Settings
 from ..control.commands import Dispatch
@@ -16,6 +14,7 @@ from ..hub.node import Node
 from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
 from ..hub.user_sockets import SocketsHeld
+from ..store.types import Pool
 from .garbage import CollectorPauses
 from .heard import Hearing
 from .heavy import HeavyReads
@@ -28,7 +27,7 @@ from .quotas import Creations
 @dataclass
 class Runtime:
     settings: Settings
-    pool: asyncpg.Pool
+    pool: Pool
     broker: Broker  # cluster commands too: `broker.commands`
     node: Node
     actions: ActionLimits

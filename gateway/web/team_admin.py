@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import asyncpg
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,6 +19,7 @@ from ..core.types import MAX_ID
 from ..credentials import new_cluster_key
 from ..store import clusters as stored_clusters
 from ..store import tenants
+from ..store.types import Connection
 from .answers import answer
 from .guards import Refused, decode, endpoint, may, path_id, runtime_of, user
 
@@ -116,7 +116,7 @@ async def _manager(request: Request) -> tuple[int, int]:
     return team_id, caller
 
 
-async def _locked_role(db: asyncpg.Connection, team_id: int, caller: int) -> tuple[str, dict[int, str]]:
+async def _locked_role(db: Connection, team_id: int, caller: int) -> tuple[str, dict[int, str]]:
     held = await tenants.lock_roles(db, team_id)
     actor = held.get(caller)
     if not roles.may(actor, roles.MANAGE) and roles.may(
