@@ -86,74 +86,8 @@ class RelayCollector(Collector):
         yield GaugeMetricFamily(
             "gateway_relay_active_partitions", "Partitions this relay process serves now", value=len(active)
         )
-        epoch = GaugeMetricFamily(
-            "gateway_relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"]
-        )
-        lag = GaugeMetricFamily(
-            "gateway_relay_lag_seconds",
-            "Commit to publish of the newest change, last cycle with changes",
-            labels=["partition"],
-        )
-        # Which transaction (pid, xid) is in the relay's log: a label per blocker would be a new series each time.
-        held = GaugeMetricFamily(
-            "gateway_relay_held_back_seconds",
-            "How long an open transaction has held the partition back",
-            labels=["partition"],
-        )
-        # Only while held back: the holder's database (a small set) as a label, its pid as the value.
-        holder_age = GaugeMetricFamily(
-            "gateway_relay_holder_transaction_seconds",
-            "How long the transaction holding the partition back has been open, by its database",
-            labels=["partition", "database"],
-        )
-        holder_pid = GaugeMetricFamily(
-            "gateway_relay_holder_pid",
-            "The PostgreSQL backend (pid) of the transaction holding the partition back, by its database",
-            labels=["partition", "database"],
-        )
-        ratio = GaugeMetricFamily(
-            "gateway_relay_coalescing_ratio",
-            "Changes per job delta published, since this process started",
-            labels=["partition"],
-        )
-        now = time.monotonic()
-        for p, f, core in active:
-            epoch.add_metric([str(p)], core.epoch)
-            lag.add_metric([str(p)], f.lag)
-            held.add_metric([str(p)], now - f.held_since if f.held_since is not None else 0.0)
-            if f.holder is not None:
-                holder_age.add_metric([str(p), f.holder.database], f.holder.age_seconds)
-                holder_pid.add_metric([str(p), f.holder.database], f.holder.pid)
-            ratio.add_metric([str(p)], f.changes / f.deltas if f.deltas else 0.0)
-        yield from (epoch, lag, held, holder_age, holder_pid, ratio)
-        changes = CounterMetricFamily("gateway_relay_changes", "Captured changes applied", labels=["partition"])
-        deltas = CounterMetricFamily(
-            "gateway_relay_deltas", "Job deltas published after coalescing", labels=["partition"]
-        )
-        published = CounterMetricFamily(
-            "gateway_relay_published_messages", "Messages published on the bus", labels=["partition"]
-        )
-        latency = HistogramMetricFamily(
-            "gateway_relay_commit_to_publish_seconds",
-            "From a change's statement time in PostgreSQL to the relay's publish of it, per change",
-            labels=["partition"],
-        )
-        cycles = CounterMetricFamily(
-            "gateway_relay_cycles", "Publish cycles run (the relay's CPU grows with these)", labels=["partition"]
-        )
-        reads = CounterMetricFamily(
-            "gateway_relay_outbox_reads",
-            "Cycles that read the outbox (PostgreSQL's cost grows with these)",
-            labels=["partition"],
-        )
-        for p, f, _ in active:
-            cycles.add_metric([str(p)], f.cycles)
-            reads.add_metric([str(p)], f.reads)
-            changes.add_metric([str(p)], f.changes)
-            deltas.add_metric([str(p)], f.deltas)
-            published.add_metric([str(p)], f.published)
-            latency.add_metric([str(p)], f.commit_to_publish.buckets(), f.commit_to_publish.sum)
-        yield from (cycles, reads, changes, deltas, published, latency)
+        yield from _gauges(active)
+        yield from _counters(active)
         if self.joint is not None:
             yield CounterMetricFamily(
                 "gateway_relay_joint_reads",
@@ -165,6 +99,83 @@ class RelayCollector(Collector):
                 "The partitions' outbox reads that joint statements answered (each also in gateway_relay_outbox_reads_total)",
                 value=self.joint.answered,
             )
+
+
+Active = list[tuple[int, PartitionFigures, Batcher]]  # the partitions this process serves, by number
+
+
+def _gauges(active: Active) -> Iterator[Metric]:
+    """Each served partition's state now: its epoch, lag, what holds it back, its coalescing."""
+    epoch = GaugeMetricFamily(
+        "gateway_relay_epoch", "The partition's epoch, taken at this relay's takeover", labels=["partition"]
+    )
+    lag = GaugeMetricFamily(
+        "gateway_relay_lag_seconds",
+        "Commit to publish of the newest change, last cycle with changes",
+        labels=["partition"],
+    )
+    # Which transaction (pid, xid) is in the relay's log: a label per blocker would be a new series each time.
+    held = GaugeMetricFamily(
+        "gateway_relay_held_back_seconds",
+        "How long an open transaction has held the partition back",
+        labels=["partition"],
+    )
+    # Only while held back: the holder's database (a small set) as a label, its pid as the value.
+    holder_age = GaugeMetricFamily(
+        "gateway_relay_holder_transaction_seconds",
+        "How long the transaction holding the partition back has been open, by its database",
+        labels=["partition", "database"],
+    )
+    holder_pid = GaugeMetricFamily(
+        "gateway_relay_holder_pid",
+        "The PostgreSQL backend (pid) of the transaction holding the partition back, by its database",
+        labels=["partition", "database"],
+    )
+    ratio = GaugeMetricFamily(
+        "gateway_relay_coalescing_ratio",
+        "Changes per job delta published, since this process started",
+        labels=["partition"],
+    )
+    now = time.monotonic()
+    for p, f, core in active:
+        epoch.add_metric([str(p)], core.epoch)
+        lag.add_metric([str(p)], f.lag)
+        held.add_metric([str(p)], now - f.held_since if f.held_since is not None else 0.0)
+        if f.holder is not None:
+            holder_age.add_metric([str(p), f.holder.database], f.holder.age_seconds)
+            holder_pid.add_metric([str(p), f.holder.database], f.holder.pid)
+        ratio.add_metric([str(p)], f.changes / f.deltas if f.deltas else 0.0)
+    yield from (epoch, lag, held, holder_age, holder_pid, ratio)
+
+
+def _counters(active: Active) -> Iterator[Metric]:
+    """Each served partition's counts since this process started: cycles, reads, changes, deltas, messages, latency."""
+    changes = CounterMetricFamily("gateway_relay_changes", "Captured changes applied", labels=["partition"])
+    deltas = CounterMetricFamily("gateway_relay_deltas", "Job deltas published after coalescing", labels=["partition"])
+    published = CounterMetricFamily(
+        "gateway_relay_published_messages", "Messages published on the bus", labels=["partition"]
+    )
+    latency = HistogramMetricFamily(
+        "gateway_relay_commit_to_publish_seconds",
+        "From a change's statement time in PostgreSQL to the relay's publish of it, per change",
+        labels=["partition"],
+    )
+    cycles = CounterMetricFamily(
+        "gateway_relay_cycles", "Publish cycles run (the relay's CPU grows with these)", labels=["partition"]
+    )
+    reads = CounterMetricFamily(
+        "gateway_relay_outbox_reads",
+        "Cycles that read the outbox (PostgreSQL's cost grows with these)",
+        labels=["partition"],
+    )
+    for p, f, _ in active:
+        cycles.add_metric([str(p)], f.cycles)
+        reads.add_metric([str(p)], f.reads)
+        changes.add_metric([str(p)], f.changes)
+        deltas.add_metric([str(p)], f.deltas)
+        published.add_metric([str(p)], f.published)
+        latency.add_metric([str(p)], f.commit_to_publish.buckets(), f.commit_to_publish.sum)
+    yield from (cycles, reads, changes, deltas, published, latency)
 
 
 @dataclass

@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from .. import tracing
@@ -104,6 +105,22 @@ def create_app(settings: Settings) -> Starlette:
     loop_lag = LoopLag(admission)
     pauses = CollectorPauses()
 
+    lifespan = _lifespan(settings, admission, tokens, loop_lag, pauses)
+    http_figures = HttpFigures()  # /metrics reads them (gateway.web.metrics)
+    middleware = _middleware(settings, http_figures)
+    app = Starlette(routes=_routes(), lifespan=lifespan, middleware=middleware)
+    app.state.http_figures = http_figures
+    app.state.handshakes = HandshakeGate(admission, tokens, settings.session_max_age)
+    app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
+    return app
+
+
+def _lifespan(
+    settings: Settings, admission: Admission, tokens: VerifiedTokens, loop_lag: LoopLag, pauses: CollectorPauses
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The node's startup and shutdown: PostgreSQL's pool, the broker, the hub and what watches it, handed to the
+    request handlers as the app's Runtime; closed in reverse, each step within CLOSE_BUDGET."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         install_redaction()
@@ -167,7 +184,12 @@ def create_app(settings: Settings) -> Starlette:
             if not await closing("the PostgreSQL pool", pool.close()):
                 pool.terminate()
 
-    routes = [
+    return lifespan
+
+
+def _routes() -> list[BaseRoute]:
+    """Every HTTP and websocket route of a node, then the frontend's files (a missing folder fails here)."""
+    routes: list[BaseRoute] = [
         WebSocketRoute("/ws", websocket_endpoint),
         Route("/api/ingest/jobs", ingest_jobs, methods=["POST"]),
         Route("/api/ingest/trajectories", ingest_trajectory, methods=["POST"]),
@@ -233,15 +255,14 @@ def create_app(settings: Settings) -> Starlette:
     routes.append(
         Mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     )  # a missing folder fails here
-    http_figures = HttpFigures()  # /metrics reads them (gateway.web.metrics)
-    middleware = [
+    return routes
+
+
+def _middleware(settings: Settings, http_figures: HttpFigures) -> list[Middleware]:
+    """What every request passes through, outermost first."""
+    return [
         Middleware(RequestTimer, figures=http_figures),
         Middleware(SecurityHeaders),
         Middleware(HostCheck, allowed=settings.hosts),  # a 421 is timed and has headers
         Middleware(HealthPortOnly, port=settings.health_port),  # the health port: health and metrics only
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
-    app.state.http_figures = http_figures
-    app.state.handshakes = HandshakeGate(admission, tokens, settings.session_max_age)
-    app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
-    return app
