@@ -7,7 +7,7 @@
 // announced while the pointer or focus is on the table or a menu or dialog is open ("3 new, show"); otherwise the
 // window is read again, at most once a second. Nothing moves under the pointer.
 import { setParams } from "./address.js";
-import { followOutcome, onClusters, silentNote } from "./trajectories.js";
+import { followOutcome, onClusters, silentAsked, silentNote } from "./trajectories.js";
 import { app } from "./context.js";
 import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
@@ -639,7 +639,18 @@ const TASK_ITEMS = [["Hold", "hold"], ["Unhold", "unhold"], ["Kill", "kill"], ["
 /** The task actions, for selected submissions (`submissions`) or one task (`tasks`); `offered`: those to list. */
 function taskItems(selection, target, opener, offered = null) {
   return TASK_ITEMS.filter(([, action]) => !offered || offered.includes(action)).map(([label, action]) => [label, () => (CONFIRMED[action]
-    ? confirmThenAct(label, action, selection, target, opener) : actOn(label, { action, ...selection }, target))]);
+    ? confirmThenAct(label, action, selection, target, opener) : askIfSilent(label, action, selection, target, opener))]);
+}
+
+/** An action that does not ask first (Hold, Unhold, Retry Failed, Retry Preempted) acts at once, unless a cluster
+ * holding its tasks is silent: then the person is asked first, with that cluster named. */
+async function askIfSilent(label, action, selection, target, opener) {
+  const go = await silentAsked("/api/submissions/actions/preview", { body: { action, ...selection } }, (body) => {
+    const of = selection.submissions ? ` of ${count(body.submissions)} submission${body.submissions === 1 ? "" : "s"}` : "";
+    const tasks = `${count(body.tasks)} task${body.tasks === 1 ? "" : "s"}`;
+    return { title: `${label} ${tasks}${of} on ${onClusters(body.clusters)}?`, text: "", confirm: `${label} ${tasks}` };
+  }, opener);
+  if (go) await actOn(label, { action, ...selection }, target);
 }
 
 /** The menu on selected submissions: only the actions that apply to every one of them (rules.js, menuActions). */

@@ -34,7 +34,7 @@ export function unfollow(id) {
 export function trajectoryMenu(id, name, anchor, x, y) {
   menu(x, y, [
     ["Remove Running Jobs", () => removeRunning(id, name, anchor)],
-    ["Retry Failed Jobs", () => retryFailed(id)],
+    ["Retry Failed Jobs", () => retryFailed(id, name, anchor)],
   ], `Actions of ${name}`, anchor);
 }
 
@@ -46,7 +46,7 @@ export function jobMenu(trajectoryId, name, job, anchor, x, y) {
   }
   items.push(
     ["Remove Running Jobs", () => removeRunning(trajectoryId, name, anchor)],
-    ["Retry Failed Jobs", () => retryFailed(trajectoryId)],
+    ["Retry Failed Jobs", () => retryFailed(trajectoryId, name, anchor)],
   );
   menu(x, y, items, `Actions of ${name}`, anchor);
 }
@@ -160,10 +160,27 @@ function silentFor(seconds) {
   return minutes < 1 ? "less than a minute" : minutes < 90 ? `${minutes} min` : `${Math.round(minutes / 60)} h`;
 }
 
-/** Retry Failed Jobs of a trajectory: the person started that work again, its finish is theirs. */
-function retryFailed(id) {
+/** Retry Failed Jobs of a trajectory: the person started that work again, its finish is theirs. It acts at once,
+ * unless a cluster holding the failed jobs is silent: then it asks first, naming it (such a cluster retries them only
+ * once it reports again). */
+async function retryFailed(id, name = `trajectory ${id}`, opener = null) {
+  if (!(await silentAsked(`/api/trajectories/${id}/retry-failed/preview`, { method: "GET" }, (body) => {
+    const jobs = `${count(body.tasks)} failed job${body.tasks === 1 ? "" : "s"}`;
+    return { title: `Retry ${jobs} of ${name} on ${onClusters(body.clusters)}?`, text: "They run again as a new attempt.", confirm: `Retry ${jobs}` };
+  }, opener))) return null;
   rememberMine(id);
   return acting("Retry Failed Jobs", () => send(`/api/trajectories/${id}/retry-failed`)).then(followOutcome);
+}
+
+/** An action that does not ask first (Hold, Retry Failed ...) asks when a cluster it would act on is silent, naming
+ * it: whether to act now anyway (the cluster acts once it reports again). True: act; false: the person cancelled.
+ * `words(body)`: the dialog's title, text and confirm label from the preview. When the preview cannot be read the
+ * action goes ahead, as it always did. */
+export async function silentAsked(url, options, words, opener) {
+  const { ok, body } = await send(url, options).catch(() => ({ ok: false, body: {} }));
+  if (!ok || !body.tasks || !silentNote(body.clusters || [])) return true;
+  const said = words(body);
+  return confirmDialog({ title: said.title, text: (said.text + silentNote(body.clusters)).trim(), confirm: said.confirm, opener });
 }
 
 /** Retry Failed Frames of the analysis a failed job belongs to (from its trajectory's jobs, opened: the

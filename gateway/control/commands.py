@@ -56,10 +56,14 @@ class Dispatch:
     keep: float
 
 
-async def preview_removal(pool: Pool, team_id: int, trajectory_id: int) -> ActionPreview:
-    """What Remove Running Jobs would take of a trajectory, per cluster; nothing is done."""
-    rows = await tasks.jobs_in_scope(pool, "trajectory", trajectory_id, team_id, list(REMOVABLE))
-    return ActionPreview(action="remove", tasks=len(rows), submissions=0, clusters=await shares_of(pool, rows))
+async def preview_removal(
+    pool: Pool, team_id: int, trajectory_id: int, action: Action = "remove"
+) -> ActionPreview:
+    """What Remove Running Jobs (or Retry Failed Jobs: `retry`) would take of a trajectory, per cluster; nothing
+    is done."""
+    statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
+    rows = await tasks.jobs_in_scope(pool, "trajectory", trajectory_id, team_id, statuses)
+    return ActionPreview(action=action, tasks=len(rows), submissions=0, clusters=await shares_of(pool, rows))
 
 
 async def shares_of(pool: Pool, jobs: list[HeldJob]) -> list[ClusterShare]:

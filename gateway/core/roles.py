@@ -60,6 +60,7 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("DELETE", "/api/admin/users/{id:int}"): "platform",
     ("POST", "/api/trajectories/{id:int}/remove-running"): ACT,
     ("GET", "/api/trajectories/{id:int}/remove-running/preview"): SEE,
+    ("GET", "/api/trajectories/{id:int}/retry-failed/preview"): SEE,
     ("POST", "/api/trajectories/{id:int}/retry-failed"): ACT,
     ("POST", "/api/analyses/{id:int}/retry-failed"): ACT,
     ("POST", "/api/submissions/actions"): ACT,

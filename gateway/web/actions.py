@@ -1,6 +1,7 @@
 """Remove Running Jobs and Retry Failed Jobs: a person's actions, carried out by the clusters.
 
-`POST /api/trajectories/<id>/remove-running` (`GET .../remove-running/preview`: what it would take), `POST /api/trajectories/<id>/retry-failed`,
+`POST /api/trajectories/<id>/remove-running` (`GET .../remove-running/preview`: what it would take), `POST /api/trajectories/<id>/retry-failed`
+(`GET .../retry-failed/preview`),
 `POST /api/analyses/<id>/retry-failed`, with the same token as the websocket. The JSON answer's `message`
 is the toast, word for word.
 """
@@ -32,15 +33,25 @@ async def _act(request: Request, action: Action, scope: Scope) -> Response:
     return Response(_encoder.encode(result), media_type="application/json")
 
 
-@endpoint
-async def preview_remove_running(request: Request) -> Response:
-    """What Remove Running Jobs would stop, per cluster, for the confirmation a person answers first."""
+async def _preview(request: Request, action: Action) -> Response:
     user_id = user(request)
     runtime = runtime_of(request)
     trajectory_id = path_id(request)
     team_id = await members_team(request, user_id, queries.members_team_of_trajectory, trajectory_id, _NOT_A_MEMBER)
-    preview = await preview_removal(runtime.pool, team_id, trajectory_id)
+    preview = await preview_removal(runtime.pool, team_id, trajectory_id, action)
     return Response(_encoder.encode(preview), media_type="application/json")
+
+
+@endpoint
+async def preview_remove_running(request: Request) -> Response:
+    """What Remove Running Jobs would stop, per cluster, for the confirmation a person answers first."""
+    return await _preview(request, "remove")
+
+
+@endpoint
+async def preview_retry_failed(request: Request) -> Response:
+    """What Retry Failed Jobs would queue again, per cluster: the browser asks first when one of them is silent."""
+    return await _preview(request, "retry")
 
 
 @endpoint

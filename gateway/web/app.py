@@ -29,7 +29,7 @@ from ..resources import FRONTEND
 from ..store.access import NodeAccess
 from ..store.connections import open_pool
 from .account import account, revoke_session, set_preferences
-from .actions import preview_remove_running, remove_running, retry_failed, retry_failed_frames
+from .actions import preview_remove_running, preview_retry_failed, remove_running, retry_failed, retry_failed_frames
 from .activity import team_activity, team_activity_csv
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories, trajectory
@@ -215,6 +215,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/trajectories/{id:int}/remove-running", remove_running, methods=["POST"]),
         Route("/api/trajectories/{id:int}/remove-running/preview", preview_remove_running),
         Route("/api/trajectories/{id:int}/retry-failed", retry_failed, methods=["POST"]),
+        Route("/api/trajectories/{id:int}/retry-failed/preview", preview_retry_failed),
         Route("/api/analyses/{id:int}/retry-failed", retry_failed_frames, methods=["POST"]),
         Route("/api/submissions/actions", submissions_action, methods=["POST"]),
         Route("/api/submissions/actions/preview", preview_submissions_action, methods=["POST"]),

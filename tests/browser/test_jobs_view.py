@@ -690,6 +690,50 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(
     assert toast["y"] >= main["y"] + main["height"] - 1
 
 
+async def test_hold_and_retry_failed_ask_first_only_when_a_cluster_holding_the_work_is_silent(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
+    """Retry Failed Jobs and Hold act at once while their clusters report (the test above); once gpu-2 has been
+    silent for two hours they ask first, naming it, and Cancel does nothing."""
+    gpu1, gpu2 = clusters
+    failed = []
+    for c, frame in ((gpu1, 0), (gpu2, 1)):
+        ids = await c.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": frame}])
+        await reported(c, ids, "failed")
+        failed += ids
+    tasks = await gpu1.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": 0}])
+    tasks += await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": 1}])
+    await gpu2.flushed()
+    gpu2_id = await pool.fetchval("select id from clusters where team_id = $1 and name = 'gpu-2'", team.id)
+    await pool.execute(
+        "update clusters set heard_at = now() - interval '2 hours', silent_since = now() - interval '2 hours'"
+        " where id = $1",
+        gpu2_id,
+    )
+    name = await pool.fetchval("select name from trajectories where id = $1", team.trajectory_id)
+    await page.click("#ring")
+    await page.click(f"#popover [data-head='{team.trajectory_id}']", button="right")
+    await page.click(".menu li:text-is('Retry Failed Jobs')")
+    dialog = page.locator("dialog[open]")
+    await dialog.locator("h2", has_text=f"Retry 2 failed jobs of {name} on gpu-1 (1) and gpu-2 (1)?").wait_for()
+    assert "gpu-2 has been silent for 2 h: it acts on this only once it reports again." in await dialog.inner_text()
+    await page.keyboard.press("Escape")
+    await dialog.wait_for(state="detached")
+    # The Submissions page: Hold on tasks of gpu-1 and the silent gpu-2 asks first too.
+    sid = await pool.fetchval("select submission_id from jobs where id = $1", tasks[0])
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.click(f"tr[data-sub='{sid}']", button="right")
+    await page.click(".menu li:text-is('Hold')")
+    await dialog.locator("h2", has_text="Hold 2 tasks of 1 submission on gpu-1 (1) and gpu-2 (1)?").wait_for()
+    assert "gpu-2 has been silent for 2 h" in await dialog.inner_text()
+    await page.click("dialog[open] button[type='submit']")
+    # gpu-2 acts but never confirms: its part is not confirmed yet, or its reports have told since.
+    await page.locator(".toast", has_text=re.compile(r"Held [12] task\(s\); (1 on gpu-2|gpu-2 confirmed)")).wait_for()
+    # The cancelled retry did nothing: both failed jobs are on their first attempt still.
+    rows = await pool.fetch("select status, attempts from jobs where id = any($1::bigint[])", failed)
+    assert sorted((r["status"], r["attempts"]) for r in rows) == [("failed", 1), ("failed", 1)], rows
+
+
 async def test_an_action_a_cluster_never_confirms_follows_its_reports_in_place(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
 ) -> None:

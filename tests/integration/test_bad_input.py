@@ -61,6 +61,7 @@ ID_CASES = [
     Case("POST", "/api/ingest/confirmations", "cluster", {"command": "c", "jobs": [BAD]}, "$.jobs[0]"),
     Case("POST", "/api/trajectories/{bad}/remove-running", "user"),
     Case("GET", "/api/trajectories/{bad}/remove-running/preview", "user"),
+    Case("GET", "/api/trajectories/{bad}/retry-failed/preview", "user"),
     Case("POST", "/api/trajectories/{bad}/retry-failed", "user"),
     Case("POST", "/api/analyses/{bad}/retry-failed", "user"),
     Case("GET", "/api/teams/{bad}/members", "user"),

@@ -40,6 +40,16 @@ ROUTES: list[Operation] = [
         ActionResult,
     ),
     Operation(
+        "get",
+        "/api/trajectories/{id}/retry-failed/preview",
+        "previewRetryFailedJobs",
+        "actions",
+        "What Retry Failed Jobs would queue again, per cluster, for a confirmation; nothing is done",
+        "user",
+        None,
+        ActionPreview,
+    ),
+    Operation(
         "post",
         "/api/analyses/{id}/retry-failed",
         "retryFailedFrames",
