@@ -369,6 +369,25 @@ def task_toast(
     )
 
 
+def edit_toast(
+    what: str, doing: str, found: int, changed: int, unsettled: int, pending: Sequence[Pending], note: str = ""
+) -> ActionResult:
+    """Edit / Priority and Edit / Instance Type (`what`: "Priority set to 5", `doing`: "Setting priority to 5"):
+    recorded on `changed` of the `found` submissions selected, of which `unsettled` wait on a cluster that has not
+    confirmed (`pending`: each with how many submissions' tasks it holds). Those are not confirmed yet, never counted
+    as done or as not done."""
+    return outcome(
+        f"{what} on {{n}} submission(s)",
+        found,
+        changed - unsettled,
+        [],
+        nothing="No submissions to edit",
+        note=note,
+        pending=[p for p in pending if p.count],
+        doing=f"{doing} on {{n}} submission(s)",
+    )
+
+
 def _task_words(verb: str) -> str:
     """ "Held {n} task(s)"; "Queued {n} failed task(s) for retry" (the kind of task between count and end)."""
     for start in ("Queued", "Queueing"):

@@ -106,6 +106,14 @@ async def tasks_not_started(pool: asyncpg.Pool, team_id: int, submissions: list[
     return [HeldJob(*r) for r in rows]
 
 
+async def submissions_of(pool: asyncpg.Pool, job_ids: list[int]) -> dict[int, int]:
+    """Each job's submission (job id -> submission id), for those that have one."""
+    rows = await pool.fetch(
+        "select id, submission_id from jobs where id = any($1::bigint[]) and submission_id is not null", job_ids
+    )
+    return {r["id"]: r["submission_id"] for r in rows}
+
+
 async def set_task_status(
     pool: asyncpg.Pool,
     seen: dict[int, int],

@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from ..control.commands import ask_clusters, holders, shares_of, silence
 from ..control.tasks import run_task_action
-from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, Pending, SubmissionsAction, outcome
+from ..core.control import TASK_ACTIONS, ActionPreview, ActionResult, Pending, SubmissionsAction, edit_toast, outcome
 from ..core.instance_types import InstanceType, refusal
 from ..store import activity, clusters, submissions, tasks
 from .guards import Refused, decode, endpoint, runtime_of, user
@@ -103,24 +103,34 @@ async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> Acti
         if body.priority is None:
             raise Refused(422, "invalid", "priority: a whole number from -1000 to 1000 is required")
         n = await submissions.set_priority(runtime.pool, body.submissions, team_id, body.priority)
-        what = f"Priority set to {body.priority}"
+        what, doing = f"Priority set to {body.priority}", f"Setting priority to {body.priority}"
         priority, instance_type = body.priority, None
     else:
         chosen = await _instance_type(runtime, team_id, body)
         n = await submissions.set_instance_type(runtime.pool, body.submissions, team_id, chosen)
-        what = f"Instance type set to {chosen.name}"
+        what, doing = f"Instance type set to {chosen.name}", f"Changing instance type to {chosen.name}"
         priority, instance_type = None, chosen.name
     by_cluster, names = holders(await tasks.tasks_not_started(runtime.pool, team_id, body.submissions))
     confirmed = await ask_clusters(runtime.dispatch, body.action, by_cluster, priority, instance_type)
-    unconfirmed = {c: names[c] for c in by_cluster if c not in confirmed}
-    return outcome(
-        f"{what} on {{n}} submission(s)",
+    # A cluster that did not confirm may have applied it all the same: the submissions whose tasks it holds are
+    # not confirmed yet, never counted as done or as not done.
+    waiting = {c: ids for c, ids in by_cluster.items() if c not in confirmed}
+    of = await tasks.submissions_of(runtime.pool, [i for ids in waiting.values() for i in ids])
+    silent = await silence(runtime.pool, {c: names[c] for c in waiting})
+    pending = [
+        Pending(cluster=names[c], count=len({of[i] for i in ids if i in of}), silent_seconds=silent.get(names[c]))
+        for c, ids in waiting.items()
+    ]
+    unsettled = {of[i] for ids in waiting.values() for i in ids if i in of}
+    finished = body.action == "instance_type" and n < len(body.submissions)
+    return edit_toast(
+        what,
+        doing,
         len(body.submissions),
         n,
-        list(unconfirmed.values()),
-        nothing="No submissions to edit",
-        note=FINISHED_KEEP_THEIR_TYPE if body.action == "instance_type" and n < len(body.submissions) else "",
-        silent=await silence(runtime.pool, unconfirmed),
+        len(unsettled),
+        pending,
+        note=FINISHED_KEEP_THEIR_TYPE if finished else "",
     )
 
 

@@ -568,7 +568,7 @@ ACTIONS: dict[str, tuple[Callable[[Teams], dict[str, object]], Act, str]] = {
             t.mine.token,
             {"action": "priority", "submissions": [t.submission], "priority": 5},
         ),
-        "Priority set to 5 on 1 submission(s); cluster gpu-1 did not confirm",
+        "Setting priority to 5 on 1 submission(s) on gpu-1: not confirmed yet",
     ),
 }
 

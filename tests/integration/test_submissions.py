@@ -308,12 +308,12 @@ async def test_edits_name_a_silent_cluster(stack: Stack, pool: asyncpg.Pool, tea
         sid = await submission_of(pool, task)
         result = await act(stack, team, action="priority", submissions=[sid], priority=5)
         assert (result["message"], result["level"]) == (
-            "Priority set to 5 on 1 submission(s); cluster gpu-2 did not confirm",
+            "Setting priority to 5 on 1 submission(s) on gpu-2: not confirmed yet",
             "warning",
         )
         result = await act(stack, team, action="instance_type", submissions=[sid], instance_type="highmem")
         assert (result["message"], result["level"]) == (
-            "Instance type set to highmem on 1 submission(s); cluster gpu-2 did not confirm",
+            "Changing instance type to highmem on 1 submission(s) on gpu-2: not confirmed yet",
             "warning",
         )
     finally:

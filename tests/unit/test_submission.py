@@ -9,6 +9,7 @@ from gateway.core.control import (
     ActionResult,
     Asked,
     Pending,
+    edit_toast,
     not_deleted,
     task_toast,
     toast,
@@ -138,6 +139,33 @@ def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
     # An answer about a cluster that did not confirm never counts its part as zero, whatever a confirmed one did.
     some = toast("remove", 5, 1, [], pending=[Pending("gpu-2", 3)])
     assert some.message == "Removed 1 of 2 job(s); 3 on gpu-2 not confirmed yet"
+
+
+def test_an_edit_a_cluster_has_not_confirmed_says_not_confirmed_yet_never_zero() -> None:
+    """Edit / Priority and Edit / Instance Type speak of a cluster that did not confirm as every other action does."""
+    alone = edit_toast("Priority set to 5", "Setting priority to 5", 1, 1, 1, [Pending("gpu-2", 1)])
+    assert (alone.message, alone.acted, alone.level) == (
+        "Setting priority to 5 on 1 submission(s) on gpu-2: not confirmed yet",
+        0,
+        "warning",
+    )
+    some = edit_toast(
+        "Instance type set to highmem",
+        "Changing instance type to highmem",
+        3,
+        3,
+        1,
+        [Pending("gpu-2", 1, silent_seconds=600.0), Pending("gpu-1", 0)],
+    )
+    assert some.message == (
+        "Instance type set to highmem on 2 submission(s); 1 on gpu-2 not confirmed yet"
+        "; cluster gpu-2 is silent (nothing heard for 10 min)"
+    )
+    assert some.unconfirmed == ["gpu-2"]
+    confirmed = edit_toast("Priority set to 5", "Setting priority to 5", 2, 2, 0, [])
+    assert (confirmed.message, confirmed.level) == ("Priority set to 5 on 2 submission(s)", "success")
+    for said in (alone, some, confirmed):
+        assert "did not confirm" not in said.message and " 0 " not in said.message
 
 
 def test_an_unconfirmed_answer_says_what_the_browser_follows() -> None:
