@@ -599,9 +599,9 @@ export class SubmissionsPage {
 const actOn = (what, body, target) =>
   acting(what, () => send("/api/submissions/actions", { body }), target).then(followOutcome);
 
-// Who last acted on a submission's tasks, as its status cell's tooltip says it (the row's `acted`, sql/022).
+// Who last acted on a submission or its tasks, as its status cell's tooltip says it (the row's `acted`, sql/022).
 const ACTED = { kill: "Killed", hold: "Held", unhold: "Released", retry: "Retried", retry_failed: "Failed tasks retried",
-  retry_preempted: "Preempted tasks retried" };
+  retry_preempted: "Preempted tasks retried", priority: "Priority set", instance_type: "Instance type changed" };
 
 /** "Killed by Ada Lovelace at 20:16": the member named as the users table names them today (the name at the time
  * for someone no longer in the team); null when no one acted on it. */

@@ -219,5 +219,5 @@ async def _apply(
     if action == "remove":
         await tasks.tombstone(pool, ids, statuses, by)
     else:
-        await tasks.retry(pool, {i: seen[i] for i in ids}, statuses)
+        await tasks.retry(pool, {i: seen[i] for i in ids}, statuses, by)
     return len(ids)  # what the clusters did, whichever write reached the row first

@@ -12,6 +12,7 @@ import asyncpg
 
 from ..core.ingest import NewSubmission
 from ..core.instance_types import InstanceType
+from .activity import CLI
 
 
 class Selected(NamedTuple):
@@ -67,23 +68,36 @@ async def set_reviewed(pool: asyncpg.Pool, ids: list[int], team_id: int, reviewe
     return _count(status)
 
 
-async def set_priority(pool: asyncpg.Pool, ids: list[int], team_id: int, priority: int) -> int:
-    """Returns how many of the team's submissions it was recorded on."""
+# Who changed a submission, as its row says it (sql/022_acted_by.sql): the action `a`, the user `b` (null: the
+# command line, named `c`), each a placeholder or literal of the statement it is part of.
+_ACTED = "acted = {a}, acted_by = {b}, acted_at = now(), acted_by_name = coalesce((select name from users where id = {b}), {c})"
+
+
+async def set_priority(pool: asyncpg.Pool, ids: list[int], team_id: int, priority: int, by: int | None = None) -> int:
+    """Returns how many of the team's submissions it was recorded on; each says who set it (user `by`), and when."""
     status = await pool.execute(
-        "update submissions set priority = $2 where id = any($1::bigint[]) and team_id = $3",
+        "update submissions set priority = $2, "
+        + _ACTED.format(a="'priority'", b="$4", c="$5")
+        + " where id = any($1::bigint[]) and team_id = $3",
         ids,
         priority,
         team_id,
+        by,
+        CLI,
     )
     return _count(status)
 
 
-async def set_instance_type(pool: asyncpg.Pool, ids: list[int], team_id: int, chosen: InstanceType) -> int:
+async def set_instance_type(
+    pool: asyncpg.Pool, ids: list[int], team_id: int, chosen: InstanceType, by: int | None = None
+) -> int:
     """Returns how many of the team's submissions it was recorded on: those with tasks still to run (some not run
-    yet, none yet, or their data still on its way). A finished submission keeps the type its tasks ran on."""
+    yet, none yet, or their data still on its way); each says who changed it (user `by`), and when. A finished
+    submission keeps the type its tasks ran on, and says nothing new."""
     status = await pool.execute(
-        "update submissions s set instance_type = $2, cores = $3, memory_gb = $4, preemptible = $5"
-        " where id = any($1::bigint[]) and team_id = $6 and (s.staging <> 'ready'"
+        "update submissions s set instance_type = $2, cores = $3, memory_gb = $4, preemptible = $5, "
+        + _ACTED.format(a="'instance_type'", b="$7", c="$8")
+        + " where id = any($1::bigint[]) and team_id = $6 and (s.staging <> 'ready'"
         "  or not exists (select 1 from jobs j where j.submission_id = s.id and j.removed_at is null)"
         "  or exists (select 1 from jobs j where j.submission_id = s.id and j.removed_at is null"
         "   and j.status in ('queued', 'retrying', 'holding')))",
@@ -93,6 +107,8 @@ async def set_instance_type(pool: asyncpg.Pool, ids: list[int], team_id: int, ch
         chosen.memory_gb,
         chosen.preemptible,
         team_id,
+        by,
+        CLI,
     )
     return _count(status)
 

@@ -65,17 +65,27 @@ async def tombstone(pool: asyncpg.Pool, ids: list[int], statuses: list[str], by:
     )
 
 
-async def retry(pool: asyncpg.Pool, seen: dict[int, int], statuses: list[str]) -> None:
+async def retry(pool: asyncpg.Pool, seen: dict[int, int], statuses: list[str], by: int | None = None) -> None:
     """A new attempt of each job, after the attempt it was on when read (`seen`: id -> attempts). The cluster
-    reports the same new attempt itself; whichever write lands first, the other is moot."""
-    await pool.execute(
-        "update jobs j set status = 'retrying', attempts = r.attempts + 1, error = null"
-        " from unnest($1::bigint[], $3::int[]) as r(id, attempts)"
-        " where j.id = r.id and j.attempts = r.attempts and j.removed_at is null and j.status = any($2::text[])",
-        list(seen),
-        statuses,
-        list(seen.values()),
-    )
+    reports the same new attempt itself; whichever write lands first, the other is moot. Their submissions say
+    their failed tasks were retried, by user `by` (None: the command line), and when."""
+    async with pool.acquire() as db, db.transaction():
+        await db.execute(
+            "update jobs j set status = 'retrying', attempts = r.attempts + 1, error = null"
+            " from unnest($1::bigint[], $3::int[]) as r(id, attempts)"
+            " where j.id = r.id and j.attempts = r.attempts and j.removed_at is null and j.status = any($2::text[])",
+            list(seen),
+            statuses,
+            list(seen.values()),
+        )
+        await db.execute(
+            "update submissions set acted = 'retry_failed', acted_by = $2, acted_at = now(),"
+            " acted_by_name = coalesce((select name from users where id = $2), $3)"
+            " where id in (select submission_id from jobs where id = any($1::bigint[]))",
+            list(seen),
+            by,
+            CLI,
+        )
 
 
 async def selected_tasks(

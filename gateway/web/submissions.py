@@ -84,7 +84,7 @@ async def _act(runtime: Runtime, team_id: int, body: SubmissionsAction, by: int)
         return await _reviewed(runtime, team_id, chosen, body.reviewed)
     if body.action == "retry_sync":
         return await _retry_sync(runtime, team_id, chosen, body.tasks)
-    return await _edit(runtime, team_id, body)
+    return await _edit(runtime, team_id, body, by)
 
 
 async def _reviewed(runtime: Runtime, team_id: int, chosen: list[int], reviewed: bool) -> ActionResult:
@@ -95,19 +95,19 @@ async def _reviewed(runtime: Runtime, team_id: int, chosen: list[int], reviewed:
     return outcome(f"Marked {{n}} submission(s) {word}", n, n, [], nothing=f"Already marked {word}")
 
 
-async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction) -> ActionResult:
+async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction, by: int) -> ActionResult:
     """Edit / Priority and Edit / Instance Type: recorded, and sent to the clusters for the tasks not yet run."""
     if not body.submissions:
         raise Refused(422, "invalid", "submissions: select the submissions to edit")
     if body.action == "priority":
         if body.priority is None:
             raise Refused(422, "invalid", "priority: a whole number from -1000 to 1000 is required")
-        n = await submissions.set_priority(runtime.pool, body.submissions, team_id, body.priority)
+        n = await submissions.set_priority(runtime.pool, body.submissions, team_id, body.priority, by)
         what, doing = f"Priority set to {body.priority}", f"Setting priority to {body.priority}"
         priority, instance_type = body.priority, None
     else:
         chosen = await _instance_type(runtime, team_id, body)
-        n = await submissions.set_instance_type(runtime.pool, body.submissions, team_id, chosen)
+        n = await submissions.set_instance_type(runtime.pool, body.submissions, team_id, chosen, by)
         what, doing = f"Instance type set to {chosen.name}", f"Changing instance type to {chosen.name}"
         priority, instance_type = None, chosen.name
     by_cluster, names = holders(await tasks.tasks_not_started(runtime.pool, team_id, body.submissions))

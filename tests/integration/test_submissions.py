@@ -443,3 +443,58 @@ async def test_a_killed_submission_says_who_killed_it_and_when_live_and_in_its_w
     other = await submission_of(pool, more[0])
     await act(stack, team, action="hold", submissions=[other])
     assert await pool.fetchval("select acted from submissions where id = $1", other) == "hold"
+
+
+async def test_priority_instance_type_and_retry_failed_jobs_say_who_changed_the_submission(
+    stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
+) -> None:
+    """ "Priority set by Ada Lovelace at 20:16", "Instance type changed by ...", "Failed tasks retried by ...": the
+    edits and Retry Failed Jobs of a trajectory mark the submissions they touch, like Kill and Hold."""
+    name = await pool.fetchval("select name from users where id = $1", team.user_id)
+    queued, _ = await tasks(cluster, team, 2)
+    sid = await submission_of(pool, queued[0])
+
+    async def acted(submission: int) -> tuple[Any, ...]:
+        row = await pool.fetchrow(
+            "select acted, acted_by, acted_by_name, acted_at is not null as at from submissions where id = $1",
+            submission,
+        )
+        return tuple(row)
+
+    assert await acted(sid) == (None, None, None, False)
+    assert (await act(stack, team, action="priority", submissions=[sid], priority=5))["level"] == "success"
+    assert await acted(sid) == ("priority", team.user_id, name, True)
+    edited = await act(stack, team, action="instance_type", submissions=[sid], instance_type="gpu-large")
+    assert edited["level"] == "success", edited
+    assert await acted(sid) == ("instance_type", team.user_id, name, True)
+    # Retry Failed Jobs from a trajectory's panel marks the submissions of the jobs it retried, and only those.
+    failed = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": 0}])
+    cluster.jobs[failed[0]].status = "failed"
+    cluster._report(cluster.jobs[failed[0]], error="boom")
+    await cluster.flushed()
+    await cluster.flushed()
+    retried = await submission_of(pool, failed[0])
+    assert retried != sid
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+        response = await client.post(
+            f"/api/trajectories/{team.trajectory_id}/retry-failed", headers={"Authorization": f"Bearer {team.token}"}
+        )
+    assert response.json()["message"] == "Queued 1 failed job(s) for retry", response.text
+    assert await acted(retried) == ("retry_failed", team.user_id, name, True)
+    assert (await acted(sid))[0] == "instance_type"
+    # A page reads it in the submission's row, live and in its window (the relay saves a row before it sends it).
+    async with Follower(stack.nodes[0].ws, team.token) as f:
+        await f.subscribe(f"team:{team.id}")
+        await f.wait_for(
+            lambda f: (
+                (rows(f, team).get(sid, {}).get("acted"), rows(f, team).get(retried, {}).get("acted"))
+                == ("instance_type", "retry_failed")
+            ),
+            timeout=30,
+        )
+    async with httpx.AsyncClient(base_url=stack.nodes[1].http) as client:
+        response = await client.get(
+            f"/api/teams/{team.id}/submissions", headers={"Authorization": f"Bearer {team.token}"}
+        )
+    shown = {r["id"]: (r.get("acted"), r.get("acted_by_name")) for r in response.json()["rows"]}
+    assert shown[sid] == ("instance_type", name) and shown[retried] == ("retry_failed", name)
