@@ -56,9 +56,7 @@ class Dispatch:
     keep: float
 
 
-async def preview_removal(
-    pool: Pool, team_id: int, trajectory_id: int, action: Action = "remove"
-) -> ActionPreview:
+async def preview_removal(pool: Pool, team_id: int, trajectory_id: int, action: Action = "remove") -> ActionPreview:
     """What Remove Running Jobs (or Retry Failed Jobs: `retry`) would take of a trajectory, per cluster; nothing
     is done."""
     statuses = list(REMOVABLE if action == "remove" else RETRYABLE)
