@@ -417,11 +417,11 @@ async def test_a_killed_submission_says_who_killed_it_and_when_live_and_in_its_w
     stack: Stack, pool: asyncpg.Pool, team: Team, cluster: SimCluster
 ) -> None:
     """ "Killed by Ada Lovelace at 20:16": the row carries who last acted on its tasks, and when (sql/022)."""
-    ids, _ = await tasks(cluster, team, 3)
-    sid = await submission_of(pool, ids[0])
     name = await pool.fetchval("select name from users where id = $1", team.user_id)
     async with Follower(stack.nodes[0].ws, team.token) as f:
-        await f.subscribe(f"team:{team.id}")
+        await f.subscribe(f"team:{team.id}")  # first: the submission's row then arrives as news, whatever the snapshot
+        ids, _ = await tasks(cluster, team, 3)
+        sid = await submission_of(pool, ids[0])
         await f.wait_for(lambda f: rows(f, team).get(sid, {}).get("tasks") == 3)
         assert "acted" not in rows(f, team)[sid]  # no one acted on it yet: nothing on the wire
         assert (await act(stack, team, action="kill", submissions=[sid]))["message"] == "Killed 3 task(s)"
