@@ -7,7 +7,7 @@ whatever a view shows (a spreadsheet is where a person picks columns again), so 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 import msgspec
 
@@ -15,28 +15,12 @@ from .submission import SUBMISSION_STATUSES
 from .submission_window import MAX_SEARCH, SORT_COLUMNS
 from .types import Id
 
-# The page's columns, in their default order (frontend/js/submissions.js holds the same keys).
-COLUMN_KEYS = (
-    "id",
-    "user",
-    "status",
-    "project",
-    "title",
-    "priority",
-    "cores",
-    "memory_gb",
-    "preemptible",
-    "progress",
-    "eta",
-    "tasks",
-    "avg_frame",
-    "created_at",
-)
 MAX_NAME = 80
 MAX_VIEWS = 100  # a person's own views in a team: a bound on what one list answers
 MIN_WIDTH, MAX_WIDTH = 40, 800  # px: a handle cannot make a column vanish or push the table off any screen
 EDITORS = ("owner", "admin")  # roles that may change a view shared by someone else
 
+# The page's columns, in their default order (frontend/js/submissions.js holds the same keys).
 ColumnKey = Literal[
     "id",
     "user",
@@ -53,6 +37,7 @@ ColumnKey = Literal[
     "avg_frame",
     "created_at",
 ]
+COLUMN_KEYS: tuple[str, ...] = get_args(ColumnKey)
 if TYPE_CHECKING:
     SortKey = str
     Status = str
