@@ -452,6 +452,7 @@ async def judged(lab: Lab, fleet: Fleet, name: str, writer: Writer, recovery: fl
     findings = await wrong_subscribers(lab, fleet, states, want) if lost or stale else []
     return {
         "findings": findings, "gap_samples": stats["gap_samples"] if lost or stale else [],
+        "duplicate_samples": stats["duplicate_samples"],
         "fault": name, "recovery_s": None if recovery is None else round(recovery, 2), "checked": checked,
         "lost": lost, "stale": stale, "gaps": stats["gaps"], "duplicates": stats["duplicates"], "resyncs": stats["resyncs"],
         "snapshot_pages": stats["snapshot_pages"], "errors": stats["errors"], "closes": stats["closes"], "reconnects": stats["connects"], "p50_ms": latency.get("p50"), "p99_ms": latency.get("p99"),

@@ -36,7 +36,8 @@ class Stats:
         "protocol_errors",
     )
     __slots__ = COUNTERS + (
-        "closes", "errors", "failures", "hints", "gap_samples", "latency", "summary_latency", "since",
+        "closes", "errors", "failures", "hints", "gap_samples", "duplicate_samples", "latency", "summary_latency",
+        "since",
     )  # fmt: skip
     bytes: int
     frames: int
@@ -71,6 +72,7 @@ class Stats:
         ] = {}  # failed connect: HTTP status ("503") or reason ("ConnectionRefusedError", "timeout")
         self.hints: dict[int, int] = {}  # a restarting node's retry hint (ms, in its 1012 close) -> count
         self.gap_samples: list[tuple[float, str, int, int]] = []  # the first gaps: (time, channel, seq held, seq got)
+        self.duplicate_samples: list[tuple[float, str, int, int]] = []  # the first duplicates, the same way
         self.latency = Histogram()
         self.summary_latency = Histogram()
         self.since = time.time()
@@ -86,6 +88,7 @@ class Stats:
             failures=dict(self.failures),
             hints=dict(self.hints),
             gap_samples=list(self.gap_samples),
+            duplicate_samples=list(self.duplicate_samples),
             latency=self.latency,
             summary_latency=self.summary_latency,
             since=self.since,

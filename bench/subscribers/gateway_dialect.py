@@ -196,7 +196,10 @@ class GatewayDialect:
         if verdict is Verdict.APPLY:
             return True
         if verdict is Verdict.DUPLICATE:
-            self.stats.duplicates += 1
+            st = self.stats
+            st.duplicates += 1
+            if len(st.duplicate_samples) < MAX_GAP_SAMPLES:
+                st.duplicate_samples.append((time.time(), name, prev if prev is not None else -1, seq))
         else:
             self._gap(name, ch, prev, seq)
         return False

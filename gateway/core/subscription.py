@@ -25,10 +25,11 @@ after the snapshot or replay it reads is also held here; held messages the clien
 | RELEASING  | (release), otherwise           | Send x held newer than sent, WaitDrained | RELEASING            |
 | RELEASING  | backlog_read(frames)           | Send x frames, (release)              | RELEASING               |
 | RELEASING  | backlog_read(None)             | Resync("slow_consumer")               | ENDED                   |
-| RELEASING  | drained(), nothing new held    | GoLive                                | LIVE                    |
+| RELEASING  | drained(at), nothing new held  | GoLive                                | LIVE, floor: see below   |
 | RELEASING  | drained(), more held           | (release)                             | RELEASING               |
 | not LIVE   | message(seq, payload)          | (held)                                | same                    |
 | not LIVE   | bound_crossed(seq)             | (held ones dropped: history has them) | same                    |
+| LIVE       | message(seq <= floor)          | (dropped: the client has it)          | LIVE                    |
 | LIVE       | bound_crossed(seq): a lag      | WaitDrained                           | RELEASING, sent=seq - 1 |
 | any        | resync(reason)                 | Resync(reason)                        | ENDED                   |
 | any        | unsubscribed()                 |                                       | ENDED                   |
@@ -37,7 +38,11 @@ after the snapshot or replay it reads is also held here; held messages the clien
 In LIVE the hub writes messages straight to the socket without consulting the machine (the hot path costs
 nothing more than it did); the connection feeds it again only when a live message does not fit (`bound_crossed`).
 So a connection keeps a machine only for its channels that are not live (`Subscription.following` makes one for
-a live channel that lags): thousands of idle connections following a few channels each keep none.
+a live channel that lags): thousands of idle connections following a few channels each keep none. One that went
+live while the node's stream of the channel was still behind what the client has (the stream being repaired from
+the history, or its bus link slower than the snapshot's read) keeps its machine a little longer, with a `floor`:
+the stream's next messages up to it are the client's already and are dropped, not sent twice; the first one past
+it settles the machine, and the connection drops it.
 A channel's losses on the bus are the hub's to mend: it feeds messages in order, repairing a gap from the
 history first, or resyncs every subscriber of the channel (`resync("gap")`, `resync("bus_reset")`).
 """
@@ -135,7 +140,7 @@ Action = ReadPosition | ReadReplay | ReadSnapshot | ReadBacklog | Send[P] | Wait
 class Subscription(Generic[P]):
     """One connection's subscription to one channel, subscribe to live (see the module's table)."""
 
-    __slots__ = ("channel", "_state", "cursor", "sent", "skipped", "held", "held_bytes", "_actions")
+    __slots__ = ("channel", "_state", "cursor", "sent", "skipped", "floor", "held", "held_bytes", "_actions")
 
     def __init__(self, channel: str, state: State = State.SUBSCRIBING) -> None:
         self.channel = channel
@@ -143,6 +148,7 @@ class Subscription(Generic[P]):
         self.cursor: tuple[int, int] | None = None  # the client's, while resuming
         self.sent = -1  # the newest seq the client has (or will have, once the pushed payloads are written)
         self.skipped = 0  # the newest seq dropped from `held` to stay within the bound: the history has it
+        self.floor = -1  # live, and the node's stream had not reached what the client has: drop up to here
         self.held: list[tuple[int, P]] = []  # live messages arrived while not live, oldest first
         self.held_bytes = 0
         self._actions: list[Action[P]] = []
@@ -165,6 +171,11 @@ class Subscription(Generic[P]):
     @property
     def ended(self) -> bool:
         return self._state is State.ENDED
+
+    @property
+    def settled(self) -> bool:
+        """Live with nothing left to drop: the connection need not keep this machine."""
+        return self._state is State.LIVE and self.floor < 0
 
     @property
     def holding(self) -> bool:
@@ -244,6 +255,10 @@ class Subscription(Generic[P]):
             self.held.append((seq, payload))
             self.held_bytes += size
             return True
+        if self.floor >= 0 and self._state is State.LIVE:
+            if seq <= self.floor:
+                return True  # the snapshot or replay gave it to the client already
+            self.floor = -1
         return self._state is State.ENDED
 
     def bound_crossed(self, seq: int) -> bool:
@@ -256,7 +271,7 @@ class Subscription(Generic[P]):
             return False
         if self._state is State.LIVE:
             self.state = State.RELEASING
-            self.sent, self.skipped = seq - 1, seq
+            self.sent, self.skipped, self.floor = seq - 1, seq, -1
             self.held, self.held_bytes = [], 0
             self._actions.append(WaitDrained())
             return True
@@ -275,12 +290,15 @@ class Subscription(Generic[P]):
         self.sent += len(payloads)
         self._release()
 
-    def drained(self) -> None:
-        """The connection's pending output fell under a quarter of its bound."""
+    def drained(self, delivered: int | None = None) -> None:
+        """The connection's pending output fell under a quarter of its bound. `delivered`: the newest seq the
+        node's stream of the channel has delivered (None: not known, taken as caught up)."""
         if self._state is not State.RELEASING:
             return
         if not self.held and self.skipped <= self.sent:
             self.state = State.LIVE
+            if delivered is not None and delivered < self.sent:
+                self.floor = self.sent  # the stream will deliver what the client has: drop it, once
             self._actions.append(GoLive())
             return
         self._release()

@@ -153,8 +153,12 @@ class Connection:
 
     def deliver(self, channel: str, seq: int, frame: Frame) -> None:
         """A shared frame of a channel (called by the hub, never awaits)."""
-        if self.held and self.held.hold(channel, seq, frame, self.outbound.limit):
-            return  # held behind the channel's snapshot, replay or catch-up
+        held = self.held
+        if held:
+            if held.hold(channel, seq, frame, self.outbound.limit):
+                return  # held behind the channel's snapshot, replay or catch-up, or the client has it already
+            if not held:
+                self.refresh()  # the last machine settled: the hub's shortcut again
         if self.push(frame) is Verdict.LAG:
             self.lag(channel, seq)
 

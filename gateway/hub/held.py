@@ -35,8 +35,13 @@ class HeldChannels(dict[str, Subscription[Frame]]):
     def hold(self, channel: str, seq: int, frame: Frame, limit: int) -> bool:
         """Whether the channel's subscription held the frame (False: the channel is live, the frame goes out)."""
         sub = self.get(channel)
-        if sub is None or not sub.message(seq, frame, len(frame)):
+        if sub is None:
             return False
+        taken = sub.message(seq, frame, len(frame))
+        if not sub.holding:  # live (dropping what the client has, up to its floor) or ended: no bound to mind
+            if not taken and sub.settled:  # past its floor: nothing more for the machine to do
+                del self[channel]
+            return taken
         if sum(s.held_bytes for s in self.values()) > limit:
             # Held back past the bound (all channels together) behind a snapshot or a backlog the client is
             # slow to take: drop this channel's. Its history has them; going live replays them.
@@ -48,7 +53,8 @@ class HeldChannels(dict[str, Subscription[Frame]]):
         replaced meanwhile, and nothing changes)."""
         if self.get(sub.channel) is not sub:
             return False
-        del self[sub.channel]
+        if sub.settled:  # else it stays until the node's stream passes its floor (see `hold`)
+            del self[sub.channel]
         return True
 
     def resync(self, channel: str, reason: str) -> None:

@@ -91,7 +91,14 @@ class Node:
         self.interest = Interest(self.hub, self.subscriber, self.teams)
         self.snapshots = Snapshots(access, self.reads, self.teams, self.shared, self.hub.anchor)
         self.subscription_runner = SubscriptionRunner(
-            self.reads, self.teams, self.shared, self.backlog, self.snapshots, self.hub.anchor, self._resync
+            self.reads,
+            self.teams,
+            self.shared,
+            self.backlog,
+            self.snapshots,
+            self.hub.anchor,
+            self.hub.delivered_seq,
+            self._resync,
         )
         self.cluster_feeds = ClusterFeeds(bus.commands, access.pending_commands)
         self.publish_to_write = Histogram()  # /metrics: the relay's publish to this node's write, per message

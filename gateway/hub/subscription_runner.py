@@ -36,6 +36,7 @@ from .snapshots import Anchor, Snapshots
 log = logging.getLogger(__name__)
 
 ResyncOne = Callable[[Connection, str, str], None]  # the node's: tell one client to reload a channel
+Delivered = Callable[[str], int]  # the hub's: the newest seq its stream of a channel delivered (-1: none)
 
 
 class SubscriptionRunner:
@@ -49,6 +50,7 @@ class SubscriptionRunner:
         backlog: Backlog,
         snapshots: Snapshots,
         anchor: Anchor,
+        delivered: Delivered,
         resync: ResyncOne,
     ) -> None:
         self.reads = reads
@@ -57,6 +59,7 @@ class SubscriptionRunner:
         self.backlog = backlog
         self.snapshots = snapshots
         self.anchor = anchor
+        self.delivered = delivered
         self.resync = resync
 
     async def run(
@@ -94,7 +97,8 @@ class SubscriptionRunner:
             await conn.send_paced(action.payload)
         elif isinstance(action, WaitDrained):
             await conn.drain()
-            sub.drained()
+            delivered = self.delivered(name)
+            sub.drained(delivered if delivered >= 0 else None)
         elif isinstance(action, GoLive):
             conn.go_live(sub)
         elif isinstance(action, Resync):

@@ -221,6 +221,41 @@ async def test_frames_held_behind_a_snapshot_stay_within_the_bound_and_release_s
     assert sent[: len(history)] == history and len(sent) - len(history) == 40 - held.skipped
 
 
+def test_a_subscriber_that_goes_live_while_the_stream_is_behind_its_snapshot_gets_nothing_twice() -> None:
+    """The node's stream of a channel is being filled from the history (after a Redis restart, the bus is ahead
+    of it) when a second client's snapshot is read at the bus's newer position. That client goes live before the
+    repair delivers what its snapshot holds already: those messages are dropped for it, the next ones go straight
+    out, and the connection takes the hub's shortcut again."""
+    asked: list[tuple[str, int, int]] = []
+    hub = Hub(on_gap=lambda ch, first, last: asked.append((ch, first, last)))
+    first, _ = linked()
+    hub.add(first, CHANNEL)
+    hub.on_message(CHANNEL, packed(1))
+    hub.check_position(CHANNEL, 1, 4)  # the bus is at 4: 2..4 asked of the history
+    assert asked == [(CHANNEL, 2, 4)]
+
+    late, link = linked()
+    sub = late.open(CHANNEL, team_id=1)
+    hub.add(late, CHANNEL)
+    sub.subscribed(None)
+    assert sub.actions() == [ReadSnapshot()]
+    sub.snapshot_page(Frame(b'{"type":"snapshot","seq":4}', text=True))
+    sub.snapshot_read(4)  # the snapshot reflects 4, the stream has delivered 1
+    for action in sub.actions():
+        if isinstance(action, Send):
+            late.push(action.payload, force=True)
+    sub.drained(hub.delivered_seq(CHANNEL))
+    assert sub.actions() == [GoLive()]
+    late.go_live(sub)
+
+    hub.repaired(CHANNEL, [(1, seq, message(seq)[1]) for seq in (2, 3, 4)])
+    hub.on_message(CHANNEL, packed(5))
+    hub.on_message(CHANNEL, packed(6))
+    got = [json.loads(w[2:])["seq"] for w in link.written]  # short text frames: a 2-byte header
+    assert got == [4, 5, 6]  # the snapshot, then only what came after it
+    assert CHANNEL not in late.held and late.fast is not None  # settled: straight to the socket again
+
+
 async def run(c: Connection, sub: Subscription[Frame]) -> None:
     """Do what the subscription asks that needs no read: what gateway.hub.subscription_runner does."""
     while actions := sub.actions():
