@@ -31,20 +31,36 @@ class PresenceBoard:
     async def add(self, team_id: int, user_id: int) -> None:
         if not self.enabled:
             return
-        self._local[(team_id, user_id)] += 1
-        if self._local[(team_id, user_id)] == 1:
+        key = (team_id, user_id)
+        self._local[key] += 1
+        if self._local[key] == 1:
             await self.presence.join(self.node_id, team_id, user_id, TTL)
+            await self._settle(key, online=True)
 
     async def remove(self, team_id: int, user_id: int) -> None:
-        if not self.enabled or not self._local[(team_id, user_id)]:
+        key = (team_id, user_id)
+        if not self.enabled or not self._local[key]:
             return
-        self._local[(team_id, user_id)] -= 1
-        if not self._local[(team_id, user_id)]:
-            del self._local[(team_id, user_id)]
+        self._local[key] -= 1
+        if not self._local[key]:
+            del self._local[key]
             try:
                 await self.presence.leave(self.node_id, team_id, user_id)
+                await self._settle(key, online=False)
             except BusError:
-                pass  # it expires by itself
+                pass  # it expires by itself (or the next renewal puts it back)
+
+    async def _settle(self, key: tuple[int, int], online: bool) -> None:
+        """A join and a leave of one entry go over pooled connections and may land in either order (a tab that
+        reconnects leaves and joins at once): once one has landed, the entry follows the local count again if
+        that changed meanwhile, so nobody reads as offline (or online) until the next renewal."""
+        while (wanted := bool(self._local.get(key))) != online:
+            online = wanted
+            team_id, user_id = key
+            if wanted:
+                await self.presence.join(self.node_id, team_id, user_id, TTL)
+            else:
+                await self.presence.leave(self.node_id, team_id, user_id)
 
     async def run(self) -> None:
         """Refresh this node's entries until cancelled."""
