@@ -9,7 +9,7 @@ the relay publishes it. The relay owns the clock: it passes `now` in and schedul
 
 Its parts: `JobWindows` (gateway.core.windows: each job channel's pace), `Sequences` (gateway.core.publication:
 each channel's position in the epoch; a message stamped and encoded once), `SubmissionRows`
-(gateway.core.submission_rows: the Submissions page's rows and task counts) and `Events` (gateway.core.events:
+(gateway.core.submission_rows: the Submissions page's rows and task counts) and `Extras` (gateway.core.extras:
 finish notices and glows, presence and cluster metrics: messages that are not job deltas).
 """
 
@@ -31,7 +31,7 @@ from .aggregate import (
     TrajectoryAggregate,
 )
 from .eta import EtaTracker
-from .events import Events
+from .extras import Extras
 from .finish import SETTLE, cuts_short
 from .grouping import Group, group_order
 from .model import Job, Overrun, TrajectorySummary
@@ -69,17 +69,17 @@ class Batcher:
         self._names: dict[int, tuple[str, str]] = {}  # trajectory id -> its channel and its team's jobs channel
         self.submissions = SubmissionRows(self.aggregates)
         self.eta = EtaTracker()  # the estimated time left (gateway.core.eta)
-        self.events = Events(self.aggregates, self.seqs, settle, self.submissions)
-        self.finishes = self.events.finishes
+        self.extras = Extras(self.aggregates, self.seqs, settle, self.submissions)
+        self.finishes = self.extras.finishes
         self.memberships: list[MembershipChange] = []  # to announce to every node this cycle
         self.ownerships: list[OwnershipChange] = []  # channels that moved to another team, to announce too
         self.changes_applied = 0
         self.deltas_taken = 0
-        # The events' messages, as the relay asks for them.
-        self.take_finishes = self.events.take_finishes
-        self.channels_for_finishes = self.events.channels_for_finishes
-        self.finish_publications = self.events.finish_publications
-        self.team_extra_publication = self.events.team_extra_publication
+        # The extras' messages, as the relay asks for them.
+        self.take_finishes = self.extras.take_finishes
+        self.channels_for_finishes = self.extras.channels_for_finishes
+        self.finish_publications = self.extras.finish_publications
+        self.team_extra_publication = self.extras.team_extra_publication
 
     # -- input
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
 
@@ -20,10 +20,8 @@ from ..client import GatewayClient
 from ..core.channels import cluster as cluster_channel
 from ..core.control import KILLED
 from ..core.protocol import Command, Snapshot
-from .ingest import describe_failure
-
-if TYPE_CHECKING:
-    from .cluster import SimCluster, SimJob
+from .ingest import IngestClient, describe_failure
+from .jobs import SimJob
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +31,26 @@ CONFIRM_ATTEMPTS = 3  # a confirmation cut off on the way is sent again at once,
 REMEMBERED = 10_000  # command ids a cluster remembers having acted on (the oldest are forgotten first)
 
 
-async def listen(cluster: SimCluster, listening: asyncio.Event) -> None:
+class Cluster(Protocol):
+    """What carrying out commands needs of a simulated cluster (gateway.sim.cluster.SimCluster is one)."""
+
+    gateway_url: str
+    key: str
+    cluster_id: int
+    confirm: bool
+    ingest: IngestClient
+    jobs: dict[int, SimJob]
+    carried_out: dict[str, list[int]]  # command id -> the jobs it changed, oldest first
+    sync_failed: dict[int, asyncio.Event]  # submissions whose sync failed, waiting for a retry
+
+    def job(self, job_id: int) -> SimJob | None: ...
+
+    def enqueue(self, job: SimJob) -> None: ...
+
+    def finish(self, job: SimJob) -> None: ...
+
+
+async def listen(cluster: Cluster, listening: asyncio.Event) -> None:
     """Carry out the commands sent to the cluster until cancelled; `listening` is set once its feed's first
     snapshot has arrived (every command sent from then on reaches it)."""
     async with GatewayClient(cluster.gateway_url, cluster.key, max_backoff=2.0) as feed:
@@ -48,7 +65,7 @@ async def listen(cluster: SimCluster, listening: asyncio.Event) -> None:
                 await _carry_out(cluster, message)
 
 
-async def _carry_out(cluster: SimCluster, command: Command) -> None:
+async def _carry_out(cluster: Cluster, command: Command) -> None:
     """Act on a command once, and confirm it (again, if it came again: the first confirmation may be lost)."""
     acted = cluster.carried_out
     done = acted.get(command.id)
@@ -76,7 +93,7 @@ async def _carry_out(cluster: SimCluster, command: Command) -> None:
             return
 
 
-def act(cluster: SimCluster, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:
+def act(cluster: Cluster, action: str, job_ids: list[int], priority: int | None = None) -> list[int]:
     """Carry out a command on the jobs this cluster holds; the ones acted on are confirmed."""
     if action == "sync":  # the ids are submissions: sync again the ones this cluster failed to sync
         acted = [i for i in job_ids if i in cluster.sync_failed]
@@ -97,7 +114,7 @@ def act(cluster: SimCluster, action: str, job_ids: list[int], priority: int | No
     return acted
 
 
-def _report(cluster: SimCluster, action: str, job: SimJob) -> None:
+def _report(cluster: Cluster, action: str, job: SimJob) -> None:
     """The job's state after the action, as the cluster's next report batch carries it."""
     if action in ("priority", "instance_type"):
         return  # no state of the job changed
@@ -109,7 +126,7 @@ def _report(cluster: SimCluster, action: str, job: SimJob) -> None:
     cluster.ingest.report(report)
 
 
-def _act_on(cluster: SimCluster, action: str, job: SimJob, priority: int | None) -> bool:
+def _act_on(cluster: Cluster, action: str, job: SimJob, priority: int | None) -> bool:
     if action == "remove" and job.status in ACTIVE:
         job.removed = True  # a running one stops; what it produced stays
         cluster.finish(job)

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
 
-from .ingest import REPORT_EVERY
-
-if TYPE_CHECKING:
-    from .cluster import SimCluster
+from .ingest import REPORT_EVERY, IngestClient
 
 METRICS_EVERY = 1.0  # simulated seconds, but never more often than REPORT_EVERY
+
+
+class Cluster(Protocol):
+    """What reporting figures needs of a simulated cluster (gateway.sim.cluster.SimCluster is one)."""
+
+    rng: random.Random
+    busy: int  # workers running a job
+    workers: int
+    speed: float
+    ingest: IngestClient
 
 
 class Wander:
@@ -41,7 +48,7 @@ class Wander:
         }
 
 
-async def report(cluster: SimCluster) -> None:
+async def report(cluster: Cluster) -> None:
     """Post the cluster's figures until cancelled."""
     wander = Wander(cluster.rng)
     while True:

@@ -1,5 +1,6 @@
 """The package's modules import each other without a circle: each room can be read, tested and moved from the
-bottom up. (A module importing another only for type checking, under `if TYPE_CHECKING:`, is no arrow here.)"""
+bottom up. An import only for type checking (under `if TYPE_CHECKING:`) is an arrow too: a room that names
+another's types depends on it (what it needs of a caller is a Protocol of its own, as gateway.sim.commands has)."""
 
 from __future__ import annotations
 
@@ -14,24 +15,14 @@ def _name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_only(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules `path` imports when it runs (at its top or inside a function)."""
+    """The package's modules `path` imports: at its top, inside a function, or for type checking only."""
     here = _name(path)
     package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
     found: set[str] = set()
     todo: list[ast.AST] = [ast.parse(path.read_text())]
     while todo:
         node = todo.pop()
-        if isinstance(node, ast.If) and _type_checking_only(node):
-            todo.extend(node.orelse)
-            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - (node.level - 1)]

@@ -14,7 +14,7 @@ from .submission_rows import SubmissionRows
 from .team import ClusterStats, Presence
 
 
-class Events:
+class Extras:
     """Messages that are not job deltas: a wave's finish (a notice on its trajectory's channel and on its team's,
     for a clean finish a glow), presence and cluster metrics on the team channel."""
 
