@@ -13,6 +13,7 @@ from ..bus.channels import ChannelReads
 from ..bus.history import Entry
 from ..core.channels import Channel
 from ..core.envelope import message_frame
+from ..core.protocol import Format
 from ..core.subscription import (
     Action,
     GoLive,
@@ -37,6 +38,23 @@ log = logging.getLogger(__name__)
 
 ResyncOne = Callable[[Connection, str, str], None]  # the node's: tell one client to reload a channel
 Delivered = Callable[[str], int]  # the hub's: the newest seq its stream of a channel delivered (-1: none)
+
+
+class Replay:
+    """A replay's history entries, framed once per wire format for all the clients that share its read (a JSON
+    frame is a transcoding of the MessagePack the history keeps)."""
+
+    __slots__ = ("entries", "_framed")
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.entries = entries
+        self._framed: dict[str, list[tuple[int, int, Frame]]] = {}
+
+    def framed(self, fmt: Format) -> list[tuple[int, int, Frame]]:
+        framed = self._framed.get(fmt)
+        if framed is None:
+            framed = self._framed[fmt] = [(e.epoch, e.seq, message_frame(e.msgpack, fmt)) for e in self.entries]
+        return framed
 
 
 class SubscriptionRunner:
@@ -110,9 +128,8 @@ class SubscriptionRunner:
                 self.anchor(name, *position)
             sub.position_read(position)
         elif isinstance(action, ReadReplay):
-            entries = await self._entries(name, action.first, action.last)
-            framed = [(e.epoch, e.seq, message_frame(e.msgpack, conn.format)) for e in entries]
-            sub.replay_read(action.first, action.last, framed)
+            replay = await self._replay(name, action.first, action.last)
+            sub.replay_read(action.first, action.last, replay.framed(conn.format))
         elif isinstance(action, ReadSnapshot):
             await self._snapshot(conn, sub, channel, since)
         elif isinstance(action, ReadBacklog):
@@ -133,11 +150,14 @@ class SubscriptionRunner:
                     return
         sub.snapshot_read(seq)
 
-    async def _entries(self, name: str, first: int, last: int) -> list[Entry]:
+    async def _replay(self, name: str, first: int, last: int) -> Replay:
+        """History entries first..last, read once for every client resuming from the same place together."""
         tag = self.teams.tag(name)
-        return await self.shared.read(
-            ("entries", name, first, last), lambda: self.reads.entries(tag, name, first, last)
-        )
+
+        async def read() -> Replay:
+            return Replay(await self.reads.entries(tag, name, first, last))
+
+        return await self.shared.read(("entries", name, first, last), read)
 
     async def _backlog(self, conn: Connection, name: str, first: int, last: int, retries: int) -> list[Frame] | None:
         """Frames from `first` on (see `Backlog.frames`); None when the history no longer holds them."""

@@ -126,6 +126,19 @@ async def test_a_subscriber_with_a_cursor_gets_exactly_what_it_missed(world) -> 
     assert received(conn) == [("batch", 3), ("batch", 4), ("batch", 5), ("batch", 6)]
 
 
+async def test_clients_resuming_from_one_cursor_together_share_each_replayed_frame(world) -> None:
+    """A reconnect storm: many clients resume a channel from the same cursor at once. The history is read once
+    and each missed message framed once per format (a JSON frame is a transcoding), not once per client."""
+    node, broker, publisher, _ = world
+    await publish(broker, publisher, range(1, 6))
+    conns = [attached(node) for _ in range(3)]
+    await asyncio.gather(*(node.subscribe(c, CHANNEL, make_cursor(1, 2)) for c in conns))
+    sent = [[conn.take() for _ in range(3)] for conn in conns]
+    assert [[json.loads(f.data)["seq"] for f in frames if f is not None] for frames in sent] == [[3, 4, 5]] * 3
+    first, *others = sent
+    assert all(a is b for frames in others for a, b in zip(first, frames, strict=True))
+
+
 async def test_messages_published_while_the_snapshot_is_read_follow_it(world) -> None:
     node, broker, publisher, access = world
     await publish(broker, publisher, range(1, 3))
