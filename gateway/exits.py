@@ -1,4 +1,4 @@
-"""The exit status of every `gateway` command, for scripts and service managers (README's table lists them).
+"""The exit status of every `gateway` command, for scripts and service managers (docs/cli.md's table lists them).
 
 A command that fails for a reason of its own raises `CommandFailed`; the CLI prints its message as one line on
 stderr (no traceback) and exits with its status. 1 is left to what nobody foresaw: a bug, with its traceback.

@@ -1,5 +1,5 @@
 """`gateway check` judges a configuration before anything starts, and `gateway migrate` refuses a migration edited
-after it was applied: one line per check, the exit status README's table gives."""
+after it was applied: one line per check, the exit status docs/cli.md's table gives."""
 
 from __future__ import annotations
 

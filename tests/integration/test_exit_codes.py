@@ -1,4 +1,4 @@
-"""Every command's exit status, as a script or a service manager sees it (README's table, gateway/exits.py):
+"""Every command's exit status, as a script or a service manager sees it (docs/cli.md's table, gateway/exits.py):
 0 done or stopped by a signal, 2 bad usage or configuration, 3 a token refused, 4 refused, 5 unreachable."""
 
 from __future__ import annotations

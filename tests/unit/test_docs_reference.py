@@ -1,0 +1,175 @@
+"""The reference pages say what the code does now: README's settings table lists every variable gateway/config.py
+reads and none the package does not know, docs/cli.md lists every subcommand the parser takes, docs/metrics.md
+every `gateway_*` family the package exports, and no page cites a file the repository lacks."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gateway import config
+from gateway.cli import parser
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "gateway"
+DOCS = ROOT / "docs"
+ENV_NAME = re.compile(r"^(?:GATEWAY_[A-Z0-9_]+|DATABASE_URL|REDIS_URL|OTEL_[A-Z0-9_]+)$")
+
+
+class _Recorder(dict[str, str]):
+    """An empty environment that remembers every name asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(name)
+        return default
+
+    def __getitem__(self, name: str) -> str:
+        self.asked.add(name)
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        self.asked.add(str(name))
+        return False
+
+
+def _read_by_config(monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The variables Settings() reads, asked of config.py itself rather than parsed from it."""
+    recorder = _Recorder()
+    monkeypatch.setattr(config, "os", SimpleNamespace(environ=recorder))
+    config.Settings()
+    return recorder.asked
+
+
+def _known_to_package() -> set[str]:
+    """Every variable name the package spells out (config.py, the commands, tracing, the build's commit)."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ENV_NAME.match(node.value):
+                names.add(node.value)
+    return names
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else None]
+
+
+def _first_cells(table: str) -> list[str]:
+    return [line.split("|")[1] for line in table.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+
+
+def _documented_settings() -> set[str]:
+    table = _section((ROOT / "README.md").read_text(), "## Configuration")
+    return {name for cell in _first_cells(table) for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
+
+
+def test_every_setting_config_reads_is_in_the_readme(monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = sorted(_read_by_config(monkeypatch) - _documented_settings())
+    assert missing == [], f"config.py reads these, README's Configuration table does not list them: {missing}"
+
+
+def test_the_readme_lists_no_setting_the_package_does_not_read() -> None:
+    unknown = sorted(_documented_settings() - _known_to_package())
+    assert unknown == [], f"README's Configuration table lists settings nothing in gateway/ reads: {unknown}"
+
+
+def _subcommands(help_text: str, metavar: str) -> list[str]:
+    """The subcommands argparse's help lists under COMMAND (or ACTION), as a user sees them."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == metavar)
+    names = []
+    for line in lines[start + 1 :]:
+        if not line.strip() or not line.startswith("    "):
+            break
+        if not line.startswith("     "):  # a continued help line is indented further
+            names.append(line.split()[0])
+    return names
+
+
+def _help(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What `gateway ARGS --help` prints."""
+    with pytest.raises(SystemExit):
+        parser().parse_args([*args, "--help"])
+    return capsys.readouterr().out
+
+
+def _parser_commands(capsys: pytest.CaptureFixture[str]) -> set[str]:
+    commands = set()
+    for name in _subcommands(_help([], capsys), "COMMAND"):
+        sub_help = _help([name], capsys)
+        if "\n  ACTION\n" in sub_help:
+            commands |= {f"{name} {action}" for action in _subcommands(sub_help, "ACTION")}
+        else:
+            commands.add(name)
+    return commands
+
+
+def _documented_commands() -> set[str]:
+    table = (DOCS / "cli.md").read_text().split("## Exit statuses")[0]
+    return {m for cell in _first_cells(table) for m in re.findall(r"`gateway ([a-z -]+)`", cell)}
+
+
+def test_docs_cli_lists_every_subcommand_and_no_other(capsys: pytest.CaptureFixture[str]) -> None:
+    parsed, documented = _parser_commands(capsys), _documented_commands()
+    assert len(parsed) > 10, "the subcommands were not found in `gateway --help`"
+    assert sorted(parsed - documented) == [], "docs/cli.md does not list these subcommands"
+    assert sorted(documented - parsed) == [], "docs/cli.md lists subcommands `gateway` does not take"
+
+
+def _exported_families() -> set[str]:
+    """The `gateway_*` families the package builds, named as the exposition shows them (counters with _total)."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+                continue
+            kind = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            if kind.endswith("MetricFamily") and str(node.args[0].value).startswith("gateway_"):
+                suffix = "_total" if kind == "CounterMetricFamily" else ""
+                names.add(f"{node.args[0].value}{suffix}")
+    return names
+
+
+def _documented_metrics() -> set[str]:
+    tables = "\n".join(
+        line for line in (DOCS / "metrics.md").read_text().splitlines() if line.startswith("| `gateway_")
+    )
+    return {re.match(r"\| `(gateway_[a-z_]+)", line).group(1) for line in tables.splitlines()}  # type: ignore[union-attr]
+
+
+def test_docs_metrics_lists_every_family_and_no_other() -> None:
+    exported, documented = _exported_families(), _documented_metrics()
+    assert len(exported) > 30, "the metric families were not found where the test looks for them"
+    assert sorted(exported - documented) == [], "docs/metrics.md does not list these"
+    assert sorted(documented - exported) == [], "docs/metrics.md lists figures the package does not export"
+
+
+def test_no_doc_names_the_design_file_the_repository_never_held() -> None:
+    pages = [ROOT / "README.md", *DOCS.glob("*.md")]
+    citing = [p.name for p in pages if re.search(r"\bDESIGN\b(?!\.)", p.read_text()) or "DESIGN.md" in p.read_text()]
+    assert citing == [], f"these cite DESIGN, which is not in the repository (docs/design.md is): {citing}"
+
+
+CITED = re.compile(r"(?<![\w./-])((?:[a-z_.]+/)+[\w-]+\.(?:py|md|yml|yaml|json|svg|js|css|html|sql|toml|txt))\b")
+RESULTS = re.compile(r"(?<![\w./-])(bench/results/[\w.-]*\d[\w.-]*/)")  # a dated folder
+
+
+def test_every_file_a_doc_cites_is_in_the_repository() -> None:
+    """A path in README or docs/ names a file of the checkout (from its root, gateway/ or docs/): never a dead end."""
+    missing = []
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = page.read_text()
+        for cited in set(CITED.findall(text)) | set(RESULTS.findall(text)):
+            if not any((base / cited).exists() for base in (ROOT, PACKAGE, DOCS)):
+                missing.append(f"{page.name}: {cited}")
+    assert sorted(missing) == []
