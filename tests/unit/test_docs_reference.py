@@ -1,6 +1,7 @@
 """The reference pages say what the code does now: README's settings table lists every variable gateway/config.py
 reads and none the package does not know, docs/cli.md lists every subcommand the parser takes, docs/metrics.md
-every `gateway_*` family the package exports, and no page cites a file the repository lacks."""
+every `gateway_*` family the package exports, no page cites a file the repository lacks, and the manual's index
+(docs/README.md) lists every page and points only to sections that exist."""
 
 from __future__ import annotations
 
@@ -173,3 +174,31 @@ def test_every_file_a_doc_cites_is_in_the_repository() -> None:
             if not any((base / cited).exists() for base in (ROOT, PACKAGE, DOCS)):
                 missing.append(f"{page.name}: {cited}")
     assert sorted(missing) == []
+
+
+def test_the_manual_lists_every_page_and_the_readme_opens_it() -> None:
+    index = (DOCS / "README.md").read_text()
+    unlisted = sorted(p.name for p in DOCS.glob("*.md") if p.name != "README.md" and f"]({p.name})" not in index)
+    assert unlisted == [], f"docs/README.md does not list these pages: {unlisted}"
+    assert "](docs/README.md)" in (ROOT / "README.md").read_text()
+
+
+def _headings(page: Path) -> list[str]:
+    return [line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("## ")]
+
+
+def test_every_section_the_manual_points_to_exists() -> None:
+    """`[page.md](page.md), "Section"` (or "the README's "Section"") names a heading of that page."""
+    missing = []
+    for source in (DOCS / "README.md", DOCS / "architecture.md"):
+        for line in source.read_text().splitlines():
+            page = None
+            for token in re.finditer(r"\]\(([\w-]+\.md)\)|the README's|\"([^\"]+)\"", line):
+                if token.group(1):
+                    page = DOCS / token.group(1)
+                elif token.group(0) == "the README's":
+                    page = ROOT / "README.md"
+                elif page is not None and token.group(2)[0].isupper():
+                    if not any(h == token.group(2) or h.startswith(token.group(2) + ":") for h in _headings(page)):
+                        missing.append(f"{source.name}: {page.name}, {token.group(2)!r}")
+    assert missing == []
