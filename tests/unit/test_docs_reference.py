@@ -6,6 +6,8 @@ every `gateway_*` family the package exports, no page cites a file the repositor
 from __future__ import annotations
 
 import ast
+import dataclasses
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -202,3 +204,37 @@ def test_every_section_the_manual_points_to_exists() -> None:
                     if not any(h == token.group(2) or h.startswith(token.group(2) + ":") for h in _headings(page)):
                         missing.append(f"{source.name}: {page.name}, {token.group(2)!r}")
     assert missing == []
+
+
+UNITS = {"": 1, "KiB": 1 << 10, "MiB": 1 << 20}
+
+
+def _documented_defaults() -> dict[str, float]:
+    """The numeric defaults README's table gives (`4 MiB`, `0.5`, `8388608 (8 MiB)`), by variable."""
+    table = _section((ROOT / "README.md").read_text(), "## Configuration")
+    found = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0]) if len(cells) == 3 else []
+        number = re.fullmatch(r"(\d+(?:\.\d+)?)(?: (KiB|MiB))?(?: \(.*\))?", cells[2]) if names else None
+        if len(names) == 1 and number:
+            found[names[0]] = float(number.group(1)) * UNITS[number.group(2) or ""]
+    return found
+
+
+def test_the_readme_gives_each_numeric_setting_the_default_config_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if ENV_NAME.match(n)]:
+        monkeypatch.delenv(name)
+    defaults = config.Settings()
+    by_variable = {}
+    for f in dataclasses.fields(config.Settings):
+        recorder = _Recorder()
+        with monkeypatch.context() as m:
+            m.setattr(config, "os", SimpleNamespace(environ=recorder))
+            f.default_factory()  # type: ignore[misc]
+        if len(recorder.asked) == 1:
+            by_variable[recorder.asked.pop()] = getattr(defaults, f.name)
+    documented = _documented_defaults()
+    assert len(documented) > 30, "README's numeric defaults were not found"
+    wrong = {n: (d, by_variable[n]) for n, d in documented.items() if n in by_variable and d != by_variable[n]}
+    assert wrong == {}, "README's default (first) differs from config.py's (second)"
