@@ -1,5 +1,5 @@
 """The reference pages say what the code does now: README's settings table lists every variable gateway/config.py
-reads and none the package does not know, docs/cli.md lists every subcommand the parser takes, docs/metrics.md
+reads, none the package does not know, and config.py's numeric defaults, docs/cli.md lists every subcommand the parser takes, docs/metrics.md
 every `gateway_*` family the package exports, no page cites a file the repository lacks, and the manual's index
 (docs/README.md) lists every page and points only to sections that exist."""
 
