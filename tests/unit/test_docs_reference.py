@@ -1,7 +1,7 @@
 """The reference pages say what the code does now: README's settings table lists every variable gateway/config.py
-reads, none the package does not know, and config.py's numeric defaults, docs/cli.md lists every subcommand the parser takes, docs/metrics.md
-every `gateway_*` family the package exports, no page cites a file the repository lacks, and the manual's index
-(docs/README.md) lists every page and points only to sections that exist."""
+reads, none the package does not know, and config.py's numeric defaults, docs/cli.md lists every subcommand the
+parser takes, docs/metrics.md every `gateway_*` family the package exports, no page cites a file the repository
+lacks, and the manual's index (docs/README.md) lists every page and points only to sections that exist."""
 
 from __future__ import annotations
 
