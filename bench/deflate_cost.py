@@ -6,7 +6,7 @@ compression settings, and the hub's fan-out with and without compressing subscri
 1. Messages by size, as the node encodes them (job batches of 1 to 500 jobs, the node's own small
    messages): bytes saved by deflating each on its own, and the CPU it takes, at the shared frames' level
    (SHARED_LEVEL) and the fast one (PRIVATE_LEVEL). Where the saving stops paying is DEFLATE_MIN.
-2. The hub handing one shared frame to C subscribers (`Hub._deliver`, the socket's write a C no-op): ns per
+2. The hub handing one shared frame to C subscribers (`Hub.deliver`, the socket's write a C no-op): ns per
    subscriber for plain subscribers, for compressing ones (the message deflated once, the same bytes to
    all), and half and half. The plain path must not pay for the compressing one.
 
@@ -149,7 +149,7 @@ def fanout(subscribers: int, rounds: int) -> None:
             hub.add(conn, "trajectory:42")
         seq = iter(range(1, 1 << 30))
         per = [
-            best(lambda: hub._deliver("trajectory:42", next(seq), data[0], data[1]), 1, 50) / subscribers  # noqa: B023  (called at once)
+            best(lambda: hub.deliver("trajectory:42", next(seq), data[0], data[1]), 1, 50) / subscribers  # noqa: B023  (called at once)
             for _ in range(rounds)
         ]
         print(f"| {label} | {statistics.median(per) * 1e9:.0f} ({min(per) * 1e9:.0f}) |")

@@ -27,7 +27,7 @@ import asyncpg
 from bench.infra import start_infra
 from bench.load import build_world
 from bench.procstat import exact_cpu_seconds
-from bench.systems import Context, _gateway
+from bench.systems import SYSTEMS, Context
 from harness.follower import Follower
 
 
@@ -64,7 +64,7 @@ async def run(spacings: list[float], commits: int, rounds: int, gateway_src: str
         if gateway_src:
             os.environ["PYTHONPATH"] = os.pathsep.join([gateway_src, os.environ.get("PYTHONPATH", "")])
         ctx = Context(infra.database_url, infra.redis_url, secrets.token_urlsafe(32), Path(tmp))
-        running = _gateway(ctx)
+        running = SYSTEMS["gateway"].start(ctx)
         try:
             pool = await asyncpg.create_pool(infra.database_url, min_size=1, max_size=2)
             world = await build_world(pool, 1, 1, 1)

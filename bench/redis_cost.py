@@ -118,12 +118,11 @@ async def main(messages: int, node_counts: list[int], cluster: bool) -> dict[str
         if cluster:
             server = shards = EmbeddedValkeyCluster(Path(tmp), shards=3)
             url = shards.start()
-            pids = [p.pid for p in shards._procs]
+            pids = shards.pids
         else:
             server = single = EmbeddedValkey(Path(tmp))
             url = single.start()
-            assert single._proc is not None
-            pids = [single._proc.pid]
+            pids = single.pids
         broker = RedisBroker.connect(url, cluster=cluster)
         try:
             rows = [await measure(broker, pids, messages, n, epoch) for epoch, n in enumerate(node_counts, start=1)]

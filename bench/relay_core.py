@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from redis._parsers.encoders import Encoder
 from redis.asyncio import Redis
+from redis.asyncio.connection import Connection
 
-from gateway.bus.packing import OneJoinPacking
+from gateway.bus.packing import one_join
 from gateway.bus.publisher import Publisher
 from gateway.core.aggregate import TrajectoryAggregate
 from gateway.core.batching import Batcher
@@ -38,10 +38,6 @@ from gateway.store.outbox import OutboxReader
 TEAMS, TRAJECTORIES, JOBS = 50, 4, 100
 COMMITS_PER_CYCLE, CHANGES_PER_COMMIT, POLL = 4, 5, 0.010
 NEXT = {"queued": "running", "running": "completed", "completed": "queued"}
-
-
-class _Packer(OneJoinPacking):
-    encoder = Encoder("utf-8", "strict", False)
 
 
 class _Bus:
@@ -163,7 +159,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
     core.load_work(world.work())
     reader = OutboxReader(None, 0, 1)  # only `take` is used: no connection
     publisher = Publisher(_Bus(), "{p0}", 1, 1000, 3600)  # type: ignore[arg-type]
-    packer = _Packer()
+    packer = one_join(Connection)()  # the bus's connection class, never connected: only its packing is used
     # The outbox's rows, made before the clock starts: only the relay's own work is timed.
     reads = [
         [row for _ in range(COMMITS_PER_CYCLE) for row in world.commit(world.clock + timedelta(seconds=i * POLL))]
@@ -183,7 +179,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
             core.set_seqs(dict.fromkeys(missing, 0))
         core.refresh_eta(now, wall + now)
         publications = core.take_job_publications(now) + core.take_team_publications(now)
-        for call in publisher._calls(publications, reader.position, wall + now):
+        for call in publisher.calls(publications, reader.position, wall + now):
             packer.pack_command(*call)
         published += len(publications)
     seconds = time.perf_counter() - started

@@ -137,6 +137,11 @@ class EmbeddedValkey:
                 time.sleep(0.05)
         raise RuntimeError("valkey-server did not start within 10 s")
 
+    @property
+    def pids(self) -> list[int]:
+        """The server's process id while it runs (bench.redis_cost reads its CPU)."""
+        return [] if self._proc is None else [self._proc.pid]
+
     def stop(self) -> None:
         if self._proc is not None:
             self._proc.terminate()
@@ -163,6 +168,11 @@ class EmbeddedValkeyCluster:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.ports[0]}"
+
+    @property
+    def pids(self) -> list[int]:
+        """The servers' process ids while they run (bench.redis_cost reads their CPU)."""
+        return [proc.pid for proc in self._procs]
 
     def start(self) -> str:
         from redis import Redis

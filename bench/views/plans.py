@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from gateway.core.submission_window import Window
-from gateway.store.submission_rows import _order, _where
+from gateway.store.submission_rows import window_statements
 
 from .common import CARD_PAGE
 from .server import Kind
@@ -20,12 +20,8 @@ from .team import Team
 
 def statements(team_id: int, window: Window) -> tuple[dict[str, str], list[object]]:
     """The count and the page statement of a window, as gateway.store.submission_rows.window() runs them."""
-    where, args = _where(team_id, window)
-    page = (
-        f"select row from submission_rows where {where} {_order(window)}"
-        f" limit {int(window.limit)} offset {int(window.offset)}"
-    )
-    return {"count": f"select count(*) from submission_rows where {where}", "page": page}, args
+    count, page, args = window_statements(team_id, window)
+    return {"count": count, "page": page}, args
 
 
 def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:

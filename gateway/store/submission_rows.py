@@ -93,17 +93,23 @@ def _order(window: Window) -> str:
     return f"order by {window.column} {direction}, id {direction}"  # a column of SORT_COLUMNS: never user text
 
 
+def window_statements(team_id: int, window: Window) -> tuple[str, str, list[object]]:
+    """The count and the page statement `window` runs, and their arguments (bench.views EXPLAINs the same)."""
+    where, args = _where(team_id, window)
+    page = (
+        f"select row from submission_rows where {where} {_order(window)}"
+        f" limit {int(window.limit)} offset {int(window.offset)}"
+    )
+    return f"select count(*) from submission_rows where {where}", page, args
+
+
 async def window(pool: asyncpg.Pool, team_id: int, window: Window, timeout: float) -> tuple[int, list[str]]:
     """The total matching the window's filters, and the rows (JSON) of its page, each statement bounded by
     `timeout` (reads.TooSlow past it)."""
-    where, args = _where(team_id, window)
+    count, page, args = window_statements(team_id, window)
     async with bounded(pool, timeout, isolation="repeatable_read") as db:
-        total: int = await db.fetchval(f"select count(*) from submission_rows where {where}", *args)
-        rows = await db.fetch(
-            f"select row from submission_rows where {where} {_order(window)}"
-            f" limit {int(window.limit)} offset {int(window.offset)}",
-            *args,
-        )
+        total: int = await db.fetchval(count, *args)
+        rows = await db.fetch(page, *args)
     return total, [r["row"] for r in rows]
 
 
