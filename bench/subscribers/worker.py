@@ -9,9 +9,10 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .counters import Stats
+from .dialects import Resuming
 from .jobstate import unpack_jobs
 from .subscriber import Subscriber
 
@@ -185,7 +186,7 @@ class Worker:
         return {
             sub.idx: {"node": f"{sub.host}:{sub.port}", "live": sub.live, "cursors": sub.dialect.cursors()}
             for sub in self.subs
-            if sub.idx in wanted and hasattr(sub.dialect, "cursors")
+            if sub.idx in wanted and isinstance(sub.dialect, Resuming)
         }
 
     async def cmd_storm(self, timeout: float) -> dict[str, Any]:
@@ -233,7 +234,7 @@ class Worker:
         deadline = time.monotonic() + timeout
         subs, i = self.subs, 0
         while i < len(subs):
-            if subs[i].dialect.shows(marks):  # type: ignore[union-attr]
+            if cast(Resuming, subs[i].dialect).shows(marks):  # the fleet waits for marks on resuming dialects only
                 i += 1
                 continue
             if time.monotonic() > deadline:
