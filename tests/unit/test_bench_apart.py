@@ -1,16 +1,23 @@
 """bench/ stands apart (issue #52): it reaches the gateway and its libraries only through their public names, so a
 refactoring of the gateway that keeps its public names cannot break a benchmark unseen; and it takes a new dialect
-by adding one: its module, and a line in `DIALECTS`. (That bench/ imports nothing from tests/ is held in
-test_tiers.py.)"""
+or scenario by adding one: its module or function, and a line in `DIALECTS` or `SCENARIOS`, every scenario run by
+the one path of `python -m bench`. (That bench/ imports nothing from tests/ is held in test_tiers.py.)"""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench import __main__ as command
+from bench import registry
+from bench.registry import SCENARIOS, Options, Scenario
+from bench.scenarios import Run
 from bench.subscribers import Stats
 from bench.subscribers.dialects import DIALECTS, Dialect, Resuming, make_dialect
 
@@ -118,3 +125,73 @@ def test_every_dialect_class_is_registered() -> None:
 def test_an_unknown_dialect_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown dialect 'mqtt': one of gateway, gateway-msgpack, plain, socketio"):
         make_dialect("mqtt", ["team:1"], Stats())
+
+
+def test_every_scenario_is_registered() -> None:
+    """The shared world's scenarios (each a function of bench/scenarios.py taking the world's `ctx`) and the two
+    that start worlds of their own."""
+    tree = ast.parse((BENCH / "scenarios.py").read_text())
+    measures = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.AsyncFunctionDef) and node.args.args and node.args.args[0].arg == "ctx"
+    }
+    assert measures == {"fanout", "storm", "steady", "burst"}
+    assert set(SCENARIOS) == measures | {"faults", "deploy"}
+
+
+def test_the_command_has_no_special_case_of_a_scenario() -> None:
+    """bench/__main__.py compares the scenario's name with nothing: what differs between scenarios is their entry."""
+    compared = [
+        ast.unparse(node)
+        for node in ast.walk(ast.parse((BENCH / "__main__.py").read_text()))
+        if isinstance(node, ast.Compare)
+        for constant in ast.walk(node)
+        if isinstance(constant, ast.Constant) and constant.value in SCENARIOS
+    ]
+    assert compared == []
+
+
+def _scenario(record: dict[str, Any], ran: list[Options]) -> Scenario:
+    async def measure(options: Options, say: Any) -> Run:
+        ran.append(options)
+        say("measured")
+        return Run(dict(record), tables=["### a table\n"])
+
+    return Scenario(
+        measure,
+        lambda record: None if record["correct"] else "the gateway was wrong",
+        registry._as_own(lambda record: f"correct: {record['correct']}\n"),
+        frozenset({"subscribers"}),
+    )
+
+
+def test_a_new_scenario_runs_through_the_one_path_of_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[Options] = []
+    monkeypatch.setitem(SCENARIOS, "tiny", _scenario({"scenario": "tiny", "correct": True}, ran))
+    monkeypatch.setattr(sys, "argv", ["bench", "tiny", "--quick", "--subscribers", "7", "--out", str(tmp_path)])
+    command.main()
+    assert ran == [Options(tmp_path, quick=True, subscribers=7)]
+    record = json.loads((tmp_path / "tiny.json").read_text())
+    assert record["command"] == f"python -m bench tiny --quick --subscribers 7 --out {tmp_path}"
+    assert set(record["machine"]) == {"cpus", "python", "platform"}
+    assert (tmp_path / "tiny.md").read_text() == "correct: True\n"
+    assert "measured" in capsys.readouterr().out
+
+
+def test_a_scenario_refuses_the_options_it_does_not_take_and_its_failure_fails_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(SCENARIOS, "tiny", _scenario({"scenario": "tiny", "correct": False}, []))
+    for option in (["--rounds", "2"], ["--sizes", "100"], ["--systems", "gateway"]):
+        monkeypatch.setattr(sys, "argv", ["bench", "tiny", *option, "--out", str(tmp_path)])
+        with pytest.raises(SystemExit) as refused:
+            command.main()
+        assert refused.value.code == 2, option
+        assert f"{option[0]} " in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["bench", "tiny", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as failed:
+        command.main()
+    assert failed.value.code == "bench: the gateway was wrong"
