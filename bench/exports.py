@@ -38,6 +38,7 @@ import httpx
 
 from gateway.web.auth import issue_token
 
+from . import sql
 from .healthz import HealthProbe, latency_figures
 from .infra import start_infra
 from .systems import SYSTEMS, Context
@@ -50,12 +51,8 @@ def _say(message: str) -> None:
 
 
 async def _member_tokens(pool: asyncpg.Pool, secret: str, team_id: int, count: int) -> list[str]:
-    ids = await pool.fetch(
-        "insert into users (name) select 'reader ' || i || ' ' || $2 from generate_series(1, $1) i returning id",
-        count,
-        secrets.token_hex(3),
-    )
-    await pool.execute("insert into memberships select $1, unnest($2::bigint[])", team_id, [r["id"] for r in ids])
+    ids = await pool.fetch(sql.NEW_READERS, count, secrets.token_hex(3))
+    await pool.execute(sql.NEW_MEMBERSHIPS, team_id, [r["id"] for r in ids])
     return [issue_token(secret, r["id"], 3600) for r in ids]
 
 

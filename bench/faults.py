@@ -51,6 +51,7 @@ from harness.faults import FaultProxy
 from harness.follower import Follower
 from harness.world import Process, World, postgres_target, via_proxy, wait_http
 
+from . import sql
 from .load import World as Jobs
 from .load import Writer, build_world
 from .markers import Markers
@@ -517,10 +518,10 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
     teams (team-jobs and trajectory channels: hundreds of KB a second). Meanwhile a marker every 10 s must
     reach every other subscriber, and the node's RSS is sampled each second."""
     node = lab.world.nodes[0]
-    user = await lab.pool.fetchval("insert into users (name) values ('Watcher of every team') returning id")
+    user = await lab.pool.fetchval(sql.WATCHER)
     teams = lab.jobs.teams[:5]
     for team in teams:
-        await lab.pool.execute("insert into memberships values ($1, $2)", team, user)
+        await lab.pool.execute(sql.NEW_MEMBERSHIP, team, user)
     token = issue_token(lab.world.secret, user, ttl=3600)
     followed = [
         c for team in teams for c in (f"team-jobs:{team}", *(f"trajectory:{t}" for t in lab.jobs.trajectories[team]))
@@ -646,10 +647,7 @@ async def follower_expected(lab: Lab, channels: list[str]) -> dict[str, dict[int
     want = {}
     for channel in channels:
         kind, ident = channel.split(":")
-        column = "team_id" if kind == "team-jobs" else "trajectory_id"
-        rows = await lab.pool.fetch(
-            f"select id, status, version from jobs where {column} = $1 and removed_at is null", int(ident)
-        )
+        rows = await lab.pool.fetch(sql.listed_jobs(of_team=kind == "team-jobs"), int(ident))
         want[channel] = {r["id"]: (r["status"], r["version"]) for r in rows}
     return want
 

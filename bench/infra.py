@@ -21,6 +21,8 @@ import asyncpg
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, postgres_reachable, with_database
 from gateway.store.migrate import migrate
 
+from . import sql
+
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -35,7 +37,7 @@ class Infra:
         db = await asyncpg.connect(self.admin_url)
         try:
             name = urlsplit(self.database_url).path.lstrip("/")
-            await db.execute(f'drop database if exists "{name}" with (force)')
+            await db.execute(sql.drop_database(name, force=True))
         finally:
             await db.close()
         for stop in reversed(self._stops):
@@ -52,7 +54,7 @@ async def start_infra(workdir: Path) -> Infra:
     name = f"bench_{secrets.token_hex(4)}"
     db = await asyncpg.connect(admin)
     try:
-        await db.execute(f'create database "{name}"')
+        await db.execute(sql.create_database(name))
     finally:
         await db.close()
     database_url = with_database(admin, name)

@@ -45,16 +45,11 @@ from gateway.core.status import LISTED
 from gateway.store.queries import trajectory_groups
 from gateway.web.auth import issue_token
 
+from . import sql
 from .subscribers.jobstate import counts_state
 
 NEXT_STATUS = {"queued": "running", "running": "completed", "completed": "queued"}  # a cycle that never ends
 PREVIOUS_STATUS: dict[str, str | None] = {new: old for old, new in NEXT_STATUS.items()}
-# A changed job's whole row, from which the tap encodes what the gateway's wire carries.
-RETURNING = " returning j.id, j.status, to_jsonb(j)::text as job"
-# The jobs of $1 locked in id order before an `update jobs j ... from locked where j.id = locked.id`, as the
-# ingest locks them: concurrent writers whose samples overlap would otherwise lock them in the scan's (physical)
-# order and deadlock each other.
-LOCKED = "with locked as (select id from jobs where id = any($1::bigint[]) order by id for update)"
 
 
 @dataclass
@@ -75,23 +70,19 @@ async def build_world(pool: asyncpg.Pool, teams: int, trajectories_per_team: int
     world = World([], {}, {}, {})
     async with pool.acquire() as db:
         for t in range(teams):
-            team = await db.fetchval("insert into teams (name) values ($1) returning id", f"Bench team {t}")
-            user = await db.fetchval("insert into users (name) values ($1) returning id", f"Bench user {t}")
-            await db.execute("insert into memberships values ($1, $2)", team, user)
-            cluster = await db.fetchval("insert into clusters (team_id, name) values ($1, 'bench') returning id", team)
+            team = await db.fetchval(sql.NEW_TEAM, f"Bench team {t}")
+            user = await db.fetchval(sql.NEW_USER, f"Bench user {t}")
+            await db.execute(sql.NEW_MEMBERSHIP, team, user)
+            cluster = await db.fetchval(sql.NEW_CLUSTER, team)
             world.teams.append(team)
             world.users[team] = user
             world.trajectories[team] = []
             for i in range(trajectories_per_team):
-                trajectory = await db.fetchval(
-                    "insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Trajectory {t}.{i}"
-                )
+                trajectory = await db.fetchval(sql.NEW_TRAJECTORY, team, f"Trajectory {t}.{i}")
                 world.trajectories[team].append(trajectory)
                 world.team_of[trajectory] = team
                 rows = await db.fetch(
-                    "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
-                    " select $1, $2, $3, 'preprocess', 'Preprocess frame ' || f, f from generate_series(0, $4 - 1) f"
-                    " returning id",
+                    sql.NEW_JOBS,
                     team,
                     trajectory,
                     cluster,
@@ -173,14 +164,12 @@ class Writer:
         team = self.world.team_of[trajectory]
         await self._load_counts({team})
         await self._load_groups([trajectory])
-        cluster = await self.pool.fetchval("select id from clusters where team_id = $1 limit 1", team)
+        cluster = await self.pool.fetchval(sql.TEAM_CLUSTER, team)
         for kind, analysis in stages:
             ids: list[int] = []
             for start in range(0, frames, chunk):
                 rows = await self.pool.fetch(
-                    "insert into jobs as j (team_id, trajectory_id, cluster_id, kind, name, frame, analysis_id)"
-                    " select $1, $2, $3, $4, $5 || ' frame ' || f, f, $8 from generate_series($6::int, $7::int) f"
-                    + RETURNING,
+                    sql.UPLOAD_JOBS,
                     team,
                     trajectory,
                     cluster,
@@ -195,7 +184,7 @@ class Writer:
             for status, was in (("running", "queued"), ("completed", "running")):
                 for start in range(0, len(ids), chunk):
                     rows = await self.pool.fetch(
-                        "update jobs j set status = $2 where id = any($1::bigint[])" + RETURNING,
+                        sql.UPLOAD_STATUS,
                         ids[start : start + chunk],
                         status,
                     )
@@ -226,11 +215,7 @@ class Writer:
             return
         await self._load_groups(trajectories)
         for trajectory in set(trajectories) - self.state_jobs.keys():
-            rows = await self.pool.fetch(
-                "select to_jsonb(j)::text as job from jobs j where trajectory_id = $1 and removed_at is null"
-                " order by id",
-                trajectory,
-            )
+            rows = await self.pool.fetch(sql.TRAJECTORY_ROWS, trajectory)
             self.state_jobs[trajectory] = {job.id: job for job in (_decode_job(r["job"]) for r in rows)}
             agg = self.groups[trajectory]
             self.state_groups[trajectory] = {key: agg.group(key) for key in sorted(agg.groups, key=group_order)}
@@ -338,11 +323,7 @@ class Writer:
 
     async def change(self, trajectory: int) -> None:
         ids = random.sample(self.world.jobs[trajectory], min(self.per_tx, len(self.world.jobs[trajectory])))
-        rows = await self.pool.fetch(
-            f"{LOCKED} update jobs j set status = case status when 'queued' then 'running'"
-            f" when 'running' then 'completed' else 'queued' end from locked where j.id = locked.id{RETURNING}",
-            ids,
-        )
+        rows = await self.pool.fetch(sql.NEXT_STATUSES, ids)
         # Its jobs only ever hold the three statuses of NEXT_STATUS: the new status tells the old one.
         await self._tapped(trajectory, rows, PREVIOUS_STATUS)
 
@@ -368,11 +349,7 @@ STATUSES = LISTED  # every status a count carries (silent included)
 
 async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
     """A team's counts per status of its listed jobs, as the team channel carries them."""
-    rows = await pool.fetch(
-        "select job_listed_status(status, silent_since) as status, count(*) as n from jobs"
-        " where team_id = $1 and removed_at is null group by 1",
-        team,
-    )
+    rows = await pool.fetch(sql.TEAM_COUNTS, team)
     counts = dict.fromkeys(STATUSES, 0)
     counts.update({r["status"]: r["n"] for r in rows})
     return counts
@@ -381,9 +358,7 @@ async def team_counts(pool: asyncpg.Pool, team: int) -> dict[str, int]:
 async def team_state(pool: asyncpg.Pool, team: int, only: set[int]) -> dict[int, tuple[int, str]]:
     """What a peer's team room should have brought its subscribers: the team's jobs among `only`, and its
     counts (held beside the jobs as bench.subscribers.jobstate.counts_state keeps them)."""
-    rows = await pool.fetch(
-        "select id, version, status from jobs where team_id = $1 and id = any($2::bigint[])", team, list(only)
-    )
+    rows = await pool.fetch(sql.TEAM_JOBS_AMONG, team, list(only))
     return {r["id"]: (r["version"], r["status"]) for r in rows} | counts_state(await team_counts(pool, team))
 
 
@@ -393,19 +368,12 @@ async def mix_statuses(pool: asyncpg.Pool, trajectory: int) -> None:
     its `finished_at` too, as after a system's run. Before the first system: the channel's state (a snapshot, a
     peer's state at connect) is then about as many bytes for every system, not the fewest for the first."""
     for status, remainders in (("running", [1, 2]), ("completed", [2])):
-        await pool.execute(
-            "update jobs set status = $2 where trajectory_id = $1 and id % 3 = any($3::int[])",
-            trajectory,
-            status,
-            remainders,
-        )
+        await pool.execute(sql.MIX_STATUSES, trajectory, status, remainders)
 
 
 async def database_state(
     pool: asyncpg.Pool, trajectory: int, only: set[int] | None = None
 ) -> dict[int, tuple[int, str]]:
     """A trajectory's listed jobs as subscribers should hold them: id -> (version, status)."""
-    rows = await pool.fetch(
-        "select id, version, status from jobs where trajectory_id = $1 and removed_at is null", trajectory
-    )
+    rows = await pool.fetch(sql.TRAJECTORY_JOBS, trajectory)
     return {r["id"]: (r["version"], r["status"]) for r in rows if only is None or r["id"] in only}

@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from . import sql
 from .load import World as Jobs
 from .load import database_state, team_counts
 
@@ -38,13 +39,7 @@ class Markers:
         probes = {}
         for team, trajectories in jobs.trajectories.items():
             for trajectory in trajectories:
-                probes[trajectory] = await pool.fetchval(
-                    "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, status)"
-                    " select $1, $2, id, 'preprocess', 'Marker', 0, $3 from clusters where team_id = $1 returning id",
-                    team,
-                    trajectory,
-                    STATUSES[0],
-                )
+                probes[trajectory] = await pool.fetchval(sql.NEW_MARKERS, team, trajectory, STATUSES[0])
         return cls(pool, jobs, probes)
 
     async def mark(self, channels: set[str]) -> dict[str, tuple[str, Any, int]]:
@@ -55,11 +50,7 @@ class Markers:
         deadline = time.monotonic() + 60
         while True:
             try:
-                rows = await self.pool.fetch(
-                    "update jobs set status = $2 where id = any($1::bigint[]) returning id, version, trajectory_id",
-                    list(self.probes.values()),
-                    status,
-                )
+                rows = await self.pool.fetch(sql.MOVE_MARKERS, list(self.probes.values()), status)
                 break
             except DB_DOWN:
                 if time.monotonic() > deadline:

@@ -25,41 +25,34 @@ import asyncpg
 
 from gateway.store.migrate import migrate
 
+from . import sql
+
 
 async def _setup(admin: str) -> str:
     db = await asyncpg.connect(admin)
     name = f"gwbench_notify_{os.getpid()}"
-    await db.execute(f'drop database if exists "{name}"')
-    await db.execute(f'create database "{name}"')
+    await db.execute(sql.drop_database(name))
+    await db.execute(sql.create_database(name))
     await db.close()
     url = admin.rsplit("/", 1)[0] + f"/{name}" if "?" not in admin else admin.replace("/postgres?", f"/{name}?")
     await migrate(url)
     db = await asyncpg.connect(url)
-    await db.execute(
-        "insert into teams (name) values ('bench'); insert into users (name) values ('b');"
-        "insert into clusters (team_id, name) values (1, 'c'); insert into trajectories (team_id, name) values (1, 't')"
-    )
-    await db.execute(
-        "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame)"
-        " select 1, 1, 1, 'preprocess', 'f', g from generate_series(1, 10000) g"
-    )
+    await db.execute(sql.NOTIFY_COST_WORLD)
+    await db.execute(sql.NOTIFY_COST_JOBS)
     await db.close()
     return url
 
 
 async def _round(url: str, writers: int, seconds: float, notify: bool) -> float:
     conns = [await asyncpg.connect(url) for _ in range(writers)]
-    await conns[0].execute("update relay_wakeup set sleeping = $1", notify)
+    await conns[0].execute(sql.RELAY_SLEEPING, notify)
     stop = time.monotonic() + seconds
     counts = [0] * writers
 
     async def write(i: int) -> None:
         rng = random.Random(i)
         while time.monotonic() < stop:
-            await conns[i].execute(
-                "update jobs set status = case status when 'queued' then 'running' else 'queued' end where id = $1",
-                rng.randint(1, 10000),
-            )
+            await conns[i].execute(sql.FLIP_QUEUED, rng.randint(1, 10000))
             counts[i] += 1
 
     await asyncio.gather(*(write(i) for i in range(writers)))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import asyncpg
 
+from bench import sql
 from bench.infra import start_infra
 from bench.load import build_world
 from bench.procstat import exact_cpu_seconds
@@ -41,7 +42,7 @@ async def one_spacing(
     for i in range(commits):
         slot = started + i * spacing
         await asyncio.sleep(max(0.0, slot - loop.time()))
-        version = await pool.fetchval("update jobs set name = $2 where id = $1 returning version", job, f"Frame {i}")
+        version = await pool.fetchval(sql.RENAME_JOB, job, f"Frame {i}")
         committed = loop.time()
         await follower.wait_for(lambda f, v=version: f.listed(channel).get(job, {}).get("version", 0) >= v, timeout=30)
         latencies.append(loop.time() - committed)

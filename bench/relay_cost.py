@@ -40,8 +40,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.bus.broker import RedisBroker
 from gateway.embedded import free_port
 
+from . import sql
 from .infra import start_infra
-from .load import LOCKED, build_world
+from .load import build_world
 from .procstat import cpu_seconds, exact_cpu_seconds
 
 TEAMS = 20
@@ -92,13 +93,7 @@ def _relay_counters(ports: list[int]) -> dict[str, float]:
 
 async def _outbox_backends(pool: asyncpg.Pool) -> list[int]:
     """The PostgreSQL backends of the relays' outbox connections (what reading the outbox costs the database)."""
-    return [
-        r["pid"]
-        for r in await pool.fetch(
-            "select pid from pg_stat_activity where application_name = 'gateway-relay-outbox'"
-            " and datname = current_database()"
-        )
-    ]
+    return [r["pid"] for r in await pool.fetch(sql.OUTBOX_BACKENDS)]
 
 
 async def run_layout(
@@ -129,7 +124,7 @@ async def run_layout(
         world = await build_world(pool, TEAMS, 2, 250)
         ids = [j for jobs in world.jobs.values() for j in jobs]
         base = await _settled(broker)
-        first = await pool.fetchval("select coalesce(max(seq), 0) from job_changes")
+        first = await pool.fetchval(sql.LAST_CHANGE)
         counters0 = await asyncio.to_thread(_relay_counters, ports)  # scraped outside the CPU measured
         read0 = {pid: exact_cpu_seconds(pid) for pid in await _outbox_backends(pool)}
         cpu0 = cpu_seconds(p.pid for p in procs)
@@ -141,7 +136,7 @@ async def run_layout(
             for _ in range(n // BATCH):
                 async with pool.acquire() as db:
                     await db.execute(
-                        LOCKED + " update jobs j set status = $2 from locked where j.id = locked.id",
+                        sql.SET_STATUS_LOCKED,
                         rng.sample(ids, BATCH),
                         rng.choice(statuses),
                     )
@@ -149,7 +144,7 @@ async def run_layout(
         await asyncio.gather(*(write(s, changes // 4) for s in range(4)))
         written = time.monotonic() - started
         # An update that leaves a job as it was captures nothing: count what the outbox got.
-        target = base + await pool.fetchval("select count(*) from job_changes where seq > $1", first)
+        target = base + await pool.fetchval(sql.CHANGES_SINCE, first)
         while await _published(broker) < target and time.monotonic() - started < 300:
             await asyncio.sleep(0.05)
         took = time.monotonic() - started
@@ -219,7 +214,7 @@ async def run_pace(
             while time.monotonic() - started < seconds:
                 if rate:
                     await pool.execute(
-                        "update jobs set status = $2 where id = any($1::bigint[])",
+                        sql.SET_STATUS,
                         random.sample(ids, 5),
                         statuses[commits % 3],
                     )

@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from gateway.bus import history, keys
 
+from . import sql
 from .healthz import HealthProbe, lag_buckets, lag_figures, latency_figures
 from .load import World, Writer, build_world, database_state, mix_statuses, team_counts, team_state
 from .measure import Outcome, Plan, measure, settle
@@ -478,14 +479,10 @@ async def burst(
     for n, (turn, name) in enumerate([(turn, name) for turn in range(rounds) for name in names]):
         world = await build_world(pool, teams=1, trajectories_per_team=0, jobs_per_trajectory=0)
         team = world.teams[0]
-        trajectory = await pool.fetchval(
-            "insert into trajectories (team_id, name) values ($1, $2) returning id", team, f"Upload {n}"
-        )
+        trajectory = await pool.fetchval(sql.NEW_TRAJECTORY, team, f"Upload {n}")
         world.team_of[trajectory] = team
         analyses = [
-            await pool.fetchval(
-                "insert into analyses (trajectory_id, plugin) values ($1, $2) returning id", trajectory, plugin
-            )
+            await pool.fetchval(sql.NEW_ANALYSIS, trajectory, plugin)
             for plugin in ("rmsd", "radius-of-gyration", "contact-map")
         ]
         stages: list[tuple[str, int | None]] = [("preprocess", None)] + [("analysis", a) for a in analyses]

@@ -13,6 +13,7 @@ import asyncpg
 from gateway.core.submission_window import Window
 from gateway.store.submission_rows import window_statements
 
+from ..sql import CARDS_PAGE, explained
 from .common import CARD_PAGE
 from .server import Kind
 from .team import Team
@@ -45,7 +46,7 @@ async def explain(pool: asyncpg.Pool, team_id: int, kind: Kind) -> dict[str, Any
     out: dict[str, Any] = {"group": kind.group}
     async with pool.acquire() as db:
         for name, sql in sqls.items():
-            raw = await db.fetchval(f"explain (format json) {sql}", *args)
+            raw = await db.fetchval(explained(sql), *args)
             plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
             seq = any(
                 n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "submission_rows" for n in plan_nodes(plan)
@@ -55,17 +56,9 @@ async def explain(pool: asyncpg.Pool, team_id: int, kind: Kind) -> dict[str, Any
     return out
 
 
-# The cards' page statement as gateway.store.people.trajectories() runs it (a copy: EXPLAINed, never served).
-CARDS_PAGE = (
-    "select t.id, t.name, t.created_at, (select s.staging from submissions s where s.trajectory_id = t.id"
-    "  and s.team_id = t.team_id and s.staging <> 'ready' order by s.created_at desc limit 1) as staging"
-    " from trajectories t where team_id = $1 order by created_at desc, id desc limit {limit} offset {offset}"
-)
-
-
 async def explain_cards(pool: asyncpg.Pool, team: Team) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the cards' deepest page: its plan on one line and the time PostgreSQL spent."""
     sql = CARDS_PAGE.format(limit=CARD_PAGE, offset=max(0, team.trajectories - CARD_PAGE))
-    raw = await pool.fetchval(f"explain (analyze, format json) {sql}", team.id)
+    raw = await pool.fetchval(explained(sql, analyze=True), team.id)
     top = (json.loads(raw) if isinstance(raw, str) else raw)[0]
     return {"plan": describe(top["Plan"]), "execution_ms": round(top["Execution Time"], 1)}

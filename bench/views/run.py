@@ -22,6 +22,7 @@ from typing import Any
 
 import asyncpg
 
+from .. import sql
 from ..infra import start_infra
 from ..systems import SYSTEMS, Context
 from . import __doc__ as USAGE
@@ -70,9 +71,7 @@ async def measure_state(
     pool: asyncpg.Pool, team: Team, all_kinds: list[Kind], base: str, state: str, rounds: int, repeat: int
 ) -> dict[str, Any]:
     """The table's pages, every window's plans, then `rounds` rounds of requests, in the table's present state."""
-    table = await pool.fetchrow(
-        "select relpages, relallvisible from pg_class where relname = 'submission_rows'",
-    )
+    table = await pool.fetchrow(sql.ROWS_TABLE_PAGES)
     plans = {kind.name: await explain(pool, team.id, kind) for kind in all_kinds}
     for _ in range(rounds):
         await time_windows(base, team.token, team.id, all_kinds, repeat, state)
@@ -150,22 +149,20 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str,
                 "relay_after_writes": round(saved_s, 1),
                 "listed_after_writes": round(listed_s, 1),
             }
-            record["autovacuum"] = await pool.fetchval("show autovacuum")
+            record["autovacuum"] = await pool.fetchval(sql.AUTOVACUUM)
             all_kinds = kinds(n, team.user_ids[1])
             async with pool.acquire() as db:
                 for kind in all_kinds:
                     kind.expected_total = await expected_total(db, team.id, kind.window())
             states: dict[str, Any] = {}
-            await pool.execute("analyze submission_rows")
+            await pool.execute(sql.ANALYZE_ROWS)
             say(
                 f"as written, after ANALYZE: EXPLAIN, then {args.rounds} round(s) of {len(all_kinds)} kinds x {args.repeat}"
             )
             states["analyzed"] = await measure_state(pool, team, all_kinds, base, "analyzed", args.rounds, args.repeat)
             if browser_wanted:
                 say(f"browser: {args.rounds * LOADS_PER_ROUND} navigations to /submissions, each with a sort click")
-                first = await pool.fetchval(
-                    "select id from submission_rows where team_id = $1 order by priority, id limit 1", team.id
-                )
+                first = await pool.fetchval(sql.FIRST_BY_PRIORITY, team.id)
                 browser = await browser_rounds(base, team.token, args.rounds, first)
             term = search_term(args.trajectories)
             all_listings = await listings(pool, team, term)
@@ -179,12 +176,12 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str,
                 dashboard["browser"] = await dashboard_rounds(base, team, args.rounds, term, all_listings[1].total)
             # What autovacuum's ANALYZE leaves (this server's autovacuum may be off): the cards' statement reads
             # submissions, which nothing analyzed so far.
-            await pool.execute("analyze submissions, trajectories")
+            await pool.execute(sql.ANALYZE_CARDS)
             say(f"dashboard, after ANALYZE: 1 round of {len(all_listings)} requests x {args.repeat}")
             dashboard["explain"]["analyzed"] = await explain_cards(pool, team)
             await time_listings(base, team, all_listings, args.repeat, "analyzed")
             dashboard["http"] = listing_figures(all_listings)
-            await pool.execute("vacuum (analyze) submission_rows")
+            await pool.execute(sql.VACUUM_ROWS)
             say(
                 f"after VACUUM (what autovacuum leaves): EXPLAIN, then 1 round of {len(all_kinds)} kinds x {args.repeat}"
             )

@@ -12,6 +12,7 @@ import httpx
 
 from gateway.core.submission_window import SORT_COLUMNS, Window, parse_window
 
+from ..sql import EXPECTED_TOTAL, TRAJECTORIES_NAMED
 from .common import CARD_PAGE, JUDGED, LIMIT, POP_PAGE, TARGET_SERVER_MS, percentile
 from .team import Team
 
@@ -53,11 +54,7 @@ async def expected_total(db: asyncpg.Connection, team_id: int, window: Window) -
     """The rows a window must count, by plain conditions (not the store's WHERE)."""
     pattern = window.search.lower()
     total: int = await db.fetchval(
-        "select count(*) from submission_rows where team_id = $1"
-        " and ($2::text[] = '{}' or status = any($2)) and ($3::text[] = '{}' or project = any($3))"
-        " and ($4::bigint[] = '{}' or user_id = any($4))"
-        " and ($5 = '' or strpos(lower(title), $5) > 0 or strpos(lower(project), $5) > 0"
-        "      or strpos(lower(user_name), $5) > 0)",
+        EXPECTED_TOTAL,
         team_id,
         list(window.statuses),
         list(window.projects),
@@ -118,9 +115,7 @@ class Listing:
 
 async def listings(pool: asyncpg.Pool, team: Team, term: str) -> list[Listing]:
     total = team.trajectories  # every one holds jobs: the popover lists them all too
-    found: int = await pool.fetchval(
-        "select count(*) from trajectories where team_id = $1 and name ilike $2", team.id, f"%{term}%"
-    )
+    found: int = await pool.fetchval(TRAJECTORIES_NAMED, team.id, f"%{term}%")
     out = []
     for path, label, page in (("trajectories", "cards", CARD_PAGE), ("trajectories/active", "popover", POP_PAGE)):
         deep = max(0, total - CARD_PAGE)

@@ -12,23 +12,10 @@ from typing import Any
 
 import asyncpg
 
+from ..sql import BEHIND, FLIP
 from .browser import DRAWN, LIVE, WINDOW_IDS, chromium, new_page
 from .common import AFTER_READ_MS, LONG_TASK_MS, STREAM_RATE, STREAM_SETTLE, STREAM_TICK
 from .team import Team
-
-# One batch of the stream: each task flips, running to completed or completed to running.
-FLIP = (
-    "update jobs set status = case when status = 'running' then 'completed' else 'running' end"
-    " where id = any($1::bigint[])"
-)
-# The streamed submissions whose saved row does not count their completed tasks yet (0: the relay caught up).
-BEHIND = """
-select count(*) from (
-    select submission_id, count(*) filter (where status = 'completed') as completed
-    from jobs where submission_id = any($1::bigint[]) and removed_at is null group by submission_id) j
-join submission_rows r on r.id = j.submission_id
-where round(r.progress * r.tasks) <> j.completed
-"""
 
 
 async def write_stream(pool: asyncpg.Pool, team: Team, seconds: float, rng: random.Random) -> dict[str, Any]:

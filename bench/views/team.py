@@ -14,6 +14,20 @@ from dataclasses import dataclass, field
 import asyncpg
 import httpx
 
+from ..sql import (
+    INSERT_JOBS,
+    INSERT_STREAM_TASKS,
+    INSERT_SUBMISSIONS,
+    INSERT_TRAJECTORIES,
+    INSERT_TRAJECTORY_JOBS,
+    LINK_TRAJECTORIES,
+    NEW_ARTISTS,
+    NEW_MEMBERSHIPS,
+    SAVED_ROWS,
+    SUBMISSION_IDS,
+    TEAM_JOB_COUNT,
+    submissions_without_tasks,
+)
 from .common import BATCH, PROJECTS, STREAM_RUNNING, STREAM_SUBMISSIONS, STREAM_TASKS_EACH, TRAJECTORY_JOBS_BATCH, USERS
 
 TITLES = [
@@ -29,78 +43,6 @@ TITLES = [
     "Turbine hall",
     "Volcano rim",
 ]
-# Plain SQL, as the platform writes: users, projects, titles, priorities, sizes and staging spread over the rows;
-# one in 50 submitted by a cluster (no user), created a second apart up to now.
-INSERT_SUBMISSIONS = """
-insert into submissions (team_id, user_id, project, title, priority, cores, memory_gb, preemptible, staging,
-                         instance_type, created_at)
-select $1,
-       case when i % 50 = 0 then null else ($2::bigint[])[1 + (i * 7) % cardinality($2::bigint[])] end,
-       'project-' || lpad(((i * 13) % $5)::text, 2, '0'),
-       ($6::text[])[1 + i % cardinality($6::text[])] || ' shot ' || lpad(i::text, 6, '0'),
-       (i * 37) % 100,
-       (array[2, 4, 8, 16, 32])[1 + i % 5],
-       (array[8, 16, 32, 64, 128])[1 + (i / 5) % 5],
-       i % 3 = 0,
-       case when i % 97 = 0 then 'uploading' when i % 89 = 0 then 'sync_failed' when i % 83 = 0 then 'syncing'
-            else 'ready' end,
-       case when i % 3 = 0 then 'spot' else 'standard' end,
-       now() - ($7 - i) * interval '1 second'
-from generate_series($3::int, $4::int) i
-"""
-# Analysis tasks on every `every`-th submission, 1 to 7 each, in one of six mixes (all done, one running, all
-# queued, one failed, half queued, held with one preempted), the finished ones taking 1 to 120 s.
-INSERT_JOBS = """
-insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, submission_id, status, started_at)
-select $1, $2, $3, 'analysis', 'Analysis frame', f, s.id, st.status,
-       case when st.status in ('completed', 'failed') then now() - (1 + (s.n * 31 + f * 17) % 120) * interval '1 second' end
-from (select id, id - $7 as n from submissions where team_id = $1 and id >= $4 and id <= $5) s
-cross join lateral generate_series(0, (s.n % 7)::int) f
-cross join lateral (select case (s.n / $6) % 6
-    when 0 then 'completed'
-    when 1 then case when f = 0 then 'running' else 'completed' end
-    when 2 then 'queued'
-    when 3 then case when f = 0 then 'failed' else 'completed' end
-    when 4 then case when f % 2 = 0 then 'completed' else 'queued' end
-    else case when f = 0 then 'preempted' else 'holding' end end as status) st
-where s.n % $6 = 0
-"""
-# Trajectories a minute apart up to now, named "<title> run 0001" and on.
-INSERT_TRAJECTORIES = """
-insert into trajectories (team_id, name, created_at)
-select $1, ($2::text[])[1 + i % cardinality($2::text[])] || ' run ' || lpad(i::text, 4, '0'),
-       now() - ($3 - i) * interval '1 minute'
-from generate_series(1, $3::int) i
-returning id
-"""
-# Every job belongs to a submission (one named by none is derived, one per trajectory): each trajectory's jobs are
-# one of the N submissions (the oldest ready ones without tasks), its pipeline run.
-LINK_TRAJECTORIES = """
-update submissions s set trajectory_id = t.id
-from unnest($2::bigint[], $3::bigint[]) t(id, submission)
-where s.id = t.submission and s.team_id = $1
-"""
-# `per` jobs on each trajectory, in one of five mixes: all done, a quarter running, all queued, a tenth failed,
-# half done and half queued.
-INSERT_TRAJECTORY_JOBS = """
-insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, timestep, status, submission_id)
-select $1, t.id, $2, 'analysis', 'Common Neighbor Analysis', f, f * 0.5,
-       case t.id % 5
-           when 0 then 'completed'
-           when 1 then case when f % 4 = 0 then 'running' else 'completed' end
-           when 2 then 'queued'
-           when 3 then case when f % 10 = 0 then 'failed' else 'completed' end
-           else case when f < $4 / 2 then 'completed' else 'queued' end end,
-       t.submission
-from unnest($3::bigint[], $5::bigint[]) t(id, submission)
-cross join generate_series(0, $4 - 1) f
-"""
-INSERT_STREAM_TASKS = """
-insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, submission_id, status)
-select $1, $2, $3, 'analysis', 'Analysis frame', t.frame, t.submission, t.status
-from unnest($4::bigint[], $5::int[], $6::text[]) t(submission, frame, status)
-returning id, status
-"""
 
 
 @dataclass
@@ -127,18 +69,15 @@ async def populate(pool: asyncpg.Pool, secret: str, n: int, say: Callable[[str],
     from harness.teams import make_team  # a team, its member, a cluster, a trajectory, a token
 
     team = await make_team(pool, secret)
-    others = await pool.fetch(
-        "insert into users (name) select 'artist ' || lpad(i::text, 2, '0') from generate_series(2, $1) i returning id",
-        USERS,
-    )
+    others = await pool.fetch(NEW_ARTISTS, USERS)
     user_ids = [team.user_id, *(r["id"] for r in others)]
-    await pool.execute("insert into memberships select $1, unnest($2::bigint[])", team.id, user_ids[1:])
+    await pool.execute(NEW_MEMBERSHIPS, team.id, user_ids[1:])
     started = time.monotonic()
     for low in range(1, n + 1, BATCH):
         await pool.execute(INSERT_SUBMISSIONS, team.id, user_ids, low, min(n, low + BATCH - 1), PROJECTS, TITLES, n)
     say(f"{n:,} submissions written in {time.monotonic() - started:.1f} s")
     every = max(20, math.ceil(n / 5_000))  # about 20,000 tasks at 100,000 submissions, never many more
-    low, high = await pool.fetchrow("select min(id), max(id) from submissions where team_id = $1", team.id)
+    low, high = await pool.fetchrow(SUBMISSION_IDS, team.id)
     jobs = 0
     for first in range(low, high + 1, BATCH * 5):
         done = await pool.execute(
@@ -156,9 +95,7 @@ async def without_tasks(pool: asyncpg.Pool, team: Team, count: int, newest: bool
     ones' ids (not an anti-join with jobs: on tables never analyzed, as with autovacuum off, the planner reads it as
     a nested loop over every job, minutes at 100,000 submissions)."""
     rows = await pool.fetch(
-        "select id from submissions where team_id = $1 and staging = 'ready' and trajectory_id is null"
-        " and (id - $2) % $3 <> 0 and id <> all($4::bigint[])"
-        f" order by id {'desc' if newest else 'asc'} limit $5",
+        submissions_without_tasks(newest),
         team.id,
         team.first_id,
         team.every,
@@ -210,7 +147,7 @@ async def populate_trajectories(
     team.trajectories = 1 + count
     team.trajectory_jobs = count * per
     team.jobs += count * per
-    team.all_jobs = await pool.fetchval("select count(*) from jobs where team_id = $1 and removed_at is null", team.id)
+    team.all_jobs = await pool.fetchval(TEAM_JOB_COUNT, team.id)
     say(f"{count:,} trajectories with {per:,} jobs each written in {time.monotonic() - started:.1f} s")
     return ids
 
@@ -220,9 +157,7 @@ async def wait_saved(pool: asyncpg.Pool, team: Team, say: Callable[[str], None],
     started = time.monotonic()
     last = -1
     while True:
-        rows, tasks = await pool.fetchrow(
-            "select count(*), coalesce(sum(tasks), 0) from submission_rows where team_id = $1", team.id
-        )
+        rows, tasks = await pool.fetchrow(SAVED_ROWS, team.id)
         if rows == team.submissions and tasks == team.jobs:
             return time.monotonic() - started
         if time.monotonic() - started > timeout:

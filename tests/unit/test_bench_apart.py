@@ -1,13 +1,15 @@
 """bench/ stands apart (issue #52): it reaches the gateway and its libraries only through their public names, so a
 refactoring of the gateway that keeps its public names cannot break a benchmark unseen; and it takes a new dialect
 or scenario by adding one: its module or function, and a line in `DIALECTS` or `SCENARIOS`, every scenario run by
-the one path of `python -m bench`. (That bench/ imports nothing from tests/ is held in test_tiers.py.)"""
+the one path of `python -m bench`; its SQL is in one module, bench/sql.py. (That bench/ imports nothing from tests/
+is held in test_tiers.py.)"""
 
 from __future__ import annotations
 
 import ast
 import inspect
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -195,3 +197,73 @@ def test_a_scenario_refuses_the_options_it_does_not_take_and_its_failure_fails_t
     with pytest.raises(SystemExit) as failed:
         command.main()
     assert failed.value.code == "bench: the gateway was wrong"
+
+
+# How a statement (or a piece of one) starts: what PostgreSQL is sent, never prose.
+_STATEMENT = re.compile(
+    r"^\s*(select\s|insert\s+into\s|update\s+\w+\s|delete\s+from\s|with\s+\w+\s+as\s*\(|returning\s"
+    r"|(create|drop)\s+(database|table|index|or\s+replace|function|trigger)\b|alter\s+table\s|truncate\s"
+    r"|explain\s*\(|analyze\s+\w|vacuum\b|show\s+\w+$)",
+    re.IGNORECASE,
+)
+
+
+def _statements(source: str) -> list[str]:
+    """The strings of `source` (f-strings with their holes as {}) that are SQL, docstrings left out."""
+    tree = ast.parse(source)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            skipped.add(id(body[0].value))
+        if isinstance(node, ast.JoinedStr):
+            skipped |= {id(value) for value in node.values}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            text = node.value
+        else:
+            continue
+        if _STATEMENT.match(text):
+            found.append(" ".join(text.split())[:80])
+    return found
+
+
+def test_the_benchmarks_sql_is_in_one_module() -> None:
+    """bench/sql.py names every statement; the peers' own SQL (a NOTIFY trigger) is part of the system compared."""
+    found = {}
+    for path in _modules():
+        name = path.relative_to(ROOT).as_posix()
+        if name == "bench/sql.py" or name.startswith("bench/peers/"):
+            continue
+        if statements := _statements(path.read_text()):
+            found[name] = statements
+    assert found == {}
+    assert len(_statements((BENCH / "sql.py").read_text())) > 40
+
+
+def test_the_sql_rule_sees_statements_and_leaves_prose() -> None:
+    source = (
+        '"""Select the jobs: update them."""\n'
+        'A = "select id from jobs where team_id = $1"\n'
+        "B = f'drop database if exists \"{name}\"'\n"
+        'C = " returning j.id"\n'
+        'D = "with locked as (select id from jobs)"\n'
+        'E = "vacuumed"\n'
+        'F = "show autovacuum"\n'
+        'G = "selected rows: update me"\n'
+    )
+    assert _statements(source) == [
+        "select id from jobs where team_id = $1",
+        'drop database if exists "{}"',
+        "returning j.id",
+        "with locked as (select id from jobs)",
+        "show autovacuum",
+    ]
