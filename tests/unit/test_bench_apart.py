@@ -22,6 +22,7 @@ from bench.registry import SCENARIOS, Options, Scenario
 from bench.scenarios import Run
 from bench.subscribers import Stats
 from bench.subscribers.dialects import DIALECTS, Dialect, Resuming, make_dialect
+from bench.systems import BASELINES, COMPRESSED, DB_FED, PEER_NAMES, SYSTEMS, WORKERS
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -127,6 +128,15 @@ def test_every_dialect_class_is_registered() -> None:
 def test_an_unknown_dialect_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="unknown dialect 'mqtt': one of gateway, gateway-msgpack, plain, socketio"):
         make_dialect("mqtt", ["team:1"], Stats())
+
+
+def test_a_peer_is_its_entry_in_systems_and_its_group() -> None:
+    """A new peer is a program in bench/peers/ and its entry in SYSTEMS, named in the group that says which
+    scenarios compare it; it speaks a registered dialect."""
+    groups = [["gateway"], PEER_NAMES, DB_FED, BASELINES, COMPRESSED, WORKERS]
+    assert sorted(name for group in groups for name in group) == sorted(SYSTEMS)
+    assert {name: system.dialect for name, system in SYSTEMS.items() if system.dialect not in DIALECTS} == {}
+    assert all(system.name == name for name, system in SYSTEMS.items())
 
 
 def test_every_scenario_is_registered() -> None:
