@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import random
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gateway.core.restart import RESTART_CODE, retry_after_ms
@@ -14,10 +15,20 @@ from .counters import Stats
 from .dialects import make_dialect
 from .wsclient import HANDSHAKE, WSClient, request_head, retry_delay
 
-if TYPE_CHECKING:
-    import asyncio
 
-    from .worker import Worker
+class Host(Protocol):
+    """What a subscriber needs of the process that runs it (bench.subscribers.worker.Worker is one)."""
+
+    loop: asyncio.AbstractEventLoop
+    stopping: bool
+    handshake_timeout: float
+    max_backoff: float
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    def connected_changed(self, up: bool) -> None: ...
+
+    def live_changed(self, up: bool) -> None: ...
 
 
 INITIAL_BACKOFF = 0.25
@@ -69,7 +80,7 @@ class Subscriber:
 
     def __init__(
         self,
-        worker: Worker | None,
+        worker: Host | None,
         idx: int,
         url: str | Sequence[str],
         channels: Sequence[str],
