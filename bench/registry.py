@@ -3,7 +3,7 @@ which options it takes, how its results are written and what makes its run fail.
 
 Most scenarios (bench/scenarios.py) measure each system in turn in one shared world: a fresh database on the
 machine's PostgreSQL (or an embedded one), a private valkey-server, the gateway's relay and node, each peer in
-turn. `faults` (bench/faults.py) and `deploy` (bench/deploy.py) start worlds of their own. A new scenario is its
+turn. `faults` (bench/faults/) and `deploy` (bench/deploy.py) start worlds of their own. A new scenario is its
 function and one entry in SCENARIOS; tests/unit/test_bench_apart.py holds every one to the same path.
 """
 
@@ -92,7 +92,7 @@ def in_shared_world(measure: MeasureInSharedWorld) -> Callable[[Options, Progres
 
 
 async def _faults(options: Options, say: Progress) -> Run:
-    """`faults` starts its own world (an embedded PostgreSQL it can restart): see bench/faults.py."""
+    """`faults` starts its own world (an embedded PostgreSQL it can restart): see bench/faults/."""
     raise_open_files()
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
         return Run(await faults.run(Path(tmp), options.quick, say))

@@ -66,7 +66,7 @@ TRAJECTORY_ROWS = (
     "select to_jsonb(j)::text as job from jobs j where trajectory_id = $1 and removed_at is null order by id"
 )
 
-# --- What subscribers must end at (bench/load.py, bench/faults.py)
+# --- What subscribers must end at (bench/load.py, bench/faults/)
 
 TEAM_COUNTS = (
     "select job_listed_status(status, silent_since) as status, count(*) as n from jobs"
