@@ -1,7 +1,7 @@
 """Every scenario of `python -m bench <scenario>`, registered the same way: how it starts its world and measures,
 which options it takes, how its results are written and what makes its run fail.
 
-Most scenarios (bench/scenarios.py) measure each system in turn in one shared world: a fresh database on the
+Most scenarios (bench/scenarios/) measure each system in turn in one shared world: a fresh database on the
 machine's PostgreSQL (or an embedded one), a private valkey-server, the gateway's relay and node, each peer in
 turn. `faults` (bench/faults/) and `deploy` (bench/deploy.py) start worlds of their own. A new scenario is its
 function and one entry in SCENARIOS; tests/unit/test_bench_apart.py holds every one to the same path.

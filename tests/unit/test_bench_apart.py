@@ -140,12 +140,12 @@ def test_a_peer_is_its_entry_in_systems_and_its_group() -> None:
 
 
 def test_every_scenario_is_registered() -> None:
-    """The shared world's scenarios (each a function of bench/scenarios.py taking the world's `ctx`) and the two
-    that start worlds of their own."""
-    tree = ast.parse((BENCH / "scenarios.py").read_text())
+    """The shared world's scenarios (each a function of a bench/scenarios/ module taking the world's `ctx`) and
+    the two that start worlds of their own."""
     measures = {
         node.name
-        for node in tree.body
+        for module in (BENCH / "scenarios").glob("*.py")
+        for node in ast.parse(module.read_text()).body
         if isinstance(node, ast.AsyncFunctionDef) and node.args.args and node.args.args[0].arg == "ctx"
     }
     assert measures == {"fanout", "storm", "steady", "burst"}
