@@ -3,7 +3,7 @@ which options it takes, how its results are written and what makes its run fail.
 
 Most scenarios (bench/scenarios/) measure each system in turn in one shared world: a fresh database on the
 machine's PostgreSQL (or an embedded one), a private valkey-server, the gateway's relay and node, each peer in
-turn. `faults` (bench/faults/) and `deploy` (bench/deploy.py) start worlds of their own. A new scenario is its
+turn. `faults` (bench/faults/) and `deploy` (bench/deploy/) start worlds of their own. A new scenario is its
 function and one entry in SCENARIOS; tests/unit/test_bench_apart.py holds every one to the same path.
 """
 
@@ -99,7 +99,7 @@ async def _faults(options: Options, say: Progress) -> Run:
 
 
 async def _deploy(options: Options, say: Progress) -> Run:
-    """`deploy` starts its own world (two nodes behind HAProxy): see bench/deploy.py."""
+    """`deploy` starts its own world (two nodes behind HAProxy): see bench/deploy/."""
     say(f"open files limit {raise_open_files()}")
     with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
         logs = RESULTS / "logs" / "deploy"  # kept after the run (git ignores bench/results/logs)
