@@ -8,6 +8,14 @@ from typing import Any
 from .common import AFTER_READ_MS, FULL, JUDGED, STREAM_SETTLE, STREAM_TICK, TARGET_BROWSER_MS, TARGET_CARDS_MS
 
 
+def _total_cell(k: dict[str, Any]) -> str:
+    """The exact count, and the answer's estimate beside it where the page said one."""
+    answered = k.get("answered")
+    if answered is None or answered == k["total"]:
+        return f"{k['total']:,}"
+    return f"{k['total']:,} (said about {answered:,})"
+
+
 def _plan_cell(plan: dict[str, Any]) -> str:
     return ("**SEQ SCAN** " if plan["seq_scan"] else "") + plan["plan"]
 
@@ -55,7 +63,7 @@ def markdown(record: dict[str, Any]) -> str:
             t, plan = server["kinds"][kind], state["explain"][kind]
             answers = "ok" if k["ok"] else f"WRONG ({len(k['wrong'])})"
             lines.append(
-                f"| {kind} | {k['group']} | {k['total']:,} | {t['p50_ms']:.1f} | {t['p95_ms']:.1f} | {t['max_ms']:.1f}"
+                f"| {kind} | {k['group']} | {_total_cell(k)} | {t['p50_ms']:.1f} | {t['p95_ms']:.1f} | {t['max_ms']:.1f}"
                 f" | {answers} | {_plan_cell(plan['count'])} | {_plan_cell(plan['page'])} |"
             )
         lines += [

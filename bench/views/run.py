@@ -206,6 +206,7 @@ async def run(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str,
             "group": k.group,
             "params": k.params,
             "total": k.expected_total,
+            "answered": k.answered_total,  # an estimate past 100,000 (gateway.store.submission_rows.EXACT_TO)
             "ok": not k.wrong,
             "wrong": k.wrong[:5],
         }

@@ -15,7 +15,7 @@ import { showLifecycle } from "./lifecycle.js";
 import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColumns, deleteView, listViews, saveView, STEP } from "./columns.js";
 import { actionOf } from "./keys.js";
 import { menuActions } from "./rules.js";
-import { acting, actedBy, clock, confirmDialog, count, esc, formDialog, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
+import { about, acting, actedBy, clock, confirmDialog, count, esc, formDialog, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
   ["id", "JOB ID"], ["user", "USER"], ["status", "STATUS"], ["project", "PROJECT"], ["title", "TITLE"],
@@ -90,6 +90,7 @@ export class SubmissionsPage {
     this.view = readView();
     this.rows = []; // the window, in the server's order
     this.total = null; // rows matching the filters; null until the first window arrives
+    this.exact = true; // false: `total` is the server's estimate (past 100,000 rows), said as one
     this.offset = 0;
     this.known = new Map(); // id -> the latest row seen (the window's and the selected ones)
     this.selected = new Set();
@@ -186,9 +187,11 @@ export class SubmissionsPage {
     if (!body) { app.schedule(); return; }
     this.error = "";
     const pages = Math.max(1, Math.ceil(body.total / PAGE_SIZE));
-    if (this.view.page > pages) { this.go({ page: pages }); return; } // fewer rows now: the last page there is
+    const exact = body.total_exact !== false;
+    if (exact && this.view.page > pages) { this.go({ page: pages }); return; } // fewer rows now: the last page there is
     this.rows = body.rows.map((r) => during.get(r.id) || r);
     this.total = body.total;
+    this.exact = exact;
     this.offset = body.offset;
     for (const r of this.rows) this.known.set(r.id, r);
     for (const id of this.known.keys()) if (!this.selected.has(id) && !this.rows.some((r) => r.id === id)) this.known.delete(id);
@@ -290,11 +293,15 @@ export class SubmissionsPage {
     const total = this.total || 0;
     const first = total ? this.offset + 1 : 0;
     const last = this.offset + this.rows.length;
-    setText(this.main.querySelector(".range"), this.total === null ? "Loading…" : total ? `${count(first)}–${count(last)} of ${count(total)}` : "0 of 0");
+    const of = this.exact ? count(total) : about(total);
+    setText(this.main.querySelector(".range"), this.total === null ? "Loading…" : total ? `${count(first)}–${count(last)} of ${of}` : "0 of 0");
     const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
     for (const b of this.main.querySelectorAll("[data-go]")) {
       const back = b.dataset.go === "first" || b.dataset.go === "prev";
-      b.disabled = back ? this.view.page <= 1 : this.view.page >= pages;
+      // Past an estimate the last page is not known: Next goes on while pages are full, Last waits for a filter.
+      const end = this.exact ? this.view.page >= pages : b.dataset.go === "last" || this.rows.length < PAGE_SIZE;
+      b.disabled = back ? this.view.page <= 1 : end;
+      setAttr(b, "title", !this.exact && b.dataset.go === "last" ? "The total is an estimate: sort the other way for the last rows" : null);
     }
   }
 

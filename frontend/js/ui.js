@@ -28,6 +28,13 @@ export function count(n) {
   return GROUPED.format(n);
 }
 
+/** A count known only roughly, said as one, to two figures: "about 150,000", "about 1.2 million". */
+export function about(n) {
+  const rounded = Number(Number(n).toPrecision(2));
+  if (rounded < 1e6) return `about ${GROUPED.format(rounded)}`;
+  return `about ${new Intl.NumberFormat(undefined, { maximumSignificantDigits: 2 }).format(rounded / 1e6)} million`;
+}
+
 /** The time of day on the one clock every page uses: the browser's locale, 24-hour ("20:16"). */
 export function timeOfDay(at, { seconds = false } = {}) {
   const parts = { hour: "2-digit", minute: "2-digit", hourCycle: "h23", ...(seconds ? { second: "2-digit" } : {}) };

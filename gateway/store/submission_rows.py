@@ -4,6 +4,7 @@ publishes them, read by nodes in windows (sorted, filtered, counted) and exporte
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
@@ -93,24 +94,47 @@ def _order(window: Window) -> str:
     return f"order by {window.column} {direction}, id {direction}"  # a column of SORT_COLUMNS: never user text
 
 
+# A window's total is counted exactly up to EXACT_TO matching rows; past it, counting would read every matching row
+# (a million in a team: seconds), so the total is PostgreSQL's estimate of the same statement, said as one.
+EXACT_TO = 100_000
+
+
 def window_statements(team_id: int, window: Window) -> tuple[str, str, list[object]]:
     """The count and the page statement `window` runs, and their arguments (bench.views EXPLAINs the same)."""
     where, args = _where(team_id, window)
-    page = (
+    return _count(where), _page(where, window), args
+
+
+def _count(where: str) -> str:
+    return f"select count(*) from (select 1 from submission_rows where {where} limit {EXACT_TO + 1}) s"
+
+
+def _page(where: str, window: Window) -> str:
+    return (
         f"select row from submission_rows where {where} {_order(window)}"
         f" limit {int(window.limit)} offset {int(window.offset)}"
     )
-    return f"select count(*) from submission_rows where {where}", page, args
 
 
-async def window(pool: asyncpg.Pool, team_id: int, window: Window, timeout: float) -> tuple[int, list[str]]:
-    """The total matching the window's filters, and the rows (JSON) of its page, each statement bounded by
-    `timeout` (reads.TooSlow past it)."""
-    count, page, args = window_statements(team_id, window)
+async def _total(db: asyncpg.Connection, where: str, args: list[object]) -> tuple[int, bool]:
+    """The rows matching `where`, and whether that is exact: counted to EXACT_TO + 1 at most, the planner's
+    estimate past it (never less than EXACT_TO + 1)."""
+    counted: int = await db.fetchval(_count(where), *args)
+    if counted <= EXACT_TO:
+        return counted, True
+    plan = await db.fetchval(f"explain (format json) select 1 from submission_rows where {where}", *args)
+    estimate = int(json.loads(plan)[0]["Plan"]["Plan Rows"])
+    return max(estimate, EXACT_TO + 1), False
+
+
+async def window(pool: asyncpg.Pool, team_id: int, window: Window, timeout: float) -> tuple[int, bool, list[str]]:
+    """The total matching the window's filters, whether it is exact (see EXACT_TO), and the rows (JSON) of its
+    page, each statement bounded by `timeout` (reads.TooSlow past it)."""
+    where, args = _where(team_id, window)
     async with bounded(pool, timeout, isolation="repeatable_read") as db:
-        total: int = await db.fetchval(count, *args)
-        rows = await db.fetch(page, *args)
-    return total, [r["row"] for r in rows]
+        total, exact = await _total(db, where, args)
+        rows = await db.fetch(_page(where, window), *args)
+    return total, exact, [r["row"] for r in rows]
 
 
 # Sort columns that may hold NULL: ascending they come last, descending first (PostgreSQL's order, the page's too).

@@ -180,9 +180,11 @@ def answer(body: msgspec.Struct, status: int = 200) -> Response:
 
 class SubmissionWindow(msgspec.Struct, kw_only=True):
     """A window of the Submissions page: `total` rows match the filters, `rows` are those from `offset` on, in
-    the order asked for. Keep it live with the team channel's `summary` rows."""
+    the order asked for. Keep it live with the team channel's `summary` rows. `total` is exact up to 100,000; past
+    it `total_exact` is false and `total` is PostgreSQL's estimate (say it as one: "about 1.2 million")."""
 
     total: int
+    total_exact: bool = True
     offset: int
     limit: int
     sort: str
@@ -194,6 +196,7 @@ class SubmissionWindowOut(msgspec.Struct, kw_only=True):
     """`SubmissionWindow` as it is sent: the rows as saved, JSON written once by the relay, never decoded here."""
 
     total: int
+    total_exact: bool
     offset: int
     limit: int
     sort: str

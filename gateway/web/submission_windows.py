@@ -61,12 +61,13 @@ async def team_submissions(request: Request) -> Response:
     read = submission_rows.window(runtime.pool, team_id, window, runtime.settings.statement_timeout)
     try:
         with runtime.heavy.slot(user_id) if heavy(window) else contextlib.nullcontext():
-            total, rows = await until_gone(request, read)
+            total, exact, rows = await until_gone(request, read)
     except TooSlow:
         raise too_slow(window) from None
     return answer(
         SubmissionWindowOut(
             total=total,
+            total_exact=exact,
             offset=window.offset,
             limit=window.limit,
             sort=window.sort,
