@@ -126,6 +126,9 @@ class ChannelState(Protocol):
         """A light channel's stored state: its fields, plus b"seq" and b"epoch" of the last message published
         on it once it has state; empty when it has none."""
 
+    async def state_fields(self, tag: str, channel: str, names: list[bytes]) -> list[bytes | None]:
+        """Only the named fields of a light channel's stored state, in order (None: not stored)."""
+
     async def fence(self, tag: str) -> int:
         """The partition's newest relay epoch (0 when the bus has none)."""
 
@@ -285,6 +288,12 @@ class _RedisChannels:
     @translated
     async def state(self, tag: str, channel: str) -> dict[bytes, bytes]:
         return dict(await self.bus.redis.hgetall(keys.state(tag, channel)))
+
+    @translated
+    async def state_fields(self, tag: str, channel: str, names: list[bytes]) -> list[bytes | None]:
+        if not names:
+            return []
+        return list(await self.bus.redis.hmget(keys.state(tag, channel), names))
 
     @translated
     async def fence(self, tag: str) -> int:

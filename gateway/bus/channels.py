@@ -68,6 +68,13 @@ class ChannelReads:
     async def team_state(self, tag: str, channel: str) -> TeamState:
         return decode_team_state(await self.channels.state(tag, channel))
 
+    async def team_summaries(self, tag: str, channel: str, trajectory_ids: list[int]) -> list[TrajectorySummary]:
+        """Only the named trajectories' summaries of a team channel's stored state (those it lists), in order:
+        a page of cards reads its own, never the team's whole state."""
+        names = [f"{SUMMARY_STATE_PREFIX}{i}".encode() for i in trajectory_ids]
+        found = await self.channels.state_fields(tag, channel, names)
+        return [_summary_decoder.decode(raw) for raw in found if raw is not None]
+
     async def fence(self, tag: str) -> int:
         """The partition's active relay's epoch (0: none yet)."""
         return await self.channels.fence(tag)

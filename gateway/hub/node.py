@@ -116,6 +116,11 @@ class Node:
         state = await self.reads.team_state(self.teams.partitions.tag(team_id), name)
         return state.summaries
 
+    async def listed_summaries(self, team_id: int, trajectory_ids: list[int]) -> list[TrajectorySummary]:
+        """The summaries of only these trajectories, of those the team's channel lists (a page of cards)."""
+        name = channels.team(team_id)
+        return await self.reads.team_summaries(self.teams.partitions.tag(team_id), name, trajectory_ids)
+
     async def start(self) -> None:
         self._runners = [
             asyncio.create_task(self.subscriber.run(), name="bus-subscriber"),

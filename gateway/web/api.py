@@ -83,8 +83,7 @@ async def team_trajectories(request: Request) -> Response:
             total, rows = await until_gone(request, read)
     except TooSlow:
         raise Refused(422, "too_broad", "search too broad: narrow it") from None
-    listed = {r.id for r in rows}
-    summaries = [s for s in await runtime.node.team_summaries(team_id) if s.id in listed]
+    summaries = await runtime.node.listed_summaries(team_id, [r.id for r in rows])  # this page's, not the team's
     return answer(
         Trajectories(
             total=total,

@@ -271,6 +271,9 @@ async def test_state_is_written_with_its_message(broker: Broker, tag: str) -> No
     }
     await publisher.publish([message(team, 3, 2, state_set={"counts": b"c2"}, state_del=["t:2", "t:9"])])
     assert await broker.channels.state(tag, team) == {b"seq": b"2", b"epoch": b"3", b"counts": b"c2", b"t:1": b"s1"}
+    # Only the fields asked for, in order (a page of cards reads its own trajectories' summaries).
+    assert await broker.channels.state_fields(tag, team, [b"t:2", b"t:1"]) == [None, b"s1"]
+    assert await broker.channels.state_fields(tag, team, []) == []
     await publisher.publish([message(team, 3, 3, state_del=["t:1"])])
     assert await broker.channels.state(tag, team) == {b"seq": b"3", b"epoch": b"3", b"counts": b"c2"}
 

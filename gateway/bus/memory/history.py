@@ -35,6 +35,11 @@ class MemoryChannels:
         self.space.reachable()
         return dict(self.space.states.get((tag, channel), {}))
 
+    async def state_fields(self, tag: str, channel: str, names: list[bytes]) -> list[bytes | None]:
+        self.space.reachable()
+        state = self.space.states.get((tag, channel), {})
+        return [state.get(name) for name in names]
+
     async def fence(self, tag: str) -> int:
         self.space.reachable()
         return self.space.fences.get(tag, 0)
