@@ -194,6 +194,11 @@ class Settings:
     # Seconds a trajectory must stay with no active job before its work counts as finished (toast and glow): an
     # upload that arrives in chunks closer together than this finishes once.
     finish_settle: float = field(default_factory=lambda: _float("GATEWAY_FINISH_SETTLE", 0.5))
+    # Submissions a relay keeps in memory besides those in use (tasks waiting or running, a change not yet out):
+    # the least recently changed past it are set aside and read back from their saved rows when they change.
+    relay_submissions_cached: int = field(
+        default_factory=lambda: _int("GATEWAY_RELAY_SUBMISSIONS_CACHED", 100_000, minimum=1)
+    )
     # Seconds a cluster may send nothing (no job report, no metrics) before its unfinished jobs are listed as
     # "cluster silent since ..." (they come back to their statuses when it reports again).
     cluster_silent_after: float = field(default_factory=lambda: _float("GATEWAY_CLUSTER_SILENT_AFTER", 120, 1.0))

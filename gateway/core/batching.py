@@ -38,7 +38,7 @@ from .model import Job, Overrun, TrajectorySummary
 from .protocol import Batch, Summary, make_cursor
 from .publication import Publication, Sequences
 from .submission import SubmissionAggregate
-from .submission_rows import SubmissionRows
+from .submission_rows import CACHED, SubmissionRows
 from .windows import JobWindows
 from .work_snapshot import WorkSnapshot
 
@@ -57,7 +57,7 @@ SUMMARY_STATE_PREFIX = "t:"
 class Batcher:
     """One partition's aggregates and channel sequences in one relay epoch, and the batches they produce."""
 
-    def __init__(self, epoch: int, settle: float = SETTLE) -> None:
+    def __init__(self, epoch: int, settle: float = SETTLE, submissions_cached: int = CACHED) -> None:
         self.epoch = epoch
         self.aggregates = Aggregates()
         self.seqs = Sequences(epoch)
@@ -67,7 +67,7 @@ class Batcher:
         # these, not at every team of the partition.
         self._teams_to_send: set[int] = set()
         self._names: dict[int, tuple[str, str]] = {}  # trajectory id -> its channel and its team's jobs channel
-        self.submissions = SubmissionRows(self.aggregates)
+        self.submissions = SubmissionRows(self.aggregates, submissions_cached)
         self.eta = EtaTracker()  # the estimated time left (gateway.core.eta)
         self.extras = Extras(self.aggregates, self.seqs, settle, self.submissions)
         self.finishes = self.extras.finishes

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from .aggregate import MembershipsChanged, OwnershipsChanged
 from .publication import Publication
-from .submission import SubmissionRow
+from .submission_rows import SavedRow
 from .team import ClusterStats, Presence
 
 Extra = tuple[int, Presence | ClusterStats]
-Row = tuple[int, SubmissionRow, bytes]
+Row = SavedRow
 
 # -- actions: what the relay performs, and the event it answers with
 

@@ -120,6 +120,9 @@ class RelayCycle:
             if unknown:
                 for trajectory_id, team_id, name in await outbox.trajectories(self.db, list(unknown)):
                     core.add_trajectory(trajectory_id, team_id, name)
+            set_aside = core.submissions.missing(result.changes)
+            if set_aside:  # submissions not in memory: folded on from their saved rows (new ones have none)
+                core.submissions.restore(await submission_rows.restore(self.db, set_aside))
             core.apply(result.changes, time.monotonic())
             started = core.finishes.take_started()
             if started:
@@ -196,6 +199,7 @@ class RelayCycle:
                 return SeqsRead(await retry_redis(lambda: publisher.last_seqs(names), patience))
             case SaveRows(rows):
                 await submission_rows.save(self.db, rows)
+                self.core.submissions.trim()  # those saved as they are may now be set aside
                 return SAVED
             case ProveLock(retry):
                 await self.prove_lock()

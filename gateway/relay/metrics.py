@@ -136,8 +136,21 @@ def _gauges(active: Active) -> Iterator[Metric]:
         "Changes per job delta published, since this process started",
         labels=["partition"],
     )
+    # A team's history never all in memory (GATEWAY_RELAY_SUBMISSIONS_CACHED): those kept, and those read back.
+    in_memory = GaugeMetricFamily(
+        "gateway_relay_submissions_in_memory",
+        "Submissions whose running totals the partition's relay holds in memory now",
+        labels=["partition"],
+    )
+    restored = GaugeMetricFamily(
+        "gateway_relay_submissions_restored",
+        "Submissions set aside and read back from their saved rows since the partition's takeover",
+        labels=["partition"],
+    )
     now = time.monotonic()
     for p, f, core in active:
+        in_memory.add_metric([str(p)], len(core.submissions.by_id))
+        restored.add_metric([str(p)], core.submissions.restored)
         epoch.add_metric([str(p)], core.epoch)
         lag.add_metric([str(p)], f.lag)
         held.add_metric([str(p)], now - f.held_since if f.held_since is not None else 0.0)
@@ -145,7 +158,7 @@ def _gauges(active: Active) -> Iterator[Metric]:
             holder_age.add_metric([str(p), f.holder.database], f.holder.age_seconds)
             holder_pid.add_metric([str(p), f.holder.database], f.holder.pid)
         ratio.add_metric([str(p)], f.changes / f.deltas if f.deltas else 0.0)
-    yield from (epoch, lag, held, holder_age, holder_pid, ratio)
+    yield from (epoch, lag, held, holder_age, holder_pid, ratio, in_memory, restored)
 
 
 def _counters(active: Active) -> Iterator[Metric]:

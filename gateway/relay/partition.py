@@ -48,6 +48,7 @@ class PartitionSettings:
     cluster_silent_after: float  # seconds without a request before a cluster is silent
     activity_days: float  # who did what is kept this many days (GATEWAY_ACTIVITY_DAYS)
     finish_settle: float  # seconds with no active job before a trajectory's work counts as finished
+    submissions_cached: int  # submissions kept in memory besides those in use (GATEWAY_RELAY_SUBMISSIONS_CACHED)
     presence: bool  # presence on the team channels (off on single-user deployments)
     metrics: bool  # cluster figures on the team channels (off in local mode)
     patience: Patience = FOREVER  # Redis not answering this long, the relay stands by for one that may reach it
@@ -113,7 +114,7 @@ class PartitionRelay:
             )
             await retry_redis(publisher.take_over, settings.patience)
             extras = TeamExtras(self.broker, settings.presence, settings.metrics, reader.mine)
-            core = Batcher(epoch, settings.finish_settle)
+            core = Batcher(epoch, settings.finish_settle, settings.submissions_cached)
             self.figures.serving(core)
             await load_state(db, reader, publisher, core, settings.patience)
             log.info(

@@ -16,6 +16,7 @@ from ..bus.broker import Broker, RedisBroker
 from ..bus.publisher import HISTORY_BYTES
 from ..config import Settings
 from ..core.finish import SETTLE
+from ..core.submission_rows import CACHED
 from ..store.joint_reads import JointReads
 from .metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from .ownership import PartitionServer, Sharing
@@ -45,6 +46,7 @@ class Relay:
         cluster_silent_after: float = 120.0,
         activity_days: float = 90.0,
         step_down_after: float | None = STEP_DOWN_AFTER,
+        submissions_cached: int = CACHED,
     ) -> None:
         self.database_url = database_url
         self.redis_url = redis_url
@@ -60,6 +62,7 @@ class Relay:
         self.finish_settle = finish_settle  # seconds with no active job before a trajectory's work counts as finished
         self.cluster_silent_after = cluster_silent_after  # seconds without a request before a cluster is silent
         self.activity_days = activity_days  # who did what is kept this many days
+        self.submissions_cached = submissions_cached  # kept in memory besides those in use
         # Redis not answering for this long, the active relay stands by for one that may reach it (None: never).
         self.patience = Patience(step_down_after)
         self.serving: dict[int, PartitionServer] = {}  # with several partitions: what this process serves
@@ -89,6 +92,7 @@ class Relay:
             cluster_silent_after=settings.cluster_silent_after,
             activity_days=settings.activity_days,
             step_down_after=settings.relay_step_down_after or None,
+            submissions_cached=settings.relay_submissions_cached,
         )
 
     def partition_settings(self) -> PartitionSettings:
@@ -103,6 +107,7 @@ class Relay:
             cluster_silent_after=self.cluster_silent_after,
             activity_days=self.activity_days,
             finish_settle=self.finish_settle,
+            submissions_cached=self.submissions_cached,
             presence=self.presence,
             metrics=self.metrics,
             patience=self.patience,

@@ -9,19 +9,21 @@ from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 
-from ..core.submission import SubmissionRow
+from ..core.submission_rows import Restored, SavedRow
 from ..core.submission_window import Window, like_pattern
 from .reads import bounded
 
 _SAVE = """
 insert into submission_rows (id, team_id, user_id, user_name, status, project, title, priority, cores, memory_gb,
-                             preemptible, progress, tasks, avg_frame, created_at, row)
+                             preemptible, progress, tasks, avg_frame, created_at, row, time_sum, time_n, last_change)
 select r.id, r.team_id, r.user_id, coalesce(u.name, ''), r.status, r.project, r.title, r.priority, r.cores,
-       r.memory_gb, r.preemptible, r.progress, r.tasks, r.avg_frame, r.created_at, r.row
+       r.memory_gb, r.preemptible, r.progress, r.tasks, r.avg_frame, r.created_at, r.row, r.time_sum, r.time_n,
+       r.last_change
 from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[],
-            $9::int[], $10::boolean[], $11::real[], $12::int[], $13::real[], $14::timestamptz[], $15::text[])
+            $9::int[], $10::boolean[], $11::real[], $12::int[], $13::real[], $14::timestamptz[], $15::text[],
+            $16::double precision[], $17::int[], $18::timestamptz[])
      as r (id, team_id, user_id, status, project, title, priority, cores, memory_gb, preemptible, progress, tasks,
-           avg_frame, created_at, row)
+           avg_frame, created_at, row, time_sum, time_n, last_change)
 left join users u on u.id = r.user_id
 where exists (select 1 from submissions s where s.id = r.id)
 on conflict (id) do update set
@@ -29,41 +31,60 @@ on conflict (id) do update set
     status = excluded.status, project = excluded.project, title = excluded.title, priority = excluded.priority,
     cores = excluded.cores, memory_gb = excluded.memory_gb, preemptible = excluded.preemptible,
     progress = excluded.progress, tasks = excluded.tasks, avg_frame = excluded.avg_frame,
-    created_at = excluded.created_at, row = excluded.row
+    created_at = excluded.created_at, row = excluded.row, time_sum = excluded.time_sum, time_n = excluded.time_n,
+    last_change = excluded.last_change
 """
 
 
-async def save(db: asyncpg.Connection, rows: Sequence[tuple[int, SubmissionRow, bytes]]) -> None:
-    """Save rows (team, row, the row's JSON) in one statement; a submission deleted meanwhile is skipped."""
+async def save(db: asyncpg.Connection, rows: Sequence[SavedRow]) -> None:
+    """Save rows (team, row, the row's JSON, its running totals) in one statement; a submission deleted meanwhile
+    is skipped."""
     if not rows:
         return
     # One row per submission, the last taken: a statement may not change a row twice.
-    latest = {row.id: (team_id, row, text) for team_id, row, text in rows}
+    latest = {s.row.id: s for s in rows}
     ordered = [latest[i] for i in sorted(latest)]  # rows locked in id order, as every writer here does
     await db.execute(
         _SAVE,
-        [r.id for _, r, _ in ordered],
-        [t for t, _, _ in ordered],
-        [r.user_id for _, r, _ in ordered],
-        [r.status for _, r, _ in ordered],
-        [r.project for _, r, _ in ordered],
-        [r.title for _, r, _ in ordered],
-        [r.priority for _, r, _ in ordered],
-        [r.cores for _, r, _ in ordered],
-        [r.memory_gb for _, r, _ in ordered],
-        [r.preemptible for _, r, _ in ordered],
-        [r.counts.completed / r.tasks if r.tasks else 0.0 for _, r, _ in ordered],
-        [r.tasks for _, r, _ in ordered],
-        [r.avg_frame for _, r, _ in ordered],
-        [r.created_at for _, r, _ in ordered],
-        [text.decode() for _, _, text in ordered],
+        [s.row.id for s in ordered],
+        [s.team_id for s in ordered],
+        [s.row.user_id for s in ordered],
+        [s.row.status for s in ordered],
+        [s.row.project for s in ordered],
+        [s.row.title for s in ordered],
+        [s.row.priority for s in ordered],
+        [s.row.cores for s in ordered],
+        [s.row.memory_gb for s in ordered],
+        [s.row.preemptible for s in ordered],
+        [s.row.counts.completed / s.row.tasks if s.row.tasks else 0.0 for s in ordered],
+        [s.row.tasks for s in ordered],
+        [s.row.avg_frame for s in ordered],
+        [s.row.created_at for s in ordered],
+        [s.json.decode() for s in ordered],
+        [s.time_sum for s in ordered],
+        [s.time_n for s in ordered],
+        [s.last_change for s in ordered],
     )
 
 
 async def saved(db: asyncpg.Connection, partitions: int = 1, partition: int = 0) -> dict[int, bytes]:
-    """The saved rows' JSON by id of one partition's teams (a relay's start compares them with what it derives)."""
-    rows = await db.fetch("select id, row from submission_rows where team_id % $1 = $2", partitions, partition)
+    """The saved rows' JSON by id of one partition's teams (a relay's start compares them with what it derives).
+    A row saved without its running totals (before sql/023) is left out: the start saves it again."""
+    rows = await db.fetch(
+        "select id, row from submission_rows where team_id % $1 = $2 and time_n is not null", partitions, partition
+    )
     return {r["id"]: r["row"].encode() for r in rows}
+
+
+async def restore(db: asyncpg.Connection, ids: Sequence[int]) -> list[Restored]:
+    """The saved rows of these submissions with their running totals, for the relay to fold on from (those saved
+    with them: every row the relay set aside was)."""
+    rows = await db.fetch(
+        "select team_id, row, time_sum, time_n, last_change from submission_rows"
+        " where id = any($1::bigint[]) and time_n is not null",
+        list(ids),
+    )
+    return [Restored(r["team_id"], r["row"], r["time_sum"], r["time_n"], r["last_change"]) for r in rows]
 
 
 def _where(team_id: int, window: Window) -> tuple[str, list[object]]:

@@ -98,8 +98,8 @@ def test_rows_taken_for_the_team_channel_are_handed_over_to_save_first() -> None
     [publication] = core.take_team_publications(now=10.0)
     sent = msgspec.json.decode(publication.json)["submissions"]
     saved = core.submissions.take_to_save()
-    assert [(team, row.id) for team, row, _ in saved] == [(1, 1), (1, 2)]
-    assert [msgspec.json.decode(text) for _, _, text in saved] == sent  # the very rows sent, as sent
+    assert [(s.team_id, s.row.id) for s in saved] == [(1, 1), (1, 2)]
+    assert [msgspec.json.decode(s.json) for s in saved] == sent  # the very rows sent, as sent
     assert core.submissions.take_to_save() == []
 
 
