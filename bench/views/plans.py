@@ -5,6 +5,8 @@ EXPLAIN ANALYZE."""
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,3 +64,34 @@ async def explain_cards(pool: asyncpg.Pool, team: Team) -> dict[str, Any]:
     raw = await pool.fetchval(explained(sql, analyze=True), team.id)
     top = (json.loads(raw) if isinstance(raw, str) else raw)[0]
     return {"plan": describe(top["Plan"]), "execution_ms": round(top["Execution Time"], 1)}
+
+
+async def count_costs(pool: asyncpg.Pool, team_id: int, repeat: int) -> dict[str, Any]:
+    """The whole team's total as the windows read it now (counted to EXACT_TO + 1, then the planner's estimate)
+    against the count of every row they read before (`count(*)`), taking turns on one connection: p50 ms each and
+    their ratio (the peer in the same run, so a busy machine weighs on both)."""
+    window = Window()
+    sqls, args = statements(team_id, window)
+    where, _ = _where(team_id, window)
+    before = f"select count(*) from submission_rows where {where}"
+    estimate = f"explain (format json) select 1 from submission_rows where {where}"
+    now_ms: list[float] = []
+    before_ms: list[float] = []
+    async with pool.acquire() as db:
+        for _ in range(repeat):
+            started = time.perf_counter()
+            capped = await db.fetchval(sqls["count"], *args)
+            if capped > EXACT_TO:
+                await db.fetchval(estimate, *args)
+            now_ms.append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            exact = await db.fetchval(before, *args)
+            before_ms.append((time.perf_counter() - started) * 1000)
+    now_p50, before_p50 = statistics.median(now_ms), statistics.median(before_ms)
+    return {
+        "rows": exact,
+        "now_p50_ms": round(now_p50, 1),
+        "count_star_p50_ms": round(before_p50, 1),
+        "ratio": round(now_p50 / before_p50, 3) if before_p50 else None,
+        "repeat": repeat,
+    }

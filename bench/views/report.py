@@ -8,6 +8,17 @@ from typing import Any
 from .common import AFTER_READ_MS, FULL, JUDGED, STREAM_SETTLE, STREAM_TICK, TARGET_BROWSER_MS, TARGET_CARDS_MS
 
 
+def _count_line(count: dict[str, Any] | None) -> list[str]:
+    """The whole team's total as read now against `count(*)` of every row, same connection, taking turns."""
+    if not count:
+        return []
+    return [
+        f"The team's total ({count['rows']:,} rows), p50 of {count['repeat']}: {count['now_p50_ms']} ms as the windows"
+        f" read it (counted to 100,001, then estimated) against {count['count_star_p50_ms']} ms for count(*)"
+        f" (ratio {count['ratio']})."
+    ]
+
+
 def _total_cell(k: dict[str, Any]) -> str:
     """The exact count, and the answer's estimate beside it where the page said one."""
     answered = k.get("answered")
@@ -70,6 +81,7 @@ def markdown(record: dict[str, Any]) -> str:
             "",
             f"p95 of every sort and filter: {server['sort_filter_p95_ms']} ms (target {server['target_ms']:.0f} ms:"
             f" {'met' if server['within_target'] else 'NOT met'}).",
+            *_count_line(state.get("count")),
             "Sequential scans of submission_rows in a sort or filter: the count of "
             + _scans(state, "count", JUDGED)
             + "; the page of "

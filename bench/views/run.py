@@ -45,7 +45,7 @@ from .common import (
     TRAJECTORIES,
     USERS,
 )
-from .plans import explain, explain_cards
+from .plans import count_costs, explain, explain_cards
 from .report import failures, markdown
 from .server import (
     Kind,
@@ -77,6 +77,7 @@ async def measure_state(
         await time_windows(base, team.token, team.id, all_kinds, repeat, state)
     return {
         "table": {"pages": table["relpages"], "all_visible_pages": table["relallvisible"]},
+        "count": await count_costs(pool, team.id, repeat),
         "server": server_figures(all_kinds, state),
         "explain": plans,
         "seq_scans": {
