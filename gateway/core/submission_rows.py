@@ -11,6 +11,7 @@ folded into it again as saved (`missing`, then `restore` with what the relay rea
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -47,6 +48,12 @@ class Restored(NamedTuple):
 
 
 _row_decoder = msgspec.json.Decoder(SubmissionRow)
+
+
+def row_digest(json: bytes) -> bytes:
+    """What a start compares a derived row with: the MD5 of its JSON (PostgreSQL's md5() of the saved text), 16
+    bytes a row rather than the row itself, so a start does not hold every saved row of a team."""
+    return hashlib.md5(json, usedforsecurity=False).digest()
 
 
 def restored_aggregate(saved: Restored) -> SubmissionAggregate:
@@ -98,14 +105,15 @@ class SubmissionRows:
         self.restored = 0  # and folded again from their saved rows
 
     def load(self, loaded: Iterable[SubmissionAggregate], saved: Mapping[int, bytes] | None = None) -> None:
-        """Start from a snapshot; `saved`: the rows as last saved (JSON by id), those unchanged are not sent again."""
+        """Start from a snapshot; `saved`: the rows as last saved (`row_digest` of their JSON by id), those unchanged
+        are not sent again."""
         saved = saved or {}
         for agg in loaded:
             if agg.record is not None:
                 self.by_id[agg.record.id] = agg
                 self.aggregates.team(agg.record.team_id)
                 row = agg.row()
-                if row is None or saved.get(agg.record.id) != msgspec.json.encode(row):
+                if row is None or saved.get(agg.record.id) != row_digest(msgspec.json.encode(row)):
                     self.dirty.setdefault(agg.record.team_id, set()).add(agg.record.id)
         self.trim()
 

@@ -227,7 +227,9 @@ class OutboxReader:
         self._base_xmax = 0
         self.waves: list[asyncpg.Record] = []  # trajectory_waves as of the snapshot
         self.submissions: dict[int, SubmissionAggregate] = {}  # as of the snapshot
-        self.saved_rows: dict[int, bytes] = {}  # the Submissions page's rows as saved (store.submission_rows)
+        self.saved_rows: dict[
+            int, bytes
+        ] = {}  # digests of the Submissions page's rows as saved (store.submission_rows)
         self.work = WorkSnapshot()  # unfinished work and recent durations, for the estimates of time left
 
     @property

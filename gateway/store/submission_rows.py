@@ -68,12 +68,16 @@ async def save(db: asyncpg.Connection, rows: Sequence[SavedRow]) -> None:
 
 
 async def saved(db: asyncpg.Connection, partitions: int = 1, partition: int = 0) -> dict[int, bytes]:
-    """The saved rows' JSON by id of one partition's teams (a relay's start compares them with what it derives).
-    A row saved without its running totals (before sql/023) is left out: the start saves it again."""
+    """The saved rows' digests (core.submission_rows.row_digest: MD5 of the JSON) by id of one partition's teams: a
+    relay's start compares them with what it derives. A row saved without its running totals (before sql/023) is
+    left out: the start saves it again."""
     rows = await db.fetch(
-        "select id, row from submission_rows where team_id % $1 = $2 and time_n is not null", partitions, partition
+        "select id, decode(md5(row), 'hex') as digest from submission_rows"
+        " where team_id % $1 = $2 and time_n is not null",
+        partitions,
+        partition,
     )
-    return {r["id"]: r["row"].encode() for r in rows}
+    return {r["id"]: r["digest"] for r in rows}
 
 
 async def restore(db: asyncpg.Connection, ids: Sequence[int]) -> list[Restored]:

@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
+from gateway.core.submission_rows import row_digest
 from gateway.embedded import EmbeddedValkey, free_port
 from harness.follower import Follower
 from harness.world import Process, spawn, wait_http
@@ -103,7 +104,7 @@ async def test_the_relay_holds_its_cache_not_every_submission_and_one_set_aside_
         r["id"]
         for r in await spool.fetch(
             "insert into submissions (team_id, user_id, project, title)"
-            " select $1, $2, 'p', 'Render shot ' || i from generate_series(1, $3) i returning id",
+            " select $1, $2, 'p', 'Render shot ' || i || ' é' from generate_series(1, $3) i returning id",
             team.id,
             team.user_id,
             SUBMISSIONS,
@@ -129,6 +130,12 @@ async def test_the_relay_holds_its_cache_not_every_submission_and_one_set_aside_
     await until(all_done, "every submission saved, done", 120)
     before = (await rows(small, team))[ids[0]]
     assert before["avg_frame"] == 15.0 and before["tasks"] == 2
+    # A start compares what it derives with the saved rows' digests, PostgreSQL's md5() of the text: the same
+    # bytes as the relay's JSON, accents and all, so an unchanged row is not sent again.
+    saved = await spool.fetch(
+        "select row, decode(md5(row), 'hex') as digest from submission_rows where team_id = $1", team.id
+    )
+    assert len(saved) == SUBMISSIONS and all(row_digest(r["row"].encode()) == r["digest"] for r in saved)
 
     async def bounded() -> bool:
         held = await relay_figure(small, "gateway_relay_submissions_in_memory")
@@ -149,7 +156,7 @@ async def test_the_relay_holds_its_cache_not_every_submission_and_one_set_aside_
         await follower.wait_for(lambda f: sent(ids[0]) is not None and sent(ids[1]) is not None, timeout=60)
     first, second = sent(ids[0]), sent(ids[1])
     assert first is not None and second is not None
-    assert first["status"] == "running" and first["tasks"] == 2 and first["title"] == "Render shot 1"
+    assert first["status"] == "running" and first["tasks"] == 2 and first["title"] == "Render shot 1 é"
     assert first["counts"]["running"] == 1 and first["counts"]["completed"] == 1
     assert first["avg_frame"] == 15.0  # every completion so far, as before it was set aside
     assert second["title"] == "Render shot 2, renamed" and second["status"] == "success"

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from gateway.core.aggregate import SubmissionChange
 from gateway.core.batching import MAX_ROWS_PER_SUMMARY, Batcher
 from gateway.core.submission import SubmissionAggregate, SubmissionRecord
+from gateway.core.submission_rows import row_digest
 from gateway.core.submission_window import BadWindow, like_pattern, parse_page, parse_window
 
 
@@ -105,8 +106,8 @@ def test_rows_taken_for_the_team_channel_are_handed_over_to_save_first() -> None
 
 def test_a_start_sends_only_the_rows_that_differ_from_those_saved() -> None:
     loaded = [SubmissionAggregate(record(i)) for i in (1, 2, 3)]
-    unchanged = {i: msgspec.json.encode(a.row()) for i, a in zip((1, 2), loaded, strict=False)}
-    unchanged[2] = b"{}"  # saved before a change: sent again
+    unchanged = {i: row_digest(msgspec.json.encode(a.row())) for i, a in zip((1, 2), loaded, strict=False)}
+    unchanged[2] = row_digest(b"{}")  # saved before a change: sent again
     core = Batcher(epoch=1)
     core.load_submissions(loaded, unchanged)
     [publication] = core.take_team_publications(now=10.0)
