@@ -15,7 +15,7 @@ finish notices and glows, presence and cluster metrics: messages that are not jo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import msgspec
 
@@ -129,9 +129,10 @@ class Batcher:
             if isinstance(c, Change) and not self.aggregates.known(c.job.trajectory_id)
         }
 
-    def load_submissions(self, loaded: Iterable[SubmissionAggregate], saved: Mapping[int, bytes] | None = None) -> None:
-        """The submissions as of the snapshot; `saved`: their rows as last saved (only those changed are sent)."""
-        self.submissions.load(loaded, saved)
+    def load_submissions(self, loaded: Iterable[tuple[SubmissionAggregate, bytes | None]]) -> None:
+        """Submissions as of the snapshot, a part at a time, each with the digest of its row as last saved (only
+        those changed are sent; gateway.core.submission_rows)."""
+        self.submissions.load(loaded)
         self._teams_to_send.update(self.submissions.dirty)
 
     def load_work(self, snapshot: WorkSnapshot) -> None:

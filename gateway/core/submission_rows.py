@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import NamedTuple
 
@@ -104,16 +104,15 @@ class SubmissionRows:
         self.set_aside = 0  # submissions set aside since the start (/metrics)
         self.restored = 0  # and folded again from their saved rows
 
-    def load(self, loaded: Iterable[SubmissionAggregate], saved: Mapping[int, bytes] | None = None) -> None:
-        """Start from a snapshot; `saved`: the rows as last saved (`row_digest` of their JSON by id), those unchanged
-        are not sent again."""
-        saved = saved or {}
-        for agg in loaded:
+    def load(self, loaded: Iterable[tuple[SubmissionAggregate, bytes | None]]) -> None:
+        """Start from a snapshot, a part at a time: each submission with the `row_digest` of its row as last saved
+        (None: none); those unchanged are not sent again, and past `cached` the idle ones are set aside as they come."""
+        for agg, digest in loaded:
             if agg.record is not None:
                 self.by_id[agg.record.id] = agg
                 self.aggregates.team(agg.record.team_id)
                 row = agg.row()
-                if row is None or saved.get(agg.record.id) != row_digest(msgspec.json.encode(row)):
+                if row is None or digest != row_digest(msgspec.json.encode(row)):
                     self.dirty.setdefault(agg.record.team_id, set()).add(agg.record.id)
         self.trim()
 

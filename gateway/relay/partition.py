@@ -188,12 +188,10 @@ async def load_state(
     before its first publish, its successor reads on from there, and the changes between the two snapshots still
     go out (their subscribers read the jobs before them), rather than from its own later snapshot on."""
     published = await retry_redis(publisher.relay_cursor, patience)
-    core.load(await reader.load(published))
+    core.load(await reader.load(published, core.load_submissions))
     if published is None:
         start = reader.position
         await retry_redis(lambda: publisher.publish([], start), patience)
-    core.load_submissions(reader.submissions.values(), reader.saved_rows)
-    reader.saved_rows = {}
     core.load_work(reader.work)
     reader.work = WorkSnapshot()
     await restore_waves(db, reader, core)

@@ -29,18 +29,10 @@ from .queries import AGGREGATES, GROUP_COUNTS, add_group_counts, aggregate_of
 
 _job_decoder = msgspec.json.Decoder(Job)
 _submission_decoder = msgspec.json.Decoder(SubmissionRecord)
+# What takes a start's submissions, a part at a time (gateway.core.batching.Batcher.load_submissions).
+SubmissionsSink = Callable[[list[tuple[SubmissionAggregate, bytes | None]]], None]
 _membership_decoder = msgspec.json.Decoder(MembershipChange)
 _ownership_decoder = msgspec.json.Decoder(OwnershipChange)
-
-_SUBMISSION_TASKS = """
-select submission_id, job_listed_status(status, silent_since) as status, count(*) as n,
-       coalesce(sum(extract(epoch from finished_at - started_at)) filter (
-           where status = 'completed' and started_at is not null and finished_at is not null), 0)::float8 as time_sum,
-       count(*) filter (where status = 'completed' and started_at is not null and finished_at is not null) as time_n,
-       max(updated_at) as last_change
-from jobs where removed_at is null and submission_id is not null
-group by 1, 2
-"""
 
 # The horizon: every transaction below it has ended, so no row below it can appear any more.
 HORIZON = "with h as (select pg_snapshot_xmin(pg_current_snapshot())::text::bigint as horizon)\n"
@@ -237,8 +229,11 @@ class OutboxReader:
         """The cursor past the last row read, as stored between relays."""
         return f"{self.xid}:{self.seq}"
 
-    async def load(self, published: str | None = None) -> list[TrajectoryAggregate]:
-        """Every trajectory's counts as of one snapshot.
+    async def load(
+        self, published: str | None = None, submissions: SubmissionsSink | None = None
+    ) -> list[TrajectoryAggregate]:
+        """Every trajectory's counts as of one snapshot, and the partition's submissions of the same snapshot handed
+        to `submissions` a part at a time (each with its saved row's digest), so none is held here.
 
         Reading then starts after `published` (where the previous relay had published up to): rows the
         snapshot already saw come back marked `counted`, so their deltas go out without being counted twice.
@@ -247,9 +242,9 @@ class OutboxReader:
             snapshot: str = await self.db.fetchval("select pg_current_snapshot()::text")
             rows = await self.db.fetch(AGGREGATES, None)
             group_rows = await self.db.fetch(GROUP_COUNTS, None)
-            records = await self.db.fetch("select to_jsonb(s)::text as record from submissions s")
-            task_rows = await self.db.fetch(_SUBMISSION_TASKS)
-            self.saved_rows = await submission_rows.saved(self.db, self.count, self.partition)
+            if submissions is not None:
+                async for part in submission_rows.load(self.db, self.count, self.partition):
+                    submissions(part)
             self.waves = await waves.load(self.db)
             self.work = await eta.snapshot(self.db, self.count, self.partition)
         xmin, xmax, _ = snapshot.split(":")
@@ -261,20 +256,6 @@ class OutboxReader:
                 self.xid, self.seq = int(xid), int(seq)
         trajectories = {r["id"]: aggregate_of(r) for r in rows if self.mine(r["team_id"])}
         self.waves = [w for w in self.waves if w["trajectory_id"] in trajectories]
-        self.submissions = {}
-        for r in records:
-            record = _submission_decoder.decode(r["record"])
-            if self.mine(record.team_id):
-                self.submissions[record.id] = SubmissionAggregate(record)
-        for r in task_rows:
-            if self.count > 1 and r["submission_id"] not in self.submissions:
-                continue  # another partition's
-            agg = self.submissions.setdefault(r["submission_id"], SubmissionAggregate())
-            agg.counts.add(r["status"], r["n"])
-            agg.time_sum += r["time_sum"]
-            agg.time_n += r["time_n"]
-            if agg.last_change is None or (r["last_change"] and r["last_change"] > agg.last_change):
-                agg.last_change = r["last_change"]
         add_group_counts(trajectories, group_rows)
         return list(trajectories.values())
 

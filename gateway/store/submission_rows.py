@@ -8,7 +8,9 @@ import json
 from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
+import msgspec
 
+from ..core.submission import SubmissionAggregate, SubmissionRecord
 from ..core.submission_rows import Restored, SavedRow
 from ..core.submission_window import Window, like_pattern
 from .reads import bounded
@@ -67,17 +69,54 @@ async def save(db: asyncpg.Connection, rows: Sequence[SavedRow]) -> None:
     )
 
 
-async def saved(db: asyncpg.Connection, partitions: int = 1, partition: int = 0) -> dict[int, bytes]:
-    """The saved rows' digests (core.submission_rows.row_digest: MD5 of the JSON) by id of one partition's teams: a
-    relay's start compares them with what it derives. A row saved without its running totals (before sql/023) is
-    left out: the start saves it again."""
-    rows = await db.fetch(
-        "select id, decode(md5(row), 'hex') as digest from submission_rows"
-        " where team_id % $1 = $2 and time_n is not null",
-        partitions,
-        partition,
-    )
-    return {r["id"]: r["digest"] for r in rows}
+# A start's submissions, each with its tasks' totals and its saved row's digest (MD5 of the JSON; null: none saved
+# with its running totals), of one partition's teams, by id: read a part at a time (a cursor), so the relay never
+# holds more than a part besides what it keeps.
+_LOAD = """
+with per_status as (
+    select submission_id, job_listed_status(status, silent_since) as status, count(*) as n,
+           coalesce(sum(extract(epoch from finished_at - started_at)) filter (
+               where status = 'completed' and started_at is not null and finished_at is not null), 0)::float8
+               as time_sum,
+           count(*) filter (where status = 'completed' and started_at is not null and finished_at is not null)
+               as time_n,
+           max(updated_at) as last_change
+    from jobs where removed_at is null and submission_id is not null
+    group by 1, 2
+), per_submission as (
+    select submission_id, array_agg(status) as statuses, array_agg(n) as ns, sum(time_sum)::float8 as time_sum,
+           sum(time_n)::bigint as time_n, max(last_change) as last_change
+    from per_status group by 1
+)
+select to_jsonb(s)::text as record, t.statuses, t.ns, t.time_sum, t.time_n, t.last_change,
+       decode(md5(r.row), 'hex') as digest
+from submissions s
+left join per_submission t on t.submission_id = s.id
+left join submission_rows r on r.id = s.id and r.time_n is not null
+where s.team_id % $1 = $2
+order by s.id
+"""
+_record_decoder = msgspec.json.Decoder(SubmissionRecord)
+
+
+async def load(
+    db: asyncpg.Connection, partitions: int, partition: int, part: int = 10_000
+) -> AsyncIterator[list[tuple[SubmissionAggregate, bytes | None]]]:
+    """One partition's submissions as of the transaction's snapshot (it must be open), oldest first, `part` at a
+    time: each aggregate with its saved row's digest (None: not saved with its running totals)."""
+    loaded: list[tuple[SubmissionAggregate, bytes | None]] = []
+    async for r in db.cursor(_LOAD, partitions, partition, prefetch=part):
+        agg = SubmissionAggregate(_record_decoder.decode(r["record"]))
+        if r["statuses"] is not None:
+            for status, n in zip(r["statuses"], r["ns"], strict=True):
+                agg.counts.add(status, n)
+            agg.time_sum, agg.time_n, agg.last_change = r["time_sum"], r["time_n"], r["last_change"]
+        loaded.append((agg, r["digest"]))
+        if len(loaded) >= part:
+            yield loaded
+            loaded = []
+    if loaded:
+        yield loaded
 
 
 async def restore(db: asyncpg.Connection, ids: Sequence[int]) -> list[Restored]:
