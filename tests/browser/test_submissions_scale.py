@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from gateway.store.submission_rows import EXACT_TO
 from tests.conftest import Stack
 from tests.integration.conftest import Team
 from tests.integration.test_submission_windows import add_submissions, saved
@@ -206,3 +207,28 @@ async def test_kill_asks_first_and_escape_does_nothing(page: Any, stack: Stack, 
     assert {r["status"] for r in await pool.fetch("select status from jobs where submission_id = $1", sid)} == {
         "running"
     }
+
+
+async def test_a_total_past_100000_reads_as_an_estimate_and_below_it_exactly(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    n = EXACT_TO + 400  # every other one in project p0
+    await pool.execute(
+        "insert into submissions (team_id, user_id, project, title, priority)"
+        " select $1, $2, 'p' || (i % 2), 'Render shot ' || i, i % 50 from generate_series(1, $3) i",
+        team.id,
+        team.user_id,
+        n,
+    )
+    deadline = asyncio.get_running_loop().time() + 300
+    while await pool.fetchval("select count(*) from submission_rows where team_id = $1", team.id) < n:
+        assert asyncio.get_running_loop().time() < deadline, f"the relay did not save {n:,} rows within 300 s"
+        await asyncio.sleep(0.5)
+    await pool.execute("analyze submission_rows")
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await range_text(page, "1–100 of about 100,000")  # PostgreSQL's estimate of 100,400, to two figures
+    assert await page.is_disabled(".pager [data-go='last']")  # its page is not known
+    assert not await page.is_disabled(".pager [data-go='next']")
+    await page.select_option("select[data-filter='project']", "p0")
+    await range_text(page, f"1–100 of {n // 2:,}")  # counted: exact
+    assert not await page.is_disabled(".pager [data-go='last']")
