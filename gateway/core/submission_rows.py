@@ -23,6 +23,9 @@ from .aggregate import Aggregates, AnyChange, Change, SubmissionChange
 from .submission import SubmissionAggregate, SubmissionRecord, SubmissionRow
 
 CACHED = 100_000  # submissions kept in memory past those in use (GATEWAY_RELAY_SUBMISSIONS_CACHED)
+# Rows a team's message takes at most (the rest go with its next ones): a cycle's work, its memory and the time
+# the relay's loop is busy stay bounded when a start finds every row of a million to save.
+TAKE_PART = 20_000
 _TRIM_LOOK = 1_000  # a trim looks past the entries it must set aside at most this many more (those in use move on)
 
 
@@ -102,19 +105,28 @@ class SubmissionRows:
         self.dirty: dict[int, set[int]] = {}  # per team
         self.to_save: list[SavedRow] = []  # taken, for the relay to save
         self.set_aside = 0  # submissions set aside since the start (/metrics)
+        self._idle_loaded: OrderedDict[int, None] = OrderedDict()  # a start's idle ones kept so far, oldest first
         self.restored = 0  # and folded again from their saved rows
 
     def load(self, loaded: Iterable[tuple[SubmissionAggregate, bytes | None]]) -> None:
         """Start from a snapshot, a part at a time: each submission with the `row_digest` of its row as last saved
         (None: none); those unchanged are not sent again, and past `cached` the idle ones are set aside as they come."""
+        by_id, idle = self.by_id, self._idle_loaded
         for agg, digest in loaded:
-            if agg.record is not None:
-                self.by_id[agg.record.id] = agg
-                self.aggregates.team(agg.record.team_id)
-                row = agg.row()
-                if row is None or digest != row_digest(msgspec.json.encode(row)):
-                    self.dirty.setdefault(agg.record.team_id, set()).add(agg.record.id)
-        self.trim()
+            record = agg.record
+            if record is None:
+                continue
+            by_id[record.id] = agg
+            self.aggregates.team(record.team_id)
+            row = agg.row()
+            if row is None or digest != row_digest(msgspec.json.encode(row)):
+                self.dirty.setdefault(record.team_id, set()).add(record.id)
+            elif not agg.counts.active():
+                idle[record.id] = None  # saved as it is and idle: the oldest past `cached` are set aside at once
+                if len(idle) > self.cached:
+                    oldest, _ = idle.popitem(last=False)
+                    del by_id[oldest]
+                    self.set_aside += 1
 
     def missing(self, changes: Iterable[AnyChange]) -> list[int]:
         """The submissions these changes fold into that were set aside (or are new): read their saved rows first."""
@@ -143,15 +155,21 @@ class SubmissionRows:
         over = len(by_id) - self.cached
         if over <= 0:
             return 0
-        busy = {s.row.id for s in self.to_save}
-        for ids in self.dirty.values():
-            busy |= ids
+        self._idle_loaded.clear()  # the start is over: from here on, the least recently changed go first
+        pending = {s.row.id for s in self.to_save}  # empty once saved, when the relay trims
+        dirty = self.dirty
         evicted = 0
         for _ in range(min(len(by_id), over + _TRIM_LOOK)):
             if evicted >= over:
                 break
             submission_id, agg = next(iter(by_id.items()))
-            if agg.record is None or agg.counts.active() or submission_id in busy:
+            record = agg.record
+            if (
+                record is None
+                or agg.counts.active()
+                or submission_id in dirty.get(record.team_id, ())
+                or submission_id in pending
+            ):
                 by_id.move_to_end(submission_id)  # in use: it stays, and the look moves on
             else:
                 del by_id[submission_id]
@@ -205,10 +223,14 @@ class SubmissionRows:
         return agg.record.team_id
 
     def take_rows(self, team_id: int) -> list[SubmissionRow]:
-        """The team's changed rows (by id), no longer changed; each is also queued to be saved."""
+        """The team's changed rows (by id, at most TAKE_PART: the rest wait for its next message), no longer
+        changed; each is also queued to be saved."""
         rows = []
         encode = msgspec.json.encode
-        for submission_id in sorted(self.dirty.pop(team_id, ())):
+        taking = sorted(self.dirty.pop(team_id, ()))
+        if len(taking) > TAKE_PART:  # a start that finds a million rows to save: a cycle never holds them all
+            taking, self.dirty[team_id] = taking[:TAKE_PART], set(taking[TAKE_PART:])
+        for submission_id in taking:
             agg = self.by_id.get(submission_id)
             row = agg.row() if agg is not None else None
             if agg is not None and row is not None:

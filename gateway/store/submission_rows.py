@@ -38,14 +38,20 @@ on conflict (id) do update set
 """
 
 
+SAVE_PART = 10_000  # rows a statement saves: a start that saves a million rows does so in parts
+
+
 async def save(db: asyncpg.Connection, rows: Sequence[SavedRow]) -> None:
-    """Save rows (team, row, the row's JSON, its running totals) in one statement; a submission deleted meanwhile
-    is skipped."""
-    if not rows:
-        return
+    """Save rows (team, row, the row's JSON, its running totals), SAVE_PART a statement; a submission deleted
+    meanwhile is skipped."""
     # One row per submission, the last taken: a statement may not change a row twice.
     latest = {s.row.id: s for s in rows}
     ordered = [latest[i] for i in sorted(latest)]  # rows locked in id order, as every writer here does
+    for first in range(0, len(ordered), SAVE_PART):
+        await _save_part(db, ordered[first : first + SAVE_PART])
+
+
+async def _save_part(db: asyncpg.Connection, ordered: Sequence[SavedRow]) -> None:
     await db.execute(
         _SAVE,
         [s.row.id for s in ordered],

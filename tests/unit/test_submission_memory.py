@@ -14,8 +14,8 @@ import msgspec
 from gateway.core.aggregate import AnyChange, Change, SubmissionChange
 from gateway.core.batching import Batcher
 from gateway.core.model import Job
-from gateway.core.submission import SubmissionRecord
-from gateway.core.submission_rows import Restored, SavedRow
+from gateway.core.submission import SubmissionAggregate, SubmissionRecord
+from gateway.core.submission_rows import TAKE_PART, Restored, SavedRow, row_digest
 
 T0 = datetime(2026, 12, 6, 12, tzinfo=UTC)
 CACHED = 5
@@ -117,3 +117,23 @@ def test_a_row_read_back_is_the_row_that_was_saved() -> None:
     core.submissions.restore(read_back(saved, [9]))
     agg = core.submissions.by_id[9]
     assert msgspec.json.decode(msgspec.json.encode(agg.row())) == before
+
+
+def test_a_start_keeps_the_idle_saved_ones_up_to_the_cache_and_takes_a_million_rows_in_parts() -> None:
+    core = Batcher(epoch=1, submissions_cached=CACHED)
+    loaded = []
+    for i in range(1, 41):
+        agg = SubmissionAggregate(SubmissionRecord(id=i, team_id=1, title=f"shot {i}"))
+        saved = row_digest(msgspec.json.encode(agg.row())) if i <= 30 else None  # 31..40 never saved
+        loaded.append((agg, saved))
+    core.load_submissions(loaded[:20])  # a start reads its submissions a part at a time
+    core.load_submissions(loaded[20:])
+    # The 5 newest idle ones saved as they are, and every one to save: never all 40.
+    assert sorted(core.submissions.by_id) == [*range(26, 31), *range(31, 41)]
+    assert core.submissions.set_aside == 25
+    many = Batcher(epoch=1)
+    many.apply([SubmissionChange(record=SubmissionRecord(id=i, team_id=1, title="t")) for i in range(TAKE_PART + 5)])
+    first = msgspec.json.decode(many.take_team_publications(now=next(_CYCLES))[0].json)
+    assert first["reload_submissions"] is True and len(many.submissions.take_to_save()) == TAKE_PART
+    many.take_team_publications(now=next(_CYCLES))  # the rest with the team's next message
+    assert len(many.submissions.take_to_save()) == 5
