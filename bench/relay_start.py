@@ -34,6 +34,7 @@ import asyncpg
 
 from harness.world import spawn
 
+from . import sql
 from .infra import start_infra
 from .views.common import RESULTS, ROOT
 from .views.team import populate
@@ -63,9 +64,7 @@ async def start_relay(
                 loaded_s = time.monotonic() - started
             await asyncio.sleep(0.2)
         if until_saved:
-            while (
-                await pool.fetchval("select count(*) from submission_rows where time_n is not null") < n
-            ):  # the first start saves every row
+            while await pool.fetchval(sql.ROWS_WITH_TOTALS) < n:  # the first start saves every row
                 await asyncio.sleep(1.0)
             saved_s = time.monotonic() - started
         await asyncio.sleep(5.0)  # settled: what it holds while idle

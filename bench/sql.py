@@ -234,6 +234,14 @@ AUTOVACUUM = "show autovacuum"
 ANALYZE_ROWS = "analyze submission_rows"
 ANALYZE_CARDS = "analyze submissions, trajectories"
 VACUUM_ROWS = "vacuum (analyze) submission_rows"
+ROWS_WITH_TOTALS = "select count(*) from submission_rows where time_n is not null"  # saved with sql/023's totals
+
+
+def count_every_row(where: str) -> str:
+    """A window's total as it was read before the windows counted to EXACT_TO at most (bench/views/plans.py)."""
+    return f"select count(*) from submission_rows where {where}"
+
+
 # The cards' page statement as gateway.store.people.trajectories() runs it (a copy: EXPLAINed, never served).
 CARDS_PAGE = (
     "select t.id, t.name, t.created_at, (select s.staging from submissions s where s.trajectory_id = t.id"

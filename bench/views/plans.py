@@ -13,9 +13,9 @@ from typing import Any
 import asyncpg
 
 from gateway.core.submission_window import Window
-from gateway.store.submission_rows import window_statements
+from gateway.store.submission_rows import EXACT_TO, estimate_statement, window_filter, window_statements
 
-from ..sql import CARDS_PAGE, explained
+from ..sql import CARDS_PAGE, count_every_row, explained
 from .common import CARD_PAGE
 from .server import Kind
 from .team import Team
@@ -72,9 +72,9 @@ async def count_costs(pool: asyncpg.Pool, team_id: int, repeat: int) -> dict[str
     their ratio (the peer in the same run, so a busy machine weighs on both)."""
     window = Window()
     sqls, args = statements(team_id, window)
-    where, _ = _where(team_id, window)
-    before = f"select count(*) from submission_rows where {where}"
-    estimate = f"explain (format json) select 1 from submission_rows where {where}"
+    where, _ = window_filter(team_id, window)
+    before = count_every_row(where)
+    estimate = estimate_statement(where)
     now_ms: list[float] = []
     before_ms: list[float] = []
     async with pool.acquire() as db:

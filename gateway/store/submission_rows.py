@@ -175,6 +175,16 @@ def window_statements(team_id: int, window: Window) -> tuple[str, str, list[obje
     return _count(where), _page(where, window), args
 
 
+def window_filter(team_id: int, window: Window) -> tuple[str, list[object]]:
+    """The WHERE clause of a window's statements and its arguments (bench.views counts over it both ways)."""
+    return _where(team_id, window)
+
+
+def estimate_statement(where: str) -> str:
+    """What a total past EXACT_TO is read from: PostgreSQL's plan of the same filters."""
+    return f"explain (format json) select 1 from submission_rows where {where}"
+
+
 def _count(where: str) -> str:
     return f"select count(*) from (select 1 from submission_rows where {where} limit {EXACT_TO + 1}) s"
 
@@ -192,7 +202,7 @@ async def _total(db: asyncpg.Connection, where: str, args: list[object]) -> tupl
     counted: int = await db.fetchval(_count(where), *args)
     if counted <= EXACT_TO:
         return counted, True
-    plan = await db.fetchval(f"explain (format json) select 1 from submission_rows where {where}", *args)
+    plan = await db.fetchval(estimate_statement(where), *args)
     estimate = int(json.loads(plan)[0]["Plan"]["Plan Rows"])
     return max(estimate, EXACT_TO + 1), False
 
