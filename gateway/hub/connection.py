@@ -118,6 +118,13 @@ class Connection:
             if self._drained is not None:
                 self._drained.set()
 
+    def unlink(self) -> None:
+        """The socket is gone: forget its link. The link holds this connection and its session's callbacks, so
+        keeping it would make a cycle that only a full pass of the collector frees, which a node delays
+        (gateway.web.garbage): every connection that left would stay in memory until then."""
+        self.fast = None
+        self.link = _Unlinked()
+
     def refresh(self) -> None:
         """Take the hub's shortcut again if nothing stands in the way (see `fast`)."""
         link = self.link

@@ -279,6 +279,7 @@ class ClientSession:
         if on_end is not None:
             on_end()
         _log_closed(self.conn, time.monotonic() - self.opened)
+        self.conn.unlink()  # freed now by reference counting (gateway.web.garbage)
 
 
 def _log_closed(conn: Connection, duration: float) -> None:

@@ -1,0 +1,83 @@
+"""gateway.web.garbage's memory policy, and the cycle a connection's link must not leave to the collector."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.hub.connection import Connection
+from gateway.web.garbage import RETURN_DROP, MemoryReturn, malloc_trim
+
+
+@pytest.fixture
+def no_collector() -> Iterator[None]:
+    """Only reference counting frees anything meanwhile."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class SocketLink:
+    """A link as the node's own holds its connection (gateway.web.direct.DirectLink.conn)."""
+
+    writable = False
+    write_wire = None
+    deflate = 0
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def close(self, code: int, reason: str) -> None:
+        pass
+
+
+def test_an_unlinked_connection_and_its_link_are_freed_without_the_collector(no_collector: None) -> None:
+    conn = Connection(1, "json", 1 << 20)
+    link = SocketLink(conn)
+    conn.link = link
+    gone = weakref.ref(link)
+    del link
+    conn.unlink()  # the session's end() does this once the socket is gone
+    del conn
+    assert gone() is None
+
+
+def test_a_linked_connection_waits_for_the_collector(no_collector: None) -> None:
+    """Why unlink() exists: without it the pair is a cycle, left to a full pass of the collector."""
+    conn = Connection(1, "json", 1 << 20)
+    conn.link = SocketLink(conn)
+    gone = weakref.ref(conn.link)
+    del conn
+    assert gone() is not None
+    gc.collect()
+    assert gone() is None
+
+
+def test_memory_goes_back_once_many_connections_left() -> None:
+    trims: list[int] = []
+    memory = MemoryReturn(trim=lambda: trims.append(1))
+    for count in (0, 400, 1_000, 900, 800):  # a quarter of the peak (250) or RETURN_DROP, whichever is more
+        assert not memory.observe(count)
+    assert memory.observe(1_000 - RETURN_DROP)
+    assert trims == [1] and memory.returns == 1
+    assert not memory.observe(1_000 - RETURN_DROP - 10)  # counted from there on
+    assert memory.observe(0)
+    assert memory.returns == 2
+
+
+def test_a_few_leaving_of_many_is_no_reason() -> None:
+    memory = MemoryReturn(trim=lambda: None)
+    memory.observe(16_000)
+    assert not memory.observe(16_000 - 3_000)  # less than a quarter
+    assert memory.observe(16_000 - 4_000)
+
+
+def test_glibc_hands_its_trim_to_the_node() -> None:
+    trim = malloc_trim()
+    assert trim is not None  # this machine's C library is glibc
+    trim()
