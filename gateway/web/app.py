@@ -33,7 +33,7 @@ from .actions import preview_remove_running, preview_retry_failed, remove_runnin
 from .activity import team_activity, team_activity_csv
 from .analyses import delete_analysis, trajectory_analyses
 from .api import me, team_active_trajectories, team_members, team_trajectories, trajectory
-from .garbage import CollectorPauses
+from .garbage import CollectorPauses, MemoryReturn
 from .handshake_gate import HandshakeGate
 from .headers import SecurityHeaders
 from .health_port import HealthPortOnly
@@ -141,6 +141,7 @@ def _lifespan(
         sessions.start()
         sockets_held = SocketsHeld(broker.user_sockets, settings.max_connections_per_user)
         await node.start()
+        memory = MemoryReturn()  # gives freed memory back once many connections left (gateway.web.garbage)
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
         app.state.runtime = Runtime(
@@ -152,6 +153,7 @@ def _lifespan(
             admission=admission,
             loop_lag=loop_lag,
             collector=pauses,
+            memory=memory,
             revocations=revocations,
             sessions=sessions,
             http_rate=http_rate,
@@ -169,12 +171,14 @@ def _lifespan(
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
         renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
+        returning = asyncio.create_task(memory.run(node.connections), name="memory-return")
         try:
             yield
         finally:
             watching.cancel()
             renewing.cancel()
-            await asyncio.gather(watching, renewing, return_exceptions=True)
+            returning.cancel()
+            await asyncio.gather(watching, renewing, returning, return_exceptions=True)
             pauses.stop()
             await closing("the hub", node.stop())
             await closing("the per-user socket counts", sockets_held.clear())

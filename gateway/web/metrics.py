@@ -58,6 +58,13 @@ class NodeCollector(Collector):
             for generation, histogram in enumerate(collector.histograms):
                 pauses.add_metric([str(generation)], histogram.buckets(), histogram.sum)
             yield pauses
+        memory = self.runtime.memory
+        if memory is not None:
+            yield CounterMetricFamily(
+                "gateway_memory_returns",
+                "Times the node gave freed memory back to the system after many connections left",
+                value=memory.returns,
+            )
         if admission is not None:
             yield GaugeMetricFamily(
                 "gateway_admission_rate",

@@ -15,7 +15,7 @@ from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
 from ..hub.user_sockets import SocketsHeld
 from ..store.types import Pool
-from .garbage import CollectorPauses
+from .garbage import CollectorPauses, MemoryReturn
 from .heard import Hearing
 from .heavy import HeavyReads
 from .hosts import same_origin
@@ -35,6 +35,7 @@ class Runtime:
     admission: Admission | None = None  # new websockets (the HTTP protocol asks it: gateway.web.serving)
     loop_lag: LoopLag | None = None  # how late the event loop runs (admission follows it; /metrics)
     collector: CollectorPauses | None = None  # the cyclic garbage collector's passes, timed (/metrics)
+    memory: MemoryReturn | None = None  # freed memory given back to the system after many connections left
     revocations: SessionRevocations | None = None  # every session's token is checked against it
     http_rate: KeyedRate | None = None  # per user and per cluster (GATEWAY_HTTP_RATE)
     sessions: SessionsSeen | None = None  # where each session was last seen (the account page)
