@@ -33,6 +33,7 @@ class SocketsHeld:
         self.held: Counter[int] = Counter()  # user -> sockets held here, those being claimed included
         self._writes: set[asyncio.Task[None]] = set()
         self.alone = False  # judging by this node's counts alone, the bus out of reach (said once, not per claim)
+        self._released: set[int] | None = None  # users whose sockets just ended: their counts are written next
 
     async def claim(self, user_id: int) -> bool:
         """Whether the user may hold one more socket (counted here from now on: `release` it when it ends)."""
@@ -57,15 +58,26 @@ class SocketsHeld:
         return allowed
 
     def release(self, user_id: int) -> None:
-        """One of the user's sockets here has ended."""
+        """One of the user's sockets here has ended. The sockets ending together (clients leaving for another
+        node) are written in one round trip: a write and a task each would grow the Redis pool to its bound and
+        the node's memory with it, for as long as the node runs."""
         self._drop(user_id)
+        if self._released is not None:
+            self._released.add(user_id)
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # the node is gone: its records lapse
-        task = loop.create_task(self._record({user_id: self.held[user_id]}))
+        self._released = {user_id}
+        task = loop.create_task(self._record_released())
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+
+    async def _record_released(self) -> None:
+        await asyncio.sleep(0)  # the other sockets ending in this turn of the loop join the write
+        released, self._released = self._released or set(), None
+        await self._record({user_id: self.held[user_id] for user_id in released})  # their counts now
 
     async def run(self) -> None:
         """Renew this node's records until cancelled."""

@@ -57,3 +57,27 @@ async def test_while_the_bus_is_down_a_node_judges_by_its_own_count_and_says_so_
         await held.written()
         assert await held.claim(7)
     assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+
+
+async def test_sockets_ending_together_are_written_in_one_round_trip_with_their_counts() -> None:
+    """A thousand clients leaving for another node: one write, not a thousand writes and tasks at once (they
+    grew the Redis pool to its bound and the node's memory with it)."""
+    broker = MemoryBroker()
+    held, other = SocketsHeld(broker.user_sockets, 3), SocketsHeld(broker.user_sockets, 3)
+    writes: list[dict[int, int]] = []
+    record = broker.user_sockets.record
+
+    async def counted(process: str, counts: dict[int, int], ttl: float) -> None:
+        writes.append(dict(counts))
+        await record(process, counts, ttl)
+
+    broker.user_sockets.record = counted  # type: ignore[method-assign]
+    for user in range(100):
+        assert await held.claim(user) and await held.claim(user) and await held.claim(user)
+    for user in range(100):
+        held.release(user)
+        held.release(user)
+    await held.written()
+    assert writes == [dict.fromkeys(range(100), 1)]
+    assert all([await other.claim(user) for user in range(100)])  # the places are free for the other process
+    assert await other.claim(0) and not await other.claim(0)  # 1 left here and 2 there: the limit of 3
