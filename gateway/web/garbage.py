@@ -18,8 +18,8 @@ the sockets' write buffers of clients that fell behind, the parsers' and the com
 Python's own allocator takes for its objects. Once many connections have left (`RETURN_DROP`, or a quarter
 of the most the node held since it last gave memory back, whichever is more), `MemoryReturn` asks it to hand
 its free pages back to the operating system (`malloc_trim(0)`, a few milliseconds), so a node whose clients
-left for another one returns near its baseline (tests/integration/test_memory_back.py, `python -m bench
-memory`) instead of holding its peak until its clients come back.
+left for another one returns near its baseline (tests/integration/test_memory_back.py,
+`python -m bench.memory_back`) instead of holding its peak until its clients come back.
 """
 
 from __future__ import annotations
