@@ -25,9 +25,10 @@ from pathlib import Path
 
 import asyncpg
 
+from bench import sql
 from bench.infra import raise_open_files, start_infra
 from bench.load import build_world
-from bench.systems import Context, _gateway
+from bench.systems import SYSTEMS, Context
 from harness.crowd import Crowd, figures
 
 MIB = 1 << 20
@@ -38,7 +39,7 @@ async def writes(pool: asyncpg.Pool, jobs: list[int], stop: asyncio.Event) -> No
     i = 0
     while not stop.is_set():
         batch = [jobs[(i + k) % len(jobs)] for k in range(5)]
-        await pool.execute("update jobs set name = name || '.' where id = any($1::bigint[])", batch)
+        await pool.execute(sql.TOUCH_JOBS, batch)
         i += 5
         await asyncio.sleep(0.05)
 
@@ -66,7 +67,7 @@ async def run(clients: int, rounds: int, settle: float, gateway_src: str | None)
         if gateway_src:
             os.environ["PYTHONPATH"] = os.pathsep.join([gateway_src, os.environ.get("PYTHONPATH", "")])
         ctx = Context(infra.database_url, infra.redis_url, secrets.token_urlsafe(32), Path(tmp))
-        running = _gateway(ctx)
+        running = SYSTEMS["gateway"].start(ctx)
         http, ws = f"http://127.0.0.1:{running.port}", f"ws://127.0.0.1:{running.port}/ws"
         try:
             pool = await asyncpg.create_pool(infra.database_url, min_size=1, max_size=4)

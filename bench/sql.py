@@ -234,6 +234,7 @@ AUTOVACUUM = "show autovacuum"
 ANALYZE_ROWS = "analyze submission_rows"
 ANALYZE_CARDS = "analyze submissions, trajectories"
 VACUUM_ROWS = "vacuum (analyze) submission_rows"
+TOUCH_JOBS = "update jobs set name = name || '.' where id = any($1::bigint[])"  # a change each (bench/memory_back.py)
 ROWS_WITH_TOTALS = "select count(*) from submission_rows where time_n is not null"  # saved with sql/023's totals
 
 
