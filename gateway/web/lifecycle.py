@@ -20,6 +20,9 @@ WIDTH, HEIGHT = 1090, 550
 BOX_W, BOX_H = 128, 36
 # The Submissions page's palette (frontend/style.css, :root; a unit test holds the two equal). Presentation
 # attributes, not a <style>: the Content-Security-Policy refuses inline styles, and attributes are not styles.
+# They draw the light picture when the SVG is opened on its own; inside the page (lifecycle.js puts it inline) the
+# page's stylesheet repaints each part from the theme's variables by its class (a CSS rule beats an attribute), so
+# the diagram follows the dark theme.
 PALETTE = {"blue": "#1d63d6", "amber": "#a14a06", "green": "#157a3a", "red": "#b91c1c", "": "#1d2330"}
 MUTED = "#5b6270"
 LINE = "#8a909c"
@@ -113,10 +116,10 @@ def lifecycle_svg() -> str:
         '<title id="lifecycle-title">How a submission moves through its statuses</title>',
         f'<desc id="lifecycle-desc">{escape(desc)}.</desc>',
         "<defs>",
-        _marker("arrow", LINE),
-        _marker("arrow-action", ACTION),
+        _marker("arrow", LINE, "move"),
+        _marker("arrow-action", ACTION, "action"),
         "</defs>",
-        '<rect width="100%" height="100%" fill="#fff"/>',
+        '<rect class="ground" width="100%" height="100%" fill="#fff"/>',
     ]
     parts += [_transition(t) for t in TRANSITIONS]
     parts.append(_start())
@@ -126,10 +129,10 @@ def lifecycle_svg() -> str:
     return "\n".join(parts)
 
 
-def _marker(name: str, colour: str) -> str:
+def _marker(name: str, colour: str, kind: str) -> str:
     return (
-        f'<marker id="{name}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7"'
-        f' orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{colour}"/></marker>'
+        f'<marker id="{name}" class="{kind}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7"'
+        f' orient="auto-start-reverse"><path class="head" d="M0,0 L10,5 L0,10 z" fill="{colour}"/></marker>'
     )
 
 
@@ -137,7 +140,7 @@ def _start() -> str:
     x, y = PLACES[START]
     return (
         f'<g class="start"><title>A submission starts here</title>'
-        f'<circle cx="{x}" cy="{y}" r="8" fill="{PALETTE[""]}"/></g>'
+        f'<circle class="dot" cx="{x}" cy="{y}" r="8" fill="{PALETTE[""]}"/></g>'
     )
 
 
@@ -147,7 +150,7 @@ def _status(status: str) -> str:
     return (
         f'<g class="status" data-status="{status}" data-colour="{STATUS_COLOURS[status]}">'
         f"<title>{escape(status)}: {escape(MEANINGS[status])}</title>"
-        f'<rect x="{x - BOX_W / 2:g}" y="{y - BOX_H / 2:g}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="#fff"'
+        f'<rect class="box" x="{x - BOX_W / 2:g}" y="{y - BOX_H / 2:g}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="#fff"'
         f' stroke="{colour}" stroke-width="2"/>'
         f'<text x="{x:g}" y="{y + 5:g}" text-anchor="middle" font-size="14" fill="{colour}">{escape(status)}</text>'
         "</g>"
@@ -204,14 +207,15 @@ def _border(x: float, y: float, dx: float, dy: float, dot: bool = False) -> tupl
 def _legend() -> str:
     y = HEIGHT - 22
     return (
-        '<g class="legend">'
+        '<g class="legend"><g data-cause="cluster">'
         f'<path d="M24,{y} L64,{y}" stroke="{LINE}" stroke-width="1.6" marker-end="url(#arrow)"/>'
         f'<text x="72" y="{y + 4}" font-size="12" fill="{MUTED}">the cluster reports it, or the tasks make it</text>'
+        '</g><g data-cause="action">'
         f'<path d="M380,{y} L420,{y}" stroke="{ACTION}" stroke-width="1.6" stroke-dasharray="6 4"'
         ' marker-end="url(#arrow-action)"/>'
         f'<text x="428" y="{y + 4}" font-size="12" fill="{ACTION}" font-weight="600">an action of the Submissions'
         " page's menu</text>"
-        "</g>"
+        "</g></g>"
     )
 
 
