@@ -250,7 +250,7 @@ export class JobTree {
     el.setAttribute("role", "treeitem");
     el.setAttribute("aria-level", "1");
     el.innerHTML = `<span class="twisty" aria-hidden="true"></span><span class="icon" aria-hidden="true"></span>
-      <span class="label"></span><span class="ts quiet"></span><span class="status"></span><span class="count"></span>
+      <span class="label"></span><span class="ts quiet"><span class="ts-lead">t = </span><span class="ts-value"></span></span><span class="status"></span><span class="count"></span>
       <button class="menu-button" type="button" tabindex="-1" aria-haspopup="menu">⋯</button>`;
     return el;
   }
@@ -265,7 +265,9 @@ export class JobTree {
     setText(twisty, r.open ? "▾" : "▸");
     setText(icon, ICON[c]);
     setText(name, label);
-    setText(ts, g.key.startsWith("frame:") && g.timestep !== null ? `t = ${g.timestep} ps` : "");
+    const timed = g.key.startsWith("frame:") && g.timestep !== null;
+    setAttr(ts, "hidden", timed ? null : "");
+    setText(ts.lastElementChild, timed ? `${g.timestep} ps` : "");
     setText(status, word(g.status));
     setText(count, `${grouped(g.counts.completed)}/${grouped(g.total)}`);
     setAttr(button, "aria-label", `Trajectory actions (${label})`);

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from tests.browser.test_finishes import trajectory
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs
 from tests.integration.test_submission_windows import add_submissions, saved
@@ -136,3 +137,49 @@ async def test_one_toast_of_each_kind_each_in_its_place(page: Any) -> None:
     assert await page.locator("#toasts .toast", has_text="Killed 2 jobs").count() == 1
     await page.click("#toasts .toast[data-kind='outcome'] .toast-close")
     assert await page.locator("#toasts .toast").count() == 0
+
+
+async def test_at_360_px_the_popover_keeps_its_list_the_frames_their_times_and_the_panel_its_plain_title(
+    page: Any, pool: asyncpg.Pool, team: Team
+) -> None:
+    await page.set_viewport_size({"width": 360, "height": 640})
+    for i in range(5):  # trajectories at work, each with frames at their times
+        t = await trajectory(pool, team, f"Narrow run {i}")
+        await pool.execute(
+            "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, frame, timestep) select $1, $2, $3,"
+            " 'preprocess', 'Preprocess trajectory frame', f, f * 0.5 from generate_series(0, 11) f",
+            team.id,
+            t,
+            team.cluster_id,
+        )
+    await page.wait_for_function("document.querySelectorAll('.cards [data-card]').length >= 5")
+    await page.click("#ring")
+    await page.wait_for_selector("#popover:not([hidden]) [data-head]")
+    list_box = "() => { const r = document.querySelector('#popover .pop-list').getBoundingClientRect(); return [r.top, r.height]; }"
+    footer = "() => document.querySelector('#popover .block').getBoundingClientRect().top"
+    before, clusters = await page.evaluate(list_box), await page.evaluate(footer)
+    assert before[1] >= 200, before  # three trajectories and more, under the counts and the search
+    await page.evaluate(TOASTS)
+    await page.wait_for_selector("#toasts .toast")
+    assert await page.evaluate(list_box) == before  # the toasts take their own strip: the list keeps its height
+    assert await page.evaluate(footer) == clusters  # and Open clusters stays put
+    await page.keyboard.press("Escape")
+
+    # A trajectory's panel, opened by keyboard: its title is focused with no field's box around it, and every
+    # frame's time shows whole ("0.5 ps", the "t =" heard only).
+    card = await page.evaluate("[...document.querySelectorAll('[data-card]')].find((c) => c.textContent.includes('Narrow run')).dataset.card")
+    await page.locator(f"[data-card='{card}']").focus()
+    await page.keyboard.press("Enter")
+    await page.wait_for_selector("#panel [data-group] .ts:not([hidden])")
+    assert await page.evaluate("document.activeElement.id") == "panel-title"
+    assert await page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "none"
+    cut = await page.evaluate(
+        """() => [...document.querySelectorAll('#panel [data-group] .ts:not([hidden])')]
+            .filter((ts) => ts.scrollWidth > ts.clientWidth + 1).map((ts) => ts.textContent)"""
+    )
+    assert cut == []
+    lead, value = await page.evaluate(
+        """() => { const ts = document.querySelector('#panel [data-group] .ts:not([hidden])');
+            return [ts.querySelector('.ts-lead').getBoundingClientRect().width, ts.querySelector('.ts-value').textContent]; }"""
+    )
+    assert lead <= 1 and value == "0 ps", (lead, value)
