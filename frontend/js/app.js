@@ -209,6 +209,7 @@ function wire() {
   document.addEventListener("menuclosed", schedule); // lists held while it was open catch up
   // Shortcuts (keys.js): `?` lists them; `/` and a move key with no row focused reach the list in front.
   installShortcuts(() => {
+    if (panel.isOpen && panel.el.contains(document.activeElement)) return panel.list();
     if (popover.isOpen) return { search: popover.el.querySelector("input[name=find]"), rows: () => [...popover.el.querySelectorAll("[data-head]")] };
     const main = $("main");
     const rows = { submissions: "[data-sub]", dash: "[data-card]" }[main.dataset.page];

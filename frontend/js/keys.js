@@ -1,5 +1,5 @@
 // Keyboard shortcuts: the one table that binds them. The lists (the Submissions page's rows, the popover's
-// trajectories, the dashboard's cards, the panel's jobs) read a key's action from here, and the `?` overlay lists
+// trajectories, the dashboard's cards, the panel's jobs and analyses) read a key's action from here, and the `?` overlay lists
 // this same table, so what it says cannot drift from what the keys do.
 //
 // A shortcut never takes a key while the person types (an input, a select, a textarea, an editable element) or
@@ -15,6 +15,8 @@ export const SHORTCUTS = [
   ["select", ["x", " "], "Submissions", "Select or unselect the row (Shift with a move: select a range)"],
   ["open", ["Enter", "o"], "Lists", "Open the row: a submission's tasks, a trajectory's jobs"],
   ["act", ["a", "ContextMenu", "Shift+F10"], "Lists", "Actions on the selected rows (the row's menu)"],
+  ["retry", ["r"], "Analyses", "Retry the analysis's failed frames"],
+  ["delete", ["Delete"], "Analyses", "Delete the analysis (it asks first)"],
   ["search", ["/"], "Pages", "Search the page's list (the popover's when it is open)"],
   ["close", ["Escape"], "Everywhere", "Close the menu, dialog, popover or panel"],
   ["help", ["?"], "Everywhere", "Show these shortcuts"],
@@ -40,7 +42,7 @@ export function actionOf(e) {
 
 /** The name a key is shown with in the overlay. */
 function keyName(k) {
-  return { " ": "Space", ArrowDown: "↓", ArrowUp: "↑", ContextMenu: "Menu key", Escape: "Esc" }[k] || k;
+  return { " ": "Space", ArrowDown: "↓", ArrowUp: "↑", ContextMenu: "Menu key", Delete: "Del", Escape: "Esc" }[k] || k;
 }
 
 /** The overlay: a modal dialog listing every shortcut (focus stays inside it; Escape or Close closes it, and focus
@@ -79,7 +81,7 @@ export function showShortcuts(opener = document.activeElement) {
 }
 
 /** The rows the lists' own keys move between. */
-export const ROWS = "[data-sub], [data-head], [data-card], [data-key]";
+export const ROWS = "[data-sub], [data-head], [data-card], [data-key], [data-analysis]";
 
 /** The page-wide keys: `?` opens the overlay; `/` focuses the search; a move key with no row focused focuses the
  * list's first row. `lists()` returns the list in front (the popover's when open, else the page's):

@@ -5,7 +5,8 @@ import { timeLeft } from "./eta.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
 import { follow, followOutcome, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
-import { acting, actedBy, clock, confirmDialog, count, focusBack, placeChildren, send, setAttr, setText } from "./ui.js";
+import { actionOf } from "./keys.js";
+import { acting, actedBy, clock, confirmDialog, count, focusBack, menuAt, placeChildren, send, setAttr, setText } from "./ui.js";
 
 export class Panel {
   constructor(el) {
@@ -16,6 +17,7 @@ export class Panel {
     this.opener = null;
     this.tab = "jobs";
     this.rows = new Map(); // analysis id -> row
+    this.focusAnalysis = null; // the analysis row in the tab order (keys.js moves it)
     this.listed = new StableOrder(); // the listing's order: held, like every list, while the person aims at it
     this.aim = new Aim(el, () => app.schedule());
   }
@@ -99,7 +101,10 @@ export class Panel {
         other.focus();
       });
     }
-    el.querySelector(".analyses tbody").addEventListener("click", (e) => this._analysisClick(e));
+    const tbody = el.querySelector(".analyses tbody");
+    tbody.addEventListener("click", (e) => this._analysisClick(e));
+    tbody.addEventListener("keydown", (e) => this._analysisKey(e));
+    tbody.addEventListener("focusin", (e) => { const tr = e.target.closest("[data-analysis]"); if (tr) this.focusAnalysis = tr.dataset.analysis; });
     this.show(tab);
     el.querySelector("#panel-title").focus();
   }
@@ -173,12 +178,22 @@ export class Panel {
       nodes.push(tr);
     }
     this.rows = keep;
+    // One row in the tab order: the one last focused while it is listed, else the first.
+    const inOrder = nodes.find((tr) => tr.dataset.analysis === this.focusAnalysis) || nodes[0];
+    for (const tr of nodes) tr.tabIndex = tr === inOrder ? 0 : -1;
     placeChildren(table.querySelector("tbody"), nodes);
+  }
+
+  /** The list in front while focus is in the panel (keys.js): its analyses, or its jobs. */
+  list() {
+    const rows = this.tab === "analyses" ? ".analyses [data-analysis]" : "[data-key]";
+    return { search: null, rows: () => [...this.el.querySelectorAll(rows)] };
   }
 
   _analysisRow(row) {
     const tr = document.createElement("tr");
     tr.dataset.analysis = row.id;
+    tr.tabIndex = -1;
     tr.innerHTML = `<td class="plugin"></td><td class="frames"><span class="done"></span><span class="failed red"></span><span class="left quiet"></span><span class="eta"></span></td>
       <td class="started"></td><td><div class="actions"><button type="button" data-retry-frames>Retry Failed Frames</button>
       <button type="button" class="delete" data-delete>Delete analysis</button></div></td>`;
@@ -214,29 +229,62 @@ export class Panel {
     if (!tr) return;
     const row = analysesOf(this.id).rows.get(Number(tr.dataset.analysis));
     if (!row) return;
-    const id = this.id;
     const button = e.target.closest("button");
-    if (e.target.closest("[data-retry-frames]")) {
-      if (!row.failed) { tr.querySelector("[data-retry-frames]").focus(); return; }
-      followOutcome(await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr));
-      loadAnalyses(id, true);
-    } else if (e.target.closest("[data-delete]")) {
-      const active = row.running + row.queued + (row.silent || 0);
-      const sure = await confirmDialog({
-        title: `Delete analysis ${row.plugin} of ${count(row.frames)} frame${row.frames === 1 ? "" : "s"}?`,
-        text: `${active ? `Its ${count(active)} job${active === 1 ? "" : "s"} still queued or running stop on ${clusterNames(row.clusters)}, and its` : "Its"}`
-          + ` results (${count(row.completed)} frame${row.completed === 1 ? "" : "s"} done, their jobs and their artifact upload)`
-          + " are deleted for the whole team. This cannot be undone.",
-        confirm: "Delete analysis",
-        opener: button,
-      });
-      if (!sure) return;
-      await acting(`Delete analysis ${row.plugin}`, () => send(`/api/analyses/${row.id}`, { method: "DELETE" }), tr);
-      await loadAnalyses(id, true);
-      if (this.id === id) {
-        const next = this.el.querySelector(".analyses [data-delete]") || this.el.querySelector("#tab-analyses");
-        if (next && !button.isConnected) next.focus(); // its row is gone: focus stays in the listing
-      }
+    if (e.target.closest("[data-retry-frames]")) await this._retry(row, tr, button);
+    else if (e.target.closest("[data-delete]")) await this._delete(row, tr, button);
+  }
+
+  /** An analysis row's keys, from keys.js's one table: move between the rows, r retries its failed frames,
+   * Delete deletes it (asking first), the action key opens a menu of both. A key pressed on one of its buttons is
+   * the button's. */
+  _analysisKey(e) {
+    const tr = e.target.closest("[data-analysis]");
+    if (!tr || e.target !== tr) return;
+    const action = actionOf(e);
+    const rows = [...tr.parentElement.children];
+    const i = rows.indexOf(tr);
+    const to = { down: i + 1, up: i - 1, first: 0, last: rows.length - 1 }[action];
+    if (to !== undefined) { e.preventDefault(); rows[Math.max(0, Math.min(rows.length - 1, to))].focus(); return; }
+    const row = analysesOf(this.id).rows.get(Number(tr.dataset.analysis));
+    if (!row) return;
+    if (action === "retry") { e.preventDefault(); this._retry(row, tr, tr); }
+    else if (action === "delete") { e.preventDefault(); this._delete(row, tr, tr); }
+    else if (action === "act") {
+      e.preventDefault();
+      menuAt(tr, [
+        ...(row.failed ? [["Retry Failed Frames", () => this._retry(row, tr, tr)]] : []),
+        ["Delete analysis", () => this._delete(row, tr, tr)],
+      ], `Actions of ${row.plugin}`);
+    }
+  }
+
+  async _retry(row, tr, from) {
+    if (!row.failed) { tr.querySelector("[data-retry-frames]").focus(); return; } // it says why it is not there
+    const id = this.id;
+    followOutcome(await acting(`Retry Failed Frames of ${row.plugin}`, () => send(`/api/analyses/${row.id}/retry-failed`), tr));
+    loadAnalyses(id, true);
+    if (from === tr && tr.isConnected) tr.focus();
+  }
+
+  async _delete(row, tr, opener) {
+    const id = this.id;
+    const active = row.running + row.queued + (row.silent || 0);
+    const sure = await confirmDialog({
+      title: `Delete analysis ${row.plugin} of ${count(row.frames)} frame${row.frames === 1 ? "" : "s"}?`,
+      text: `${active ? `Its ${count(active)} job${active === 1 ? "" : "s"} still queued or running stop on ${clusterNames(row.clusters)}, and its` : "Its"}`
+        + ` results (${count(row.completed)} frame${row.completed === 1 ? "" : "s"} done, their jobs and their artifact upload)`
+        + " are deleted for the whole team. This cannot be undone.",
+      confirm: "Delete analysis",
+      opener,
+    });
+    if (!sure) return;
+    await acting(`Delete analysis ${row.plugin}`, () => send(`/api/analyses/${row.id}`, { method: "DELETE" }), tr);
+    await loadAnalyses(id, true);
+    if (this.id === id && this.tab === "analyses") this.drawAnalyses(); // now, not at the next frame: focus follows it
+    if (this.id === id && !opener.isConnected) {
+      // Its row is gone: focus stays in the listing (the next row by keys, the next Delete button by pointer).
+      const next = opener === tr ? this.el.querySelector(".analyses [data-analysis]") : this.el.querySelector(".analyses [data-delete]");
+      (next || this.el.querySelector("#tab-analyses")).focus();
     }
   }
 }

@@ -645,6 +645,52 @@ async def test_the_analysis_listing_retries_and_deletes(
     assert removed == 3
 
 
+async def test_the_analysis_listing_answers_the_shortcuts(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, clusters: tuple[SimCluster, SimCluster]
+) -> None:
+    gpu1, _ = clusters
+    older = await gpu1.create_analysis(team.trajectory_id, "Radial Distribution Function")
+    await pool.execute("update analyses set created_at = now() - interval '1 hour' where id = $1", older)
+    newer = await gpu1.create_analysis(team.trajectory_id, "Mean Squared Displacement")
+    for analysis, name in ((older, "Radial Distribution Function"), (newer, "Mean Squared Displacement")):
+        ids = await gpu1.submit(
+            [{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": name, "analysis_id": analysis, "frame": 0}]
+        )
+        await reported(gpu1, ids, "failed" if analysis == older else "completed")
+    await open_panel(page, team.trajectory_id, "Analyses")
+    await page.wait_for_function("document.querySelectorAll('#panel tr[data-analysis]').length === 2")
+    focused = "() => document.activeElement.dataset.analysis || null"
+    # From the panel's tab, j goes to the panel's list (not the page's), then moves down it, k up, End, Home.
+    await page.focus("#tab-analyses")
+    await page.keyboard.press("j")
+    assert await page.evaluate(focused) == str(newer)
+    await page.keyboard.press("j")
+    assert await page.evaluate(focused) == str(older)
+    await page.keyboard.press("k")
+    assert await page.evaluate(focused) == str(newer)
+    await page.keyboard.press("End")
+    assert await page.evaluate(focused) == str(older)
+    # r retries the focused analysis's failed frames; focus stays on its row.
+    await page.keyboard.press("r")
+    await page.locator(".toast.success", has_text="Queued 1 failed job(s) for retry").wait_for()
+    await page.wait_for_function(f"document.activeElement.dataset.analysis === '{older}'")
+    # The action key: a menu of the row's actions; Escape gives focus back to the row.
+    await page.keyboard.press("Home")
+    await page.keyboard.press("a")
+    await page.wait_for_selector(".menu[aria-label='Actions of Mean Squared Displacement'] li:focus:text-is('Delete analysis')")
+    await page.keyboard.press("Escape")
+    await page.wait_for_function(f"document.activeElement.dataset.analysis === '{newer}'")
+    # Delete asks first; Cancel keeps it, and focus goes back to the row; confirmed, focus stays in the listing.
+    await page.keyboard.press("Delete")
+    await page.wait_for_selector("dialog[open] :text('Delete analysis Mean Squared Displacement of 1 frame?')")
+    await page.keyboard.press("Escape")
+    await page.wait_for_function(f"document.activeElement.dataset.analysis === '{newer}'")
+    await page.keyboard.press("Delete")
+    await page.click("dialog[open] button[type='submit']")
+    await page.wait_for_function("document.querySelectorAll('#panel tr[data-analysis]').length === 1")
+    await page.wait_for_function(f"document.activeElement.dataset.analysis === '{older}'")
+
+
 # -- toasts that tell the truth, a busy state, and Submissions that look real
 
 

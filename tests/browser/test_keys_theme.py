@@ -110,9 +110,9 @@ async def test_question_mark_lists_every_shortcut_in_a_dialog_that_keeps_focus(
         "[...document.querySelectorAll('dialog.shortcuts tbody tr')].map(tr => [tr.dataset.action,"
         " [...tr.querySelectorAll('kbd')].map(k => k.textContent)])"
     )
-    names = {" ": "Space", "ArrowDown": "↓", "ArrowUp": "↑", "ContextMenu": "Menu key", "Escape": "Esc"}
+    names = {" ": "Space", "ArrowDown": "↓", "ArrowUp": "↑", "ContextMenu": "Menu key", "Delete": "Del", "Escape": "Esc"}
     assert shown == [[action, [names.get(k, k) for k in keys]] for action, keys in table]
-    assert {"down", "up", "select", "search", "open", "act", "close", "help"} <= {a for a, _ in table}
+    assert {"down", "up", "select", "search", "open", "act", "retry", "delete", "close", "help"} <= {a for a, _ in table}
     # Focus stays inside it (a modal dialog), and Escape gives it back to the row.
     for _ in range(4):
         await page.keyboard.press("Tab")
