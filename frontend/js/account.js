@@ -108,12 +108,19 @@ export class AccountPage {
   }
 
   checkFinishes(choice) {
-    for (const input of this.main.querySelectorAll("input[name=finishes]")) input.checked = input.value === choice;
+    for (const input of this.main.querySelectorAll("input[name=finishes]")) {
+      if (input.checked !== (input.value === choice)) input.checked = input.value === choice;
+    }
   }
 
   /** The person picked another answer: kept on the server (every browser of theirs); refused, the old one is back. */
   async chooseFinishes(input) {
     const before = finishesChosen();
+    this.choosing = true; // the answer decides what is checked: no redraw puts the old one back meanwhile
+    try { await this._choose(input, before); } finally { this.choosing = false; }
+  }
+
+  async _choose(input, before) {
     const response = await fetch("/api/account/preferences", {
       method: "PUT",
       headers: { "Content-Type": "application/json" },
@@ -132,6 +139,8 @@ export class AccountPage {
   }
 
   draw() {
+    // The choice made in another tab or browser (told over the socket) shows here at once.
+    if (!this.choosing && this.tbody) this.checkFinishes(finishesChosen());
     if (!this.data || !this.tbody) return;
     const now = Date.now() + this.offset;
     const kept = new Map();

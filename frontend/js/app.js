@@ -9,7 +9,7 @@ import { Freshness } from "./freshness.js";
 import { unreadCount } from "./history.js";
 import { installShortcuts } from "./keys.js";
 import { Live } from "./live.js";
-import { finished, historyOpen, mountNotices, setOpen as setHistoryOpen, stuck } from "./notices.js";
+import { chooseFinishes, finished, historyOpen, mountNotices, setOpen as setHistoryOpen, stuck } from "./notices.js";
 import { Panel } from "./panel.js";
 import { Popover } from "./popover.js";
 import { ringLabel } from "./rules.js";
@@ -260,6 +260,7 @@ async function start() {
   if (me.local) $("nav-clusters").hidden = true;
   const freshness = (app.freshness = new Freshness($("conn"), () => (app.live ? app.live.now() : Date.now())));
   app.live = new Live((status) => freshness.set(status), renewSession, () => freshness.changed());
+  app.live.onPreferences = (m) => { chooseFinishes(m.finishes); schedule(); }; // chosen in another tab: holds here now
   scheduleRenewal(me.expires_at, me.time);
   // Who the members are, before the first rows are drawn (USER); the dashboard reads its cards itself.
   const members = await fetch(`/api/teams/${app.teamId}/members`).then((r) => r.json());

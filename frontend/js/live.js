@@ -49,6 +49,7 @@ export class Live {
     this.onStatus = onStatus; // "connecting" | "live" | "reconnecting"
     this.onExpired = onExpired; // the server closed with 4001: renew the session, then connect again
     this.onChange = onChange; // a message with news for a view arrived (the header's freshness)
+    this.onPreferences = () => {}; // the person chose in Account, in this tab or another (a `preferences` message)
     this.channels = new Map(); // channel -> { handler, cursor, seq, ready }
     this.offset = 0; // server clock minus ours, in ms
     this.retry = 0;
@@ -104,6 +105,7 @@ export class Live {
   _receive(m) {
     if (m.type === "pong") { this.offset = m.time - Date.now(); return; }
     if (m.type === "error") { console.warn("gateway:", m.code, m.message); return; }
+    if (m.type === "preferences") { this.onPreferences(m); return; }
     const sub = this.channels.get(m.channel);
     if (!sub) return;
     const verdict = follow(sub, m);

@@ -2,7 +2,8 @@
 
 - `gw:memberships`: the relay's membership changes (a member removed from a team loses its subscriptions);
 - `gw:ownerships`: the relay's channels moved to another team (their old team's subscriptions end);
-- `gw:revocations`: a revoked session, from `gateway revoke` or a node (its websockets are closed).
+- `gw:revocations`: a revoked session, from `gateway revoke` or a node (its websockets are closed);
+- `gw:preferences`: a person's changed preferences, from a node (that person's open sockets are told).
 
 Classic pub/sub channels, never sharded, so on a Redis Cluster a publish reaches every shard's nodes. Nothing is
 kept: a node that missed one finds the change in PostgreSQL on its next periodic check. Each payload is its event
@@ -16,8 +17,8 @@ from typing import Any
 
 import msgspec
 
-from .events import Announcement, MembershipsChanged, OwnershipsChanged, Revocation
-from .keys import MEMBERSHIPS, OWNERSHIPS, REVOCATIONS
+from .events import Announcement, MembershipsChanged, OwnershipsChanged, PreferencesChanged, Revocation
+from .keys import MEMBERSHIPS, OWNERSHIPS, PREFERENCES, REVOCATIONS
 from .translate import translated
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ _decoders: dict[str, msgspec.json.Decoder[Any]] = {
     MEMBERSHIPS: msgspec.json.Decoder(MembershipsChanged),
     OWNERSHIPS: msgspec.json.Decoder(OwnershipsChanged),
     REVOCATIONS: msgspec.json.Decoder(Revocation),
+    PREFERENCES: msgspec.json.Decoder(PreferencesChanged),
 }
 
 
@@ -35,6 +37,8 @@ def channel_of(announcement: Announcement) -> str:
         return MEMBERSHIPS
     if isinstance(announcement, OwnershipsChanged):
         return OWNERSHIPS
+    if isinstance(announcement, PreferencesChanged):
+        return PREFERENCES
     return REVOCATIONS
 
 

@@ -8,10 +8,11 @@ comes typed, through `handle(event)`:
 - `MembershipsChanged`: members joined or left teams (the relay's); a member removed loses its subscriptions;
 - `OwnershipsChanged`: channels moved to another team (the relay's); subscriptions under the old team end;
 - `Revocation` (gateway.core.revocation): a session revoked (by `gateway revoke`, a sign-out, the account page);
+- `PreferencesChanged` (gateway.core.preferences): a person chose which finishes reach them, in Account;
 - `BusLost`: messages may have been missed from now on (a lost connection, a slot that moved);
 - `BusRestored`: subscribed again: what was published meanwhile can be read from the history.
 
-The first three are announcements: published once and heard by every node listening (gateway.bus.announcements);
+The first four are announcements: published once and heard by every node listening (gateway.bus.announcements);
 each kind has a channel of its own.
 """
 
@@ -22,6 +23,7 @@ from typing import Literal, Protocol
 import msgspec
 
 from ..core.aggregate import MembershipsChanged, OwnershipsChanged
+from ..core.preferences import PreferencesChanged
 from ..core.revocation import Revocation
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "BusRestored",
     "MembershipsChanged",
     "OwnershipsChanged",
+    "PreferencesChanged",
     "Revocation",
 ]
 
@@ -52,8 +55,8 @@ LINK_LOST = BusLost("link lost")
 SLOT_MOVED = BusLost("slot moved")
 RESTORED = BusRestored()
 
-Announcement = MembershipsChanged | OwnershipsChanged | Revocation
-BusEvent = MembershipsChanged | OwnershipsChanged | Revocation | BusLost | BusRestored
+Announcement = MembershipsChanged | OwnershipsChanged | Revocation | PreferencesChanged
+BusEvent = MembershipsChanged | OwnershipsChanged | Revocation | PreferencesChanged | BusLost | BusRestored
 
 
 class BusEvents(Protocol):

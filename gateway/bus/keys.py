@@ -15,11 +15,12 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 PREFIX = "gw:"
 # Announcements to every node (gateway.bus.announcements), a classic pub/sub channel per kind (one reaches every
-# shard): the relay's membership changes and moved channels, revoked sessions.
+# shard): the relay's membership changes and moved channels, revoked sessions, a person's changed preferences.
 MEMBERSHIPS = f"{PREFIX}memberships"
 OWNERSHIPS = f"{PREFIX}ownerships"
 REVOCATIONS = f"{PREFIX}revocations"
-ANNOUNCEMENTS = (MEMBERSHIPS, OWNERSHIPS, REVOCATIONS)
+PREFERENCES = f"{PREFIX}preferences"
+ANNOUNCEMENTS = (MEMBERSHIPS, OWNERSHIPS, REVOCATIONS, PREFERENCES)
 PRESENCE_TEAMS = f"{PREFIX}presence:teams"
 METRICS_TEAMS = f"{PREFIX}metrics:teams"
 

@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..core.follower import REFUSALS, TRY_AGAIN, Position, Verdict, channel_named
-from ..core.protocol import Error, Pong, Resync, ServerMessages, Snapshot
+from ..core.protocol import Error, Pong, Preferences, Resync, ServerMessages, Snapshot
 from .errors import ChannelRefused, Forbidden
 
 log = logging.getLogger("gateway.client")
@@ -69,7 +69,7 @@ class ClientChannels:
         """Keep each channel's cursor; notice what was lost. False: not for the caller."""
         if isinstance(m, Error):
             return self._on_error(m, now)
-        if isinstance(m, Pong):
+        if isinstance(m, Pong | Preferences):  # on no channel: the caller's
             return True
         state = self.followed.get(m.channel)
         if state is None:

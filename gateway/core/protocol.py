@@ -154,6 +154,13 @@ class Summary(ServerMessage):
     reload_submissions: bool = False
 
 
+class Preferences(ServerMessage, tag="preferences"):
+    """The person chose which finishes reach them (Account), in this browser or another: every socket of theirs is
+    told at once, on no channel. `finishes`: "mine", "team" or "none"."""
+
+    finishes: str
+
+
 class Resync(ServerMessage):
     """The server could not deliver everything: drop the channel's state and subscribe again without a cursor."""
 
@@ -173,7 +180,18 @@ class Pong(ServerMessage):
 
 
 ServerMessages = (
-    Snapshot | Command | Batch | Summary | Notice | Glow | PresenceUpdate | ClustersUpdate | Resync | Error | Pong
+    Snapshot
+    | Command
+    | Batch
+    | Summary
+    | Notice
+    | Glow
+    | PresenceUpdate
+    | ClustersUpdate
+    | Preferences
+    | Resync
+    | Error
+    | Pong
 )
 
 json_encoder = msgspec.json.Encoder()

@@ -22,13 +22,13 @@ from collections.abc import Callable
 
 from .. import tracing
 from ..bus.channels import ChannelReads
-from ..bus.events import BusEvent, BusLost, BusRestored, MembershipsChanged, OwnershipsChanged
+from ..bus.events import BusEvent, BusLost, BusRestored, MembershipsChanged, OwnershipsChanged, PreferencesChanged
 from ..core import channels, envelope
 from ..core.channels import parse_channel
 from ..core.histogram import Histogram
 from ..core.keepalive import KeepaliveSlices, slices_for
 from ..core.model import TrajectorySummary
-from ..core.protocol import Error
+from ..core.protocol import Error, Preferences
 from ..core.revocation import Revocation
 from ..core.subscription import Subscription
 from ..core.wsframe import Frame, ping_frame
@@ -155,10 +155,20 @@ class Node:
                 self.memberships.moved_teams(moved)
             case Revocation():
                 self.on_revocation(event)
+            case PreferencesChanged():
+                self._tell_preferences(event)
             case BusLost():
                 self.repairs.bus_lost()
             case BusRestored():
                 self.repairs.bus_restored()
+
+    def _tell_preferences(self, changed: PreferencesChanged) -> None:
+        """A person chose which finishes reach them: each socket of theirs here is told, so that every tab of
+        theirs follows the choice at once (a cluster's socket is never a person's)."""
+        message = Preferences(finishes=changed.finishes)
+        for conn in self.connections:
+            if conn.user_id == changed.user_id and conn.cluster_id is None:
+                conn.tell(message)
 
     def handle_message(self, channel: str, data: bytes) -> None:
         """The hub writes the message to the channel's subscribers; one it did write (not a duplicate, not held

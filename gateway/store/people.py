@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, NamedTuple, cast
+from typing import NamedTuple, cast
 
 import asyncpg
 
+from ..core.preferences import Finishes
 from ..core.submission_window import like_pattern
 from .reads import bounded
 
-Finishes = Literal["mine", "team", "none"]  # which finishes reach a person (users.finishes)
+__all__ = ["Finishes"]  # which finishes reach a person (users.finishes), named where the announcement is
 
 
 class Named(NamedTuple):

@@ -1,21 +1,27 @@
 """The account page's API: the signed-in person's teams and role in each, and where they are signed in (each
 session's device and when it was last seen), with a revoke for each session that ends it on every node; and their
-preferences (which finishes reach them), kept on the server so that they follow the person to another browser."""
+preferences (which finishes reach them), kept on the server so that they follow the person to another browser,
+and announced to every node so that the person's open tabs follow a change at once."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..bus.errors import BusError
+from ..core.preferences import PreferencesChanged
 from ..store import people
 from ..store import sessions as stored
 from .answers import Account, Done, Named, Preferences, SessionRow, TeamRole, answer
 from .auth import TOKEN_COOKIE
 from .guards import Refused, claims, decode, endpoint, path_id, runtime_of, user
 from .session import DB_ERRORS, end_session, record_session
+
+log = logging.getLogger(__name__)
 
 SESSIONS_LISTED = 100
 _preferences = msgspec.json.Decoder(Preferences)
@@ -56,7 +62,8 @@ async def account(request: Request) -> Response:
 
 @endpoint
 async def set_preferences(request: Request) -> Response:
-    """The person's choice of which finishes reach them ("mine", "team" or "none"), for every browser of theirs."""
+    """The person's choice of which finishes reach them ("mine", "team" or "none"), for every browser of theirs:
+    kept, then announced to every node, which tells the person's open sockets (their other tabs follow it now)."""
     user_id = user(request, acting=True)
     body = await decode(request, _preferences, limit=1024)
     runtime = runtime_of(request)
@@ -64,6 +71,10 @@ async def set_preferences(request: Request) -> Response:
         await people.choose_finishes(runtime.pool, user_id, body.finishes)
     except DB_ERRORS:
         raise Refused(503, "unavailable", "the choice could not be kept now: try again") from None
+    try:
+        await runtime.broker.announcements.announce(PreferencesChanged(user_id, body.finishes))
+    except BusError as exc:  # kept all the same: the other tabs read it at their next load
+        log.warning("finishes chosen but not announced (%s): open tabs take it at their next load", exc)
     return answer(body)
 
 

@@ -147,3 +147,31 @@ async def test_none_of_the_finishes_reach_me_when_i_choose_none(page: Any, pool:
     # The rows still tell it: each card says its jobs completed.
     for t, _ in runs:
         await page.wait_for_function(f"(window.gatewayApp.team.summaries.get({t}) || {{}}).counts?.completed === 2")
+
+
+async def test_a_choice_made_in_one_tab_holds_at_once_in_the_persons_other_tabs(
+    browser: Any, page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """No reload: the server tells every open socket of the person (another browser, another node), and a finish
+    that comes after it is told as the new choice says."""
+    ada = await member(pool, team, "Ada Teammate")
+    other = await browser.new_context(viewport={"width": 1200, "height": 800}, bypass_csp=True)
+    try:
+        account_tab = await other.new_page()
+        await sign_in(account_tab, stack.nodes[1].http, team.token)  # the other node
+        await account_tab.wait_for_function("document.body.dataset.live === 'live'")
+        assert await chosen(account_tab) == "mine"
+        await back_to_dashboard(page)  # this tab stays on its dashboard, live, never reloaded
+        assert await page.evaluate("window.gatewayApp.me.finishes") == "mine"
+        await choose(account_tab, "team")
+        await page.wait_for_function("window.gatewayApp.me.finishes === 'team'", timeout=10_000)
+        # A teammate's finish now reaches this tab, as "my team's" says.
+        theirs = await submitted(pool, team, ada, "Ada's run")
+        await finish_together(pool, team, [theirs])
+        await page.locator(FINISH_TOASTS).wait_for(timeout=30_000)
+        # And back, from this tab's Account: the other tab's choice shows it at once, its radio too.
+        await choose(page, "none")
+        await account_tab.wait_for_selector("fieldset.finishes input[value=none]:checked", timeout=10_000)
+        assert await account_tab.evaluate("window.gatewayApp.me.finishes") == "none"
+    finally:
+        await other.close()

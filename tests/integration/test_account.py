@@ -259,3 +259,36 @@ async def test_the_choice_of_finishes_follows_the_person_to_every_node_and_brows
     async with httpx.AsyncClient(base_url=stack.nodes[0].http) as anonymous:
         assert (await anonymous.put("/api/account/preferences", json={"finishes": "mine"})).status_code == 401
     assert (await account(stack.nodes[0], team.token))["preferences"] == {"finishes": "none"}
+
+
+async def test_a_change_of_choice_reaches_every_open_socket_of_the_person_at_once(
+    stack: Stack, team: Team, pool: asyncpg.Pool
+) -> None:
+    """Chosen in one tab, the choice is told over the websocket to the person's other tabs on every node (a
+    `preferences` message), and to nobody else's."""
+    teammate = int(await pool.fetchval("insert into users (name) values ('Grace Hopper') returning id"))
+    await pool.execute("insert into memberships values ($1, $2)", team.id, teammate)
+    other = issue_token(stack.secret, teammate, 3600)
+    mine = {"Authorization": f"Bearer {team.token}"}
+    async with (
+        websockets.connect(stack.nodes[0].ws, additional_headers=mine) as here,
+        websockets.connect(stack.nodes[1].ws, additional_headers=mine) as there,
+        websockets.connect(stack.nodes[0].ws, additional_headers={"Authorization": f"Bearer {other}"}) as theirs,
+    ):
+        for ws in (here, there, theirs):  # each socket is open and heard before the choice
+            await ws.send(json.dumps({"type": "ping", "id": 1}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), DEADLINE))["type"] == "pong"
+        async with client(stack.nodes[0], team.token) as c:
+            assert (await c.put("/api/account/preferences", json={"finishes": "team"})).status_code == 200
+        for ws in (here, there):
+            told = json.loads(await asyncio.wait_for(ws.recv(), DEADLINE))
+            assert told == {"type": "preferences", "finishes": "team"}
+        # The teammate's socket hears nothing of it: its next message is the answer to its own ping.
+        await theirs.send(json.dumps({"type": "ping", "id": 2}))
+        assert json.loads(await asyncio.wait_for(theirs.recv(), DEADLINE))["type"] == "pong"
+        async with client(stack.nodes[1], team.token) as c:
+            assert (await c.put("/api/account/preferences", json={"finishes": "mine"})).status_code == 200
+        for ws in (here, there):
+            told = json.loads(await asyncio.wait_for(ws.recv(), DEADLINE))
+            assert told == {"type": "preferences", "finishes": "mine"}
+
