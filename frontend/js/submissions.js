@@ -13,6 +13,7 @@ import { timeLeftShort, unfinished } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
 import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColumns, deleteView, listViews, saveView, STEP } from "./columns.js";
+import { manageViews } from "./views.js";
 import { actionOf } from "./keys.js";
 import { menuActions } from "./rules.js";
 import { about, acting, actedBy, clock, confirmDialog, count, esc, formDialog, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
@@ -225,6 +226,7 @@ export class SubmissionsPage {
         <label class="views">View <select class="views-select"><option value="">The page's own</option></select></label>
         <button type="button" class="save-view">Save view…</button>
         <button type="button" class="delete-view" hidden>Delete view</button>
+        <button type="button" class="manage-views" aria-haspopup="dialog">Manage views…</button>
         <a class="export" download>Export CSV</a>
         <a class="lifecycle-link" href="/submissions/lifecycle.svg" data-lifecycle aria-haspopup="dialog">How a submission moves</a>
         <span class="selection quiet" aria-live="polite"></span>
@@ -564,6 +566,7 @@ export class SubmissionsPage {
       const id = await saveView(app.teamId, this._state(), e.currentTarget);
       if (id !== null) { this.viewId = id; await this._loadViews(); }
     });
+    this.main.querySelector(".manage-views").addEventListener("click", (e) => manageViews(app.teamId, this.views, () => this._loadViews(), e.currentTarget));
     this.main.querySelector(".delete-view").addEventListener("click", async () => {
       const view = this.views.find((v) => v.id === this.viewId);
       if (view && (await deleteView(app.teamId, view))) { this.viewId = null; await this._loadViews(); }

@@ -79,6 +79,7 @@ ROUTE_ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/teams/{id:int}/views"): SEE,
     ("POST", "/api/teams/{id:int}/views"): SEE,
     ("PUT", "/api/teams/{id:int}/views/default"): SEE,
+    ("PUT", "/api/teams/{id:int}/views/order"): SEE,
     ("PUT", "/api/teams/{id:int}/views/{view:int}"): SEE,
     ("DELETE", "/api/teams/{id:int}/views/{view:int}"): SEE,
     ("GET", "/api/sign-in/users"): "anyone",

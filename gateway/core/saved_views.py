@@ -85,6 +85,13 @@ class ViewIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     view: ViewState
 
 
+class OrderIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The sender's order of the views they see in the team, first to last (each id once). Ids of views they do
+    not see, or that are gone, are passed over; views left out follow, by name."""
+
+    view_ids: Annotated[list[Id], msgspec.Meta(max_length=MAX_VIEWS * 10)]
+
+
 class DefaultIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The view the page opens on for the sender: null for the page's own filters and columns."""
 
@@ -106,7 +113,8 @@ class SavedView(msgspec.Struct, kw_only=True):
 
 
 class SavedViews(msgspec.Struct):
-    """The views a member sees in a team: their own and those shared with the team, by name."""
+    """The views a member sees in a team: their own and those shared with the team, in the member's own order
+    (PUT .../views/order), those it does not place by name."""
 
     views: list[SavedView]
 
@@ -117,6 +125,14 @@ def problem(view: ViewIn) -> str | None:
     for i, key in enumerate(keys):
         if key in keys[:i]:
             return f"view.columns[{i}].key: {key} is shown already"
+    return None
+
+
+def order_problem(order: OrderIn) -> str | None:
+    """What is wrong with an order the decoder let through: a view named twice."""
+    for i, view_id in enumerate(order.view_ids):
+        if view_id in order.view_ids[:i]:
+            return f"view_ids[{i}]: {view_id} is placed already"
     return None
 
 

@@ -29,6 +29,7 @@ _SELECT = """
     from saved_views v
     join users u on u.id = v.author_id
     left join saved_view_defaults d on d.view_id = v.id and d.user_id = $2 and d.team_id = v.team_id
+    left join saved_view_places p on p.view_id = v.id and p.user_id = $2
 """
 
 
@@ -42,9 +43,10 @@ async def role(pool: asyncpg.Pool, team_id: int, user_id: int) -> str | None:
 
 
 async def listed(pool: asyncpg.Pool, team_id: int, user_id: int, limit: int) -> list[Row]:
-    """The caller's own views and those shared with the team, by name."""
+    """The caller's own views and those shared with the team, in the caller's order, those it leaves out by name."""
     rows = await pool.fetch(
-        _SELECT + " where v.team_id = $1 and (v.author_id = $2 or v.shared) order by lower(v.name), v.id limit $3",
+        _SELECT + " where v.team_id = $1 and (v.author_id = $2 or v.shared)"
+        " order by p.place nulls last, lower(v.name), v.id limit $3",
         team_id,
         user_id,
         limit,
@@ -128,3 +130,23 @@ async def choose_default(pool: asyncpg.Pool, team_id: int, user_id: int, view_id
 
 async def delete(pool: asyncpg.Pool, team_id: int, view_id: int) -> None:
     await pool.execute("delete from saved_views where team_id = $1 and id = $2", team_id, view_id)
+
+
+async def arrange(pool: asyncpg.Pool, team_id: int, user_id: int, view_ids: list[int]) -> None:
+    """The caller's order of the views they see in the team: `view_ids` first to last; ids of views they do not
+    see (another team's, another member's private one, one deleted meanwhile) are passed over."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "delete from saved_view_places p using saved_views v"
+            " where p.view_id = v.id and v.team_id = $1 and p.user_id = $2",
+            team_id,
+            user_id,
+        )
+        await conn.execute(
+            "insert into saved_view_places (user_id, view_id, place)"
+            " select $2, v.id, o.place from unnest($3::bigint[]) with ordinality o (id, place)"
+            " join saved_views v on v.id = o.id and v.team_id = $1 and (v.author_id = $2 or v.shared)",
+            team_id,
+            user_id,
+            view_ids,
+        )

@@ -67,7 +67,7 @@ from .platform_admin import (
 )
 from .quotas import Creations
 from .runtime import Runtime
-from .saved_views import create_view, delete_view, list_views, set_default_view, update_view
+from .saved_views import arrange_views, create_view, delete_view, list_views, set_default_view, update_view
 from .schema import asyncapi_document, openapi_document
 from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
 from .submission_windows import team_projects, team_submissions, team_submissions_csv
@@ -238,6 +238,7 @@ def _routes() -> list[BaseRoute]:
         Route("/api/teams/{id:int}/views", list_views),
         Route("/api/teams/{id:int}/views", create_view, methods=["POST"]),
         Route("/api/teams/{id:int}/views/default", set_default_view, methods=["PUT"]),
+        Route("/api/teams/{id:int}/views/order", arrange_views, methods=["PUT"]),
         Route("/api/teams/{id:int}/views/{view:int}", update_view, methods=["PUT"]),
         Route("/api/teams/{id:int}/views/{view:int}", delete_view, methods=["DELETE"]),
         Route("/api/sign-in/users", demo_users),

@@ -1,4 +1,5 @@
-"""The Submissions page's saved views: `GET/POST /api/teams/{id}/views`, `PUT/DELETE /api/teams/{id}/views/{view}`.
+"""The Submissions page's saved views: `GET/POST /api/teams/{id}/views`, `PUT/DELETE /api/teams/{id}/views/{view}`,
+and each member's own order of the views they see, `PUT /api/teams/{id}/views/order`.
 
 A member lists their own views and the team's shared ones; a view they may not see (another team's, or another
 member's private one) is the same 404 as one that does not exist.
@@ -10,7 +11,18 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..core.saved_views import MAX_VIEWS, DefaultIn, SavedView, SavedViews, ViewIn, may_change, problem, visible
+from ..core.saved_views import (
+    MAX_VIEWS,
+    DefaultIn,
+    OrderIn,
+    SavedView,
+    SavedViews,
+    ViewIn,
+    may_change,
+    order_problem,
+    problem,
+    visible,
+)
 from ..store import saved_views
 from ..store.saved_views import Row
 from .answers import Created, answer
@@ -110,4 +122,18 @@ async def set_default_view(request: Request) -> Response:
         if row is None or not visible(row.author_id, row.shared, user_id):
             raise Refused(404, "not_found", _NOT_FOUND)
     await saved_views.choose_default(pool, team_id, user_id, body.view_id)
+    return Response(status_code=204)
+
+
+_order_decoder = msgspec.json.Decoder(OrderIn)
+
+
+@endpoint
+async def arrange_views(request: Request) -> Response:
+    """The caller's order of the views they see in the team (a shared view too: the order is theirs alone)."""
+    team_id, user_id, _ = await _caller(request, acting=True)
+    body = await decode(request, _order_decoder, limit=32_768)
+    if (wrong := order_problem(body)) is not None:
+        raise Refused(422, "invalid", wrong)
+    await saved_views.arrange(runtime_of(request).pool, team_id, user_id, body.view_ids)
     return Response(status_code=204)

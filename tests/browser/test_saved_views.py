@@ -109,3 +109,52 @@ async def test_the_default_columns_fit_their_words_at_1400_px(
         }"""
     )
     assert cut == [], cut
+
+
+OPTIONS = "() => [...document.querySelectorAll('.views-select option')].slice(1).map(o => o.textContent).join('|')"
+LISTED = "() => [...document.querySelectorAll('.views-order .view-name')].map(e => e.textContent).join('|')"
+
+
+async def test_views_are_renamed_and_reordered_by_keyboard_and_by_drag_and_the_order_is_kept(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    await submission(pool, team, "Render water box")
+    view = {"columns": [{"key": "id"}, {"key": "title"}]}
+    for name in ("Alpha", "Bravo", "Charlie"):
+        answer = await page.request.post(
+            f"{stack.nodes[0].http}/api/teams/{team.id}/views",
+            data={"name": name, "default": False, "view": view},
+            headers={"Origin": stack.nodes[0].http},
+        )
+        assert answer.ok, await answer.text()
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.wait_for_function(f"({OPTIONS})() === 'Alpha|Bravo|Charlie'")
+    await page.click(".manage-views")
+    await page.wait_for_selector("dialog.views-manager[open]")
+    assert await page.evaluate(LISTED) == "Alpha|Bravo|Charlie"
+
+    # By keyboard: Alpha's ↓ twice (focus stays on the button pressed, then goes to ↑ at the end).
+    await page.focus(".views-order [data-view] [data-move='1']")
+    await page.keyboard.press("Enter")
+    await page.keyboard.press("Enter")
+    await page.wait_for_function(f"({LISTED})() === 'Bravo|Charlie|Alpha'")
+    assert await page.evaluate("document.activeElement.getAttribute('aria-label')") == "Move Alpha up"
+    # By drag: Charlie's handle to the top.
+    handle = await page.locator(".views-order li:has-text('Charlie') .handle").bounding_box()
+    top = await page.locator(".views-order li").first.bounding_box()
+    await page.mouse.move(handle["x"] + 4, handle["y"] + 4)
+    await page.mouse.down()
+    await page.mouse.move(handle["x"] + 4, top["y"] + 2, steps=6)
+    await page.mouse.up()
+    await page.wait_for_function(f"({LISTED})() === 'Charlie|Bravo|Alpha'")
+    # Rename Bravo: it keeps its place.
+    await page.click(".views-order li:has-text('Bravo') [data-rename]")
+    await page.fill("dialog[open] input[name=name]", "Bravo renamed")
+    await page.click("dialog[open] button[type=submit]")
+    await page.wait_for_function(f"({LISTED})() === 'Charlie|Bravo renamed|Alpha'")
+    await page.keyboard.press("Escape")
+    await page.wait_for_selector("dialog.views-manager", state="detached")
+    await page.wait_for_function(f"({OPTIONS})() === 'Charlie|Bravo renamed|Alpha'")
+    # Kept on the server: the page read again lists them in that order.
+    await page.reload()
+    await page.wait_for_function(f"({OPTIONS})() === 'Charlie|Bravo renamed|Alpha'")

@@ -135,3 +135,40 @@ async def test_a_bad_view_is_a_422_naming_the_field(stack: Stack, team: Team, bo
     answer = await send(stack, "POST", f"/api/teams/{team.id}/views", team.token, body)
     assert answer.status_code == 422, answer.text
     assert says in answer.json()["message"]
+
+
+async def order(stack: Stack, team: Team, token: str) -> list[str]:
+    answer = await send(stack, "GET", f"/api/teams/{team.id}/views", token)
+    assert answer.status_code == 200, answer.text
+    return [v["name"] for v in answer.json()["views"]]
+
+
+async def test_each_member_keeps_the_views_in_their_own_order_and_a_rename_keeps_its_place(
+    stack: Stack, pool: asyncpg.Pool
+) -> None:
+    team = await make_team(pool, stack.secret)
+    other = await colleague(pool, stack, team)
+    b = await save(stack, team, team.token, name="B view")
+    a = await save(stack, team, team.token, name="A view", shared=True)
+    c = await save(stack, team, team.token, name="C view")
+    theirs = await save(stack, team, other, name="Their private")
+    assert await order(stack, team, team.token) == ["A view", "B view", "C view"]  # by name until placed
+    path = f"/api/teams/{team.id}/views/order"
+    # Their private view's id is passed over, as one that does not exist would be.
+    placed = await send(stack, "PUT", path, team.token, {"view_ids": [c, a, theirs, 999_999]})
+    assert placed.status_code == 204, placed.text
+    assert await order(stack, team, team.token) == ["C view", "A view", "B view"]  # the unplaced follow, by name
+    assert await order(stack, team, other) == ["A view", "Their private"]  # the order is the person's alone
+    # Renamed (PUT with the view as it was, a new name), a view keeps its place.
+    listed = {v["id"]: v for v in (await send(stack, "GET", f"/api/teams/{team.id}/views", team.token)).json()["views"]}
+    renamed = {k: listed[a][k] for k in ("shared", "default", "view")} | {"name": "Zed view"}
+    assert (await send(stack, "PUT", f"/api/teams/{team.id}/views/{a}", team.token, renamed)).status_code == 204
+    assert await order(stack, team, team.token) == ["C view", "Zed view", "B view"]
+    # A view named twice is a 422; another team's member may not order this team's views.
+    twice = await send(stack, "PUT", path, team.token, {"view_ids": [b, b]})
+    assert twice.status_code == 422 and "view_ids[1]" in twice.json()["message"], twice.text
+    stranger = await make_team(pool, stack.secret)
+    assert (await send(stack, "PUT", path, stranger.token, {"view_ids": [b]})).status_code == 403
+    # Deleted, a view leaves the order with its places.
+    assert (await send(stack, "DELETE", f"/api/teams/{team.id}/views/{c}", team.token)).status_code == 204
+    assert await order(stack, team, team.token) == ["Zed view", "B view"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...core.saved_views import DefaultIn, SavedViews, ViewIn
+from ...core.saved_views import DefaultIn, OrderIn, SavedViews, ViewIn
 from ..answers import Created, Projects, SubmissionWindow
 from .operation import Operation
 from .parameters import PAGE, VIEW
@@ -72,6 +72,16 @@ ROUTES: list[Operation] = [
         DefaultIn,
         None,
         not_found="no view of that id the caller sees in this team",
+    ),
+    Operation(
+        "put",
+        "/api/teams/{id}/views/order",
+        "arrangeViews",
+        "teams",
+        "The caller's own order of the views they see in the team (ids they do not see are passed over)",
+        "user",
+        OrderIn,
+        None,
     ),
     Operation(
         "put",
