@@ -66,6 +66,7 @@ export class Dashboard {
     this.grid = this.main.querySelector(".cards");
     this.fold = this.main.querySelector(".finished-fold");
     this.foldGrid = this.main.querySelector(".finished-cards");
+    this.fold.addEventListener("toggle", () => app.schedule()); // opened: its cards are filled with what is new
     this.news = this.main.querySelector(".news");
     this.cards = new Map();
     this.order = new StableOrder();
@@ -196,15 +197,17 @@ export class Dashboard {
     const done = [];
     let recent = 0;
     const keep = new Map();
+    const folded = !this.fold.open; // the finished cards are out of sight: each is filled once, then as it opens
     for (const id of ids) {
-      const el = this.cards.get(id) || this._card(id);
-      this._fill(el, id, now);
-      keep.set(id, el);
-      nodes.push(el);
+      const known = this.cards.get(id);
+      const el = known || this._card(id);
       // The work in hand leads; what is over is folded, counted by when it finished. A card that has just
       // finished stays in place while it glows, so the finish is seen where the work was.
       const s = app.team.summaries.get(id);
       const over = s ? !unfinished(s.counts) && !app.team.isGlowing(id) : !this._staging(id) && !this._young(id, now);
+      if (!(over && folded && known && known.parentElement === this.foldGrid)) this._fill(el, id, now);
+      keep.set(id, el);
+      nodes.push(el);
       (over ? done : active).push(el);
       if (over && s && now - Date.parse(s.updated_at || "") < HOUR) recent++;
     }
