@@ -335,6 +335,12 @@ export class SubmissionsPage {
   _fill(tr, r, tabbable) {
     const c = tr.cols;
     const selected = this.selected.has(r.id);
+    // A row is written again only when its data (a new object from the server), its state on the page or the day
+    // changed: a redraw for one row's news no longer writes the window's hundred (its dates above all).
+    const state = `${selected}|${this.leaving.has(r.id)}|${tabbable}|${new Date().toDateString()}|${app.memberNames.size}`;
+    if (tr.filled === r && tr.filledState === state) return;
+    tr.filled = r;
+    tr.filledState = state;
     tr.className = `${selected ? "selected" : ""} ${r.reviewed ? "reviewed" : ""} ${this.leaving.has(r.id) ? "leaving" : ""}`;
     setAttr(tr, "aria-selected", String(selected));
     tr.tabIndex = tabbable ? 0 : -1;
