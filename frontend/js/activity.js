@@ -25,7 +25,7 @@ export class ActivityPage {
     this.main.innerHTML = `<h1>Activity</h1>
       <p class="activity-tools"><label>Action <select class="activity-action"><option value="">Every action</option>${options}</select></label>
       <a class="activity-csv" download>Download CSV</a></p>
-      <div class="table-scroll"><table class="activity"><caption class="visually-hidden">Who did what in the team</caption>
+      <div class="table-scroll" tabindex="0" role="region" aria-label="The team's activity (it scrolls sideways on a narrow screen)"><table class="activity"><caption class="visually-hidden">Who did what in the team</caption>
       <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col" class="num">How many</th>
       <th scope="col">Clusters</th><th scope="col">On</th></tr></thead><tbody></tbody></table></div>
       <p class="activity-note quiet">Loading…</p><button type="button" class="activity-more" hidden>Show more</button>`;
