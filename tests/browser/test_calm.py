@@ -167,7 +167,9 @@ async def test_at_360_px_the_popover_keeps_its_list_the_frames_their_times_and_t
 
     # A trajectory's panel, opened by keyboard: its title is focused with no field's box around it, and every
     # frame's time shows whole ("0.5 ps", the "t =" heard only).
-    card = await page.evaluate("[...document.querySelectorAll('[data-card]')].find((c) => c.textContent.includes('Narrow run')).dataset.card")
+    card = await page.evaluate(
+        "[...document.querySelectorAll('[data-card]')].find((c) => c.textContent.includes('Narrow run')).dataset.card"
+    )
     await page.locator(f"[data-card='{card}']").focus()
     await page.keyboard.press("Enter")
     await page.wait_for_selector("#panel [data-group] .ts:not([hidden])")

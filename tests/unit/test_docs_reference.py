@@ -238,3 +238,10 @@ def test_the_readme_gives_each_numeric_setting_the_default_config_uses(monkeypat
     assert len(documented) > 30, "README's numeric defaults were not found"
     wrong = {n: (d, by_variable[n]) for n, d in documented.items() if n in by_variable and d != by_variable[n]}
     assert wrong == {}, "README's default (first) differs from config.py's (second)"
+
+
+def test_performance_md_is_a_summary_under_300_lines() -> None:
+    """performance.md is the summary table, how to reproduce each figure and where the time goes (issue #52): the
+    history and the long stories live in dated bench/results/ folders and git."""
+    lines = len((DOCS / "performance.md").read_text().splitlines())
+    assert lines < 300, f"docs/performance.md has {lines} lines: move detail to bench/results/ or scaling.md"
