@@ -1,0 +1,42 @@
+"""What one server's connections share: its app and its bounds, the counts the bounds keep, and what is open."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .limits import HttpLimits, Waiting
+from .proxy import Proxies
+
+if TYPE_CHECKING:
+    from ..handshake_gate import HandshakeGate
+    from .upgrade import Opening
+
+# The node's code for one websocket handshake the gate let through: it refuses it, or accepts it and takes the
+# link (gateway.web.ws.open_socket). The server closes the socket if it does neither.
+Opener = Callable[["Opening"], Awaitable[None]]
+
+
+@dataclass
+class Served:
+    app: Any  # the ASGI app: every plain HTTP request
+    opener: Opener | None = None  # websocket handshakes on `ws_path`; None: the node takes none (404)
+    limits: HttpLimits = field(default_factory=HttpLimits)
+    gate: HandshakeGate | None = None  # a valid token, then the admission, before any websocket work
+    health_port: int = 0
+    health_limit: int = 32
+    ws_path: str = "/ws"
+    max_message_bytes: int = 1 << 20
+    compression: bool = False  # permessage-deflate, negotiated by gateway.web.deflate
+    proxy: Proxies = field(default_factory=Proxies)
+    default_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)  # the app's lifespan state, copied into every scope
+    waiting: Waiting = field(default_factory=Waiting)  # connections waiting for a request's headers
+    health_open: Waiting = field(default_factory=Waiting)  # connections open on the health port
+    connections: set[Any] = field(default_factory=set)  # HTTP connections (gateway.web.server.http11)
+    links: set[Any] = field(default_factory=set)  # websockets handed over (gateway.web.direct.DirectLink)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # requests and handshakes being answered
+    answerer: Any = None  # websockets' ServerProtocol that checks every handshake (gateway.web.server.upgrade)
+    stopping: bool = False  # no more keep-alive: each connection closes after its answer

@@ -1,0 +1,235 @@
+"""A websocket's opening handshake, answered by the node's own code: the request parsed once (by the HTTP
+protocol, gateway.web.server.http11), checked and negotiated by websockets' sans-I/O `ServerProtocol.accept`
+(the version, key and upgrade headers; permessage-deflate as gateway.web.deflate answers it; the subprotocol),
+decided by the node (`Served.opener`: gateway.web.ws.open_socket), then the socket handed to a `DirectLink`.
+No ASGI scope, task or queue is made for it.
+
+The handshake answerer is one `ServerProtocol` per server, never sent anything: `accept` only reads the
+request and sets `extensions` and `subprotocol`, which are read at once, and the 101 is serialized here. A
+protocol object per connection would be a reference cycle (its parser is a generator holding it) left to the
+cyclic collector, thousands of them in a reconnect storm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import unquote
+
+import httptools
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
+
+from ...core.protocol import MSGPACK_SUBPROTOCOL
+from ...core.ratelimit import FrameBudget
+from ..deflate import SharedDeflate, shared_window
+from ..direct import DirectLink, OnLost, OnMessage, OnPing, Writer
+from .limits import LINGER, error_body, response
+from .served import Served
+
+log = logging.getLogger("gateway.web.server.upgrade")
+_quiet = logging.getLogger("gateway.web.server.handshake")  # websockets logs every accepted handshake at INFO
+_quiet.setLevel(logging.WARNING)
+
+_MSGPACK = Subprotocol(MSGPACK_SUBPROTOCOL)
+EARLY_SLACK = 64 << 10  # bytes a client may send before its handshake is answered, past its largest message
+
+
+class Gone(Exception):
+    """The client left before its handshake was answered."""
+
+
+def is_websocket(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    return any(name == b"upgrade" and b"websocket" in value.lower() for name, value in headers)
+
+
+def answerer(compression: bool) -> ServerProtocol:
+    """The server's one handshake answerer (see the module's docstring)."""
+    return ServerProtocol(
+        extensions=[SharedDeflate()] if compression else [],
+        select_subprotocol=_pick_subprotocol,
+        logger=_quiet,
+    )
+
+
+def _pick_subprotocol(protocol: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
+    return _MSGPACK if _MSGPACK in offered else None  # else JSON, named or not
+
+
+class Opening:
+    """One websocket handshake the gate let through, for the node's code to refuse or accept."""
+
+    __slots__ = ("scope", "subprotocol", "_upgrade")
+
+    def __init__(self, scope: dict[str, Any], subprotocol: str | None, upgrade: Upgrade) -> None:
+        self.scope = scope  # a websocket scope as ASGI has it (Starlette's HTTPConnection reads it)
+        self.subprotocol = subprotocol  # the one answered: MSGPACK_SUBPROTOCOL, or None for JSON
+        self._upgrade = upgrade
+
+    @property
+    def gone(self) -> bool:
+        return self._upgrade.gone
+
+    def refuse(self, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        """Answer with a JSON body and close."""
+        self._upgrade.refuse(status, body, headers)
+
+    def accept(
+        self,
+        on_message: OnMessage,
+        on_lost: OnLost,
+        conn: Writer,
+        on_ping: OnPing | None = None,
+        budget: FrameBudget | None = None,
+        message_timeout: float | None = None,
+    ) -> DirectLink:
+        """Send the 101 and hand the socket to a DirectLink; raises `Gone` if the client left meanwhile."""
+        link = self._upgrade.accept(on_message, on_lost, conn)
+        if on_ping is not None:
+            link.on_ping = on_ping
+        link.budget, link.message_timeout = budget, message_timeout
+        self._upgrade.flush_early(link)
+        return link
+
+
+class Upgrade:
+    """One upgrade request on its way to a link (the HTTP protocol's `upgrade` meanwhile)."""
+
+    def __init__(
+        self,
+        served: Served,
+        transport: asyncio.Transport,
+        url: bytes,
+        headers: list[tuple[bytes, bytes]],
+        client: tuple[str, int] | None,
+        server: tuple[str, int] | None,
+        protocol: object,
+    ) -> None:
+        self.served = served
+        self.protocol = protocol  # the HTTP protocol it came through: forgotten by the server once handed over
+        self.transport = transport
+        self.url = url
+        self.headers = headers
+        self.client, self.server = client, server
+        self.buffered = bytearray()  # what the client sent before its answer: the link reads it first
+        self.gone = False
+        self.answered = False
+        self.deflate = 0
+        self.response: Response | None = None
+
+    def early(self, data: bytes) -> None:
+        if self.answered:
+            return
+        self.buffered += data
+        if len(self.buffered) > self.served.max_message_bytes + EARLY_SLACK:
+            self.transport.abort()  # no client of the protocol sends this much unanswered
+
+    def lost(self) -> None:
+        self.gone = True
+
+    def begin(self) -> None:
+        """Check and negotiate the handshake, then let the node's code decide, in a task of its own."""
+        parsed = httptools.parse_url(self.url)
+        path = unquote(parsed.path.decode("ascii", "replace"))
+        served = self.served
+        if path != served.ws_path or served.opener is None:
+            self.refuse(404, error_body("not_found", "no websocket here"))
+            return
+        headers = Headers([(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.headers])
+        handshake = served_answerer(served)
+        reply = handshake.accept(Request(self.url.decode("latin-1"), headers))
+        if reply.status_code != 101:
+            self._write_and_close(reply.serialize())
+            return
+        window = shared_window(handshake.extensions)
+        if window is None:  # only SharedDeflate is offered to websockets: anything else is a bug here
+            self.refuse(500, error_body("internal", "unexpected extension"))
+            return
+        self.deflate, self.response = window, reply
+        scope = {
+            "type": "websocket",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "scheme": "ws",
+            "server": self.server,
+            "client": self.client,
+            "root_path": "",
+            "path": path,
+            "raw_path": parsed.path,
+            "query_string": parsed.query or b"",
+            "headers": self.headers,
+            "subprotocols": _offered(self.headers),
+            "state": dict(served.state),
+            "app": served.app,
+            "extensions": {},
+        }
+        served.proxy.apply(scope)
+        task = asyncio.get_running_loop().create_task(self._decide(Opening(scope, handshake.subprotocol, self)))
+        served.tasks.add(task)
+        task.add_done_callback(served.tasks.discard)
+
+    async def _decide(self, opening: Opening) -> None:
+        try:
+            await self.served.opener(opening)  # type: ignore[misc]
+        except Gone:
+            pass
+        except Exception:
+            log.exception("websocket handshake failed")
+            if not self.answered:
+                self.refuse(500, error_body("internal", "the server failed"))
+        if not self.answered:
+            log.error("the handshake was neither accepted nor refused: closed")
+            self.answered = True
+            self.transport.close()
+
+    def refuse(self, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+        self._write_and_close(response(status, body, self.served.default_headers, headers=headers))
+
+    def _write_and_close(self, data: bytes) -> None:
+        self.answered = True
+        self.buffered = bytearray()
+        if self.gone or self.transport.is_closing():
+            return
+        self.transport.write(data)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            asyncio.get_running_loop().call_later(LINGER, self.transport.close)
+        else:
+            self.transport.close()
+
+    def accept(self, on_message: OnMessage, on_lost: OnLost, conn: Writer) -> DirectLink:
+        if self.gone or self.answered or self.transport.is_closing() or self.response is None:
+            raise Gone()
+        self.answered = True
+        self.transport.write(self.response.serialize())
+        self.response = None
+        link = DirectLink(self.transport, self.served.max_message_bytes, self.served.links, self.deflate)
+        link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
+        self.served.links.add(link)
+        self.served.connections.discard(self.protocol)
+        self.transport.set_protocol(link)
+        return link
+
+    def flush_early(self, link: DirectLink) -> None:
+        """What the client sent before its answer goes to the link first, in order."""
+        early, self.buffered = bytes(self.buffered), bytearray()
+        if early:
+            link.data_received(early)
+
+
+def served_answerer(served: Served) -> ServerProtocol:
+    if served.answerer is None:
+        served.answerer = answerer(served.compression)
+    return served.answerer
+
+
+def _offered(headers: Sequence[tuple[bytes, bytes]]) -> list[str]:
+    found: list[str] = []
+    for name, value in headers:
+        if name == b"sec-websocket-protocol":
+            found += [part.strip() for part in value.decode("latin-1").split(",") if part.strip()]
+    return found
