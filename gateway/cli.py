@@ -64,7 +64,7 @@ def _reachable(settings: Settings, postgres: bool = True, redis: bool = True) ->
 
 
 def _stop_cleanly_on_signals() -> None:
-    """SIGINT and SIGTERM end the process with status 0 once uvicorn has shut down: it raises the signal again
+    """SIGINT and SIGTERM end the process with status 0 once the node has shut down: it raises the signal again
     after its graceful shutdown, and this is then the handler it finds (a stop asked for is not a failure)."""
 
     def stopped(signum: int, frame: object) -> None:
@@ -97,9 +97,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
 
         sys.exit(serve_workers(settings, args.host, args.port, args.workers))
     _stop_cleanly_on_signals()
-    server = node_server(create_app(settings), settings, args.host, args.port)
-    health = settings.health_port
-    server.run(sockets=listeners(args.host, args.port, settings.health_host, health) if health else None)
+    try:
+        sockets = listeners(args.host, args.port, settings.health_host, settings.health_port)
+    except OSError as exc:
+        raise CommandFailed(exits.FAILED, f"cannot listen on {_url(args.host, args.port)}: {exc}") from None
+    server = node_server(create_app(settings), settings)
+    server.run(sockets)
     if not server.started:  # it logged why: a port in use, or the app's startup failed
         raise CommandFailed(exits.FAILED, "the node did not start (the log above says why)")
 

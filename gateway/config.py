@@ -169,7 +169,7 @@ class Settings:
     # the hints come back at a quarter of GATEWAY_ADMISSION_RATE a second, but never spread past this.
     restart_spread: float = field(default_factory=lambda: _float("GATEWAY_RESTART_SPREAD_SECONDS", 30))
     max_body_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_BODY_BYTES", 8 << 20))
-    # What a request (or a websocket's upgrade request) may cost before the app sees it (gateway.web.http):
+    # What a request (or a websocket's upgrade request) may cost before the app sees it (gateway.web.server.limits):
     # a longer URL gets 414, more or larger header lines 431, headers or a body not complete in time 408.
     max_request_line_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_REQUEST_LINE_BYTES", 8 << 10))
     max_header_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_HEADER_BYTES", 64 << 10))

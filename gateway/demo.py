@@ -12,11 +12,10 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterator
+import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
-
-import uvicorn
 
 from .config import MIN_SECRET_LENGTH, Settings
 from .credentials import issue_token
@@ -28,7 +27,8 @@ from .sim.run import Simulation
 from .store.migrate import migrate
 from .web.app import create_app
 from .web.metrics import also_export
-from .web.serving import uvicorn_config
+from .web.server.serve import Server
+from .web.serving import listeners, node_server
 
 log = logging.getLogger("gateway.demo")
 
@@ -36,20 +36,11 @@ T = TypeVar("T")
 
 STOP_PRODUCER_WITHIN = 10.0  # the simulator lets its sent requests finish (5 s at most)
 STOP_SERVERS_WITHIN = 10.0  # the web server's graceful shutdown (below) and the relay's
-GRACEFUL_SHUTDOWN = 5  # uvicorn: open websockets and requests get this long before they are cut
+GRACEFUL_SHUTDOWN = 5  # the web server: open websockets and requests get this long before they are cut
 
 
 class DemoError(RuntimeError):
     """A part of the demo could not start or stopped by itself: the demo ends, saying which."""
-
-
-class DemoServer(uvicorn.Server):
-    """uvicorn's server without its own signal handlers: on Ctrl-C it would stop the web server at once,
-    before the producer that still talks to it, and then raise the signal again mid-way through our cleanup."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 async def run_demo(
@@ -116,13 +107,19 @@ async def _to_the_end(blocking: Callable[[], T]) -> T:
 async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed: float, seed: int | None) -> None:
     """The web server, the relay and the simulated clusters, until cancelled or one of them stops."""
     app = create_app(settings)
-    config = uvicorn_config(app, settings, host, port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
-    server = DemoServer(config)
+    try:
+        sockets = listeners(host, port)
+    except OSError as exc:
+        raise DemoError(f"the web server could not listen on port {port}: {exc}") from None
+    # Without signal handlers of its own: on Ctrl-C it would stop the web server at once, before the producer
+    # that still talks to it. Its access lines are left out: the simulated clusters' requests would drown the rest.
+    server = node_server(app, settings, signals=False, graceful_shutdown=GRACEFUL_SHUTDOWN)
+    logging.getLogger("gateway.access").setLevel(logging.WARNING)
     relay = Relay.from_settings(settings)
     also_export(
         app, RelayCollector(relay.figures, relay.joint)
     )  # the relay runs in this process: its figures on the node's /metrics
-    web = asyncio.create_task(_web(server, port), name="web server")
+    web = asyncio.create_task(_web(server, sockets), name="web server")
     relaying = asyncio.create_task(relay.run(), name="relay")
     producing: asyncio.Task[None] | None = None
     try:
@@ -156,16 +153,15 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
         if producing is not None and not producing.done():  # first the producer, while the web server answers it
             producing.cancel()
             await _settle(STOP_PRODUCER_WITHIN, producing)
-        server.should_exit = True
+        server.stop()
         relaying.cancel()
         await _settle(STOP_SERVERS_WITHIN, *(task for task in (web, relaying) if not task.done()))
 
 
-async def _web(server: uvicorn.Server, port: int) -> None:
-    try:
-        await server.serve()
-    except SystemExit:  # uvicorn exits when it cannot listen (it logged why): end the demo instead
-        raise DemoError(f"the web server could not listen on port {port}") from None
+async def _web(server: Server, sockets: list[socket.socket]) -> None:
+    await server.serve(sockets)
+    if not server.started:  # it logged why: the app's startup failed
+        raise DemoError("the web server did not start")
 
 
 def _ended(task: asyncio.Task[None]) -> str:

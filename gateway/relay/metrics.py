@@ -8,14 +8,12 @@ Each relay process exports what it does for the partitions it serves, so every r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
-import uvicorn
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
@@ -28,6 +26,9 @@ from ..core.histogram import Histogram
 from ..exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ..store.joint_reads import JointReads
 from ..store.outbox import Blocker
+from ..web.server.limits import HttpLimits
+from ..web.server.serve import Server
+from ..web.server.served import Served
 
 log = logging.getLogger(__name__)
 
@@ -200,14 +201,6 @@ class Endpoint:
     token: str = ""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the relay's own (gateway.cli._run) stop the whole process."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class Exporter:
     """A tiny HTTP server in the relay's event loop: /metrics and nothing else. `probe` reads Redis at each
     scrape (the relays' heartbeats, as nodes do), for `gateway_redis_up`."""
@@ -218,7 +211,7 @@ class Exporter:
         self.endpoint = endpoint
         self.collector = collector
         self.probe = probe
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def _metrics(self, request: Request) -> Response:
@@ -245,34 +238,22 @@ class Exporter:
             log.error("relay metrics: cannot listen on %s:%d (%s); serving none", host, port, exc)
             return
         app = Starlette(routes=[Route("/metrics", self._metrics)])
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            lifespan="off",
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-            ws="none",
-            limit_concurrency=16,
-        )
-        self._server = _Server(config)
+        # Without signal handlers of its own: the relay's (gateway.cli._run) stop the whole process.
+        served = Served(app=app, health_limit=16, access_log=False, limits=HttpLimits(max_pending=16))
+        self._server = Server(served, signals=False, graceful_shutdown=STOP_WITHIN / 2)
         self._task = asyncio.create_task(self._serve(self._server, sock), name="relay-metrics")
         log.info("relay metrics on http://%s:%d/metrics", host, port)
 
     @staticmethod
-    async def _serve(server: _Server, sock: socket.socket) -> None:
-        try:
-            await server.serve(sockets=[sock])
-        except SystemExit:  # uvicorn exits when it cannot start: the relay must not
+    async def _serve(server: Server, sock: socket.socket) -> None:
+        await server.serve([sock])
+        if not server.started:
             log.error("relay metrics: the server stopped")
 
     async def stop(self) -> None:
         if self._server is None or self._task is None:
             return
-        self._server.should_exit = True
+        self._server.stop()
         try:
             await asyncio.wait_for(self._task, STOP_WITHIN)  # past it, wait_for cancels the server's task
         except TimeoutError:

@@ -98,7 +98,7 @@ async def closing(what: str, step: Awaitable[None]) -> bool:
 def create_app(settings: Settings) -> Starlette:
     check_secret(settings.secret)  # the same check as every command that signs tokens
 
-    # The handshake's gate: uvicorn's HTTP protocol asks it before any websocket work (gateway.web.serving
+    # The handshake's gate: the node's HTTP protocol asks it before any websocket work (gateway.web.serving
     # passes it on from app.state), following how late the event loop runs.
     admission = Admission(settings.admission_rate, settings.admission_share)
     tokens = VerifiedTokens(settings.secret)  # the handshake's gate and the app's guards share what is verified

@@ -1,9 +1,8 @@
-"""The node's own websocket protocol: uvicorn's for the handshake, then a small link the hub writes to.
+"""The node's websocket link: a small asyncio protocol the hub writes to, once the handshake is answered.
 
-uvicorn's protocol runs the opening handshake and the ASGI app as usual. The app, once it has accepted a
-connection, may hand it over through `scope["extensions"]["gateway.direct"]`: the transport then gets a
-`DirectLink` as its protocol, and the ASGI coroutine, its task, its queue and the handshake's request end.
-What stays per connection is the link (a few slots), the uvloop transport and the hub's `Connection`.
+The node's socket layer answers the opening handshake itself (gateway.web.server.upgrade, outside ASGI) and
+gives the transport a `DirectLink` as its protocol. What stays per connection is the link (a few slots), the
+uvloop transport and the hub's `Connection`.
 
 Compression (permessage-deflate) is negotiated in the handshake by gateway.web.deflate, which makes every
 compressed message independent of the connection: the link then writes each shared frame's compressed
@@ -13,7 +12,7 @@ on its own. Nothing about compression is kept per connection but the window size
 The hub writes each shared, pre-framed message with one `transport.write`; a peer that stops reading makes
 the transport call `pause_writing`, and frames then wait in the connection's bounded outbound until
 `resume_writing`. Client messages are parsed as they arrive and handed to a callback: no coroutine waits
-on a connection's reads. Any app that does not ask for the extension gets plain ASGI, unchanged.
+on a connection's reads.
 """
 
 from __future__ import annotations
@@ -24,12 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from uvicorn.protocols.utils import ClientDisconnected
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-from websockets.http11 import Request
-
 from ..core.ratelimit import FrameBudget
-from ..core.restart import RESTART_CODE, RESTART_REASON
 from ..core.wsframe import (
     CLOSE_FLOOD,
     OP_BINARY,
@@ -44,12 +38,10 @@ from ..core.wsframe import (
     close_frame,
     parse_close,
 )
-from .deflate import SharedDeflate, shared_window
 from .tcpstate import acknowledged, unsent
 
 log = logging.getLogger(__name__)
 
-EXTENSION = "gateway.direct"
 CLOSE_TIMEOUT = 2.0  # a peer that does not answer our close frame (or never drains) is cut off after this
 
 OnMessage = Callable[[str | bytes], None]
@@ -91,14 +83,14 @@ class DirectLink(asyncio.Protocol):
     def __init__(self, transport: asyncio.Transport, max_size: int, connections: set[Any], deflate: int = 0) -> None:
         self.transport = transport
         self.writable = not transport.is_closing()
-        self.write_wire = transport.write
+        self.write_wire: Callable[[bytes], object] | None = transport.write
         self.deflate = deflate  # permessage-deflate's window bits for what the node sends; 0: not negotiated
         self.reader = FrameReader(max_size, inflate=bool(deflate))
         self.on_message: OnMessage = _ignore
         self.on_ping: OnPing = self._pong  # the app's session answers pings within its bounds
         self.on_lost: OnLost = _nothing
         self.conn: Writer = _NoWriter()  # the hub's connection: told when the socket pauses and resumes
-        self.connections = connections  # uvicorn's: a graceful shutdown calls `shutdown` on each
+        self.connections = connections  # the server's open links: a shutdown closes each with a retry hint
         self.closing = False  # our close frame is sent (or the peer's came): no more messages either way
         self.close_code: int | None = None  # the code of the close frame we sent (the log's close line reads it)
         self.failed = False  # the client broke the protocol: nothing it sends is read any more (RFC 6455 7.1.7)
@@ -157,12 +149,6 @@ class DirectLink(asyncio.Protocol):
         if self.drains != self._drains_at_ping or buffered < self._buffered_at_ping:
             return True
         return self._acked_at_ping >= 0 and acknowledged(self._socket) > self._acked_at_ping
-
-    # -- uvicorn's side
-
-    def shutdown(self) -> None:
-        """Without gateway.web.leaving's server (which closes each link with a retry hint first): no hint."""
-        self.close(RESTART_CODE, RESTART_REASON)
 
     # -- the transport's side
 
@@ -322,95 +308,3 @@ def _ignore(data: str | bytes) -> None:
 
 def _nothing() -> None:
     pass
-
-
-class DirectProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O websocket protocol with the `gateway.direct` extension (`--ws` takes this class).
-
-    With `ws_per_message_deflate` (GATEWAY_COMPRESSION) it negotiates permessage-deflate as
-    gateway.web.deflate does, in place of uvicorn's settings (which keep a compression context per connection)."""
-
-    adopted: DirectLink | None = None
-    deflate = 0  # the negotiated window bits (0: no compression)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.conn.available_extensions = [SharedDeflate()] if self.config.ws_per_message_deflate else []
-
-    def handle_connect(self, event: Request) -> None:
-        super().handle_connect(event)
-        scope = getattr(self, "scope", None)  # absent when the handshake itself was refused
-        if scope is None:
-            return
-        window = shared_window(self.conn.extensions)
-        if window is not None:  # anything else negotiated stays on ASGI (none is, with SharedDeflate alone)
-            self.deflate = window
-            scope["extensions"][EXTENSION] = self.adopt
-
-    def adopt(
-        self,
-        on_message: OnMessage,
-        on_lost: OnLost,
-        conn: Writer,
-        on_ping: OnPing | None = None,
-        budget: FrameBudget | None = None,
-        message_timeout: float | None = None,
-    ) -> DirectLink:
-        """Hand the accepted connection over to a DirectLink (call right after accepting, before any await).
-        `on_ping` answers the client's pings (default: a pong at once, outside any bound); `budget` bounds the
-        frames and bytes the client may send, `message_timeout` how long one may stay unfinished."""
-        if not self.handshake_complete or self.close_sent or self.disconnected:
-            raise ClientDisconnected()
-        link = DirectLink(self.transport, self.config.ws_max_size, self.connections, self.deflate)
-        link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
-        if on_ping is not None:
-            link.on_ping = on_ping
-        link.budget, link.message_timeout = budget, message_timeout
-        self.stop_keepalive()  # the node pings every link at once instead of a timer per connection
-        self.connections.discard(self)
-        self.connections.add(link)  # type: ignore[arg-type]  # uvicorn only calls shutdown() on these
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
-        self.transport.set_protocol(link)
-        self.adopted = link
-        # Whatever the client sent before the handover goes to the link first, in order.
-        while not self.queue.empty():
-            event = self.queue.get_nowait()
-            if event["type"] == "websocket.receive":
-                on_message(event.get("text") or event.get("bytes") or b"")
-        leftover = bytes(self.conn.reader.buffer)
-        if leftover:
-            link.data_received(leftover)
-        return link
-
-    def on_task_complete(self, task: asyncio.Task[None]) -> None:
-        super().on_task_complete(task)
-        if self.adopted is not None:
-            self._let_go()
-
-    def _let_go(self) -> None:
-        """Handed over and its ASGI task done, this protocol serves no more: break the cycles its parts form
-        (websockets' parser, a generator holding its protocol; the scope holding our bound `adopt`), so that
-        reference counting frees it now. Left to the cyclic collector, it was 80-odd objects a connection, and
-        a reconnect storm's collections stopped the event loop for hundreds of milliseconds (docs/performance.md)."""
-        self.conn.parser.close()
-        self.scope = None  # type: ignore[assignment]
-        self.request = self.response = None  # type: ignore[assignment]
-
-    async def run_asgi(self) -> None:
-        try:
-            result = await self.app(self.scope, self.receive, self.send)
-        except ClientDisconnected:
-            pass
-        except BaseException:
-            self.logger.exception("Exception in ASGI application\n")
-            self.send_500_response()
-        else:
-            if not self.handshake_complete:
-                self.logger.error("ASGI callable returned without completing handshake.")
-                self.send_500_response()
-            elif result is not None:
-                self.logger.error("ASGI callable should return None, but returned '%s'.", result)
-        if self.adopted is None and self.close_timer is None:
-            self.transport.close()

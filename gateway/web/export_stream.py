@@ -2,7 +2,7 @@
 and a StreamCut its parts raise ends it unfinished (logged): the connection then closes without the chunked
 answer's end, so the reader can tell a cut export from a whole one. The stream holds no pooled connection while it
 waits on its reader: each part is read, rendered and let go before it is sent. A reader that takes nothing is cut
-by the HTTP protocol (GATEWAY_SEND_STALL_SECONDS, gateway.web.http), which the stream sees as a disconnect."""
+by the HTTP protocol (GATEWAY_SEND_STALL_SECONDS, gateway.web.server.http11), which the stream sees as a disconnect."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What a websocket upgrade passes before any websocket work is done for it: a valid token, then the node's
 admission at its user's share (gateway.core.admission).
 
-The HTTP protocol asks here once an upgrade request's headers are complete (gateway.web.http), before the
+The HTTP protocol asks here once an upgrade request's headers are complete (gateway.web.server.http11), before the
 websocket protocol, ASGI or the app see it. An upgrade without a valid token (missing, forged, expired, a
 session too old) is answered 401 here and spends nothing of the admission: a tokenless flood cannot take the
 handshakes of those who can sign in. A signed one is admitted at most at its user's share of the rate; the app
@@ -27,7 +27,7 @@ from ..core.admission import Admission
 from ..credentials import InvalidToken, VerifiedTokens, cluster_of_key
 from .auth import TOKEN_COOKIE
 
-Headers = list[tuple[bytes, bytes]]  # names in lower case, as uvicorn's HTTP protocol keeps them
+Headers = list[tuple[bytes, bytes]]  # names in lower case, as the node's HTTP protocol keeps them
 
 
 @dataclass(frozen=True)

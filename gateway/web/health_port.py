@@ -3,7 +3,7 @@
 It is there so the load balancer's checks and Prometheus' scrapes are not queued behind a reconnect storm, and
 it is bound where only they reach: the rest of the app (the API, the pages, the websocket) answers 404 there,
 so nothing a client does can arrive through it. The HTTP protocol refuses a websocket upgrade there before
-any websocket work (gateway.web.http); this middleware covers every HTTP request.
+any websocket work (gateway.web.server.http11); this middleware covers every HTTP request.
 """
 
 from __future__ import annotations

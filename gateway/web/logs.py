@@ -106,7 +106,9 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
     return token_hex(16)
 
 
-# When the app got the request: uvicorn logs its access line when the response starts, from the same task.
+# The node's access line (gateway.web.server.cycle), and uvicorn's when the app runs under it (the ASGI fallback).
+ACCESS_LOGGERS = ("gateway.access", "uvicorn.access")
+# When the app got the request: the server logs its access line when the response starts, from the same task.
 _request_started: ContextVar[float | None] = ContextVar("gateway_request_started", default=None)
 
 
@@ -197,8 +199,8 @@ class JsonLines(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
-            # uvicorn's arguments, in its AccessFormatter's order; the path is redacted already (RedactSecrets).
+        if record.name in ACCESS_LOGGERS and isinstance(record.args, tuple) and len(record.args) == 5:
+            # The access line's arguments, in uvicorn's order; the path is redacted already (RedactSecrets).
             client, method, path, http_version, status = record.args
             entry.update(client=client, method=method, path=path, http_version=http_version, status=status)
             duration = getattr(record, "duration", None)
@@ -236,13 +238,14 @@ def install_redaction() -> None:
     error_log = logging.getLogger("uvicorn.error")
     if not any(isinstance(f, DropDenialNoise) for f in error_log.filters):
         error_log.addFilter(noise)
-    access = logging.getLogger("uvicorn.access")
-    if not any(isinstance(f, AccessTiming) for f in access.filters):
-        access.addFilter(AccessTiming())
-    if not any(isinstance(f, QuietHealthChecks) for f in access.filters):
-        access.addFilter(QuietHealthChecks())
+    for name in ACCESS_LOGGERS:
+        access = logging.getLogger(name)
+        if not any(isinstance(f, AccessTiming) for f in access.filters):
+            access.addFilter(AccessTiming())
+        if not any(isinstance(f, QuietHealthChecks) for f in access.filters):
+            access.addFilter(QuietHealthChecks())
     flt = RedactSecrets()
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "gateway", ""):
+    for name in ("uvicorn", "uvicorn.error", *ACCESS_LOGGERS, "gateway", "gateway.http", ""):
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactSecrets) for f in logger.filters):
             logger.addFilter(flt)

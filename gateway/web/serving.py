@@ -1,58 +1,38 @@
-"""The uvicorn configuration a gateway node runs with (`gateway serve`, the demo and the test nodes share it), and
-the server `gateway serve` runs it in (gateway.web.leaving: how the node leaves on SIGTERM)."""
+"""How a gateway node serves (`gateway serve`, each of its `--workers`, the demo and the test nodes): its own
+socket layer (gateway.web.server) with the node's bounds, its websocket handshakes answered outside ASGI
+(gateway.web.opening), its way of leaving on SIGTERM (gateway.web.leaving), on the sockets `listeners` binds."""
 
 from __future__ import annotations
 
 import socket
 from typing import TYPE_CHECKING
 
-import uvicorn
-
 from ..config import Settings
+from .server.serve import BACKLOG, GRACEFUL_SHUTDOWN, Server, served_for
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from .leaving import NodeServer
 
+def node_server(
+    app: Starlette, settings: Settings, signals: bool = True, graceful_shutdown: float = GRACEFUL_SHUTDOWN
+) -> Server:
+    """The server of `app` (from gateway.web.app.create_app): SIGTERM drains it first (GATEWAY_DRAIN_SECONDS),
+    then its websockets close with 1012 and retry hints spread at a quarter of the admission rate; `signals`
+    False: the caller stops it (`stop()`), as the demo does."""
+    from .opening import opener
 
-# Seconds the connections and requests still open when the node stops (after the websockets' close frames) may
-# take before uvicorn cancels them: a stop must end, whatever a peer or a request is waiting for.
-GRACEFUL_SHUTDOWN = 15.0
-BACKLOG = 2048  # uvicorn's own default: connections the kernel queues for accept() (capped by net.core.somaxconn)
-
-
-def uvicorn_config(app: object, settings: Settings, host: str, port: int, **extra: object) -> uvicorn.Config:
-    from .http import HttpLimits, bounded_protocol  # Starlette and httptools: only when a node starts
-
-    return uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        host=host,
-        port=port,
-        loop="uvloop",
-        # httptools, with bounds before the app sees a request, and the handshake's gate (a valid token, then
-        # the admission: the app's, made with it by gateway.web.app.create_app) before any websocket work
-        http=bounded_protocol(
-            HttpLimits.from_settings(settings),
-            getattr(getattr(app, "state", None), "handshakes", None),
-            settings.health_port,
-            settings.health_max_connections,
-        ),
-        ws="gateway.web.direct:DirectProtocol",  # uvicorn's sans-I/O protocol, plus the hand-over to the hub
-        ws_max_size=settings.max_message_bytes,
-        ws_per_message_deflate=settings.compression,  # negotiated by gateway.web.deflate: each frame deflated once
-        lifespan="on",
-        log_config=None,  # uvicorn's loggers go through ours: one format, secrets redacted
-        **extra,  # type: ignore[arg-type]
+    return Server(
+        served_for(app, settings, opener(app, settings.hosts)),
+        leaving=app.state.leaving,
+        drain=settings.drain_seconds,
+        # A quarter of what a node admits: what one here resumes while it carries the load, with the drained
+        # node back (in about 5 s) for the later part of the window (docs/reliability.md, "Rolling deploys").
+        reconnect_rate=settings.admission_rate / 4,
+        longest_spread=settings.restart_spread,
+        graceful_shutdown=graceful_shutdown,
+        signals=signals,
     )
-
-
-def node_server(app: Starlette, settings: Settings, host: str, port: int) -> NodeServer:
-    """The server of `gateway serve` (and of each of its workers): `app` from gateway.web.app.create_app."""
-    from .leaving import NodeServer
-
-    config = uvicorn_config(app, settings, host, port, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
-    return NodeServer(config, settings, app.state.leaving)
 
 
 def listeners(

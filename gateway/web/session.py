@@ -52,7 +52,7 @@ def with_session(
         max_age=runtime.settings.token_ttl if expires is None else max(0, int(expires - time.time())),
         httponly=True,  # no script can read it
         samesite="strict",  # no other site's page sends it
-        # https: TLS here, or a proxy's X-Forwarded-Proto that uvicorn trusts (FORWARDED_ALLOW_IPS)
+        # https: TLS here, or a proxy's X-Forwarded-Proto that the node trusts (FORWARDED_ALLOW_IPS)
         secure=request.url.scheme == "https",
         path="/",
     )

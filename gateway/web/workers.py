@@ -79,9 +79,9 @@ def _worker(settings: Settings, host: str, port: int, index: int, parent: int) -
     os.environ[WORKER_ENV] = str(index)
     configure(settings.log_level, settings.log_format)
     sockets = listeners(host, port, settings.health_host, settings.health_port, reuse_port=True)
-    for sig in (signal.SIGTERM, signal.SIGINT):  # uvicorn raises the signal again once it has shut down: exit 0
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the server raises the signal again once it has shut down: exit 0
         signal.signal(sig, _stopped)
-    node_server(create_app(settings), settings, host, port).run(sockets=sockets)
+    node_server(create_app(settings), settings).run(sockets)
 
 
 def _stopped(signum: int, frame: object) -> None:

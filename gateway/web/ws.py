@@ -1,25 +1,22 @@
 """`/ws`: authenticate the handshake (a person's token, or a cluster's key for its command feed), then hand the
 connection to the node.
 
-Under the gateway's own uvicorn protocol (gateway.web.direct) an accepted connection leaves ASGI: the hub
-writes shared frames straight to its transport and client messages arrive by callback, with no coroutine
-per connection. Under any other ASGI server the same `ClientSession` runs behind a reader and a writer task.
+On the node's own socket layer the handshake never enters ASGI (gateway.web.opening): the accepted connection
+is a `DirectLink` the hub writes shared frames straight to, and client messages arrive by callback, with no
+coroutine per connection. Under an ASGI server (this endpoint) the same `ClientSession` runs behind a reader and
+a writer task.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import math
-import random
 import time
 from collections.abc import Callable
 from secrets import token_hex
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from uvicorn.protocols.utils import ClientDisconnected
 
 from ..config import Settings
 from ..core.channels import BadChannel, parse_channel
@@ -36,21 +33,17 @@ from ..core.protocol import (
 )
 from ..core.ratelimit import FrameBudget, TokenBucket
 from ..core.wsframe import Frame
-from ..credentials import cluster_of_key, key_matches
 from ..hub.connection import CLOSE_FLOOD, CLOSE_REASONS, Connection
-from ..hub.errors import TRANSIENT
 from ..hub.node import Node, now_ms
-from ..store import clusters
-from .direct import EXTENSION
-from .guards import Refused, claims, session, token_of
 from .logs import bind
 from .runtime import Runtime
+from .socket_admission import Admitted, admit_socket
 
 log = logging.getLogger(__name__)
 
 
 class _ClientTextNotUtf8(logging.Filter):
-    """uvicorn's sans-I/O websocket protocol (the ASGI fallback's, and ours before the hand-over) logs a client's
+    """uvicorn's sans-I/O websocket protocol (when the app runs under it: the ASGI fallback) logs a client's
     text message that is not UTF-8 as an ERROR with a traceback, then closes with 1007: the client's fault, told
     here in one WARNING line (the node's own link closes with 1007 and logs nothing)."""
 
@@ -74,110 +67,50 @@ MAX_WAITING = 256  # requests queued behind a subscribe in flight
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
+    """The handshake under an ASGI server (the node's own answers it outside ASGI: gateway.web.opening)."""
     runtime: Runtime = websocket.app.state.runtime
-    cluster_id = cluster_of_key(token_of(websocket) or "")
-    admitted = await _admit_cluster(websocket, runtime, cluster_id) if cluster_id else _admit(websocket, runtime)
+    admitted = await admit_socket(websocket, runtime)
     if isinstance(admitted, JSONResponse):
         await websocket.send_denial_response(admitted)
         return
-    user_id, expires = admitted
-    # The per-user limit across the node's workers and the other nodes (a cluster's feeds have their own, per node)
-    held = None if cluster_id else runtime.sockets_held
-    if held is not None and not await held.claim(user_id):
-        await websocket.send_denial_response(_too_many_connections(runtime.settings.max_connections_per_user))
-        return
-    released = _nothing if held is None else functools.partial(held.release, user_id)
     fmt: Format = "msgpack" if MSGPACK_SUBPROTOCOL in websocket.scope.get("subprotocols", ()) else "json"
     try:
         await websocket.accept(subprotocol=MSGPACK_SUBPROTOCOL if fmt == "msgpack" else None)
     except BaseException:
-        released()
+        admitted.released()
         raise
+    conn, client = begin(runtime, admitted, fmt)
+    await _serve_asgi(websocket, conn, client)
+
+
+def begin(runtime: Runtime, admitted: Admitted, fmt: Format) -> tuple[Connection, ClientSession]:
+    """An accepted handshake's hub connection and session, attached to the node (the link is the caller's)."""
     settings, node = runtime.settings, runtime.node
-    conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=expires)
+    user_id, cluster_id = admitted.user_id, admitted.cluster_id
+    conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=admitted.expires)
     # The lines this connection's task logs say which connection and whose it is (gateway.web.logs)
     conn.log_id = token_hex(8)
     bind(connection_id=conn.log_id, **({"cluster_id": cluster_id} if cluster_id else {"user_id": user_id}))
     if cluster_id:
         conn.cluster_id = cluster_id
     else:
-        conn.token_id = claims(websocket).token_id  # checked in _admit (and kept): revoking it closes the connection
-    client = ClientSession(conn, node, settings, released)
+        conn.token_id = admitted.token_id  # checked at the handshake (and kept): revoking it closes the connection
+    client = ClientSession(conn, node, settings, admitted.released)
     node.attach(conn)
-    adopt = websocket.scope.get("extensions", {}).get(EXTENSION)
-    if adopt is not None:
-        try:
-            budget = FrameBudget(
-                settings.max_frames_per_second,
-                settings.max_bytes_per_second,
-                min_byte_burst=2 * (settings.max_message_bytes + 14),  # the largest message fits, twice over
-            )
-            conn.link = adopt(client.on_message, client.end, conn, client.on_ping, budget, settings.message_timeout)
-        except ClientDisconnected:
-            client.end()
-            return
-        conn.flush()  # answers to what the client sent before the handover, then the hub's shortcut
-        return
-    await _serve_asgi(websocket, conn, client)
+    return conn, client
 
 
-def _admit(websocket: WebSocket, runtime: Runtime) -> tuple[int, float] | JSONResponse:
-    """The session's user and expiry, or why this handshake is refused, as the HTTP response to send."""
-    # Browsers always send Origin; tools usually do not.
-    origin = websocket.headers.get("origin")
-    if origin is not None and not runtime.origin_allowed(
-        origin, websocket.url.scheme, websocket.headers.get("host", "")
-    ):
-        return JSONResponse({"error": "origin_not_allowed", "message": "this origin may not open the socket"}, 403)
-    try:
-        user_id, expires = session(websocket)
-    except Refused as refused:
-        return refused.response()
-    if runtime.node.bus_out_of_reach:  # it could deliver nothing live: the client goes elsewhere, or comes back soon
-        return _retry_later("unavailable", "this node cannot reach its bus: retry shortly", 1000, 2000)
-    limit = runtime.settings.max_connections_per_user
-    if runtime.node.per_user.get(user_id, 0) >= limit:  # over it on this node alone: no need to ask the bus
-        return _too_many_connections(limit)
-    return user_id, expires
-
-
-def _too_many_connections(limit: int) -> JSONResponse:
-    return JSONResponse({"error": "too_many_connections", "message": f"at most {limit} connections per user"}, 429)
+def budget(settings: Settings) -> FrameBudget:
+    """What a client may send: frames and bytes a second (past it: 4029)."""
+    return FrameBudget(
+        settings.max_frames_per_second,
+        settings.max_bytes_per_second,
+        min_byte_burst=2 * (settings.max_message_bytes + 14),  # the largest message fits, twice over
+    )
 
 
 def _nothing() -> None:
     pass
-
-
-async def _admit_cluster(websocket: WebSocket, runtime: Runtime, cluster_id: int) -> tuple[int, float] | JSONResponse:
-    """A cluster's feed: its key checked against the stored hash; it follows its own commands' channel only."""
-    origin = websocket.headers.get("origin")
-    if origin is not None:  # a cluster is no browser: a page may not open a feed with a key it was handed
-        return JSONResponse({"error": "origin_not_allowed", "message": "a cluster's feed takes no Origin"}, 403)
-    try:
-        found = await clusters.key_of(runtime.pool, cluster_id)
-    except TRANSIENT:
-        return _retry_later("unavailable", "the database is unavailable: retry shortly", 1000, 2000)
-    if found is None or not key_matches(token_of(websocket) or "", found.key_hash):
-        return JSONResponse({"error": "unauthorized", "message": "a valid cluster key is required"}, 401)
-    if runtime.node.bus_out_of_reach:
-        return _retry_later("unavailable", "this node cannot reach its bus: retry shortly", 1000, 2000)
-    limit = runtime.settings.max_connections_per_user
-    if runtime.node.per_cluster.get(cluster_id, 0) >= limit:
-        return JSONResponse(
-            {"error": "too_many_connections", "message": f"at most {limit} connections per cluster"}, 429
-        )
-    return 0, math.inf  # no person: user 0; a key does not expire
-
-
-def _retry_later(error: str, message: str, least_ms: int, spread_ms: int) -> JSONResponse:
-    """503 with a retry hint jittered over `spread_ms` past `least_ms`, so refused clients do not return together."""
-    retry_ms = int(least_ms + spread_ms * random.random())
-    return JSONResponse(
-        {"error": error, "message": message, "retry_after_ms": retry_ms},
-        503,
-        headers={"Retry-After": str(max(1, round(retry_ms / 1000)))},
-    )
 
 
 class ClientSession:

@@ -1,4 +1,5 @@
-"""The gateway's own websocket protocol on a real uvicorn server: a tiny app adopts its connections.
+"""The gateway's own websocket link on the node's own socket layer (gateway.web.server): a tiny opener takes
+every handshake and echoes.
 
 What a client sees must be what any websocket server gives it: messages in order, pings answered, a clean
 closing handshake with our code, 1012 on shutdown; and a peer that stops reading must not grow the node's
@@ -14,21 +15,22 @@ import socket
 from typing import Any
 
 import pytest
-import uvicorn
 import websockets
 from websockets.exceptions import ConnectionClosed
 from websockets.server import ServerProtocol
 
 from gateway.core.wsframe import Frame, ping_frame
-from gateway.embedded import free_port
 from gateway.hub.connection import CLOSE_SLOW, Connection
-from gateway.web.direct import EXTENSION, DirectLink, DirectProtocol
-from gateway.web.http import BoundedHttpProtocol, HttpLimits, bounded_protocol
+from gateway.web.direct import DirectLink
+from gateway.web.server.http11 import HttpProtocol
+from gateway.web.server.serve import Server
+from gateway.web.server.served import Served
+from gateway.web.server.upgrade import Opening, Upgrade
 from gateway.web.tcpstate import acknowledged, unsent
 
 
 class EchoApp:
-    """Adopts every connection; echoes text messages upper-cased, "close" closes with 4321."""
+    """Accepts every handshake; echoes text messages upper-cased, "close" closes with 4321."""
 
     def __init__(self) -> None:
         self.conns: list[Connection] = []
@@ -39,9 +41,8 @@ class EchoApp:
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
-            return
-        assert (await receive())["type"] == "websocket.connect"
-        await send({"type": "websocket.accept"})
+
+    async def open(self, opening: Opening) -> None:
         conn = Connection(1, "json", max_pending=64 << 10)
         self.conns.append(conn)
 
@@ -55,7 +56,7 @@ class EchoApp:
         def on_lost() -> None:
             self.lost += 1
 
-        conn.link = scope["extensions"][EXTENSION](on_message, on_lost, conn)
+        conn.link = opening.accept(on_message, on_lost, conn)
         conn.flush()
 
 
@@ -68,26 +69,17 @@ async def lost(app: EchoApp) -> int:
     return app.lost
 
 
-async def serve(deflate: bool, http: Any = "auto") -> Any:
+async def serve(deflate: bool) -> Any:
     app = EchoApp()
-    port = free_port()
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        loop="none",
-        http=http,
-        ws=DirectProtocol,
-        ws_per_message_deflate=deflate,
-        log_level="warning",
-        lifespan="on",
-    )
-    srv = uvicorn.Server(config)
-    task = asyncio.create_task(srv.serve())
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    served = Served(app=app, opener=app.open, ws_path="/", compression=deflate)
+    srv = Server(served, signals=False, graceful_shutdown=5)
+    task = asyncio.create_task(srv.serve([sock]))
     while not srv.started:
         await asyncio.sleep(0.01)
     yield app, f"ws://127.0.0.1:{port}/", srv
-    srv.should_exit = True
+    srv.stop()
     await asyncio.wait_for(task, 10)
 
 
@@ -172,7 +164,7 @@ async def test_a_client_close_is_answered(server: Any) -> None:
 async def test_shutdown_tells_clients_to_reconnect(server: Any) -> None:
     _, url, srv = server
     async with websockets.connect(url) as ws:
-        srv.should_exit = True
+        srv.stop()
         with pytest.raises(ConnectionClosed) as info:
             await asyncio.wait_for(ws.recv(), 10)
         assert info.value.rcvd is not None and info.value.rcvd.code == 1012
@@ -294,11 +286,11 @@ async def test_a_peer_that_stops_reading_is_bounded_then_closed(server: Any) -> 
 
 
 async def test_handed_over_connections_leave_nothing_for_the_cyclic_collector() -> None:
-    """Once a connection is handed over, its handshake's parts (uvicorn's HTTP and websocket protocols,
-    websockets' parser) are freed by reference counting. Left in their cycles they were 80-odd objects a
+    """Once a connection is handed over, its handshake's parts (the node's HTTP protocol, its upgrade, websockets'
+    handshake answerer) are freed by reference counting. Left in their cycles they were 80-odd objects a
     connection for the cyclic collector, whose passes over a reconnect storm's worth stopped the event loop for
     hundreds of milliseconds."""
-    async for app, url, _ in serve(deflate=False, http=bounded_protocol(HttpLimits())):
+    async for app, url, _ in serve(deflate=False):
         gc.collect()
         gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage, to be counted
         try:
@@ -312,7 +304,7 @@ async def test_handed_over_connections_leave_nothing_for_the_cyclic_collector() 
                 await asyncio.sleep(0.02)
             assert app.lost == 20
             gc.collect()
-            kinds = (DirectProtocol, BoundedHttpProtocol, ServerProtocol)
+            kinds = (HttpProtocol, Upgrade, Opening, ServerProtocol)
             left = [type(o).__name__ for o in gc.garbage if isinstance(o, kinds)]
         finally:
             gc.set_debug(0)

@@ -164,7 +164,7 @@ def test_a_stop_asked_for_by_a_signal_is_0(
         proc = subprocess.Popen([sys.executable, "-m", "gateway", *args], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
-        ready = "Uvicorn running" if command == ["serve"] else "relay"
+        ready = "serving on" if command == ["serve"] else "relay"
         while ready not in log.read_text(errors="replace"):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
             time.sleep(0.1)

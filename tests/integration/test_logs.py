@@ -61,7 +61,7 @@ async def test_every_line_is_json_and_an_access_line_carries_its_request(json_no
         answer = await client.get("/api/me", params={"token": team.token, "probe": "access"})
     assert answer.status_code == 200
     found = await wait_for_entries(
-        json_node, lambda e: e["logger"] == "uvicorn.access" and "probe=access" in e.get("path", "")
+        json_node, lambda e: e["logger"] == "gateway.access" and "probe=access" in e.get("path", "")
     )
     assert len(found) == 1, entries(json_node)
     line = found[0]
@@ -80,7 +80,7 @@ async def test_an_ingest_requests_lines_carry_its_trace_id_and_its_clusters_and_
         answer = await client.post("/api/ingest/jobs", headers=headers, json={"jobs": "not a list"})
     assert answer.status_code == 422
     found = await wait_for_entries(json_node, lambda e: e.get("request_id") == trace_id)
-    access = [e for e in found if e["logger"] == "uvicorn.access"]
+    access = [e for e in found if e["logger"] == "gateway.access"]
     assert len(access) == 1, entries(json_node)
     assert (access[0]["path"], access[0]["status"]) == ("/api/ingest/jobs", 422)
     assert (access[0]["cluster_id"], access[0]["team_id"]) == (team.cluster_id, team.id)

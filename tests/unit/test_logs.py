@@ -13,7 +13,7 @@ from gateway.web.logs import AccessTiming, JsonLines, RedactSecrets, RequestTime
 
 def _access_record() -> logging.LogRecord:
     args = ("127.0.0.1:5000", "GET", "/api/me?token=eyJ.a.b", "1.1", 200)
-    return logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d', args, None)
+    return logging.LogRecord("gateway.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d', args, None)
 
 
 def test_an_access_line_carries_its_request_in_fields_redacted() -> None:
@@ -44,7 +44,7 @@ def test_the_access_line_is_timed_from_the_request_reaching_the_app() -> None:
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await asyncio.sleep(0.02)
-        record = _access_record()  # uvicorn logs it as the response starts, from the request's task
+        record = _access_record()  # the server logs it as the response starts, from the request's task
         AccessTiming().filter(record)
         records.append(record)
 

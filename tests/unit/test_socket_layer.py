@@ -13,6 +13,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httptools
 import pytest
 import websockets
 from starlette.types import Receive, Scope, Send
@@ -321,8 +322,10 @@ async def test_the_opener_may_refuse_with_its_own_answer() -> None:
         (UPGRADE.replace(b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n", b"") + b"\r\n", 400),
         (UPGRADE.replace(b"GET /ws", b"GET /elsewhere") + b"\r\n", 404),
         (UPGRADE.replace(b"Version: 13", b"Version: 8") + b"\r\n", 400),
+        (UPGRADE + b"Content-Length: 5\r\n\r\nhello", 400),
+        (UPGRADE.replace(b"GET /ws", b"POST /ws") + b"\r\n", 400),
     ],
-    ids=["no-key", "another-path", "old-version"],
+    ids=["no-key", "another-path", "old-version", "a-body", "not-a-get"],
 )
 async def test_a_handshake_websockets_refuses_is_answered_and_closed(request_bytes: bytes, code: int) -> None:
     async with running(opener=echo_opener) as node:
@@ -383,3 +386,18 @@ async def test_sigterm_drains_then_closes_websockets_with_1012_and_a_hint() -> N
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1012
             assert "retry" in closed.value.rcvd.reason
         await eventually(lambda: node.server.stopped_by == signal.SIGTERM, "the server to stop")
+
+
+def test_httptools_hands_back_what_a_callback_raised() -> None:
+    """The bounds raise in httptools' callbacks (gateway.web.server.limits.OverLimit) and read the error back as
+    the context of httptools' own."""
+
+    class Refusing:
+        def on_url(self, url: bytes) -> None:
+            raise LookupError("refused")
+
+    with pytest.raises(httptools.HttpParserError) as info:
+        httptools.HttpRequestParser(Refusing()).feed_data(b"GET / HTTP/1.1\r\n")
+    assert isinstance(info.value.__context__, LookupError), (
+        f"httptools {httptools.__version__} no longer chains the callback's error"
+    )

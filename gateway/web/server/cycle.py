@@ -34,6 +34,7 @@ class Cycle:
         keep_alive: bool,
         default_headers: list[tuple[bytes, bytes]],
         done: Callable[[Cycle, bool], None],
+        log_access: bool = True,
     ) -> None:
         self.scope = scope
         self.transport = transport
@@ -51,6 +52,7 @@ class Cycle:
         self.expected: int | None = None  # content-length the app declared, bytes left to send
         self.head_only = scope["method"] == "HEAD"
         self.status = 0
+        self.log_access = log_access
 
     # -- the connection's side
 
@@ -114,7 +116,7 @@ class Cycle:
 
     def _start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.status = status
-        if access.isEnabledFor(logging.INFO):
+        if self.log_access and access.isEnabledFor(logging.INFO):
             self._log_access(status)
         try:
             phrase = HTTPStatus(status).phrase.encode()

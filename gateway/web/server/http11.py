@@ -15,7 +15,7 @@ import asyncio
 import logging
 import random
 from collections import deque
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 import httptools
@@ -63,8 +63,8 @@ class HttpProtocol(asyncio.Protocol):
     # -- the transport's side
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport, self.flow = transport, Flow(transport)
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one, without the class
+        self.flow = Flow(self.transport)
         self.client = _address(transport.get_extra_info("peername"))
         self.server = _address(transport.get_extra_info("sockname"))
         served = self.served
@@ -98,6 +98,7 @@ class HttpProtocol(asyncio.Protocol):
         self.flow.writable.set()  # a send waiting for the socket wakes, and finds the client gone
         if self.upgrade is not None:
             self.upgrade.lost()
+            self.upgrade = None
         self.parser = None  # type: ignore[assignment]  # it holds our callbacks: break the cycle now
 
     def pause_writing(self) -> None:
@@ -175,6 +176,7 @@ class HttpProtocol(asyncio.Protocol):
             self.parser.should_keep_alive(),
             self.served.default_headers,
             self._answered,
+            self.served.access_log,
         )
         self.reading = cycle
         self.body_deadline = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
@@ -261,6 +263,7 @@ class HttpProtocol(asyncio.Protocol):
                 self._refuse(refusal.status, refusal.code, refusal.message, refusal.retry_after_ms, quiet=True)
                 return
         self.upgrade = Upgrade(self.served, self.transport, self.url, self.headers, self.client, self.server, self)
+        self.upgrade.method = self.parser.get_method()
         self.upgrade.early(leftover)
         self.parser = None  # type: ignore[assignment]  # nothing more is parsed as HTTP here
         self.upgrade.begin()

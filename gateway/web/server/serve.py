@@ -106,6 +106,7 @@ class Server:
             for sig in self._signals():
                 loop.add_signal_handler(sig, self.handle_signal, sig)
             self.started = True
+            log.info("serving on %s", ", ".join(_url(sock) for sock in sockets))
             await self.stop_asked.wait()
             await self.shutdown()
         finally:
@@ -172,3 +173,8 @@ class Server:
         """The `date` header every response carries, renewed each second."""
         self.served.default_headers[:] = [(b"date", email.utils.formatdate(usegmt=True).encode())]
         self._date = asyncio.get_running_loop().call_later(1.0, self._tick_date)
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

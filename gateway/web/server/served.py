@@ -32,6 +32,7 @@ class Served:
     compression: bool = False  # permessage-deflate, negotiated by gateway.web.deflate
     proxy: Proxies = field(default_factory=Proxies)
     default_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    access_log: bool = True  # a line per request (gateway.access)
     state: dict[str, Any] = field(default_factory=dict)  # the app's lifespan state, copied into every scope
     waiting: Waiting = field(default_factory=Waiting)  # connections waiting for a request's headers
     health_open: Waiting = field(default_factory=Waiting)  # connections open on the health port

@@ -32,6 +32,7 @@ from .limits import LINGER, error_body, response
 from .served import Served
 
 log = logging.getLogger("gateway.web.server.upgrade")
+access = logging.getLogger("gateway.access")  # a line per handshake answered (the target's token redacted)
 _quiet = logging.getLogger("gateway.web.server.handshake")  # websockets logs every accepted handshake at INFO
 _quiet.setLevel(logging.WARNING)
 
@@ -119,6 +120,7 @@ class Upgrade:
         self.gone = False
         self.answered = False
         self.deflate = 0
+        self.method = b"GET"
         self.response: Response | None = None
 
     def early(self, data: bytes) -> None:
@@ -130,6 +132,7 @@ class Upgrade:
 
     def lost(self) -> None:
         self.gone = True
+        self.protocol = None
 
     def begin(self) -> None:
         """Check and negotiate the handshake, then let the node's code decide, in a task of its own."""
@@ -139,11 +142,14 @@ class Upgrade:
         if path != served.ws_path or served.opener is None:
             self.refuse(404, error_body("not_found", "no websocket here"))
             return
+        if self.method != b"GET" or any(_is_body(name, value) for name, value in self.headers):
+            self.refuse(400, error_body("bad_handshake", "a websocket handshake is a GET without a body"))
+            return
         headers = Headers([(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.headers])
         handshake = served_answerer(served)
         reply = handshake.accept(Request(self.url.decode("latin-1"), headers))
         if reply.status_code != 101:
-            self._write_and_close(reply.serialize())
+            self._write_and_close(reply.serialize(), reply.status_code)
             return
         window = shared_window(handshake.extensions)
         if window is None:  # only SharedDeflate is offered to websockets: anything else is a bug here
@@ -187,9 +193,15 @@ class Upgrade:
             self.transport.close()
 
     def refuse(self, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-        self._write_and_close(response(status, body, self.served.default_headers, headers=headers))
+        self._write_and_close(response(status, body, self.served.default_headers, headers=headers), status)
 
-    def _write_and_close(self, data: bytes) -> None:
+    def _log(self, status: int) -> None:
+        if self.served.access_log and access.isEnabledFor(logging.INFO):
+            peer = f"{self.client[0]}:{self.client[1]}" if self.client else "-"
+            access.info('%s - "WebSocket %s" %d', peer, self.url.decode("latin-1"), status)
+
+    def _write_and_close(self, data: bytes, status: int) -> None:
+        self._log(status)
         self.answered = True
         self.buffered = bytearray()
         if self.gone or self.transport.is_closing():
@@ -205,12 +217,14 @@ class Upgrade:
         if self.gone or self.answered or self.transport.is_closing() or self.response is None:
             raise Gone()
         self.answered = True
+        self._log(101)
         self.transport.write(self.response.serialize())
         self.response = None
         link = DirectLink(self.transport, self.served.max_message_bytes, self.served.links, self.deflate)
         link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
         self.served.links.add(link)
         self.served.connections.discard(self.protocol)
+        self.protocol = None  # it and this upgrade referred to each other: reference counting frees both now
         self.transport.set_protocol(link)
         return link
 
@@ -225,6 +239,10 @@ def served_answerer(served: Served) -> ServerProtocol:
     if served.answerer is None:
         served.answerer = answerer(served.compression)
     return served.answerer
+
+
+def _is_body(name: bytes, value: bytes) -> bool:
+    return (name == b"content-length" and value.strip() != b"0") or name == b"transfer-encoding"
 
 
 def _offered(headers: Sequence[tuple[bytes, bytes]]) -> list[str]:
