@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .upgrade import Opening
 
 # The node's code for one websocket handshake the gate let through: it refuses it, or accepts it and takes the
-# link (gateway.web.ws.open_socket). The server closes the socket if it does neither.
+# link (gateway.web.opening). The server closes the socket if it does neither.
 Opener = Callable[["Opening"], Awaitable[None]]
 
 
