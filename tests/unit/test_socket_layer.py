@@ -374,6 +374,14 @@ async def test_a_client_gone_before_its_answer_is_told_nothing() -> None:
         await eventually(lambda: outcome == ["Gone"], "the opener to be told")
 
 
+async def test_a_handshake_arriving_while_the_node_stops_is_told_to_retry() -> None:
+    async with running(opener=echo_opener) as node:
+        node.served.stopping = True  # as `shutdown` marks it, before the listening sockets are closed
+        answer = await node.exchange(UPGRADE + b"\r\n")
+        assert status(answer) == 503 and b"retry-after: 1" in answer and b"stopping" in answer
+        assert not node.served.links
+
+
 async def test_sigterm_drains_then_closes_websockets_with_1012_and_a_hint() -> None:
     async with running(opener=echo_opener) as node:
         async with websockets.connect(f"ws://127.0.0.1:{node.port}/ws") as ws:

@@ -37,6 +37,7 @@ _quiet = logging.getLogger("gateway.web.server.handshake")  # websockets logs ev
 _quiet.setLevel(logging.WARNING)
 
 _MSGPACK = Subprotocol(MSGPACK_SUBPROTOCOL)
+_RETRY = [(b"retry-after", b"1")]
 EARLY_SLACK = 64 << 10  # bytes a client may send before its handshake is answered, past its largest message
 
 
@@ -141,6 +142,9 @@ class Upgrade:
         served = self.served
         if path != served.ws_path or served.opener is None:
             self.refuse(404, error_body("not_found", "no websocket here"))
+            return
+        if served.stopping:  # its websockets are being closed with retry hints: this one goes elsewhere now
+            self.refuse(503, error_body("unavailable", "this node is stopping: retry shortly", 1000), _RETRY)
             return
         if self.method != b"GET" or any(_is_body(name, value) for name, value in self.headers):
             self.refuse(400, error_body("bad_handshake", "a websocket handshake is a GET without a body"))
