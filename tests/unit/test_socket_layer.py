@@ -246,6 +246,12 @@ async def test_the_health_port_takes_no_websocket_and_serves_http() -> None:
         assert status(ok) == 200
 
 
+async def test_an_upgrade_to_another_protocol_is_served_as_plain_http() -> None:
+    async with running(opener=echo_opener) as node:
+        answer = await node.exchange(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade, close\r\n\r\n")
+        assert status(answer) == 200 and answer.count(b"HTTP/1.1") == 1 and answer.endswith(b"ok")
+
+
 async def test_a_trusted_proxy_names_the_client() -> None:
     async with running() as node:
         answer = await node.exchange(b"GET / HTTP/1.1\r\nX-Forwarded-For: 10.1.2.3\r\nConnection: close\r\n\r\n")

@@ -127,6 +127,11 @@ class HttpProtocol(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
+            if not is_websocket(self.headers):
+                return  # another protocol (h2c, say): served as plain HTTP, what follows is not read
+            if self.cycle is not None:
+                self.transport.close()  # pipelined behind a request still being answered: no answer fits
+                return
             self._upgrade(data[upgrade.args[0] :] if upgrade.args else b"")
             return
         except httptools.HttpParserError as exc:
