@@ -11,11 +11,13 @@ import json
 import signal
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httptools
 import pytest
 import websockets
+from starlette.responses import FileResponse
 from starlette.types import Receive, Scope, Send
 
 from gateway.core.admission import Admission
@@ -164,6 +166,29 @@ async def test_requests_are_served_by_the_app_on_one_kept_alive_connection() -> 
         await eventually(lambda: not node.served.connections and node.served.waiting.count == 0, "nothing open")
         assert node.served.app.events == ["lifespan.startup"]
     assert node.served.app.events == ["lifespan.startup", "lifespan.shutdown"]
+
+
+async def test_a_streamed_file_is_served_while_starlette_listens_for_a_disconnect(tmp_path: Path) -> None:
+    """Starlette's FileResponse streams in chunks and meanwhile awaits `receive` for a disconnect: once the body
+    was read, `receive` waits (a server that answered it again at once kept the loop spinning, the file unsent)."""
+    page = tmp_path / "index.html"
+    page.write_bytes(b"<p>" + b"x" * 200_000 + b"</p>")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await FileResponse(page)(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await App()(scope, receive, send)
+
+    async with running(app=app) as node:
+        reader, writer = await node.raw(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert status(head) == 200
+        assert b"content-length: %d" % page.stat().st_size in head
+        assert (await asyncio.wait_for(reader.readexactly(page.stat().st_size), 30)).endswith(b"x</p>")
+        writer.write(b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")  # kept alive: a second one
+        assert (await asyncio.wait_for(reader.read(), 30)).endswith(b"x</p>")
+        writer.close()
 
 
 async def test_a_chunked_request_and_a_response_without_length() -> None:

@@ -44,6 +44,7 @@ class Cycle:
         self.done = done
         self.body = bytearray()
         self.more_body = True
+        self.read_all = False  # the app was given the body's end: what it receives next is the disconnect
         self.arrived = asyncio.Event()
         self.disconnected = False
         self.response_started = False
@@ -91,13 +92,18 @@ class Cycle:
     # -- the app's side
 
     async def receive(self) -> dict[str, Any]:
-        while not self.disconnected and not self.response_complete and self.more_body and not self.body:
+        """The body as it arrives; once all of it was read, wait for the client to leave or the answer to end
+        (Starlette listens for a disconnect while it streams a response)."""
+        while not self.disconnected and not self.response_complete and (self.read_all or not self.body):
+            if not self.read_all and not self.more_body:
+                break  # the whole body is here (or there is none): said once, below
             self.flow.resume_reading()
             self.arrived.clear()
             await self.arrived.wait()
         if self.disconnected or self.response_complete:
             return {"type": "http.disconnect"}
         body, self.body = bytes(self.body), bytearray()
+        self.read_all = not self.more_body
         self.flow.resume_reading()
         return {"type": "http.request", "body": body, "more_body": self.more_body}
 
