@@ -191,6 +191,18 @@ async def test_a_streamed_file_is_served_while_starlette_listens_for_a_disconnec
         writer.close()
 
 
+async def test_a_client_expecting_100_continue_is_asked_for_its_body() -> None:
+    async with running() as node:
+        reader, writer = await node.raw(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
+        )
+        assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(b"hello")
+        answer = await asyncio.wait_for(reader.read(), 30)
+        assert status(answer) == 200 and answer.endswith(b"hello")
+        writer.close()
+
+
 async def test_a_chunked_request_and_a_response_without_length() -> None:
     async with running() as node:
         answer = await node.exchange(

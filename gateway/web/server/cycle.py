@@ -45,6 +45,7 @@ class Cycle:
         self.body = bytearray()
         self.more_body = True
         self.read_all = False  # the app was given the body's end: what it receives next is the disconnect
+        self.expect_continue = (b"expect", b"100-continue") in scope["headers"]
         self.arrived = asyncio.Event()
         self.disconnected = False
         self.response_started = False
@@ -97,6 +98,9 @@ class Cycle:
         while not self.disconnected and not self.response_complete and (self.read_all or not self.body):
             if not self.read_all and not self.more_body:
                 break  # the whole body is here (or there is none): said once, below
+            if self.expect_continue:  # the client waits to be asked for its body (curl does, past 1 KiB)
+                self.expect_continue = False
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             self.flow.resume_reading()
             self.arrived.clear()
             await self.arrived.wait()
