@@ -72,6 +72,11 @@ class App:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
+        if scope["path"] == "/stream":  # no length: chunked on HTTP/1.1
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ab", "more_body": True})
+            await send({"type": "http.response.body", "body": b"cd"})
+            return
         if scope["path"] == "/big":
             await send({"type": "http.response.start", "status": 200, "headers": []})
             for _ in range(200):
@@ -189,6 +194,15 @@ async def test_a_streamed_file_is_served_while_starlette_listens_for_a_disconnec
         writer.write(b"GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")  # kept alive: a second one
         assert (await asyncio.wait_for(reader.read(), 30)).endswith(b"x</p>")
         writer.close()
+
+
+async def test_an_http_1_0_client_gets_a_body_without_chunks_ended_by_the_close() -> None:
+    async with running() as node:
+        answer = await node.exchange(b"GET /stream HTTP/1.0\r\n\r\n")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert status(head) == 200 and b"chunked" not in head and body == b"abcd"
+        chunked = await node.exchange(b"GET /stream HTTP/1.1\r\nConnection: close\r\n\r\n")
+        assert b"transfer-encoding: chunked" in chunked and chunked.endswith(b"2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n")
 
 
 async def test_a_client_expecting_100_continue_is_asked_for_its_body() -> None:

@@ -144,8 +144,11 @@ class Cycle:
                 self.keep_alive = False
             lines.append(name + b": " + value + b"\r\n")
         if self.expected is None and not self.chunked and status not in NO_BODY and not self.head_only:
-            self.chunked = True
-            lines.append(b"transfer-encoding: chunked\r\n")
+            if self.scope["http_version"] == "1.0":
+                self.keep_alive = False  # HTTP/1.0 knows no chunks: the body ends where the connection does
+            else:
+                self.chunked = True
+                lines.append(b"transfer-encoding: chunked\r\n")
         if not self.keep_alive:
             lines.append(b"connection: close\r\n")
         lines.append(b"\r\n")
