@@ -64,7 +64,7 @@ class App:
                 if message["type"] == "lifespan.shutdown":
                     return
         body = b""
-        while True:
+        while scope["path"] != "/early":  # /early answers without reading the body
             message = await receive()
             if message["type"] == "http.disconnect":
                 self.disconnected.set()
@@ -214,6 +214,20 @@ async def test_a_client_expecting_100_continue_is_asked_for_its_body() -> None:
         writer.write(b"hello")
         answer = await asyncio.wait_for(reader.read(), 30)
         assert status(answer) == 200 and answer.endswith(b"hello")
+        writer.close()
+
+
+async def test_an_answer_given_before_the_body_ended_reaches_the_client_and_the_connection_goes_on() -> None:
+    async with running(limits=dataclasses.replace(LIMITS, body_timeout=30)) as node:
+        reader, writer = await node.raw(b"POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n")
+        for _ in range(40):  # 4 MB the app never reads, sent while its answer is out
+            writer.write(b" " * 100_000)
+            await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert status(head) == 200
+        assert await reader.readexactly(2) == b"ok"
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")  # kept alive once the body ended
+        assert (await asyncio.wait_for(reader.read(), 30)).endswith(b"ok")
         writer.close()
 
 

@@ -59,6 +59,8 @@ class Cycle:
     # -- the connection's side
 
     def feed(self, data: bytes) -> None:
+        if self.response_complete:
+            return  # answered already: the rest of the body is read and dropped
         self.body += data
         if len(self.body) > READ_AHEAD:
             self.flow.pause_reading()
@@ -186,8 +188,10 @@ class Cycle:
         if self.response_complete:
             return
         self.response_complete = True
+        self.body = bytearray()
         self.arrived.set()
-        self.done(self, keep_alive and self.more_body is False)
+        self.flow.resume_reading()  # a body still arriving is read to its end (and dropped) before what follows
+        self.done(self, keep_alive)
 
 
 class Flow:

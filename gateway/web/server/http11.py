@@ -44,6 +44,7 @@ class HttpProtocol(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.cycle: Cycle | None = None  # the request being answered
         self.reading: Cycle | None = None  # the request whose body is arriving (a later one, when pipelined)
+        self.after_body = False  # whether to keep alive once the body of a request answered early has arrived
         self.pipeline: deque[Cycle] = deque()
         self.task: asyncio.Task[None] | None = None
         self.awaiting_headers = False
@@ -197,9 +198,11 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._cancel_body_deadline()
-        if self.reading is not None:
-            self.reading.body_complete()
-            self.reading = None
+        reading, self.reading = self.reading, None
+        if reading is not None:
+            reading.body_complete()
+            if reading.response_complete:  # answered before its body ended: what was waiting for it goes on
+                self._next(self.after_body)
 
     # -- requests
 
@@ -230,10 +233,18 @@ class HttpProtocol(asyncio.Protocol):
         self.task.add_done_callback(self.served.tasks.discard)
 
     def _answered(self, cycle: Cycle, keep_alive: bool) -> None:
-        """A response is complete: the next pipelined request, an idle wait, or the end of the connection."""
+        """A response is complete: the next pipelined request, an idle wait, or the end of the connection; once
+        the request's body has all arrived (read and dropped: closing with it unread would reset the connection,
+        and the client could lose the answer, a 413 say; the body deadline still bounds it)."""
         if cycle is not self.cycle:
             return
         self.cycle = None
+        if cycle is self.reading:
+            self.after_body = keep_alive
+            return
+        self._next(keep_alive)
+
+    def _next(self, keep_alive: bool) -> None:
         if self.transport.is_closing() or self.refused:
             return
         if not keep_alive or self.served.stopping:
