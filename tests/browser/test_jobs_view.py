@@ -654,7 +654,15 @@ async def test_the_analysis_listing_answers_the_shortcuts(
     newer = await gpu1.create_analysis(team.trajectory_id, "Mean Squared Displacement")
     for analysis, name in ((older, "Radial Distribution Function"), (newer, "Mean Squared Displacement")):
         ids = await gpu1.submit(
-            [{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": name, "analysis_id": analysis, "frame": 0}]
+            [
+                {
+                    "trajectory_id": team.trajectory_id,
+                    "kind": "analysis",
+                    "name": name,
+                    "analysis_id": analysis,
+                    "frame": 0,
+                }
+            ]
         )
         await reported(gpu1, ids, "failed" if analysis == older else "completed")
     await open_panel(page, team.trajectory_id, "Analyses")
@@ -677,7 +685,9 @@ async def test_the_analysis_listing_answers_the_shortcuts(
     # The action key: a menu of the row's actions; Escape gives focus back to the row.
     await page.keyboard.press("Home")
     await page.keyboard.press("a")
-    await page.wait_for_selector(".menu[aria-label='Actions of Mean Squared Displacement'] li:focus:text-is('Delete analysis')")
+    await page.wait_for_selector(
+        ".menu[aria-label='Actions of Mean Squared Displacement'] li:focus:text-is('Delete analysis')"
+    )
     await page.keyboard.press("Escape")
     await page.wait_for_function(f"document.activeElement.dataset.analysis === '{newer}'")
     # Delete asks first; Cancel keeps it, and focus goes back to the row; confirmed, focus stays in the listing.
