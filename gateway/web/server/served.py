@@ -12,11 +12,11 @@ from .proxy import Proxies
 
 if TYPE_CHECKING:
     from ..handshake_gate import HandshakeGate
-    from .upgrade import Opening
 
-# The node's code for one websocket handshake the gate let through: it refuses it, or accepts it and takes the
-# link (gateway.web.opening). The server closes the socket if it does neither.
-Opener = Callable[["Opening"], Awaitable[None]]
+# The node's code for one websocket handshake the gate let through (a gateway.web.server.upgrade.Opening, which
+# holds what this module names: so not named here): it refuses it, or accepts it and takes the link
+# (gateway.web.opening). The server closes the socket if it does neither.
+Opener = Callable[[Any], Awaitable[None]]
 
 
 @dataclass
