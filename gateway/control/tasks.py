@@ -23,7 +23,7 @@ async def run_task_action(
     await activity.record(pool, team_id, by, action.name, len(rows), [r.cluster for r in rows], scope)
     by_cluster, _ = holders(rows)
     if not rows:
-        return task_toast(action, 0, 0, [])
+        return task_toast(action, 0, 0)
     confirmed = await ask_clusters(dispatch, action.name, by_cluster)
     ids = sorted(i for jobs in confirmed.values() for i in jobs)
     if ids:
@@ -39,4 +39,4 @@ async def run_task_action(
             by,
         )
     pending = await pending_parts(pool, [r for r in rows if r.cluster_id not in confirmed])
-    return task_toast(action, len(rows), len(ids), [], pending=pending)
+    return task_toast(action, len(rows), len(ids), pending=pending)

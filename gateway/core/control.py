@@ -8,7 +8,7 @@ which jobs it was asked about so the browser can follow their reports and update
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import msgspec
@@ -94,31 +94,13 @@ def silent_for(seconds: float) -> str:
     return f"{minutes // 60} h"
 
 
-def unconfirmed_suffix(names: list[str], silent: Mapping[str, float] | None = None) -> str:
-    """Names the clusters that did not confirm; one that is silent (`silent`: name -> seconds since it was last
-    heard from) is said to be, so a person knows why and that its jobs are listed as silent."""
-    silent = silent or {}
-    quiet = [n for n in names if n not in silent]
-    parts = []
-    if len(quiet) == 1:
-        parts.append(f"; cluster {quiet[0]} did not confirm")
-    elif quiet:
-        parts.append(f"; clusters {', '.join(quiet)} did not confirm")
-    for name in names:
-        if name in silent:
-            parts.append(f"; cluster {name} is silent (nothing heard for {silent_for(silent[name])})")
-    return "".join(parts)
-
-
 def outcome(
     done: str,
     found: int,
     acted: int,
-    unconfirmed: list[str],
     *,
     nothing: str,
     note: str = "",
-    silent: Mapping[str, float] | None = None,
     pending: Sequence[Pending] = (),
     doing: str = "",
     becomes: Becomes = "",
@@ -127,7 +109,7 @@ def outcome(
 
     `done` holds `{n}`: the count changed, written `3 of 5` when fewer changed than were found. `nothing` is the
     whole toast when nothing qualified. `note` follows the count (say, how many of them were preempted). Success
-    only when everything found changed; a cluster that did not confirm is named, and said to be silent if it is.
+    only when everything found changed.
 
     `pending`: the parts of clusters that did not confirm, each with how many of those found it was asked about.
     Such a cluster may have acted (its reports tell), so its part is counted neither way: "2 on gpu-2 not
@@ -135,13 +117,11 @@ def outcome(
     """
     if pending:
         return _pending_outcome(done, found, acted, pending, note=note, doing=doing or done, becomes=becomes)
-    names = sorted(set(unconfirmed))
-    if not found and not names:
+    if not found:
         return ActionResult(message=nothing, acted=0, unconfirmed=[], level="info")
     n = f"{acted}" if acted == found else f"{acted} of {found}"
-    level: Level = "success" if acted == found and acted > 0 and not names else "warning"
-    suffix = unconfirmed_suffix(names, silent)
-    return ActionResult(message=f"{done.format(n=n)}{note}{suffix}", acted=acted, unconfirmed=names, level=level)
+    level: Level = "success" if acted == found else "warning"
+    return ActionResult(message=f"{done.format(n=n)}{note}", acted=acted, unconfirmed=[], level=level)
 
 
 def _pending_outcome(
@@ -177,7 +157,7 @@ def _pending_outcome(
 def not_deleted(plugin: str, stopped: ActionResult) -> ActionResult:
     """Delete analysis whose jobs a cluster has not confirmed stopping: nothing is deleted, and the toast says what
     is known of each cluster's part (never "0 of N" for jobs a cluster may well have stopped)."""
-    parts = stopped.pending or [Pending(cluster=name, count=0, jobs=[]) for name in stopped.unconfirmed]
+    parts = stopped.pending
     waiting = and_list([f"{p.count} on {p.cluster}" if p.count else p.cluster for p in parts])
     done = f"{stopped.acted} job(s) stopped, " if stopped.acted else ""
     quiet = "".join(
@@ -203,9 +183,7 @@ def toast(
     action: Action,
     found: int,
     acted: int,
-    unconfirmed: list[str],
     preempted: int = 0,
-    silent: Mapping[str, float] | None = None,
     pending: Sequence[Pending] = (),
 ) -> ActionResult:
     """Remove Running Jobs and Retry Failed Jobs (or Frames): found is how many jobs qualified, acted how many
@@ -215,9 +193,7 @@ def toast(
             "Removed {n} job(s)",
             found,
             acted,
-            unconfirmed,
             nothing="No queued or running jobs found",
-            silent=silent,
             pending=pending,
             doing="Removing {n} job(s)",
             becomes="removed",
@@ -227,10 +203,8 @@ def toast(
         "Queued {n} failed job(s) for retry",
         found,
         acted,
-        unconfirmed,
         nothing="No failed jobs found to retry",
         note=note,
-        silent=silent,
         pending=pending,
         doing="Queueing {n} failed job(s) for retry",
         becomes="next_attempt",
@@ -352,17 +326,13 @@ def task_toast(
     action: TaskAction,
     found: int,
     acted: int,
-    unconfirmed: list[str],
-    silent: Mapping[str, float] | None = None,
     pending: Sequence[Pending] = (),
 ) -> ActionResult:
     return outcome(
         _task_words(action.verb),
         found,
         acted,
-        unconfirmed,
         nothing=f"No tasks to {action.name.replace('_', ' ')}",
-        silent=silent,
         pending=pending,
         doing=_task_words(action.doing),
         becomes=action.shows,
@@ -380,7 +350,6 @@ def edit_toast(
         f"{what} on {{n}} submission(s)",
         found,
         changed - unsettled,
-        [],
         nothing="No submissions to edit",
         note=note,
         pending=[p for p in pending if p.count],

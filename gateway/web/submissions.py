@@ -92,7 +92,7 @@ async def _reviewed(runtime: Runtime, team_id: int, chosen: list[int], reviewed:
     left alone, and counted out."""
     n = await submissions.set_reviewed(runtime.pool, chosen, team_id, reviewed)
     word = "reviewed" if reviewed else "not reviewed"
-    return outcome(f"Marked {{n}} submission(s) {word}", n, n, [], nothing=f"Already marked {word}")
+    return outcome(f"Marked {{n}} submission(s) {word}", n, n, nothing=f"Already marked {word}")
 
 
 async def _edit(runtime: Runtime, team_id: int, body: SubmissionsAction, by: int) -> ActionResult:
@@ -159,7 +159,7 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
     not confirm is named."""
     failed = await submissions.failed_syncs(runtime.pool, chosen, team_id, selected_tasks)
     if not failed:
-        return outcome("", 0, 0, [], nothing="No submissions whose sync failed")
+        return outcome("", 0, 0, nothing="No submissions whose sync failed")
     names = await clusters.team_clusters(runtime.pool, team_id)
     # For `sync` the ids a command carries (and a confirmation answers with) are submissions.
     by_cluster: dict[int, list[int]] = {}
@@ -182,7 +182,6 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
         "Retrying sync of {n} submission(s)",
         len(failed),
         len(synced),
-        [],
         nothing="No submissions whose sync failed",
         pending=pending,
     )

@@ -6,7 +6,6 @@ from gateway.core.control import (
     REMOVABLE,
     RETRYABLE,
     TASK_ACTIONS,
-    ActionResult,
     Asked,
     Pending,
     edit_toast,
@@ -70,53 +69,51 @@ def test_holding_and_preempted_against_every_jobs_view_rule() -> None:
 
 
 def test_task_action_toasts() -> None:
-    assert task_toast(TASK_ACTIONS["hold"], 3, 3, []).message == "Held 3 task(s)"
+    assert task_toast(TASK_ACTIONS["hold"], 3, 3).message == "Held 3 task(s)"
     assert (
-        task_toast(TASK_ACTIONS["kill"], 4, 2, [], pending=[Pending("gpu-2", 2)]).message
+        task_toast(TASK_ACTIONS["kill"], 4, 2, pending=[Pending("gpu-2", 2)]).message
         == "Killed 2 task(s); 2 on gpu-2 not confirmed yet"
     )
     assert (
-        task_toast(TASK_ACTIONS["hold"], 80, 0, [], pending=[Pending("gpu-2", 80)]).message
+        task_toast(TASK_ACTIONS["hold"], 80, 0, pending=[Pending("gpu-2", 80)]).message
         == "Holding 80 task(s) on gpu-2: not confirmed yet"
     )
     assert (
-        task_toast(TASK_ACTIONS["retry_failed"], 4, 0, [], pending=[Pending("gpu-2", 4)]).message
+        task_toast(TASK_ACTIONS["retry_failed"], 4, 0, pending=[Pending("gpu-2", 4)]).message
         == "Queueing 4 failed task(s) for retry on gpu-2: not confirmed yet"
     )
-    assert task_toast(TASK_ACTIONS["retry"], 5, 5, []).message == "Queued 5 task(s) for retry"
-    assert task_toast(TASK_ACTIONS["retry_preempted"], 1, 1, []).message == "Queued 1 preempted task(s) for retry"
-    assert task_toast(TASK_ACTIONS["unhold"], 0, 0, []).message == "No tasks to unhold"
+    assert task_toast(TASK_ACTIONS["retry"], 5, 5).message == "Queued 5 task(s) for retry"
+    assert task_toast(TASK_ACTIONS["retry_preempted"], 1, 1).message == "Queued 1 preempted task(s) for retry"
+    assert task_toast(TASK_ACTIONS["unhold"], 0, 0).message == "No tasks to unhold"
 
 
 def test_a_toast_is_a_success_only_when_everything_found_changed() -> None:
-    levels = {
-        (found, acted, tuple(silent)): task_toast(TASK_ACTIONS["hold"], found, acted, silent).level
-        for found, acted, silent in (
-            (3, 3, []),
-            (3, 2, []),
-            (3, 0, []),
-            (3, 3, ["gpu-2"]),
-            (0, 0, []),
-            (0, 0, ["gpu-2"]),
+    """What the person reads, and in which colour: a cluster whose part is not confirmed yet never makes it a
+    success, and nothing to act on is only information."""
+    said = {
+        (found, acted, waiting): task_toast(
+            TASK_ACTIONS["hold"], found, acted, pending=[Pending("gpu-2", waiting)] if waiting else []
         )
+        for found, acted, waiting in ((3, 3, 0), (3, 2, 0), (3, 0, 0), (3, 2, 1), (3, 0, 3), (0, 0, 0))
     }
-    assert levels == {
-        (3, 3, ()): "success",
-        (3, 2, ()): "warning",
-        (3, 0, ()): "warning",
-        (3, 3, ("gpu-2",)): "warning",
-        (0, 0, ()): "info",
-        (0, 0, ("gpu-2",)): "warning",
+    assert {k: (r.message, r.level) for k, r in said.items()} == {
+        (3, 3, 0): ("Held 3 task(s)", "success"),
+        (3, 2, 0): ("Held 2 of 3 task(s)", "warning"),
+        (3, 0, 0): ("Held 0 of 3 task(s)", "warning"),
+        (3, 2, 1): ("Held 2 task(s); 1 on gpu-2 not confirmed yet", "warning"),
+        (3, 0, 3): ("Holding 3 task(s) on gpu-2: not confirmed yet", "warning"),
+        (0, 0, 0): ("No tasks to hold", "info"),
     }
+    assert [r.unconfirmed for r in said.values()] == [[], [], [], ["gpu-2"], ["gpu-2"], []]
 
 
 def test_jobs_view_toasts() -> None:
-    assert toast("retry", 0, 0, []).message == "No failed jobs found to retry"
-    assert toast("retry", 5, 5, [], preempted=2).message == "Queued 5 failed job(s) for retry (2 of them preempted)"
-    assert toast("retry", 5, 0, [], pending=[Pending("gpu-2", 3), Pending("cpu-big", 2)]).message == (
+    assert toast("retry", 0, 0).message == "No failed jobs found to retry"
+    assert toast("retry", 5, 5, preempted=2).message == "Queued 5 failed job(s) for retry (2 of them preempted)"
+    assert toast("retry", 5, 0, pending=[Pending("gpu-2", 3), Pending("cpu-big", 2)]).message == (
         "Queueing 5 failed job(s) for retry on cpu-big and gpu-2: not confirmed yet"
     )
-    assert toast("remove", 2, 2, []).message == "Removed 2 job(s)"
+    assert toast("remove", 2, 2).message == "Removed 2 job(s)"
 
 
 def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
@@ -124,7 +121,6 @@ def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
         "remove",
         5,
         1,
-        [],
         pending=[Pending("gpu-2", 1, silent_seconds=300.0), Pending("cpu-big", 2), Pending("gpu-3", 1, [], 7300.0)],
     )
     assert result.message == (
@@ -132,12 +128,12 @@ def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
         "; cluster gpu-2 is silent (nothing heard for 5 min); cluster gpu-3 is silent (nothing heard for 2 h)"
     )
     assert result.unconfirmed == ["cpu-big", "gpu-2", "gpu-3"] and result.level == "warning"
-    killed = task_toast(TASK_ACTIONS["kill"], 2, 0, [], pending=[Pending("gpu-2", 2, silent_seconds=20.0)])
+    killed = task_toast(TASK_ACTIONS["kill"], 2, 0, pending=[Pending("gpu-2", 2, silent_seconds=20.0)])
     assert killed.message == (
         "Killing 2 task(s) on gpu-2: not confirmed yet; cluster gpu-2 is silent (nothing heard for under a minute)"
     )
     # An answer about a cluster that did not confirm never counts its part as zero, whatever a confirmed one did.
-    some = toast("remove", 5, 1, [], pending=[Pending("gpu-2", 3)])
+    some = toast("remove", 5, 1, pending=[Pending("gpu-2", 3)])
     assert some.message == "Removed 1 of 2 job(s); 3 on gpu-2 not confirmed yet"
 
 
@@ -172,7 +168,7 @@ def test_an_unconfirmed_answer_says_what_the_browser_follows() -> None:
     """The jobs asked of a cluster that did not confirm, the words once they are counted and what a done job
     shows: what the browser needs to update the toast in place as the cluster's reports land."""
     asked = [Asked(7, 3, 1), Asked(8, 3, 2)]
-    result = toast("retry", 3, 1, [], pending=[Pending("gpu-2", 2, asked)])
+    result = toast("retry", 3, 1, pending=[Pending("gpu-2", 2, asked)])
     assert (result.found, result.done, result.doing, result.becomes) == (
         3,
         "Queued {n} failed job(s) for retry",
@@ -188,20 +184,18 @@ def test_an_unconfirmed_answer_says_what_the_browser_follows() -> None:
         "retry_failed": "next_attempt",
         "retry_preempted": "next_attempt",
     }
-    assert toast("remove", 2, 2, []).pending == []  # all confirmed: nothing to follow
+    assert toast("remove", 2, 2).pending == []  # all confirmed: nothing to follow
 
 
 def test_delete_analysis_on_a_cluster_that_has_not_confirmed_says_what_is_known_never_zero() -> None:
-    waiting = toast("remove", 5, 3, [], pending=[Pending("gpu-2", 2, silent_seconds=600.0)])
+    waiting = toast("remove", 5, 3, pending=[Pending("gpu-2", 2, silent_seconds=600.0)])
     said = not_deleted("RDF", waiting)
     assert said.message == (
         "RDF not deleted yet: 3 job(s) stopped, 2 on gpu-2 not confirmed yet; cluster gpu-2 is silent (nothing heard"
         " for 10 min); delete it again once they have stopped"
     )
     assert (said.acted, said.unconfirmed, said.level) == (3, ["gpu-2"], "warning")
-    nothing_yet = toast("remove", 1, 0, [], pending=[Pending("gpu-2", 1)])
+    nothing_yet = toast("remove", 1, 0, pending=[Pending("gpu-2", 1)])
     assert not_deleted("RDF", nothing_yet).message == (
         "RDF not deleted yet: 1 on gpu-2 not confirmed yet; delete it again once they have stopped"
     )
-    named_only = ActionResult(message="", acted=0, unconfirmed=["gpu-3"], level="warning")
-    assert "gpu-3 not confirmed yet" in not_deleted("RDF", named_only).message
