@@ -89,18 +89,63 @@ const FOLLOWED_CHANNELS = 20; // trajectories an outcome follows at most
 
 /** An action's outcome that a cluster did not confirm in time (`body.pending`, docs/jobs-view.md): it may have
  * acted all the same, and its reports say so. The jobs it was asked about are followed live on their
- * trajectories' channels and the same toast says, in place, how many are done ("Removed 80 job(s); gpu-2
- * confirmed by its reports after 4 s"); after FOLLOWED_FOR it says how many are still unaccounted for, and where. */
+ * trajectories' channels (Retry Sync's submissions on the team channel's rows) and the same toast says, in place,
+ * how many are done ("Removed 80 job(s); gpu-2 confirmed by its reports after 4 s"); after FOLLOWED_FOR it says how
+ * many are still unaccounted for, and where. What is too much to follow (past the 10,000 jobs an answer names, or
+ * the jobs of trajectories past the FOLLOWED_CHANNELS with the most of them) is counted, never left out: "Killed 20
+ * of 22 task(s); 2 more on gpu-2 not followed here". */
 export function followOutcome(result) {
   const { ok, body, shown, started } = result || {};
   if (!ok || !shown || !body || !body.becomes || !(body.pending || []).length) return result;
-  const asked = body.pending.flatMap((p) => (p.jobs || []).map(([id, trajectory, attempts]) => ({ id, trajectory, attempts, cluster: p.cluster })));
-  const trajectories = [...new Set(asked.map((a) => a.trajectory))];
-  // Too many to name or to follow (each trajectory is a channel of the connection's bounded few): the answer's
-  // words stand.
-  if (!asked.length || trajectories.length > FOLLOWED_CHANNELS) return result;
-  const states = new Map(trajectories.map((t) => [t, follow(t)]));
+  const watch = body.becomes === "syncing" ? watchSubmissions(body.pending) : watchJobs(body);
   const silent = new Map(body.pending.filter((p) => p.silent_seconds !== null && p.silent_seconds !== undefined).map((p) => [p.cluster, p.silent_seconds]));
+  const byCluster = (pairs) => pairs.sort(([a], [b]) => a.localeCompare(b));
+  let timer = 0;
+  const stop = () => { clearInterval(timer); watch.stop(); };
+  const tick = () => {
+    const seconds = Math.max(1, Math.round((performance.now() - started) / 1000));
+    const over = performance.now() - started >= FOLLOWED_FOR;
+    const left = new Map();
+    for (const a of watch.asked) if (!watch.done(a)) left.set(a.cluster, (left.get(a.cluster) || 0) + 1);
+    const n = body.acted + watch.asked.length - [...left.values()].reduce((x, y) => x + y, 0);
+    const words = body.done.replace("{n}", n === body.found ? count(n) : `${count(n)} of ${count(body.found)}`);
+    const others = byCluster([...watch.unfollowed].filter(([, k]) => k > 0));
+    const rest = others.length ? `; ${others.map(([c, k]) => `${count(k)} more on ${c}`).join(", ")} not followed here` : "";
+    let text = null;
+    let level = "warning";
+    if (!left.size && !others.length) {
+      const names = andList(body.pending.map((p) => p.cluster));
+      text = `${words}; ${names} confirmed by ${body.pending.length === 1 ? "its" : "their"} reports after ${seconds} s`;
+      if (n === body.found) level = "success";
+    } else if (!left.size) {
+      text = `${words}${rest}`; // all that is followed is done: what is not is said, and the toast rests
+    } else if (n > 0 || over) {
+      const head = n > 0 ? words : body.doing.replace("{n}", count(body.found));
+      const parts = byCluster([...left]).map(([c, k]) => `${count(k)} on ${c}`).join("; ");
+      const quiet = [...left.keys()].filter((c) => silent.has(c)).sort()
+        .map((c) => `; cluster ${c} is silent (nothing heard for ${silentSince(silent.get(c))})`).join("");
+      text = `${head}; ${parts} ${over ? `still unaccounted for after ${seconds} s` : "not confirmed yet"}${rest}${quiet}`;
+    }
+    // Nothing known yet: the answer's own words stand ("Removing 80 job(s) on gpu-2: not confirmed yet").
+    const there = text === null ? shown.isConnected : retext(shown, text, level);
+    if (!there || !left.size || over) stop();
+  };
+  timer = setInterval(tick, 500);
+  tick();
+  return result;
+}
+
+/** The jobs an outcome follows: those named on the FOLLOWED_CHANNELS trajectories holding the most of them, each
+ * done once it shows `becomes`; the rest counted per cluster (`unfollowed`). */
+function watchJobs(body) {
+  const named = body.pending.flatMap((p) => (p.jobs || []).map(([id, trajectory, attempts]) => ({ id, trajectory, attempts, cluster: p.cluster })));
+  const many = new Map();
+  for (const a of named) many.set(a.trajectory, (many.get(a.trajectory) || 0) + 1);
+  const chosen = new Set([...many].sort(([a, x], [b, y]) => y - x || a - b).slice(0, FOLLOWED_CHANNELS).map(([t]) => t));
+  const asked = named.filter((a) => chosen.has(a.trajectory));
+  const unfollowed = new Map(body.pending.map((p) => [p.cluster, p.count]));
+  for (const a of asked) unfollowed.set(a.cluster, unfollowed.get(a.cluster) - 1);
+  const states = new Map([...chosen].map((t) => [t, follow(t)]));
   const done = (a) => {
     const state = states.get(a.trajectory);
     const job = state.jobs.get(a.id);
@@ -113,35 +158,23 @@ export function followOutcome(result) {
       default: return false;
     }
   };
-  let timer = 0;
-  const stop = () => { clearInterval(timer); for (const t of states.keys()) unfollow(t); };
-  const tick = () => {
-    const seconds = Math.max(1, Math.round((performance.now() - started) / 1000));
-    const over = performance.now() - started >= FOLLOWED_FOR;
-    const left = new Map();
-    for (const a of asked) if (!done(a)) left.set(a.cluster, (left.get(a.cluster) || 0) + 1);
-    const n = body.acted + asked.length - [...left.values()].reduce((x, y) => x + y, 0);
-    const words = body.done.replace("{n}", n === body.found ? count(n) : `${count(n)} of ${count(body.found)}`);
-    let text = null;
-    let level = "warning";
-    if (!left.size) {
-      const names = andList(body.pending.map((p) => p.cluster));
-      text = `${words}; ${names} confirmed by ${body.pending.length === 1 ? "its" : "their"} reports after ${seconds} s`;
-      if (n === body.found) level = "success";
-    } else if (n > 0 || over) {
-      const head = n > 0 ? words : body.doing.replace("{n}", count(body.found));
-      const parts = [...left].sort(([a], [b]) => a.localeCompare(b)).map(([c, k]) => `${count(k)} on ${c}`).join("; ");
-      const quiet = [...left.keys()].filter((c) => silent.has(c)).sort()
-        .map((c) => `; cluster ${c} is silent (nothing heard for ${silentSince(silent.get(c))})`).join("");
-      text = `${head}; ${parts} ${over ? `still unaccounted for after ${seconds} s` : "not confirmed yet"}${quiet}`;
-    }
-    // Nothing known yet: the answer's own words stand ("Removing 80 job(s) on gpu-2: not confirmed yet").
-    const there = text === null ? shown.isConnected : retext(shown, text, level);
-    if (!there || !left.size || over) stop();
-  };
-  timer = setInterval(tick, 500);
-  tick();
-  return result;
+  return { asked, unfollowed, done, stop: () => { for (const t of states.keys()) unfollow(t); } };
+}
+
+/** Retry Sync's submissions: followed on the team channel's rows (always open), each done once its row leaves
+ * sync_failed; read once as they stand now, for a cluster whose report landed before the answer did. */
+function watchSubmissions(pending) {
+  const asked = [];
+  const seen = new Map(); // submission -> its latest status, streamed
+  for (const p of pending) for (const id of p.submissions || []) if (!asked.some((a) => a.id === id)) asked.push({ id, cluster: p.cluster });
+  const unfollowed = new Map(pending.map((p) => [p.cluster, 0]));
+  const off = app.team.onSubmissions((rows) => { for (const r of rows) seen.set(r.id, r.status); });
+  let failed = null; // the team's submissions whose sync failed, as read once (null: not read, or too many to read)
+  fetch(`/api/teams/${app.teamId}/submissions?status=sync_failed&limit=500`).then((r) => r.json()).then((page) => {
+    if (Array.isArray(page.rows) && page.total <= page.rows.length) failed = new Set(page.rows.map((r) => r.id));
+  }).catch(() => {});
+  const done = (a) => (seen.has(a.id) ? seen.get(a.id) !== "sync_failed" : failed !== null && !failed.has(a.id));
+  return { asked, unfollowed, done, stop: off };
 }
 
 /** How long a cluster has been silent, in the words of the gateway's own toast (core/control.py silent_for). */

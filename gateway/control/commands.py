@@ -114,21 +114,28 @@ async def run_action(
 
 async def pending_parts(pool: Pool, jobs: list[HeldJob]) -> list[Pending]:
     """The jobs of clusters that did not confirm, per cluster: each part with its count, the jobs themselves (for
-    the browser to follow, up to WATCHED in all) and how long the cluster has been silent, if it is."""
+    the browser to follow: up to WATCHED in all, each cluster its share, the rest counted) and how long the
+    cluster has been silent, if it is."""
     by_cluster: dict[int, list[HeldJob]] = {}
     for job in jobs:
         by_cluster.setdefault(job.cluster_id, []).append(job)
     silent = await clusters.silent_among(pool, sorted(by_cluster))
-    named = len(jobs) <= WATCHED
+    parts = sorted(by_cluster.items(), key=lambda kv: kv[1][0].cluster)
     return [
         Pending(
             cluster=part[0].cluster,
             count=len(part),
-            jobs=[Asked(j.id, j.trajectory_id, j.attempts) for j in sorted(part)] if named else [],
+            jobs=[Asked(j.id, j.trajectory_id, j.attempts) for j in sorted(part)[: share(len(part), len(jobs))]],
             silent_seconds=silent.get(cluster_id),
         )
-        for cluster_id, part in sorted(by_cluster.items(), key=lambda kv: kv[1][0].cluster)
+        for cluster_id, part in parts
     ]
+
+
+def share(part: int, whole: int, watched: int = WATCHED) -> int:
+    """How many of a cluster's `part` of `whole` jobs an answer names: all of them when the whole is within
+    `watched`, else its share of `watched` (so the named stay within it, whatever the clusters)."""
+    return part if whole <= watched else part * watched // whole
 
 
 async def silence(pool: Pool, unconfirmed: dict[int, str]) -> dict[str, float]:

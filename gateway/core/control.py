@@ -52,17 +52,20 @@ WATCHED = 10_000  # jobs an answer names for the browser to follow; past it, onl
 
 class Pending(msgspec.Struct):
     """A cluster's part that is not confirmed yet: `count` things it was asked to act on (`jobs`: which, when they
-    are jobs and not too many to name), and how long it has been silent (None: it reports)."""
+    are jobs, up to WATCHED of an answer's; `submissions`: which, when they are submissions, as Retry Sync's), and
+    how long it has been silent (None: it reports)."""
 
     cluster: str
     count: int
     jobs: list[Asked] = []
     silent_seconds: float | None = None
+    submissions: list[int] = []
 
 
 # What a job shows once an action is done on it, as the browser follows it: it leaves the list (removed), it is
-# held, released, failed (killed), or on a later attempt (a retry).
-Becomes = Literal["", "removed", "holding", "released", "failed", "next_attempt"]
+# held, released, failed (killed), or on a later attempt (a retry); a submission whose sync is retried is syncing
+# (its row's status leaves sync_failed).
+Becomes = Literal["", "removed", "holding", "released", "failed", "next_attempt", "syncing"]
 
 
 class ActionResult(msgspec.Struct, omit_defaults=True):

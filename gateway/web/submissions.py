@@ -173,10 +173,16 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
     # A cluster that did not confirm is named when it was asked about a submission nobody confirmed: that part is
     # not confirmed yet (it may have resumed them: the submissions' staging tells).
     silent = await clusters.silent_among(runtime.pool, list(by_cluster))
+    # The browser follows those submissions' rows on the team channel: one that leaves sync_failed is syncing again.
     pending = [
-        Pending(cluster=names[c], count=len(set(ids) - set(synced)), silent_seconds=silent.get(c))
+        Pending(
+            cluster=names[c],
+            count=len(waiting),
+            submissions=waiting,
+            silent_seconds=silent.get(c),
+        )
         for c, ids in by_cluster.items()
-        if c not in confirmed and set(ids) - set(synced)
+        if c not in confirmed and (waiting := sorted(set(ids) - set(synced)))
     ]
     return outcome(
         "Retrying sync of {n} submission(s)",
@@ -184,4 +190,5 @@ async def _retry_sync(runtime: Runtime, team_id: int, chosen: list[int], selecte
         len(synced),
         nothing="No submissions whose sync failed",
         pending=pending,
+        becomes="syncing",
     )

@@ -122,6 +122,7 @@ async def test_a_cluster_that_does_not_confirm_is_named_and_its_own_reports_remo
                     "count": 2,
                     "jobs": [[i, team.trajectory_id, 1] for i in sorted(b)],
                     "silent_seconds": None,
+                    "submissions": [],  # Retry Sync's part names submissions here
                 }
             ],
         }

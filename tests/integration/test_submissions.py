@@ -285,6 +285,9 @@ async def test_retry_sync_asks_the_cluster_staging_each_submission_and_names_it_
             "unconfirmed": ["gpu-2"],
             "level": "warning",
         }
+        # What the browser follows on the team channel's rows: each of them, until it leaves sync_failed.
+        assert result["becomes"] == "syncing"
+        assert [(p["cluster"], p["submissions"]) for p in result["pending"]] == [("gpu-2", sorted(theirs))]
         assert all(event.is_set() for event in waiting.values())  # it did resume them: it only never said so
         assert await pool.fetchval("select staging from submissions where id = $1", mine) == "syncing"
         cluster.sync_failed.clear()

@@ -2,10 +2,12 @@
 
 import pytest
 
+from gateway.control.commands import share
 from gateway.core.control import (
     REMOVABLE,
     RETRYABLE,
     TASK_ACTIONS,
+    WATCHED,
     Asked,
     Pending,
     edit_toast,
@@ -199,3 +201,13 @@ def test_delete_analysis_on_a_cluster_that_has_not_confirmed_says_what_is_known_
     assert not_deleted("RDF", nothing_yet).message == (
         "RDF not deleted yet: 1 on gpu-2 not confirmed yet; delete it again once they have stopped"
     )
+
+
+def test_an_answer_names_at_most_watched_jobs_each_cluster_its_share() -> None:
+    """Past WATCHED jobs not confirmed, each cluster's part names its share of them (the browser follows those and
+    counts the rest), where it was all or nothing."""
+    assert share(80, 80) == 80
+    parts = (9_000, 3_000, 1)
+    named = [share(p, sum(parts)) for p in parts]
+    assert named == [7_499, 2_499, 0] and sum(named) <= WATCHED
+    assert share(WATCHED, WATCHED) == WATCHED
