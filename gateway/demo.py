@@ -127,6 +127,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
             await asyncio.sleep(0.05)
         if web.done():
             raise DemoError(_ended(web))
+        port = listening_port(sockets, port)  # --port 0: the one the system chose, for the clusters and the banner
         # The team's clusters at work, talking to the gateway as real clusters do (gpu-2 never confirms).
         simulation = Simulation(
             f"http://{host}:{port}",
@@ -156,6 +157,13 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
         server.stop()
         relaying.cancel()
         await _settle(STOP_SERVERS_WITHIN, *(task for task in (web, relaying) if not task.done()))
+
+
+def listening_port(sockets: list[socket.socket], asked: int) -> int:
+    """The port the server listens on: `asked`, or the free one the system gave for 0."""
+    for sock in sockets:
+        return int(sock.getsockname()[1])
+    return asked
 
 
 async def _web(server: Server, sockets: list[socket.socket]) -> None:
