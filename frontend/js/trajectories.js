@@ -98,6 +98,7 @@ export function followOutcome(result) {
   const { ok, body, shown, started } = result || {};
   if (!ok || !shown || !body || !body.becomes || !(body.pending || []).length) return result;
   const watch = body.becomes === "syncing" ? watchSubmissions(body.pending) : watchJobs(body);
+  if (!watch.asked.length) { watch.stop(); return result; } // nothing named to follow: the answer's words stand
   const silent = new Map(body.pending.filter((p) => p.silent_seconds !== null && p.silent_seconds !== undefined).map((p) => [p.cluster, p.silent_seconds]));
   const byCluster = (pairs) => pairs.sort(([a], [b]) => a.localeCompare(b));
   let timer = 0;
