@@ -139,10 +139,7 @@ async def _serve(settings: Settings, host: str, port: int, seeded: Seeded, speed
             staging=seeded.staging,
             users=seeded.user_ids,  # its members submit the uploads and pipeline runs
         )
-        for cluster in simulation.clusters:  # what a previous run left queued or running goes on
-            for job in seeded.unfinished:
-                if job.cluster_id == cluster.cluster_id:
-                    cluster.adopt(job.id, job.kind, job.attempts, job.status, job.priority)
+        take_up(simulation, seeded)
         parts = [web, relaying]
         if simulation.clusters:  # none when every cluster was re-keyed by a person: the demo serves, nothing works
             producing = asyncio.create_task(simulation.run(), name="simulator")
@@ -164,6 +161,18 @@ def listening_port(sockets: list[socket.socket], asked: int) -> int:
     for sock in sockets:
         return int(sock.getsockname()[1])
     return asked
+
+
+def take_up(simulation: Simulation, seeded: Seeded) -> None:
+    """What a previous run left queued or running goes on; what it finished is kept as each cluster keeps the jobs
+    it finished, so a retry of a failure from before the restart runs it again (never "Queued 0 of 4")."""
+    for cluster in simulation.clusters:
+        for job in seeded.unfinished:
+            if job.cluster_id == cluster.cluster_id:
+                cluster.adopt(job.id, job.kind, job.attempts, job.status, job.priority)
+        for job in seeded.finished:
+            if job.cluster_id == cluster.cluster_id:
+                cluster.remember(job.id, job.kind, job.attempts, job.status)
 
 
 async def _web(server: Server, sockets: list[socket.socket]) -> None:

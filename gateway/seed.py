@@ -30,6 +30,8 @@ class Seeded:
     other_user_id: int = 0
     # What the last run left half-way, for the clusters to take up again (else it would look stuck for good).
     unfinished: list[Unfinished] = field(default_factory=list)
+    # What it finished, for the clusters to keep as they keep their own (a retry of an old failure runs it again).
+    finished: list[Unfinished] = field(default_factory=list)
     # submission id -> its staging state short of ready, and the cluster staging it (None: any of the team's)
     staging: dict[int, tuple[str, int | None]] = field(default_factory=dict)
 
@@ -66,6 +68,7 @@ async def seed_demo(dsn: str, secret: str) -> Seeded:
                     continue
                 seeded.cluster_keys[cid] = key
             seeded.unfinished = await seed.unfinished(db, team_id)
+            seeded.finished = await seed.finished(db, team_id)
             seeded.staging = await seed.staging(db, team_id)
             return seeded
     finally:

@@ -171,6 +171,11 @@ class SimCluster:
         finally:
             self.sync_failed.pop(submission_id, None)
 
+    def remember(self, job_id: int, kind: str, attempt: int, status: str) -> None:
+        """Keep a job this cluster finished before it restarted, as it keeps those it finishes (a retry brings it
+        back)."""
+        self.archive.keep(SimJob(job_id, kind, attempt=attempt, status=status))
+
     def adopt(self, job_id: int, kind: str, attempt: int, status: str, priority: int = 0) -> None:
         """Take up a job this cluster had before it restarted: held, it stays held; else it waits to run again."""
         job = self.jobs[job_id] = SimJob(job_id, kind, attempt=attempt, priority=priority)

@@ -12,7 +12,8 @@ import asyncpg
 
 @dataclass(frozen=True)
 class Unfinished:
-    """A job a cluster still had when the last run stopped: queued, retrying, running or held."""
+    """A job of the last run: one a cluster still had when it stopped (queued, retrying, running or held), or one
+    it had finished (completed, failed or preempted), which a retry may bring back."""
 
     id: int
     cluster_id: int
@@ -78,6 +79,19 @@ async def unfinished(db: asyncpg.Connection, team_id: int) -> list[Unfinished]:
         "select j.id, j.cluster_id, j.kind, j.attempts, j.status, coalesce(s.priority, 0) as priority"
         " from jobs j left join submissions s on s.id = j.submission_id"
         " where j.team_id = $1 and j.removed_at is null and j.status in ('queued', 'retrying', 'running', 'holding')"
+        " order by j.id",
+        team_id,
+    )
+    return [Unfinished(**r) for r in rows]
+
+
+async def finished(db: asyncpg.Connection, team_id: int) -> list[Unfinished]:
+    """The team's listed jobs that finished (completed, failed or preempted), oldest first: a restarted cluster
+    keeps them as it keeps its own, so Retry Failed Jobs runs a failure of the last run again."""
+    rows = await db.fetch(
+        "select j.id, j.cluster_id, j.kind, j.attempts, j.status, coalesce(s.priority, 0) as priority"
+        " from jobs j left join submissions s on s.id = j.submission_id"
+        " where j.team_id = $1 and j.removed_at is null and j.status in ('completed', 'failed', 'preempted')"
         " order by j.id",
         team_id,
     )

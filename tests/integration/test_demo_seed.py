@@ -9,7 +9,10 @@ import asyncpg
 import pytest
 
 from gateway.credentials import hash_key
+from gateway.demo import take_up
 from gateway.seed import seed_demo
+from gateway.sim.commands import act
+from gateway.sim.run import Simulation
 from gateway.store import clusters
 
 from ..conftest import create_database, drop_database
@@ -69,3 +72,33 @@ async def test_a_key_issued_since_stays_the_clusters_and_the_demo_does_not_act_a
         await conn.close()
     other = await seed_demo(fresh_database, SECRET + " but another")
     assert sorted(other.kept_keys) == first.cluster_ids  # another secret re-keys nothing either
+
+
+async def test_a_restarted_demos_clusters_retry_a_failure_of_the_last_run(fresh_database: str) -> None:
+    """What the demo lists after a restart, its clusters still know: Retry Failed Jobs on a failure and a preemption
+    of the last run runs each again as its next attempt, as it did before the restart (the restarted clusters
+    answered "Queued 0 of 4 failed job(s) for retry")."""
+    first = await seed_demo(fresh_database, SECRET)
+    gpu1 = first.cluster_ids[0]
+    conn = await asyncpg.connect(fresh_database)
+    try:
+        failed, preempted = [
+            await conn.fetchval(
+                "insert into jobs (team_id, trajectory_id, cluster_id, kind, name, status, attempts)"
+                " values ($1, $2, $3, 'analysis', 'RDF', $4, 1) returning id",
+                first.team_id,
+                first.trajectory_ids[0],
+                gpu1,
+                status,
+            )
+            for status in ("failed", "preempted")
+        ]
+    finally:
+        await conn.close()
+    second = await seed_demo(fresh_database, SECRET)
+    simulation = Simulation("http://127.0.0.1:1", [second.cluster_keys[gpu1]], speed=5)
+    take_up(simulation, second)
+    (cluster,) = simulation.clusters
+    assert act(cluster, "retry_failed", [failed]) == [failed]
+    assert act(cluster, "retry_preempted", [preempted]) == [preempted]
+    assert [(cluster.jobs[i].status, cluster.jobs[i].attempt) for i in (failed, preempted)] == [("retrying", 2)] * 2
