@@ -464,30 +464,33 @@ async def test_priority_instance_type_and_retry_failed_jobs_say_who_changed_the_
         )
         return tuple(row)
 
-    assert await acted(sid) == (None, None, None, False)
-    assert (await act(stack, team, action="priority", submissions=[sid], priority=5))["level"] == "success"
-    assert await acted(sid) == ("priority", team.user_id, name, True)
-    edited = await act(stack, team, action="instance_type", submissions=[sid], instance_type="gpu-large")
-    assert edited["level"] == "success", edited
-    assert await acted(sid) == ("instance_type", team.user_id, name, True)
-    # Retry Failed Jobs from a trajectory's panel marks the submissions of the jobs it retried, and only those.
-    failed = await cluster.submit([{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": 0}])
-    cluster.jobs[failed[0]].status = "failed"
-    cluster._report(cluster.jobs[failed[0]], error="boom")
-    await cluster.flushed()
-    await cluster.flushed()
-    retried = await submission_of(pool, failed[0])
-    assert retried != sid
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
-        response = await client.post(
-            f"/api/trajectories/{team.trajectory_id}/retry-failed", headers={"Authorization": f"Bearer {team.token}"}
-        )
-    assert response.json()["message"] == "Queued 1 failed job(s) for retry", response.text
-    assert await acted(retried) == ("retry_failed", team.user_id, name, True)
-    assert (await acted(sid))[0] == "instance_type"
-    # A page reads it in the submission's row, live and in its window (the relay saves a row before it sends it).
+    # A page reads it in the submission's row, live (subscribed first: a row streamed before would be missed)
     async with Follower(stack.nodes[0].ws, team.token) as f:
         await f.subscribe(f"team:{team.id}")
+        assert await acted(sid) == (None, None, None, False)
+        assert (await act(stack, team, action="priority", submissions=[sid], priority=5))["level"] == "success"
+        assert await acted(sid) == ("priority", team.user_id, name, True)
+        edited = await act(stack, team, action="instance_type", submissions=[sid], instance_type="gpu-large")
+        assert edited["level"] == "success", edited
+        assert await acted(sid) == ("instance_type", team.user_id, name, True)
+        # Retry Failed Jobs from a trajectory's panel marks the submissions of the jobs it retried, and only those.
+        failed = await cluster.submit(
+            [{"trajectory_id": team.trajectory_id, "kind": "analysis", "name": "a", "frame": 0}]
+        )
+        cluster.jobs[failed[0]].status = "failed"
+        cluster._report(cluster.jobs[failed[0]], error="boom")
+        await cluster.flushed()
+        await cluster.flushed()
+        retried = await submission_of(pool, failed[0])
+        assert retried != sid
+        async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
+            response = await client.post(
+                f"/api/trajectories/{team.trajectory_id}/retry-failed",
+                headers={"Authorization": f"Bearer {team.token}"},
+            )
+        assert response.json()["message"] == "Queued 1 failed job(s) for retry", response.text
+        assert await acted(retried) == ("retry_failed", team.user_id, name, True)
+        assert (await acted(sid))[0] == "instance_type"
         await f.wait_for(
             lambda f: (
                 (rows(f, team).get(sid, {}).get("acted"), rows(f, team).get(retried, {}).get("acted"))
