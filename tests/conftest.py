@@ -1,7 +1,8 @@
 """Real services for the tests: PostgreSQL and Redis, and gateway processes started from the CLI.
 
 PostgreSQL: TEST_DATABASE_URL, else the machine's server on 127.0.0.1:5432, else an embedded one from PyPI;
-each run gets a fresh database. Redis: TEST_REDIS_URL, else a private valkey-server on a free port (its
+each run gets a fresh database, and so does each world that asks for one: a copy of a template the session migrated
+once (CREATE DATABASE ... TEMPLATE copies its files, a tenth of a second, where migrating anew takes about one). Redis: TEST_REDIS_URL, else a private valkey-server on a free port (its
 pub/sub is then ours alone, and tests may restart it).
 """
 
@@ -52,29 +53,56 @@ def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A URL with the right to create databases: TEST_DATABASE_URL, the machine's server, or an embedded one."""
     admin = os.environ.get("TEST_DATABASE_URL") or LOCAL_POSTGRES
     if asyncio.run(postgres_reachable(admin)):
-        yield admin
+        try:
+            yield admin
+        finally:
+            drop_template(admin)
         return
     embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
     try:
         yield embedded.start()
     finally:
-        embedded.stop()
+        embedded.stop()  # the template goes with the server's directory
+
+
+# The migrated template of each server this session created databases on (admin URL -> database name).
+_TEMPLATES: dict[str, str] = {}
+
+
+def _database_url(admin: str, name: str) -> str:
+    return with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
+
+
+async def _create(admin: str, name: str, template: str | None = None) -> None:
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'create database "{name}"' + (f' template "{template}"' if template else ""))
+    finally:
+        await conn.close()
+
+
+def migrated_template(admin: str) -> str:
+    """The name of a database this session migrated once, for create_database() to copy. Nobody connects to it
+    afterwards (CREATE DATABASE ... TEMPLATE needs it idle); pg_admin drops it at the session's end."""
+    if admin not in _TEMPLATES:
+        name = f"gwtemplate_{os.getpid()}_{secrets.token_hex(3)}"
+        asyncio.run(_create(admin, name))
+        asyncio.run(migrate(_database_url(admin, name)))
+        _TEMPLATES[admin] = name
+    return _TEMPLATES[admin]
+
+
+def drop_template(admin: str) -> None:
+    if admin in _TEMPLATES:
+        drop_database(admin, _database_url(admin, _TEMPLATES.pop(admin)))
 
 
 def create_database(admin: str, migrated: bool = True) -> str:
-    """A fresh database, migrated unless told otherwise; its URL."""
+    """A fresh database, migrated unless told otherwise (a copy of the session's migrated template: the same
+    schema and rows `gateway migrate` makes); its URL."""
     name = f"gwtest_{os.getpid()}_{secrets.token_hex(3)}"
-
-    async def create() -> None:
-        conn = await asyncpg.connect(admin)
-        await conn.execute(f'create database "{name}"')
-        await conn.close()
-
-    asyncio.run(create())
-    url = with_database(admin, name) if "host=" not in admin else admin.replace("/postgres?", f"/{name}?")
-    if migrated:
-        asyncio.run(migrate(url))
-    return url
+    asyncio.run(_create(admin, name, migrated_template(admin) if migrated else None))
+    return _database_url(admin, name)
 
 
 def drop_database(admin: str, url: str) -> None:
