@@ -212,6 +212,14 @@ def extra_node(stack: Stack, name: str, tmp_path_factory: pytest.TempPathFactory
         node.stop()
 
 
+@pytest.fixture(scope="session")
+def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """A node in demo mode beside the stack's (GATEWAY_DEMO=1: the only node with a sign-in picker), one for the
+    session: the account's, the bad input's and the browser's tests of the picker all sign in through it."""
+    with extra_node(stack, "node-demo", tmp_path_factory, GATEWAY_DEMO="1") as node:
+        yield node
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test carries its tier's marker (tests/tiers.py): `pytest -m fast` is the inner loop."""
     for item in items:

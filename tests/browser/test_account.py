@@ -8,11 +8,10 @@ from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 
 from gateway.web.auth import issue_token
 from tests.browser.helpers import axe_violations, layout_problems, sign_in
-from tests.conftest import Stack, extra_node
+from tests.conftest import Process, Stack
 from tests.integration.conftest import Team
 
 FIREFOX = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0"
@@ -126,27 +125,27 @@ async def test_revoking_this_device_signs_this_browser_out(page: Any, stack: Sta
 
 
 async def test_signing_out_of_the_demo_says_so_on_a_page_styled_as_the_app_and_the_picker_says_whose_it_is(
-    browser: Any, stack: Stack, team: Team, tmp_path_factory: pytest.TempPathFactory
+    browser: Any, team: Team, demo_node: Process
 ) -> None:
     """Sign-out landed on "Who are you?" with every member as a grey button and no word of what happened, under a
     half-drawn header (an empty team select, an idle ring, live links); anyone could pick the owner without the page
     saying this is the demo's picker."""
-    with extra_node(stack, "demo-picker", tmp_path_factory, GATEWAY_DEMO="1") as node:
-        for width in (1400, 360):
-            context = await browser.new_context(viewport={"width": width, "height": 800}, bypass_csp=True)
-            page = await context.new_page()
-            await page.goto(f"{node.http}/")
-            await page.locator("main h1", has_text="Sign in to the demo").wait_for()
-            assert "the demo's picker" in await page.inner_text("main")
-            await page.locator(f".picker [data-user='{team.user_id}']").click()
-            if width == 360:  # Sign out is behind the header's menu button there
-                await page.click("#nav-toggle")
-            await page.get_by_role("button", name="Sign out").click()
-            await page.wait_for_url(f"{node.http}/?signin=out")
-            await page.locator("main h1", has_text="Sign in to the demo").wait_for()
-            assert await page.locator("main [role=status]").inner_text() == "You have signed out."
-            for part in ("#team-switch", "header nav", "#ring", "#sign-out"):  # nothing of a signed-in header
-                assert await page.locator(part).is_hidden(), (width, part)
-            assert await layout_problems(page, "main") == [], width
-            assert await axe_violations(page) == [], width
-            await context.close()
+    node = demo_node  # a node in demo mode, beside the stack's
+    for width in (1400, 360):
+        context = await browser.new_context(viewport={"width": width, "height": 800}, bypass_csp=True)
+        page = await context.new_page()
+        await page.goto(f"{node.http}/")
+        await page.locator("main h1", has_text="Sign in to the demo").wait_for()
+        assert "the demo's picker" in await page.inner_text("main")
+        await page.locator(f".picker [data-user='{team.user_id}']").click()
+        if width == 360:  # Sign out is behind the header's menu button there
+            await page.click("#nav-toggle")
+        await page.get_by_role("button", name="Sign out").click()
+        await page.wait_for_url(f"{node.http}/?signin=out")
+        await page.locator("main h1", has_text="Sign in to the demo").wait_for()
+        assert await page.locator("main [role=status]").inner_text() == "You have signed out."
+        for part in ("#team-switch", "header nav", "#ring", "#sign-out"):  # nothing of a signed-in header
+            assert await page.locator(part).is_hidden(), (width, part)
+        assert await layout_problems(page, "main") == [], width
+        assert await axe_violations(page) == [], width
+        await context.close()

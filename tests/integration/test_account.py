@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -16,10 +14,9 @@ import httpx
 import pytest
 import websockets
 
-from gateway.embedded import free_port
 from gateway.hub.sessions import WRITE_EVERY
 from gateway.web.auth import issue_token
-from tests.conftest import Process, Stack, spawn, wait_http
+from tests.conftest import Process, Stack
 from tests.integration.conftest import Team, make_team
 from tests.integration.test_sessions import EVIL, closed_with, origin, refused_until, revoke_cli
 
@@ -204,25 +201,6 @@ async def test_expired_sessions_and_those_a_user_revocation_ended_are_not_listed
 async def test_a_role_is_one_the_account_page_knows(pool: asyncpg.Pool, stack: Stack, team: Team) -> None:
     with pytest.raises(asyncpg.CheckViolationError):
         await pool.execute("update memberships set role = 'root' where team_id = $1", team.id)
-
-
-@pytest.fixture(scope="module")
-def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """A node in demo mode: signing in by the user picker."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack.database_url,
-        "REDIS_URL": stack.redis_url,
-        "GATEWAY_SECRET": stack.secret,
-        "GATEWAY_DEMO": "1",
-    }
-    node = spawn("node-demo-account", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("demo"), port)
-    try:
-        wait_http(node)
-        yield node
-    finally:
-        node.stop()
 
 
 async def test_each_sign_in_by_the_picker_is_a_session_of_its_own(demo_node: Process, team: Team) -> None:

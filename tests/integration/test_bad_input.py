@@ -5,7 +5,6 @@ comes first; never a 500."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import time
@@ -20,9 +19,8 @@ from hypothesis import strategies as st
 from starlette.routing import Route
 
 from gateway.config import Settings
-from gateway.embedded import free_port
 from gateway.web.app import create_app
-from tests.conftest import Process, Stack, spawn, wait_http
+from tests.conftest import Process, Stack
 from tests.integration.conftest import Team
 
 HUGE_IDS = [2**63, 2**64, 10**30]  # 2**63 - 1 is the largest id a bigint holds
@@ -220,25 +218,6 @@ async def test_a_cluster_key_naming_an_impossible_cluster_is_unauthorized(stack:
             headers={"Authorization": f"Bearer {key}".encode("latin-1")},
         )
     assert response.status_code == 401 and response.json()["error"] == "unauthorized"
-
-
-@pytest.fixture(scope="module")
-def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    """A node in demo mode: the only one with a sign-in picker."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": stack.database_url,
-        "REDIS_URL": stack.redis_url,
-        "GATEWAY_SECRET": stack.secret,
-        "GATEWAY_DEMO": "1",
-    }
-    node = spawn("node-demo", ["serve", "--port", str(port)], env, tmp_path_factory.mktemp("demo"), port)
-    try:
-        wait_http(node)
-        yield node
-    finally:
-        node.stop()
 
 
 @pytest.mark.parametrize("value", [*HUGE_IDS, "9" * 30, 0, -1, 1.5, "\x00", True, None])

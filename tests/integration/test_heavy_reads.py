@@ -198,45 +198,53 @@ async def test_a_search_past_the_statement_timeout_answers_422(
             assert narrow.status_code == 200 and narrow.json()["total"] >= 1
 
 
+@pytest.fixture(scope="module")
+def patient_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """A node whose statement timeout is far longer than any wait here (only a client's leaving can end its
+    searches in time) and that runs two broad searches at once: the abandoned search's test sends one, the cap's
+    three. Each test waits until no broad search runs before it ends."""
+    settings = {"GATEWAY_STATEMENT_TIMEOUT": "600", "GATEWAY_MAX_HEAVY_READS": "2"}
+    with extra_node(stack, "node-patient", tmp_path_factory, **settings) as node:
+        yield node
+
+
 async def test_an_abandoned_search_is_cancelled_in_postgresql(
-    stack: Stack, pool: asyncpg.Pool, crowded: Team, tmp_path_factory: pytest.TempPathFactory
+    pool: asyncpg.Pool, crowded: Team, patient_node: Process
 ) -> None:
-    # A statement timeout far longer than the wait below: only the client's leaving can end the search in time.
-    with extra_node(stack, "node-abandoned", tmp_path_factory, GATEWAY_STATEMENT_TIMEOUT="600") as node:
-        query = httpx.QueryParams({"q": BROAD})
-        with socket.create_connection(("127.0.0.1", node.port)) as s:
-            s.sendall(request_bytes(node, f"/api/teams/{crowded.id}/submissions?{query}", crowded.token))
-            deadline = time.monotonic() + 30
-            while not await broad_searches(pool):
-                assert time.monotonic() < deadline, "the search never ran"
-                await asyncio.sleep(0.05)
-        deadline = time.monotonic() + 10
-        while await broad_searches(pool):
-            assert time.monotonic() < deadline, "the abandoned search still runs 10 s after its client left"
+    node = patient_node
+    query = httpx.QueryParams({"q": BROAD})
+    with socket.create_connection(("127.0.0.1", node.port)) as s:
+        s.sendall(request_bytes(node, f"/api/teams/{crowded.id}/submissions?{query}", crowded.token))
+        deadline = time.monotonic() + 30
+        while not await broad_searches(pool):
+            assert time.monotonic() < deadline, "the search never ran"
             await asyncio.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while await broad_searches(pool):
+        assert time.monotonic() < deadline, "the abandoned search still runs 10 s after its client left"
+        await asyncio.sleep(0.05)
 
 
 async def test_broad_searches_are_capped_per_node_whoever_asks(
-    stack: Stack, pool: asyncpg.Pool, crowded: Team, other: Team, tmp_path_factory: pytest.TempPathFactory
+    stack: Stack, pool: asyncpg.Pool, crowded: Team, other: Team, patient_node: Process
 ) -> None:
     members = [await another_member(pool, stack, crowded) for _ in range(3)]
-    settings = {"GATEWAY_STATEMENT_TIMEOUT": "600", "GATEWAY_MAX_HEAVY_READS": "2"}
-    with extra_node(stack, "node-searches", tmp_path_factory, **settings) as node:
-        query = httpx.QueryParams({"q": BROAD})
-        path = f"/api/teams/{crowded.id}/submissions?{query}"
-        with (
-            socket.create_connection(("127.0.0.1", node.port)) as first,
-            socket.create_connection(("127.0.0.1", node.port)) as second,
-        ):
-            first.sendall(request_bytes(node, path, members[0]))
-            second.sendall(request_bytes(node, path, members[1]))
-            await eventually_async(lambda: broad_searches(pool), 2, "two broad searches to run")
-            async with httpx.AsyncClient(base_url=node.http, timeout=60) as client:
-                third = await client.get(path, headers={"Authorization": f"Bearer {members[2]}"})
-                assert third.status_code == 429 and "this node runs 2 searches" in third.json()["message"], third.text
-                bearer = {"Authorization": f"Bearer {other.token}"}
-                assert (await client.get(f"/api/teams/{other.id}/submissions", headers=bearer)).status_code == 200
-        await eventually_async(lambda: broad_searches(pool), 0, "the abandoned searches to be cancelled")
+    node = patient_node
+    query = httpx.QueryParams({"q": BROAD})
+    path = f"/api/teams/{crowded.id}/submissions?{query}"
+    with (
+        socket.create_connection(("127.0.0.1", node.port)) as first,
+        socket.create_connection(("127.0.0.1", node.port)) as second,
+    ):
+        first.sendall(request_bytes(node, path, members[0]))
+        second.sendall(request_bytes(node, path, members[1]))
+        await eventually_async(lambda: broad_searches(pool), 2, "two broad searches to run")
+        async with httpx.AsyncClient(base_url=node.http, timeout=60) as client:
+            third = await client.get(path, headers={"Authorization": f"Bearer {members[2]}"})
+            assert third.status_code == 429 and "this node runs 2 searches" in third.json()["message"], third.text
+            bearer = {"Authorization": f"Bearer {other.token}"}
+            assert (await client.get(f"/api/teams/{other.id}/submissions", headers=bearer)).status_code == 200
+    await eventually_async(lambda: broad_searches(pool), 0, "the abandoned searches to be cancelled")
 
 
 async def eventually_async(count: Callable[[], Awaitable[int]], expected: int, what: str, timeout: float = 30) -> None:
