@@ -154,11 +154,12 @@ class Stack:
     redis_url: str
     relay: Process
     nodes: list[Process]
+    relay_metrics: str  # the relay's own /metrics (GATEWAY_RELAY_METRICS_PORT)
 
 
 @pytest.fixture(scope="session")
 def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """One relay and two gateway nodes, real processes started from the CLI."""
+    """One relay (serving its own /metrics) and two gateway nodes, real processes started from the CLI."""
     logdir = tmp_path_factory.mktemp("logs")
     secret = secrets.token_urlsafe(32)
     env = {
@@ -178,7 +179,8 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         "GATEWAY_HISTORY_BYTES": str(64 << 20),
         "GATEWAY_LOG_LEVEL": "INFO",
     }
-    relay = spawn("relay", ["relay"], env, logdir)
+    metrics_port = free_port()
+    relay = spawn("relay", ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(metrics_port)}, logdir)
     nodes = []
     for i in range(2):
         port = free_port()
@@ -186,7 +188,7 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
     try:
         for node in nodes:
             wait_http(node)
-        yield Stack(secret, database_url, redis_url, relay, nodes)
+        yield Stack(secret, database_url, redis_url, relay, nodes, f"http://127.0.0.1:{metrics_port}/metrics")
     finally:
         for p in (*nodes, relay):
             p.stop()

@@ -1,20 +1,20 @@
 """What operators read: /metrics (a node's and the relay's own), /healthz, /readyz; and that every metric the
 rules and dashboard under deploy/ name is one they export.
 
-The relay-metrics tests run their own world (a fresh database, a private Valkey, a relay with its metrics
-endpoint, two nodes): the shared stack's relay serves none.
+The relay-metrics tests read the shared stack's relay, which serves its metrics endpoint
+(GATEWAY_RELAY_METRICS_PORT), beside its two nodes; the demo's in-process relay and two relays sharing partitions
+run worlds of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import asyncpg
@@ -133,40 +133,14 @@ class Observed:
 
 
 @pytest.fixture(scope="module")
-def observed(pg_admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
-    database_url = create_database(pg_admin)
-    valkey = EmbeddedValkey(tmp_path_factory.mktemp("valkey-observed"))
-    valkey.start()
-    logdir = tmp_path_factory.mktemp("observed-logs")
-    secret = secrets.token_urlsafe(32)
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "REDIS_URL": f"redis://127.0.0.1:{valkey.port}/0",
-        "GATEWAY_SECRET": secret,
-    }
-    metrics_port = free_port()
-    relay = spawn("observed-relay", ["relay"], {**env, "GATEWAY_RELAY_METRICS_PORT": str(metrics_port)}, logdir)
-    nodes = []
-    for i in range(2):
-        port = free_port()
-        nodes.append(spawn(f"observed-node{i}", ["serve", "--port", str(port)], env, logdir, port))
-    try:
-        for node in nodes:
-            wait_http(node)
-        yield Observed(database_url, secret, relay, f"http://127.0.0.1:{metrics_port}/metrics", nodes)
-    finally:
-        for p in (*nodes, relay):
-            p.stop()
-        valkey.stop()
-        drop_database(pg_admin, database_url)
+def observed(stack: Stack) -> Observed:
+    """The stack's relay, with its metrics endpoint, and its two nodes."""
+    return Observed(stack.database_url, stack.secret, stack.relay, stack.relay_metrics, stack.nodes)
 
 
-@pytest.fixture(scope="module")
-async def observed_pool(observed: Observed) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(observed.database_url, min_size=1, max_size=4)
-    yield pool
-    await pool.close()
+@pytest.fixture
+def observed_pool(pool: asyncpg.Pool) -> asyncpg.Pool:
+    return pool
 
 
 async def _relay_text(observed: Observed, timeout: float = 20.0) -> str:
