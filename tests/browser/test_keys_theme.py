@@ -110,9 +110,18 @@ async def test_question_mark_lists_every_shortcut_in_a_dialog_that_keeps_focus(
         "[...document.querySelectorAll('dialog.shortcuts tbody tr')].map(tr => [tr.dataset.action,"
         " [...tr.querySelectorAll('kbd')].map(k => k.textContent)])"
     )
-    names = {" ": "Space", "ArrowDown": "↓", "ArrowUp": "↑", "ContextMenu": "Menu key", "Delete": "Del", "Escape": "Esc"}
+    names = {
+        " ": "Space",
+        "ArrowDown": "↓",
+        "ArrowUp": "↑",
+        "ContextMenu": "Menu key",
+        "Delete": "Del",
+        "Escape": "Esc",
+    }
     assert shown == [[action, [names.get(k, k) for k in keys]] for action, keys in table]
-    assert {"down", "up", "select", "search", "open", "act", "retry", "delete", "close", "help"} <= {a for a, _ in table}
+    assert {"down", "up", "select", "search", "open", "act", "retry", "delete", "close", "help"} <= {
+        a for a, _ in table
+    }
     # Focus stays inside it (a modal dialog), and Escape gives it back to the row.
     for _ in range(4):
         await page.keyboard.press("Tab")
@@ -204,8 +213,14 @@ async def test_both_themes_follow_the_system_and_pass_axe(
     assert ground == dialog and faint == [], (ground, dialog, faint)
     await page.keyboard.press("Escape")
     # My Team and Clusters (a manager's buttons), the Activity: in the theme's colours too, as an owner sees them.
-    await pool.execute("update memberships set role = 'owner' where team_id = $1 and user_id = $2", team.id, team.user_id)
-    for where, ready in (("team", "[data-add-member]"), ("clusters", "[data-add-cluster]"), ("activity", "table.activity")):
+    await pool.execute(
+        "update memberships set role = 'owner' where team_id = $1 and user_id = $2", team.id, team.user_id
+    )
+    for where, ready in (
+        ("team", "[data-add-member]"),
+        ("clusters", "[data-add-cluster]"),
+        ("activity", "table.activity"),
+    ):
         await page.goto(f"{stack.nodes[0].http}/#/{where}")
         await page.wait_for_selector(ready)
         found[where] = await axe_violations(page)
