@@ -269,4 +269,3 @@ async def test_a_change_of_choice_reaches_every_open_socket_of_the_person_at_onc
         for ws in (here, there):
             told = json.loads(await asyncio.wait_for(ws.recv(), DEADLINE))
             assert told == {"type": "preferences", "finishes": "mine"}
-
