@@ -109,7 +109,8 @@ export function followOutcome(result) {
     const left = new Map();
     for (const a of watch.asked) if (!watch.done(a)) left.set(a.cluster, (left.get(a.cluster) || 0) + 1);
     const n = body.acted + watch.asked.length - [...left.values()].reduce((x, y) => x + y, 0);
-    const words = body.done.replace("{n}", n === body.found ? count(n) : `${count(n)} of ${count(body.found)}`);
+    const all = n === body.found;
+    const words = body.done.replace("{n}", all ? count(n) : `${count(n)} of ${count(body.found)}`) + (all && body.note ? body.note : "");
     const others = byCluster([...watch.unfollowed].filter(([, k]) => k > 0));
     const rest = others.length ? `; ${others.map(([c, k]) => `${count(k)} more on ${c}`).join(", ")} not followed here` : "";
     let text = null;

@@ -109,7 +109,7 @@ async def run_action(
     preempted = {r.id for r in rows if r.status == "preempted"}
     acted_preempted = sum(1 for ids in confirmed.values() for i in ids if i in preempted)
     pending = await pending_parts(pool, [r for r in rows if r.id in waiting])
-    return toast(action, len(rows), acted, preempted=acted_preempted, pending=pending)
+    return toast(action, len(rows), acted, preempted=acted_preempted, pending=pending, preempted_found=len(preempted))
 
 
 async def pending_parts(pool: Pool, jobs: list[HeldJob]) -> list[Pending]:

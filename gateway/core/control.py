@@ -85,6 +85,8 @@ class ActionResult(msgspec.Struct, omit_defaults=True):
     doing: str = ""
     becomes: Becomes = ""
     pending: list[Pending] = []
+    # What follows the count once every job found is done ("(9 of them preempted)"), as the confirmed toast says it.
+    note: str = ""
 
 
 def silent_for(seconds: float) -> str:
@@ -107,6 +109,7 @@ def outcome(
     pending: Sequence[Pending] = (),
     doing: str = "",
     becomes: Becomes = "",
+    whole_note: str = "",
 ) -> ActionResult:
     """Every action's toast, from what it found and what really changed.
 
@@ -117,9 +120,12 @@ def outcome(
     `pending`: the parts of clusters that did not confirm, each with how many of those found it was asked about.
     Such a cluster may have acted (its reports tell), so its part is counted neither way: "2 on gpu-2 not
     confirmed yet"; when nothing is confirmed the toast says what is being done (`doing`, `{n}` all found).
+    `whole_note` is `note` for every job found, which the browser adds once its reports show them all done.
     """
     if pending:
-        return _pending_outcome(done, found, acted, pending, note=note, doing=doing or done, becomes=becomes)
+        result = _pending_outcome(done, found, acted, pending, note=note, doing=doing or done, becomes=becomes)
+        result.note = whole_note
+        return result
     if not found:
         return ActionResult(message=nothing, acted=0, unconfirmed=[], level="info")
     n = f"{acted}" if acted == found else f"{acted} of {found}"
@@ -188,9 +194,11 @@ def toast(
     acted: int,
     preempted: int = 0,
     pending: Sequence[Pending] = (),
+    preempted_found: int = 0,
 ) -> ActionResult:
     """Remove Running Jobs and Retry Failed Jobs (or Frames): found is how many jobs qualified, acted how many
-    changed, preempted how many of those were preempted ones; `pending` the parts not confirmed yet."""
+    changed, preempted how many of those were preempted ones (`preempted_found`: of all found); `pending` the parts
+    not confirmed yet."""
     if action == "remove":
         return outcome(
             "Removed {n} job(s)",
@@ -201,16 +209,16 @@ def toast(
             doing="Removing {n} job(s)",
             becomes="removed",
         )
-    note = f" ({preempted} of them preempted)" if preempted else ""
     return outcome(
         "Queued {n} failed job(s) for retry",
         found,
         acted,
         nothing="No failed jobs found to retry",
-        note=note,
+        note=f" ({preempted} of them preempted)" if preempted else "",
         pending=pending,
         doing="Queueing {n} failed job(s) for retry",
         becomes="next_attempt",
+        whole_note=f" ({preempted_found} of them preempted)" if preempted_found else "",
     )
 
 

@@ -716,7 +716,7 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(
     await reported(
         gpu2,
         await gpu2.submit([{"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "p", "frame": 1}]),
-        "failed",
+        "preempted",
     )
     await page.click("#ring")
     await page.click(f"#popover [data-head='{team.trajectory_id}']", button="right")
@@ -724,10 +724,13 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(
     await page.wait_for_selector(
         ".toast.busy:has-text('Retry Failed Jobs: waiting for the clusters to confirm')"
     )  # up to 3 s
-    # gpu-2 never confirms, but it did retry its job, and its report says so: the toast ends on the truth.
+    # gpu-2 never confirms, but it did retry its (preempted) job, and its report says so: the toast ends on the
+    # truth, as a confirmed answer would say it.
     await page.locator(
         ".toast.success",
-        has_text=re.compile(r"^Queued 2 failed job\(s\) for retry; gpu-2 confirmed by its reports after \d+ s"),
+        has_text=re.compile(
+            r"^Queued 2 failed job\(s\) for retry \(1 of them preempted\); gpu-2 confirmed by its reports after \d+ s"
+        ),
     ).wait_for()
     await page.wait_for_selector(".toast.busy", state="detached")
     # The Submissions page: the same truth.

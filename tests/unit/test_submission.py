@@ -116,6 +116,10 @@ def test_jobs_view_toasts() -> None:
         "Queueing 5 failed job(s) for retry on cpu-big and gpu-2: not confirmed yet"
     )
     assert toast("remove", 2, 2).message == "Removed 2 job(s)"
+    # Followed in the browser until the reports show every job retried, then said as a confirmed answer says it.
+    followed = toast("retry", 9, 0, pending=[Pending("gpu-2", 9)], preempted_found=9)
+    assert (followed.done, followed.note) == ("Queued {n} failed job(s) for retry", " (9 of them preempted)")
+    assert toast("retry", 5, 5, preempted=2, preempted_found=2).note == ""  # nothing to follow: all said at once
 
 
 def test_a_toast_says_which_cluster_is_silent_and_for_how_long() -> None:
