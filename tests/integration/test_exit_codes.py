@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -233,33 +234,77 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(("setting", "url"), MALFORMED, ids=[f"{s}={u}" for s, u in MALFORMED])
-def test_a_malformed_url_is_2_on_every_command_naming_the_setting_and_no_piece_of_its_password(
-    setting: str, url: str
-) -> None:
+# The commands in-process, one after another in one interpreter (what main() does before any command runs is the
+# same for each): each one's exit status and everything it wrote.
+IN_ONE_PROCESS = """
+import contextlib, io, json, sys
+from gateway.cli import main
+said = []
+for args in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    said.append([code, out.getvalue()])
+print(json.dumps(said))
+"""
+
+
+def malformed_env(setting: str, url: str) -> dict[str, str]:
     keep = {
         k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") and k not in ("DATABASE_URL", "REDIS_URL")
     }
-    env = {
+    return {
         **keep,
         "DATABASE_URL": UNREACHABLE_PG,
         "REDIS_URL": UNREACHABLE_REDIS,
         "GATEWAY_SECRET": "s" * 32,
         setting: url,
     }
-    running = [
-        subprocess.Popen(
-            [sys.executable, "-m", "gateway", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+
+
+def stopped_at_once(args: list[str], setting: str, code: object, said: str) -> None:
+    assert code == 2, (args, code, said)
+    lines = [line for line in said.splitlines() if line.startswith("gateway: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"gateway: {setting}: "), (args, said)
+    assert not any(piece in said for piece in PASSWORD_PIECES), (args, said)
+
+
+@pytest.mark.parametrize(("setting", "url"), MALFORMED, ids=[f"{s}={u}" for s, u in MALFORMED])
+def test_a_malformed_url_is_2_on_every_command_naming_the_setting_and_no_piece_of_its_password(
+    setting: str, url: str
+) -> None:
+    """Every command, with every malformed URL: run in one interpreter per URL (two hundred interpreters took ten
+    minutes of the suite); the next test runs each command as its own process."""
+    done = subprocess.run(
+        [sys.executable, "-c", IN_ONE_PROCESS, json.dumps(COMMANDS)],
+        env=malformed_env(setting, url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not any(piece in done.stdout + done.stderr for piece in PASSWORD_PIECES), done.stderr
+    for args, (code, said) in zip(COMMANDS, json.loads(done.stdout), strict=True):
+        stopped_at_once(args, setting, code, said)
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[a[0] for a in COMMANDS])
+def test_each_command_as_its_own_process_stops_at_once_on_a_malformed_url(args: list[str]) -> None:
+    """The same as a script or a service manager sees it, one malformed URL of each setting per command."""
+    for setting, url in (MALFORMED[0], MALFORMED[8]):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", *args],
+            env=malformed_env(setting, url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        for args in COMMANDS
-    ]
-    for args, process in zip(COMMANDS, running, strict=True):
         try:
             out, err = process.communicate(timeout=120)
         finally:
             process.kill()
-        said = out + err
-        assert process.returncode == 2, (args, process.returncode, said)
-        lines = [line for line in err.splitlines() if line.startswith("gateway: ")]
-        assert len(lines) == 1 and lines[0].startswith(f"gateway: {setting}: "), (args, said)
-        assert not any(piece in said for piece in PASSWORD_PIECES), (args, said)
+        stopped_at_once(args, setting, process.returncode, out + err)
