@@ -163,6 +163,17 @@ async def test_at_360_px_the_popover_keeps_its_list_the_frames_their_times_and_t
     await page.wait_for_selector("#toasts .toast")
     assert await page.evaluate(list_box) == before  # the toasts take their own strip: the list keeps its height
     assert await page.evaluate(footer) == clusters  # and Open clusters stays put
+    # A long toast reads whole in its strip, on two lines, not cut to "4 successfull…".
+    long = "5 trajectories finished: 4 successfully, 1 with errors"
+    await page.evaluate(f"import('/js/ui.js').then((m) => m.toast({long!r}, 'warning', {{ kind: 'finish' }}))")
+    await page.wait_for_selector(f"#toasts .toast:has-text({long!r})")
+    shown = await page.evaluate(
+        "() => { const w = [...document.querySelectorAll('#toasts .toast .words')].pop();"
+        " const t = document.querySelector('#toasts').getBoundingClientRect(), r = w.getBoundingClientRect();"
+        " return [w.scrollHeight <= w.clientHeight, w.scrollWidth <= w.clientWidth, r.bottom <= t.bottom]; }"
+    )
+    assert shown == [True, True, True], shown
+    assert await page.evaluate(list_box) == before and await page.evaluate(footer) == clusters
     await page.keyboard.press("Escape")
 
     # A trajectory's panel, opened by keyboard: its title is focused with no field's box around it, and every
