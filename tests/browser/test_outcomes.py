@@ -91,6 +91,8 @@ async def test_an_action_on_more_trajectories_than_it_follows_counts_the_rest(
     report = gpu2.ingest.report
     gpu2.ingest.report = held.append  # type: ignore[method-assign]  # its reports wait until the test lets them go
     await page.goto(f"{stack.nodes[0].http}/submissions")
+    # As a person would, act once the row shows its tasks (the window read first may hold the row as created).
+    await page.locator(f"tr[data-sub='{sid}']", has_text="0/22 done").wait_for()
     await page.click(f"tr[data-sub='{sid}']", button="right")
     await page.click(".menu li:text-is('Kill')")
     await page.locator("dialog h2", has_text="on gpu-2?").wait_for()
