@@ -138,6 +138,7 @@ async def test_signing_out_of_the_demo_says_so_on_a_page_styled_as_the_app_and_t
         await page.locator("main h1", has_text="Sign in to the demo").wait_for()
         assert "the demo's picker" in await page.inner_text("main")
         await page.locator(f".picker [data-user='{team.user_id}']").click()
+        await page.locator("#ring").wait_for()  # signed in: the header of the app, as the person sees it first
         if width == 360:  # Sign out is behind the header's menu button there
             await page.click("#nav-toggle")
         await page.get_by_role("button", name="Sign out").click()

@@ -93,6 +93,7 @@ ID_CASES = [
     Case("GET", "/api/teams/{bad}/views", "user"),
     Case("POST", "/api/teams/{bad}/views", "user", {"name": "v", "view": {"columns": [{"key": "id"}]}}),
     Case("PUT", "/api/teams/{bad}/views/default", "user", {"view_id": None}),
+    Case("PUT", "/api/teams/{bad}/views/order", "user", {"view_ids": []}),
     Case("PUT", "/api/teams/1/views/{bad}", "user", {"name": "v"}, field="view: expected an id"),
     Case("DELETE", "/api/teams/1/views/{bad}", "user", field="view: expected an id"),
     Case(

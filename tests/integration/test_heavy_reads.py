@@ -193,9 +193,15 @@ async def test_a_search_past_the_statement_timeout_answers_422(
                 response = await client.get(f"/api/teams/{crowded.id}/{path}", params={"q": BROAD}, headers=bearer)
                 assert response.status_code == 422, (path, response.status_code, response.text[:200])
                 assert response.json()["error"] == "too_broad" and "narrow it" in response.json()["message"]
-            # The node serves on, and a narrow search still answers.
-            narrow = await client.get(f"/api/teams/{crowded.id}/submissions", params={"q": "bulk 777"}, headers=bearer)
-            assert narrow.status_code == 200 and narrow.json()["total"] >= 1
+            # The node serves on, and a narrow search still answers (within 0.2 s once PostgreSQL has the index's
+            # pages at hand: a first try on a busy machine may itself be cut off, and is said so, never a 500).
+            for _ in range(5):
+                narrow = await client.get(
+                    f"/api/teams/{crowded.id}/submissions", params={"q": "bulk 777"}, headers=bearer
+                )
+                if narrow.status_code != 422:
+                    break
+            assert narrow.status_code == 200 and narrow.json()["total"] >= 1, narrow.text[:200]
 
 
 @pytest.fixture(scope="module")

@@ -116,6 +116,7 @@ class Server:
             if self._date is not None:
                 self._date.cancel()
             await lifespan.shutdown()
+        log.info("stopped: every connection closed and the app shut down")  # a service manager's last line
 
     def _signals(self) -> tuple[int, ...]:
         return (signal.SIGTERM, signal.SIGINT) if self.signals else ()
