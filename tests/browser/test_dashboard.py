@@ -33,11 +33,14 @@ async def test_the_work_in_hand_leads_and_what_is_over_is_folded(
     await page.wait_for_function("document.getElementById('ring-label').textContent === '3 queued'")
     await page.wait_for_function("document.getElementById('ring-fill').getAttribute('stroke-dasharray') === '25 100'")
     active = page.locator(f".cards:not(.finished-cards) [data-card='{team.trajectory_id}']")
+    # Read as a person reads it, on screen (a card out of view is not drawn: content-visibility: auto).
+    await active.scroll_into_view_if_needed()
     assert "1/4 jobs" in await active.locator(".progress").inner_text()
     assert (await active.locator(".meta").inner_text()).count("queued") == 1
 
     await fold.locator("summary").click()
     await finished.wait_for()
+    await finished.scroll_into_view_if_needed()
     meta = await finished.locator(".meta").inner_text()
     assert "4/4 jobs" in meta and meta.count("completed") == 1  # the status word once, not "completed completed"
     assert await axe_violations(page) == []
