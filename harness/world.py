@@ -38,6 +38,14 @@ class Process:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def tracebacks(self) -> str:
+        """Each traceback the process logged, whole, with the line before it: what a failed "no traceback" check
+        should say (pytest cuts a long log short)."""
+        lines = self.output().splitlines()
+        return "\n".join(
+            "\n".join(lines[max(0, i - 1) : i + 40]) for i, line in enumerate(lines) if line.startswith("Traceback")
+        )
+
     def stop(self) -> None:
         processes.stop([self.proc])
 

@@ -69,7 +69,7 @@ async def test_malformed_channel_names_are_refused_and_the_socket_keeps_serving(
         await ws.send(json.dumps({"type": "subscribe", "channel": f"trajectory:{team.trajectory_id}"}))
         seen = await read_until(ws, lambda m: m["type"] == "snapshot" and m["final"])
         assert seen[-1]["channel"] == f"trajectory:{team.trajectory_id}"
-    assert "Traceback" not in stack.nodes[0].output()
+    assert "Traceback" not in stack.nodes[0].output(), stack.nodes[0].tracebacks()
 
 
 def rss_kib(process: Process) -> int:

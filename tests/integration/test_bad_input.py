@@ -346,7 +346,7 @@ def test_a_number_in_any_script_is_refused_naming_its_parameter_on_the_same_conn
         assert status < 500, body
     else:
         assert status == 422 and json.loads(body)["message"].startswith(name), body
-    assert "Traceback" not in stack.nodes[0].output()
+    assert "Traceback" not in stack.nodes[0].output(), stack.nodes[0].tracebacks()
 
 
 @pytest.mark.parametrize(
@@ -365,4 +365,4 @@ async def test_a_search_in_any_script_s_digits_is_a_search(stack: Stack, team: T
         assert response.text.endswith("\r\n")
     else:
         response.json()
-    assert "Traceback" not in stack.nodes[0].output()
+    assert "Traceback" not in stack.nodes[0].output(), stack.nodes[0].tracebacks()
