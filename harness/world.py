@@ -39,15 +39,19 @@ class Process:
         return self.log.read_text(errors="replace")
 
     def tracebacks(self) -> str:
-        """Each traceback the process logged, whole, with the line before it: what a failed "no traceback" check
-        should say (pytest cuts a long log short)."""
-        lines = self.output().splitlines()
-        return "\n".join(
-            "\n".join(lines[max(0, i - 1) : i + 40]) for i, line in enumerate(lines) if line.startswith("Traceback")
-        )
+        return tracebacks_in(self.output())
 
     def stop(self) -> None:
         processes.stop([self.proc])
+
+
+def tracebacks_in(log: str) -> str:
+    """Each traceback in a process's log, whole, with the line before it: what a failed "no traceback" check
+    should say (pytest cuts a long log short)."""
+    lines = log.splitlines()
+    return "\n".join(
+        "\n".join(lines[max(0, i - 1) : i + 40]) for i, line in enumerate(lines) if line.startswith("Traceback")
+    )
 
 
 def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: int = 0) -> Process:

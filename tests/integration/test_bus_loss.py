@@ -105,4 +105,4 @@ async def test_a_stalled_bus_link_is_reported_its_clients_are_told_and_nothing_i
         await follower.reconnect()
         await follower.wait_for(lambda f: set(before + during) <= set(f.listed(channel)), timeout=30)
         assert follower.channels[channel].snapshots == snapshots and follower.problems == []
-    assert "Traceback" not in node.output()
+    assert "Traceback" not in node.output(), node.tracebacks()

@@ -25,6 +25,7 @@ import pytest
 from gateway.embedded import free_port
 from harness.follower import Follower
 from harness.processes import alive, descendants
+from harness.world import tracebacks_in
 
 START_WITHIN = 90.0  # the embedded PostgreSQL's first start (initdb) on a busy machine
 STOP_WITHIN = 45.0  # the demo's own deadlines add up to about 25 s
@@ -196,7 +197,7 @@ async def test_a_restarted_demo_keeps_its_secret_so_open_sessions_stay_signed_in
                 proc.send_signal(signal.SIGTERM)
                 assert await asyncio.to_thread(proc.wait, STOP_WITHIN) == 0, demo.output()
                 stops.append(time.monotonic() - started)
-                assert "Traceback" not in demo.output()
+                assert "Traceback" not in demo.output(), tracebacks_in(demo.output())
             finally:
                 if proc.poll() is None or any(alive(pid) for pid in demo.processes()):
                     demo.kill_everything()

@@ -55,7 +55,7 @@ async def test_the_health_port_serves_the_same_node(stack: Stack, team: Team, tm
                 assert metrics.status_code == 200 and "gateway_event_loop_lag_seconds_bucket" in metrics.text
     finally:
         node.stop()
-    assert "Traceback" not in node.output()
+    assert "Traceback" not in node.output(), node.tracebacks()
 
 
 HEALTH_CAP = 8  # GATEWAY_HEALTH_MAX_CONNECTIONS in these tests
@@ -80,7 +80,7 @@ async def capped_node(stack: Stack, tmp_path: Path) -> AsyncIterator[tuple[Proce
         yield node, health
     finally:
         node.stop()
-    assert "Traceback" not in node.output()
+    assert "Traceback" not in node.output(), node.tracebacks()
 
 
 async def closed_by_server(reader: asyncio.StreamReader) -> bool:

@@ -66,4 +66,4 @@ async def test_a_moved_trajectory_ends_the_old_teams_subscriptions_on_every_node
             await first.subscribe(channel)
             await first.wait_for(lambda f: f.channels[channel].snapshot_done and forbidden(f, channel) == 2)
     for node in stack.nodes:
-        assert "Traceback" not in node.output()
+        assert "Traceback" not in node.output(), node.tracebacks()

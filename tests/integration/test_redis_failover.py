@@ -89,8 +89,8 @@ async def test_each_primary_replaced_by_its_replica_mid_stream_loses_nothing(
         await converge_all(followers, fpool, teams)
         print(f"every subscriber current {time.monotonic() - stopped:.2f} s after the writers stopped")
         for node in fworld.nodes:
-            assert "Traceback" not in node.output()
-        assert "Traceback" not in fworld.relays[0].output()
+            assert "Traceback" not in node.output(), node.tracebacks()
+        assert "Traceback" not in fworld.relays[0].output(), fworld.relays[0].tracebacks()
         resyncs = sum(s.resyncs for f in followers for s in f.channels.values())
         assert resyncs == 0, f"{resyncs} resyncs: a failover that loses nothing acknowledged needs none"
     finally:

@@ -162,7 +162,7 @@ async def replace_primary_mid_stream(world: SentinelWorld, pool: asyncpg.Pool, k
         )
         for process in [*world.nodes, world.relay]:
             assert process.proc.poll() is None, f"{process.name} exited"
-            assert "Traceback" not in process.output(), process.name
+            assert "Traceback" not in process.output(), (process.name, process.tracebacks())
     finally:
         written.set()
         probed.set()

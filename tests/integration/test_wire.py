@@ -286,7 +286,7 @@ async def test_a_ping_flood_is_rate_limited_like_messages_and_closed_with_4029(s
         pass  # closed by the node while we wrote
     assert await code == 4029
     client.close()
-    assert "Traceback" not in stack.nodes[1].output()
+    assert "Traceback" not in stack.nodes[1].output(), stack.nodes[1].tracebacks()
 
 
 async def test_pongs_a_client_never_reads_stay_within_its_bound(eager_node: Process, team: Team) -> None:  # noqa: F811  (a pytest fixture)

@@ -129,7 +129,7 @@ async def test_two_workers_share_the_port_and_each_serves_every_channel(
         with pytest.raises(httpx.ConnectError):
             async with httpx.AsyncClient(base_url=node.http) as client:
                 await client.get("/healthz")
-        assert "Traceback" not in node.output()
+        assert "Traceback" not in node.output(), node.tracebacks()
     finally:
         node.stop()
 
