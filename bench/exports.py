@@ -36,7 +36,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 
 from . import sql
 from .healthz import HealthProbe, latency_figures

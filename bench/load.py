@@ -43,7 +43,7 @@ from gateway.core.grouping import Group, group_order, job_group
 from gateway.core.model import Job
 from gateway.core.status import LISTED
 from gateway.store.queries import trajectory_groups
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 
 from . import sql
 from .subscribers.jobstate import counts_state

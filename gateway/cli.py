@@ -93,7 +93,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> None:
     _reachable(settings)
     logging.getLogger("gateway").info("%s", _listening_on(args.host, args.port, settings, args.workers))
     if args.workers > 1:
-        from .web.workers import serve_workers
+        from .web.node.workers import serve_workers
 
         sys.exit(serve_workers(settings, args.host, args.port, args.workers))
     _stop_cleanly_on_signals()
@@ -382,7 +382,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .web.logs import configure
+    from .web.node.logs import configure
 
     cli = parser()
     args = cli.parse_args(argv)

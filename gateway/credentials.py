@@ -1,7 +1,7 @@
 """Signed, expiring user tokens (JWT, HS256) and hashed per-cluster ingest keys.
 
 Outside web/ so that the CLI, the demo and its seed mint tokens and keys without importing the web app
-(gateway.web.auth re-exports these names for the app and older importers).
+(gateway.web.people.auth re-exports these names for the app and older importers).
 """
 
 from __future__ import annotations

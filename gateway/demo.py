@@ -26,7 +26,7 @@ from .seed import Seeded, seed_demo
 from .sim.run import Simulation
 from .store.migrate import migrate
 from .web.app import create_app
-from .web.metrics import also_export
+from .web.node.metrics import also_export
 from .web.server.serve import Server
 from .web.serving import listeners, node_server
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from gateway.web.auth import issue_token, new_cluster_key
+from gateway.web.people.auth import issue_token, new_cluster_key
 
 
 @dataclass

@@ -30,7 +30,7 @@ LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 TOOLS = Path(__file__).resolve().parent / "tools"
 
 # The nodes the tests start (with this environment) have no load balancer to leave: SIGTERM closes their websockets
-# at once rather than after the drain of gateway.web.leaving, which tests/integration/test_drain.py tests.
+# at once rather than after the drain of gateway.web.node.leaving, which tests/integration/test_drain.py tests.
 os.environ.setdefault("GATEWAY_DRAIN_SECONDS", "0")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import websockets
 
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from harness.follower import Follower
 
 from .. import sql

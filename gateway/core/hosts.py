@@ -1,5 +1,5 @@
 """Host names and origins as a request states them: parsing a Host header, whether it is allowed, loopback, or the
-same origin as a browser's Origin. Pure: the node's checks (gateway.web.hosts) and the metrics' scraper rule
+same origin as a browser's Origin. Pure: the node's checks (gateway.web.http.hosts) and the metrics' scraper rule
 (gateway.exposition) read them."""
 
 from __future__ import annotations

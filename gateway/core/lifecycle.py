@@ -1,5 +1,5 @@
 """How a submission moves through its twelve statuses: the one transition table, which the Submissions page's
-diagram is drawn from (gateway.web.lifecycle) and the ingest API checks a cluster's staging reports against.
+diagram is drawn from (gateway.web.team.lifecycle) and the ingest API checks a cluster's staging reports against.
 
 Each move has a cause:
 

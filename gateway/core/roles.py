@@ -2,7 +2,7 @@
 
 A team's members see everything of their team and act on its jobs; owners and admins also manage its members,
 their roles and its clusters' keys. Among managers, only an owner makes or unmakes owners, and a team keeps at
-least one owner. `gateway.web.guards.may` applies the table to a request; tests/integration/test_roles.py calls
+least one owner. `gateway.web.http.guards.may` applies the table to a request; tests/integration/test_roles.py calls
 every route of the app as each role and holds the answers to it.
 """
 

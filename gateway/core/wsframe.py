@@ -207,7 +207,7 @@ class FrameReader:
         self.frames = 0  # frames read, control frames and fragments included
         self.allowance = float("inf")  # frames it may still read: past them, ProtocolError 4029
         # Frames that ended what was under way: a whole message, or a control frame between messages. While a
-        # message is `unfinished` and this does not move, the client is holding it open (gateway.web.direct).
+        # message is `unfinished` and this does not move, the client is holding it open (gateway.web.websocket.direct).
         self.progress = 0
         self._inflater = zlib.decompressobj(-15) if inflate and context_takeover else None
         self._buffer = b""

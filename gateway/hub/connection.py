@@ -105,7 +105,7 @@ class Connection:
         self.refused = 0  # replies in a row that did not fit within the bound
         self._drained: asyncio.Event | None = None  # made only while someone waits for the output to drain
         self.token_id = ""  # the session's (set at the handshake): revoking it closes this connection
-        self.log_id = ""  # in every log line about it (connection_id: gateway.web.logs)
+        self.log_id = ""  # in every log line about it (connection_id: gateway.web.node.logs)
         self.expires = expires  # when the session's token expires (wall clock): the node closes it then
         self.keepalive_slice = -1  # which of the node's keepalive slices pings it (gateway.core.keepalive)
 
@@ -121,7 +121,7 @@ class Connection:
     def unlink(self) -> None:
         """The socket is gone: forget its link. The link holds this connection and its session's callbacks, so
         keeping it would make a cycle that only a full pass of the collector frees, which a node delays
-        (gateway.web.garbage): every connection that left would stay in memory until then."""
+        (gateway.web.node.garbage): every connection that left would stay in memory until then."""
         self.fast = None
         self.link = _Unlinked()
 

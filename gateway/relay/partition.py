@@ -22,7 +22,7 @@ from ..store import outbox, partitions, waves
 from ..store.joint_reads import JointReads
 from ..store.outbox import OutboxReader, ReadResult
 from ..store.types import Connection
-from ..web.logs import bind
+from ..web.node.logs import bind
 from .cycle import RelayCycle
 from .extras import TeamExtras
 from .maintenance import Heartbeat, HoldBackWatch, Housekeeping
@@ -69,7 +69,7 @@ class PartitionRelay:
 
     async def run(self) -> None:
         """Stand by, take over, serve; after losing the lock or the database, stand by again."""
-        bind(partition=self.partition)  # in every line this partition's task logs (gateway.web.logs)
+        bind(partition=self.partition)  # in every line this partition's task logs (gateway.web.node.logs)
         delay = 0.2
         while True:
             try:

@@ -28,21 +28,17 @@ from ..hub.user_sockets import SocketsHeld
 from ..resources import FRONTEND
 from ..store.access import NodeAccess
 from ..store.connections import open_pool
-from .account import account, revoke_session, set_preferences
-from .actions import preview_remove_running, preview_retry_failed, remove_running, retry_failed, retry_failed_frames
-from .activity import team_activity, team_activity_csv
-from .analyses import delete_analysis, trajectory_analyses
-from .api import me, team_active_trajectories, team_members, team_trajectories, trajectory
-from .garbage import CollectorPauses, MemoryReturn
-from .handshake_gate import HandshakeGate
-from .headers import SecurityHeaders
-from .health_port import HealthPortOnly
-from .heard import Hearing
-from .heavy import HeavyReads
-from .hosts import HostCheck
-from .http_figures import HttpFigures
-from .inflight import ActionLimits
-from .ingest import (
+from .admin.platform_admin import (
+    admin_create_team,
+    admin_create_user,
+    admin_remove_team,
+    admin_remove_user,
+    admin_teams,
+    admin_users,
+)
+from .admin.team_admin import add_cluster, add_member, remove_cluster, remove_member, rotate_cluster_key, team_clusters
+from .cluster.heard import Hearing
+from .cluster.ingest import (
     ingest_analysis,
     ingest_confirmation,
     ingest_jobs,
@@ -51,29 +47,39 @@ from .ingest import (
     ingest_trajectory,
     update_submission,
 )
-from .instance_types import declare_instance_types, submission_instance_types
-from .leaving import Leaving
-from .lifecycle import lifecycle
-from .logs import RequestTimer, install_redaction
-from .loop_lag import LoopLag
-from .metrics import healthz, metrics, readyz
-from .platform_admin import (
-    admin_create_team,
-    admin_create_user,
-    admin_remove_team,
-    admin_remove_user,
-    admin_teams,
-    admin_users,
-)
-from .quotas import Creations
+from .cluster.quotas import Creations
+from .http.headers import SecurityHeaders
+from .http.heavy import HeavyReads
+from .http.hosts import HostCheck
+from .http.inflight import ActionLimits
+from .node.garbage import CollectorPauses, MemoryReturn
+from .node.health_port import HealthPortOnly
+from .node.http_figures import HttpFigures
+from .node.leaving import Leaving
+from .node.logs import RequestTimer, install_redaction
+from .node.loop_lag import LoopLag
+from .node.metrics import healthz, metrics, readyz
+from .node.schema import asyncapi_document, openapi_document
+from .people.account import account, revoke_session, set_preferences
+from .people.session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
 from .runtime import Runtime
-from .saved_views import arrange_views, create_view, delete_view, list_views, set_default_view, update_view
-from .schema import asyncapi_document, openapi_document
-from .session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
-from .submission_windows import team_projects, team_submissions, team_submissions_csv
-from .submissions import preview_submissions_action, submissions_action
-from .team_admin import add_cluster, add_member, remove_cluster, remove_member, rotate_cluster_key, team_clusters
-from .ws import websocket_endpoint
+from .team.actions import (
+    preview_remove_running,
+    preview_retry_failed,
+    remove_running,
+    retry_failed,
+    retry_failed_frames,
+)
+from .team.activity import team_activity, team_activity_csv
+from .team.analyses import delete_analysis, trajectory_analyses
+from .team.api import me, team_active_trajectories, team_members, team_trajectories, trajectory
+from .team.instance_types import declare_instance_types, submission_instance_types
+from .team.lifecycle import lifecycle
+from .team.saved_views import arrange_views, create_view, delete_view, list_views, set_default_view, update_view
+from .team.submission_windows import team_projects, team_submissions, team_submissions_csv
+from .team.submissions import preview_submissions_action, submissions_action
+from .websocket.handshake_gate import HandshakeGate
+from .websocket.ws import websocket_endpoint
 
 log = logging.getLogger("gateway")
 CLOSE_BUDGET = 10.0  # seconds each step of the app's shutdown may take before the node goes on without it
@@ -106,12 +112,12 @@ def create_app(settings: Settings) -> Starlette:
     pauses = CollectorPauses()
 
     lifespan = _lifespan(settings, admission, tokens, loop_lag, pauses)
-    http_figures = HttpFigures()  # /metrics reads them (gateway.web.metrics)
+    http_figures = HttpFigures()  # /metrics reads them (gateway.web.node.metrics)
     middleware = _middleware(settings, http_figures)
     app = Starlette(routes=_routes(), lifespan=lifespan, middleware=middleware)
     app.state.http_figures = http_figures
     app.state.handshakes = HandshakeGate(admission, tokens, settings.session_max_age)
-    app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.leaving); /readyz reads it
+    app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.node.leaving); /readyz reads it
     return app
 
 
@@ -141,7 +147,7 @@ def _lifespan(
         sessions.start()
         sockets_held = SocketsHeld(broker.user_sockets, settings.max_connections_per_user)
         await node.start()
-        memory = MemoryReturn()  # gives freed memory back once many connections left (gateway.web.garbage)
+        memory = MemoryReturn()  # gives freed memory back once many connections left (gateway.web.node.garbage)
         http_rate = KeyedRate(settings.http_rate, settings.http_burst) if settings.http_rate > 0 else None
         actions = ActionLimits(settings.max_actions_per_user, settings.max_actions_per_team, settings.command_timeout)
         app.state.runtime = Runtime(
@@ -168,7 +174,7 @@ def _lifespan(
                 settings.max_exports,
             ),
         )
-        pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.garbage)
+        pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.node.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
         renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
         returning = asyncio.create_task(memory.run(node.connections), name="memory-return")

@@ -15,13 +15,13 @@ from ..hub.revocations import SessionRevocations
 from ..hub.sessions import SessionsSeen
 from ..hub.user_sockets import SocketsHeld
 from ..store.types import Pool
-from .garbage import CollectorPauses, MemoryReturn
-from .heard import Hearing
-from .heavy import HeavyReads
-from .hosts import same_origin
-from .inflight import ActionLimits
-from .loop_lag import LoopLag
-from .quotas import Creations
+from .cluster.heard import Hearing
+from .cluster.quotas import Creations
+from .http.heavy import HeavyReads
+from .http.hosts import same_origin
+from .http.inflight import ActionLimits
+from .node.garbage import CollectorPauses, MemoryReturn
+from .node.loop_lag import LoopLag
 
 
 @dataclass

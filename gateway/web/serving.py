@@ -1,6 +1,7 @@
-"""How a gateway node serves (`gateway serve`, each of its `--workers`, the demo and the test nodes): its own
-socket layer (gateway.web.server) with the node's bounds, its websocket handshakes answered outside ASGI
-(gateway.web.opening), its way of leaving on SIGTERM (gateway.web.leaving), on the sockets `listeners` binds."""
+"""How a gateway node serves (`gateway serve`, each of its `--workers`, the demo and the test nodes): its own socket
+layer (gateway.web.server) with the node's bounds, its websocket handshakes answered outside ASGI
+(gateway.web.websocket.opening), its way of leaving on SIGTERM (gateway.web.node.leaving), on the sockets `listeners`
+binds."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def node_server(
     """The server of `app` (from gateway.web.app.create_app): SIGTERM drains it first (GATEWAY_DRAIN_SECONDS),
     then its websockets close with 1012 and retry hints spread at a quarter of the admission rate; `signals`
     False: the caller stops it (`stop()`), as the demo does."""
-    from .opening import opener
+    from .websocket.opening import opener
 
     return Server(
         served_for(app, settings, opener(app, settings.hosts)),

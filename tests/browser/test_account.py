@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from tests.browser.helpers import axe_violations, layout_problems, sign_in
 from tests.conftest import Process, Stack
 from tests.integration.conftest import Team

@@ -1,5 +1,5 @@
 """The gateway's app under uvicorn (its httptools protocol and its `websockets-sansio` websocket protocol, with
-its own permessage-deflate): the ASGI fallback of gateway.web.ws, as any other ASGI server would run it.
+its own permessage-deflate): the ASGI fallback of gateway.web.websocket.ws, as any other ASGI server would run it.
 
     python -m tests.integration.asgi_node PORT
 """
@@ -12,7 +12,7 @@ import uvicorn
 
 from gateway.config import Settings
 from gateway.web.app import create_app
-from gateway.web.logs import configure
+from gateway.web.node.logs import configure
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import pytest
 import websockets
 
 from gateway.hub.sessions import WRITE_EVERY
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from tests.conftest import Process, Stack
 from tests.integration.conftest import Team, make_team
 from tests.integration.test_sessions import EVIL, closed_with, origin, refused_until, revoke_cli

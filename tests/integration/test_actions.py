@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway.sim.cluster import SimCluster
-from gateway.web.auth import new_cluster_key
+from gateway.web.people.auth import new_cluster_key
 from harness.follower import Follower
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs, make_team

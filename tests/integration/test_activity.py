@@ -15,7 +15,7 @@ import pytest
 from gateway.sim.cluster import SimCluster
 from gateway.store import activity, tenants
 from gateway.store.clusters import set_key_hash
-from gateway.web.auth import new_cluster_key
+from gateway.web.people.auth import new_cluster_key
 from tests.conftest import Stack
 from tests.integration.conftest import Team
 

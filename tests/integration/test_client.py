@@ -15,7 +15,7 @@ import pytest
 from gateway.client import ConnectionFailed, Forbidden, GatewayClient, Unauthorized, websocket_url
 from gateway.core.protocol import Error, ServerMessages, Snapshot
 from gateway.embedded import free_port
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from harness.waiting import eventually
 from tests.conftest import Stack, spawn, wait_http
 from tests.integration.conftest import Team, insert_jobs, make_team

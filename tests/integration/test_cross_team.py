@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from gateway.store import queries
-from gateway.web.auth import new_cluster_key
-from gateway.web.guards import MembersTeamOf, Refused, members_team
+from gateway.web.http.guards import MembersTeamOf, Refused, members_team
+from gateway.web.people.auth import new_cluster_key
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs, make_team
 

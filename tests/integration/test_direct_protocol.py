@@ -21,12 +21,12 @@ from websockets.server import ServerProtocol
 
 from gateway.core.wsframe import Frame, ping_frame
 from gateway.hub.connection import CLOSE_SLOW, Connection
-from gateway.web.direct import DirectLink
 from gateway.web.server.http11 import HttpProtocol
 from gateway.web.server.serve import Server
 from gateway.web.server.served import Served
 from gateway.web.server.upgrade import Opening, Upgrade
-from gateway.web.tcpstate import acknowledged, unsent
+from gateway.web.websocket.direct import DirectLink
+from gateway.web.websocket.tcpstate import acknowledged, unsent
 
 
 class EchoApp:

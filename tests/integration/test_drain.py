@@ -1,4 +1,4 @@
-"""How a node leaves on SIGTERM (gateway.web.leaving): /readyz turns 503 at once while it serves on for
+"""How a node leaves on SIGTERM (gateway.web.node.leaving): /readyz turns 503 at once while it serves on for
 GATEWAY_DRAIN_SECONDS, so a load balancer takes it out first; then every websocket closes with 1012 and a retry
 hint of its own in the reason, and the process exits 0."""
 

@@ -11,7 +11,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.web.auth import new_cluster_key
+from gateway.web.people.auth import new_cluster_key
 from tests.conftest import Stack
 
 # What PostgreSQL cannot take: ids past a bigint (asyncpg cannot send them), NUL in text.

@@ -19,7 +19,7 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from harness.waiting import eventually
 from tests.conftest import Process, Stack, extra_node
 from tests.integration.conftest import Team, make_team

@@ -13,7 +13,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.embedded import free_port
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from harness.follower import Follower
 from tests.conftest import Stack, spawn, wait_http
 from tests.integration.conftest import Team

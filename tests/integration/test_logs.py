@@ -15,7 +15,7 @@ import pytest
 import websockets
 
 from gateway.embedded import free_port
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from harness.follower import Follower
 from tests.conftest import Process, Stack, spawn, wait_http
 from tests.integration.conftest import Team, insert_jobs
@@ -99,7 +99,7 @@ async def test_a_websocket_closed_by_the_server_is_logged_once_with_code_duratio
     )
     assert len(found) == 1, found
     line = found[0]
-    assert line["code"] == 4001 and line["level"] == "info" and line["logger"] == "gateway.web.ws"
+    assert line["code"] == 4001 and line["level"] == "info" and line["logger"] == "gateway.web.websocket.ws"
     assert 1000 <= line["duration_ms"] < 10_000
     assert line["bytes_sent"] > 0 and line["frames_sent"] >= 1  # the snapshot at least
     assert line["message"].startswith("websocket closed: code 4001 after ")

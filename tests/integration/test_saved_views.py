@@ -9,7 +9,7 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from tests.conftest import Stack
 from tests.integration.conftest import Team, make_team
 

@@ -17,7 +17,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from gateway.hub.revocations import RELOAD_EVERY
-from gateway.web.auth import issue_token, read_token
+from gateway.web.people.auth import issue_token, read_token
 from tests.conftest import Process, Stack
 from tests.integration.conftest import Team
 

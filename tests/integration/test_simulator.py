@@ -9,7 +9,7 @@ import asyncpg
 from gateway.sim.cluster import SimCluster
 from gateway.sim.run import Simulation
 from gateway.sim.workloads import pipeline, upload
-from gateway.web.auth import new_cluster_key
+from gateway.web.people.auth import new_cluster_key
 from harness.follower import Follower
 from tests.conftest import Stack
 from tests.integration.conftest import Team

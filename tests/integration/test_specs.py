@@ -12,7 +12,7 @@ import msgspec
 from openapi_spec_validator import validate
 
 from gateway.core.protocol import ClientMessages, ServerMessages
-from gateway.web.answers import Account, Me, Members, Trajectories
+from gateway.web.http.answers import Account, Me, Members, Trajectories
 from tests.conftest import Stack, node_tools
 from tests.integration.conftest import Team
 from tests.unit.test_schema import tags

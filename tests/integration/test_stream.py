@@ -147,7 +147,7 @@ async def test_foreign_team_is_refused_and_connection_keeps_serving(
 async def test_a_member_removed_from_the_team_loses_live_subscriptions_on_every_node(
     stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
-    from gateway.web.auth import issue_token
+    from gateway.web.people.auth import issue_token
 
     leaver = await pool.fetchval("insert into users (name) values ('Leaver') returning id")
     await pool.execute("insert into memberships values ($1, $2)", team.id, leaver)

@@ -14,8 +14,8 @@ import pytest
 
 from gateway.core.lifecycle import TRANSITIONS
 from gateway.sim.cluster import SimCluster
-from gateway.web.headers import CONTENT_SECURITY_POLICY
-from gateway.web.lifecycle import lifecycle_svg
+from gateway.web.http.headers import CONTENT_SECURITY_POLICY
+from gateway.web.team.lifecycle import lifecycle_svg
 from tests.conftest import Stack
 from tests.integration.conftest import Team
 

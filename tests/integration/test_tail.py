@@ -13,7 +13,7 @@ import asyncpg
 
 from gateway.embedded import free_port
 from gateway.tail import EXIT_CANNOT_CONNECT, EXIT_REFUSED, EXIT_UNAUTHORIZED
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs, make_team
 

@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 
 from gateway.embedded import free_port
-from gateway.web.auth import issue_token, new_cluster_key
+from gateway.web.people.auth import issue_token, new_cluster_key
 from harness.follower import Follower
 from tests.conftest import Stack, spawn, wait_http
 from tests.integration.conftest import Team

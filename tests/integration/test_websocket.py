@@ -13,7 +13,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from gateway.web.auth import issue_token
+from gateway.web.people.auth import issue_token
 from harness.follower import Follower
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs

@@ -4,7 +4,8 @@ import jwt
 import pytest
 
 from gateway.credentials import CLOCK_SKEW, VerifiedTokens
-from gateway.web.auth import (
+from gateway.web.node.logs import redact
+from gateway.web.people.auth import (
     InvalidToken,
     cluster_of_key,
     hash_key,
@@ -14,7 +15,6 @@ from gateway.web.auth import (
     read_token,
     verify_token,
 )
-from gateway.web.logs import redact
 
 SECRET = "s" * 40
 
@@ -138,7 +138,7 @@ def test_json_log_lines_are_parseable_and_redacted() -> None:
     import json
     import logging
 
-    from gateway.web.logs import JsonLines, RedactSecrets
+    from gateway.web.node.logs import JsonLines, RedactSecrets
 
     record = logging.LogRecord(
         "uvicorn.error",

@@ -23,7 +23,7 @@ GOOD_SECRET = "s" * 32
 @pytest.fixture(autouse=True)
 def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     """main() configures the root logger for a real process: not for the test run's."""
-    monkeypatch.setattr("gateway.web.logs.configure", lambda level, fmt: None)
+    monkeypatch.setattr("gateway.web.node.logs.configure", lambda level, fmt: None)
     for name in [n for n in os.environ if n.startswith("GATEWAY_") or n in ("DATABASE_URL", "REDIS_URL")]:
         monkeypatch.delenv(name)
 
@@ -144,7 +144,7 @@ def test_every_command_that_signs_tokens_refuses_a_secret_serve_would(
 def test_token_signs_with_a_secret_serve_accepts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.web.auth import read_token
+    from gateway.web.people.auth import read_token
 
     monkeypatch.setenv("GATEWAY_SECRET", GOOD_SECRET)
     main(["token", "--user", "7"])

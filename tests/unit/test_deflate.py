@@ -7,7 +7,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
 
-from gateway.web.deflate import SharedDeflate, shared_window
+from gateway.web.websocket.deflate import SharedDeflate, shared_window
 
 BOTH = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
 

@@ -1,4 +1,4 @@
-"""gateway.web.garbage's memory policy, and the cycle a connection's link must not leave to the collector."""
+"""gateway.web.node.garbage's memory policy, and the cycle a connection's link must not leave to the collector."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.hub.connection import Connection
-from gateway.web.garbage import RETURN_DROP, MemoryReturn, malloc_trim
+from gateway.web.node.garbage import RETURN_DROP, MemoryReturn, malloc_trim
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def no_collector() -> Iterator[None]:
 
 
 class SocketLink:
-    """A link as the node's own holds its connection (gateway.web.direct.DirectLink.conn)."""
+    """A link as the node's own holds its connection (gateway.web.websocket.direct.DirectLink.conn)."""
 
     writable = False
     write_wire = None

@@ -1,4 +1,4 @@
-"""The checks of gateway.web.guards that need no server: where a browser's request comes from, and which
+"""The checks of gateway.web.http.guards that need no server: where a browser's request comes from, and which
 query parameter is a token."""
 
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import pytest
 from starlette.requests import Request
 
 from gateway.config import Settings
-from gateway.web.guards import Refused, query_token, same_origin
+from gateway.web.http.guards import Refused, query_token, same_origin
 from gateway.web.runtime import Runtime
 
 HOST = "gateway.example:8000"

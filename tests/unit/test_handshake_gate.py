@@ -1,11 +1,11 @@
-"""What a websocket upgrade passes before any websocket work (gateway.web.handshake_gate): the token the app
+"""What a websocket upgrade passes before any websocket work (gateway.web.websocket.handshake_gate): the token the app
 would read, valid, then the admission at its user's share."""
 
 from __future__ import annotations
 
 from gateway.core.admission import Admission
 from gateway.credentials import VerifiedTokens, issue_token
-from gateway.web.handshake_gate import HandshakeGate, token_in
+from gateway.web.websocket.handshake_gate import HandshakeGate, token_in
 
 SECRET = "s" * 32
 

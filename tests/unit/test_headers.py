@@ -1,9 +1,9 @@
-"""The security headers middleware (gateway.web.headers), driven as ASGI: every HTTP answer gets the headers,
+"""The security headers middleware (gateway.web.http.headers), driven as ASGI: every HTTP answer gets the headers,
 a header the app set itself stays, and a websocket's messages pass through untouched."""
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.web.headers import CONTENT_SECURITY_POLICY, SecurityHeaders
+from gateway.web.http.headers import CONTENT_SECURITY_POLICY, SecurityHeaders
 
 
 def app_answering(*messages: Message) -> ASGIApp:

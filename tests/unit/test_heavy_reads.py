@@ -1,12 +1,12 @@
-"""Heavy reads in flight (gateway.web.heavy): per user, and exports per user and per node; a refusal takes
+"""Heavy reads in flight (gateway.web.http.heavy): per user, and exports per user and per node; a refusal takes
 nothing, and what ends gives its slots back."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.web.guards import Refused
-from gateway.web.heavy import HeavyReads
+from gateway.web.http.guards import Refused
+from gateway.web.http.heavy import HeavyReads
 
 
 def refusal(reads: HeavyReads, user_id: int, export: bool = False) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import DEFAULT_HOSTS, ConfigError, Settings
-from gateway.web.hosts import host_allowed, loopback_host, same_origin, split_host
+from gateway.web.http.hosts import host_allowed, loopback_host, same_origin, split_host
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from starlette.types import ASGIApp, Message
 from starlette.websockets import WebSocket
 
 from gateway.exposition import exposition
-from gateway.web.http_figures import HttpFigures, status_class
-from gateway.web.logs import RequestTimer
+from gateway.web.node.http_figures import HttpFigures, status_class
+from gateway.web.node.logs import RequestTimer
 
 
 async def item(request: Request) -> Response:

@@ -19,7 +19,7 @@ import yaml
 
 from gateway.cli import parser
 from gateway.config import Settings
-from gateway.web.hosts import host_allowed
+from gateway.web.http.hosts import host_allowed
 from tests.kubernetes_manifests import (
     MANIFESTS,
     config,

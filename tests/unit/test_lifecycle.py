@@ -24,7 +24,7 @@ from gateway.core.lifecycle import (
 from gateway.core.model import Counts
 from gateway.core.status import STATUSES
 from gateway.core.submission import STAGING, SUBMISSION_STATUSES, submission_status
-from gateway.web.lifecycle import BOX_H, BOX_W, HEIGHT, PALETTE, PLACES, ROUTES, WIDTH, lifecycle_svg
+from gateway.web.team.lifecycle import BOX_H, BOX_W, HEIGHT, PALETTE, PLACES, ROUTES, WIDTH, lifecycle_svg
 from tests.browser.helpers import ROOT
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -8,7 +8,7 @@ import logging
 
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.web.logs import AccessTiming, JsonLines, RedactSecrets, RequestTimer, bind
+from gateway.web.node.logs import AccessTiming, JsonLines, RedactSecrets, RequestTimer, bind
 
 
 def _access_record() -> logging.LogRecord:
@@ -28,7 +28,9 @@ def test_an_access_line_carries_its_request_in_fields_redacted() -> None:
 
 
 def test_a_line_logged_with_fields_carries_them() -> None:
-    record = logging.LogRecord("gateway.web.ws", logging.INFO, __file__, 1, "websocket closed: code %s", (1000,), None)
+    record = logging.LogRecord(
+        "gateway.web.websocket.ws", logging.INFO, __file__, 1, "websocket closed: code %s", (1000,), None
+    )
     record.fields = {"event": "websocket_closed", "code": 1000, "bytes_sent": 42}
     line = json.loads(JsonLines().format(record))
     assert (line["event"], line["code"], line["bytes_sent"], line["message"]) == (
@@ -73,7 +75,7 @@ def _lines_of_a_request(headers: list[tuple[bytes, bytes]]) -> list[dict[str, ob
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         bind(cluster_id=7, team_id=3)  # as the ingest's cluster check does
-        record = logging.LogRecord("gateway.web.ingest", logging.WARNING, __file__, 1, "refused", None, None)
+        record = logging.LogRecord("gateway.web.cluster.ingest", logging.WARNING, __file__, 1, "refused", None, None)
         lines.append(json.loads(JsonLines().format(record)))
         lines.append(json.loads(JsonLines().format(_access_record())))
 

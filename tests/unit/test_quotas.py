@@ -1,12 +1,12 @@
-"""Rows a team's clusters may create an hour (gateway.web.quotas): all of a request's or none, given back when the
-write fails, counted per team."""
+"""Rows a team's clusters may create an hour (gateway.web.cluster.quotas): all of a request's or none, given back when
+the write fails, counted per team."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.web.guards import Refused
-from gateway.web.quotas import Creations
+from gateway.web.cluster.quotas import Creations
+from gateway.web.http.guards import Refused
 
 
 def test_a_batch_past_what_is_left_is_refused_whole_with_the_wait_until_it_fits() -> None:

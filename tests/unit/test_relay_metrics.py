@@ -19,7 +19,7 @@ from gateway.embedded import free_port
 from gateway.exposition import REDIS_WITHIN, exposition
 from gateway.relay.metrics import Endpoint, Exporter, PartitionFigures, RelayCollector
 from gateway.store.joint_reads import JointReads
-from gateway.web.metrics import relay_families
+from gateway.web.node.metrics import relay_families
 
 
 def _series(

@@ -8,8 +8,8 @@ from starlette.routing import Route
 from gateway.config import Settings
 from gateway.core.protocol import MSGPACK_SUBPROTOCOL, ClientMessages, ServerMessages
 from gateway.web.app import create_app
-from gateway.web.auth import TOKEN_COOKIE
-from gateway.web.schema import ROUTES, asyncapi, openapi
+from gateway.web.node.schema import ROUTES, asyncapi, openapi
+from gateway.web.people.auth import TOKEN_COOKIE
 
 
 def tags(union: object) -> set[str]:

@@ -23,12 +23,12 @@ from starlette.types import Receive, Scope, Send
 from gateway.core.admission import Admission
 from gateway.core.wsframe import OP_TEXT, build
 from gateway.credentials import VerifiedTokens
-from gateway.web.handshake_gate import HandshakeGate
-from gateway.web.leaving import Leaving
+from gateway.web.node.leaving import Leaving
 from gateway.web.server.limits import HttpLimits
 from gateway.web.server.serve import Server
 from gateway.web.server.served import Served
 from gateway.web.server.upgrade import Opening
+from gateway.web.websocket.handshake_gate import HandshakeGate
 from harness.waiting import eventually
 
 LIMITS = HttpLimits(

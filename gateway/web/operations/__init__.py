@@ -1,4 +1,4 @@
-"""Every HTTP route under /api as the OpenAPI document describes it (gateway.web.schema turns this into the
+"""Every HTTP route under /api as the OpenAPI document describes it (gateway.web.node.schema turns this into the
 document; tests/unit/test_schema.py holds it equal to the app's routes): one module per area of the API, in the
 order of its tags."""
 

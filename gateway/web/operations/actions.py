@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...core.control import ActionPreview, ActionResult, SubmissionsAction
 from ...core.instance_types import Offered
-from ..answers import Analyses
+from ..http.answers import Analyses
 from .operation import Operation
 
 ROUTES: list[Operation] = [

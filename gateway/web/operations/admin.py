@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..platform_admin import AdminTeams, AdminUsers, Made, NewName, Removed
+from ..admin.platform_admin import AdminTeams, AdminUsers, Made, NewName, Removed
 from .operation import Operation
 from .parameters import param
 

@@ -7,7 +7,7 @@ from ...core.control import Confirmation
 from ...core.ingest import IngestBatch, IngestResponse, NewAnalysis, NewSubmission, NewTrajectory, SubmissionUpdate
 from ...core.instance_types import InstanceTypes
 from ...core.team import MetricsReport
-from ..answers import ConfirmationTaken, Created
+from ..http.answers import ConfirmationTaken, Created
 from .operation import Operation
 
 ROUTES: list[Operation] = [

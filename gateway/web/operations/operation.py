@@ -1,4 +1,4 @@
-"""One HTTP route under /api as the OpenAPI document describes it (gateway.web.schema writes the document)."""
+"""One HTTP route under /api as the OpenAPI document describes it (gateway.web.node.schema writes the document)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..answers import Account, Done, Me, Preferences, Renewed, Users
+from ..http.answers import Account, Done, Me, Preferences, Renewed, Users
 from .operation import Operation
 
 ROUTES: list[Operation] = [

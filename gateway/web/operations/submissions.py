@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...core.saved_views import DefaultIn, OrderIn, SavedViews, ViewIn
-from ..answers import Created, Projects, SubmissionWindow
+from ..http.answers import Created, Projects, SubmissionWindow
 from .operation import Operation
 from .parameters import PAGE, VIEW
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from ..activity import ActivityPage
-from ..answers import ActiveTrajectories, Members, Trajectories, TrajectoryRow
-from ..team_admin import (
+from ..admin.team_admin import (
     ClusterKey,
     ClusterMade,
     ClusterRemoved,
@@ -14,6 +12,8 @@ from ..team_admin import (
     NewCluster,
     TeamClusters,
 )
+from ..http.answers import ActiveTrajectories, Members, Trajectories, TrajectoryRow
+from ..team.activity import ActivityPage
 from .operation import Operation
 from .parameters import ACTIVITY, ACTIVITY_PAGE, SEARCHED_PAGE, param
 

@@ -15,7 +15,7 @@ from http import HTTPStatus
 from typing import Any
 
 log = logging.getLogger("gateway.http")
-# One line per request as its response starts (gateway.web.logs formats and filters it): client, method, target,
+# One line per request as its response starts (gateway.web.node.logs formats and filters it): client, method, target,
 # HTTP version, status.
 access = logging.getLogger("gateway.access")
 

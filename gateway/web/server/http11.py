@@ -5,7 +5,7 @@ and a websocket upgrade answered by the node's own code (gateway.web.server.upgr
 The health port (GATEWAY_HEALTH_PORT) has a bound of its own instead of the pending cap: at most
 `health_limit` connections open there at once, idle or not; nothing there counts against the main port's, and
 it takes no websocket (404). A websocket's upgrade request is plain HTTP until its headers complete, so the
-same bounds hold for it; then it passes gateway.web.handshake_gate (a valid token, then the admission at its
+same bounds hold for it; then it passes gateway.web.websocket.handshake_gate (a valid token, then the admission at its
 user's share) before any websocket work.
 """
 

@@ -1,5 +1,5 @@
 """The node's server: its listening sockets served by gateway.web.server.http11 on uvloop, its app started
-first and shut down last, and its way of leaving (gateway.web.leaving has the why):
+first and shut down last, and its way of leaving (gateway.web.node.leaving has the why):
 
 SIGTERM on a started node starts the drain: `Leaving.since` is set (/readyz answers 503) and the node serves
 on for `GATEWAY_DRAIN_SECONDS`, then stops. A second SIGTERM, SIGINT, or no drain: it stops at once. Stopping
@@ -65,7 +65,7 @@ class Server:
     ) -> None:
         self.served = served
         self.signals = signals  # False: the caller stops it (`stop()`); SIGTERM and SIGINT are the process's
-        self.leaving = leaving  # gateway.web.leaving.Leaving: `since` set once the node is on its way out
+        self.leaving = leaving  # gateway.web.node.leaving.Leaving: `since` set once the node is on its way out
         self.drain = drain
         self.reconnect_rate = reconnect_rate
         self.longest_spread = longest_spread

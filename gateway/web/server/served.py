@@ -11,11 +11,11 @@ from .limits import HttpLimits, Waiting
 from .proxy import Proxies
 
 if TYPE_CHECKING:
-    from ..handshake_gate import HandshakeGate
+    from ..websocket.handshake_gate import HandshakeGate
 
 # The node's code for one websocket handshake the gate let through (a gateway.web.server.upgrade.Opening, which
 # holds what this module names: so not named here): it refuses it, or accepts it and takes the link
-# (gateway.web.opening). The server closes the socket if it does neither.
+# (gateway.web.websocket.opening). The server closes the socket if it does neither.
 Opener = Callable[[Any], Awaitable[None]]
 
 
@@ -29,7 +29,7 @@ class Served:
     health_limit: int = 32
     ws_path: str = "/ws"
     max_message_bytes: int = 1 << 20
-    compression: bool = False  # permessage-deflate, negotiated by gateway.web.deflate
+    compression: bool = False  # permessage-deflate, negotiated by gateway.web.websocket.deflate
     proxy: Proxies = field(default_factory=Proxies)
     default_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     access_log: bool = True  # a line per request (gateway.access)
@@ -37,7 +37,7 @@ class Served:
     waiting: Waiting = field(default_factory=Waiting)  # connections waiting for a request's headers
     health_open: Waiting = field(default_factory=Waiting)  # connections open on the health port
     connections: set[Any] = field(default_factory=set)  # HTTP connections (gateway.web.server.http11)
-    links: set[Any] = field(default_factory=set)  # websockets handed over (gateway.web.direct.DirectLink)
+    links: set[Any] = field(default_factory=set)  # websockets handed over (gateway.web.websocket.direct.DirectLink)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # requests and handshakes being answered
     answerer: Any = None  # websockets' ServerProtocol that checks every handshake (gateway.web.server.upgrade)
     stopping: bool = False  # no more keep-alive: each connection closes after its answer

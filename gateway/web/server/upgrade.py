@@ -1,7 +1,7 @@
 """A websocket's opening handshake, answered by the node's own code: the request parsed once (by the HTTP
 protocol, gateway.web.server.http11), checked and negotiated by websockets' sans-I/O `ServerProtocol.accept`
-(the version, key and upgrade headers; permessage-deflate as gateway.web.deflate answers it; the subprotocol),
-decided by the node (`Served.opener`: gateway.web.opening), then the socket handed to a `DirectLink`.
+(the version, key and upgrade headers; permessage-deflate as gateway.web.websocket.deflate answers it; the subprotocol),
+decided by the node (`Served.opener`: gateway.web.websocket.opening), then the socket handed to a `DirectLink`.
 No ASGI scope, task or queue is made for it.
 
 The handshake answerer is one `ServerProtocol` per server, never sent anything: `accept` only reads the
@@ -26,8 +26,8 @@ from websockets.typing import Subprotocol
 
 from ...core.protocol import MSGPACK_SUBPROTOCOL
 from ...core.ratelimit import FrameBudget
-from ..deflate import SharedDeflate, shared_window
-from ..direct import DirectLink, OnLost, OnMessage, OnPing, Writer
+from ..websocket.deflate import SharedDeflate, shared_window
+from ..websocket.direct import DirectLink, OnLost, OnMessage, OnPing, Writer
 from .limits import LINGER, error_body, response
 from .served import Served
 

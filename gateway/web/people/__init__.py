@@ -1,0 +1,1 @@
+"""A person in the browser: signing in (session, confirm, auth) and their account."""
