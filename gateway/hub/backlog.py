@@ -6,7 +6,8 @@ are shared), however many clients catch up through it, and a client's backlog is
 it drains: what catching up costs the node is what live delivery costs, one shared frame
 written per client. Complete blocks stay cached (least recently used first out, within a byte budget): the
 messages at a channel's sequence numbers never change while Redis keeps its history, and the node forgets
-them all when Redis may have lost it.
+them all when Redis may have lost it, and a channel's when its last local subscriber leaves (nobody here
+catches up on it any more: a node that 1,000 clients left for another gives that memory back).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Backlog:
         self._cache: OrderedDict[tuple[str, int], Block] = OrderedDict()
         self._partial: OrderedDict[tuple[str, int], Block] = OrderedDict()  # newest blocks, still filling: their
         # frames carry over to the next read of the same block
+        self._starts: dict[str, set[int]] = {}  # each channel's blocks held, cached or partial
         self._bytes = 0
         self.cache_bytes = cache_bytes
         self.reads = 0  # blocks read from the bus (for tests and /metrics)
@@ -105,6 +107,7 @@ class Backlog:
             self._drop(self._cache, key)
             kept[key] = block
             self._bytes += block.size
+            self._starts.setdefault(channel, set()).add(start)
         kept.move_to_end(key)
         while self._bytes > self.cache_bytes and (self._cache or len(self._partial) > 1):
             # Within one byte budget, complete blocks first out, least recently used first.
@@ -118,14 +121,36 @@ class Backlog:
         old = blocks.pop(key, None)
         if old is not None:
             self._bytes -= old.size
+            channel, start = key
+            if key not in self._cache and key not in self._partial:
+                starts = self._starts.get(channel)
+                if starts is not None:
+                    starts.discard(start)
+                    if not starts:
+                        del self._starts[channel]
 
     async def _fetch(self, channel: str, start: int) -> Block:
         self.reads += 1
         entries = await self._read(channel, start, start + BLOCK - 1)
         return Block(start, entries, self._partial.get((channel, start)))
 
+    def release(self, channel: str) -> None:
+        """Nobody on this node follows `channel` now: its blocks go (a read already in flight still completes for
+        whoever awaits it; a subscriber arriving later reads the history again)."""
+        for start in self._starts.pop(channel, set()):
+            for blocks in (self._cache, self._partial):
+                old = blocks.pop((channel, start), None)
+                if old is not None:
+                    self._bytes -= old.size
+
+    @property
+    def channels(self) -> int:
+        """Channels with blocks held (for tests and /metrics)."""
+        return len(self._starts)
+
     def forget(self) -> None:
         """Redis may have lost its history (it restarted): sequence numbers may mean other messages now."""
         self._cache.clear()
         self._partial.clear()
+        self._starts.clear()
         self._bytes = 0

@@ -344,6 +344,8 @@ class Node:
     # -- the bus follows local interest; gaps are filled from history
 
     def _schedule_reconcile(self, channel: str) -> None:
+        """The channel's last local subscriber left: the bus subscription follows, and its history blocks go."""
+        self.backlog.release(channel)
         self.tasks.spawn(self.interest.reconcile(channel))
 
     def _on_gap(self, channel: str, first: int, last: int) -> None:

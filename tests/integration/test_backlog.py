@@ -117,3 +117,21 @@ async def test_a_client_framed_only_what_it_asked_for(h: History) -> None:
     await backlog.frames(h.channel, "json", 30, BLOCK)
     block = backlog._cache[(h.channel, 1)]
     assert sum(f is not None for f in block._frames["json"]) == BLOCK - 29
+
+
+async def test_a_released_channels_blocks_go_and_the_others_stay(h: History) -> None:
+    """The node releases a channel when its last local subscriber leaves: its blocks are given back at once, the
+    blocks of channels still followed stay, and a subscriber arriving later reads the history again."""
+    first = h.channel
+    await h.publish(1, BLOCK * 2)
+    second = h.channel = f"{first}0"
+    await h.publish(1, BLOCK)
+    backlog = h.backlog()
+    for channel, start in ((first, 1), (first, BLOCK + 1), (second, 1)):
+        assert await backlog.frames(channel, "msgpack", start, start) is not None
+    held = backlog._bytes
+    assert backlog.channels == 2 and h.asked == 3
+    backlog.release(first)
+    assert backlog.channels == 1 and [*backlog._cache, *backlog._partial] == [(second, 1)]
+    assert 0 < backlog._bytes < held
+    assert seqs(await backlog.frames(first, "msgpack", 2, 3) or []) == [2, 3] and h.asked == 4

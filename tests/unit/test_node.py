@@ -173,6 +173,27 @@ async def test_a_slow_consumer_lags_then_catches_up_from_the_history_in_order(wo
     assert received(conn) == [("batch", 41)]  # live again
 
 
+async def test_a_channels_history_blocks_go_when_its_last_subscriber_leaves(world) -> None:
+    """Clients that caught up through the history leave (for another node): the blocks they read are given back,
+    not kept until other channels' blocks push them out of the budget."""
+    node, broker, publisher, _ = world
+    conns = [attached(node, max_pending=8192) for _ in range(2)]
+    for conn in conns:
+        await node.subscribe(conn, CHANNEL)
+    await publish(broker, publisher, range(1, 41), pad=1000)  # both lag, and catch up from the history
+    for _ in range(400):
+        for conn in conns:
+            received(conn)
+        if all(CHANNEL not in conn.held for conn in conns):
+            break
+        await asyncio.sleep(0)
+    assert node.backlog.reads >= 1 and node.backlog.channels == 1
+    node.unsubscribe(conns[0], CHANNEL)
+    assert node.backlog.channels == 1  # one follower left here: it may lag again
+    node.unsubscribe(conns[1], CHANNEL)
+    assert node.backlog.channels == 0 and node.backlog._bytes == 0
+
+
 async def test_a_bus_that_lost_the_channel_resyncs_its_subscribers(world) -> None:
     node, broker, publisher, _ = world
     conn = attached(node)
