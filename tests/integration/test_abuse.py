@@ -196,8 +196,13 @@ async def test_one_teams_burst_of_actions_starves_nobody(
                 f"/api/trajectories/{team.trajectory_id}/retry-failed",
                 headers={"Authorization": f"Bearer {team.token}"},
             )
+            # Team A's action goes through beside the burst: confirmed, or (on a loaded machine, its cluster slower
+            # than the action's wait) sent and said to be on its way; either way its cluster applies it below.
             assert mine.status_code == 200
-            assert mine.json()["message"] == "Queued 1 failed job(s) for retry"
+            assert mine.json()["message"] in (
+                "Queued 1 failed job(s) for retry",
+                "Queueing 1 failed job(s) for retry on gpu-1: not confirmed yet",
+            ), mine.json()
             answers = await asyncio.gather(*burst)
         statuses = [r.status_code for r in answers]
         assert set(statuses) <= {200, 429}, statuses
@@ -208,6 +213,9 @@ async def test_one_teams_burst_of_actions_starves_nobody(
         )
         done = [r.json()["message"] for r in answers if r.status_code == 200]
         assert set(done) == {"Queueing 3 failed job(s) for retry on gpu-1: not confirmed yet"}  # and nothing else
-        assert await pool.fetchval("select status from jobs where id = $1", failed[0]) == "retrying"
+        deadline = asyncio.get_running_loop().time() + 60
+        while (status := await pool.fetchval("select status from jobs where id = $1", failed[0])) != "retrying":
+            assert asyncio.get_running_loop().time() < deadline, f"team A's retried job still {status} after 60 s"
+            await asyncio.sleep(0.1)
     finally:
         await confirming.stop()
