@@ -5,6 +5,10 @@ Every label has few values, whatever clients send: the route is the template the
 (`/api/teams/{id}/members`, the frontend's files `/{path}`), `other` when none did (a path nobody serves, a
 host refused before routing); the method is one of HTTP's usual ones or `other`; the status is its class
 (`2xx`). A websocket counts once, at its handshake's answer: `1xx` when accepted (101), else the refusal's.
+
+`gateway_http_clients_gone_total` counts the requests whose client left before their answer was complete (a page
+closed mid-download, a reader cut at GATEWAY_SEND_STALL_SECONDS): the socket layer notes them (`client_gone`), and
+nothing of them is logged as an error.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ class HttpFigures(Collector):
 
     def __init__(self) -> None:
         self.requests: dict[Key, Histogram] = {}
+        self.gone = 0
+
+    def client_gone(self) -> None:
+        self.gone += 1
 
     def observe(self, scope: Scope, status: int, seconds: float) -> None:
         key = (route_label(scope), method_label(scope), status_class(status))
@@ -76,3 +84,8 @@ class HttpFigures(Collector):
             duration.add_metric(list(key), durations.buckets(), durations.sum)
         yield total
         yield duration
+        yield CounterMetricFamily(
+            "gateway_http_clients_gone",
+            "HTTP requests whose client left (or was cut for taking nothing) before their answer was complete",
+            value=self.gone,
+        )

@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from secrets import token_hex
 from urllib.parse import unquote
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .http_figures import HttpFigures
@@ -107,6 +108,7 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
 
 # The node's access line (gateway.web.server.cycle), and uvicorn's when the app runs under it (the ASGI fallback).
 ACCESS_LOGGERS = ("gateway.access", "uvicorn.access")
+CLIENT_GONE = 499  # the status a request whose client left before its answer began counts under (nginx's)
 # When the app got the request: the server logs its access line when the response starts, from the same task.
 _request_started: ContextVar[float | None] = ContextVar("gateway_request_started", default=None)
 
@@ -129,14 +131,7 @@ class RequestTimer:
         started = time.perf_counter()
         token = _request_started.set(started)
         bind(request_id=request_id(scope["headers"]))
-        figures = self.figures
-        if figures is None:
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                _request_started.reset(token)
-            return
-        status = 500  # an app that fails before its response starts gets uvicorn's 500
+        status = 0  # none yet: an app that fails before its response starts gets the server's 500
 
         async def noting_status(message: Message) -> None:
             nonlocal status
@@ -146,9 +141,14 @@ class RequestTimer:
 
         try:
             await self.app(scope, receive, noting_status)
+        except ClientDisconnect:
+            # A body read after its client left, by code that does not catch it (`@endpoint` does): the client is
+            # gone, no server error (the socket layer counts it, gateway_http_clients_gone_total).
+            status = status or CLIENT_GONE
         finally:
             _request_started.reset(token)
-            figures.observe(scope, status, time.perf_counter() - started)
+            if self.figures is not None:
+                self.figures.observe(scope, status or 500, time.perf_counter() - started)
 
     async def _handshake(self, scope: Scope, receive: Receive, send: Send, figures: HttpFigures) -> None:
         """A websocket counts once, when its handshake is answered: a long-lived connection is one request."""

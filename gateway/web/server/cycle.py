@@ -117,6 +117,10 @@ class Cycle:
         if self.disconnected:
             return  # the client is gone: what the app still says is dropped
         await self.flow.drained()
+        if self.disconnected:
+            # It left while this waited for room in its socket (a reader that stopped, then went, or was cut at
+            # the send stall): the socket is closed, a write would raise into the app.
+            return
         kind = message["type"]
         if kind == "http.response.start" and not self.response_started:
             self.response_started = True

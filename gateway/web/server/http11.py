@@ -92,9 +92,10 @@ class HttpProtocol(asyncio.Protocol):
             if timer is not None:
                 timer.cancel()
         self.body_deadline = self.send_deadline = self.idle = self.linger = None
-        for cycle in (self.cycle, self.reading, *self.pipeline):
-            if cycle is not None:
-                cycle.disconnect()
+        for cycle in {c for c in (self.cycle, self.reading, *self.pipeline) if c is not None}:
+            if not cycle.response_complete and not cycle.disconnected and self.served.client_gone is not None:
+                self.served.client_gone()  # left before its answer ended (a body deadline's cut is a 408)
+            cycle.disconnect()
         self.pipeline.clear()
         self.flow.writable.set()  # a send waiting for the socket wakes, and finds the client gone
         if self.upgrade is not None:

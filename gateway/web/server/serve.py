@@ -38,6 +38,7 @@ def served_for(app: Any, settings: Settings, opener: Opener | None = None) -> Se
     """What a node's connections share: `app` from gateway.web.app.create_app (its handshake gate in
     `app.state.handshakes`), `opener` the node's code for each websocket handshake."""
     state = getattr(app, "state", None)
+    figures = getattr(state, "http_figures", None)  # gateway.web.http_figures: counts the clients gone
     return Served(
         app=app,
         opener=opener,
@@ -47,6 +48,7 @@ def served_for(app: Any, settings: Settings, opener: Opener | None = None) -> Se
         health_limit=settings.health_max_connections,
         max_message_bytes=settings.max_message_bytes,
         compression=settings.compression,
+        client_gone=getattr(figures, "client_gone", None),
     )
 
 

@@ -40,4 +40,5 @@ class Served:
     links: set[Any] = field(default_factory=set)  # websockets handed over (gateway.web.websocket.direct.DirectLink)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # requests and handshakes being answered
     answerer: Any = None  # websockets' ServerProtocol that checks every handshake (gateway.web.server.upgrade)
+    client_gone: Callable[[], None] | None = None  # a request's client left before its answer was complete
     stopping: bool = False  # no more keep-alive: each connection closes after its answer
