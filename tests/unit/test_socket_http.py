@@ -1,5 +1,6 @@
-"""The node's socket layer (gateway.web.server): a client that leaves is a client gone (counted, nothing logged as
-an error) while an app's own error is logged."""
+"""The node's socket layer (gateway.web.server) as HTTP/1.x has it, read by a client this project did not write
+(h11) where one fits: HTTP/1.0 closes unless it asks to keep alive, pipelined requests are answered in order, and
+a client that leaves is a client gone (counted, nothing logged as an error) while an app's own error is logged."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import socket
 import struct
 
+import h11
 import pytest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -56,6 +58,106 @@ class Orders:
             {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(answer))]}
         )
         await send({"type": "http.response.body", "body": answer})
+
+
+async def read_answers(
+    reader: asyncio.StreamReader, requests: list[h11.Request], bodies: dict[int, bytes] | None = None
+) -> list[tuple[int, bytes]]:
+    """Each answer to `requests` (sent already, pipelined; `bodies` by index) as h11 parses them: (status, body),
+    in order."""
+    conn = h11.Connection(h11.CLIENT)
+    answers = []
+    for i, request in enumerate(requests):
+        conn.send(request)  # h11 follows the exchange: the bytes went out already
+        if bodies and i in bodies:
+            conn.send(h11.Data(data=bodies[i]))
+        conn.send(h11.EndOfMessage())
+        code, body = 0, b""
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await asyncio.wait_for(reader.read(65536), 30))
+            elif isinstance(event, h11.Response):
+                code = event.status_code
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            else:
+                raise AssertionError(f"unexpected {event!r}")
+        answers.append((code, body))
+        conn.start_next_cycle()
+    return answers
+
+
+def get(target: bytes) -> h11.Request:
+    return h11.Request(method="GET", target=target, headers=[("Host", "x")])
+
+
+# -- HTTP/1.0
+
+
+async def test_an_http_1_0_request_is_answered_and_closed() -> None:
+    async with running(app=Orders()) as node:
+        reader, writer = await node.raw(b"GET /a HTTP/1.0\r\n\r\n")
+        conn = h11.Connection(h11.CLIENT)  # h11 sends HTTP/1.1 only: it reads the answer to the 1.0 request sent
+        conn.send(get("/a"))
+        conn.send(h11.EndOfMessage())
+        events = []
+        while not isinstance(event := conn.next_event(), h11.EndOfMessage):
+            if event is h11.NEED_DATA:
+                conn.receive_data(await asyncio.wait_for(reader.read(65536), 30))
+            else:
+                events.append(event)
+        response, data = events
+        # HTTP/1.1 in the status line, as RFC 9110 (6.2) asks: the highest version the server conforms to.
+        assert response.http_version == b"1.1" and response.status_code == 200 and response.reason == b"OK"
+        assert (b"connection", b"close") in response.headers and data.data == b"/a "
+        assert conn.our_state is h11.MUST_CLOSE
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # then closed
+        writer.close()
+
+
+async def test_an_http_1_0_request_asking_to_keep_alive_is_kept_alive() -> None:
+    async with running(app=Orders()) as node:
+        reader, writer = await node.raw(b"GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"connection: keep-alive\r\n" in head
+        assert await reader.readexactly(3) == b"/a "
+        writer.write(b"GET /b HTTP/1.0\r\n\r\n")  # the same connection; this one does not ask
+        rest = await asyncio.wait_for(reader.read(), 30)
+        assert b"connection: close\r\n" in rest and rest.endswith(b"/b ")
+        writer.close()
+
+
+# -- pipelining
+
+
+async def test_pipelined_requests_are_answered_in_order() -> None:
+    async with running(app=Orders()) as node:
+        reader, writer = await node.raw(
+            b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody"
+            b"GET /third HTTP/1.1\r\nHost: x\r\n\r\n"
+        )  # one write: the first is the slowest to answer
+        post = h11.Request(method="POST", target="/second", headers=[("Host", "x"), ("Content-Length", "4")])
+        answers = await read_answers(reader, [get("/slow"), post, get("/third")], {1: b"body"})
+        assert answers == [(200, b"/slow "), (200, b"/second body"), (200, b"/third ")]
+        writer.close()
+
+
+async def test_a_pipelined_body_is_timed_from_its_turn() -> None:
+    """The body deadline (0.3 s here) of a request waiting behind a slower one counts from when it is answered:
+    until then its body waits unread in the kernel, and the answer before it is not cut."""
+    async with running(app=Orders()) as node:
+        reader, writer = await node.raw(
+            b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nPOST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n"
+        )
+        assert await read_answers(reader, [get("/slow")]) == [(200, b"/slow ")]
+        writer.write(b"abc")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert status(head) == 200 and await reader.readexactly(11) == b"/second abc"
+        writer.close()
 
 
 # -- a client gone

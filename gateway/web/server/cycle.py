@@ -157,6 +157,8 @@ class Cycle:
                 lines.append(b"transfer-encoding: chunked\r\n")
         if not self.keep_alive:
             lines.append(b"connection: close\r\n")
+        elif self.scope["http_version"] == "1.0":
+            lines.append(b"connection: keep-alive\r\n")  # it asked to: HTTP/1.0 closes unless told otherwise
         lines.append(b"\r\n")
         self.transport.write(b"".join(lines))
 

@@ -2,6 +2,10 @@
 (gateway.web.server.limits), each plain request handed to the ASGI app in turn (gateway.web.server.cycle),
 and a websocket upgrade answered by the node's own code (gateway.web.server.upgrade), never through ASGI.
 
+Pipelined requests are answered one at a time, in order: the next waits unread in the kernel (its body deadline
+counts from its turn). HTTP/1.0 is answered with `connection: close` unless it asked for keep-alive (then told
+`connection: keep-alive`); a response without a length is then ended by the close, HTTP/1.0 knowing no chunks.
+
 The health port (GATEWAY_HEALTH_PORT) has a bound of its own instead of the pending cap: at most
 `health_limit` connections open there at once, idle or not; nothing there counts against the main port's, and
 it takes no websocket (404). A websocket's upgrade request is plain HTTP until its headers complete, so the
@@ -186,7 +190,6 @@ class HttpProtocol(asyncio.Protocol):
             self.served.access_log,
         )
         self.reading = cycle
-        self.body_deadline = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
         if self.cycle is None:
             self._start(cycle)
         else:
@@ -228,6 +231,9 @@ class HttpProtocol(asyncio.Protocol):
 
     def _start(self, cycle: Cycle) -> None:
         self.cycle = cycle
+        if cycle is self.reading and self.body_deadline is None:
+            # Its body is counted from here: a pipelined request's waited unread in the kernel until now.
+            self.body_deadline = self.loop.call_later(self.limits.body_timeout, self._body_timed_out)
         self.served.proxy.apply(cycle.scope)
         self.task = self.loop.create_task(cycle.run(self.served.app))
         self.served.tasks.add(self.task)
