@@ -19,8 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from gateway.web.http_figures import HttpFigures
-from gateway.web.logs import RequestTimer
+from gateway.web.node.http_figures import HttpFigures
+from gateway.web.node.logs import RequestTimer
 from harness.waiting import eventually
 from tests.unit.test_socket_layer import LIMITS, App, running, status
 
