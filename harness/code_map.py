@@ -1,4 +1,4 @@
-"""docs/operations.md's map of the code, read as data, and docs/rooms.svg drawn from it.
+"""docs/code.md's map of the code, read as data, and docs/rooms.svg drawn from it.
 
 The picture the README opens with is made here from the map's table, so the picture and the map (which a test holds
 to the package's modules) cannot drift: `python -m harness.code_map` writes docs/rooms.svg, and
@@ -12,14 +12,14 @@ from html import escape
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAP = ROOT / "docs" / "operations.md"
+MAP = ROOT / "docs" / "code.md"
 SVG = ROOT / "docs" / "rooms.svg"
 
 
 def rooms(text: str | None = None) -> dict[str, list[str]]:
     """Each room of the map (`core/`, ..., and `` for the package's top level) with the modules its rows name."""
     text = MAP.read_text() if text is None else text
-    table = text[text.index("## The code") :]
+    table = text  # the page is the map: its table rows, room by room
     found: dict[str, list[str]] = {}
     room = ""
     for line in table.splitlines():
@@ -64,7 +64,7 @@ def draw(found: dict[str, list[str]]) -> str:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}"'
         ' role="img" aria-labelledby="rooms-title" font-family="system-ui, sans-serif" font-size="12">',
-        "<title id=\"rooms-title\">The gateway's rooms along the data path, drawn from docs/operations.md's map"
+        "<title id=\"rooms-title\">The gateway's rooms along the data path, drawn from docs/code.md's map"
         " of the code</title>",
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7"'
         ' orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',

@@ -1,4 +1,4 @@
-"""docs/operations.md's map of the code names every module of the package, in its room: a module added or
+"""docs/code.md's map of the code names every module of the package, in its room: a module added or
 moved without a line there is a reader's dead end."""
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def test_every_module_is_on_the_map() -> None:
         for module in _modules()
         if module not in named and not any(module.startswith(n) for n in named if n.endswith("/"))
     ]
-    assert missing == [], f"not in docs/operations.md's map of the code: {missing}"
+    assert missing == [], f"not in docs/code.md's map of the code: {missing}"
 
 
 def test_the_map_names_no_module_that_is_gone() -> None:
     gone = [n for n in _mapped() if n.endswith(".py") and not (PACKAGE / n).is_file()]
-    assert gone == [], f"docs/operations.md's map names modules that do not exist: {gone}"
+    assert gone == [], f"docs/code.md's map names modules that do not exist: {gone}"
 
 
 def test_the_readmes_picture_is_drawn_from_the_map_as_it_is() -> None:
