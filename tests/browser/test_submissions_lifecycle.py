@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.core.lifecycle import STATUS_COLOURS, TRANSITIONS
+from gateway.core.lifecycle import START, STATUS_COLOURS, TRANSITIONS
 from gateway.core.submission import SUBMISSION_STATUSES
 from gateway.sim.cluster import SimCluster
 from tests.browser.helpers import axe_violations, layout_problems, open_groups, unfold
@@ -125,6 +125,55 @@ async def test_how_a_submission_moves_opens_from_the_page_and_from_the_status_he
     await dialog_shows_the_table(page)
     await page.keyboard.press("Escape")
     await page.wait_for_selector("dialog.lifecycle", state="detached")
+
+
+# At a width: how far the page and the diagram's box scroll sideways, whether the picture shows, and the statuses
+# and moves laid out downwards with their smallest font size.
+NARROW = """() => {
+  const box = document.querySelector('dialog.lifecycle .diagram');
+  const steps = [...box.querySelectorAll('.steps > .step')];
+  const sizes = [...box.querySelectorAll('.steps *')].filter((e) => e.childNodes.length && [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()))
+    .map((e) => parseFloat(getComputedStyle(e).fontSize));
+  return {
+    page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    diagram: box.scrollWidth - box.clientWidth,
+    dialog: document.querySelector('dialog.lifecycle').scrollWidth - document.querySelector('dialog.lifecycle').clientWidth,
+    picture: getComputedStyle(box.querySelector('svg')).display !== 'none',
+    listed: !!steps.length && getComputedStyle(box.querySelector('.steps')).display !== 'none',
+    statuses: steps.map((s) => s.dataset.status),
+    moves: [...box.querySelectorAll('.steps .move')].map((m) => [m.dataset.source, m.dataset.target, m.querySelector('.label').textContent]),
+    smallest: Math.min(...sizes),
+  };
+}"""
+
+
+async def test_at_360_px_the_diagram_reads_downwards_without_scrolling_sideways(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    await submission(pool, team, "Render A")
+    await page.set_viewport_size({"width": 360, "height": 760})
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.wait_for_selector("tr[data-sub]")
+    await page.click("a.lifecycle-link")
+    await page.wait_for_selector("dialog.lifecycle[open] .steps .move")
+    shown = await page.evaluate(NARROW)
+    # Nothing scrolls sideways, not the page, the dialog or the diagram's box; every word at 12 px or more.
+    assert (shown["page"], shown["dialog"], shown["diagram"]) == (0, 0, 0), shown
+    assert shown["smallest"] >= 12, shown
+    # Every status and every move of the table, in the table's order: the picture's words, downwards.
+    assert not shown["picture"] and shown["listed"]
+    assert shown["statuses"] == [START, *SUBMISSION_STATUSES]
+    by_source = sorted(TRANSITIONS, key=lambda t: shown["statuses"].index(t.source))
+    assert shown["moves"] == [[t.source, t.target, t.label] for t in by_source]
+    assert await layout_problems(page, "dialog.lifecycle") == []
+    assert await axe_violations(page) == []
+    await page.keyboard.press("Escape")
+    # At 1400 px the picture as before: drawn, nothing listed, nothing scrolling.
+    await page.set_viewport_size({"width": 1400, "height": 900})
+    await page.click("a.lifecycle-link")
+    await dialog_shows_the_table(page)
+    shown = await page.evaluate(NARROW)
+    assert shown["picture"] and not shown["listed"] and (shown["page"], shown["diagram"]) == (0, 0), shown
 
 
 async def test_retry_sync_is_on_a_tasks_menu_while_its_submissions_sync_failed(
