@@ -15,7 +15,9 @@ The estimate is built only from what the relay already folds: the job changes it
   as clusters take them (the simulator's, and a batch scheduler's at one priority; priorities are not modelled).
   A batch finishes when the work ahead of it and its own are done, shared over the cluster's workers: the
   running jobs' time left (their mean less how long they have run), plus the waiting jobs' means, divided by
-  the workers; and never sooner than its own longest job.
+  the workers; and never sooner than its own longest job. A job ahead whose kind has no duration yet holds one
+  worker for as long as it runs: the work behind it is shared over the other workers (a figure that assumes it
+  outlasts them), and is unknown only while such jobs hold every worker.
 
 An owner (a trajectory, an analysis, a submission) finishes when its last batch does, on whichever cluster. An
 owner with a job holding (it waits for a person) or on a silent cluster has no estimate: nobody can say when.
@@ -318,11 +320,14 @@ class EtaTracker:
             cluster.workers.append(running)
         workers = max(max(cluster.workers, default=0), running, 1)
         ahead = 0.0  # work (seconds of one worker) before the next waiting job can start
-        unknown = False
+        # Jobs ahead of a kind nobody can time yet: each holds one worker for as long as it runs, so the work that
+        # can be timed is shared over the others (at most that long: the figure assumes they outlast it). Only with
+        # every worker held is the work behind them unknown.
+        held = 0
         for kind, n in cluster.run_n.items():  # what the running jobs have left: their mean less how long they ran
             d = mean(kind)
             if d is None:
-                unknown = True
+                held += n
                 continue
             left = n * (d - wall) + cluster.run_started[kind]
             ahead += max(left, n * d * OVERRUN)
@@ -338,15 +343,17 @@ class EtaTracker:
                     longest = max(longest, d)
                 finish = max(longest - (wall - batch.latest), longest * OVERRUN) if told else math.inf
             if batch.waiting:
+                untimed = held  # its own jobs of an unknown kind: it cannot be timed itself
                 for kind, n in batch.waiting.items():
                     d = mean(kind)
                     if d is None:
-                        unknown = True
-                        break
+                        held += n
+                        continue
                     ahead += n * d
                     if d > finish:
                         finish = d
-                finish = math.inf if unknown else max(finish, ahead / workers)
+                free = workers - untimed
+                finish = math.inf if held > untimed or free <= 0 else max(finish, ahead / free)
             if batch.blocked:
                 finish = math.inf
             yield key, finish

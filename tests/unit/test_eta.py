@@ -12,6 +12,7 @@ from gateway.core.aggregate import Change, SubmissionChange
 from gateway.core.batching import Batcher
 from gateway.core.durations import MIN_SAMPLES, Durations
 from gateway.core.eta import (
+    OVERRUN,
     REFRESH_EVERY,
     REFRESH_GAP,
     STUCK_MULTIPLE,
@@ -211,6 +212,44 @@ def test_a_batch_is_never_done_sooner_than_its_own_longest_job() -> None:
     world.refresh(wall=0.0)
     # Its place in the queue says (8 * 10 + 600) / 8 workers = 85 s; it takes 600 s itself.
     assert world.tracker.trajectories[3] == rounded(600.0)
+
+
+def test_a_job_nobody_can_time_holds_one_worker_and_the_work_behind_it_is_still_timed() -> None:
+    """A transfer no cluster has finished yet, queued ahead of pipeline work of a known kind: it cannot be timed
+    itself, but it holds at most one of four workers, so what queued behind it is timed over the other three
+    (it read "unknown" on every row of the cluster before)."""
+    world = World()
+    learn(world, seconds=10.0)
+    first = world.submit(8, trajectory=1)
+    for job_id in first[:4]:
+        world.move(job_id, "running", at=0.0)  # four workers
+    world.submit(1, trajectory=2, kind="storage_transfer")
+    world.submit(30, trajectory=3)
+    changes = world.refresh(wall=0.0)
+    assert changes is not None
+    assert changes.trajectories[1] == rounded((4 * 10 + 4 * 10) / 4)  # ahead of the transfer: all four workers
+    assert 2 not in changes.trajectories  # the transfer itself: unknown, honestly (None, as before)
+    assert changes.trajectories[3] == rounded((4 * 10 + 4 * 10 + 30 * 10) / 3)
+    # Running, it still holds one worker: the queue behind it shares the other three.
+    transfer = next(j for j in world.jobs.values() if j.kind == "storage_transfer")
+    world.move(first[0], "completed", at=10.0)
+    world.move(transfer.id, "running", at=10.0)
+    changes = world.refresh(wall=10.0)
+    assert world.tracker.trajectories[2] is None
+    # (The three still running are due: each is taken to have OVERRUN of its 10 s left.)
+    assert world.tracker.trajectories[3] == rounded((3 * 10 * OVERRUN + 4 * 10 + 30 * 10) / 3)
+
+
+def test_work_behind_untimed_jobs_holding_every_worker_is_unknown() -> None:
+    world = World()
+    learn(world, seconds=10.0)
+    transfers = world.submit(2, trajectory=1, kind="storage_transfer")
+    for job_id in transfers:
+        world.move(job_id, "running", at=0.0)
+    world.submit(1, trajectory=1, kind="storage_transfer")  # a queue behind them: two workers, both held
+    world.submit(5, trajectory=2)
+    world.refresh(wall=0.0)
+    assert world.tracker.trajectories.get(1) is None and world.tracker.trajectories.get(2) is None
 
 
 def test_holding_or_silent_work_has_no_estimate() -> None:
