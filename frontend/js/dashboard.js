@@ -8,7 +8,7 @@
 import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
-import { timeLeft, unfinished } from "./eta.js";
+import { timeLeft, unfinished, whyUnknown } from "./eta.js";
 import { colour, word } from "./rules.js";
 import { ICON } from "./tree.js";
 import { actionOf } from "./keys.js";
@@ -263,6 +263,7 @@ export class Dashboard {
     setText(progress, s ? `${count(s.completed)}/${count(s.total)} jobs` : staging ? STAGING_WORDS[staging] || staging : young ? "No jobs yet" : "No jobs in the last 24 hours");
     setText(state, s ? word(s.status) : "");
     setText(eta, s && unfinished(s.counts) ? timeLeft(s.eta) : "");
+    setAttr(eta, "title", s ? whyUnknown(s.eta, s.counts) : null);
     eta.hidden = !eta.textContent;
     setText(when, s ? ago(s.updated_at, now) : "");
   }

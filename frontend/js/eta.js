@@ -18,6 +18,18 @@ export function timeLeftShort(seconds) {
   return duration(seconds) ?? "unknown";
 }
 
+/** Why the time left of unfinished work (`counts`) reads unknown, for the word's tooltip: a job holding, a silent
+ * cluster, or nothing yet to time its kinds from (the relay's reasons, gateway/core/eta.py). Null while it is known
+ * (`seconds` a figure): the figure's own words say it. `noun`: "jobs", or "tasks" on the Submissions page. */
+export function whyUnknown(seconds, counts, noun = "jobs") {
+  if (duration(seconds) !== null || !unfinished(counts)) return null;
+  const one = noun.replace(/s$/, "");
+  if (counts.holding) return `unknown: a ${one} is holding: it waits for a person, and nobody can say when it goes on`;
+  if (counts.silent) return `unknown: its cluster has gone silent, so nobody can say when its ${noun} finish`;
+  return `unknown: nothing to time it from yet: fewer than 5 ${noun} of one of its kinds (a first transfer, preview`
+    + ` or artifact upload) have finished on its cluster, or such ${noun} hold every worker ahead of it`;
+}
+
 // Work that is stuck: the relay names a running job that has run 4 times as long as its kind usually takes on
 // its cluster (gateway/core/eta.py, `longer_than_usual`: STUCK_MULTIPLE), with the multiple, rounded.
 

@@ -9,7 +9,7 @@ import { param, setParams } from "./address.js";
 import { app } from "./context.js";
 import { Aim, StableOrder, holding, newsText } from "./order.js";
 import { buckets, colour, word } from "./rules.js";
-import { stuckCount, timeLeft, unfinished } from "./eta.js";
+import { stuckCount, timeLeft, unfinished, whyUnknown } from "./eta.js";
 import { ICON, JobTree } from "./tree.js";
 import { follow, jobMenu, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
 import { actionOf } from "./keys.js";
@@ -244,6 +244,7 @@ export class Popover {
     setText(progress, `${count(s.completed)}/${count(s.total)} jobs completed`);
     setText(state, word(s.status));
     setText(eta, unfinished(s.counts) ? timeLeft(s.eta) : "");
+    setAttr(eta, "title", whyUnknown(s.eta, s.counts));
     eta.hidden = !eta.textContent;
     setText(when, ago(s.updated_at, now));
     if (this.openId === s.id && this.tree && this.tree.el.parentNode !== el) el.append(this.tree.el);

@@ -9,7 +9,7 @@
 import { setParams } from "./address.js";
 import { followOutcome, onClusters, silentAsked, silentNote } from "./trajectories.js";
 import { app } from "./context.js";
-import { timeLeftShort, unfinished } from "./eta.js";
+import { timeLeftShort, unfinished, whyUnknown } from "./eta.js";
 import { Aim, holding } from "./order.js";
 import { showLifecycle } from "./lifecycle.js";
 import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColumns, deleteView, listViews, saveView, STEP } from "./columns.js";
@@ -381,7 +381,8 @@ export class SubmissionsPage {
     setText(words, r.tasks ? `${count(r.counts.completed || 0)}/${count(r.tasks)} done` : "");
     const left = unfinished(r.counts) ? timeLeftShort(r.eta) : ""; // only while tasks wait or run
     setText(c[10], left);
-    setAttr(c[10], "title", left || null); // "about 1 h 20 min" may be cut short
+    // "about 1 h 20 min" may be cut short; "unknown" says why.
+    setAttr(c[10], "title", whyUnknown(r.eta, r.counts, "tasks") || left || null);
     setText(c[11], count(r.tasks));
     setText(c[12], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
     setText(c[13], r.created_at ? clock(r.created_at) : "");

@@ -1,7 +1,7 @@
 // The estimated time left in words: `node --test frontend/tests/`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { longerThanUsual, overrunOf, stuckCount, timeLeft, timeLeftShort, unfinished } from "../js/eta.js";
+import { longerThanUsual, overrunOf, stuckCount, timeLeft, timeLeftShort, unfinished, whyUnknown } from "../js/eta.js";
 
 test("the time left in the words a person expects", () => {
   const cases = [
@@ -40,4 +40,16 @@ test("a job's multiple comes from its trajectory's summary while it runs", () =>
   assert.equal(overrunOf(summary, { id: 8, status: "running" }), null);
   assert.equal(overrunOf({ stuck: 0 }, { id: 7, status: "running" }), null);
   assert.equal(overrunOf(undefined, { id: 7, status: "running" }), null);
+});
+
+test("an unknown time left says why in its tooltip, and a known one needs no reason", () => {
+  const running = { queued: 4, running: 2, completed: 9 };
+  assert.match(whyUnknown(null, running, "tasks"), /^unknown: nothing to time it from yet: fewer than 5 tasks of one of its kinds/);
+  assert.match(whyUnknown(undefined, running), /fewer than 5 jobs .* such jobs hold every worker ahead of it$/);
+  assert.equal(whyUnknown(null, { running: 1, holding: 1 }, "tasks"),
+    "unknown: a task is holding: it waits for a person, and nobody can say when it goes on");
+  assert.equal(whyUnknown(null, { queued: 3, silent: 2 }),
+    "unknown: its cluster has gone silent, so nobody can say when its jobs finish");
+  assert.equal(whyUnknown(720, running), null); // "about 12 min": the words say it
+  assert.equal(whyUnknown(null, { completed: 9 }), null); // done: no time left is shown at all
 });
