@@ -10,9 +10,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.browser.helpers import axe_violations
+from tests.browser.helpers import axe_violations, open_groups
+from tests.browser.test_finishes import LOOK_AWAY
 from tests.browser.test_submissions_lifecycle import submission
-from tests.conftest import Stack
+from tests.conftest import Process, Stack
 from tests.integration.conftest import Team, insert_jobs
 
 FOCUSED = "() => document.activeElement?.dataset?.sub || document.activeElement?.dataset?.head || document.activeElement?.dataset?.card || null"
@@ -226,6 +227,59 @@ async def test_both_themes_follow_the_system_and_pass_axe(
         await page.goto(f"{stack.nodes[0].http}/#/{where}")
         await page.wait_for_selector(ready)
         found[where] = await axe_violations(page)
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+@pytest.mark.parametrize("width", [1400, 360])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+async def test_the_panels_tabs_the_bells_list_and_the_sign_in_pages_pass_axe_in_both_themes(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, demo_node: Process, width: int, scheme: str
+) -> None:
+    """The views the theme audit above left out: each tab of the trajectory panel open, the bell's list open with a
+    finish in it, the page a sign-out lands on, the sign-in link's confirmation page and the demo's picker."""
+    await page.set_viewport_size({"width": width, "height": 800})
+    await page.emulate_media(color_scheme=scheme)
+    base = stack.nodes[0].http
+    analysis = await pool.fetchval(
+        "insert into analyses (trajectory_id, plugin) values ($1, 'Radial Distribution Function') returning id",
+        team.trajectory_id,
+    )
+    ids = await insert_jobs(pool, team, 3)
+    await pool.execute(
+        "update jobs set kind = 'analysis', analysis_id = $2 where id = any($1::bigint[])", ids, analysis
+    )
+    found: dict[str, list[dict[str, Any]]] = {}
+    await page.click(f"[data-menu='{team.trajectory_id}']")
+    await page.click(".menu li:text-is('Compute jobs')")
+    await open_groups(page, "#panel", 1)
+    found["panel, Jobs"] = await axe_violations(page)
+    await page.click("#tab-analyses")
+    await page.wait_for_selector(f"#panel tr[data-analysis='{analysis}']")
+    found["panel, Analyses"] = await axe_violations(page)
+    await page.click("#panel-close")
+    # The trajectory whose panel the person opened finishes while they look: a toast, kept in the bell's list.
+    await page.evaluate(LOOK_AWAY, False)
+    await pool.execute("update jobs set status = 'completed' where trajectory_id = $1", team.trajectory_id)
+    await page.locator(".toast", has_text="completed successfully").wait_for()
+    await page.click("#bell")
+    await page.wait_for_selector("#history:not([hidden]) .entry")
+    found["the bell's list"] = await axe_violations(page)
+    await page.keyboard.press("Escape")
+    await page.goto(f"{base}/?token={team.token}")  # (a sign-out revokes the token: before it)
+    await page.wait_for_selector("#confirm-sign-in")
+    found["a sign-in link's confirmation"] = await axe_violations(page)
+    await page.goto(f"{base}/")
+    await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
+    if width == 360:  # Sign out is behind the header's menu button there
+        await page.click("#nav-toggle")
+    await page.get_by_role("button", name="Sign out").click()
+    await page.wait_for_url(f"{base}/?signin=out")
+    await page.locator("main [role=status]", has_text="You have signed out.").wait_for()
+    found["signed out"] = await axe_violations(page)
+    await page.goto(f"{demo_node.http}/?signin=out")
+    await page.locator("main h1", has_text="Sign in to the demo").wait_for()
+    await page.wait_for_selector(".picker [data-user]")
+    found["the demo's picker, signed out"] = await axe_violations(page)
     assert {k: v for k, v in found.items() if v} == {}
 
 
