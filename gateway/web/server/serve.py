@@ -38,7 +38,7 @@ def served_for(app: Any, settings: Settings, opener: Opener | None = None) -> Se
     """What a node's connections share: `app` from gateway.web.app.create_app (its handshake gate in
     `app.state.handshakes`), `opener` the node's code for each websocket handshake."""
     state = getattr(app, "state", None)
-    figures = getattr(state, "http_figures", None)  # gateway.web.http_figures: counts the clients gone
+    figures = getattr(state, "http_figures", None)  # gateway.web.node.http_figures: counts the clients gone
     return Served(
         app=app,
         opener=opener,
