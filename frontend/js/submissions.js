@@ -16,6 +16,7 @@ import { arrange, changed, chooseDefault, clampWidth, columnsPanel, defaultColum
 import { manageViews } from "./views.js";
 import { actionOf } from "./keys.js";
 import { menuActions } from "./rules.js";
+import { mergeWindow, Streamed } from "./window_rows.js";
 import { about, acting, actedBy, clock, confirmDialog, count, esc, formDialog, menu, menuAt, moment, placeChildren, send, setAttr, setText, showResult, toast } from "./ui.js";
 
 const COLUMNS = [
@@ -84,6 +85,16 @@ function sortValue(r, key) {
   return r[key];
 }
 
+/** Give `el` its `prop` (a property, or an attribute: null removes it) unless row `tr` last gave it that under
+ * `slot`: a redraw writes only what changed and reads nothing back from the document. */
+function put(tr, slot, el, prop, value) {
+  if (slot in tr.was && tr.was[slot] === value) return;
+  tr.was[slot] = value;
+  if (prop === "textContent" || prop === "className" || prop === "tabIndex") el[prop] = value;
+  else if (value === null || value === undefined) el.removeAttribute(prop);
+  else el.setAttribute(prop, String(value));
+}
+
 export class SubmissionsPage {
   constructor(main, openTasks) {
     this.main = main;
@@ -101,7 +112,8 @@ export class SubmissionsPage {
     this.entering = new Set(); // rows that now belong in the window (announced)
     this.leaving = new Set(); // the window's rows that no longer belong there
     this.moved = false; // a row changed its place in the order
-    this.during = null; // rows streamed while a window is being read: newer than it, they win
+    this.during = null; // rows streamed while a window is being read: newer than it, they win a tie
+    this.streamed = new Streamed(); // the latest rows streamed: a window read that found an older copy keeps these
     this.asked = 0; // the number of the latest window read
     this.loadedAt = 0;
     this.error = "";
@@ -121,6 +133,7 @@ export class SubmissionsPage {
     if (reload) { this.moved = true; app.schedule(); return; }
     const shown = new Map(this.rows.map((r, i) => [r.id, i]));
     for (const r of rows) {
+      this.streamed.keep(r);
       if (this.during) this.during.set(r.id, r);
       if (this.opened && this.opened.id === r.id) this.opened = r;
       const at = shown.get(r.id);
@@ -161,7 +174,8 @@ export class SubmissionsPage {
     return (x < y ? -1 : x > y ? 1 : a.id - b.id) * dir;
   }
 
-  /** Read the window the view names; rows streamed meanwhile are newer than it and keep their state. */
+  /** Read the window the view names; of its rows and those streamed (meanwhile or just before), the newer copy
+   * shows (window_rows.js). */
   async load() {
     const asked = ++this.asked;
     this.during = new Map();
@@ -190,7 +204,7 @@ export class SubmissionsPage {
     const pages = Math.max(1, Math.ceil(body.total / PAGE_SIZE));
     const exact = body.total_exact !== false;
     if (exact && this.view.page > pages) { this.go({ page: pages }); return; } // fewer rows now: the last page there is
-    this.rows = body.rows.map((r) => during.get(r.id) || r);
+    this.rows = mergeWindow(body.rows, { shown: this.known, streamed: this.streamed, during });
     this.total = body.total;
     this.exact = exact;
     this.offset = body.offset;
@@ -233,7 +247,7 @@ export class SubmissionsPage {
         <button type="button" class="news" hidden></button></div>
       <p class="load-error red" role="alert" hidden></p>
       <div class="table-scroll">
-      <table class="submissions" role="grid" aria-multiselectable="true" aria-label="Submissions"><thead><tr>${COLUMNS.map(([k, label]) =>
+      <table class="submissions" role="grid" aria-multiselectable="true" aria-label="Submissions"><thead><tr aria-rowindex="1">${COLUMNS.map(([k, label]) =>
         `<th scope="col" data-col="${k}">${headerCell(k, label)}</th>`).join("")}</tr></thead>
       <tbody></tbody></table></div>
       <p class="empty quiet" hidden>No submissions</p>
@@ -265,14 +279,22 @@ export class SubmissionsPage {
     const keep = new Map();
     const ids = this.rows.map((r) => r.id);
     const focusId = ids.includes(this.focusId) ? this.focusId : ids[0];
-    for (const r of this.rows) {
-      const tr = this.trs.get(r.id) || this._tr(r.id);
-      this._fill(tr, r, r.id === focusId);
+    // The rows of rows that left the window draw those that came (a new page, a sort): their cells are rewritten
+    // where the words differ, no row is built, and in the same order none moves. A focused one is not reused.
+    const staying = new Set(ids);
+    const spare = [...this.trs].filter(([id, tr]) => !staying.has(id) && tr !== document.activeElement).map(([, tr]) => tr);
+    const context = `${new Date().toDateString()}|${app.memberNames.size}`; // what every row's words depend on
+    this.rows.forEach((r, i) => {
+      const tr = this.trs.get(r.id) || this._reuse(spare.shift(), r.id) || this._tr(r.id);
+      this._fill(tr, r, r.id === focusId, context);
+      setAttr(tr, "aria-rowindex", String(this.offset + i + 2)); // the header is row 1
       keep.set(r.id, tr);
       nodes.push(tr);
-    }
+    });
     this.trs = keep;
     placeChildren(this.tbody, nodes);
+    // A page of the rows: the grid says how many there are (-1: an estimate, so unknown).
+    setAttr(this.table, "aria-rowcount", this.total === null ? null : String(this.exact ? this.total + 1 : -1));
     const error = this.main.querySelector(".load-error");
     error.hidden = !this.error;
     setText(error, this.error);
@@ -323,48 +345,57 @@ export class SubmissionsPage {
 
   _tr(id) {
     const tr = document.createElement("tr");
-    tr.dataset.sub = id;
-    tr.dataset.key = `s:${id}`;
     tr.innerHTML = `${COLUMNS.map(([k]) => `<td data-col="${k}"></td>`).join("")}`;
     tr.children[9].innerHTML = `<div class="bar" role="img"></div><span class="quiet small done-words"></span>`;
     tr.cols = [...tr.children]; // in the page's order, whatever order the person shows them in
     arrange(null, [tr], this.columns);
+    return this._reuse(tr, id);
+  }
+
+  /** `tr` (built, or a row that left the window) as the row of submission `id`; none: null. */
+  _reuse(tr, id) {
+    if (!tr) return null;
+    tr.dataset.sub = id;
+    tr.dataset.key = `s:${id}`;
+    tr.filled = null;
+    tr.was = tr.was || {}; // what each cell was last given (put), so that a redraw reads nothing back
     return tr;
   }
 
-  _fill(tr, r, tabbable) {
+  _fill(tr, r, tabbable, context) {
     const c = tr.cols;
     const selected = this.selected.has(r.id);
-    // A row is written again only when its data (a new object from the server), its state on the page or the day
-    // changed: a redraw for one row's news no longer writes the window's hundred (its dates above all).
-    const state = `${selected}|${this.leaving.has(r.id)}|${tabbable}|${new Date().toDateString()}|${app.memberNames.size}`;
+    // A row is written again only when its data (a new object: a window read again keeps the objects of rows that
+    // did not change, window_rows.js), its state on the page or the day changed; then only the cells whose words
+    // changed are written.
+    const state = `${selected}|${this.leaving.has(r.id)}|${tabbable}|${context}`;
     if (tr.filled === r && tr.filledState === state) return;
     tr.filled = r;
     tr.filledState = state;
-    tr.className = `${selected ? "selected" : ""} ${r.reviewed ? "reviewed" : ""} ${this.leaving.has(r.id) ? "leaving" : ""}`;
-    setAttr(tr, "aria-selected", String(selected));
-    tr.tabIndex = tabbable ? 0 : -1;
-    setText(c[0], String(r.id));
+    put(tr, "class", tr, "className", `${selected ? "selected" : ""} ${r.reviewed ? "reviewed" : ""} ${this.leaving.has(r.id) ? "leaving" : ""}`);
+    put(tr, "selected", tr, "aria-selected", String(selected));
+    put(tr, "tab", tr, "tabIndex", tabbable ? 0 : -1);
+    put(tr, 0, c[0], "textContent", String(r.id));
     const user = r.user_id ? app.memberNames.get(r.user_id) || `#${r.user_id}` : "—";
-    setText(c[1], user);
-    setAttr(c[1], "title", r.user_id ? user : "submitted by a cluster, not a person");
-    setText(c[2], r.status);
-    c[2].className = STATUS_COLOUR[r.status] || "";
-    setAttr(c[2], "title", actedNote(r));
-    setText(c[3], r.project);
-    setAttr(c[3], "title", r.project || null);
-    setText(c[4], r.reviewed ? `${r.title} ✓` : r.title);
-    setAttr(c[4], "title", r.reviewed ? `${r.title} (reviewed)` : r.title);
-    setText(c[5], String(r.priority));
-    setText(c[6], String(r.cores));
-    setText(c[7], `${r.memory_gb} GB`);
-    setText(c[8], r.preemptible ? "yes" : "no");
-    setAttr(c[8], "title", r.instance_type);
+    put(tr, 1, c[1], "textContent", user);
+    put(tr, "1t", c[1], "title", r.user_id ? user : "submitted by a cluster, not a person");
+    put(tr, 2, c[2], "textContent", r.status);
+    put(tr, "2c", c[2], "className", STATUS_COLOUR[r.status] || "");
+    put(tr, "2t", c[2], "title", actedNote(r));
+    put(tr, 3, c[3], "textContent", r.project);
+    put(tr, "3t", c[3], "title", r.project || null);
+    put(tr, 4, c[4], "textContent", r.reviewed ? `${r.title} ✓` : r.title);
+    put(tr, "4t", c[4], "title", r.reviewed ? `${r.title} (reviewed)` : r.title);
+    put(tr, 5, c[5], "textContent", String(r.priority));
+    put(tr, 6, c[6], "textContent", String(r.cores));
+    put(tr, 7, c[7], "textContent", `${r.memory_gb} GB`);
+    put(tr, 8, c[8], "textContent", r.preemptible ? "yes" : "no");
+    put(tr, "8t", c[8], "title", r.instance_type);
     const segments = SEGMENTS.filter(([k]) => r.counts[k]);
     const counts = segments.map(([k]) => `${count(r.counts[k])} ${k}`).join(", ");
     const [bar, words] = c[9].children;
-    setAttr(bar, "aria-label", counts || "no tasks");
-    setAttr(c[9], "title", counts || "no tasks");
+    put(tr, "bar", bar, "aria-label", counts || "no tasks");
+    put(tr, "9t", c[9], "title", counts || "no tasks");
     const signature = segments.map(([k]) => `${k}:${r.counts[k]}`).join(",");
     if (bar.dataset.signature !== signature) {
       bar.dataset.signature = signature;
@@ -378,15 +409,15 @@ export class SubmissionsPage {
       }));
     }
     // One line, whatever the counts: the share done, the rest in the bar's tooltip.
-    setText(words, r.tasks ? `${count(r.counts.completed || 0)}/${count(r.tasks)} done` : "");
+    put(tr, "words", words, "textContent", r.tasks ? `${count(r.counts.completed || 0)}/${count(r.tasks)} done` : "");
     const left = unfinished(r.counts) ? timeLeftShort(r.eta) : ""; // only while tasks wait or run
-    setText(c[10], left);
+    put(tr, 10, c[10], "textContent", left);
     // "about 1 h 20 min" may be cut short; "unknown" says why.
-    setAttr(c[10], "title", whyUnknown(r.eta, r.counts, "tasks") || left || null);
-    setText(c[11], count(r.tasks));
-    setText(c[12], r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
-    setText(c[13], r.created_at ? clock(r.created_at) : "");
-    setAttr(c[13], "title", r.created_at ? moment(r.created_at) : null);
+    put(tr, "10t", c[10], "title", whyUnknown(r.eta, r.counts, "tasks") || left || null);
+    put(tr, 11, c[11], "textContent", count(r.tasks));
+    put(tr, 12, c[12], "textContent", r.avg_frame === null ? "" : `${r.avg_frame.toFixed(1)} s`);
+    put(tr, 13, c[13], "textContent", r.created_at ? clock(r.created_at) : "");
+    put(tr, "13t", c[13], "title", r.created_at ? moment(r.created_at) : null);
   }
 
   /** Wire the page's events once per mount; rows change in place as they stream. */

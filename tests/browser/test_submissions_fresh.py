@@ -1,0 +1,64 @@
+"""A newer row wins on the Submissions page, in Chromium: a window read that finds an older copy of a row than the
+one the team channel streamed keeps the streamed one (issue #50, "what a person sees is true").
+
+The race itself (the channel streams a row just before the page's read begins, the read finds the copy saved
+before it) cannot be timed from outside; its outcome can: PostgreSQL is given back the row's older saved copy
+after the page saw the newer one streamed, and the page then reads its window again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import asyncpg
+
+from tests.browser.test_submissions_lifecycle import submission
+from tests.conftest import Stack
+from tests.integration.conftest import Team
+
+SHOWN = "() => [...document.querySelectorAll('tbody tr[data-sub]')].map(e => Number(e.dataset.sub)).join()"
+
+
+def cell(sid: int, col: str) -> str:
+    return f'document.querySelector(\'tr[data-sub="{sid}"] td[data-col="{col}"]\')?.textContent'
+
+
+async def saved_row(pool: asyncpg.Pool, sid: int, priority: int) -> str:
+    """The row's saved JSON once the relay saved it with `priority`."""
+    deadline = time.monotonic() + 60
+    while True:
+        text = await pool.fetchval(
+            "select s.row from submission_rows s where s.id = $1 and (s.row::jsonb ->> 'priority')::int = $2",
+            sid,
+            priority,
+        )
+        if text is not None:
+            return str(text)
+        assert time.monotonic() < deadline, f"the relay did not save submission {sid} at priority {priority} in 60 s"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_window_read_that_finds_an_older_copy_keeps_the_newer_streamed_row(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    a = await submission(pool, team, "Render A")
+    b = await submission(pool, team, "Render B")
+    older = await saved_row(pool, b, 0)
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.wait_for_function(f"({SHOWN})() === '{b},{a}'")  # newest first
+    assert await page.evaluate(cell(b, "priority")) == "0"
+
+    await pool.execute("update submissions set priority = 7 where id = $1", b)
+    await page.wait_for_function(f"{cell(b, 'priority')} === '7'")  # streamed
+    await saved_row(pool, b, 7)
+    # What a read sees when the channel was faster than the save: the older copy.
+    await pool.execute("update submission_rows set row = $2, priority = 0 where id = $1", b, older)
+
+    await page.click("button[data-sort='id']")  # the window is read again (JOB ID, ascending)
+    await page.wait_for_function(f"({SHOWN})() === '{a},{b}' && !document.querySelector('table[aria-busy]')")
+    assert await page.evaluate(cell(b, "priority")) == "7"
+    # The next read, the person's own (back to CREATED), still shows it.
+    await page.click("button[data-sort='created_at']")
+    await page.wait_for_function(f"({SHOWN})() === '{b},{a}' && !document.querySelector('table[aria-busy]')")
+    assert await page.evaluate(cell(b, "priority")) == "7"
