@@ -30,6 +30,15 @@ async def many(pool: asyncpg.Pool, stack: Stack, team: Team) -> list[int]:
     return ids
 
 
+async def row_indexes(page: Any) -> list[Any]:
+    """The grid's aria-rowcount, its header's aria-rowindex and its rows' (a page of rows of all of them)."""
+    indexes: list[Any] = await page.evaluate("""() => [
+      document.querySelector('table.submissions').getAttribute('aria-rowcount'),
+      document.querySelector('table.submissions thead tr').getAttribute('aria-rowindex'),
+      [...document.querySelectorAll('tbody tr[data-sub]')].map(e => Number(e.getAttribute('aria-rowindex')))]""")
+    return indexes
+
+
 async def range_text(page: Any, text: str) -> None:
     await page.wait_for_function(f"document.querySelector('.pager .range')?.textContent === {text!r}")
 
@@ -40,11 +49,16 @@ async def test_every_row_is_reachable_and_sorting_covers_them_all(
     await page.goto(f"{stack.nodes[0].http}/submissions")
     await range_text(page, "1–100 of 620")
     assert len(await page.evaluate(SHOWN)) == 100
+    assert await row_indexes(page) == ["621", "1", list(range(2, 102))]  # a page of the grid's rows, said as one
     await page.click("button[data-sort='id']")  # JOB ID, ascending: the first row is the smallest of all
     await page.wait_for_function(f"({SHOWN})()[0] === {min(many)}")
     await page.click(".pager [data-go='last']")
     await range_text(page, "601–620 of 620")
     assert (await page.evaluate(SHOWN))[-1] == max(many)
+    assert await row_indexes(page) == ["621", "1", list(range(602, 622))]
+    # Rows that left drew those that came: each says its own submission.
+    ids = await page.eval_on_selector_all("tbody td[data-col='id']", "els => els.map(e => Number(e.textContent))")
+    assert ids == await page.evaluate(SHOWN)
     assert await page.is_disabled(".pager [data-go='next']")
     await page.click(".pager [data-go='prev']")
     await range_text(page, "501–600 of 620")
