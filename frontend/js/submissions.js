@@ -279,15 +279,15 @@ export class SubmissionsPage {
     const keep = new Map();
     const ids = this.rows.map((r) => r.id);
     const focusId = ids.includes(this.focusId) ? this.focusId : ids[0];
-    // The rows of rows that left the window draw those that came (a new page, a sort): their cells are rewritten
-    // where the words differ, no row is built, and in the same order none moves. A focused one is not reused.
-    const staying = new Set(ids);
-    const spare = [...this.trs].filter(([id, tr]) => !staying.has(id) && tr !== document.activeElement).map(([, tr]) => tr);
+    // The element of a submission that left the window draws one that came (a new page, a sort): its cells are
+    // rewritten where the words differ, no row is built, and in the same order none moves. A focused one is not.
+    const staying = ids.some((id) => !this.trs.has(id)) && new Set(ids);
+    const spare = staying ? [...this.trs].filter(([id, tr]) => !staying.has(id) && tr !== document.activeElement).map(([, tr]) => tr) : [];
     const context = `${new Date().toDateString()}|${app.memberNames.size}`; // what every row's words depend on
     this.rows.forEach((r, i) => {
       const tr = this.trs.get(r.id) || this._reuse(spare.shift(), r.id) || this._tr(r.id);
       this._fill(tr, r, r.id === focusId, context);
-      setAttr(tr, "aria-rowindex", String(this.offset + i + 2)); // the header is row 1
+      put(tr, "row", tr, "aria-rowindex", String(this.offset + i + 2)); // the header is row 1
       keep.set(r.id, tr);
       nodes.push(tr);
     });
