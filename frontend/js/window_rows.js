@@ -1,8 +1,9 @@
-// Which copy of a submission's row the Submissions page shows: the window read from the server and the rows the
-// team channel streamed can disagree (a row streamed just before a read began, whose saved copy the read then
-// found older; a stream message still on its way when a read returned a newer save). The newer copy wins, by the
-// row's `updated_at` (the submission's or its latest task change's time, gateway.core.submission.SubmissionRow,
-// which only moves forward), then its record's `version`. Pure functions: frontend/tests/window_rows.test.mjs.
+// Which copy of a submission's row the Submissions page shows when it reads a window: the read's and those the
+// team channel streamed can disagree (a row streamed just before the read began whose saved copy the read found
+// older; a row streamed while the read was on its way, older than what the read found). The newer copy wins, by
+// the row's `updated_at` (the submission's or its latest task change's time, gateway.core.submission.SubmissionRow,
+// which only moves forward), then its record's `version`. Streamed rows themselves apply as they come: the channel
+// delivers a row's copies in the order they were made. Pure functions: frontend/tests/window_rows.test.mjs.
 
 /** `updated_at` in microseconds since the epoch (Date.parse keeps milliseconds only); null: older than any. */
 export function micros(iso) {

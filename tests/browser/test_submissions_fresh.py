@@ -2,8 +2,9 @@
 one the team channel streamed keeps the streamed one (issue #50, "what a person sees is true").
 
 The race itself (the channel streams a row just before the page's read begins, the read finds the copy saved
-before it) cannot be timed from outside; its outcome can: PostgreSQL is given back the row's older saved copy
-after the page saw the newer one streamed, and the page then reads its window again."""
+before it) cannot be timed from outside, and today's relay saves a row before it publishes it
+(gateway.core.publish_cycle); its outcome can be made: PostgreSQL is given back the row's older saved copy after
+the page saw the newer one streamed, and the page then reads its window again."""
 
 from __future__ import annotations
 
