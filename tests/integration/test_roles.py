@@ -8,6 +8,7 @@ make is neither. Then the managing calls themselves: the rules a team's owners a
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import asyncpg
@@ -61,8 +62,7 @@ async def add_user(pool: asyncpg.Pool, secret: str, team_id: int, role: str) -> 
     return user_id, issue_token(secret, user_id, 3600)
 
 
-@pytest.fixture
-async def world(pool: asyncpg.Pool, stack: Stack) -> World:
+async def build_world(pool: asyncpg.Pool, stack: Stack) -> World:
     team = await make_team(pool, stack.secret)  # its user is a member
     other = await make_team(pool, stack.secret)
     owner_id, owner = await add_user(pool, stack.secret, team.id, "owner")
@@ -97,6 +97,36 @@ async def world(pool: asyncpg.Pool, stack: Stack) -> World:
     )
 
 
+@pytest.fixture
+async def world(pool: asyncpg.Pool, stack: Stack) -> World:
+    """A team of its own, for a test that changes who its people are (removes the owner, adds the outsider)."""
+    return await build_world(pool, stack)
+
+
+@pytest.fixture(scope="module")
+async def shared(pool: asyncpg.Pool, stack: Stack) -> World:
+    """One team for the route x role matrix, built once: a call the matrix makes changes the outsider's
+    membership, the spare cluster, a view, the submission or the analysis, never the roles of the people calling,
+    so each decision is the one a fresh team would meet (a 401 and a 403 come before any lookup of those)."""
+    return await build_world(pool, stack)
+
+
+@pytest.fixture(scope="module")
+async def client(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    """One client for the matrix's some 300 calls: making one costs tens of milliseconds (its TLS context)."""
+    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
+        yield client
+
+
+async def ask(
+    client: httpx.AsyncClient, token: str | None, method: str, path: str, body: object = None
+) -> httpx.Response:
+    """A call with `token` alone (none: no token): the shared client forgets the cookie a renewal set."""
+    client.cookies.clear()
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return await client.request(method, path, json=body, headers=headers)
+
+
 def call_for(world: World, method: str, path: str) -> tuple[str, object]:
     """The route's path with real ids of the team, and a body it can take."""
     team = world.team
@@ -106,6 +136,8 @@ def call_for(world: World, method: str, path: str) -> tuple[str, object]:
         filled = path.replace("{id:int}", str(team.trajectory_id))
     elif path.startswith("/api/analyses/"):
         filled = path.replace("{id:int}", str(world.analysis_id))
+    elif path.startswith("/api/account/sessions/"):  # no session of the caller's: revoking its own would end it
+        filled = path.replace("{id:int}", str(2**62))
     else:
         filled = path.replace("{id:int}", "1")
     filled = filled.replace("{user:int}", str(world.outsider_id)).replace("{cluster:int}", str(world.spare_cluster_id))
@@ -140,12 +172,10 @@ SIGNED_IN = [(m, p) for m, p in ROUTES if roles.ROUTE_ACCESS.get((m, p)) in ("us
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize(("method", "path"), TEAM_ROUTES, ids=[f"{m} {p}" for m, p in TEAM_ROUTES])
 async def test_a_team_route_answers_each_role_as_the_table_says(
-    stack: Stack, world: World, method: str, path: str, role: str
+    client: httpx.AsyncClient, shared: World, method: str, path: str, role: str
 ) -> None:
-    filled, body = call_for(world, method, path)
-    headers = {} if role == "none" else {"Authorization": f"Bearer {world.tokens[role]}"}
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
-        response = await client.request(method, filled, json=body, headers=headers)
+    filled, body = call_for(shared, method, path)
+    response = await ask(client, shared.tokens.get(role), method, filled, body)
     what = roles.ROUTE_ACCESS[(method, path)]
     if role == "none":
         assert response.status_code == 401, response.text
@@ -159,43 +189,38 @@ async def test_a_team_route_answers_each_role_as_the_table_says(
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize(("method", "path"), SIGNED_IN, ids=[f"{m} {p}" for m, p in SIGNED_IN])
 async def test_a_cluster_or_account_route_answers_each_role(
-    stack: Stack, world: World, method: str, path: str, role: str
+    client: httpx.AsyncClient, shared: World, method: str, path: str, role: str
 ) -> None:
-    filled, body = call_for(world, method, path)
-    headers = {} if role == "none" else {"Authorization": f"Bearer {world.tokens[role]}"}
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
-        response = await client.request(method, filled, json=body, headers=headers)
+    filled, body = call_for(shared, method, path)
+    response = await ask(client, shared.tokens.get(role), method, filled, body)
     if role == "none" or roles.ROUTE_ACCESS[(method, path)] == "cluster":  # a person's token is no cluster key
         assert response.status_code == 401, response.text
     else:
         assert response.status_code not in (401, 403) and response.status_code < 500, response.text
 
 
-async def _as(stack: Stack, token: str, method: str, path: str, body: object = None) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
-        return await client.request(method, path, json=body, headers={"Authorization": f"Bearer {token}"})
-
-
-async def test_an_owner_adds_re_roles_and_removes_a_member_idempotently(stack: Stack, world: World) -> None:
+async def test_an_owner_adds_re_roles_and_removes_a_member_idempotently(
+    client: httpx.AsyncClient, world: World
+) -> None:
     owner, team, outsider = world.tokens["owner"], world.team.id, world.outsider_id
-    added = await _as(stack, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "member"})
+    added = await ask(client, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "member"})
     assert added.status_code == 200 and added.json()["result"] == "added", added.text
-    again = await _as(stack, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "member"})
+    again = await ask(client, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "member"})
     assert again.json()["result"] == "unchanged"
-    changed = await _as(stack, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "admin"})
+    changed = await ask(client, owner, "POST", f"/api/teams/{team}/members", {"user": outsider, "role": "admin"})
     assert changed.json()["result"] == "changed"
-    members = (await _as(stack, owner, "GET", f"/api/teams/{team}/members")).json()["members"]
+    members = (await ask(client, owner, "GET", f"/api/teams/{team}/members")).json()["members"]
     assert outsider in [m["id"] for m in members]
-    gone = await _as(stack, owner, "DELETE", f"/api/teams/{team}/members/{outsider}")
+    gone = await ask(client, owner, "DELETE", f"/api/teams/{team}/members/{outsider}")
     assert gone.json()["removed"] is True
-    gone_again = await _as(stack, owner, "DELETE", f"/api/teams/{team}/members/{outsider}")
+    gone_again = await ask(client, owner, "DELETE", f"/api/teams/{team}/members/{outsider}")
     assert gone_again.status_code == 200 and gone_again.json()["removed"] is False
 
 
-async def test_a_user_is_found_by_name(stack: Stack, world: World, pool: asyncpg.Pool) -> None:
+async def test_a_user_is_found_by_name(client: httpx.AsyncClient, world: World, pool: asyncpg.Pool) -> None:
     name = await pool.fetchval("select name from users where id = $1", world.outsider_id)
-    added = await _as(
-        stack, world.tokens["admin"], "POST", f"/api/teams/{world.team.id}/members", {"user": name, "role": "member"}
+    added = await ask(
+        client, world.tokens["admin"], "POST", f"/api/teams/{world.team.id}/members", {"user": name, "role": "member"}
     )
     assert added.status_code == 200 and added.json()["user"] == world.outsider_id, added.text
 
@@ -224,68 +249,77 @@ async def test_a_user_is_found_by_name(stack: Stack, world: World, pool: asyncpg
     ],
 )
 async def test_a_role_change_that_may_not_be_made_is_a_clear_4xx(
-    stack: Stack, world: World, who: str, body: dict[str, object], status: int, error: str, says: str
+    client: httpx.AsyncClient, shared: World, who: str, body: dict[str, object], status: int, error: str, says: str
 ) -> None:
+    world = shared  # each change is refused: the team stays as it was
     user = body["user"]
     if user in world.user_ids:
         body = {**body, "user": world.user_ids[str(user)]}
     elif user == "outsider":
         body = {**body, "user": world.outsider_id}
-    response = await _as(stack, world.tokens[who], "POST", f"/api/teams/{world.team.id}/members", body)
+    response = await ask(client, world.tokens[who], "POST", f"/api/teams/{world.team.id}/members", body)
     assert response.status_code == status, response.text
     assert response.json()["error"] == error and says in response.json()["message"], response.json()
 
 
-async def test_the_last_owner_cannot_be_removed_and_an_admin_cannot_remove_an_owner(stack: Stack, world: World) -> None:
+async def test_the_last_owner_cannot_be_removed_and_an_admin_cannot_remove_an_owner(
+    client: httpx.AsyncClient, world: World
+) -> None:
     team, owner_id = world.team.id, world.user_ids["owner"]
-    by_admin = await _as(stack, world.tokens["admin"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
+    by_admin = await ask(client, world.tokens["admin"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
     assert by_admin.status_code == 403 and "only an owner may remove an owner" in by_admin.json()["message"]
-    by_self = await _as(stack, world.tokens["owner"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
+    by_self = await ask(client, world.tokens["owner"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
     assert by_self.status_code == 409 and by_self.json()["error"] == "last_owner"
     # With a second owner, the first may go.
-    made = await _as(
-        stack, world.tokens["owner"], "POST", f"/api/teams/{team}/members", {"user": world.outsider_id, "role": "owner"}
+    made = await ask(
+        client,
+        world.tokens["owner"],
+        "POST",
+        f"/api/teams/{team}/members",
+        {"user": world.outsider_id, "role": "owner"},
     )
     assert made.json()["result"] == "added"
-    gone = await _as(stack, world.tokens["owner"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
+    gone = await ask(client, world.tokens["owner"], "DELETE", f"/api/teams/{team}/members/{owner_id}")
     assert gone.json()["removed"] is True
 
 
-async def test_a_foreign_team_is_refused_whatever_its_ids(stack: Stack, world: World, pool: asyncpg.Pool) -> None:
+async def test_a_foreign_team_is_refused_whatever_its_ids(
+    stack: Stack, client: httpx.AsyncClient, shared: World, pool: asyncpg.Pool
+) -> None:
+    world = shared  # both calls are refused
     other = await make_team(pool, stack.secret)
     body = {"user": world.outsider_id, "role": "member"}
-    response = await _as(stack, world.tokens["owner"], "POST", f"/api/teams/{other.id}/members", body)
+    response = await ask(client, world.tokens["owner"], "POST", f"/api/teams/{other.id}/members", body)
     assert response.status_code == 403 and response.json()["message"] == "not a member of this team"
-    foreign_cluster = await _as(
-        stack, world.tokens["owner"], "POST", f"/api/teams/{world.team.id}/clusters/{other.cluster_id}/key"
+    foreign_cluster = await ask(
+        client, world.tokens["owner"], "POST", f"/api/teams/{world.team.id}/clusters/{other.cluster_id}/key"
     )
     assert foreign_cluster.status_code == 404, foreign_cluster.text
     assert f"no cluster {other.cluster_id} in team {world.team.id}" in foreign_cluster.json()["message"]
 
 
-async def test_a_cluster_is_added_with_its_key_shown_once_and_re_keyed(stack: Stack, world: World) -> None:
+async def test_a_cluster_is_added_with_its_key_shown_once_and_re_keyed(client: httpx.AsyncClient, world: World) -> None:
     owner, team = world.tokens["owner"], world.team.id
-    made = (await _as(stack, owner, "POST", f"/api/teams/{team}/clusters", {"name": "tpu-1"})).json()
+    made = (await ask(client, owner, "POST", f"/api/teams/{team}/clusters", {"name": "tpu-1"})).json()
     assert made["created"] is True and made["key"].startswith(f"c{made['id']}.")
-    found = (await _as(stack, owner, "POST", f"/api/teams/{team}/clusters", {"name": "tpu-1"})).json()
+    found = (await ask(client, owner, "POST", f"/api/teams/{team}/clusters", {"name": "tpu-1"})).json()
     assert found == {**made, "created": False, "key": None}
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
-        metrics = {"cpu": 1, "memory": 1, "disk": 1, "network": 1}
+    metrics = {"cpu": 1, "memory": 1, "disk": 1, "network": 1}
 
-        async def report(key: str) -> int:
-            headers = {"Authorization": f"Bearer {key}"}
-            return (await client.post("/api/ingest/metrics", json=metrics, headers=headers)).status_code
+    async def report(key: str) -> int:
+        headers = {"Authorization": f"Bearer {key}"}
+        return (await client.post("/api/ingest/metrics", json=metrics, headers=headers)).status_code
 
-        assert await report(made["key"]) < 300
-        rotated = await _as(stack, world.tokens["admin"], "POST", f"/api/teams/{team}/clusters/{made['id']}/key")
-        new_key = rotated.json()["key"]
-        assert await report(made["key"]) == 401  # the old key stops working at once
-        assert await report(new_key) < 300
-    listed = (await _as(stack, world.tokens["member"], "GET", f"/api/teams/{team}/clusters")).json()
+    assert await report(made["key"]) < 300
+    rotated = await ask(client, world.tokens["admin"], "POST", f"/api/teams/{team}/clusters/{made['id']}/key")
+    new_key = rotated.json()["key"]
+    assert await report(made["key"]) == 401  # the old key stops working at once
+    assert await report(new_key) < 300
+    listed = (await ask(client, world.tokens["member"], "GET", f"/api/teams/{team}/clusters")).json()
     assert listed["role"] == "member" and "tpu-1" in [c["name"] for c in listed["clusters"]]
-    removed = await _as(stack, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
+    removed = await ask(client, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
     assert removed.json() == {"id": made["id"], "removed": True}
-    again = await _as(stack, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
+    again = await ask(client, owner, "DELETE", f"/api/teams/{team}/clusters/{made['id']}")
     assert again.json() == {"id": made["id"], "removed": False}
 
 
@@ -297,12 +331,10 @@ def admin_call(method: str, path: str, world: World) -> tuple[str, object]:
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize(("method", "path"), PLATFORM, ids=[f"{m} {p}" for m, p in PLATFORM])
 async def test_an_admin_route_answers_a_platform_administrator_only(
-    stack: Stack, world: World, method: str, path: str, role: str
+    client: httpx.AsyncClient, shared: World, method: str, path: str, role: str
 ) -> None:
-    filled, body = admin_call(method, path, world)
-    headers = {} if role == "none" else {"Authorization": f"Bearer {world.tokens[role]}"}
-    async with httpx.AsyncClient(base_url=stack.nodes[0].http, timeout=30) as client:
-        response = await client.request(method, filled, json=body, headers=headers)
+    filled, body = admin_call(method, path, shared)
+    response = await ask(client, shared.tokens.get(role), method, filled, body)
     if role == "none":
         assert response.status_code == 401, response.text
     elif role != "platform":
@@ -312,26 +344,28 @@ async def test_an_admin_route_answers_a_platform_administrator_only(
         assert response.status_code == 200, response.text
 
 
-async def test_a_platform_administrator_provisions_a_team_from_nothing(stack: Stack, world: World) -> None:
+async def test_a_platform_administrator_provisions_a_team_from_nothing(
+    client: httpx.AsyncClient, shared: World
+) -> None:
     """What `gateway team|user|member|cluster` does, over HTTP, run twice: the second run finds the first's."""
-    token, tag = world.tokens["platform"], secrets.token_hex(3)
+    token, tag = shared.tokens["platform"], secrets.token_hex(3)
     for run in range(2):
-        team = (await _as(stack, token, "POST", "/api/admin/teams", {"name": f"lab {tag}"})).json()
-        ada = (await _as(stack, token, "POST", "/api/admin/users", {"name": f"Ada {tag}"})).json()
+        team = (await ask(client, token, "POST", "/api/admin/teams", {"name": f"lab {tag}"})).json()
+        ada = (await ask(client, token, "POST", "/api/admin/users", {"name": f"Ada {tag}"})).json()
         assert team["created"] is ada["created"] is (run == 0)
-        owner = await _as(
-            stack, token, "POST", f"/api/teams/{team['id']}/members", {"user": ada["id"], "role": "owner"}
+        owner = await ask(
+            client, token, "POST", f"/api/teams/{team['id']}/members", {"user": ada["id"], "role": "owner"}
         )
         assert owner.json()["result"] == ("added" if run == 0 else "unchanged"), owner.text
-        cluster = (await _as(stack, token, "POST", f"/api/teams/{team['id']}/clusters", {"name": "gpu"})).json()
+        cluster = (await ask(client, token, "POST", f"/api/teams/{team['id']}/clusters", {"name": "gpu"})).json()
         assert (cluster["key"] is not None) is (run == 0)
-    teams = (await _as(stack, token, "GET", "/api/admin/teams")).json()["teams"]
+    teams = (await ask(client, token, "GET", "/api/admin/teams")).json()["teams"]
     assert {"id": team["id"], "name": f"lab {tag}", "members": 1, "clusters": 1, "jobs": 0} in teams
     # It manages the team, and does not see its jobs: it is not one of its members.
-    seen = await _as(stack, token, "GET", f"/api/teams/{team['id']}/trajectories")
+    seen = await ask(client, token, "GET", f"/api/teams/{team['id']}/trajectories")
     assert seen.status_code == 403
-    gone = await _as(stack, token, "DELETE", f"/api/admin/teams/{team['id']}")
+    gone = await ask(client, token, "DELETE", f"/api/admin/teams/{team['id']}")
     assert gone.json() == {"id": team["id"], "removed": True}
-    assert (await _as(stack, token, "DELETE", f"/api/admin/teams/{team['id']}")).json()["removed"] is False
-    refused = await _as(stack, token, "POST", "/api/admin/users", {"name": "a\x00b"})
+    assert (await ask(client, token, "DELETE", f"/api/admin/teams/{team['id']}")).json()["removed"] is False
+    refused = await ask(client, token, "POST", "/api/admin/users", {"name": "a\x00b"})
     assert refused.status_code == 422 and "NUL" in refused.json()["message"]
