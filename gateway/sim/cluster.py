@@ -53,6 +53,14 @@ INSTANCE_TYPES: list[dict[str, Any]] = [
 ]
 
 
+def job_seconds(kind: str, rng: random.Random, speed: float) -> float:
+    """How long a simulated job of `kind` runs, in real seconds at `speed`. An analysis of a frame is the long work
+    (20 s, 4 s at speed 5): a pipeline run lasts minutes, so its estimate reads "about N min left" in the demo's
+    first minutes; uploads and transfers stay brisk."""
+    base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": ANALYSIS_SECONDS, "artifact_upload": 0.3}.get(kind, 2.0)
+    return rng.uniform(0.5, 1.5) * base / speed
+
+
 @dataclass
 class SimCluster:
     gateway_url: str
@@ -198,12 +206,7 @@ class SimCluster:
         return self.queue.waiting()
 
     def _duration(self, kind: str) -> float:
-        # An analysis of a frame is the long work (20 s, 4 s at speed 5): a pipeline run lasts minutes, so its
-        # estimate reads "about N min left" in the demo's first minutes; uploads and transfers stay brisk.
-        base = {"preprocess": 0.4, "rasterize": 1.2, "analysis": ANALYSIS_SECONDS, "artifact_upload": 0.3}.get(
-            kind, 2.0
-        )
-        return self.rng.uniform(0.5, 1.5) * base / self.speed
+        return job_seconds(kind, self.rng, self.speed)
 
     async def _worker(self) -> None:
         while True:
