@@ -33,13 +33,13 @@ from typing import Any
 
 from ..subscribers import Fleet
 from .judging import phase
-from .lab import FULL, MAX_PENDING, QUICK, Progress, start_lab, stop_lab
+from .lab import FULL, KEEPALIVE, MAX_PENDING, QUICK, Progress, start_lab, stop_lab
 from .network import NETWORK_FAULTS, NetworkFault, network_phase
 from .process import FAULTS
 from .report import describe, markdown
 from .stall import stalled_clients
 
-__all__ = ["FAULTS", "MAX_PENDING", "NetworkFault", "markdown", "run"]
+__all__ = ["FAULTS", "KEEPALIVE", "MAX_PENDING", "NetworkFault", "markdown", "run"]
 
 
 async def run(

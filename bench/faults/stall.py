@@ -1,4 +1,5 @@
-"""The last phase: a slow client and a stalled one for a minute under the load, the others reading on."""
+"""The last phase: a slow client and a stalled one for a minute (the quick size: 40 s) under the load, the others
+reading on."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
     """Two clients on node0 fall behind for `size.stall` seconds under the load: one reads a message every
     SLOW_READ_PAUSE seconds, far slower than its channels move (a slow consumer: it keeps draining its socket,
     so it answers the keepalive pings in turn), one reads and sends nothing at all (a stalled TCP peer). Both follow every job of the first
-    teams (team-jobs and trajectory channels: hundreds of KB a second). Meanwhile a marker every 10 s must
-    reach every other subscriber, and the node's RSS is sampled each second."""
+    teams (team-jobs and trajectory channels: hundreds of KB a second). Meanwhile a marker every 10 s (every 5 s
+    in a shorter stall) must reach every other subscriber, and the node's RSS is sampled each second."""
     node = lab.world.nodes[0]
     user = await lab.pool.fetchval(sql.WATCHER)
     teams = lab.jobs.teams[:5]
@@ -67,7 +68,8 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
         )
         rss = [rss_before]
         started = time.monotonic()
-        next_mark = started + 5
+        every = 10.0 if size.stall >= 60 else size.stall / 8  # a shorter stall still sees more than five markers
+        next_mark = started + every / 2
         while time.monotonic() - started < size.stall:
             await asyncio.sleep(1.0)
             rss.append(node_rss_kb(node))
@@ -75,7 +77,7 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
                 t0 = time.time()
                 at = await fleet.until(await lab.mark(channels), timeout=30)
                 delays.append(round(at - t0, 3) if at else None)
-                next_mark = time.monotonic() + 10
+                next_mark = time.monotonic() + every
         reference_bytes = await reference
         for _ in range(50):  # the reference client's close reaches the node
             connections_after = await asyncio.to_thread(node_metric, node, "gateway_connections")
@@ -107,7 +109,8 @@ async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str]
                 current.append(True)
             except AssertionError:
                 current.append(False)
-        figures = await judged(lab, fleet, "a client reads slowly, another stops, for a minute", writer, None)
+        name = f"a client reads slowly, another stops, for {'a minute' if size.stall == 60 else f'{size.stall:g} s'}"
+        figures = await judged(lab, fleet, name, writer, None)
         figures.update(
             {
                 "stall_s": size.stall,
