@@ -191,3 +191,38 @@ def test_a_config_error_in_a_real_process_is_one_line_on_stderr_and_exit_2(tmp_p
         "",
         "gateway: GATEWAY_PARTITIONS='two': expected an integer\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["token", "--user", "1", "--ttl", "0"], "--ttl"),
+        (["token", "--user", "1", "--ttl", "-5"], "--ttl"),
+        (["token", "--user", "1", "--ttl", str(30 * 24 * 3600)], "--ttl is at most GATEWAY_SESSION_MAX_AGE"),
+        (["token", "--user", "0"], "--user"),
+        (["tail", "--team", "1"], "tail needs --token"),
+        (["tail", "--team", "1", "--token", "x", "--attempts", "0"], "--attempts"),
+        (["serve", "--workers", "0"], "--workers"),
+        (["demo", "--speed", "0"], "--speed"),
+        (["simulate"], "simulate needs --cluster-key"),
+        (["simulate", "--cluster-key", "k", "--frames", "1"], "--frames"),
+        (["serve", "--port", "70000"], "--port"),
+        (["relay", "--metrics-port", "-1"], "--metrics-port"),
+        (["revoke", "--user", "0"], "--user"),
+        (["cluster-key", "--cluster", "-3"], "--cluster"),
+        (["tail", "--team", "0", "--token", "x"], "--team"),
+        (["demo", "--speed", "nan"], "--speed"),
+        (["check", "--lb-idle-timeout", "soon"], "--lb-idle-timeout"),
+    ],
+)
+def test_bad_usage_is_2_naming_the_flag(
+    args: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A flag out of its range is 2 and names it, before anything starts (a real process's 2, and what needs a
+    database, are tests/integration/test_exit_codes.py's). The URLs reach nothing: a flag let through fails here
+    rather than serves."""
+    monkeypatch.setenv("GATEWAY_SECRET", GOOD_SECRET)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://postgres@127.0.0.1:1/none")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    code, _, err = run(args, capsys)
+    assert code == 2 and says in err and "Traceback" not in err, err
