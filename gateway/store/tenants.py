@@ -67,12 +67,15 @@ async def create_team(db: asyncpg.Connection, name: str) -> tuple[int, bool]:
 
 
 async def teams(db: asyncpg.Connection) -> list[Team]:
+    # The jobs counted in one pass over the table: a count per team read it once per team (jobs_team is partial,
+    # live jobs only, and a removed job still holds its team), 4.4 s for a few hundred teams and 280,000 jobs.
     rows = await db.fetch(
         "select t.id, t.name,"
         " (select count(*) from memberships m where m.team_id = t.id),"
         " (select count(*) from clusters c where c.team_id = t.id),"
-        " (select count(*) from jobs j where j.team_id = t.id)"
-        " from teams t order by t.id"
+        " coalesce(j.n, 0)"
+        " from teams t left join (select team_id, count(*) as n from jobs group by team_id) j on j.team_id = t.id"
+        " order by t.id"
     )
     return [Team(*r) for r in rows]
 

@@ -103,6 +103,8 @@ async def test_a_team_from_nothing_by_script_works_on_a_live_node(stack: Stack, 
         trajectory,
         cluster["id"],
     )
+    listed = next(t for t in as_json(stack, "team", "list") if t["id"] == team["id"])
+    assert (listed["members"], listed["clusters"], listed["jobs"]) == (0, 1, 1), listed
     held = gateway(stack, "team", "remove", str(team["id"]))
     assert held.returncode == 4 and "still holds 1 job(s): pass --with-jobs" in held.stderr, held.stderr
     assert as_json(stack, "team", "remove", str(team["id"]), "--with-jobs") == {"id": team["id"], "removed": True}
