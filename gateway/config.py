@@ -139,7 +139,8 @@ class Settings:
     health_max_connections: int = field(default_factory=lambda: _int("GATEWAY_HEALTH_MAX_CONNECTIONS", 32, minimum=1))
     # Per-connection pending output before a resync, in bytes.
     max_pending_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_PENDING_BYTES", 4 << 20))
-    # Seconds between keepalive pings; a connection that has not answered one by the next is closed (1011).
+    # Seconds between keepalive pings; a connection that has not answered one by the next, and read nothing
+    # meanwhile, is closed (1011). A slow reader must read about its receive buffer's worth in each interval.
     keepalive: float = field(default_factory=lambda: _float("GATEWAY_KEEPALIVE", 25))
     max_subscriptions: int = field(default_factory=lambda: _int("GATEWAY_MAX_SUBSCRIPTIONS", 100))
     max_message_bytes: int = field(default_factory=lambda: _int("GATEWAY_MAX_MESSAGE_BYTES", 64 << 10))

@@ -67,7 +67,10 @@ QUICK = Size(
 FULL = Size(teams=20, trajectories_per_team=4, jobs_per_trajectory=100, subscribers=2_000, rate=200, before=3, after=8)
 
 
-KEEPALIVE = 10.0  # the nodes' GATEWAY_KEEPALIVE: a silent Redis link is dead after 6 s, its clients closed by 10 s
+# The nodes' GATEWAY_KEEPALIVE: a silent Redis link is dead after 6 s, its clients closed by 10 s. Not shorter: the
+# slow client's reading reaches the node's kernel in steps of several seconds (what its receive buffer holds, at 20
+# messages a second), and at 5 s a step missed an interval and the node closed it (docs/operations.md).
+KEEPALIVE = 10.0
 
 
 LATENCY, JITTER = 0.2, 0.05  # seconds added to every chunk each way, and how much that varies either way

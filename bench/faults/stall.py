@@ -34,7 +34,7 @@ from .lab import (
 async def stalled_clients(lab: Lab, fleet: Fleet, size: Size, channels: set[str], progress: Progress) -> dict[str, Any]:
     """Two clients on node0 fall behind for `size.stall` seconds under the load: one reads a message every
     SLOW_READ_PAUSE seconds, far slower than its channels move (a slow consumer: it keeps draining its socket,
-    so it answers the keepalive pings in turn), one reads and sends nothing at all (a stalled TCP peer). Both follow every job of the first
+    in steps shorter than the nodes' keepalive, so the node sees it read and keeps it), one reads and sends nothing at all (a stalled TCP peer). Both follow every job of the first
     teams (team-jobs and trajectory channels: hundreds of KB a second). Meanwhile a marker every 10 s (every 5 s
     in a shorter stall) must reach every other subscriber, and the node's RSS is sampled each second."""
     node = lab.world.nodes[0]
