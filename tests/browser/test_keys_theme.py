@@ -15,6 +15,7 @@ from tests.browser.test_finishes import LOOK_AWAY
 from tests.browser.test_submissions_lifecycle import submission
 from tests.conftest import Process, Stack
 from tests.integration.conftest import Team, insert_jobs
+from tests.integration.test_submission_windows import saved, window
 
 FOCUSED = "() => document.activeElement?.dataset?.sub || document.activeElement?.dataset?.head || document.activeElement?.dataset?.card || null"
 SELECTED = "() => [...document.querySelectorAll('tr[data-sub].selected')].map(e => e.dataset.sub).sort().join()"
@@ -40,8 +41,12 @@ async def focused(page: Any) -> str | None:
 
 
 async def submissions_page(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, n: int = 3) -> list[str]:
+    held = (await window(stack, team, limit=1))["total"]
     for i in range(n):
         await submission(pool, team, f"Shortcut run {i}")
+    # Opened once the relay saved them, as a person opens it after submitting: rows saved after the page's read
+    # are announced ("3 new, show"), not slipped into the table, and a busy machine may save them that late.
+    await saved(stack, team, held + n)
     await page.goto(f"{stack.nodes[0].http}/submissions")
     # The team may hold submissions from before: at least these.
     await page.wait_for_function(f"document.querySelectorAll('tr[data-sub]').length >= {n}", timeout=90_000)
