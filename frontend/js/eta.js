@@ -30,6 +30,13 @@ export function whyUnknown(seconds, counts, noun = "jobs") {
     + ` or artifact upload) have finished on its cluster, or such ${noun} hold every worker ahead of it`;
 }
 
+/** An analysis row of the panel's listing (GET /api/trajectories/<id>/analyses) as counts per status for
+ * `whyUnknown`: its `queued` holds the jobs holding too. */
+export function analysisCounts(row) {
+  const holding = row.holding || 0;
+  return { running: row.running || 0, queued: Math.max(0, (row.queued || 0) - holding), holding, silent: row.silent || 0 };
+}
+
 // Work that is stuck: the relay names a running job that has run 4 times as long as its kind usually takes on
 // its cluster (gateway/core/eta.py, `longer_than_usual`: STUCK_MULTIPLE), with the multiple, rounded.
 

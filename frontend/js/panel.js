@@ -1,7 +1,7 @@
 // The panel at the right of the dashboard: one trajectory's jobs (or one submission's tasks), and its analyses.
 import { param, setParams } from "./address.js";
 import { app } from "./context.js";
-import { timeLeft } from "./eta.js";
+import { analysisCounts, timeLeft, whyUnknown } from "./eta.js";
 import { Aim, StableOrder, holding } from "./order.js";
 import { JobTree } from "./tree.js";
 import { follow, followOutcome, jobMenu, loadAnalyses, analysesOf, retryFrames, runLabel, trajectoryMenu, unfollow } from "./trajectories.js";
@@ -208,7 +208,9 @@ export class Panel {
     setText(failed, row.failed ? `${row.failed} failed` : "");
     const toGo = row.running + row.queued + (row.silent || 0);
     setText(left, toGo ? `${toGo} to go${row.silent ? ` (${row.silent} cluster silent)` : ""}` : "");
-    setText(eta, toGo ? timeLeft(this._analysisEta(row.id)) : "");
+    const seconds = this._analysisEta(row.id);
+    setText(eta, toGo ? timeLeft(seconds) : "");
+    setAttr(eta, "title", toGo ? whyUnknown(seconds, analysisCounts(row)) : null); // as the cards and popover say it
     setText(started, clock(row.created_at, now));
     const [retry, del] = actions.firstElementChild.children;
     setAttr(retry, "aria-label", `Retry Failed Frames of ${row.plugin}`);

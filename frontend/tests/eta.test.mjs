@@ -1,7 +1,7 @@
 // The estimated time left in words: `node --test frontend/tests/`.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { longerThanUsual, overrunOf, stuckCount, timeLeft, timeLeftShort, unfinished, whyUnknown } from "../js/eta.js";
+import { analysisCounts, longerThanUsual, overrunOf, stuckCount, timeLeft, timeLeftShort, unfinished, whyUnknown } from "../js/eta.js";
 
 test("the time left in the words a person expects", () => {
   const cases = [
@@ -52,4 +52,14 @@ test("an unknown time left says why in its tooltip, and a known one needs no rea
     "unknown: its cluster has gone silent, so nobody can say when its jobs finish");
   assert.equal(whyUnknown(720, running), null); // "about 12 min": the words say it
   assert.equal(whyUnknown(null, { completed: 9 }), null); // done: no time left is shown at all
+});
+
+test("the panel's analyses say why their time left is unknown, from the listing's counts", () => {
+  // The listing's `queued` holds the holding jobs: one holding says so, not "nothing to time it from".
+  const holding = analysisCounts({ running: 0, queued: 3, holding: 1, silent: 0 });
+  assert.deepEqual(holding, { running: 0, queued: 2, holding: 1, silent: 0 });
+  assert.match(whyUnknown(null, holding), /^unknown: a job is holding/);
+  assert.match(whyUnknown(null, analysisCounts({ running: 0, queued: 2, silent: 2 })), /cluster has gone silent/);
+  assert.match(whyUnknown(null, analysisCounts({ running: 4, queued: 20 })), /^unknown: nothing to time it from yet/);
+  assert.equal(whyUnknown(1800, analysisCounts({ running: 4, queued: 20 })), null); // "about 30 min left"
 });

@@ -20,6 +20,7 @@ class AnalysisProgress(NamedTuple):
     running: int
     queued: int  # queued, retrying or held
     silent: int  # queued, retrying or running on a cluster that stopped reporting (core.status.SILENT)
+    holding: int  # of `queued`: waiting for a person (the panel's time left says why it is unknown)
     clusters: list[str]  # the clusters its unfinished jobs are on (Delete analysis stops them there), by name
 
 
@@ -36,6 +37,7 @@ select a.id, a.plugin, a.created_at,
        count(j.id) filter (where j.kind = 'analysis' and j.listed = 'running') as running,
        count(j.id) filter (where j.kind = 'analysis' and j.listed in ('queued', 'retrying', 'holding')) as queued,
        count(j.id) filter (where j.kind = 'analysis' and j.listed = 'silent') as silent,
+       count(j.id) filter (where j.kind = 'analysis' and j.listed = 'holding') as holding,
        coalesce(array_agg(distinct c.name order by c.name)
                 filter (where j.status in ('queued', 'retrying', 'running', 'holding')), '{}') as clusters
 from analyses a

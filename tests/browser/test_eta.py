@@ -55,6 +55,21 @@ async def test_work_left_says_about_how_long_it_takes(page: Any, stack: Stack, p
     listed = page.locator(f"#panel tr[data-analysis='{analysis}'] .frames")
     await listed.filter(has_text="20 to go").wait_for()
     assert "about 30 min left" in await listed.inner_text()
+    assert await listed.locator(".eta").get_attribute("title") is None  # a figure needs no reason
+    # One of its jobs holds (waits for a person): unknown, and the panel says why on hover, as the cards do.
+    await pool.execute(
+        "update jobs set status = 'holding' where id = (select min(id) from jobs where analysis_id = $1"
+        " and status = 'queued')",
+        analysis,
+    )
+    await listed.locator(".eta", has_text="time left unknown").wait_for(timeout=20_000)
+    await page.wait_for_function(
+        f"""(document.querySelector("#panel tr[data-analysis='{analysis}'] .eta").title || '')"""
+        ".startsWith('unknown: a job is holding')",
+        timeout=20_000,
+    )
+    await pool.execute("update jobs set status = 'queued' where analysis_id = $1 and status = 'holding'", analysis)
+    await listed.filter(has_text="about 30 min left").wait_for(timeout=20_000)
     # The Submissions page: the upload's frames first, then the analyses behind them; done work says nothing.
     upload, analyses = [
         await pool.fetchval("select id from submissions where key = $1", f"trajectory:{team.trajectory_id}:{work}")

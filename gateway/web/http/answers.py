@@ -125,7 +125,7 @@ class ActiveTrajectories(msgspec.Struct, kw_only=True):
 class AnalysisRow(msgspec.Struct, kw_only=True):
     """One analysis of a trajectory (a plugin of a pipeline run) and its frames: `frames` jobs, of which
     `completed` are done, `failed` failed (preempted ones included), `running` and `queued` still at work, and
-    `silent` unfinished on a cluster that stopped reporting; `clusters` names the clusters its unfinished jobs
+    `silent` unfinished on a cluster that stopped reporting, `holding` of the queued waiting for a person; `clusters` names the clusters its unfinished jobs
     are on (Delete analysis stops them there)."""
 
     id: int
@@ -137,6 +137,7 @@ class AnalysisRow(msgspec.Struct, kw_only=True):
     running: int
     queued: int
     silent: int = 0
+    holding: int = 0
     clusters: list[str] = []
 
 

@@ -46,6 +46,7 @@ async def trajectory_analyses(request: Request) -> Response:
                     running=r.running,
                     queued=r.queued,
                     silent=r.silent,
+                    holding=r.holding,
                     clusters=r.clusters,
                 )
                 for r in rows
