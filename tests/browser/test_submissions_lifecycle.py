@@ -166,6 +166,12 @@ async def test_at_360_px_the_diagram_reads_downwards_without_scrolling_sideways(
     by_source = sorted(TRANSITIONS, key=lambda t: shown["statuses"].index(t.source))
     assert shown["moves"] == [[t.source, t.target, t.label] for t in by_source]
     assert await layout_problems(page, "dialog.lifecycle") == []
+    # Three screens of statuses: the diagram's box scrolls, the heading and Close stay in the window.
+    for part in ("#lifecycle-heading", "dialog.lifecycle button.close"):
+        assert await page.locator(part).evaluate("(e) => e.getBoundingClientRect().bottom <= innerHeight"), part
+    assert await page.evaluate(
+        "(() => { const b = document.querySelector('dialog.lifecycle .diagram'); return b.scrollHeight > b.clientHeight; })()"
+    )
     assert await axe_violations(page) == []
     await page.keyboard.press("Escape")
     # At 1400 px the picture as before: drawn, nothing listed, nothing scrolling.
