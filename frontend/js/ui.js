@@ -21,7 +21,13 @@ export function took(job) {
   return `took ${Math.floor(s / 60)}m ${Math.round(s % 60)}s`;
 }
 
-const GROUPED = new Intl.NumberFormat();
+// Every Intl formatter is made at its first use, never while the modules load: the page's first Intl object loads
+// the browser's locale data, 40-160 ms of the main thread in Chromium's profiles of the demo's first load on a busy
+// machine, which made the modules' evaluation (one task, with all the page does before its first fetch) the
+// load's longest task. The locale data loads in a task of its own instead, queued here, before the first draw.
+const lazily = (make) => { let made = null; return { format: (x) => (made ??= make()).format(x) }; };
+const GROUPED = lazily(() => new Intl.NumberFormat());
+setTimeout(() => GROUPED.format(0));
 
 /** A count as a person reads it: thousands grouped in the browser's locale ("119,594"). */
 export function count(n) {
@@ -39,10 +45,10 @@ export function about(n) {
 // microseconds), and the Submissions page formats two moments a row at every redraw: at a hundred rows that made
 // the page's main-thread tasks run past 50 ms. The options are what those calls ask for (toLocaleString's defaults
 // written out), so the words are the same.
-const TIME = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
-const TIME_SECONDS = new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
-const DATE = new Intl.DateTimeFormat([]);
-const MOMENT = new Intl.DateTimeFormat([], { year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric", hourCycle: "h23" });
+const TIME = lazily(() => new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" }));
+const TIME_SECONDS = lazily(() => new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" }));
+const DATE = lazily(() => new Intl.DateTimeFormat([]));
+const MOMENT = lazily(() => new Intl.DateTimeFormat([], { year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric", hourCycle: "h23" }));
 
 const sameDay = (a, b) => a.getFullYear() === b.getFullYear() && a.getMonth() === b.getMonth() && a.getDate() === b.getDate();
 
