@@ -8,8 +8,9 @@ popover open and the pointer resting on its first row, and the Submissions page 
 fifth row. For `--minutes` the browser's own PerformanceObserver records every long task (over 50 ms) of each
 page, with when it started: those before both pages were drawn and the pointer placed are the pages' loading
 (`load`: evaluating the modules, the first snapshot), reported apart; the figure is the tasks while the pages
-stream (`streaming`), what a person who leaves them open meets. Chromium's long animation frames say which
-script each long task ran (`scripts`: its invoker, e.g. `DOMWebSocket.onmessage`, `FrameRequestCallback`). The
+stream, what a person who leaves them open meets. Chromium's long animation frames say what each long task did
+(`frames`: its rendering, style and layout, and the scripts over 5 ms it ran with their invoker, e.g.
+`DOMWebSocket.onmessage`, `FrameRequestCallback`; none listed and little rendering: the thread waited). The
 figures are the machine's: run it on a quiet machine, and read them beside the same run of the commit before
 (docs/performance.md says which). Writes bench/results/<date>-demo-watch/<commit>.json.
 """
@@ -46,7 +47,11 @@ try {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) {
       if (!(e.blockingDuration > 0)) continue;
-      window.bench.frames.push({ start: e.startTime, ms: e.duration, scripts: e.scripts.map((s) => ({
+      const end = e.startTime + e.duration; // the frame's rendering, and of it the style and layout
+      window.bench.frames.push({ start: e.startTime, ms: e.duration,
+        render_ms: Math.round(e.renderStart ? end - e.renderStart : 0),
+        style_layout_ms: Math.round(e.styleAndLayoutStart ? end - e.styleAndLayoutStart : 0),
+        scripts: e.scripts.map((s) => ({
         invoker: s.invoker, type: s.invokerType, ms: Math.round(s.duration),
         source: `${(s.sourceURL || '').split('/').pop()}:${s.sourceFunctionName || ''}`,
         layout_ms: Math.round(s.forcedStyleAndLayoutDuration) })) });
@@ -78,7 +83,11 @@ def split(seen: dict[str, Any], settled_ms: float, observed_s: float) -> dict[st
         **tasks_of(streaming, observed_s),
         "load": {**tasks_of(load, 0.0), "settled_ms": round(settled_ms)},
         "at_s": [round((t["start"] - settled_ms) / 1000, 1) for t in sorted(streaming, key=lambda t: -t["ms"])[:10]],
-        "scripts": [{"ms": round(f["ms"]), "scripts": f["scripts"]} for f in frames[:10]],
+        "frames": [
+            {k: f[k] for k in ("render_ms", "style_layout_ms", "scripts")}
+            | {"ms": round(f["ms"]), "at_s": round((f["start"] - settled_ms) / 1000, 1)}
+            for f in frames[:10]
+        ],
     }
 
 
@@ -98,6 +107,8 @@ async def watch(base: str, minutes: float) -> dict[str, Any]:
                 page = await context.new_page()
                 if name == "popover":
                     await page.goto(f"{base}/")
+                    # The ring answers a click once the app has started (app.js wires it after its first reads).
+                    await page.wait_for_function("window.gatewayLive && document.body.dataset.live === 'live'")
                     await page.click("#ring")
                     row = page.locator("#popover [data-head]").first
                 else:
