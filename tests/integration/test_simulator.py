@@ -253,14 +253,14 @@ async def test_an_unattended_simulation_keeps_the_team_channel_moving_past_faile
             await db.execute("update clusters set key_hash = $2 where id = $1", cluster_id, key_hash)
         keys.append(key)
     silent_id = int(keys[1].split(".")[0][1:])
-    # Every sync fails, and time runs 20 times faster: the operator retries after 1-3 s instead of 20-60 s.
+    # Every sync fails, and time runs 40 times faster: the operator retries after 0.5-1.5 s instead of 20-60 s.
     simulation = Simulation(
         stack.nodes[0].http,
         keys,
         silent={silent_id},
         trajectories=[team.trajectory_id],
         frames=(2, 4),
-        speed=20,
+        speed=40,
         sync_fail_rate=1.0,
         seed=7,
     )
