@@ -168,7 +168,13 @@ async def test_the_popover_and_dashboard_lists_move_open_and_act_by_key(
     await page.wait_for_selector("#panel:not([hidden])")
     await page.click("#panel-close")
 
-    # The popover's trajectories: its first is focused as it opens; j moves, Enter opens, / searches.
+    # The popover's trajectories: its first is focused as it opens; j moves, Enter opens, / searches. (Opened
+    # once the team channel lists both: the cards read them from the API, the popover from the channel, which a
+    # busy machine may bring a moment later.)
+    await page.click("#ring")
+    await page.wait_for_function("document.querySelectorAll('#popover:not([hidden]) [data-head]').length >= 2")
+    await page.keyboard.press("Escape")
+    await page.wait_for_selector("#popover", state="hidden")
     await page.click("#ring")
     await page.wait_for_selector("#popover:not([hidden]) [data-head]")
     heads = await page.evaluate("[...document.querySelectorAll('#popover [data-head]')].map(e => e.dataset.head)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,15 @@ from gateway.store.migrate import migrate
 from harness.follower import Follower
 from tests.conftest import Process, spawn, wait_http
 from tests.integration.conftest import make_team
+
+
+def ready(node: Process) -> bool:
+    """/readyz says the node can serve: PostgreSQL and Redis in reach, and an active relay."""
+    try:
+        with urllib.request.urlopen(f"{node.http}/readyz", timeout=5) as response:
+            return response.status == 200
+    except OSError:  # 503 (an HTTPError) while something is missing, or the node not answering yet
+        return False
 
 
 class PgWorld:
@@ -46,6 +57,12 @@ class PgWorld:
         self.relay = spawn("pg-relay", ["relay"], env, self.root)
         self.processes = [self.node, self.relay]
         wait_http(self.node)
+        # The relay active before the test begins: one still starting when PostgreSQL goes down takes over on a
+        # bus with no cursor after the changes, which is another scenario than a running gateway's restart.
+        deadline = time.monotonic() + 90
+        while not ready(self.node):
+            assert time.monotonic() < deadline, f"no active relay within 90 s:\n{self.relay.output()[-2000:]}"
+            time.sleep(0.1)
 
     def stop(self) -> None:
         for p in self.processes:
