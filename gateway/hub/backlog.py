@@ -138,10 +138,8 @@ class Backlog:
         """Nobody on this node follows `channel` now: its blocks go (a read already in flight still completes for
         whoever awaits it; a subscriber arriving later reads the history again)."""
         for start in self._starts.pop(channel, set()):
-            for blocks in (self._cache, self._partial):
-                old = blocks.pop((channel, start), None)
-                if old is not None:
-                    self._bytes -= old.size
+            self._drop(self._cache, (channel, start))
+            self._drop(self._partial, (channel, start))
 
     @property
     def channels(self) -> int:
