@@ -135,6 +135,10 @@ class ChannelState(Protocol):
     async def fence_exists(self, tag: str) -> bool:
         """False when the bus lost the partition's keys (a restart)."""
 
+    async def origin(self, tag: str) -> tuple[int, bool]:
+        """The partition's fence (0: none) and whether a relay has put where it reads from on the bus (a relay
+        cursor), in one read."""
+
 
 class PresenceStore(Protocol):
     """Who is online (gateway.bus.presence.PresenceManager): per team, entries of (user, node) that expire
@@ -303,6 +307,11 @@ class _RedisChannels:
     @translated
     async def fence_exists(self, tag: str) -> bool:
         return bool(await self.bus.redis.exists(keys.epoch(tag)))
+
+    @translated
+    async def origin(self, tag: str) -> tuple[int, bool]:
+        fence, cursor = await self.bus.mget([keys.epoch(tag), keys.relay_cursor(tag)])
+        return (int(fence) if fence is not None else 0), cursor is not None
 
 
 class _RedisFigures:

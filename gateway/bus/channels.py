@@ -79,6 +79,12 @@ class ChannelReads:
         """The partition's active relay's epoch (0: none yet)."""
         return await self.channels.fence(tag)
 
+    async def origin(self, tag: str) -> tuple[int, bool]:
+        """The partition's epoch (0: none yet), and whether a relay has started on it: put where it reads the
+        outbox from on the bus (its cursor). A snapshot read before then may miss changes committed before the
+        first relay's own snapshot, which it never sends as deltas."""
+        return await self.channels.origin(tag)
+
     async def fence_exists(self, tag: str) -> bool:
         """False when the bus lost the partition (a restart): the relay publishes everything again shortly."""
         return await self.channels.fence_exists(tag)

@@ -35,6 +35,7 @@ class Hub:
         self.subscribers: dict[str, set[Connection]] = {}
         self.streams: dict[str, ChannelStream] = {}
         self.repairing: dict[str, list[Envelope]] = {}
+        self.provisional: set[str] = set()  # followed on snapshots read before any relay started (`anchor`)
         self.gaps = 0
         self.resyncs = 0
         self.fanout_seconds = 0.0  # time spent handing shared frames to local subscribers
@@ -63,16 +64,24 @@ class Hub:
         del self.subscribers[channel]
         self.streams.pop(channel, None)
         self.repairing.pop(channel, None)
+        self.provisional.discard(channel)
         self.on_empty(channel)
         return True
 
-    def anchor(self, channel: str, epoch: int, seq: int) -> None:
+    def anchor(self, channel: str, epoch: int, seq: int, provisional: bool = False) -> None:
         """A channel's first local subscriber: its stream starts at the position its snapshot or replay reflects,
         so that a message lost right after it is noticed as a gap. (Called right after reading the position,
-        with no await in between; a stream other subscribers follow already is left alone.)"""
+        with no await in between; a stream other subscribers follow already is left alone.)
+
+        A provisional snapshot was read before any relay had started on the bus (a new bus, or one restarted
+        empty): the first relay reads the outbox on from its own snapshot, so what was committed between the two
+        never comes as a delta. Its subscribers read again once a relay has started: at the channel's first
+        message, or at the next position check (`Repairs.check_once`) for a channel with none."""
         stream = self.streams.get(channel)
         if stream is not None and stream.seq < 0:
             stream.epoch, stream.seq = epoch, seq
+        if provisional and stream is not None:
+            self.provisional.add(channel)
 
     def delivered_seq(self, channel: str) -> int:
         """The newest seq delivered on a channel (-1: none yet, or not followed here)."""
@@ -90,6 +99,9 @@ class Hub:
         self._arrive(channel, env)
 
     def _arrive(self, channel: str, env: Envelope) -> None:
+        if channel in self.provisional:  # a relay has started: what it counted before its first delta is not here
+            self._resync(channel, "bus_reset")
+            return
         waiting = self.repairing.get(channel)
         if waiting is not None:
             waiting.append(env)

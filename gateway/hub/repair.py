@@ -1,7 +1,7 @@
 """Filling a channel's gaps from its history: the bus drops messages silently (reconnects, slots that move,
 output-buffer limits), the hub notices by sequence (`Hub.on_gap`) and this fetches what is missing. A periodic
 check against the bus's positions catches what was lost at the tail of a stream, and a channel whose position
-the bus lost (Redis restarted) is resynced."""
+the bus lost (Redis restarted) is resynced, as is one followed on a snapshot read before any relay started."""
 
 from __future__ import annotations
 
@@ -81,6 +81,7 @@ class Repairs:
     async def check_once(self, at_once: bool = False) -> None:
         """Compare each channel with the bus's position. A channel behind it is repaired from the history if it
         still is at the next check (`at_once`: now, after a reconnect)."""
+        await self._check_provisional()
         hub, behind = self.hub, self.behind
         channels = {c: self.teams.tag(c) for c in hub.subscribers if self.teams.known(c)}
         seen: dict[str, int] = {}
@@ -100,3 +101,14 @@ class Repairs:
             else:
                 seen[channel] = at[1]  # in flight, perhaps: look again next time
         self.behind = seen
+
+    async def _check_provisional(self) -> None:
+        """Channels followed on snapshots read before any relay started on their partition (`Hub.anchor`) are
+        read again once one has: its own snapshot counted what was committed before it, never sent as deltas."""
+        hub, teams = self.hub, self.teams
+        if not hub.provisional:
+            return
+        tags = {teams.tag(c) for c in hub.provisional if teams.known(c)}
+        started = {tag for tag in tags if (await self.reads.origin(tag))[1]}
+        for channel in [c for c in hub.provisional if teams.known(c) and teams.tag(c) in started]:
+            hub.resync_channel(channel, "bus_reset")

@@ -41,7 +41,9 @@ REUSE_PAGES = 16
 GROUPS_PER_PAGE = 1_000
 STATE_WAIT = 3.0  # a team's state missing from the bus (Redis restarted): wait this long for the relay
 
-Anchor = Callable[[str, int, int], None]  # the position a snapshot reflects: the hub's stream starts there
+# The position a snapshot reflects, where the hub's stream starts; and whether the snapshot is provisional (read
+# before any relay put its starting point on the bus: `Hub.anchor`).
+Anchor = Callable[[str, int, int, bool], None]
 
 
 def now_ms() -> int:
@@ -117,9 +119,10 @@ class Snapshots:
             while state.seq is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
                 state = await self.reads.team_state(tag, name)
-        seq = state.seq or 0
-        epoch = state.epoch if state.epoch is not None else await self._fence(tag, since)
-        self.anchor(name, epoch, seq)
+        seq, epoch, relayed = state.seq or 0, state.epoch, True
+        if epoch is None:
+            epoch, relayed = await self._origin(tag, since)
+        self.anchor(name, epoch, seq, not relayed)
         built = self._reusable(name, (epoch, seq)) if state.seq is not None else None
         if built is not None:
             return seq, built.pages[0]
@@ -131,10 +134,10 @@ class Snapshots:
             self._keep(name, (epoch, seq), at, [shared])
         return seq, shared
 
-    async def _fence(self, tag: str, since: int) -> int:
-        """The partition's epoch, for a channel with nothing published yet: read once for a connect storm on a
-        fresh channel, as its position is, not once per subscriber."""
-        return await self.shared.read(("fence", tag), lambda: self.reads.fence(tag), since)
+    async def _origin(self, tag: str, since: int) -> tuple[int, bool]:
+        """The partition's epoch, for a channel with nothing published yet, and whether a relay has started on
+        it: read once for a connect storm on a fresh channel, as its position is, not once per subscriber."""
+        return await self.shared.read(("origin", tag), lambda: self.reads.origin(tag), since)
 
     async def _team_page(self, channel: Channel, state: TeamState, since: int) -> Snapshot:
         counts, summaries, total = state.counts, state.summaries, state.total
@@ -163,8 +166,11 @@ class Snapshots:
         # The position is read before the rows: every batch at or below it was committed before the read.
         name, tag = channel.name, self.teams.tag(channel.name)
         position = await self.shared.read(("position", name), lambda: self.reads.position(tag, name), since)
-        epoch, seq = position or (await self._fence(tag, since), 0)
-        self.anchor(name, epoch, seq)
+        if position is not None:
+            (epoch, seq), relayed = position, True
+        else:
+            (epoch, relayed), seq = await self._origin(tag, since), 0
+        self.anchor(name, epoch, seq, not relayed)
         # A channel with nothing published yet is at (epoch, 0): a snapshot read there holds everything up to
         # it just the same, and whatever commits after reaches its subscribers from seq 1 on.
         built = self._reusable(name, (epoch, seq))

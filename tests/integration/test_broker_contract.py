@@ -358,6 +358,7 @@ async def every_call(broker: Broker, tag: str) -> dict[str, Callable[[], Awaitab
         "entries": lambda: broker.history.entries(tag, "team:1", 1),
         "state": lambda: broker.channels.state(tag, "team:1"),
         "fence": lambda: broker.channels.fence(tag),
+        "origin": lambda: broker.channels.origin(tag),
         "presence": lambda: broker.presence.join("node", 1, 2, 8.0),
         "online": lambda: broker.presence.online(1),
         "figures": lambda: broker.figures.report(1, figures),

@@ -287,6 +287,30 @@ async def test_redis_restarted_mid_stream_every_subscriber_ends_at_the_database(
             await f.__aexit__()
 
 
+async def test_subscribers_who_arrived_before_the_first_relay_end_at_the_database(
+    world: World, wpool: asyncpg.Pool, wteam: Team
+) -> None:
+    """Nodes up on a bus no relay has started on (new, or restarted empty while no relay ran): a subscriber's
+    snapshot is read from PostgreSQL, then changes commit, then the first relay starts and reads the outbox on
+    from its own snapshot, which holds those changes: they never come as deltas, so the subscriber reads again."""
+    world.stop_relays()
+    ids = await insert_jobs(wpool, wteam, 6)
+    await asyncio.to_thread(world.valkey.stop)  # Redis keeps nothing: it comes back empty
+    await asyncio.to_thread(world.valkey.start)
+    followers = [await follow(world, wteam, node=i, resubscribe_on_gap=True) for i in range(2)]
+    try:
+        async with wpool.acquire() as db:
+            await db.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:4])
+        world.start_relay("relay-first")
+        await world.active_relay()
+        for f in followers:
+            await converge(f, wpool, wteam, timeout=30)
+            assert f.problems == [], f.problems
+    finally:
+        for f in followers:
+            await f.__aexit__()
+
+
 async def test_subscribes_racing_a_burst_never_go_backwards(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
     await world.active_relay()
     ids = await insert_jobs(wpool, wteam, 120)

@@ -127,10 +127,14 @@ async def test_the_fence_is_known_once_a_relay_took_over(broker: Broker, tag: st
     assert not await publisher.fence_exists()
     assert not await broker.channels.fence_exists(tag)
     assert await broker.channels.fence(tag) == 0
+    assert await broker.channels.origin(tag) == (0, False)
     await publisher.take_over()
     assert await publisher.fence_exists()
     assert await broker.channels.fence_exists(tag)
     assert await broker.channels.fence(tag) == 3
+    assert await broker.channels.origin(tag) == (3, False)  # fenced: its snapshot may still come
+    await publisher.publish([], relay_cursor="5:5")  # started: where it reads the outbox from is on the bus
+    assert await broker.channels.origin(tag) == (3, True)
 
 
 async def test_a_partition_without_a_fence_takes_any_epochs_publish(broker: Broker, tag: str) -> None:

@@ -47,3 +47,7 @@ class MemoryChannels:
     async def fence_exists(self, tag: str) -> bool:
         self.space.reachable()
         return tag in self.space.fences
+
+    async def origin(self, tag: str) -> tuple[int, bool]:
+        self.space.reachable()
+        return self.space.fences.get(tag, 0), tag in self.space.cursors
