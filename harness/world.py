@@ -68,7 +68,8 @@ def spawn(name: str, args: list[str], env: dict[str, str], logdir: Path, port: i
 START_TIMEOUT = 120.0
 
 
-def wait_http(process: Process, timeout: float = START_TIMEOUT) -> None:
+def wait_http(process: Process, timeout: float = START_TIMEOUT, path: str = "/healthz") -> None:
+    """Until the process answers `path` with 200 (/readyz: it can serve, an active relay included)."""
     started = time.monotonic()
     deadline = started + timeout
     last = "nothing yet"
@@ -76,7 +77,7 @@ def wait_http(process: Process, timeout: float = START_TIMEOUT) -> None:
         if process.proc.poll() is not None:
             raise RuntimeError(f"{process.name} exited with {process.proc.returncode}:\n{process.output()}")
         try:
-            with urllib.request.urlopen(f"{process.http}/healthz", timeout=5) as response:
+            with urllib.request.urlopen(f"{process.http}{path}", timeout=5) as response:
                 if response.status == 200:
                     return
                 last = f"HTTP {response.status}"
@@ -84,7 +85,7 @@ def wait_http(process: Process, timeout: float = START_TIMEOUT) -> None:
             last = f"{type(exc).__name__}: {exc}"
         time.sleep(0.1)
     raise RuntimeError(
-        f"{process.name} did not answer /healthz within {timeout:g} s (last: {last}); its output:\n{process.output()}"
+        f"{process.name} did not answer {path} within {timeout:g} s (last: {last}); its output:\n{process.output()}"
     )
 
 

@@ -188,6 +188,9 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
     try:
         for node in nodes:
             wait_http(node)
+        # Tests begin once the relay has started: a subscriber that came before it is told to reload when it
+        # starts (docs/reliability.md), which tests of other things must not race.
+        wait_http(nodes[0], path="/readyz")
         yield Stack(secret, database_url, redis_url, relay, nodes, f"http://127.0.0.1:{metrics_port}/metrics")
     finally:
         for p in (*nodes, relay):
