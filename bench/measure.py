@@ -115,10 +115,12 @@ async def measure(
         connect_bytes = (await fleet.stats()).get("bytes", 0)  # handshakes, snapshots and states, off the sockets
         await fleet.reset_stats()
         each_before = [cpu_seconds([pid]) for pid in running.server_pids]
+        node_before = cpu_seconds(running.node_pids)
         cpu_before, t0 = cpu_seconds(running.server_pids), time.monotonic()
         extra = await workload(fleet) or {}
         await settle(fleet)
         cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
+        node_used = cpu_seconds(running.node_pids) - node_before
         each = [round(cpu_seconds([pid]) - before, 3) for pid, before in zip(running.server_pids, each_before)]
         stats = await fleet.stats()
         states = await fleet.states()
@@ -137,6 +139,10 @@ async def measure(
             "cpu_s_per_process": each,  # the gateway: node, then relay
             "cpu_us_per_frame": round(cpu_used * 1e6 / frames, 3) if frames else None,
             "cpu_us_per_delta": round(cpu_used * 1e6 / deltas, 3) if deltas else None,
+            # The processes that hold the sockets alone: the same as cpu_s for a peer, the gateway's node without
+            # its relay (a peer's tap runs in the harness and is counted for nobody).
+            "node_cpu_s": round(node_used, 3),
+            "node_cpu_us_per_frame": round(node_used * 1e6 / frames, 3) if frames else None,
             "rss_kb_per_conn": round((rss_idle - rss_before) / plan.subscribers, 2),
             "connect_s": round(connect_s, 2),  # until every subscriber was live (the connect rate paces it)
             "connect_cpu_ms_per_sub": round(connect_cpu * 1000 / plan.subscribers, 3),
@@ -160,7 +166,8 @@ async def measure(
             **extra,
         }
         progress(
-            f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame, "
+            f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame "
+            f"({figures['node_cpu_us_per_frame']} the node alone), "
             f"p99 {figures['p99_ms']} ms, {figures['rss_kb_per_conn']} KB/conn, lost {lost}, stale {stale}"
         )
         if after is not None:

@@ -3,6 +3,8 @@
 Every system is told the same things (a port, the run's Redis, for the gateway and broadcaster-pg its database)
 and reached by the same subscriber code in its own dialect. `server_pids` are the processes whose CPU and memory
 count: for the gateway, its node and its relay together (PostgreSQL and Redis, shared by all, are not counted).
+`node_pids` are the processes holding the sockets, as a peer's one process does: the CPU of those alone is each
+system's "node" figure (a peer's tap runs in the harness and counts for none).
 """
 
 from __future__ import annotations

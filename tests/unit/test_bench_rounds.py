@@ -33,3 +33,16 @@ def test_a_wrong_round_makes_the_system_wrong_and_saturation_comes_from_the_last
 def test_one_round_is_itself() -> None:
     only = _round(5.0)
     assert median_round([only], "cpu_us_per_frame") is only
+
+
+def test_fanout_checks_say_the_node_alone_and_the_node_with_its_relay():
+    from bench.scenarios.fanout import _fanout_checks, _median
+
+    systems = {
+        "gateway": {"cpu_us_per_frame": 12.0, "node_cpu_us_per_frame_median": 10.0, "rss_kb_per_conn": 7.0},
+        "floor": {"cpu_us_per_frame": 8.0, "node_cpu_us_per_frame_median": 8.0, "rss_kb_per_conn": 1.6},
+    }
+    lines = _fanout_checks(systems, 1000)
+    assert "- gateway CPU per frame, node alone: 10.00 µs, 1.25 × the raw-write floor (target ≤ 1.15)" in lines
+    assert "- gateway CPU per frame, node + relay: 12.00 µs, 1.50 × the raw-write floor (target ≤ 1.15)" in lines
+    assert _median([9.0, None, 7.0, 12.0]) == 9.0 and _median([None]) is None
