@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.bus.broker import RedisBroker
+from gateway.store.outbox import held_open_elsewhere
 
 from .procstat import cpu_seconds, rss_kb
 from .report import cdf
@@ -121,6 +122,7 @@ async def measure(
         await settle(fleet)
         cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
         node_used = cpu_seconds(running.node_pids) - node_before
+        blockers = await _held_open_elsewhere(ctx, system, progress)
         each = [round(cpu_seconds([pid]) - before, 3) for pid, before in zip(running.server_pids, each_before)]
         stats = await fleet.stats()
         states = await fleet.states()
@@ -163,6 +165,7 @@ async def measure(
             "lost": lost,
             "stale": stale,
             "correct": lost == 0 and stale == 0 and checked == _subscriptions(plan, want),
+            "held_open_elsewhere": blockers,
             **extra,
         }
         progress(
@@ -189,6 +192,25 @@ async def settle(fleet: Fleet, quiet: float = DRAIN, longest: float = 60.0) -> N
         if seen == last:
             return
         last = seen
+
+
+async def _held_open_elsewhere(ctx: Context, system: System, progress: Callable[[str], None]) -> list[str]:
+    """Transactions of other databases on the run's PostgreSQL server, open for over a second as the measure
+    ends. The relay reads commit-safely below the server's oldest running transaction, whatever its database:
+    one held open elsewhere (another test run on a shared server) holds the gateway's deliveries back, which
+    then go out late and coalesced, fewer and larger frames, and its figures are not the workload's. The
+    peers' tap does not wait: only the gateway's rounds are checked. BENCH_DATABASE_URL names a server of the
+    run's own (bench.infra)."""
+    if not system.dialect.startswith("gateway"):
+        return []
+    try:
+        found = await asyncio.wait_for(held_open_elsewhere(ctx.database_url, 1.0), 10)
+    except Exception as exc:  # a diagnostic: a server that cannot say is said, not a failed run
+        return [f"not checked: {exc!r}"]
+    said = [f"{b.database} pid {b.pid}, {b.age_seconds:.0f} s: {b.query[:60]}" for b in found]
+    if said:
+        progress(f"{system.name}: WARNING: transactions open in other databases held the relay back: {said}")
+    return said
 
 
 def _subscriptions(plan: Plan, checked: dict[str, Any]) -> int:

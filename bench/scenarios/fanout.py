@@ -222,11 +222,11 @@ def _fanout_checks(systems: dict[str, dict[str, Any]], size: int) -> list[str]:
     gw, floor, node = systems.get("gateway"), systems.get("floor"), systems.get("node-ws")
     lines: list[str] = []
     for key, what in (("node_cpu_us_per_frame_median", "node alone"), ("cpu_us_per_frame", "node + relay")):
-        for peer, against, target in ((floor, "the raw-write floor", "≤ 1.15"), (node, "Node ws", "< 1")):
+        for peer, against, goal in ((floor, "the raw-write floor", "≤ 1.15"), (node, "Node ws", "< 1")):
             if gw and peer and gw.get(key) and peer.get("cpu_us_per_frame"):
                 lines.append(
                     f"- gateway CPU per frame, {what}: {gw[key]:.2f} µs, {gw[key] / peer['cpu_us_per_frame']:.2f} × "
-                    f"{against} (target {target})"
+                    f"{against} (target {goal})"
                 )
     if gw:
         # ≤ 10 KB at 1,000 and 4,000; ≤ 6 KB at 16,000, where the node's fixed memory
