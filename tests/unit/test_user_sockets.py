@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -81,3 +82,55 @@ async def test_sockets_ending_together_are_written_in_one_round_trip_with_their_
     assert writes == [dict.fromkeys(range(100), 1)]
     assert all([await other.claim(user) for user in range(100)])  # the places are free for the other process
     assert await other.claim(0) and not await other.claim(0)  # 1 left here and 2 there: the limit of 3
+
+
+class CountedClaims:
+    """The memory bus's claims, counted, each answered only once `open` is set."""
+
+    def __init__(self, broker: MemoryBroker) -> None:
+        self.claim = broker.user_sockets.claim
+        self.counts: list[int] = []
+        self.open = asyncio.Event()
+        self.open.set()
+        broker.user_sockets.claim = self.counted  # type: ignore[method-assign]
+
+    async def counted(self, process: str, user_id: int, count: int, limit: int, ttl: float) -> bool:
+        self.counts.append(count)
+        await self.open.wait()
+        return await self.claim(process, user_id, count, limit, ttl)
+
+
+async def test_a_user_s_sockets_claimed_together_are_claimed_in_one_round_trip() -> None:
+    """A storm of one user's sockets (a tool's feeds, the bench's subscribers): one claim on the bus, not one
+    per socket."""
+    broker = MemoryBroker()
+    claims = CountedClaims(broker)
+    held = SocketsHeld(broker.user_sockets, 100)
+    assert await asyncio.gather(*[held.claim(7) for _ in range(50)]) == [True] * 50
+    assert claims.counts == [50] and held.held[7] == 50
+
+
+async def test_claims_made_while_one_is_on_its_way_go_next_together_and_count_on_from_it() -> None:
+    broker = MemoryBroker()
+    claims = CountedClaims(broker)
+    held = SocketsHeld(broker.user_sockets, 100)
+    claims.open.clear()
+    first = asyncio.ensure_future(held.claim(7))
+    while not claims.counts:
+        await asyncio.sleep(0)
+    later = [asyncio.ensure_future(held.claim(7)) for _ in range(10)]
+    await asyncio.sleep(0.01)
+    claims.open.set()
+    assert await first and await asyncio.gather(*later) == [True] * 10
+    assert claims.counts == [1, 11]
+
+
+async def test_a_batch_that_does_not_fit_whole_grants_the_first_claims_up_to_the_limit() -> None:
+    broker = MemoryBroker()
+    claims = CountedClaims(broker)
+    held, other = SocketsHeld(broker.user_sockets, 5), SocketsHeld(broker.user_sockets, 5)
+    assert await other.claim(7)
+    assert await asyncio.gather(*[held.claim(7) for _ in range(9)]) == [True] * 4 + [False] * 5
+    assert held.held[7] == 4  # refused claims are not counted
+    assert len(claims.counts) <= 5  # the batch, then halves: not one per claim
+    assert not await other.claim(7) and await asyncio.gather(held.claim(8), held.claim(8)) == [True, True]
