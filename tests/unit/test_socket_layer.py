@@ -27,7 +27,7 @@ from gateway.web.node.leaving import Leaving
 from gateway.web.server.limits import HttpLimits
 from gateway.web.server.serve import Server
 from gateway.web.server.served import Served
-from gateway.web.server.upgrade import Opening
+from gateway.web.server.upgrade import Gone, Opening
 from gateway.web.websocket.handshake_gate import HandshakeGate
 from harness.waiting import eventually
 
@@ -444,6 +444,26 @@ async def test_a_client_gone_before_its_answer_is_told_nothing() -> None:
         await eventually(lambda: not node.served.connections, "the connection to be gone")
         decide.set()
         await eventually(lambda: outcome == ["Gone"], "the opener to be told")
+
+
+async def test_a_client_gone_before_its_answer_is_no_error_of_the_node(caplog: pytest.LogCaptureFixture) -> None:
+    """The node's opener takes `Gone` as the end of the story (gateway.web.websocket.opening): in a storm that outruns
+    the node, each client that gave up waiting logged an ERROR saying the handshake was neither accepted nor refused."""
+    decide = asyncio.Event()
+
+    async def opener(opening: Opening) -> None:
+        await decide.wait()
+        with contextlib.suppress(Gone):
+            opening.accept(lambda data: None, lambda: None, _Writer())
+
+    async with running(opener=opener) as node:
+        _, writer = await node.raw(UPGRADE + b"\r\n")
+        await eventually(lambda: node.served.tasks, "the handshake to wait for its opener")
+        writer.close()
+        await eventually(lambda: not node.served.connections, "the connection to be gone")
+        decide.set()
+        await eventually(lambda: not node.served.tasks, "the opener to be done")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
 
 
 async def test_a_handshake_arriving_while_the_node_stops_is_told_to_retry() -> None:

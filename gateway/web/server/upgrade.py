@@ -183,6 +183,9 @@ class Upgrade:
         task.add_done_callback(served.tasks.discard)
 
     async def _decide(self, opening: Opening) -> None:
+        if self.gone:  # the client left while its handshake waited its turn: nothing to decide, nobody to tell
+            self.answered = True
+            return
         try:
             await self.served.opener(opening)  # type: ignore[misc]
         except Gone:
@@ -192,8 +195,9 @@ class Upgrade:
             if not self.answered:
                 self.refuse(500, error_body("internal", "the server failed"))
         if not self.answered:
-            log.error("the handshake was neither accepted nor refused: closed")
             self.answered = True
+            if not self.gone and not self.transport.is_closing():  # a client that left is no bug of ours
+                log.error("the handshake was neither accepted nor refused: closed")
             self.transport.close()
 
     def refuse(self, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
