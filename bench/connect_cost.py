@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +59,21 @@ async def _connect_once(
         py_spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
         if profile is not None and gateway and py_spy:
             out = profile / f"{name}-{size}-round{turn + 1}.speedscope.json"
-            argv = [py_spy, "record", "-p", str(running.node_pids[0]), "-r", "250", "-f", "speedscope", "-o", str(out)]
+            argv = [py_spy, "record", "-p", str(running.node_pids[0]), "-r", "500", "-f", "speedscope", "-o", str(out)]
             spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             await asyncio.sleep(0.5)
         started, cpu = time.monotonic(), cpu_seconds(running.node_pids)
         await fleet.start()
         live = await fleet.wait_live(60 + size / 100)
         connect_s, cpu = time.monotonic() - started, cpu_seconds(running.node_pids) - cpu
-        return {
+        row = {
             "live": live["live"],
             "connect_s": round(connect_s, 2),
             "connect_cpu_ms_per_sub": round(cpu * 1000 / size, 3),
         }
+        if running.health_port:  # what the node's admission did meanwhile (it backs off while its loop runs late)
+            row.update(await asyncio.to_thread(_admission, running.health_port))
+        return row
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -77,6 +81,17 @@ async def _connect_once(
         if fleet is not None:
             await fleet.stop()
         running.stop()
+
+
+def _admission(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith(("gateway_handshakes_refused", "gateway_admission_rate")):
+            found[name] = float(value)
+    return found
 
 
 async def main(size: int, rounds: int, names: list[str], profile: Path | None) -> dict[str, Any]:
