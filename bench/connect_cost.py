@@ -89,7 +89,9 @@ def _admission(port: int) -> dict[str, float]:
     found: dict[str, float] = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name.startswith(("gateway_handshakes_refused", "gateway_admission_rate", "gateway_gc_pause_seconds_")):
+        if name.startswith(("gateway_handshakes_refused", "gateway_admission_rate")) or (
+            name.startswith("gateway_gc_pause_seconds_") and "_bucket" not in name
+        ):
             found[name] = float(value)
     return found
 
