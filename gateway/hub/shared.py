@@ -4,10 +4,8 @@ same channel asks Redis and PostgreSQL once per distinct question, not once per 
 A read that depends on *when* it is made (a channel's position) is shared only with callers that were ready
 for it before it started: `mark()` orders the node's events, and a caller passes the mark it took once it
 began buffering the channel, so a shared answer is never older than what the caller needs. A read takes its
-mark as it is sent, at the next turn of the loop: the callers of this turn share it. A caller that
-finds the read in flight too old for it waits for the next one, made once that one is done and shared by
-every caller arriving meanwhile: subscribers arriving a few at a time (a storm paced by its clients, each
-turn of the loop bringing a few) ask Redis once per read's round trip, not once per turn of the loop.
+mark as it is sent, at the next turn of the loop: the callers of this turn share it (subscribers resuming one
+after another in one turn, each taking its mark after the first asked).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ class SharedReads:
     def __init__(self) -> None:
         self._clock = 0
         self._inflight: dict[Hashable, _Read] = {}
-        self._next: dict[Hashable, asyncio.Future[Any]] = {}  # the read after the one in flight, once it is done
 
     def mark(self) -> int:
         self._clock += 1
@@ -41,10 +38,8 @@ class SharedReads:
     async def read(self, key: Hashable, make: Callable[[], Awaitable[T]], since: int = 0) -> T:
         """`make()`'s answer, or the answer of the same read already in flight if it was sent after `since`."""
         found = self._inflight.get(key)
-        if found is None:
+        if found is None or (found.sent is not None and found.sent < since):  # none, or sent before it was ready
             future = self._start(key, make)
-        elif found.sent is not None and found.sent < since:  # too old for this caller: the next one, after it
-            future = self._next.get(key) or self._follow(key, found.future, make)
         else:
             future = found.future
         return await asyncio.shield(future)  # one caller cancelled does not cancel the others' read
@@ -61,26 +56,8 @@ class SharedReads:
         read.future.add_done_callback(functools.partial(self._done, key, read))
         return read.future
 
-    def _follow(
-        self, key: Hashable, earlier: asyncio.Future[Any], make: Callable[[], Awaitable[T]]
-    ) -> asyncio.Future[Any]:
-        async def after() -> Any:
-            await asyncio.wait([earlier])
-            if self._next.get(key) is following:
-                del self._next[key]  # callers from now on share the read started here, or wait for the one after
-            return await asyncio.shield(self._start(key, make))
-
-        following: asyncio.Future[Any] = asyncio.ensure_future(after())
-        self._next[key] = following
-        following.add_done_callback(_retrieved)
-        return following
-
     def _done(self, key: Hashable, read: _Read, future: asyncio.Future[Any]) -> None:
         if self._inflight.get(key) is read:
             del self._inflight[key]
-        _retrieved(future)
-
-
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # retrieved: every caller may have gone
+        if not future.cancelled():
+            future.exception()  # retrieved: every caller may have gone

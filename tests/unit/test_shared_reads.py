@@ -82,33 +82,3 @@ async def test_one_caller_cancelled_does_not_cancel_the_others_and_errors_reach_
         await second
     with pytest.raises(asyncio.CancelledError):
         await first
-
-
-async def test_callers_too_late_for_the_read_in_flight_share_the_one_made_after_it() -> None:
-    """A storm paced by its clients brings a few subscribers each turn of the loop: each too late for the read in
-    flight, they wait for the next one, started once it is done, and made once for all of them."""
-    reads = SharedReads()
-    gates = [asyncio.Event(), asyncio.Event()]
-    started: list[int] = []
-
-    async def position() -> int:
-        started.append(reads.mark())
-        await gates[len(started) - 1].wait()
-        return len(started)
-
-    early = asyncio.create_task(reads.read("pos", position))
-    while not started:
-        await asyncio.sleep(0)
-    marks = []
-    late = []
-    for _ in range(20):  # one arriving per turn of the loop, each after the first read was sent
-        marks.append(reads.mark())
-        late.append(asyncio.create_task(reads.read("pos", position, marks[-1])))
-        await asyncio.sleep(0)
-    assert len(started) == 1  # the next read waits for the first
-    gates[0].set()
-    assert await early == 1
-    await asyncio.sleep(0.01)
-    assert len(started) == 2 and started[1] > max(marks)  # fresh enough for every one of them
-    gates[1].set()
-    assert await asyncio.gather(*late) == [2] * 20
