@@ -224,9 +224,10 @@ EXPECTED_TOTAL = (
     "select count(*) from submission_rows where team_id = $1"
     " and ($2::text[] = '{}' or status = any($2)) and ($3::text[] = '{}' or project = any($3))"
     " and ($4::bigint[] = '{}' or user_id = any($4))"
-    " and ($5 = '' or strpos(lower(title), $5) > 0 or strpos(lower(project), $5) > 0"
-    "      or strpos(lower(user_name), $5) > 0)"
-)
+    " and ($6 = '' or exists (select 1 from (select regexp_split_to_array(lower(title || ' ' || project || ' '"
+    "      || user_name), '[^[:alnum:]]+') as w) r where w @> $5::text[] and exists ("
+    "      select 1 from unnest(w) u where starts_with(u, $6))))"
+)  # a search's words ($5, the last $6 at least begun) among the words of the title, project and user's name
 TRAJECTORIES_NAMED = "select count(*) from trajectories where team_id = $1 and name ilike $2"
 FIRST_BY_PRIORITY = "select id from submission_rows where team_id = $1 order by priority, id limit 1"
 ROWS_TABLE_PAGES = "select relpages, relallvisible from pg_class where relname = 'submission_rows'"

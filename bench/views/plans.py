@@ -21,9 +21,10 @@ from .server import Kind
 from .team import Team
 
 
-def statements(team_id: int, window: Window) -> tuple[dict[str, str], list[object]]:
-    """The count and the page statement of a window, as gateway.store.submission_rows.window() runs them."""
-    count, page, args = window_statements(team_id, window)
+def statements(team_id: int, window: Window, total: int | None) -> tuple[dict[str, str], list[object]]:
+    """The count and the page statement of a window with `total` matching rows, as
+    gateway.store.submission_rows.window() runs them."""
+    count, page, args = window_statements(team_id, window, total)
     return {"count": count, "page": page}, args
 
 
@@ -44,7 +45,7 @@ def describe(plan: dict[str, Any]) -> str:
 
 async def explain(pool: asyncpg.Pool, team_id: int, kind: Kind) -> dict[str, Any]:
     """EXPLAIN (FORMAT JSON) of the window's two statements: each one's plan, and whether it scans the table."""
-    sqls, args = statements(team_id, kind.window())
+    sqls, args = statements(team_id, kind.window(), kind.expected_total)
     out: dict[str, Any] = {"group": kind.group}
     async with pool.acquire() as db:
         for name, sql in sqls.items():
@@ -71,7 +72,7 @@ async def count_costs(pool: asyncpg.Pool, team_id: int, repeat: int) -> dict[str
     against the count of every row they read before (`count(*)`), taking turns on one connection: p50 ms each and
     their ratio (the peer in the same run, so a busy machine weighs on both)."""
     window = Window()
-    sqls, args = statements(team_id, window)
+    sqls, args = statements(team_id, window, None)
     where, _ = window_filter(team_id, window)
     before = count_every_row(where)
     estimate = estimate_statement(where)

@@ -3,6 +3,7 @@ at a time, the kinds taking turns, every answer checked against what it must cou
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,14 +55,15 @@ def kinds(n: int, user_id: int) -> list[Kind]:
 
 async def expected_total(db: asyncpg.Connection, team_id: int, window: Window) -> int:
     """The rows a window must count, by plain conditions (not the store's WHERE)."""
-    pattern = window.search.lower()
+    words = re.findall(r"[^\W_]+", window.search.lower())  # the store's search: words, the last one begun
     total: int = await db.fetchval(
         EXPECTED_TOTAL,
         team_id,
         list(window.statuses),
         list(window.projects),
         list(window.users),
-        pattern,
+        words[:-1],
+        words[-1] if words else "",
     )
     return total
 

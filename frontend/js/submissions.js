@@ -49,6 +49,16 @@ function headerCell(key, label) {
     aria-label="How a submission moves through its statuses" title="How a submission moves">?</button></div>`;
 }
 
+/** A text's words as the server's search sees them: runs of letters and digits, lower case. */
+const textWords = (text) => text.toLowerCase().match(/[\p{L}\p{N}]+/gu) || [];
+
+/** Whether `text` holds every word of the search `q`, its last word at least begun: the server's search. */
+export function wordsMatch(q, text) {
+  const typed = textWords(q), have = textWords(text);
+  const last = typed.pop();
+  return last !== undefined && typed.every((w) => have.includes(w)) && have.some((h) => h.startsWith(last));
+}
+
 /** The view in the address: sort, dir, status, project, user, q, page (1-based); defaults left out. */
 export function readView(search = location.search) {
   const p = new URLSearchParams(search);
@@ -155,11 +165,7 @@ export class SubmissionsPage {
     if (v.status && r.status !== v.status) return false;
     if (v.project && r.project !== v.project) return false;
     if (v.user && String(r.user_id) !== v.user) return false;
-    if (v.q) {
-      const q = v.q.toLowerCase();
-      const name = (app.memberNames.get(r.user_id) || "").toLowerCase();
-      if (!(String(r.id) === v.q || r.title.toLowerCase().includes(q) || r.project.toLowerCase().includes(q) || name.includes(q))) return false;
-    }
+    if (v.q && !(String(r.id) === v.q || wordsMatch(v.q, `${r.title} ${r.project} ${app.memberNames.get(r.user_id) || ""}`))) return false;
     if (!this.rows.length) return true;
     const first = this.offset === 0 || this.compare(this.rows[0], r) <= 0;
     const last = this.offset + this.rows.length >= (this.total || 0) || this.compare(r, this.rows[this.rows.length - 1]) <= 0;

@@ -165,6 +165,21 @@ def search_matches(search: str, *texts: str) -> bool:
     return any(needle in t.casefold() for t in texts)
 
 
+# A search's words: runs of letters and digits (what sql/025 keeps of a title, a project and a user's name before
+# PostgreSQL splits them into words); anything else separates words.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words_query(search: str) -> str | None:
+    """`search` as a tsquery of PostgreSQL's 'simple' configuration, as a search box reads it while a person types:
+    every word a word of the row, the last one the beginning of one (`'copper' & 'gra':*`); None for a search
+    without a letter or a digit, which finds no text."""
+    words = _WORD.findall(search)
+    if not words:
+        return None
+    return " & ".join([*(f"'{w}'" for w in words[:-1]), f"'{words[-1]}':*"])
+
+
 def like_pattern(search: str) -> str:
     """`search` as an ILIKE pattern that matches it anywhere, its own % _ and \\ taken literally."""
     escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -12,7 +12,7 @@ import msgspec
 
 from ..core.submission import SubmissionAggregate, SubmissionRecord
 from ..core.submission_rows import Restored, SavedRow
-from ..core.submission_window import Window, like_pattern
+from ..core.submission_window import Window, words_query
 from .reads import bounded
 
 _SAVE = """
@@ -150,9 +150,9 @@ def _where(team_id: int, window: Window) -> tuple[str, list[object]]:
         clauses.append(f"project = any({arg(list(window.projects))}::text[])")
     if window.users:
         clauses.append(f"user_id = any({arg(list(window.users))}::bigint[])")
-    if window.search:
-        pattern = arg(like_pattern(window.search))
-        found = f"title ilike {pattern} or project ilike {pattern} or user_name ilike {pattern}"
+    if window.search:  # the row's words (its column `words`, sql/025)
+        query = words_query(window.search)
+        found = f"words @@ to_tsquery('simple', {arg(query)})" if query is not None else "false"
         if window.search_id is not None:
             found += f" or id = {arg(window.search_id)}"
         clauses.append(f"({found})")
@@ -169,10 +169,18 @@ def _order(window: Window) -> str:
 EXACT_TO = 100_000
 
 
-def window_statements(team_id: int, window: Window) -> tuple[str, str, list[object]]:
-    """The count and the page statement `window` runs, and their arguments (bench.views EXPLAINs the same)."""
+# A search matching at most FEW rows reads them all through its index and sorts them. PostgreSQL cannot know how
+# few match a search of several words (it guesses thousands for `shot 50000`, which matches ten in a million), and
+# would walk the sort's index until a page of them turned up, every row of the team for a rare one (seconds); the
+# count, read first, knows. Past FEW, matches are dense enough that walking the sort's index finds a page soon.
+FEW = 5_000
+
+
+def window_statements(team_id: int, window: Window, total: int | None = None) -> tuple[str, str, list[object]]:
+    """The count and the page statement `window` runs with `total` matching rows (as the count found them), and
+    their arguments (bench.views EXPLAINs the same)."""
     where, args = _where(team_id, window)
-    return _count(where), _page(where, window), args
+    return _count(where), _page(where, window, total), args
 
 
 def window_filter(team_id: int, window: Window) -> tuple[str, list[object]]:
@@ -189,11 +197,11 @@ def _count(where: str) -> str:
     return f"select count(*) from (select 1 from submission_rows where {where} limit {EXACT_TO + 1}) s"
 
 
-def _page(where: str, window: Window) -> str:
-    return (
-        f"select row from submission_rows where {where} {_order(window)}"
-        f" limit {int(window.limit)} offset {int(window.offset)}"
-    )
+def _page(where: str, window: Window, total: int | None) -> str:
+    rows, source = f"from submission_rows where {where}", ""
+    if window.search and total is not None and total <= FEW:
+        rows, source = "from found", f"with found as materialized (select * from submission_rows where {where}) "
+    return f"{source}select row {rows} {_order(window)} limit {int(window.limit)} offset {int(window.offset)}"
 
 
 async def _total(db: asyncpg.Connection, where: str, args: list[object]) -> tuple[int, bool]:
@@ -213,7 +221,7 @@ async def window(pool: asyncpg.Pool, team_id: int, window: Window, timeout: floa
     where, args = _where(team_id, window)
     async with bounded(pool, timeout, isolation="repeatable_read") as db:
         total, exact = await _total(db, where, args)
-        rows = await db.fetch(_page(where, window), *args)
+        rows = await db.fetch(_page(where, window, total), *args)
     return total, exact, [r["row"] for r in rows]
 
 

@@ -99,6 +99,48 @@ async def test_filters_search_and_counts(stack: Stack, pool: asyncpg.Pool, team:
     assert (await window(stack, team, status="running"))["total"] == 0
 
 
+async def test_a_search_finds_the_words_a_person_types(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
+    """Every word typed is a word of the title, the project or the user's name (any of them, any case), the last one
+    at least begun; a part inside a word is not a word, and a search without a letter or digit finds no text."""
+    await pool.execute("update users set name = 'Ada Okafor' where id = $1", team.user_id)
+    titles = {
+        "Copper grain, shot 0417": "Harbour",
+        "sq020_sh0450_lighting_v012": "Harbour",
+        "Forest fog (final)": "Tundra",
+        "Café exterior, night": "Tundra",
+    }
+    ids: dict[str, int] = {}
+    for title, project in titles.items():
+        ids[title] = await pool.fetchval(
+            "insert into submissions (team_id, user_id, project, title) values ($1, $2, $3, $4) returning id",
+            team.id,
+            team.user_id,
+            project,
+            title,
+        )
+    await saved(stack, team, len(titles))
+
+    async def found(q: str) -> set[str]:
+        body = await window(stack, team, q=q)
+        assert body["total"] == len(body["rows"])
+        return {r["title"] for r in body["rows"]}
+
+    assert await found("copper gra") == {"Copper grain, shot 0417"}  # the last word as far as it is typed
+    assert await found("cop grain") == set()  # a word before the last is a whole word
+    assert await found("COPPER") == {"Copper grain, shot 0417"}  # case aside
+    assert await found("0417") == await found("shot 04") == {"Copper grain, shot 0417"}
+    assert await found("sh0450") == await found("lighting v01") == {"sq020_sh0450_lighting_v012"}
+    assert await found("harb") == {"Copper grain, shot 0417", "sq020_sh0450_lighting_v012"}  # the project
+    assert await found("okafor fog") == {"Forest fog (final)"}  # the user's name and the title together
+    assert await found("ada") == set(titles)
+    assert await found("café") == await found("CAFÉ NIGHT") == {"Café exterior, night"}
+    assert await found("fog final") == await found("fog, (final") == {"Forest fog (final)"}  # punctuation aside
+    assert await found("hot") == set()  # inside "shot": not the beginning of a word
+    assert await found("copper tundra") == set()  # every word must be found
+    assert await found("(") == set()
+    assert await found(str(ids["Forest fog (final)"])) == {"Forest fog (final)"}  # a job id
+
+
 async def test_a_row_changes_in_its_window_as_its_tasks_run(stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
     sid = (await add_submissions(pool, team, 1))[0]
     await pool.execute(

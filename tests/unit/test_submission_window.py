@@ -11,7 +11,7 @@ from gateway.core.aggregate import SubmissionChange
 from gateway.core.batching import MAX_ROWS_PER_SUMMARY, Batcher
 from gateway.core.submission import SubmissionAggregate, SubmissionRecord
 from gateway.core.submission_rows import row_digest
-from gateway.core.submission_window import BadWindow, like_pattern, parse_page, parse_window
+from gateway.core.submission_window import BadWindow, like_pattern, parse_page, parse_window, words_query
 
 
 def test_a_window_from_its_query() -> None:
@@ -87,6 +87,21 @@ def test_what_int_refuses_or_reads_otherwise_is_no_offset(text: str) -> None:
 
 def test_a_search_is_literal() -> None:
     assert like_pattern("50%_a\\b") == "%50\\%\\_a\\\\b%"
+
+
+def test_a_search_is_its_words_the_last_one_begun() -> None:
+    assert words_query("Copper gra") == "'Copper' & 'gra':*"
+    assert words_query("sq020_sh0450, v01!") == "'sq020' & 'sh0450' & 'v01':*"  # punctuation separates
+    assert words_query("50%") == "'50':*"
+    assert words_query(" %_'\\ ") is None  # no letter or digit: no text to find
+
+
+@given(text=st.text(max_size=200))
+def test_no_search_can_break_out_of_its_words(text: str) -> None:
+    query = words_query(text)
+    if query is not None:
+        for word in query.removesuffix(":*").split(" & "):
+            assert word.startswith("'") and word.endswith("'") and word[1:-1].isalnum()
 
 
 def record(i: int, team_id: int = 1) -> SubmissionRecord:
