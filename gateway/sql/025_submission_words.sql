@@ -11,7 +11,7 @@
 --
 -- The words are stored, so that a broad search (a lossy bitmap) rechecks a row by reading them rather than
 -- deriving them again (the 'simple' configuration: lower case, no stemming, no stop words). Adding the column
--- rewrites the table once (about a minute a million rows, the table locked meanwhile).
+-- rewrites the table once, locked meanwhile (as long as reading and writing it whole: minutes at a million rows).
 alter table submission_rows add column words tsvector generated always as (
     to_tsvector('simple'::regconfig,
                 regexp_replace(title || ' ' || project || ' ' || user_name, '[^[:alnum:]]+', ' ', 'g'))
