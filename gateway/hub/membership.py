@@ -132,7 +132,7 @@ class Memberships:
             pairs = {(c.user_id, t) for c in self.connections for t in c.channels.values()}
             if not pairs:
                 continue
-            followed = {n: t for c in self.connections for n, t in c.channels.items() if n.startswith("trajectory:")}
+            followed = {n for c in self.connections for n in c.channels if n.startswith("trajectory:")}
             try:
                 lost = await self.access.lost_memberships(pairs)
                 owners = await self.access.trajectory_teams([int(n[11:]) for n in followed])
@@ -140,7 +140,15 @@ class Memberships:
                 continue
             for user_id, team_id in lost:
                 self.revoke(team_id, user_id)
-            for name in followed:  # a move whose announcement was lost, or came while a subscribe was on its way
+            # A move whose announcement was lost, or came while a subscribe was on its way: the teams each trajectory
+            # is followed under now, in one pass over the subscriptions (not a pass over every connection for each
+            # trajectory: 4,000 connections following 100 trajectories made 400,000 steps every 30 s).
+            under: dict[str, set[int]] = {}
+            for c in self.connections:
+                for n, t in c.channels.items():
+                    if n in followed:
+                        under.setdefault(n, set()).add(t)
+            for name, teams in under.items():
                 owner = owners.get(int(name[11:]))
-                if owner is not None and any(c.channels.get(name, owner) != owner for c in self.connections):
+                if owner is not None and teams != {owner}:
                     self.moved(name, owner)
