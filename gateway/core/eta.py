@@ -363,10 +363,20 @@ class EtaTracker:
         found: dict[int, list[tuple[int, int, int | None]]] = {}
         mean = self.durations.mean
         for cluster_id, cluster in self.clusters.items():
+            # Per kind, how long a job must have run to be asked (`longer_than_usual` holds it for no shorter run):
+            # a refresh looks at every running job, thousands in a busy partition, most far from overrunning.
+            usual: dict[str, float | None] = {}
+            least: dict[str, float] = {}
+            for kind in cluster.run_n:
+                d = usual[kind] = mean(cluster_id, kind)
+                least[kind] = max(STUCK_AFTER, STUCK_MULTIPLE * d) if d is not None and d > 0.0 else math.inf
             for job_id, ((trajectory, submission, _), kind, started) in cluster.running.items():
                 if started <= 0.0:
                     continue  # no start time known: nobody can say how long it ran
-                times = longer_than_usual(wall - started, mean(cluster_id, kind))
+                ran = wall - started
+                if not ran >= least[kind]:
+                    continue
+                times = longer_than_usual(ran, usual[kind])
                 if times is not None:
                     found.setdefault(trajectory, []).append((job_id, times, submission))
         for trajectory in self.overruns.keys() - found.keys():

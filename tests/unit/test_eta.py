@@ -488,6 +488,19 @@ def test_a_refresh_names_the_jobs_running_longer_than_usual_and_their_multiple_a
     assert changes is not None and changes.overruns == {10: (0, None)}
 
 
+def test_a_refresh_names_a_job_from_exactly_the_multiple_and_never_one_of_a_kind_nobody_can_time() -> None:
+    world = World()
+    learn(world, seconds=100.0)
+    (edge,) = world.submit(1, kind="preprocess")
+    (untimed,) = world.submit(1, kind="analysis")  # no analysis has completed on this cluster
+    world.move(edge, "running", at=20.0)
+    world.move(untimed, "running", at=0.0)
+    changes = world.refresh(wall=419.0)
+    assert changes is None or changes.overruns == {}
+    changes = world.refresh(wall=420.0)  # ran 400 s: exactly 4 times the usual 100
+    assert changes is not None and changes.overruns == {10: (1, [Overrun(id=edge, times=4)])}
+
+
 def test_the_summary_counts_the_stuck_jobs_and_names_who_submitted_them() -> None:
     core = relay()
     core.apply([SubmissionChange(record=SubmissionRecord(id=50, team_id=1, trajectory_id=10, user_id=7, title="Run"))])
