@@ -203,7 +203,9 @@ export class Popover {
     this.rows = keep;
     placeChildren(this.list, nodes);
     this.empty.hidden = nodes.length > 0;
-    setText(this.empty, this.find ? `No trajectory's name has “${this.find}”` : "No jobs in the last 24 hours");
+    // Opened before the team channel's first snapshot (a click as the page appears): it is on its way.
+    const none = app.team.counts === null ? "Loading…" : "No jobs in the last 24 hours";
+    setText(this.empty, this.find ? `No trajectory's name has “${this.find}”` : none);
     this.list.hidden = nodes.length === 0;
     const total = Math.max(this.find ? this.found ?? latest.length : app.team.total || 0, latest.length);
     const stuck = this.el.querySelector(".pop-stuck"), stuckWords = stuckCount(app.team.stuck());

@@ -109,6 +109,31 @@ async def test_ring_label_and_counts_follow_job_changes(page: Any, pool: asyncpg
     assert await page.get_attribute("#ring-fill", "stroke-dasharray") == "100 100"
 
 
+async def test_a_click_on_the_ring_before_the_app_has_started_opens_the_popover(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """A person who clicks the ring as the page appears gets the popover: the click lands while the app still waits
+    for /api/me (held here until then), and the popover opens once the app can draw it."""
+    await insert_jobs(pool, team, 2)
+    asked, clicked = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Any) -> None:
+        asked.set()
+        await clicked.wait()
+        await route.continue_()
+
+    await page.route("**/api/me", hold)
+    await page.goto(f"{stack.nodes[0].http}/", wait_until="commit")
+    await asyncio.wait_for(asked.wait(), 30)  # the app's modules run and wait for the person: none listens yet
+    await page.click("#ring")
+    assert await page.get_attribute("#ring", "aria-expanded") == "true"  # taken at once
+    assert await page.is_hidden("#popover")
+    clicked.set()
+    await page.wait_for_selector("#popover", state="visible", timeout=30_000)
+    await page.wait_for_selector("#popover [data-head]", timeout=30_000)  # then its list, once the snapshot comes
+    assert await page.get_attribute("#ring", "aria-expanded") == "true"
+
+
 async def test_expanding_a_trajectory_shows_frames_and_jobs_in_their_colours(
     page: Any, pool: asyncpg.Pool, team: Team
 ) -> None:
