@@ -89,15 +89,39 @@ export function setAttr(el, name, value) {
   if (el.getAttribute(name) !== v) el.setAttribute(name, v);
 }
 
-/** Keep `parent`'s children exactly `nodes`, in order, moving only the ones out of place (a hovered or focused
- * node that stays is never taken out of the document). */
+/** Keep `parent`'s children exactly `nodes`, in order, moving as few as there are: those that keep their order
+ * among themselves (the longest such run) stay, the rest are put before the node that follows them. A node taken
+ * out and put back is laid out again from nothing (its style and boxes made anew), so a list of 100 rows where one
+ * moved to the top moves that one, not the 99 under it; a hovered or focused node that stays is never taken out. */
 export function placeChildren(parent, nodes) {
-  let at = parent.firstChild;
-  for (const node of nodes) {
-    if (node === at) { at = at.nextSibling; continue; }
-    parent.insertBefore(node, at);
+  const wanted = new Set(nodes);
+  for (let at = parent.firstChild; at;) { const next = at.nextSibling; if (!wanted.has(at)) parent.removeChild(at); at = next; }
+  const index = new Map();
+  let i = 0;
+  for (let at = parent.firstChild; at; at = at.nextSibling) index.set(at, i++);
+  const stay = increasingRun(nodes.map((n) => index.get(n) ?? -1));
+  let after = null;
+  for (let k = nodes.length - 1; k >= 0; k--) {
+    const n = nodes[k];
+    if (!stay.has(k) && (n.parentNode !== parent || n.nextSibling !== after)) parent.insertBefore(n, after);
+    after = n;
   }
-  while (at) { const next = at.nextSibling; parent.removeChild(at); at = next; }
+}
+
+/** The places in `xs` of its longest strictly increasing run of values that are not -1 (patience sorting). */
+function increasingRun(xs) {
+  const tails = []; // tails[j]: the place of the least last value of a run of length j + 1
+  const back = new Array(xs.length).fill(-1);
+  for (let k = 0; k < xs.length; k++) {
+    if (xs[k] < 0) continue;
+    let lo = 0, hi = tails.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (xs[tails[mid]] < xs[k]) lo = mid + 1; else hi = mid; }
+    back[k] = lo > 0 ? tails[lo - 1] : -1;
+    tails[lo] = k;
+  }
+  const run = new Set();
+  for (let k = tails.length ? tails[tails.length - 1] : -1; k >= 0; k = back[k]) run.add(k);
+  return run;
 }
 
 // -- toasts: a strip under the page whose room is always kept (nothing moves when one comes or goes), one slot
