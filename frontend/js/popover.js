@@ -86,8 +86,10 @@ export class Popover {
     this.order.release(); // it opens in the latest order
     if (this.find && this.found === null) this.search(this.find);
     this.draw();
+    // Without scrolling it into view (it opens at the top of its list): a focus that scrolls makes the browser lay
+    // the whole popover out inside the click, the longest part of opening it; the frame lays it out once anyway.
     const first = this.list.querySelector("[data-head]");
-    if (first) first.focus();
+    if (first) first.focus({ preventScroll: true });
   }
 
   /** Read a page of trajectories over HTTP (older ones, or those a search finds) into the team's summaries. */
