@@ -405,14 +405,19 @@ export class SubmissionsPage {
     const signature = segments.map(([k]) => `${k}:${r.counts[k]}`).join(",");
     if (bar.dataset.signature !== signature) {
       bar.dataset.signature = signature;
-      bar.replaceChildren(...segments.map(([k, colour]) => {
-        const seg = document.createElement("span");
-        seg.className = `seg ${colour}`;
-        seg.dataset.flex = String(r.counts[k]);
-        seg.style.flex = String(r.counts[k]); // through the CSSOM: the Content-Security-Policy refuses style attributes
+      // The same statuses as before (a count moved on, several times a second while tasks stream): the segments
+      // change their sizes in place. Made anew, each would be styled and laid out again from nothing.
+      const kinds = segments.map(([k]) => k).join(",");
+      if (bar.dataset.kinds !== kinds) {
+        bar.dataset.kinds = kinds;
+        bar.replaceChildren(...segments.map(([, colour]) => Object.assign(document.createElement("span"), { className: `seg ${colour}` })));
+      }
+      segments.forEach(([k], i) => {
+        const seg = bar.children[i], n = String(r.counts[k]);
+        seg.dataset.flex = n;
+        seg.style.flex = n; // through the CSSOM: the Content-Security-Policy refuses style attributes
         seg.title = `${k}: ${count(r.counts[k])}`;
-        return seg;
-      }));
+      });
     }
     // One line, whatever the counts: the share done, the rest in the bar's tooltip.
     put(tr, "words", words, "textContent", r.tasks ? `${count(r.counts.completed || 0)}/${count(r.tasks)} done` : "");
