@@ -185,9 +185,9 @@ async function signIn() {
 function wire() {
   $("ring").addEventListener("click", () => popover.setOpen(!popover.isOpen));
   // A click on the ring before now (./early.js): the popover it asked for opens now.
-  const early = window.jobsEarly || { ring: 0 };
+  const early = window.jobsEarly || { ring: false };
   early.ready = true;
-  if (early.ring % 2 === 1 && !popover.isOpen) popover.setOpen(true);
+  if (early.ring && !popover.isOpen) popover.setOpen(true);
   // At narrow widths the pages and Sign out open from a menu button; a choice, Escape or a click outside closes it.
   const header = document.querySelector("header");
   const setNav = (open) => { header.classList.toggle("nav-open", open); $("nav-toggle").setAttribute("aria-expanded", String(open)); };
