@@ -30,8 +30,8 @@ export class Popover {
     this.focusId = null; // the row in the tab order
     this.el.innerHTML = `
       <div class="counts" role="group" aria-label="Job counts">
-        <div><b data-bucket="queued">0</b>Queued</div><div><b data-bucket="running">0</b>Running</div>
-        <div><b data-bucket="done">0</b>Done</div><div><b data-bucket="failed">0</b>Failed</div>
+        <div><b data-bucket="queued">–</b>Queued</div><div><b data-bucket="running">–</b>Running</div>
+        <div><b data-bucket="done">–</b>Done</div><div><b data-bucket="failed">–</b>Failed</div>
         <div class="silent-count" hidden><b data-bucket="silent">0</b>Cluster silent</div>
       </div>
       <div class="pop-bar"><h2 id="pop-title">Trajectories</h2><span class="pop-stuck small"></span><span class="pop-count quiet small" aria-live="polite"></span>
@@ -183,8 +183,10 @@ export class Popover {
 
   draw() {
     if (!this.isOpen) return;
-    const b = buckets(app.team.counts || ZERO);
-    for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, count(b[el.dataset.bucket]));
+    // Before the team channel's first snapshot nothing is counted yet: a dash, not a zero that is not true.
+    const known = app.team.counts !== null, b = buckets(app.team.counts || ZERO);
+    for (const el of this.el.querySelectorAll("[data-bucket]")) setText(el, known ? count(b[el.dataset.bucket]) : "–");
+    setAttr(this.el.querySelector(".counts"), "aria-busy", known ? null : "true");
     this.el.querySelector(".silent-count").hidden = !b.silent; // shown only while a cluster is silent
     const latest = this.matching();
     for (const s of latest) this.seen.set(s.id, s);

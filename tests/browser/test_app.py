@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -132,6 +133,43 @@ async def test_a_click_on_the_ring_before_the_app_has_started_opens_the_popover(
     await page.wait_for_selector("#popover", state="visible", timeout=30_000)
     await page.wait_for_selector("#popover [data-head]", timeout=30_000)  # then its list, once the snapshot comes
     assert await page.get_attribute("#ring", "aria-expanded") == "true"
+
+
+async def test_the_popover_counts_nothing_before_its_first_snapshot(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """Opened before the team's first snapshot has come (a slow link holds the server's messages back here), the
+    popover says its counts are not known yet, not "0 Queued": then the snapshot's counts, once it comes."""
+    await insert_jobs(pool, team, 2)
+    held: list[tuple[Any, str | bytes]] = []
+    released = False
+
+    def route(ws: Any) -> None:
+        server = ws.connect_to_server()  # the real node: only its messages to the page wait
+
+        def from_server(message: str | bytes) -> None:
+            if released:
+                ws.send(message)
+            else:
+                held.append((ws, message))
+
+        server.on_message(from_server)
+
+    await page.route_web_socket(re.compile(r"/ws"), route)
+    await page.goto(f"{stack.nodes[0].http}/")
+    await page.click("#ring")
+    await page.wait_for_selector("#popover", state="visible", timeout=30_000)
+    buckets = page.locator("#popover [data-bucket]:not([data-bucket='silent'])")
+    assert await buckets.all_inner_texts() == ["–", "–", "–", "–"]
+    assert await page.get_attribute("#popover .counts", "aria-busy") == "true"
+    assert await page.locator("#popover .empty").inner_text() == "Loading…"
+    released = True
+    for ws, message in held:  # in the order the node sent them
+        ws.send(message)
+    await page.wait_for_function(
+        "document.querySelector(\"#popover [data-bucket='queued']\").textContent === '2'", timeout=30_000
+    )
+    assert await page.get_attribute("#popover .counts", "aria-busy") is None
 
 
 async def test_expanding_a_trajectory_shows_frames_and_jobs_in_their_colours(
