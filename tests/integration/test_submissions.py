@@ -394,7 +394,8 @@ async def test_a_retried_downloaded_submission_is_downloaded_again_only_when_its
     async def status() -> str:
         async with httpx.AsyncClient(base_url=stack.nodes[0].http) as client:
             answer = await client.get(window, headers={"Authorization": f"Bearer {team.token}"})
-        return next(r["status"] for r in answer.json()["rows"] if r["id"] == sid)
+        # Not listed until the relay has saved its row: waited for as any other status.
+        return next((r["status"] for r in answer.json()["rows"] if r["id"] == sid), "not listed yet")
 
     async def becomes(wanted: str) -> None:
         deadline = asyncio.get_running_loop().time() + 30  # a few relay cycles, on a busy machine
