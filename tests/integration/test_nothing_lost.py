@@ -7,6 +7,7 @@ and restart its parts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import secrets
@@ -131,6 +132,23 @@ async def follow(world: World, team: Team, node: int = 0, **kw: bool) -> Followe
         await f.subscribe(channel)
     await f.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()))
     return f
+
+
+@contextlib.asynccontextmanager
+async def one_on_each_node(world: World, team: Team) -> AsyncIterator[list[Follower]]:
+    """A follower of the team's channels on each of the first two nodes, resubscribing as a client does on a gap."""
+    followers = [await follow(world, team, node=i, resubscribe_on_gap=True) for i in range(2)]
+    try:
+        yield followers
+    finally:
+        for f in followers:
+            await f.__aexit__()
+
+
+async def each_converges(followers: list[Follower], pool: asyncpg.Pool, team: Team) -> None:
+    for f in followers:
+        await converge(f, pool, team, timeout=30)
+        assert f.problems == [], f.problems
 
 
 async def test_reconnect_with_cursor_mid_burst_resumes_without_snapshot(
@@ -271,20 +289,14 @@ async def test_redis_restarted_mid_stream_every_subscriber_ends_at_the_database(
         world.start_relay("relay-c")
     await world.active_relay()
     ids = await insert_jobs(wpool, wteam, 80)
-    followers = [await follow(world, wteam, node=i % 2, resubscribe_on_gap=True) for i in range(2)]
-    try:
+    async with one_on_each_node(world, wteam) as followers:
         writing = asyncio.create_task(burst(wpool, ids, 4.0, writers=2))
         await asyncio.sleep(1.0)
         await asyncio.to_thread(world.valkey.stop)
         await asyncio.sleep(0.5)
         await asyncio.to_thread(world.valkey.start)
         await writing
-        for f in followers:
-            await converge(f, wpool, wteam, timeout=30)
-            assert f.problems == [], f.problems
-    finally:
-        for f in followers:
-            await f.__aexit__()
+        await each_converges(followers, wpool, wteam)
 
 
 async def test_subscribers_who_arrived_before_the_first_relay_end_at_the_database(
@@ -297,18 +309,12 @@ async def test_subscribers_who_arrived_before_the_first_relay_end_at_the_databas
     ids = await insert_jobs(wpool, wteam, 6)
     await asyncio.to_thread(world.valkey.stop)  # Redis keeps nothing: it comes back empty
     await asyncio.to_thread(world.valkey.start)
-    followers = [await follow(world, wteam, node=i, resubscribe_on_gap=True) for i in range(2)]
-    try:
+    async with one_on_each_node(world, wteam) as followers:
         async with wpool.acquire() as db:
             await db.execute("update jobs set status = 'running' where id = any($1::bigint[])", ids[:4])
         world.start_relay("relay-first")
         await world.active_relay()
-        for f in followers:
-            await converge(f, wpool, wteam, timeout=30)
-            assert f.problems == [], f.problems
-    finally:
-        for f in followers:
-            await f.__aexit__()
+        await each_converges(followers, wpool, wteam)
 
 
 async def test_subscribes_racing_a_burst_never_go_backwards(world: World, wpool: asyncpg.Pool, wteam: Team) -> None:
