@@ -23,12 +23,13 @@ import statistics
 import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 from redis.asyncio import Redis
+
+from harness.crowd import scrape
 
 from .infra import raise_open_files, start_infra
 from .load import Writer, build_world, mix_statuses
@@ -84,16 +85,13 @@ async def _connect_once(
 
 
 def _admission(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name.startswith(("gateway_handshakes_refused", "gateway_admission_rate")) or (
-            name.startswith("gateway_gc_pause_seconds_") and "_bucket" not in name
-        ):
-            found[name] = float(value)
-    return found
+    return scrape(f"http://127.0.0.1:{port}", _admission_figure)
+
+
+def _admission_figure(name: str) -> bool:
+    """The admission's rate and refusals, and the collector's pauses (their sums and counts, not buckets)."""
+    admission = name.startswith(("gateway_handshakes_refused", "gateway_admission_rate"))
+    return admission or name.startswith("gateway_gc_pause_seconds_") and "_bucket" not in name
 
 
 async def main(size: int, rounds: int, names: list[str], profile: Path | None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import random
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import websockets
@@ -24,12 +25,17 @@ FIGURES = (
 
 def figures(http: str) -> dict[str, float]:
     """The node's /metrics, those of FIGURES it has."""
+    return scrape(http, FIGURES.__contains__)
+
+
+def scrape(http: str, wanted: Callable[[str], bool]) -> dict[str, float]:
+    """The node's /metrics whose names (labels included) are `wanted`."""
     with urllib.request.urlopen(f"{http}/metrics", timeout=30) as response:
         text = response.read().decode()
     found: dict[str, float] = {}
     for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name in FIGURES:
+        if not name.startswith("#") and wanted(name):
             found[name] = float(value)
     return found
 

@@ -4,7 +4,8 @@ holds across all the processes that share the bus.
 
 A claim is one round trip before the handshake is accepted, shared by the user's claims made together. Closing
 a socket writes the new count at once (in the background); every `RENEW_EVERY` seconds the node writes all its
-counts again, which also mends a count that two racing writes left stale. A node that dies stops renewing: its sockets stop counting within `TTL`.
+counts again, which also mends a count that two racing writes left stale. A node that dies stops renewing: its
+sockets stop counting within `TTL`.
 While the bus cannot be reached the node judges by its own count alone, so nobody is refused for the bus.
 """
 
