@@ -125,7 +125,7 @@ class SubscriptionRunner:
             tag = self.teams.tag(name)
             position = await self.shared.read(("position", name), lambda: self.reads.position(tag, name), since)
             if position is not None:
-                self.anchor(name, *position)
+                self.anchor(name, *position, False)  # a position on the bus: a relay has published
             sub.position_read(position)
         elif isinstance(action, ReadReplay):
             replay = await self._replay(name, action.first, action.last)
