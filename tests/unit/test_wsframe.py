@@ -130,6 +130,19 @@ def test_an_unfinished_message_makes_no_progress_until_it_ends() -> None:
         (bytes([0xC1]) + masked(OP_TEXT, b"x")[1:], 1002),
         (bytes([0x81, 0x80 | 127]) + struct.pack("!Q", 1 << 63) + b"\0\0\0\0", 1002),  # a 64-bit length's top bit
     ],
+    # named, not shown: the masks are random, and pytest-xdist's workers must collect the same ids
+    ids=[
+        "unmasked",
+        "message-over-max",
+        "fragments-over-max",
+        "long-ping",
+        "fragmented-close",
+        "continuation-first",
+        "text-inside-a-message",
+        "unknown-opcode",
+        "reserved-bit",
+        "length-top-bit",
+    ],
 )
 def test_broken_framing_is_refused_with_the_right_close_code(data: bytes, code: int) -> None:
     with pytest.raises(ProtocolError) as info:
