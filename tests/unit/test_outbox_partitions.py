@@ -50,10 +50,14 @@ async def test_each_of_four_relays_reads_its_own_teams_rows_through_the_partitio
 ) -> None:
     await outbox.partition_index(db, 4)
     assert await indexes(db) == {"job_changes_team_mod_4": True}
-    # An outbox of some size, as a relay finds it (rows of 40 teams, all read before the relays start).
+    # An outbox of some size, as a relay finds it (rows of 40 other teams, committed before the relays start). A
+    # reader may still read some of them: it starts at its snapshot's xmin, which a transaction in another database
+    # of the same server holds back, so they are whole jobs and the counts below are of the test's own teams.
     await db.execute(
         "insert into job_changes (team_id, trajectory_id, job_id, new_status, job)"
-        " select g % 40, 1, g, 'queued', '{}'::jsonb from generate_series(1, 20000) g"
+        " select 1000 + g % 40, 1, g, 'queued', jsonb_build_object('id', g, 'team_id', 1000 + g % 40,"
+        " 'trajectory_id', 1, 'cluster_id', 1, 'kind', 'preprocess', 'name', 'filler', 'status', 'queued',"
+        " 'version', 1) from generate_series(1, 20000) g"
     )
     await db.execute("analyze job_changes")
     readers = []
@@ -67,7 +71,9 @@ async def test_each_of_four_relays_reads_its_own_teams_rows_through_the_partitio
         for team_id in teams:
             await insert_jobs(db, team_id, 3)
         for partition, reader in enumerate(readers):
-            changes = [c for c in (await read_all(reader)).changes if isinstance(c, Change)]
+            read = [c for c in (await read_all(reader)).changes if isinstance(c, Change)]
+            assert all(c.job.team_id % 4 == partition for c in read)  # no other partition's row, filler or not
+            changes = [c for c in read if c.job.team_id in teams]
             assert sorted({c.job.team_id for c in changes}) == sorted(t for t in teams if t % 4 == partition)
             assert len(changes) == 6  # two teams of three jobs each: its own, none of the others'
         # What the relay asks PostgreSQL: its rows past its cursor, in commit-safe order, from its own index.
