@@ -1,9 +1,11 @@
 """Real services for the tests: PostgreSQL and Redis, and gateway processes started from the CLI.
 
-PostgreSQL: TEST_DATABASE_URL, else the machine's server on 127.0.0.1:5432, else an embedded one from PyPI;
-each run gets a fresh database, and so does each world that asks for one: a copy of a template the session migrated
-once (CREATE DATABASE ... TEMPLATE copies its files, a tenth of a second, where migrating anew takes about one). Redis: TEST_REDIS_URL, else a private valkey-server on a free port (its
-pub/sub is then ours alone, and tests may restart it).
+PostgreSQL: TEST_DATABASE_URL, else the machine's server on 127.0.0.1:5432, else an embedded one from PyPI (under
+pytest-xdist, the first worker uses the machine's server and every other worker an embedded one of its own). Each
+run gets a fresh database, and so does each world that asks for one: a copy of a template the session migrated once
+(CREATE DATABASE ... TEMPLATE copies its files, a tenth of a second, where migrating anew takes about one).
+Redis: TEST_REDIS_URL, else a private valkey-server on a free port (its pub/sub is then ours alone, and tests may
+restart it).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def node_tools(needed_for: str) -> Path:
 def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A URL with the right to create databases: TEST_DATABASE_URL, the machine's server, or an embedded one."""
     admin = os.environ.get("TEST_DATABASE_URL") or LOCAL_POSTGRES
-    if asyncio.run(postgres_reachable(admin)):
+    shared = admin == LOCAL_POSTGRES and _another_worker()  # a server named in TEST_DATABASE_URL is used as told
+    if not shared and asyncio.run(postgres_reachable(admin)):
         try:
             yield admin
         finally:
@@ -63,6 +66,14 @@ def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield embedded.start()
     finally:
         embedded.stop()  # the template goes with the server's directory
+
+
+def _another_worker() -> bool:
+    """Under pytest-xdist, each worker but the first runs its own embedded PostgreSQL: a transaction open in one
+    database holds back the relays of every database on its server (they read below the server's oldest
+    transaction), so workers sharing the machine's server would stall each other's streams for as long as their
+    longest transaction (a 100,000-row insert, a bench's load)."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0"
 
 
 # The migrated template of each server this session created databases on (admin URL -> database name).
@@ -226,6 +237,18 @@ def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test carries its tier's marker (tests/tiers.py): `pytest -m fast` is the inner loop."""
+    """Every test carries its tier's marker (tests/tiers.py): `pytest -m fast` is the inner loop. Under
+    pytest-xdist the worlds go first, then the browser's and the integration modules, the unit tests last, so
+    the longest modules do not start at the end and the short ones fill the workers' gaps (each module stays on
+    one worker: `--dist loadfile`)."""
     for item in items:
         item.add_marker(getattr(pytest.mark, tier_of(item.path)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        first = ("world", "browser", "integration", "fast")
+        items.sort(key=lambda item: first.index(tier_of(item.path)))  # stable: each module's order is kept
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the cores, since most of a world's time is spent waiting on the processes it
+    started; at most six, each starting its own services."""
+    return min((os.cpu_count() or 1) + 1, 6)
