@@ -15,6 +15,7 @@ from gateway.sim.cluster import SimCluster
 from tests.browser.helpers import csp_violations, open_groups, sign_in
 from tests.conftest import Stack
 from tests.integration.conftest import Team, insert_jobs
+from tests.integration.test_submission_windows import saved
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -486,6 +487,9 @@ async def test_submissions_page_multi_select_actions_sort_and_filter(
         )
         a = await pool.fetchval("select submission_id from jobs where id = $1", uploads[0])
         b = await pool.fetchval("select submission_id from jobs where id = $1", analyses[0])
+        # Opened once the relay saved both, as a person opens it after submitting: a row saved after the page's
+        # read is announced ("1 new, show"), not slipped into the table, and a busy machine may save it that late.
+        await saved(stack, team, await pool.fetchval("select count(*) from submissions where team_id = $1", team.id))
         await page.goto(f"{stack.nodes[0].http}/submissions")
         await page.wait_for_selector(f"tr[data-sub='{a}']")
         await page.wait_for_selector(f"tr[data-sub='{b}']")
