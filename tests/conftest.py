@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ def node_tools(needed_for: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_admin() -> Iterator[str]:
     """A URL with the right to create databases: TEST_DATABASE_URL, the machine's server, or an embedded one."""
     admin = os.environ.get("TEST_DATABASE_URL") or LOCAL_POSTGRES
     shared = admin == LOCAL_POSTGRES and _another_worker()  # a server named in TEST_DATABASE_URL is used as told
@@ -61,11 +62,16 @@ def pg_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         finally:
             drop_template(admin)
         return
-    embedded = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    # Not under pytest's private folder: run as root, PostgreSQL runs as another user, and each new pytest run on
+    # the machine (a developer's fast tier beside the whole suite) makes that folder private again, shutting the
+    # server out of its own data and socket (tests/integration/test_demo.py does the same for the demo's).
+    folder = Path(tempfile.mkdtemp(prefix="gateway-tests-pg-"))
+    embedded = EmbeddedPostgres(folder)
     try:
         yield embedded.start()
     finally:
         embedded.stop()  # the template goes with the server's directory
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _another_worker() -> bool:

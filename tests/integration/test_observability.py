@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -376,7 +377,7 @@ async def test_a_transaction_open_in_another_database_is_named_by_the_relay_and_
     await _relay_text(observed)
     team = await make_team(observed_pool, observed.secret)
     elsewhere = await asyncio.to_thread(create_database, pg_admin, False)
-    name = elsewhere.rsplit("/", 1)[1].split("?")[0]
+    name = urlsplit(elsewhere).path.lstrip("/")  # an embedded server's URL names its socket's folder after it
     other = await asyncpg.connect(elsewhere)
     try:
         async with Follower(observed.nodes[0].ws, team.token) as f:
