@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+DECIDED = 4096  # addresses whose trust is remembered
 
 
 class Proxies:
@@ -23,8 +24,22 @@ class Proxies:
                 self.networks.append(ipaddress.ip_network(name, strict=False))
             except ValueError:
                 self.hosts.add(name)  # a unix socket path or a name: matched as written
+        # Each address's answer, decided once: every request asked, parsing the address each time (a balancer's
+        # few addresses, or the clients' and what X-Forwarded-For names, up to DECIDED of them).
+        self._decided: dict[str, bool] = {}
 
     def trusts(self, host: str) -> bool:
+        found = self._decided.get(host)
+        if found is None:
+            found = self._trusts(host)
+            if len(host) > 64:  # no address is this long: not kept
+                return found
+            if len(self._decided) >= DECIDED:  # a bound, not an order: the peers seen again are decided again
+                self._decided.clear()
+            self._decided[host] = found
+        return found
+
+    def _trusts(self, host: str) -> bool:
         if self.everyone or host in self.hosts:
             return True
         try:
