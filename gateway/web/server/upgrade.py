@@ -38,6 +38,19 @@ _quiet.setLevel(logging.WARNING)
 
 _MSGPACK = Subprotocol(MSGPACK_SUBPROTOCOL)
 _RETRY = [(b"retry-after", b"1")]
+# The request headers websockets' `ServerProtocol.accept` reads (Origin only to refuse two of them): the others are
+# not copied into its `Headers`, which lower-cases every name again as it is added.
+_READ = frozenset(
+    {
+        b"connection",
+        b"upgrade",
+        b"sec-websocket-key",
+        b"sec-websocket-version",
+        b"sec-websocket-extensions",
+        b"sec-websocket-protocol",
+        b"origin",
+    }
+)
 EARLY_SLACK = 64 << 10  # bytes a client may send before its handshake is answered, past its largest message
 
 
@@ -149,7 +162,7 @@ class Upgrade:
         if self.method != b"GET" or any(_is_body(name, value) for name, value in self.headers):
             self.refuse(400, error_body("bad_handshake", "a websocket handshake is a GET without a body"))
             return
-        headers = Headers([(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.headers])
+        headers = Headers([(name.decode(), value.decode("latin-1")) for name, value in self.headers if name in _READ])
         handshake = served_answerer(served)
         reply = handshake.accept(Request(self.url.decode("latin-1"), headers))
         if reply.status_code != 101:
