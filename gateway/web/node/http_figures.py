@@ -13,6 +13,7 @@ nothing of them is logged as an error.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -40,6 +41,12 @@ def route_label(scope: Scope) -> str:
         return OTHER
     if isinstance(route, Mount):
         return f"{path}/{{path}}"
+    return _template(path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _template(path: str) -> str:
+    """A route's path as its label (the app's few routes: each spelled out once, not at every request)."""
     return _CONVERTOR.sub(r"{\1}", path) or "/"
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Callable
-from secrets import token_hex
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -89,7 +89,7 @@ def begin(runtime: Runtime, admitted: Admitted, fmt: Format) -> tuple[Connection
     user_id, cluster_id = admitted.user_id, admitted.cluster_id
     conn = Connection(user_id, fmt, settings.max_pending_bytes, expires=admitted.expires)
     # The lines this connection's task logs say which connection and whose it is (gateway.web.node.logs)
-    conn.log_id = token_hex(8)
+    conn.log_id = f"{random.getrandbits(64):016x}"  # a name for the logs, no secret: no system call for it
     bind(connection_id=conn.log_id, **({"cluster_id": cluster_id} if cluster_id else {"user_id": user_id}))
     if cluster_id:
         conn.cluster_id = cluster_id
