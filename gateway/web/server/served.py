@@ -39,6 +39,6 @@ class Served:
     connections: set[Any] = field(default_factory=set)  # HTTP connections (gateway.web.server.http11)
     links: set[Any] = field(default_factory=set)  # websockets handed over (gateway.web.websocket.direct.DirectLink)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # requests and handshakes being answered
-    answerer: Any = None  # websockets' ServerProtocol that checks every handshake (gateway.web.server.upgrade)
+    answerer: Any = None  # the handshakes answered per form, by websockets first (gateway.web.server.handshake)
     client_gone: Callable[[], None] | None = None  # a request's client left before its answer was complete
     stopping: bool = False  # no more keep-alive: each connection closes after its answer

@@ -7,7 +7,8 @@ No ASGI scope, task or queue is made for it.
 The handshake answerer is one `ServerProtocol` per server, never sent anything: `accept` only reads the
 request and sets `extensions` and `subprotocol`, which are read at once, and the 101 is serialized here. A
 protocol object per connection would be a reference cycle (its parser is a generator holding it) left to the
-cyclic collector, thousands of them in a reconnect storm.
+cyclic collector, thousands of them in a reconnect storm. A request of a form it accepted before is answered
+without it (gateway.web.server.handshake).
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from typing import Any
 from urllib.parse import unquote
 
 import httptools
-from websockets.datastructures import Headers
-from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
 from ...core.protocol import MSGPACK_SUBPROTOCOL
 from ...core.ratelimit import FrameBudget
-from ..websocket.deflate import SharedDeflate, shared_window
+from ..websocket.deflate import SharedDeflate
 from ..websocket.direct import DirectLink, OnLost, OnMessage, OnPing, Writer
+from .handshake import Handshakes
 from .limits import LINGER, error_body, response
 from .served import Served
 
@@ -38,19 +38,6 @@ _quiet.setLevel(logging.WARNING)
 
 _MSGPACK = Subprotocol(MSGPACK_SUBPROTOCOL)
 _RETRY = [(b"retry-after", b"1")]
-# The request headers websockets' `ServerProtocol.accept` reads (Origin only to refuse two of them): the others are
-# not copied into its `Headers`, which lower-cases every name again as it is added.
-_READ = frozenset(
-    {
-        b"connection",
-        b"upgrade",
-        b"sec-websocket-key",
-        b"sec-websocket-version",
-        b"sec-websocket-extensions",
-        b"sec-websocket-protocol",
-        b"origin",
-    }
-)
 EARLY_SLACK = 64 << 10  # bytes a client may send before its handshake is answered, past its largest message
 
 
@@ -135,7 +122,7 @@ class Upgrade:
         self.answered = False
         self.deflate = 0
         self.method = b"GET"
-        self.response: Response | None = None
+        self.response: bytes | None = None  # the 101, once websockets or a form before accepted the handshake
 
     def early(self, data: bytes) -> None:
         if self.answered:
@@ -162,17 +149,14 @@ class Upgrade:
         if self.method != b"GET" or any(_is_body(name, value) for name, value in self.headers):
             self.refuse(400, error_body("bad_handshake", "a websocket handshake is a GET without a body"))
             return
-        headers = Headers([(name.decode(), value.decode("latin-1")) for name, value in self.headers if name in _READ])
-        handshake = served_answerer(served)
-        reply = handshake.accept(Request(self.url.decode("latin-1"), headers))
-        if reply.status_code != 101:
-            self._write_and_close(reply.serialize(), reply.status_code)
-            return
-        window = shared_window(handshake.extensions)
-        if window is None:  # only SharedDeflate is offered to websockets: anything else is a bug here
+        answer = served_handshakes(served).answer(self.url, self.headers)
+        if answer.status == 500:
             self.refuse(500, error_body("internal", "unexpected extension"))
             return
-        self.deflate, self.response = window, reply
+        if answer.status != 101:
+            self._write_and_close(answer.wire, answer.status)
+            return
+        self.deflate, self.response = answer.deflate, answer.wire
         scope = {
             "type": "websocket",
             "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -191,7 +175,7 @@ class Upgrade:
             "extensions": {},
         }
         served.proxy.apply(scope)
-        task = asyncio.get_running_loop().create_task(self._decide(Opening(scope, handshake.subprotocol, self)))
+        task = asyncio.get_running_loop().create_task(self._decide(Opening(scope, answer.subprotocol, self)))
         served.tasks.add(task)
         task.add_done_callback(served.tasks.discard)
 
@@ -239,7 +223,7 @@ class Upgrade:
             raise Gone()
         self.answered = True
         self._log(101)
-        self.transport.write(self.response.serialize())
+        self.transport.write(self.response)
         self.response = None
         link = DirectLink(self.transport, self.served.max_message_bytes, self.served.links, self.deflate)
         link.on_message, link.on_lost, link.conn = on_message, on_lost, conn
@@ -256,10 +240,11 @@ class Upgrade:
             link.data_received(early)
 
 
-def served_answerer(served: Served) -> ServerProtocol:
+def served_handshakes(served: Served) -> Handshakes:
     if served.answerer is None:
-        served.answerer = answerer(served.compression)
-    return served.answerer
+        served.answerer = Handshakes(answerer(served.compression))
+    handshakes: Handshakes = served.answerer
+    return handshakes
 
 
 def _is_body(name: bytes, value: bytes) -> bool:
