@@ -43,7 +43,8 @@ async def proxied_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -
         await asyncio.to_thread(wait_http, node)
         yield node, proxy
     finally:
-        node.stop()
+        # From a thread: the node's shutdown still talks to Redis through the proxy, which runs on this loop.
+        await asyncio.to_thread(node.stop)
         await proxy.close()
 
 
