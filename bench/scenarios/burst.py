@@ -14,7 +14,7 @@ from ..load import Writer, build_world, database_state, team_counts, team_state
 from ..measure import Outcome, Plan, measure
 from ..subscribers import Fleet
 from ..systems import COMPRESSED, DB_FED, PEER_NAMES, SYSTEMS, Context
-from .common import Progress, Run, count_pairs, finish, median_round, published
+from .common import Progress, Run, count_pairs, finish, median_round, published, turns
 
 
 async def burst(
@@ -34,7 +34,7 @@ async def burst(
     run = Run({"scenario": "burst", "quick": quick, "frames": frames, "subscribers": size})
     systems: dict[str, dict[str, Any]] = {}
     measured: dict[str, list[Outcome]] = {}
-    for n, (turn, name) in enumerate([(turn, name) for turn in range(rounds) for name in names]):
+    for n, (turn, name) in enumerate(turns(names, rounds)):
         world = await build_world(pool, teams=1, trajectories_per_team=0, jobs_per_trajectory=0)
         team = world.teams[0]
         trajectory = await pool.fetchval(sql.NEW_TRAJECTORY, team, f"Upload {n}")

@@ -24,6 +24,12 @@ class Run:
     curves: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
+def turns(names: list[str], rounds: int) -> list[tuple[int, str]]:
+    """(round, system): every system once a round, in `names`' order, round after round. The systems take turns,
+    so a machine that slows down for a while moves every system's figures, not one system's."""
+    return [(turn, name) for turn in range(rounds) for name in names]
+
+
 def median_round(outcomes: list[Outcome], key: str) -> Outcome:
     """Of one system's rounds, the one whose `key` is the median (lower median for an even count), whole, so
     its figures agree with each other; with every round's `key`, and correct only if every round was. The

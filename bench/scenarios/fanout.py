@@ -15,7 +15,7 @@ from ..measure import Outcome, Plan, measure, settle
 from ..report import markdown, ratios
 from ..subscribers import Fleet
 from ..systems import BASELINES, COMPRESSED, PEER_NAMES, SYSTEMS, WORKERS, Context
-from .common import Progress, Run, median_round
+from .common import Progress, Run, median_round, turns
 
 SATURATION_STEPS = (2, 4, 8, 16, 32)  # commit rates, as multiples of the fixed rate
 
@@ -66,7 +66,7 @@ async def fanout(
         plan = Plan(size, lambda i: [channel], lambda i: team, peer_state=True)
         systems: dict[str, dict[str, Any]] = {}
         measured: dict[str, list[Outcome]] = {}
-        for turn, name in [(turn, name) for turn in range(rounds) for name in names]:
+        for turn, name in turns(names, rounds):
             writer = Writer(pool, redis, world, per_tx=5, concurrency=2)
             await writer.share_state([trajectory])  # what the peers send each subscriber as it connects
 

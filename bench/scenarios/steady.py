@@ -11,7 +11,7 @@ from ..load import Writer, build_world, database_state, team_counts, team_state
 from ..measure import Outcome, Plan, measure
 from ..subscribers import Fleet
 from ..systems import COMPRESSED, DB_FED, PEER_NAMES, SYSTEMS, Context
-from .common import Progress, Run, count_pairs, finish, median_round
+from .common import Progress, Run, count_pairs, finish, median_round, turns
 
 
 async def steady(
@@ -62,7 +62,7 @@ async def steady(
         for channel in channels(i):
             followers[channel] = followers.get(channel, 0) + 1
     measured: dict[str, list[Outcome]] = {}
-    for turn, name in [(turn, name) for turn in range(rounds) for name in names]:
+    for turn, name in turns(names, rounds):
         writer = Writer(pool, redis, world, per_tx=5, concurrency=4, tap_team_channel=True)
 
         async def workload(fleet: Fleet, writer: Writer = writer) -> None:
