@@ -194,6 +194,10 @@ def stack(database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFa
         # Tests that stall a client under MBs of changes catch it up from the history; the byte cap on a channel's
         # history (8 MiB by default) is tested in a world of its own (tests/integration/test_write_bounds.py).
         "GATEWAY_HISTORY_BYTES": str(64 << 20),
+        # An action waits this long for a cluster that does not confirm (3 s by default): a test of a silent
+        # cluster waits it out, a cluster that confirms answers in tens of milliseconds (well under it at a load
+        # of 10 on two cores).
+        "GATEWAY_COMMAND_TIMEOUT": "1.5",
         "GATEWAY_LOG_LEVEL": "INFO",
     }
     metrics_port = free_port()

@@ -723,7 +723,7 @@ async def test_toasts_name_a_silent_cluster_and_wait_visibly(
     await page.click(".menu li:text-is('Retry Failed Jobs')")
     await page.wait_for_selector(
         ".toast.busy:has-text('Retry Failed Jobs: waiting for the clusters to confirm')"
-    )  # up to 3 s
+    )  # up to GATEWAY_COMMAND_TIMEOUT (tests/conftest.py)
     # gpu-2 never confirms, but it did retry its (preempted) job, and its report says so: the toast ends on the
     # truth, as a confirmed answer would say it.
     await page.locator(
