@@ -68,6 +68,7 @@ class Node:
         self.keepalive_every = keepalive
         self.presence = presence
         self.connections: set[Connection] = set()
+        self.most_held = 0  # the most connections open at once since `take_most_held` (memory given back)
         self.keepalive = KeepaliveSlices[Connection](slices_for(keepalive))
         self.expiries = Expiries()
         self.per_user: dict[int, int] = {}  # open connections per user, for the per-user limit
@@ -211,10 +212,17 @@ class Node:
     def attach(self, conn: Connection) -> None:
         conn.on_lag = self._lagged
         self.connections.add(conn)
+        self.most_held = max(self.most_held, len(self.connections))
         self.keepalive.add(conn)
         self.expiries.add(conn)  # a session ends with its token: the client renews it and connects again
         counts, holder = self._holder(conn)
         counts[holder] = counts.get(holder, 0) + 1
+
+    def take_most_held(self) -> int:
+        """The most connections open at once since the last call: a crowd that came and went between two
+        looks counts (gateway.web.node.garbage.MemoryReturn)."""
+        most, self.most_held = self.most_held, len(self.connections)
+        return most
 
     def _holder(self, conn: Connection) -> tuple[dict[int, int], int]:
         """Whose connection it is, for the per-user limit: a person's, or a cluster's."""

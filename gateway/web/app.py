@@ -177,7 +177,7 @@ def _lifespan(
         pauses.start()  # after the startup's objects are made: they are frozen (gateway.web.node.garbage)
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
         renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
-        returning = asyncio.create_task(memory.run(node.connections), name="memory-return")
+        returning = asyncio.create_task(memory.run(node), name="memory-return")
         try:
             yield
         finally:

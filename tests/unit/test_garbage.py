@@ -70,6 +70,15 @@ def test_memory_goes_back_once_many_connections_left() -> None:
     assert memory.returns == 2
 
 
+def test_a_crowd_that_came_and_went_between_two_looks_counts() -> None:
+    # On a fast machine 1,000 clients connected, followed their channels and left within one look (CI,
+    # 2026-12-07): the count was 0 at both looks, and nothing was given back.
+    memory = MemoryReturn(trim=lambda: None)
+    assert not memory.observe(0, held=0)
+    assert memory.observe(0, held=1_000)
+    assert memory.returns == 1
+
+
 def test_a_few_leaving_of_many_is_no_reason() -> None:
     memory = MemoryReturn(trim=lambda: None)
     memory.observe(16_000)

@@ -484,3 +484,14 @@ async def test_a_subscribe_that_fails_is_said_to_a_client_whose_output_is_full(w
     errors = [m for m in (json.loads(f.data) for f in iter(conn.take, None)) if m["type"] == "error"]
     assert [(e["code"], e.get("channel")) for e in errors] == [("unavailable", CHANNEL)]
     assert CHANNEL not in conn.channels  # not subscribed: the client knows to ask again
+
+
+async def test_the_node_tells_the_most_it_held_between_two_looks(world) -> None:
+    node, *_ = world
+    conns = [Connection(user, "json", 1 << 20) for user in (1, 2, 3)]
+    for conn in conns:
+        node.attach(conn)
+    for conn in conns[1:]:
+        node.detach(conn)
+    assert node.take_most_held() == 3  # what it gives memory back after (gateway.web.node.garbage)
+    assert node.take_most_held() == 1  # from there on, what it holds now

@@ -30,6 +30,7 @@ import ctypes.util
 import gc
 import time
 from collections.abc import Callable, Sized
+from typing import Protocol
 
 from ...core.histogram import Histogram
 
@@ -76,6 +77,16 @@ def malloc_trim() -> Callable[[], object] | None:
     return lambda: trim(0)
 
 
+class HeldConnections(Protocol):
+    """What `MemoryReturn` looks at: the node's open connections and the most it held between two looks (a
+    crowd that connects and leaves within one look still counts)."""
+
+    @property
+    def connections(self) -> Sized: ...
+
+    def take_most_held(self) -> int: ...
+
+
 class MemoryReturn:
     """Gives freed memory back to the system once many connections have left (see the module's docstring)."""
 
@@ -85,8 +96,10 @@ class MemoryReturn:
         self.most = 0  # the most connections held since memory was last given back
         self.returns = 0  # times it was (gateway_memory_returns)
 
-    def observe(self, connections: int) -> bool:
-        """The connections' count now; True when that was a drop worth giving memory back for, and it was."""
+    def observe(self, connections: int, held: int = 0) -> bool:
+        """The connections' count now and the most held at once since the last look; True when that was a
+        drop worth giving memory back for, and it was."""
+        self.most = max(self.most, held)
         if connections >= self.most:
             self.most = connections
             return False
@@ -99,8 +112,8 @@ class MemoryReturn:
         self.returns += 1
         return True
 
-    async def run(self, connections: Sized, every: float = RETURN_EVERY) -> None:
-        """Look at `connections` every `every` seconds until cancelled."""
+    async def run(self, node: HeldConnections, every: float = RETURN_EVERY) -> None:
+        """Look at the node's connections every `every` seconds until cancelled."""
         while True:
             await asyncio.sleep(every)
-            self.observe(len(connections))
+            self.observe(len(node.connections), node.take_most_held())
