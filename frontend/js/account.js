@@ -28,6 +28,7 @@ function setTheme(value) {
 
 /** Sign out: the session is revoked on every node and the cookie cleared; then the sign-in page. */
 export async function signOut() {
+  app.leaving = true; // a renewal refused meanwhile must not send the person to "session ended" instead
   if (app.live) app.live.stop(); // its socket is closed with the session: no renewal, no "session ended" page
   await fetch("/api/sign-out", { method: "POST" }).catch(() => null);
   forget(localStorage);
@@ -177,10 +178,10 @@ export class AccountPage {
     button.setAttribute("aria-busy", "true");
     // This browser's own session: its socket is closed with it, so stop first (no renewal, no "session ended").
     const live = session.current ? app.live : null;
-    if (live) live.stop();
+    if (live) { app.leaving = true; live.stop(); }
     const response = await fetch(`/api/account/sessions/${id}/revoke`, { method: "POST" }).catch(() => null);
     if (response && response.ok && session.current) { location.assign("/?signin=out"); return; }
-    if (live && !(response && response.status === 401)) live.start(); // not revoked: live again
+    if (live && !(response && response.status === 401)) { app.leaving = false; live.resume(); } // not revoked: live again
     if (response && response.status === 401) { location.assign("/?signin=ended"); return; }
     const body = response ? await response.json().catch(() => ({})) : {};
     if (response && response.ok) toast(`Signed out ${session.device}`);

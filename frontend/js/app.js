@@ -239,8 +239,10 @@ function scheduleRenewal(expiresAt, serverNow) {
 }
 
 async function renewSession() {
+  if (app.leaving) return; // signing out: that page, not "session ended"
   const response = await fetch("/api/session/renew", { method: "POST" }).catch(() => null);
   // Expired, revoked or past its maximum age: sign in again.
+  if (app.leaving) return;
   if (response && response.status === 401) { location.assign("/?signin=ended"); return; }
   if (!response || !response.ok) { // rate limited or unreachable: the session is still good, try again shortly
     const wait = Number(response && response.headers.get("Retry-After")) || 5;
@@ -279,6 +281,7 @@ async function start() {
     if (!restored && m.type === "snapshot") { restored = true; restoreView(); }
     schedule();
   });
+  if (app.leaving) return; // Sign out was clicked while the members were read: connect no more
   app.live.start();
   window.gatewayLive = app.live;
   window.gatewayApp = app; // for the browser tests: the team's state as the views read it

@@ -55,14 +55,19 @@ export class Live {
     this.retry = 0;
     this.ws = null;
     this.pinger = null;
+    this.stopped = false;
   }
 
   now() { return Date.now() + this.offset; }
 
-  start() { this.onStatus("connecting"); this._connect(); }
+  start() { if (this.stopped) return; this.onStatus("connecting"); this._connect(); }
 
-  /** No more connections (signing out): the socket is closed and nothing reconnects. */
-  stop() { const ws = this.ws; this.ws = null; clearInterval(this.pinger); if (ws) ws.close(); }
+  /** No more connections (signing out): the socket is closed and nothing connects again, even a start or a
+   * reconnection still to come (a Sign out clicked before the app's first connect). */
+  stop() { this.stopped = true; const ws = this.ws; this.ws = null; clearInterval(this.pinger); if (ws) ws.close(); }
+
+  /** Connect again after `stop()`: the session was not ended after all. */
+  resume() { this.stopped = false; this.start(); }
 
   subscribe(channel, handler) {
     this.channels.set(channel, { handler, cursor: null, seq: null, ready: false, nextPage: null });
@@ -76,6 +81,7 @@ export class Live {
   _send(message) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(message)); }
 
   _connect() {
+    if (this.stopped) return;
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const ws = (this.ws = new WebSocket(`${scheme}://${location.host}/ws`)); // the session cookie goes along
     ws.onopen = () => {

@@ -50,6 +50,28 @@ async def test_sign_out_is_on_every_page_by_keyboard_and_the_old_cookie_no_longe
     await old_cookie_refused(stack, team.token)
 
 
+async def test_sign_out_clicked_before_the_app_connects_signs_out_and_never_connects(
+    page: Any, stack: Stack, team: Team
+) -> None:
+    """Sign out clicked while the app still read the team's members (a busy machine, a slow network) landed on
+    "Your session has ended" (CI, 2026-12-07): the app connected afterwards with the revoked cookie, was refused,
+    and its refused renewal sent the person to that page instead."""
+    base = stack.nodes[0].http
+    held: list[Any] = []
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    await page.route("**/api/teams/*/members", lambda route: held.append(route))  # answered after the click
+    await page.goto(f"{base}/")
+    await page.get_by_role("button", name="Sign out").wait_for()
+    await page.get_by_role("button", name="Sign out").click()
+    for route in held:
+        await route.continue_()
+    await page.wait_for_url(f"{base}/?signin=out")
+    await page.locator("main [role=status]", has_text="You have signed out.").wait_for()
+    assert sockets == []
+    await old_cookie_refused(stack, team.token)
+
+
 async def test_the_account_page_lists_teams_with_their_role_and_sessions_with_device_and_last_seen(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
