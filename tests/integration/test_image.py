@@ -9,6 +9,7 @@ network, as root. Without buildah or mmdebstrap, or not as root, the test skips;
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import shutil
@@ -21,8 +22,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.embedded import EmbeddedValkey
-from tests.conftest import create_database, drop_database
+from gateway.embedded import EmbeddedValkey, postgres_reachable
+from tests.conftest import LOCAL_POSTGRES, create_database, drop_database
 from tests.integration.test_wheel import BUILD_FROM, clean_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.image]
@@ -137,6 +138,14 @@ def provisioned_redis(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def empty_database(pg_admin: str) -> Iterator[str]:
+    # The container reaches PostgreSQL over TCP: the machine's server even where this worker streams on an
+    # embedded one of its own (tests/conftest.py's pg_admin); a migration holds no transaction open for long.
+    if (
+        "host=" in pg_admin
+        and not os.environ.get("TEST_DATABASE_URL")
+        and asyncio.run(postgres_reachable(LOCAL_POSTGRES))
+    ):
+        pg_admin = LOCAL_POSTGRES
     url = create_database(pg_admin, migrated=False)
     if "host=" in url:  # an embedded server's Unix socket, which the container does not see
         drop_database(pg_admin, url)
