@@ -88,8 +88,8 @@ async def test_the_app_runs_under_its_content_security_policy(browser: Any, stac
         await page.wait_for_selector("body[data-live='live']")
         assert [c["name"] for c in await context.cookies()] == ["gateway_token"]
         await page.goto(f"{base}/submissions")
-        seg = await page.wait_for_selector("tr[data-sub] .seg")
-        assert await seg.evaluate("e => getComputedStyle(e).flexGrow === e.dataset.flex")
+        bar = await page.wait_for_selector("tr[data-sub] .bar[aria-label='2 queued']")
+        assert await bar.evaluate("e => getComputedStyle(e).backgroundImage.startsWith('linear-gradient(')")
         assert errors == []
     finally:
         await context.close()
