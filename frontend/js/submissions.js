@@ -39,6 +39,8 @@ let current = null; // the page: the task menu reads what it knows of the submis
 export const PAGE_SIZE = 100;
 const RELOAD_EVERY = 1000; // ms: a window that moved is read again at most this often
 const ROWS_A_FRAME = 20; // rows changed in place drawn in one frame (render)
+const ROWS_BUILT_A_FRAME = 25; // rows built in one frame: about a screenful (render)
+const MOVES_A_FRAME = 12; // rows moved in one frame to a window's new order (render)
 
 /** A column header: its sort button (TIME LEFT: its heading) and its resize handle; STATUS also has a help button,
  * which opens how a submission moves. */
@@ -134,6 +136,7 @@ export class SubmissionsPage {
     this.streamed = new Streamed(); // the latest rows streamed: a window read that found an older copy keeps these
     this.asked = 0; // the number of the latest window read
     this.turn = 0; // where the next frame's rows changed in place start (render)
+    this.drawn = 0; // the window's rows drawn so far (render)
     this.loadedAt = 0;
     this.error = "";
     this.projects = [];
@@ -300,14 +303,25 @@ export class SubmissionsPage {
     const spare = staying ? [...this.trs].filter(([id, tr]) => !staying.has(id) && tr !== document.activeElement).map(([, tr]) => tr) : [];
     const context = `${new Date().toDateString()}|${app.memberNames.size}`; // what every row's words depend on
     const streamed = []; // rows whose element shows them and whose data alone changed: drawn ROWS_A_FRAME a frame
-    this.rows.forEach((r, i) => {
-      const tr = this.trs.get(r.id) || this._reuse(spare.shift(), r.id) || this._tr(r.id);
+    // Rows with no element to draw them in (a page's first window) are built ROWS_BUILT_A_FRAME a frame, from the
+    // top: one frame building all 100 was a long task of the page's load.
+    let built = 0;
+    this.drawn = this.rows.length;
+    this.rows.every((r, i) => {
+      let tr = this.trs.get(r.id) || this._reuse(spare.shift(), r.id);
+      if (!tr && built >= ROWS_BUILT_A_FRAME && this.rows.slice(i).every((later) => !this.trs.has(later.id))) {
+        this.drawn = i;
+        app.schedule();
+        return false;
+      }
+      if (!tr) { tr = this._tr(r.id); built++; }
       const tabbable = r.id === focusId, state = this._state(r, tabbable, context);
       if (tr.filled && tr.filled !== r && tr.filled.id === r.id && tr.filledState === state) streamed.push([tr, r, state, tabbable]);
       else this._fill(tr, r, state, tabbable);
       put(tr, "row", tr, "aria-rowindex", String(this.offset + i + 2)); // the header is row 1
       keep.set(r.id, tr);
       nodes.push(tr);
+      return true;
     });
     // Rows that changed in place (1,000 task changes a second reach some 60 of them at once) are drawn a few a
     // frame, taking turns, so no frame lays out and paints them all; a person's doing (a click, a new window) shows
@@ -317,7 +331,9 @@ export class SubmissionsPage {
     this.turn = from + ROWS_A_FRAME;
     if (streamed.length > ROWS_A_FRAME) app.schedule();
     this.trs = keep;
-    placeChildren(this.tbody, nodes);
+    // A window read again while tasks stream moves some 30 rows (each laid out anew): MOVES_A_FRAME a frame, the
+    // top first; until the rest are in place they keep theirs (each row shows once).
+    if (!placeChildren(this.tbody, nodes, MOVES_A_FRAME)) app.schedule();
     // A page of the rows: the grid says how many there are (-1: an estimate, so unknown).
     setAttr(this.table, "aria-rowcount", this.total === null ? null : String(this.exact ? this.total + 1 : -1));
     const error = this.main.querySelector(".load-error");
@@ -341,7 +357,7 @@ export class SubmissionsPage {
   _drawPager() {
     const total = this.total || 0;
     const first = total ? this.offset + 1 : 0;
-    const last = this.offset + this.rows.length;
+    const last = this.offset + this.drawn; // the rows drawn so far: a first window takes a few frames
     const of = this.exact ? count(total) : about(total);
     setText(this.main.querySelector(".range"), this.total === null ? "Loading…" : total ? `${count(first)}–${count(last)} of ${of}` : "0 of 0");
     const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));

@@ -90,22 +90,32 @@ export function setAttr(el, name, value) {
 }
 
 /** Keep `parent`'s children exactly `nodes`, in order, moving as few as there are: those that keep their order
- * among themselves (the longest such run) stay, the rest are put before the node that follows them. A node taken
+ * among themselves (the longest such run) stay, the rest are put after the node that precedes them. A node taken
  * out and put back is laid out again from nothing (its style and boxes made anew), so a list of 100 rows where one
- * moved to the top moves that one, not the 99 under it; a hovered or focused node that stays is never taken out. */
-export function placeChildren(parent, nodes) {
+ * moved to the top moves that one, not the 99 under it; a hovered or focused node that stays is never taken out.
+ * `moves`: at most that many are moved now, from the top (the nodes not yet in place keep theirs, those new to
+ * `parent` go last): answers whether all are in place, else a later call moves on. */
+export function placeChildren(parent, nodes, moves = Infinity) {
   const wanted = new Set(nodes);
   for (let at = parent.firstChild; at;) { const next = at.nextSibling; if (!wanted.has(at)) parent.removeChild(at); at = next; }
   const index = new Map();
   let i = 0;
   for (let at = parent.firstChild; at; at = at.nextSibling) index.set(at, i++);
   const stay = increasingRun(nodes.map((n) => index.get(n) ?? -1));
-  let after = null;
-  for (let k = nodes.length - 1; k >= 0; k--) {
-    const n = nodes[k];
-    if (!stay.has(k) && (n.parentNode !== parent || n.nextSibling !== after)) parent.insertBefore(n, after);
-    after = n;
+  let before = null;
+  for (let k = 0; k < nodes.length; k++) {
+    const n = nodes[k], at = before ? before.nextSibling : parent.firstChild;
+    if (!stay.has(k) && (n.parentNode !== parent || at !== n)) {
+      if (moves <= 0) {
+        for (const rest of nodes.slice(k)) if (rest.parentNode !== parent) parent.insertBefore(rest, null);
+        return false;
+      }
+      parent.insertBefore(n, at);
+      moves--;
+    }
+    before = n;
   }
+  return true;
 }
 
 /** The places in `xs` of its longest strictly increasing run of values that are not -1 (patience sorting). */

@@ -75,3 +75,17 @@ test("a reversed list keeps one row in place", () => {
   assert.deepEqual(p.names(), ["d", "c", "b", "a"]);
   assert.equal(p.moves, 3);
 });
+
+test("a few moves at a time put the top rows in place first, and later calls finish the order", () => {
+  const names = Array.from({ length: 10 }, (_, i) => `r${i}`);
+  const p = new Parent(names);
+  const wanted = ["r9", "r8", "r7", "new", ...names.slice(0, 7)];
+  const nodes = byName(p)(wanted);
+  assert.equal(placeChildren(p, nodes, 2), false);
+  assert.deepEqual(p.names().slice(0, 2), ["r9", "r8"]); // the top first
+  assert.equal(new Set(p.names()).size, 11); // every row shown once, the new one included
+  let calls = 1;
+  while (!placeChildren(p, nodes, 2)) calls++;
+  assert.deepEqual(p.names(), wanted);
+  assert.ok(calls <= 3);
+});
