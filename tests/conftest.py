@@ -27,7 +27,7 @@ import pytest
 from gateway.embedded import EmbeddedPostgres, EmbeddedValkey, free_port, postgres_reachable, with_database
 from gateway.store.migrate import migrate
 from harness.world import Process, spawn, wait_http  # noqa: F401  (tests import them from here too)
-from tests.tiers import tier_of
+from tests.tiers import longest_first, tier_of
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 TOOLS = Path(__file__).resolve().parent / "tools"
@@ -246,16 +246,17 @@ def demo_node(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield node
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test carries its tier's marker (tests/tiers.py): `pytest -m fast` is the inner loop. Under
-    pytest-xdist the worlds go first, then the browser's and the integration modules, the unit tests last, so
-    the longest modules do not start at the end and the short ones fill the workers' gaps (each module stays on
-    one worker: `--dist loadfile`)."""
+    pytest-xdist the modules go longest first, by the seconds a recorded run took (tests/durations.json), so the
+    longest do not start at the end and the short ones fill the workers' gaps. Each module stays on one worker
+    (`--dist loadfile`), and xdist keeps this order (`--no-loadscope-reorder`: by default it sorts by test count,
+    which puts a world of three long tests behind every file of many quick ones)."""
     for item in items:
         item.add_marker(getattr(pytest.mark, tier_of(item.path)))
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        first = ("world", "browser", "integration", "fast")
-        items.sort(key=lambda item: first.index(tier_of(item.path)))  # stable: each module's order is kept
+        expected = longest_first(sorted({item.path for item in items}), config.rootpath)
+        items.sort(key=lambda item: -expected[item.path])  # stable: each module's order is kept
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

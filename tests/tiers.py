@@ -12,6 +12,7 @@ README's test command runs every tier, and CI runs it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 TIERS = ("fast", "integration", "world", "browser")
@@ -47,3 +48,27 @@ def tier_of(path: Path) -> str:
     if "unit" in parts:
         return "fast"
     return "integration"
+
+
+# Seconds each module took in a recorded whole run (`python -m tools.durations junit.xml` writes the file); a module
+# the record lacks is given its tier's guess, so a new world still starts early.
+DURATIONS = Path(__file__).with_name("durations.json")
+GUESS = {"world": 300.0, "browser": 60.0, "integration": 10.0, "fast": 1.0}
+
+
+def recorded_durations() -> dict[str, float]:
+    try:
+        return {str(key): float(value) for key, value in json.loads(DURATIONS.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def longest_first(paths: list[Path], root: Path) -> dict[Path, float]:
+    """Each module's expected seconds, from the record or its tier's guess: the order in which pytest-xdist hands
+    the modules out (each stays on one worker), so the longest do not start last and hold the end."""
+    recorded = recorded_durations()
+    expected = {}
+    for path in paths:
+        name = path.relative_to(root).as_posix()
+        expected[path] = recorded.get(name, GUESS[tier_of(path)])
+    return expected

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.tiers import WORLDS, tier_of
+from tests.tiers import GUESS, WORLDS, longest_first, recorded_durations, tier_of
+from tools.durations import module_seconds
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -34,3 +35,36 @@ def test_the_benchmark_and_the_tools_import_nothing_from_the_tests() -> None:
         if line.strip().startswith(("from tests", "import tests"))
     ]
     assert found == []
+
+
+def test_modules_go_longest_first_by_the_record_and_a_new_world_early(tmp_path: Path) -> None:
+    """The order pytest-xdist hands modules out in: a recorded module by its seconds, one the record lacks by its
+    tier's guess, so a new world is not left to start last."""
+    recorded = recorded_durations()
+    known = [TESTS / name for name in sorted(recorded)][:3]
+    new_world = TESTS / "integration" / "test_nothing_lost.py"
+    new_unit = TESTS / "unit" / "test_not_recorded_anywhere.py"
+    expected = longest_first([*known, new_world, new_unit], TESTS.parent)
+    for path in known:
+        assert expected[path] == recorded[path.relative_to(TESTS.parent).as_posix()]
+    assert expected[new_unit] == GUESS["fast"]
+    assert expected[new_world] >= GUESS["fast"]
+
+
+def test_the_record_names_modules_that_exist() -> None:
+    """tests/durations.json holds modules of this suite (a renamed module falls back to its tier's guess)."""
+    recorded = recorded_durations()
+    assert recorded, "tests/durations.json is missing or empty: python -m tools.durations <junit.xml> writes it"
+    assert sorted(name for name in recorded if not (TESTS.parent / name).is_file()) == []
+
+
+def test_a_junit_report_sums_seconds_per_module(tmp_path: Path) -> None:
+    report = tmp_path / "run.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.unit.test_a" name="t1" time="1.4"/>'
+        '<testcase classname="tests.unit.test_a" name="t2" time="2.2"/>'
+        '<testcase classname="tests.browser.test_b.TestPanel" name="t3" time="30.0"/>'
+        "</testsuite></testsuites>"
+    )
+    assert module_seconds(report) == {"tests/browser/test_b.py": 30, "tests/unit/test_a.py": 4}
