@@ -134,8 +134,11 @@ async def delete(pool: asyncpg.Pool, team_id: int, view_id: int) -> None:
 
 async def arrange(pool: asyncpg.Pool, team_id: int, user_id: int, view_ids: list[int]) -> None:
     """The caller's order of the views they see in the team: `view_ids` first to last; ids of views they do not
-    see (another team's, another member's private one, one deleted meanwhile) are passed over."""
+    see (another team's, another member's private one, one deleted meanwhile) are passed over. Two orders from
+    one person at once (two quick drags) take turns on their user row, and the later wins whole: each delete
+    would otherwise miss the places the other was inserting, and the second insert break the primary key."""
     async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("select 1 from users where id = $1 for no key update", user_id)
         await conn.execute(
             "delete from saved_view_places p using saved_views v"
             " where p.view_id = v.id and v.team_id = $1 and p.user_id = $2",

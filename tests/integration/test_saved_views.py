@@ -3,6 +3,7 @@ view is theirs alone, a shared one the team sees, and only its author or an owne
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -172,3 +173,19 @@ async def test_each_member_keeps_the_views_in_their_own_order_and_a_rename_keeps
     # Deleted, a view leaves the order with its places.
     assert (await send(stack, "DELETE", f"/api/teams/{team.id}/views/{c}", team.token)).status_code == 204
     assert await order(stack, team, team.token) == ["Zed view", "B view"]
+
+
+async def test_orders_sent_at_once_by_one_person_all_land_and_the_last_one_wins_whole(
+    stack: Stack, pool: asyncpg.Pool
+) -> None:
+    """Two quick drags send two orders before the first is answered: each is a 204, none a 500 (the second's
+    insert broke the places' primary key), and the views end in one of the orders sent, not a mix."""
+    team = await make_team(pool, stack.secret)
+    ids = {name: await save(stack, team, team.token, name=name) for name in ("A view", "B view", "C view")}
+    path = f"/api/teams/{team.id}/views/order"
+    orders = [["A view", "B view", "C view"], ["C view", "B view", "A view"], ["B view", "C view", "A view"]] * 4
+    answers = await asyncio.gather(
+        *(send(stack, "PUT", path, team.token, {"view_ids": [ids[name] for name in names]}) for names in orders)
+    )
+    assert [answer.status_code for answer in answers] == [204] * len(orders), [a.text for a in answers]
+    assert await order(stack, team, team.token) in orders
