@@ -41,7 +41,7 @@ def test_modules_go_longest_first_by_the_record_and_a_new_world_early(tmp_path: 
     """The order pytest-xdist hands modules out in: a recorded module by its seconds, one the record lacks by its
     tier's guess, so a new world is not left to start last."""
     recorded = recorded_durations()
-    known = [TESTS / name for name in sorted(recorded)][:3]
+    known = [TESTS.parent / name for name in sorted(recorded)][:3]
     new_world = TESTS / "integration" / "test_nothing_lost.py"
     new_unit = TESTS / "unit" / "test_not_recorded_anywhere.py"
     expected = longest_first([*known, new_world, new_unit], TESTS.parent)
