@@ -41,6 +41,7 @@ const RELOAD_EVERY = 1000; // ms: a window that moved is read again at most this
 const ROWS_A_FRAME = 20; // rows changed in place drawn in one frame (render)
 const ROWS_BUILT_A_FRAME = 25; // rows built in one frame: about a screenful (render)
 const MOVES_A_FRAME = 12; // rows moved in one frame to a window's new order (render)
+const ROWS_REFILLED_A_FRAME = 15; // rows that came drawn in the elements of rows that left, in one frame (render)
 
 /** A column header: its sort button (TIME LEFT: its heading) and its resize handle; STATUS also has a help button,
  * which opens how a submission moves. */
@@ -193,8 +194,9 @@ export class SubmissionsPage {
   }
 
   /** Read the window the view names; of its rows and those streamed (meanwhile or just before), the newer copy
-   * shows (window_rows.js). */
-  async load() {
+   * shows (window_rows.js). `gradual`: read again by itself as the order moved, its rows that came may be drawn
+   * over a few frames; a person's own doing shows at once. */
+  async load({ gradual = false } = {}) {
     const asked = ++this.asked;
     this.during = new Map();
     this.loadedAt = performance.now();
@@ -223,6 +225,7 @@ export class SubmissionsPage {
     const exact = body.total_exact !== false;
     if (exact && this.view.page > pages) { this.go({ page: pages }); return; } // fewer rows now: the last page there is
     this.rows = mergeWindow(body.rows, { shown: this.known, streamed: this.streamed, during });
+    this.gradual = gradual;
     this.total = body.total;
     this.exact = exact;
     this.offset = body.offset;
@@ -291,7 +294,7 @@ export class SubmissionsPage {
   render() {
     if (this.main.dataset.page !== "submissions" || !this.tbody) this.mount();
     const held = holding([this.aim]);
-    if ((this.entering.size || this.leaving.size || this.moved) && !held && !this.during && performance.now() - this.loadedAt > RELOAD_EVERY) this.load();
+    if ((this.entering.size || this.leaving.size || this.moved) && !held && !this.during && performance.now() - this.loadedAt > RELOAD_EVERY) this.load({ gradual: true });
     this._drawFilters();
     const nodes = [];
     const keep = new Map();
@@ -305,10 +308,20 @@ export class SubmissionsPage {
     const streamed = []; // rows whose element shows them and whose data alone changed: drawn ROWS_A_FRAME a frame
     // Rows with no element to draw them in (a page's first window) are built ROWS_BUILT_A_FRAME a frame, from the
     // top: one frame building all 100 was a long task of the page's load.
-    let built = 0;
+    let built = 0, refilled = 0;
     this.drawn = this.rows.length;
     this.rows.every((r, i) => {
-      let tr = this.trs.get(r.id) || this._reuse(spare.shift(), r.id);
+      let tr = this.trs.get(r.id);
+      if (!tr && this.gradual && refilled >= ROWS_REFILLED_A_FRAME && spare.length) {
+        // A window read again while progress streams brings some 50 rows: ROWS_REFILLED_A_FRAME a frame, the top
+        // first. Until its turn, the element of a row that left keeps showing that row in this one's place.
+        const lingering = spare.shift();
+        keep.set(Number(lingering.dataset.sub), lingering);
+        nodes.push(lingering);
+        app.schedule();
+        return true;
+      }
+      if (!tr && (tr = this._reuse(spare.shift(), r.id))) refilled++;
       if (!tr && built >= ROWS_BUILT_A_FRAME && this.rows.slice(i).every((later) => !this.trs.has(later.id))) {
         this.drawn = i;
         app.schedule();

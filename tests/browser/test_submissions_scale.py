@@ -246,3 +246,41 @@ async def test_a_total_past_100000_reads_as_an_estimate_and_below_it_exactly(
     await page.select_option("select[data-filter='project']", "p0")
     await range_text(page, f"1–100 of {n // 2:,}")  # counted: exact
     assert not await page.is_disabled(".pager [data-go='last']")
+
+
+async def test_rows_that_enter_a_window_read_again_show_their_own_words_and_the_window_catches_up(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team, many: list[int]
+) -> None:
+    """Sorted by progress while tasks stream, each read of the window brings rows in and out; the rows that came
+    are drawn a few a frame. In every frame, each row shows its own submission (its JOB ID is the row's), and once
+    the changes stop the page shows exactly the window the server gives."""
+    await page.goto(f"{stack.nodes[0].http}/submissions?sort=progress&dir=desc")
+    await page.wait_for_function(f"({SHOWN})().length === 100")
+    await page.mouse.move(5, 5)  # away from the table: the window is read again as the order changes
+    await page.evaluate("""() => {
+      window.__wrong = []; window.__orders = new Set();
+      const look = () => {
+        const rows = [...document.querySelectorAll('tbody tr[data-sub]')];
+        for (const tr of rows) {
+          const id = tr.querySelector("td[data-col='id']")?.textContent;
+          if (id !== tr.dataset.sub) window.__wrong.push([tr.dataset.sub, id]);
+        }
+        window.__orders.add(rows.map((tr) => tr.dataset.sub).join());
+        if (!window.__stop) requestAnimationFrame(look);
+      };
+      requestAnimationFrame(look);
+    }""")
+    async with streaming(pool, team, many[:300]):
+        await page.wait_for_function("window.__orders.size > 5", timeout=30_000)
+    window = f"""async () => {{
+      const answer = await fetch("/api/teams/{team.id}/submissions?sort=progress&dir=desc&offset=0&limit=100");
+      return (await answer.json()).rows.map((r) => String(r.id));
+    }}"""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        shown = [str(i) for i in await page.evaluate(SHOWN)]
+        if shown == await page.evaluate(window) or asyncio.get_running_loop().time() > deadline:
+            break
+        await page.wait_for_timeout(250)
+    assert shown == await page.evaluate(window)
+    assert await page.evaluate("window.__stop = true, window.__wrong") == []
