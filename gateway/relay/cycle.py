@@ -132,7 +132,7 @@ class RelayCycle:
     async def publish(self, result: ReadResult, now: float) -> None:
         """Publish what the read made due (and whatever else is due now), then announce membership changes."""
         if result.changes:
-            self._committed = _oldest_commit(result.changes, self._committed)
+            self._committed = oldest_commit(result.changes, self._committed)
         if result.traces:
             self._traces += (t for t in result.traces if t not in self._traces[-8:])
             del self._traces[tracing.MAX_LINKS :]
@@ -270,11 +270,14 @@ class RelayCycle:
             self.figures.lag = max(0.0, now - newest)
 
 
-def _oldest_commit(changes: list[AnyChange], oldest: float) -> float:
-    """The earliest statement time among the jobs' changes (PostgreSQL's clock), or `oldest` if earlier."""
+def oldest_commit(changes: list[AnyChange], oldest: float) -> float:
+    """The earliest statement time among the jobs' changes (PostgreSQL's clock), or `oldest` if earlier. A deleted
+    job's image keeps the row's last `updated_at`, which may be days old (retention, a team deleted); its capture
+    stamps `removed_at` with the delete's statement time, so the later of the two is the change's own time."""
     for change in changes:
         if isinstance(change, Change) and change.job.updated_at is not None:
-            at = change.job.updated_at.timestamp()
+            job = change.job
+            at = max(job.updated_at, job.removed_at).timestamp() if job.removed_at else job.updated_at.timestamp()
             if not oldest or at < oldest:
                 oldest = at
     return oldest

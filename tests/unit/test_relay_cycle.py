@@ -11,8 +11,10 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
+import msgspec
 import pytest
 
 from gateway.bus.memory import MemoryBroker
@@ -20,9 +22,10 @@ from gateway.bus.publisher import Fenced
 from gateway.core import channels
 from gateway.core.aggregate import Change, MembershipChange, MembershipsChanged, OwnershipsChanged, SubmissionChange
 from gateway.core.batching import Batcher
+from gateway.core.model import Job
 from gateway.core.protocol import Batch, Glow, Notice, Summary, decode_server
 from gateway.core.team import ClusterStats, Presence
-from gateway.relay.cycle import RelayCycle
+from gateway.relay.cycle import RelayCycle, oldest_commit
 from gateway.relay.metrics import PartitionFigures
 from gateway.relay.ownership import HeldLock, LostLock
 from gateway.relay.partition import load_state
@@ -466,3 +469,18 @@ async def test_membership_changes_are_announced_to_every_node(
     await relay.run()
     changes = [c for a in relay.announced if isinstance(a, MembershipsChanged) for c in a.changes]
     assert [(c.team_id, c.user_id, c.member) for c in changes] == [(team.id, user_id, True), (team.id, user_id, False)]
+
+
+def test_a_deleted_jobs_change_is_timed_by_its_delete_not_by_its_last_update() -> None:
+    """gateway_delivery_lag_seconds measures commit to write from this stamp: a job deleted a day after its last
+    update (retention, its team deleted) was timed from that update, a day of lag for a change written at once."""
+    day_ago, now = datetime(2026, 12, 6, 12, tzinfo=UTC), datetime(2026, 12, 7, 12, tzinfo=UTC)
+    job = Job(id=1, team_id=1, trajectory_id=1, cluster_id=1, kind="analysis", name="a", status="completed", version=3)
+    deleted = Change(
+        old_status="completed", new_status=None, job=msgspec.structs.replace(job, updated_at=day_ago, removed_at=now)
+    )
+    updated = Change(old_status="running", new_status="completed", job=msgspec.structs.replace(job, updated_at=now))
+    assert oldest_commit([deleted], 0.0) == now.timestamp()
+    assert oldest_commit([updated, deleted], 0.0) == now.timestamp()
+    earlier = now.timestamp() - 5
+    assert oldest_commit([deleted], earlier) == earlier  # an older change still waiting to go out keeps its time
