@@ -275,9 +275,11 @@ def oldest_commit(changes: list[AnyChange], oldest: float) -> float:
     job's image keeps the row's last `updated_at`, which may be days old (retention, a team deleted); its capture
     stamps `removed_at` with the delete's statement time, so the later of the two is the change's own time."""
     for change in changes:
-        if isinstance(change, Change) and change.job.updated_at is not None:
-            job = change.job
-            at = max(job.updated_at, job.removed_at).timestamp() if job.removed_at else job.updated_at.timestamp()
+        if not isinstance(change, Change):
+            continue
+        updated, removed = change.job.updated_at, change.job.removed_at
+        if updated is not None:
+            at = max(updated, removed).timestamp() if removed is not None else updated.timestamp()
             if not oldest or at < oldest:
                 oldest = at
     return oldest
