@@ -136,6 +136,7 @@ export class SubmissionsPage {
     this.during = null; // rows streamed while a window is being read: newer than it, they win a tie
     this.streamed = new Streamed(); // the latest rows streamed: a window read that found an older copy keeps these
     this.asked = 0; // the number of the latest window read
+    this.gradual = false; // the window was read again by itself: the rows it brought are drawn over frames (render)
     this.turn = 0; // where the next frame's rows changed in place start (render)
     this.drawn = 0; // the window's rows drawn so far (render)
     this.loadedAt = 0;
