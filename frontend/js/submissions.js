@@ -136,6 +136,7 @@ export class SubmissionsPage {
     this.during = null; // rows streamed while a window is being read: newer than it, they win a tie
     this.streamed = new Streamed(); // the latest rows streamed: a window read that found an older copy keeps these
     this.asked = 0; // the number of the latest window read
+    this.staleThrough = 0; // the last window read begun before the channel started again (it may miss a change)
     this.gradual = false; // the window was read again by itself: the rows it brought are drawn over frames (render)
     this.turn = 0; // where the next frame's rows changed in place start (render)
     this.drawn = 0; // the window's rows drawn so far (render)
@@ -154,7 +155,7 @@ export class SubmissionsPage {
 
   /** Rows from the team channel: in place when in the window, announced when they enter or leave it. */
   onRows(rows, reload) {
-    if (reload) { this.moved = true; app.schedule(); return; }
+    if (reload) { this.moved = true; this.staleThrough = this.asked; app.schedule(); return; }
     const shown = new Map(this.rows.map((r, i) => [r.id, i]));
     for (const r of rows) {
       this.streamed.keep(r);
@@ -234,7 +235,12 @@ export class SubmissionsPage {
     for (const id of this.known.keys()) if (!this.selected.has(id) && !this.rows.some((r) => r.id === id)) this.known.delete(id);
     this.entering.clear();
     this.leaving.clear();
-    this.moved = false;
+    // The channel started again (a snapshot) while this window was read: a change published before then may have
+    // been missed by both, so the window is read again; and a row that came while it was read, newer than what
+    // the read found, still enters. Either, cleared here, once kept a row at its first words for good.
+    this.moved = asked <= this.staleThrough;
+    const read = new Set(this.rows.map((r) => r.id));
+    for (const r of during.values()) if (!read.has(r.id) && this.belongs(r)) this.entering.add(r.id);
     // A row that streamed in while the window was read is newer than the read: it may no longer match the view
     // (a status filter that kept a row whose status moved on), so it leaves like any row that stops matching.
     for (const r of this.rows) if (!this.belongs(r)) this.leaving.add(r.id);

@@ -9,7 +9,9 @@ the page saw the newer one streamed, and the page then reads its window again.""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -63,3 +65,63 @@ async def test_a_window_read_that_finds_an_older_copy_keeps_the_newer_streamed_r
     await page.click("button[data-sort='created_at']")
     await page.wait_for_function(f"({SHOWN})() === '{b},{a}' && !document.querySelector('table[aria-busy]')")
     assert await page.evaluate(cell(b, "priority")) == "7"
+
+
+async def late_reads(page: Any) -> tuple[asyncio.Event, asyncio.Event]:
+    """The page's window reads answered late: the server's own answer, held until the test lets it go."""
+    read, released = asyncio.Event(), asyncio.Event()
+
+    async def late_window(route: Any) -> None:
+        response = await route.fetch()
+        read.set()
+        await released.wait()
+        await route.fulfill(response=response)
+
+    await page.route("**/api/teams/*/submissions?*", late_window)
+    return read, released
+
+
+async def test_a_submission_made_while_the_window_was_read_shows(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """A submission that streamed in while the window was on its way, after the read had found the rows, was
+    announced and then forgotten when the read's answer came: it never showed."""
+    a = await submission(pool, team, "Render A")
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.wait_for_function(f"({SHOWN})() === '{a}' && !document.querySelector('table[aria-busy]')")
+    read, released = await late_reads(page)
+    await page.click("button[data-sort='created_at']")  # oldest first: the person's own read
+    await page.mouse.move(5, 5)  # off the table: a pointer resting on it holds the order (a new row is announced)
+    await read.wait()
+    await page.evaluate(
+        "() => { window.heard = []; gatewayApp.team.onSubmissions((rows) => heard.push(...rows.map((r) => r.id))); }"
+    )
+    b = await submission(pool, team, "Render B")
+    await page.wait_for_function(f"heard.includes({b})")  # streamed while the read was on its way
+    released.set()
+    await page.wait_for_function(f"({SHOWN})() === '{a},{b}'", timeout=30_000)
+
+
+async def test_a_change_missed_while_the_channel_started_again_during_a_read_shows(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """The page's first read and its team channel's start race: a row's change published after the read found the
+    row and before the channel started was heard by neither, and the channel's snapshot, which asks the page to
+    read its window again, came while that read was on its way and was forgotten with it. The row kept its first
+    words for good (a whole suite in CI: a submission read as created never showed its 22 tasks)."""
+    a = await submission(pool, team, "Render A")
+    older = await saved_row(pool, a, 0)
+    await page.goto(f"{stack.nodes[0].http}/submissions")
+    await page.wait_for_function(f"({SHOWN})() === '{a}' && !document.querySelector('table[aria-busy]')")
+    read, released = await late_reads(page)
+    await page.click("button[data-sort='created_at']")
+    await page.mouse.move(5, 5)
+    await read.wait()  # the read found the row at priority 0
+    # The change the page missed: saved (as the relay saves before it publishes), its publication unheard.
+    newer = json.loads(older) | {"priority": 7, "updated_at": datetime.now(UTC).isoformat()}
+    await pool.execute("update submission_rows set row = $2, priority = 7 where id = $1", a, json.dumps(newer))
+    # The channel starts again as it does after lost messages: a fresh subscription and its snapshot.
+    await page.evaluate(f"(live => live._reload('team:{team.id}', live.channels.get('team:{team.id}')))(gatewayLive)")
+    await page.wait_for_function(f"gatewayLive.channels.get('team:{team.id}').ready")
+    released.set()
+    await page.wait_for_function(f"{cell(a, 'priority')} === '7'", timeout=30_000)
