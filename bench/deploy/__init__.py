@@ -111,6 +111,11 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
         load.cancel()
         await asyncio.gather(load, return_exceptions=True)
         samples = await probe.stop()
+    # Every subscriber holds a change committed once the load had stopped, so all the load committed has arrived,
+    # however long the relay's reads were held back: they wait below the oldest transaction on the server, whatever
+    # its database, and the machine's PostgreSQL may be shared with other work (a whole suite once found every
+    # subscriber stale after a quiet of 2 s).
+    caught_up = await fleet.until(await stage.markers.mark(channels), timeout=180)
     await settle(fleet)
     stats = await fleet.stats()
     states = await fleet.states()
@@ -134,6 +139,7 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
         "exit_s": since(exited),
         "current_s": since(current),
         "current_after_exit_s": None if current is None else round(current - exited, 2),
+        "caught_up_s": since(caught_up),
         "back_in_lb_s": since(back),
         "healthz_before": latency_figures(samples, 0, signalled),
         "healthz": latency_figures(samples, signalled, max(current or exited, back)),
