@@ -81,11 +81,18 @@ def main() -> None:
     parser.add_argument(
         "--subscribers", type=int, help="deploy: how many subscribers (default 16000; 300 with --quick)"
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="deploy: the relay, nodes and HAProxy on every CPU but the last, the subscribers' processes on that one",
+    )
     args = parser.parse_args()
     takes = SCENARIOS[args.scenario].takes
     sizes = _sizes(parser, args.sizes) if args.sizes else None
     if args.subscribers is not None and ("subscribers" not in takes or args.subscribers < 1):
         parser.error(f"--subscribers takes a positive count, for {' and '.join(taking('subscribers'))} only")
+    if args.pin and "pin" not in takes:
+        parser.error(f"--pin is for {' and '.join(taking('pin'))} only")
     if sizes and "sizes" not in takes:
         parser.error(f"--sizes is for {' and '.join(taking('sizes'))} only")
     if args.rounds < 1 or (args.rounds > 1 and "rounds" not in takes):
@@ -96,7 +103,7 @@ def main() -> None:
     unknown = [s for s in only if s not in SYSTEMS]
     if unknown:
         parser.error(f"unknown system(s): {', '.join(unknown)}")
-    options = Options(args.out, args.quick, only, args.rounds, sizes, args.subscribers)
+    options = Options(args.out, args.quick, only, args.rounds, sizes, args.subscribers, args.pin)
     record = asyncio.run(run(args.scenario, options))
     failure = SCENARIOS[args.scenario].failure(record)
     if failure:

@@ -41,6 +41,7 @@ class Options:
     rounds: int = 1
     sizes: list[int] | None = None
     subscribers: int | None = None
+    pin: bool = False  # deploy: the servers on every CPU but the last, the subscribers on that one (bench.pinning)
 
 
 # Where a run writes its results: (out, scenario, run) -> (what it wrote, the tables to print).
@@ -52,7 +53,7 @@ class Scenario:
     run: Callable[[Options, Progress], Awaitable[Run]]  # starts its world, measures, stops the world
     failure: Callable[[dict[str, Any]], str | None]  # why the run must exit non-zero; None: it showed what it must
     write: Writer
-    takes: frozenset[str] = frozenset()  # of "systems", "rounds", "sizes", "subscribers"
+    takes: frozenset[str] = frozenset()  # of "systems", "rounds", "sizes", "subscribers", "pin"
 
 
 MeasureInSharedWorld = Callable[..., Awaitable[Run]]  # (ctx, pool, redis, quick, only, progress, **options)
@@ -104,7 +105,7 @@ async def _deploy(options: Options, say: Progress) -> Run:
     with tempfile.TemporaryDirectory(prefix="bench-deploy-") as tmp:
         logs = RESULTS / "logs" / "deploy"  # kept after the run (git ignores bench/results/logs)
         shutil.rmtree(logs, ignore_errors=True)
-        record = await deploy.run(Path(tmp), options.quick, say, options.subscribers, logs)
+        record = await deploy.run(Path(tmp), options.quick, say, options.subscribers, logs, options.pin)
         say(f"the processes' logs: {logs}")
     return Run(record)
 
@@ -160,7 +161,7 @@ SCENARIOS: dict[str, Scenario] = {
     "steady": Scenario(in_shared_world(steady), _gateway_wrong, _with_ratios, _ROUNDS),
     "burst": Scenario(in_shared_world(burst), _gateway_wrong, _with_ratios, _ROUNDS),
     "faults": Scenario(_faults, _fault_not_recovered, _as_own(faults.markdown)),
-    "deploy": Scenario(_deploy, _deploy_not_clean, _as_own(deploy.markdown), frozenset({"subscribers"})),
+    "deploy": Scenario(_deploy, _deploy_not_clean, _as_own(deploy.markdown), frozenset({"subscribers", "pin"})),
 }
 
 

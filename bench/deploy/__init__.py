@@ -42,6 +42,7 @@ from harness.world import Process
 
 from ..healthz import HealthProbe, latency_figures
 from ..measure import judge, settle
+from ..pinning import pin, split_cpus
 from ..subscribers import Fleet
 from .report import describe, markdown, num
 from .stage import DRAIN, FULL, QUICK, Progress, Size, Stage, start_load, start_stage, stop_stage
@@ -170,14 +171,21 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
 
 
 async def run(
-    workdir: Path, quick: bool, progress: Progress, subscribers: int | None = None, logdir: Path | None = None
+    workdir: Path,
+    quick: bool,
+    progress: Progress,
+    subscribers: int | None = None,
+    logdir: Path | None = None,
+    pinned: bool = False,
 ) -> dict[str, Any]:
     """Both nodes restarted in turn under the load; the record (`restarts`, one per node). The processes' logs go
-    to `logdir` (default: under `workdir`)."""
+    to `logdir` (default: under `workdir`). `pinned`: the relay, the nodes and HAProxy on every CPU but the last,
+    the subscribers' processes on that one (PostgreSQL, Valkey and this process's writer are left to the system)."""
     size = QUICK if quick else FULL
     if subscribers is not None:
         size = Size(**{**asdict(size), "subscribers": subscribers})
-    stage = await start_stage(workdir, size, progress, logdir or workdir / "logs")
+    servers, clients = split_cpus() if pinned else (None, None)
+    stage = await start_stage(workdir, size, progress, logdir or workdir / "logs", servers)
     jobs = stage.jobs
 
     def channels_of(i: int) -> list[str]:  # as in `steady`
@@ -205,6 +213,7 @@ async def run(
         "quick": quick,
         "size": asdict(size),
         "drain_s": DRAIN,
+        "pinned": None if servers is None else {"servers": sorted(servers), "subscribers": sorted(clients or ())},
         # The nodes' settings beside the defaults (GATEWAY_ADMISSION_RATE from the environment sets the spread)
         "node_settings": {
             k: v for k, v in sorted(stage.env.items()) if k.startswith("GATEWAY_") and k != "GATEWAY_SECRET"
@@ -219,6 +228,9 @@ async def run(
     record["haproxy"]["config"] = stage.balancers[0].config.read_text()
     try:
         await fleet.start()
+        if clients is not None:
+            for pid in fleet.pids:
+                pin(pid, clients)
         live = await fleet.wait_live(120 + size.subscribers / 100)
         if not live["ok"]:
             raise RuntimeError(f"only {live['live']} of {size.subscribers} subscribers live: {live}")

@@ -25,6 +25,16 @@ def describe(f: dict[str, Any]) -> str:
     )
 
 
+def pinning(pinned: dict[str, list[int]] | None) -> str:
+    """What ran where (`--pin`)."""
+    if not pinned:
+        return "Nothing pinned: every process on every CPU."
+    return (
+        f"Pinned (`--pin`): the relay, both nodes and HAProxy on CPU {pinned['servers']}, the subscribers' processes "
+        f"on CPU {pinned['subscribers']}; PostgreSQL, Valkey and the load's writer on any."
+    )
+
+
 def markdown(record: dict[str, Any]) -> str:
     size = record["size"]
     lines = [
@@ -36,6 +46,8 @@ def markdown(record: dict[str, Any]) -> str:
         "again as soon as it had exited. Times are from the SIGTERM; /healthz is the surviving node's, polled "
         "directly 20 times a second from the SIGTERM until every subscriber was current and the restarted node "
         "back in HAProxy. Lost: subscriptions not at the database's state once the load stopped.",
+        "",
+        pinning(record.get("pinned")),
         "",
         "| node | its clients | /readyz 503 (s) | out of HAProxy (s) | exited (s) | every subscriber current (s) "
         "| back in HAProxy (s) | /healthz peak (ms) | /healthz p99 (ms) | lost | duplicated | resynced | gaps "

@@ -23,6 +23,7 @@ from ..infra import Infra, start_infra
 from ..load import World as Jobs
 from ..load import Writer, build_world
 from ..markers import Markers
+from ..pinning import pin
 
 Progress = Callable[[str], None]
 
@@ -71,11 +72,18 @@ class Stage:
     health_ports: list[int]  # each node's GATEWAY_HEALTH_PORT: HAProxy's checks and the /healthz probe go there
     nodes: list[Process] = field(default_factory=list)
     balancers: list[HAProxy] = field(default_factory=list)
+    cpus: set[int] | None = None  # the CPUs the relay, the nodes and HAProxy are pinned to (None: not pinned)
+
+    def pinned(self, pid: int) -> None:
+        """A process of the servers' on their CPUs, when the run pins them."""
+        if self.cpus is not None:
+            pin(pid, self.cpus)
 
     async def start_node(self, slot: int, name: str) -> Process:
         env = {**self.env, "GATEWAY_HEALTH_PORT": str(self.health_ports[slot])}  # HAProxy checks it there
         node = spawn(name, ["serve", "--port", str(self.ports[slot])], env, self.logdir, self.ports[slot])
         try:
+            self.pinned(node.proc.pid)
             await asyncio.to_thread(wait_http, node)
         except BaseException:
             node.stop()
@@ -109,8 +117,11 @@ def balancers_needed(subscribers: int) -> int:
     return max(1, math.ceil(2 * subscribers / per_process))
 
 
-async def start_stage(workdir: Path, size: Size, progress: Progress, logdir: Path) -> Stage:
-    """Everything up: both nodes UP in every HAProxy. What was started is stopped again if something fails."""
+async def start_stage(
+    workdir: Path, size: Size, progress: Progress, logdir: Path, cpus: set[int] | None = None
+) -> Stage:
+    """Everything up: both nodes UP in every HAProxy, pinned to `cpus` if given. What was started is stopped again
+    if something fails."""
     infra = await start_infra(workdir)
     pool = await asyncpg.create_pool(infra.database_url, min_size=2, max_size=8)
     try:
@@ -140,7 +151,9 @@ async def start_stage(workdir: Path, size: Size, progress: Progress, logdir: Pat
     stage = Stage(
         infra, pool, jobs, markers, env, logdir, relay, [free_port(), free_port()], [free_port(), free_port()]
     )
+    stage.cpus = cpus
     try:
+        stage.pinned(relay.proc.pid)
         for slot in range(2):
             stage.nodes.append(await stage.start_node(slot, f"node{slot}"))
         await relay_active(relay)
@@ -153,6 +166,8 @@ async def start_stage(workdir: Path, size: Size, progress: Progress, logdir: Pat
             balancer = HAProxy(workdir, f"haproxy{i}", free_port(), targets, each + 100, HOST)
             stage.balancers.append(balancer)
             await asyncio.to_thread(balancer.start)
+            if balancer.proc is not None:
+                stage.pinned(balancer.proc.pid)
         for slot in range(2):
             await stage.in_rotation(slot, "UP")
     except BaseException:
