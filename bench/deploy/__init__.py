@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -86,6 +88,26 @@ async def not_ready_at(node: Process, timeout: float = 60) -> float | None:
     return None
 
 
+EXIT_WITHIN = 120.0  # seconds from SIGTERM: the drain (6 s), the closes and the shutdown's steps take about 10
+
+
+async def exited_by(node: Process, logdir: Path, timeout: float) -> int:
+    """The node's exit code once it has exited. One still running after `timeout` s has its threads' stacks
+    written to `logdir` (py-spy, where installed: a node that did not exit left nothing else to tell why)."""
+    try:
+        return await asyncio.to_thread(node.proc.wait, timeout)
+    except subprocess.TimeoutExpired:
+        stacks = logdir / f"{node.name}-not-exited.txt"
+        spy = shutil.which("py-spy")
+        if spy is not None:
+            dump = await asyncio.to_thread(
+                subprocess.run, [spy, "dump", "--pid", str(node.proc.pid)], capture_output=True, text=True
+            )
+            stacks.write_text(dump.stdout + dump.stderr)
+        said = f"; its stacks: {stacks}" if spy is not None else " (install py-spy to see its stacks)"
+        raise RuntimeError(f"{node.name} had not exited {timeout:g} s after its SIGTERM{said}") from None
+
+
 async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: set[str]) -> dict[str, Any]:
     node, other = stage.nodes[slot], stage.nodes[1 - slot]
     await fleet.reset_stats()
@@ -99,7 +121,7 @@ async def restart(stage: Stage, fleet: Fleet, size: Size, slot: int, channels: s
         node.proc.send_signal(signal.SIGTERM)
         not_ready = asyncio.create_task(not_ready_at(node))
         out = asyncio.create_task(stage.in_rotation(slot, "DOWN"))
-        exit_code = await asyncio.to_thread(node.proc.wait, 120)
+        exit_code = await exited_by(node, stage.logdir, EXIT_WITHIN)
         exited = time.time()
         # The new version starts at once, as a deploy starts it; HAProxy sends it clients once it is UP.
         starting = asyncio.create_task(stage.start_again(slot))
