@@ -238,9 +238,10 @@ export class SubmissionsPage {
     // The channel started again (a snapshot) while this window was read: a change published before then may have
     // been missed by both, so the window is read again; and a row that came while it was read, newer than what
     // the read found, still enters. Either, cleared here, once kept a row at its first words for good.
-    this.moved = asked <= this.staleThrough;
-    const read = new Set(this.rows.map((r) => r.id));
-    for (const r of during.values()) if (!read.has(r.id) && this.belongs(r)) this.entering.add(r.id);
+    // A row whose newer copy came while it was read, and which sorts elsewhere than the read found it, moved too.
+    const found = new Map(body.rows.map((r) => [r.id, r]));
+    this.moved = asked <= this.staleThrough || this.rows.some((r) => r !== found.get(r.id) && sortValue(r, this.view.sort) !== sortValue(found.get(r.id), this.view.sort));
+    for (const r of during.values()) if (!found.has(r.id) && this.belongs(r)) this.entering.add(r.id);
     // A row that streamed in while the window was read is newer than the read: it may no longer match the view
     // (a status filter that kept a row whose status moved on), so it leaves like any row that stops matching.
     for (const r of this.rows) if (!this.belongs(r)) this.leaving.add(r.id);

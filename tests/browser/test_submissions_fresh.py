@@ -125,3 +125,27 @@ async def test_a_change_missed_while_the_channel_started_again_during_a_read_sho
     await page.wait_for_function(f"gatewayLive.channels.get('team:{team.id}').ready")
     released.set()
     await page.wait_for_function(f"{cell(a, 'priority')} === '7'", timeout=30_000)
+
+
+async def test_a_row_that_moved_while_the_window_was_read_takes_its_place(
+    page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
+) -> None:
+    """A row's newer copy that streamed in while the window was on its way replaced the read's copy in the read's
+    place, not in its own: sorted by priority, a submission raised to the top during the read stayed second (a
+    whole suite: the window never caught up with the server's once the changes stopped)."""
+    a = await submission(pool, team, "Render A")
+    b = await submission(pool, team, "Render B")
+    await page.goto(f"{stack.nodes[0].http}/submissions?sort=priority")
+    await page.wait_for_function(f"({SHOWN})() === '{a},{b}' && !document.querySelector('table[aria-busy]')")
+    read, released = await late_reads(page)
+    await page.click("button[data-sort='priority']")  # highest first: the tie goes to the newest, B
+    await page.mouse.move(5, 5)
+    await read.wait()  # the read found B, A, both at priority 0
+    await page.evaluate(
+        "() => { window.heard = []; gatewayApp.team.onSubmissions((rows) => heard.push(...rows.map((r) => r.id))); }"
+    )
+    await pool.execute("update submissions set priority = 7 where id = $1", a)
+    await page.wait_for_function(f"heard.includes({a})")  # streamed while the read was on its way
+    released.set()
+    await page.wait_for_function(f"({SHOWN})() === '{b},{a}'")  # the read's order, A's newer words in it
+    await page.wait_for_function(f"({SHOWN})() === '{a},{b}' && {cell(a, 'priority')} === '7'", timeout=30_000)
