@@ -26,7 +26,7 @@ _tracer: Any = None
 _propagator: Any = None
 
 NOT_TRACED: contextlib.AbstractContextManager[str | None] = contextlib.nullcontext(None)
-MAX_LINKS = 128  # the SDK's default bound on a span's links: a cycle of many requests links to the first ones
+MAX_LINKS = 128  # the SDK's default bound on a span's links: a cycle of many requests links to the newest ones
 
 
 def configure(service: str = "jobs-gateway") -> bool:

@@ -135,7 +135,7 @@ class RelayCycle:
             self._committed = oldest_commit(result.changes, self._committed)
         if result.traces:
             self._traces += (t for t in result.traces if t not in self._traces[-8:])
-            del self._traces[tracing.MAX_LINKS :]
+            del self._traces[: -tracing.MAX_LINKS]  # the newest: a change held back keeps its trace a while
         await self._cycle(now, self.reader.position if result.changes else None)
         if result.changes:
             self._observe_published(result.changes)
@@ -173,6 +173,11 @@ class RelayCycle:
             machine.abandon()
             raise
 
+    def _held_back(self) -> bool:
+        """Whether changes already read wait for a later publish: a team's summary inside its interval, a job
+        channel's window (a team's members follow its summary, not the job's channel: the trace must reach them)."""
+        return self.core.next_team_due() is not None or self.core.windows.next_due() is not None
+
     async def _perform(self, action: Action, now: float) -> Event:
         """One action against PostgreSQL or the bus; what it gave, as the machine's event."""
         publisher, patience = self.publisher, self.patience
@@ -193,7 +198,8 @@ class RelayCycle:
                 self.figures.published += len(publications)
                 if publications:
                     self._committed = 0.0  # what was read is out; a team held back comes in a later read's cycle
-                    self._traces = []
+                    if not self._held_back():  # else their changes' traces go with the later publish too
+                        self._traces = []
                 return PUBLISHED
             case ReadSeqs(names):
                 return SeqsRead(await retry_redis(lambda: publisher.last_seqs(names), patience))

@@ -180,3 +180,43 @@ async def test_an_ingest_its_relay_publish_and_the_nodes_delivery_are_one_trace(
         "select trace_context from job_changes where entity = 'job' and job_id = $1", created["id"]
     )
     assert carried == f"00-{TRACE_ID}-{ingest['id']}-01"
+
+
+async def test_a_change_whose_team_summary_waits_for_its_interval_reaches_the_team_in_its_trace(
+    traced_world: World, tpool: asyncpg.Pool, receiver: Receiver
+) -> None:
+    """A team's summary goes out at most twice a second. A change read just after one went out is published at
+    once on its job's channels, and in the team's summary half a second later: that later publish carried no
+    trace (the relay forgot the change's trace with the first publish), so a browser following the team, as the
+    Jobs view does, had no delivery in the request's trace (a whole suite, 2026-12-07)."""
+    trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
+    team = await make_team(tpool, traced_world.secret)
+    node = traced_world.nodes[0]
+    job = {"trajectory_id": team.trajectory_id, "kind": "preprocess", "name": "Preprocess frame", "status": "queued"}
+    key = {"Authorization": f"Bearer {team.cluster_key}"}
+    async with Follower(node.ws, team.token) as browser, httpx.AsyncClient(base_url=node.http) as client:
+        await browser.subscribe(f"team:{team.id}")
+        await browser.wait_for(lambda f: all(s.snapshot_done for s in f.channels.values()))
+        first = await client.post("/api/ingest/jobs", json={"jobs": [{**job, "frame": 0}]}, headers=key)
+        assert first.status_code == 200, first.text
+        team_channel = browser.channels[f"team:{team.id}"]
+        await browser.wait_for(lambda f: (team_channel.counts or {}).get("queued") == 1)  # its summary just went out
+        second = await client.post(
+            "/api/ingest/jobs",
+            json={"jobs": [{**job, "frame": 1}]},
+            headers={**key, "traceparent": f"00-{trace_id}-{parent_id}-01"},
+        )
+        assert second.status_code == 200, second.text
+        await browser.wait_for(lambda f: (team_channel.counts or {}).get("queued") == 2)
+
+        def delivered_to_the_team() -> list[dict[str, object]]:
+            return [
+                s
+                for s in receiver.of_trace(trace_id)
+                if s["name"] == "node deliver" and s["attributes"]["gateway.channel"] == f"team:{team.id}"
+            ]
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not delivered_to_the_team() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+    assert delivered_to_the_team(), receiver.of_trace(trace_id)
