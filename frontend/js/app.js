@@ -182,13 +182,10 @@ async function signIn() {
 
 // -- wiring
 
-function wire() {
-  $("ring").addEventListener("click", () => popover.setOpen(!popover.isOpen));
-  // A click on the ring before now (./early.js): the popover it asked for opens now.
-  const early = window.jobsEarly || { ring: false };
-  early.ready = true;
-  if (early.ring && !popover.isOpen) popover.setOpen(true);
-  // At narrow widths the pages and Sign out open from a menu button; a choice, Escape or a click outside closes it.
+/** At narrow widths the pages and Sign out open from a menu button; a choice, Escape or a click outside closes it.
+ * Wired as the page loads: the button shows from the first paint, and a tap on it while the app still read who
+ * the person is did nothing. */
+function wireNav() {
   const header = document.querySelector("header");
   const setNav = (open) => { header.classList.toggle("nav-open", open); $("nav-toggle").setAttribute("aria-expanded", String(open)); };
   $("nav-toggle").addEventListener("click", () => setNav(!header.classList.contains("nav-open")));
@@ -197,6 +194,14 @@ function wire() {
     if (e.key === "Escape" && header.classList.contains("nav-open")) { setNav(false); $("nav-toggle").focus(); }
   });
   document.addEventListener("click", (e) => { if (!e.target.closest("header")) setNav(false); });
+}
+
+function wire() {
+  $("ring").addEventListener("click", () => popover.setOpen(!popover.isOpen));
+  // A click on the ring before now (./early.js): the popover it asked for opens now.
+  const early = window.jobsEarly || { ring: false };
+  early.ready = true;
+  if (early.ring && !popover.isOpen) popover.setOpen(true);
   document.addEventListener("keydown", (e) => {
     if (e.key !== "Escape" || dialogOpen()) return; // a dialog handles its own Escape
     if (menuOpen()) { closeMenu(true); return; }
@@ -295,4 +300,5 @@ async function start() {
   schedule();
 }
 
+wireNav();
 start();

@@ -136,6 +136,26 @@ async def test_a_click_on_the_ring_before_the_app_has_started_opens_the_popover(
     assert await page.get_attribute("#ring", "aria-expanded") == "true"
 
 
+async def test_the_menu_button_at_360_px_opens_before_the_app_has_started(page: Any, stack: Stack, team: Team) -> None:
+    """At 360 px the pages and Sign out open from the header's menu button, which shows from the first paint. Tapped
+    while the app still read who the person is, it did nothing (a whole suite: Sign out was never found)."""
+    asked, tapped = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Any) -> None:
+        asked.set()
+        await tapped.wait()
+        await route.continue_()
+
+    await page.set_viewport_size({"width": 360, "height": 800})
+    await page.route("**/api/me", hold)
+    await page.goto(f"{stack.nodes[0].http}/", wait_until="commit")
+    await asyncio.wait_for(asked.wait(), 30)  # the app's modules run and wait for /api/me
+    await page.click("#nav-toggle")
+    assert await page.get_attribute("#nav-toggle", "aria-expanded") == "true"
+    tapped.set()
+    await page.get_by_role("button", name="Sign out").wait_for(timeout=30_000)  # in the open menu once signed in
+
+
 async def test_the_popover_counts_nothing_before_its_first_snapshot(
     page: Any, stack: Stack, pool: asyncpg.Pool, team: Team
 ) -> None:
