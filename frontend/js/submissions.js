@@ -235,12 +235,15 @@ export class SubmissionsPage {
     for (const id of this.known.keys()) if (!this.selected.has(id) && !this.rows.some((r) => r.id === id)) this.known.delete(id);
     this.entering.clear();
     this.leaving.clear();
-    // The channel started again (a snapshot) while this window was read: a change published before then may have
-    // been missed by both, so the window is read again; and a row that came while it was read, newer than what
-    // the read found, still enters. Either, cleared here, once kept a row at its first words for good.
-    // A row whose newer copy came while it was read, and which sorts elsewhere than the read found it, moved too.
+    // Cleared here, each of these once kept the window wrong for good:
+    // - the channel started again (a snapshot) while this window was read: a change published before then may
+    //   have been missed by both, so the window is read again;
+    // - a row whose newer copy came meanwhile sorts elsewhere than the read found it: it moved;
+    // - a row that came meanwhile, newer than what the read found, enters.
     const found = new Map(body.rows.map((r) => [r.id, r]));
-    this.moved = asked <= this.staleThrough || this.rows.some((r) => r !== found.get(r.id) && sortValue(r, this.view.sort) !== sortValue(found.get(r.id), this.view.sort));
+    const key = this.view.sort;
+    const resorted = this.rows.some((r) => r !== found.get(r.id) && sortValue(r, key) !== sortValue(found.get(r.id), key));
+    this.moved = asked <= this.staleThrough || resorted;
     for (const r of during.values()) if (!found.has(r.id) && this.belongs(r)) this.entering.add(r.id);
     // A row that streamed in while the window was read is newer than the read: it may no longer match the view
     // (a status filter that kept a row whose status moved on), so it leaves like any row that stops matching.
