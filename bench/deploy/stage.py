@@ -148,10 +148,8 @@ async def start_stage(
     env.pop("GATEWAY_RESTART_SPREAD_SECONDS", None)  # the node's defaults, as deployed
     # The relay logs little, and says "relay active" at INFO.
     relay = spawn("relay", ["relay"], {**env, "GATEWAY_LOG_LEVEL": "INFO"}, logdir)
-    stage = Stage(
-        infra, pool, jobs, markers, env, logdir, relay, [free_port(), free_port()], [free_port(), free_port()]
-    )
-    stage.cpus = cpus
+    ports, health_ports = [free_port(), free_port()], [free_port(), free_port()]
+    stage = Stage(infra, pool, jobs, markers, env, logdir, relay, ports, health_ports, cpus=cpus)
     try:
         stage.pinned(relay.proc.pid)
         for slot in range(2):
