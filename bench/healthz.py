@@ -12,6 +12,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 PROBE_INTERVAL = 0.05  # 20 polls a second
 
 Samples = list[tuple[float, float | None]]  # (time.time() sent, seconds to the answer; None: failed)
@@ -70,31 +72,63 @@ def latency_figures(samples: Samples, since: float, until: float) -> dict[str, A
     }
 
 
-LAG_METRIC = "gateway_event_loop_lag_seconds_bucket"
+LAG_METRIC = "gateway_event_loop_lag_seconds"
+PAUSE_METRIC = "gateway_gc_pause_seconds"
+Buckets = dict[float, float]  # cumulative count per bucket bound (seconds; inf for +Inf)
 
 
-def lag_buckets(base_url: str) -> dict[float, float]:
-    """The node's event-loop lag histogram now: cumulative count per bucket bound (seconds; inf for +Inf)."""
-    buckets: dict[float, float] = {}
+def node_histograms(base_url: str) -> dict[str, Buckets]:
+    """The node's event-loop lag (`loop`) and its collector's pauses by generation (`gc0`, `gc1`, `gc2`) now."""
     with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith(LAG_METRIC + "{"):
-                bound = line.split('le="', 1)[1].split('"', 1)[0]
-                buckets[float("inf") if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
-    return buckets
+        return histograms(response.read().decode())
 
 
-def lag_figures(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+def histograms(exposition: str) -> dict[str, Buckets]:
+    """`node_histograms` from the text of a /metrics answer."""
+    read: dict[str, Buckets] = {}
+    for family in text_string_to_metric_families(exposition):
+        if family.name not in (LAG_METRIC, PAUSE_METRIC):
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                name = "loop" if family.name == LAG_METRIC else "gc" + sample.labels["generation"]
+                read.setdefault(name, {})[float(sample.labels["le"])] = sample.value
+    return read
+
+
+def _between(before: Buckets, after: Buckets) -> tuple[dict[float, float], float]:
+    counts = {bound: after[bound] - before.get(bound, 0.0) for bound in sorted(after)}
+    return counts, counts.get(float("inf"), 0.0)
+
+
+def _over(counts: dict[float, float], total: float, limit: float) -> int:
+    return int(total - max((count for bound, count in counts.items() if bound <= limit), default=0.0))
+
+
+def lag_figures(before: dict[str, Buckets], after: dict[str, Buckets]) -> dict[str, Any]:
     """Between two readings: how many 50 ms timers fired, the bound under which 99 % of them fired late, and how
     many were late by more than 100 ms."""
-    counts = {bound: after[bound] - before.get(bound, 0.0) for bound in sorted(after)}
-    total = counts.get(float("inf"), 0.0)
+    counts, total = _between(before.get("loop", {}), after.get("loop", {}))
     if not total:
         return {"ticks": 0, "p99_under_ms": None, "over_100ms": 0}
     p99 = next(bound for bound, count in counts.items() if count >= total * 0.99)
-    over = total - max((count for bound, count in counts.items() if bound <= 0.1), default=0.0)
     return {
         "ticks": int(total),
         "p99_under_ms": None if p99 == float("inf") else round(p99 * 1000, 1),
-        "over_100ms": int(over),
+        "over_100ms": _over(counts, total, 0.1),
     }
+
+
+def pause_figures(before: dict[str, Buckets], after: dict[str, Buckets]) -> dict[str, Any]:
+    """Between two readings, per generation of the collector: its passes, how many stopped the node for over
+    50 ms, and the bound the longest stayed under (None: past the last bound, or no pass)."""
+    figures: dict[str, Any] = {}
+    for generation in ("0", "1", "2"):
+        counts, total = _between(before.get("gc" + generation, {}), after.get("gc" + generation, {}))
+        longest = next((bound for bound, count in counts.items() if total and count >= total), None)
+        figures[generation] = {
+            "passes": int(total),
+            "over_50ms": _over(counts, total, 0.05),
+            "longest_under_ms": None if longest in (None, float("inf")) else round(longest * 1000, 1),
+        }
+    return figures

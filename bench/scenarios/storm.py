@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 from redis.asyncio import Redis
 
-from ..healthz import HealthProbe, lag_buckets, lag_figures, latency_figures
+from ..healthz import HealthProbe, lag_figures, latency_figures, node_histograms, pause_figures
 from ..load import Writer, build_world, database_state, mix_statuses
 from ..measure import Plan, measure
 from ..subscribers import Fleet
@@ -53,7 +53,7 @@ async def storm(
             load = asyncio.create_task(writer.run(2, 60, [trajectory]))  # changes keep coming during the storm
             # The node must stay responsive while it admits the storm: its /healthz, polled throughout.
             probe = HealthProbe(fleet.http_base) if fleet.http_base and fleet.dialect.startswith("gateway") else None
-            lag_before = await asyncio.to_thread(lag_buckets, fleet.http_base) if probe and fleet.http_base else None
+            before = await asyncio.to_thread(node_histograms, fleet.http_base) if probe and fleet.http_base else None
             try:
                 await asyncio.sleep(1.0)
                 result = await fleet.storm(timeout=120)
@@ -73,8 +73,10 @@ async def storm(
                 dropped, recovered = result["dropped_at"], result["dropped_at"] + (result.get("recovery_s") or 120)
                 figures["healthz"] = latency_figures(samples, dropped, recovered + 1.0)
                 figures["healthz"]["failures"] = probe.failures if probe is not None else {}
-            if lag_before is not None and fleet.http_base:
-                figures["loop_lag"] = lag_figures(lag_before, await asyncio.to_thread(lag_buckets, fleet.http_base))
+            if before is not None and fleet.http_base:
+                after = await asyncio.to_thread(node_histograms, fleet.http_base)
+                figures["loop_lag"] = lag_figures(before, after)
+                figures["gc"] = pause_figures(before, after)
             return figures
 
         async def expected(gateway: bool) -> dict[str, dict[int, tuple[int, str]]]:
@@ -94,8 +96,9 @@ async def storm(
         "",
         "| system | current again after (s) | told to retry (503) | resyncs | lost | stale "
         "| /healthz from the drop to a second after: p50, p99, peak (ms); unanswered "
-        "| its event loop: 50 ms timers, 99 % late by under (ms), late by over 100 ms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| its event loop: 50 ms timers, 99 % late by under (ms), late by over 100 ms "
+        "| its collector's passes by generation 0/1/2; over 50 ms; the longest under (ms) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, f in systems.items():
         recovery = f"{f['recovery_s']:.2f}" if f.get("recovery_s") is not None else "not within 120 s"
@@ -103,8 +106,20 @@ async def storm(
         health = f"{h['p50_ms']}, {h['p99_ms']}, {h['peak_ms']}; {h['failed']} of {h['polls']}" if h else "-"
         lag = f.get("loop_lag")
         loop = f"{lag['ticks']}, {lag['p99_under_ms']}, {lag['over_100ms']}" if lag else "-"
+        gc = f.get("gc")
+        passes = (
+            "-"
+            if not gc
+            else "; ".join(
+                [
+                    "/".join(str(gc[g]["passes"]) for g in "012"),
+                    "/".join(str(gc[g]["over_50ms"]) for g in "012"),
+                    "/".join(str(gc[g]["longest_under_ms"]) for g in "012"),
+                ]
+            )
+        )
         lines.append(
             f"| {name} | {recovery} | {f.get('http_503')} | {f.get('storm_resyncs')} | {f['lost']} | {f['stale']} "
-            f"| {health} | {loop} |"
+            f"| {health} | {loop} | {passes} |"
         )
     return finish(run, systems, f"storm, C = {size:,} clients dropped and reconnected at once", lines)
