@@ -178,13 +178,14 @@ def _lifespan(
         watching = asyncio.create_task(loop_lag.run(), name="loop-lag")
         renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
         returning = asyncio.create_task(memory.run(node), name="memory-return")
+        settling = asyncio.create_task(pauses.run(), name="gc-settle")  # connections frozen once they live on
         try:
             yield
         finally:
-            watching.cancel()
-            renewing.cancel()
-            returning.cancel()
-            await asyncio.gather(watching, renewing, returning, return_exceptions=True)
+            tasks = (watching, renewing, returning, settling)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             pauses.stop()
             await closing("the hub", node.stop())
             await closing("the per-user socket counts", sockets_held.clear())

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.hub.connection import Connection
-from gateway.web.node.garbage import RETURN_DROP, MemoryReturn, malloc_trim
+from gateway.web.node.garbage import RETURN_DROP, THAW_EVERY, CollectorPauses, MemoryReturn, malloc_trim
 
 
 @pytest.fixture
@@ -90,3 +90,63 @@ def test_glibc_hands_its_trim_to_the_node() -> None:
     trim = malloc_trim()
     assert trim is not None  # this machine's C library is glibc
     trim()
+
+
+class Cyclic:
+    """An object the collector alone can free: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def pauses() -> Iterator[CollectorPauses]:
+    """A node's collector policy on this process's collector, put back as it was afterwards."""
+    thresholds = gc.get_threshold()
+    pauses = CollectorPauses()
+    pauses.start()
+    try:
+        yield pauses
+    finally:
+        pauses.stop()
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
+def test_what_outlived_the_younger_passes_is_frozen_until_the_thaw(pauses: CollectorPauses) -> None:
+    """A full pass walks what was frozen no more; a cycle among it is freed once the thaw lets the next one walk it."""
+    kept = Cyclic()
+    gone = weakref.ref(kept)
+    gc.collect(1)  # a pass of generation 1: `kept` outlived it
+    assert pauses.promoted
+    frozen = gc.get_freeze_count()
+    pauses.settle(pauses.thawed + 1)
+    assert gc.get_freeze_count() > frozen and not pauses.promoted
+    del kept
+    gc.collect()
+    assert gone() is not None  # frozen: no pass looks at it
+    pauses.promoted = False  # then a quiet second, ten minutes on
+    pauses.settle(pauses.thawed + THAW_EVERY)
+    assert gc.get_freeze_count() == 0 and pauses.thawing
+    pauses.settle(pauses.thawed + 1)
+    assert gc.get_freeze_count() == 0  # nothing is frozen again before a full pass has walked it all
+    gc.collect()
+    assert gone() is None and not pauses.thawing
+
+
+def test_nothing_is_frozen_in_a_second_without_a_pass_that_moved_survivors_on(pauses: CollectorPauses) -> None:
+    pauses.promoted = False
+    frozen = gc.get_freeze_count()
+    young = Cyclic()
+    pauses.settle(pauses.thawed + 1)
+    assert gc.get_freeze_count() == frozen
+    del young
+
+
+def test_a_storm_puts_the_thaw_off_until_a_quiet_second_or_ten_minutes_more(pauses: CollectorPauses) -> None:
+    pauses.promoted = True  # passes of generation 1 in the last second: a storm
+    pauses.settle(pauses.thawed + THAW_EVERY)
+    assert gc.get_freeze_count() > 0 and not pauses.thawing  # frozen again, not thawed
+    pauses.promoted = True
+    pauses.settle(pauses.thawed + 2 * THAW_EVERY)
+    assert pauses.thawing and gc.get_freeze_count() == 0

@@ -9,6 +9,7 @@ the process's; the relay's are the relay process's own to export (gateway.relay.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from collections.abc import Iterator
@@ -58,6 +59,11 @@ class NodeCollector(Collector):
             for generation, histogram in enumerate(collector.histograms):
                 pauses.add_metric([str(generation)], histogram.buckets(), histogram.sum)
             yield pauses
+            yield GaugeMetricFamily(
+                "gateway_gc_frozen_objects",
+                "Objects the collector's passes skip (gc.freeze): what outlived its younger passes, until thawed",
+                value=gc.get_freeze_count(),
+            )
         memory = self.runtime.memory
         if memory is not None:
             yield CounterMetricFamily(
