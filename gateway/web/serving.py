@@ -21,10 +21,14 @@ def node_server(
     """The server of `app` (from gateway.web.app.create_app): SIGTERM drains it first (GATEWAY_DRAIN_SECONDS),
     then its websockets close with 1012 and retry hints spread at a quarter of the admission rate; `signals`
     False: the caller stops it (`stop()`), as the demo does."""
+    from .node.health_port import HealthFirst
     from .websocket.opening import opener
 
+    served = served_for(app, settings, opener(app, settings.hosts))
+    if settings.health_port:  # answered from a thread of its own (gateway.web.node.health_port)
+        served.health_app = lambda loop: HealthFirst(app, loop, settings.hosts)
     return Server(
-        served_for(app, settings, opener(app, settings.hosts)),
+        served,
         leaving=app.state.leaving,
         drain=settings.drain_seconds,
         # A quarter of what a node admits: what one here resumes while it carries the load, with the drained

@@ -139,7 +139,7 @@ def test_nothing_is_frozen_in_a_second_without_a_pass_that_moved_survivors_on(pa
     frozen = gc.get_freeze_count()
     young = Cyclic()
     pauses.settle(pauses.thawed + 1)
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() <= frozen  # (frozen objects still go when their last reference does)
     del young
 
 

@@ -23,6 +23,7 @@ class LoopLag:
     def __init__(self, admission: Admission | None) -> None:
         self.admission = admission
         self.histogram = Histogram(LAG_BOUNDS)
+        self.ticked: float | None = None  # time.monotonic() of the last observation: the loop ran then
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -30,6 +31,7 @@ class LoopLag:
             due = loop.time() + EVERY
             await asyncio.sleep(EVERY)
             late = max(0.0, loop.time() - due)
+            self.ticked = time.monotonic()
             self.histogram.observe(late)
             if self.admission is not None:
                 self.admission.observe_lag(late, time.monotonic())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import time
 from collections.abc import Iterator
 
@@ -21,10 +20,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...bus.broker import RelayStats
-from ...config import WORKER_ENV
 from ...exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ...store.figures import ping
 from ..runtime import Runtime
+from .health_port import liveness
 from .leaving import Leaving
 
 READY_LAG = 10.0  # seconds: a relay further behind than this makes the node not ready
@@ -203,16 +202,8 @@ async def metrics(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    runtime: Runtime = request.app.state.runtime
-    answer: dict[str, object] = {
-        "ok": True,
-        "connections": len(runtime.node.connections),
-        "channels": len(runtime.node.hub.subscribers),
-    }
-    worker = os.environ.get(WORKER_ENV)
-    if worker is not None:  # `serve --workers N`: which of them answered
-        answer["worker"] = int(worker)
-    return JSONResponse(answer)
+    answer, status = liveness(request.app.state.runtime)
+    return JSONResponse(answer, status)
 
 
 async def readyz(request: Request) -> Response:

@@ -26,6 +26,7 @@ from ...core.restart import RESTART_CODE, restart_reason, spread, spread_window
 from .http11 import HttpProtocol
 from .lifespan import Lifespan, StartupFailed
 from .limits import HttpLimits
+from .own_thread import ThreadServer, served_apart
 from .served import Opener, Served
 
 log = logging.getLogger("gateway")
@@ -76,6 +77,7 @@ class Server:
         self.stop_asked: asyncio.Event | None = None
         self.stopped_by: int | None = None
         self.servers: list[asyncio.AbstractServer] = []
+        self.apart: ThreadServer | None = None  # the health port's, on a thread of its own
         self._drain_timer: asyncio.TimerHandle | None = None
         self._date: asyncio.TimerHandle | None = None
 
@@ -102,7 +104,15 @@ class Server:
         self._tick_date()
         before = {sig: signal.getsignal(sig) for sig in self._signals()}
         try:
+            apart = [sock for sock in sockets if self._apart(sock)]
+            if apart:
+                health_app = self.served.health_app
+                assert health_app is not None
+                self.apart = ThreadServer(served_apart(self.served, health_app(loop), loop))
+                self.apart.start(apart, BACKLOG)
             for sock in sockets:
+                if sock in apart:
+                    continue
                 server = await loop.create_server(lambda: HttpProtocol(self.served), sock=sock, backlog=BACKLOG)
                 self.servers.append(server)
             for sig in self._signals():
@@ -117,8 +127,15 @@ class Server:
                 signal.signal(sig, handler)  # the process's own again: `run` raises the stopping signal to it
             if self._date is not None:
                 self._date.cancel()
+            if self.apart is not None:  # before the app shuts down: it hands the node's loop what it cannot answer
+                await self.apart.stop(grace=1.0)
             await lifespan.shutdown()
         log.info("stopped: every connection closed and the app shut down")  # a service manager's last line
+
+    def _apart(self, sock: socket.socket) -> bool:
+        """Whether `sock` is the health port, served from a thread of its own."""
+        served = self.served
+        return bool(served.health_port and served.health_app) and sock.getsockname()[1] == served.health_port
 
     def _signals(self) -> tuple[int, ...]:
         return (signal.SIGTERM, signal.SIGINT) if self.signals else ()

@@ -27,6 +27,9 @@ class Served:
     gate: HandshakeGate | None = None  # a valid token, then the admission, before any websocket work
     health_port: int = 0
     health_limit: int = 32
+    # The health port's app, served from a thread of its own (gateway.web.server.own_thread), made with the node's
+    # loop to hand there what it cannot answer alone; None: the health port is served on the node's loop.
+    health_app: Callable[[asyncio.AbstractEventLoop], Any] | None = None
     ws_path: str = "/ws"
     max_message_bytes: int = 1 << 20
     compression: bool = False  # permessage-deflate, negotiated by gateway.web.websocket.deflate
