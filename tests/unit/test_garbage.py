@@ -101,13 +101,16 @@ class Cyclic:
 
 @pytest.fixture
 def pauses() -> Iterator[CollectorPauses]:
-    """A node's collector policy on this process's collector, put back as it was afterwards."""
+    """A node's collector policy on this process's collector, put back as it was afterwards. Only the tests' own
+    passes run meanwhile (a full pass of the process's own, between a thaw and a look, ends the thaw)."""
     thresholds = gc.get_threshold()
     pauses = CollectorPauses()
     pauses.start()
+    gc.disable()
     try:
         yield pauses
     finally:
+        gc.enable()
         pauses.stop()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
