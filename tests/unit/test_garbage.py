@@ -129,7 +129,7 @@ def test_what_outlived_the_younger_passes_is_frozen_until_the_thaw(pauses: Colle
     gc.collect()
     assert gone() is not None  # frozen: no pass looks at it
     pauses.promoted = False  # then a quiet second, ten minutes on
-    pauses.settle(pauses.thawed + THAW_EVERY)
+    pauses.settle(pauses.thawed + THAW_EVERY + 1)
     assert gc.get_freeze_count() == 0 and pauses.thawing
     pauses.settle(pauses.thawed + 1)
     assert gc.get_freeze_count() == 0  # nothing is frozen again before a full pass has walked it all
@@ -148,8 +148,8 @@ def test_nothing_is_frozen_in_a_second_without_a_pass_that_moved_survivors_on(pa
 
 def test_a_storm_puts_the_thaw_off_until_a_quiet_second_or_ten_minutes_more(pauses: CollectorPauses) -> None:
     pauses.promoted = True  # passes of generation 1 in the last second: a storm
-    pauses.settle(pauses.thawed + THAW_EVERY)
+    pauses.settle(pauses.thawed + THAW_EVERY + 1)
     assert gc.get_freeze_count() > 0 and not pauses.thawing  # frozen again, not thawed
     pauses.promoted = True
-    pauses.settle(pauses.thawed + 2 * THAW_EVERY)
+    pauses.settle(pauses.thawed + 2 * THAW_EVERY + 1)
     assert pauses.thawing and gc.get_freeze_count() == 0
