@@ -58,7 +58,7 @@ from .node.http_figures import HttpFigures
 from .node.leaving import Leaving
 from .node.logs import RequestTimer, install_redaction
 from .node.loop_lag import LoopLag
-from .node.metrics import healthz, metrics, readyz
+from .node.metrics import Readiness, healthz, metrics, readyz
 from .node.schema import asyncapi_document, openapi_document
 from .people.account import account, revoke_session, set_preferences
 from .people.session import confirm_sign_in, demo_sign_in, demo_users, index, renew, sign_out
@@ -118,6 +118,7 @@ def create_app(settings: Settings) -> Starlette:
     app.state.http_figures = http_figures
     app.state.handshakes = HandshakeGate(admission, tokens, settings.session_max_age)
     app.state.leaving = Leaving()  # the server marks it on SIGTERM (gateway.web.node.leaving); /readyz reads it
+    app.state.readiness = Readiness()  # checked every second: the health port's thread answers /readyz from it
     return app
 
 
@@ -179,10 +180,12 @@ def _lifespan(
         renewing = asyncio.create_task(sockets_held.run(), name="user-sockets")
         returning = asyncio.create_task(memory.run(node), name="memory-return")
         settling = asyncio.create_task(pauses.run(), name="gc-settle")  # connections frozen once they live on
+        tasks = [watching, renewing, returning, settling]
+        if settings.health_port:  # its thread answers /readyz from these checks (gateway.web.node.health_port)
+            tasks.append(asyncio.create_task(app.state.readiness.run(app.state.runtime), name="readiness"))
         try:
             yield
         finally:
-            tasks = (watching, renewing, returning, settling)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

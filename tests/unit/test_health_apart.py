@@ -1,5 +1,6 @@
 """The health port from a thread of its own (gateway.web.server.own_thread, gateway.web.node.health_port): /healthz
-answers while the node's loop is busy, says so once that loop has stopped running, and hands the rest to it."""
+answers while the node's loop is busy and says so once that loop has stopped running; /readyz answers from the
+node's last check while it is fresh; the rest is handed to the node's loop."""
 
 from __future__ import annotations
 
@@ -20,16 +21,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gateway.web.node.health_port import STALLED, HealthFirst
+from gateway.web.node.health_port import HealthFirst
 from gateway.web.node.http_figures import HttpFigures
+from gateway.web.node.leaving import Leaving
 from gateway.web.node.loop_lag import LoopLag
-from gateway.web.node.metrics import healthz
+from gateway.web.node.metrics import READY_FRESH, STALLED, Readiness, healthz
 from gateway.web.server.serve import Server
 from gateway.web.server.served import Served
 from harness.waiting import eventually
 
 
 async def readyz(request: Request) -> JSONResponse:
+    """The node's own /readyz, on its loop: it says which thread answered."""
     return JSONResponse({"thread": threading.current_thread().name})
 
 
@@ -41,6 +44,8 @@ def node_app() -> Starlette:
     node = SimpleNamespace(connections={1: None, 2: None}, hub=SimpleNamespace(subscribers={"trajectory:1": None}))
     app.state.runtime = SimpleNamespace(node=node, loop_lag=lag)
     app.state.http_figures = HttpFigures()
+    app.state.readiness = Readiness()  # no check yet
+    app.state.leaving = Leaving()
     return app
 
 
@@ -77,24 +82,48 @@ def get(port: int, path: str) -> tuple[int, dict[str, Any], dict[str, str]]:
         return refused.code, json.loads(refused.read()), dict(refused.headers)
 
 
-async def test_healthz_answers_while_the_node_loop_is_busy(node: tuple[Starlette, int]) -> None:
-    """A storm keeps the node's loop busy: the liveness check is answered meanwhile, not after."""
-    _, port = node
+def asked_while_busy(port: int, path: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """`path` asked while the node's loop (this one) is busy: it runs nothing else until the answer came, or for
+    30 s. Fails if the answer waited for the loop."""
     answered: list[tuple[int, dict[str, Any], dict[str, str]]] = []
     done = threading.Event()
 
     def ask() -> None:
-        answered.append(get(port, "/healthz"))
+        answered.append(get(port, path))
         done.set()
 
     threading.Thread(target=ask).start()
     deadline = time.monotonic() + 30
     while not done.is_set() and time.monotonic() < deadline:
-        time.sleep(0.01)  # the node's loop, busy: it runs nothing else until the answer came or 30 s passed
-    assert done.is_set(), "/healthz waited for the node's loop"
-    status, body, headers = answered[0]
+        time.sleep(0.01)  # the node's loop, busy
+    assert done.is_set(), f"{path} waited for the node's loop"
+    return answered[0]
+
+
+async def test_healthz_answers_while_the_node_loop_is_busy(node: tuple[Starlette, int]) -> None:
+    """A storm keeps the node's loop busy: the liveness check is answered meanwhile, not after."""
+    _, port = node
+    status, body, headers = asked_while_busy(port, "/healthz")
     assert (status, body) == (200, {"ok": True, "connections": 2, "channels": 1})
     assert headers["x-content-type-options"] == "nosniff"  # the app's headers, as on its own loop
+
+
+async def test_readyz_answers_from_the_node_last_check_while_it_is_fresh(node: tuple[Starlette, int]) -> None:
+    app, port = node
+    checks: Readiness = app.state.readiness
+    checks.problems, checks.checked = [], time.monotonic()
+    assert asked_while_busy(port, "/readyz")[:2] == (200, {"ready": True, "problems": []})
+    checks.problems, checks.checked = ["relay lagging"], time.monotonic()
+    assert asked_while_busy(port, "/readyz")[:2] == (503, {"ready": False, "problems": ["relay lagging"]})
+    checks.checked = time.monotonic() - READY_FRESH - 1  # too old: the node's loop is asked, as before
+    status, body, _ = await asyncio.to_thread(get, port, "/readyz")
+    assert (status, body) == (200, {"thread": "MainThread"})
+
+
+async def test_readyz_says_at_once_that_the_node_is_leaving(node: tuple[Starlette, int]) -> None:
+    app, port = node
+    app.state.leaving.since = time.monotonic()  # SIGTERM: the drain
+    assert asked_while_busy(port, "/readyz")[:2] == (503, {"ready": False, "problems": ["shutting down"]})
 
 
 async def test_healthz_says_when_the_node_loop_has_not_run(node: tuple[Starlette, int]) -> None:
@@ -107,7 +136,7 @@ async def test_healthz_says_when_the_node_loop_has_not_run(node: tuple[Starlette
 
 async def test_the_rest_is_answered_on_the_node_loop_and_healthz_counted_there(node: tuple[Starlette, int]) -> None:
     app, port = node
-    status, body, _ = await asyncio.to_thread(get, port, "/readyz")
+    status, body, _ = await asyncio.to_thread(get, port, "/readyz")  # no check of the node's yet
     assert (status, body) == (200, {"thread": "MainThread"})
     await asyncio.to_thread(get, port, "/healthz")
     figures: HttpFigures = app.state.http_figures

@@ -7,78 +7,72 @@ any websocket work (gateway.web.server.http11); `HealthPortOnly` covers every HT
 
 A node serves the port from a thread of its own (gateway.web.server.own_thread), where `HealthFirst` answers
 `/healthz` from what the node holds and how lately its loop last ran: a storm that keeps the loop busy for
-hundreds of milliseconds does not hold the liveness check back, and a loop that has not run for `STALLED`
-seconds is said to be stuck (503), as a check that timed out would have said. `/readyz` and `/metrics` read
-PostgreSQL, Redis and the node's figures: they are answered on the node's loop, and wait as the node does.
+hundreds of milliseconds does not hold the liveness check back, and a loop that has not run for
+`gateway.web.node.metrics.STALLED` seconds is said to be stuck (503), as a check that timed out would have said.
+`/readyz` reads PostgreSQL and Redis: the node checks them on its loop every second, and the thread answers from
+that check while it is under three seconds old, else hands the request to the node's loop, as `/metrics` always.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ...config import WORKER_ENV
 from ..http.headers import SecurityHeaders
 from ..http.hosts import HostCheck
 from ..server.own_thread import OnLoop
 from .logs import RequestTimer
+from .metrics import Readiness, liveness, readiness
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ..runtime import Runtime
-
 HEALTH_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-STALLED = 5.0  # seconds without a turn of the node's loop before /healthz says it is stuck (a probe's timeout)
-
-
-def liveness(runtime: Runtime) -> tuple[dict[str, object], int]:
-    """/healthz's answer and status: what the node holds, and whether its loop still runs."""
-    answer: dict[str, object] = {
-        "ok": True,
-        "connections": len(runtime.node.connections),
-        "channels": len(runtime.node.hub.subscribers),
-    }
-    worker = os.environ.get(WORKER_ENV)
-    if worker is not None:  # `serve --workers N`: which of them answered
-        answer["worker"] = int(worker)
-    lag = runtime.loop_lag
-    still = time.monotonic() - lag.ticked if lag is not None and lag.ticked is not None else 0.0
-    if still > STALLED:
-        answer["ok"] = False
-        answer["problem"] = f"the event loop has not run for {still:.1f} s"
-        return answer, 503
-    return answer, 200
+ANSWERED_HERE = ("/healthz", "/readyz")
 
 
 class HealthFirst:
-    """The health port's app on its own thread: `/healthz` answered there, with the app's headers, host check and
-    figures; the rest on the node's loop (`loop`), by the app itself."""
+    """The health port's app on its own thread: `/healthz`, and `/readyz` from the node's last check while it is
+    fresh (gateway.web.node.metrics.Readiness), answered there with the app's headers, host check and figures; the
+    rest on the node's loop (`loop`), by the app itself."""
 
     def __init__(self, app: Starlette, loop: asyncio.AbstractEventLoop, allowed: tuple[str, ...]) -> None:
         self.app = app
         self.elsewhere = OnLoop(app, loop)
-        self.route = next(r for r in app.routes if isinstance(r, Route) and r.path == "/healthz")
+        self.routes = {r.path: r for r in app.routes if isinstance(r, Route) and r.path in ANSWERED_HERE}
         figures = getattr(app.state, "http_figures", None)
         counted = None if figures is None else _CountedOn(figures, loop)
-        self.here = RequestTimer(SecurityHeaders(HostCheck(self._healthz, allowed)), counted)  # type: ignore[arg-type]
+        self.here = RequestTimer(SecurityHeaders(HostCheck(self._answer, allowed)), counted)  # type: ignore[arg-type]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/healthz" and scope["method"] in ("GET", "HEAD"):
-            scope["route"] = self.route  # the figures' label, as the app's routing would note it
-            await self.here(scope, receive, send)
-        else:
-            await self.elsewhere(scope, receive, send)
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] in self.routes:
+            path = scope["path"]
+            if path == "/healthz" or self._ready_here():
+                scope["route"] = self.routes[path]  # the figures' label, as the app's routing would note it
+                await self.here(scope, receive, send)
+                return
+        await self.elsewhere(scope, receive, send)
 
-    async def _healthz(self, scope: Scope, receive: Receive, send: Send) -> None:
-        answer, status = liveness(self.app.state.runtime)
-        await JSONResponse(answer, status)(scope, receive, send)
+    def _ready_here(self) -> bool:
+        """Whether /readyz can be answered here: the node is leaving, or its last check is fresh."""
+        leaving = getattr(self.app.state, "leaving", None)
+        checks: Readiness | None = getattr(self.app.state, "readiness", None)
+        return (leaving is not None and leaving.since is not None) or (
+            checks is not None and checks.fresh() is not None
+        )
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.app.state
+        if scope["path"] == "/healthz":
+            answer, status = liveness(state.runtime)
+            response = JSONResponse(answer, status)
+        else:
+            response = readiness(getattr(state, "leaving", None), state.readiness.problems)
+        await response(scope, receive, send)
 
 
 class _CountedOn:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import time
 from collections.abc import Iterator
 
@@ -20,14 +21,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...bus.broker import RelayStats
+from ...config import WORKER_ENV
 from ...exposition import REDIS_WITHIN, RedisUp, exposition, scraper_refused
 from ...store.figures import ping
 from ..runtime import Runtime
-from .health_port import liveness
 from .leaving import Leaving
 
 READY_LAG = 10.0  # seconds: a relay further behind than this makes the node not ready
 HEARTBEAT = 5.0  # seconds without a relay heartbeat make the node not ready
+STALLED = 5.0  # seconds without a turn of the node's loop before /healthz says it is stuck (a probe's timeout)
+READY_EVERY = 1.0  # seconds between two of the node's own readiness checks (`Readiness`)
+READY_FRESH = 3.0  # seconds the last of them is answered from, off the node's loop
 
 
 class NodeCollector(Collector):
@@ -201,16 +205,46 @@ async def metrics(request: Request) -> Response:
     return exposition([NodeCollector(runtime, relays), *http, *getattr(state, "extra_collectors", [])])
 
 
+def liveness(runtime: Runtime) -> tuple[dict[str, object], int]:
+    """/healthz's answer and status: what the node holds, and whether its loop still runs."""
+    answer: dict[str, object] = {
+        "ok": True,
+        "connections": len(runtime.node.connections),
+        "channels": len(runtime.node.hub.subscribers),
+    }
+    worker = os.environ.get(WORKER_ENV)
+    if worker is not None:  # `serve --workers N`: which of them answered
+        answer["worker"] = int(worker)
+    lag = runtime.loop_lag
+    still = time.monotonic() - lag.ticked if lag is not None and lag.ticked is not None else 0.0
+    if still > STALLED:
+        answer["ok"] = False
+        answer["problem"] = f"the event loop has not run for {still:.1f} s"
+        return answer, 503
+    return answer, 200
+
+
 async def healthz(request: Request) -> Response:
     answer, status = liveness(request.app.state.runtime)
     return JSONResponse(answer, status)
 
 
-async def readyz(request: Request) -> Response:
-    leaving: Leaving | None = getattr(request.app.state, "leaving", None)
+def readiness(leaving: Leaving | None, problems: list[str]) -> JSONResponse:
+    """/readyz's answer: 503 while the node is leaving, or with what is wrong."""
     if leaving is not None and leaving.since is not None:  # stopped: the load balancer takes the node out
         return JSONResponse({"ready": False, "problems": ["shutting down"]}, 503)
-    runtime: Runtime = request.app.state.runtime
+    return JSONResponse({"ready": not problems, "problems": problems}, 200 if not problems else 503)
+
+
+async def readyz(request: Request) -> Response:
+    leaving: Leaving | None = getattr(request.app.state, "leaving", None)
+    if leaving is not None and leaving.since is not None:
+        return readiness(leaving, [])
+    return readiness(leaving, await not_ready(request.app.state.runtime))
+
+
+async def not_ready(runtime: Runtime) -> list[str]:
+    """What keeps the node from serving: its databases out of reach, or a partition without a current relay."""
     problems: list[str] = []
     try:
         await asyncio.wait_for(ping(runtime.pool), 2)
@@ -228,5 +262,26 @@ async def readyz(request: Request) -> Response:
             problems.append("no active relay")
         elif any(r is not None and max(r.lag_seconds, r.held_back_seconds) > READY_LAG for r in relays):
             problems.append("relay lagging")
-    body = {"ready": not problems, "problems": problems}
-    return JSONResponse(body, 200 if not problems else 503)
+    return problems
+
+
+class Readiness:
+    """The node's readiness, checked on its loop every READY_EVERY seconds, for the health port's thread to answer
+    /readyz from while it is fresh (gateway.web.node.health_port): a load balancer's check then never waits behind a
+    storm the node is taking, and a node too busy to check again is asked on its loop, as before."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.checked: float | None = None  # time.monotonic() of the last check
+
+    def fresh(self) -> list[str] | None:
+        """What the last check found, unless it is over READY_FRESH seconds old (or none ran yet)."""
+        if self.checked is None or time.monotonic() - self.checked > READY_FRESH:
+            return None
+        return self.problems
+
+    async def run(self, runtime: Runtime) -> None:
+        while True:
+            self.problems = await not_ready(runtime)
+            self.checked = time.monotonic()
+            await asyncio.sleep(READY_EVERY)
