@@ -9,8 +9,9 @@ A node serves the port from a thread of its own (gateway.web.server.own_thread),
 `/healthz` from what the node holds and how lately its loop last ran: a storm that keeps the loop busy for
 hundreds of milliseconds does not hold the liveness check back, and a loop that has not run for
 `gateway.web.node.metrics.STALLED` seconds is said to be stuck (503), as a check that timed out would have said.
-`/readyz` reads PostgreSQL and Redis: the node checks them on its loop every second, and the thread answers from
-that check while it is under three seconds old, else hands the request to the node's loop, as `/metrics` always.
+`/readyz` reads PostgreSQL and Redis: the node checks them on its loop every second, and the thread answers ready
+from that check while it is under three seconds old and found nothing wrong; otherwise (a problem, or no recent
+check) it hands the request to the node's loop, as `/metrics` always.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ ANSWERED_HERE = ("/healthz", "/readyz")
 
 class HealthFirst:
     """The health port's app on its own thread: `/healthz`, and `/readyz` from the node's last check while it is
-    fresh (gateway.web.node.metrics.Readiness), answered there with the app's headers, host check and figures; the
+    fresh and found it ready (gateway.web.node.metrics.Readiness), answered there with the app's headers, host check and figures; the
     rest on the node's loop (`loop`), by the app itself."""
 
     def __init__(self, app: Starlette, loop: asyncio.AbstractEventLoop, allowed: tuple[str, ...]) -> None:
@@ -58,12 +59,11 @@ class HealthFirst:
         await self.elsewhere(scope, receive, send)
 
     def _ready_here(self) -> bool:
-        """Whether /readyz can be answered here: the node is leaving, or its last check is fresh."""
+        """Whether /readyz can be answered here: the node is leaving, or its last check is fresh and found it ready
+        (a problem is asked again on the node's loop: a node is never held out by a check a second old)."""
         leaving = getattr(self.app.state, "leaving", None)
         checks: Readiness | None = getattr(self.app.state, "readiness", None)
-        return (leaving is not None and leaving.since is not None) or (
-            checks is not None and checks.fresh() is not None
-        )
+        return (leaving is not None and leaving.since is not None) or (checks is not None and checks.fresh() == [])
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = self.app.state
@@ -71,7 +71,7 @@ class HealthFirst:
             answer, status = liveness(state.runtime)
             response = JSONResponse(answer, status)
         else:
-            response = readiness(getattr(state, "leaving", None), state.readiness.problems)
+            response = readiness(getattr(state, "leaving", None), [])
         await response(scope, receive, send)
 
 
