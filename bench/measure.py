@@ -122,6 +122,9 @@ async def measure(
         await settle(fleet)
         cpu_used, elapsed = cpu_seconds(running.server_pids) - cpu_before, time.monotonic() - t0
         node_used = cpu_seconds(running.node_pids) - node_before
+        if system.dialect.startswith("gateway"):  # a quiet second is not the end while the relay is held back
+            await relay_caught_up(ctx.redis_url, time.time())
+            await settle(fleet)
         blockers = await _held_open_elsewhere(ctx, system, progress)
         each = [round(cpu_seconds([pid]) - before, 3) for pid, before in zip(running.server_pids, each_before)]
         stats = await fleet.stats()
@@ -222,7 +225,9 @@ async def relay_caught_up(redis_url: str, since: float, timeout: float = 180.0) 
     changes written for the systems measured while it was stopped (a peer's burst is 120,000), which it replays
     when it starts. Without this wait the replay's tail fell in the gateway's measured phase (its relay took
     2.7 s in a round of `burst --rounds` against 1.7 s alone). Caught up: its heartbeat is its own (written
-    after `since`) and its count of changes has not moved for RELAY_QUIET."""
+    after `since`), nothing holds it back, and its count of changes has not moved for RELAY_QUIET. After a
+    measured phase, the same wait (from then) tells a relay held back by another database's transaction from
+    one that has published everything (a quiet second alone ended a round early: `stale` in a whole suite)."""
     broker = RedisBroker.connect(redis_url)
     try:
         deadline = time.monotonic() + timeout
@@ -230,12 +235,15 @@ async def relay_caught_up(redis_url: str, since: float, timeout: float = 180.0) 
         still_since = time.monotonic()
         while time.monotonic() < deadline:
             stats = await broker.relay_stats.read(broker.partitions.tags)
-            if all(s is not None and s.heartbeat >= since for s in stats):
+            # Held back (a transaction open elsewhere on the server), the count stands still, and is not caught up.
+            if all(s is not None and s.heartbeat >= since and not s.held_back_seconds for s in stats):
                 count = sum(s.changes for s in stats if s is not None)
                 if count != last:
                     last, still_since = count, time.monotonic()
                 elif time.monotonic() - still_since >= RELAY_QUIET:
                     return
+            else:
+                last = None  # still from the next reading on, not from before it was held
             await asyncio.sleep(0.2)
         raise RuntimeError(f"the gateway's relay did not catch up with the outbox in {timeout:.0f} s")
     finally:
