@@ -81,8 +81,8 @@ async def wteam(world: World, wpool: asyncpg.Pool) -> Team:
     return await make_team(wpool, world.secret)
 
 
-async def burst(pool: asyncpg.Pool, ids: list[int], seconds: float, writers: int = 4) -> int:
-    """Writers committing small random transactions for `seconds`; returns how many updates."""
+async def burst(pool: asyncpg.Pool, ids: list[int], seconds: float, writers: int = 4, pause: float = 0.002) -> int:
+    """Writers committing small random transactions for `seconds`, each `pause` apart; returns how many updates."""
     loop = asyncio.get_running_loop()
     stop = loop.time() + seconds
     done = 0
@@ -97,7 +97,7 @@ async def burst(pool: asyncpg.Pool, ids: list[int], seconds: float, writers: int
                 for job_id in picked:
                     await conn.execute("update jobs set status = $2 where id = $1", job_id, rng.choice(statuses))
             done += len(picked)
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(pause)
 
     await asyncio.gather(*(write(s) for s in range(writers)))
     return done
@@ -157,7 +157,9 @@ async def test_reconnect_with_cursor_mid_burst_resumes_without_snapshot(
     ids = await insert_jobs(wpool, wteam, 100)
     f = await follow(world, wteam)
     try:
-        writing = asyncio.create_task(burst(wpool, ids, 2.0, writers=2))
+        # About 40 commits a second: the reconnect's cursor stays within the world's history of 60 publishes
+        # while a busy machine takes a second or more to reconnect (unpaced, it was outrun: a snapshot, rightly).
+        writing = asyncio.create_task(burst(wpool, ids, 2.0, writers=2, pause=0.05))
         await asyncio.sleep(0.8)
         await f.reconnect(world.nodes[1].ws)  # to the other node, with each channel's cursor
         await writing
