@@ -8,6 +8,9 @@ the requests being answered finish (an idle kept-alive connection closes at once
 `graceful_shutdown` seconds cuts whatever is still open; then the app shuts down. Once done, the signal that
 stopped it is raised again, so the process ends the way its handler for that signal says (`gateway serve`:
 status 0).
+
+With `Served.health_app`, the health port is served from a thread of its own (gateway.web.server.own_thread): it
+answers through the drain and the stop, and closes last, just before the app shuts down.
 """
 
 from __future__ import annotations
