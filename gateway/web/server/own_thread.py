@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import time
 from typing import Any
 
 from .http11 import HttpProtocol
@@ -103,21 +102,10 @@ class ThreadServer:
         ]
         self._listening.set()
         await self._stop.wait()
-        served = self.served
-        served.stopping = True
+        self.served.stopping = True
         for server in servers:
             server.close()
-        for protocol in list(served.connections):
-            protocol.shutdown()
-        deadline = time.monotonic() + self._grace
-        while (served.connections or served.tasks) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        for protocol in list(served.connections):
-            protocol.transport.abort()
-        for task in list(served.tasks):
-            task.cancel()
-        if served.tasks:
-            await asyncio.wait(list(served.tasks), timeout=1.0)
+        await self.served.wind_down(self._grace)
 
     async def stop(self, grace: float) -> None:
         """Stop listening; what is being answered gets `grace` seconds; then the thread ends."""

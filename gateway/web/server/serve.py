@@ -178,17 +178,7 @@ class Server:
             link.close(RESTART_CODE, restart_reason(delay))
         if links:
             log.info("closing %d websockets with %d, retry hints spread over %.1f s", len(links), RESTART_CODE, window)
-        for protocol in list(served.connections):
-            protocol.shutdown()
-        deadline = time.monotonic() + self.graceful_shutdown
-        while (served.connections or served.links or served.tasks) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)  # polled: what is open closes on its own clock (a peer's close frame)
-        for connection in [*served.connections, *served.links]:
-            connection.transport.abort()
-        for task in list(served.tasks):
-            task.cancel()
-        if served.tasks:
-            await asyncio.wait(list(served.tasks), timeout=self.graceful_shutdown)
+        await served.wind_down(self.graceful_shutdown)
         for server in self.servers:
             await server.wait_closed()
 

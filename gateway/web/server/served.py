@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,3 +46,18 @@ class Served:
     answerer: Any = None  # the handshakes answered per form, by websockets first (gateway.web.server.handshake)
     client_gone: Callable[[], None] | None = None  # a request's client left before its answer was complete
     stopping: bool = False  # no more keep-alive: each connection closes after its answer
+
+    async def wind_down(self, grace: float) -> None:
+        """The end of what is open, the listening sockets closed: an idle connection closes now, the requests being
+        answered and the websockets' closes get `grace` seconds, then whatever is still open is cut."""
+        for protocol in list(self.connections):
+            protocol.shutdown()
+        deadline = time.monotonic() + grace
+        while (self.connections or self.links or self.tasks) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # polled: what is open closes on its own clock (a peer's close frame)
+        for connection in [*self.connections, *self.links]:
+            connection.transport.abort()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=grace)
