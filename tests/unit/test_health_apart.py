@@ -111,13 +111,13 @@ async def test_healthz_answers_while_the_node_loop_is_busy(node: tuple[Starlette
 async def test_readyz_answers_ready_from_the_node_last_check_while_it_is_fresh(node: tuple[Starlette, int]) -> None:
     app, port = node
     checks: Readiness = app.state.readiness
-    checks.problems, checks.checked = [], time.monotonic()
+    checks.ready_at = time.monotonic()
     assert asked_while_busy(port, "/readyz")[:2] == (200, {"ready": True, "problems": []})
-    checks.checked = time.monotonic() - READY_FRESH - 1  # too old: the node's loop is asked, as before
+    checks.ready_at = time.monotonic() - READY_FRESH - 1  # too old: the node's loop is asked, as before
     status, body, _ = await asyncio.to_thread(get, port, "/readyz")
     assert (status, body) == (200, {"thread": "MainThread"})
     # A problem found is asked again there: a node just started (subscribing to Redis) is not held out for a second.
-    checks.problems, checks.checked = ["redis subscription lost"], time.monotonic()
+    checks.ready_at = None  # the last check found a problem (its Redis subscription on its way)
     status, body, _ = await asyncio.to_thread(get, port, "/readyz")
     assert (status, body) == (200, {"thread": "MainThread"})
 

@@ -63,7 +63,7 @@ class HealthFirst:
         (a problem is asked again on the node's loop: a node is never held out by a check a second old)."""
         leaving = getattr(self.app.state, "leaving", None)
         checks: Readiness | None = getattr(self.app.state, "readiness", None)
-        return (leaving is not None and leaving.since is not None) or (checks is not None and checks.fresh() == [])
+        return (leaving is not None and leaving.since is not None) or (checks is not None and checks.ready_lately())
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = self.app.state

@@ -267,21 +267,18 @@ async def not_ready(runtime: Runtime) -> list[str]:
 
 class Readiness:
     """The node's readiness, checked on its loop every READY_EVERY seconds, for the health port's thread to answer
-    /readyz from while it is fresh (gateway.web.node.health_port): a load balancer's check then never waits behind a
-    storm the node is taking, and a node too busy to check again is asked on its loop, as before."""
+    /readyz ready from while it is fresh (gateway.web.node.health_port): a load balancer's check then never waits
+    behind a storm the node is taking; a problem, or a node too busy to check again, is asked on its loop."""
 
     def __init__(self) -> None:
-        self.problems: list[str] = []
-        self.checked: float | None = None  # time.monotonic() of the last check
+        self.ready_at: float | None = None  # time.monotonic() of the last check, if it found nothing wrong
 
-    def fresh(self) -> list[str] | None:
-        """What the last check found, unless it is over READY_FRESH seconds old (or none ran yet)."""
-        if self.checked is None or time.monotonic() - self.checked > READY_FRESH:
-            return None
-        return self.problems
+    def ready_lately(self) -> bool:
+        """Whether the last check found nothing wrong, and is at most READY_FRESH seconds old."""
+        return self.ready_at is not None and time.monotonic() - self.ready_at <= READY_FRESH
 
     async def run(self, runtime: Runtime) -> None:
         while True:
-            self.problems = await not_ready(runtime)
-            self.checked = time.monotonic()
+            problems = await not_ready(runtime)
+            self.ready_at = None if problems else time.monotonic()
             await asyncio.sleep(READY_EVERY)
