@@ -64,17 +64,17 @@ async def rest_on(page: Any, selector: str, toasts: bool = True) -> None:
         assert not moved, f"what lies under the pointer on {selector} changed"
 
 
-async def settled(page: Any, expression: str, within: float = 30.0) -> Any:
-    """What `expression` reads once two reads 0.3 s apart agree: a layout drawn, not one still arriving."""
-    last = await page.evaluate(expression)
+async def settled(page: Any, expression: str, within: float = 30.0, reads: int = 4) -> Any:
+    """What `expression` reads once `reads` reads 0.3 s apart agree: a layout drawn, not one still arriving."""
+    last, same = await page.evaluate(expression), 1
     deadline = asyncio.get_running_loop().time() + within
-    while True:
+    while same < reads:
         await asyncio.sleep(0.3)
         now = await page.evaluate(expression)
-        if now == last:
-            return now
+        same = same + 1 if now == last else 1
         assert asyncio.get_running_loop().time() < deadline, f"{expression} still changing after {within:g} s"
         last = now
+    return last
 
 
 async def test_nothing_moves_under_a_resting_pointer(page: Any, stack: Stack, pool: asyncpg.Pool, team: Team) -> None:
@@ -170,8 +170,14 @@ async def test_at_360_px_the_popover_keeps_its_list_the_frames_their_times_and_t
     await page.wait_for_selector("#popover:not([hidden]) [data-head]")
     list_box = "() => { const r = document.querySelector('#popover .pop-list').getBoundingClientRect(); return [r.top, r.height]; }"
     footer = "() => document.querySelector('#popover .block').getBoundingClientRect().top"
-    # Measured once the popover is drawn whole (on a busy machine its clusters' lines may arrive a moment later).
-    before, clusters = await settled(page, list_box), await settled(page, footer)
+    # Measured once the popover is drawn whole: on a busy machine its rows, the online count under the list and a
+    # "new" button beside its title may each arrive a moment later and take a line from the list.
+    await page.wait_for_function(
+        "document.querySelectorAll('#popover .traj').length >= 5 && !document.querySelector('#popover .online').hidden"
+        " && document.querySelector('#popover .news').hidden"
+    )
+    both = f"() => [({list_box})(), ({footer})()]"
+    before, clusters = await settled(page, both)
     assert before[1] >= 200, before  # three trajectories and more, under the counts and the search
     await page.evaluate(TOASTS)
     await page.wait_for_selector("#toasts .toast")
