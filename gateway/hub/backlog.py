@@ -4,7 +4,8 @@ A burst leaves many slow clients of a channel at about the same place. Each bloc
 and framed once per wire format (and deflated once, for the clients that negotiated compression: the Frames
 are shared), however many clients catch up through it, and a client's backlog is sent a block at a time as
 it drains: what catching up costs the node is what live delivery costs, one shared frame
-written per client. Complete blocks stay cached (least recently used first out, within a byte budget): the
+written per client. The newest block, still filling, serves every client it holds enough for; one that needs
+more has only the messages past those it holds read. Complete blocks stay cached (least recently used first out, within a byte budget): the
 messages at a channel's sequence numbers never change while Redis keeps its history, and the node forgets
 them all when Redis may have lost it, and a channel's when its last local subscriber leaves (nobody here
 catches up on it any more: a node that 1,000 clients left for another gives that memory back).
@@ -47,7 +48,11 @@ class Block:
                         mine[i] = built[j]
 
     def complete(self) -> bool:
-        return len(self.entries) == BLOCK and all(e.seq == self.first + i for i, e in enumerate(self.entries))
+        return len(self.entries) == BLOCK and self.unbroken()
+
+    def unbroken(self) -> bool:
+        """Its entries are one run of messages from its first on: what comes next starts past the last."""
+        return all(e.seq == self.first + i for i, e in enumerate(self.entries))
 
     def frames(self, fmt: Format, first: int, last: int) -> list[Frame] | None:
         """Frames of messages first..last (within this block), or None when the block lacks one of them."""
@@ -99,6 +104,9 @@ class Backlog:
         if block is not None:
             self._cache.move_to_end(key)
             return block
+        block = self._partial.get(key)
+        if block is not None and not fresh:  # what it holds may do: a client that needs more reads it fresh
+            return block
         since = self._shared.mark() if fresh else 0
         block = await self._shared.read(key, lambda: self._fetch(channel, start), since)
         kept = self._cache if block.complete() else self._partial
@@ -130,9 +138,13 @@ class Backlog:
                         del self._starts[channel]
 
     async def _fetch(self, channel: str, start: int) -> Block:
+        """The block from the bus: of the newest block held already, only the messages past those it holds (at
+        the head of a burst it is read again for every few messages, each big)."""
         self.reads += 1
-        entries = await self._read(channel, start, start + BLOCK - 1)
-        return Block(start, entries, self._partial.get((channel, start)))
+        previous = self._partial.get((channel, start))
+        held = previous.entries if previous is not None and previous.unbroken() else []
+        entries = await self._read(channel, start + len(held), start + BLOCK - 1)
+        return Block(start, held + entries, previous)
 
     def release(self, channel: str) -> None:
         """Nobody on this node follows `channel` now: its blocks go (a read already in flight still completes for

@@ -24,6 +24,7 @@ class History:
         self.tag = keys.Partitions().tag(1)
         self.channel = f"trajectory:{secrets.randbelow(10**9)}"  # a fresh stream for each test
         self.asked = 0
+        self.fetched = 0  # messages the reads brought
 
     async def publish(self, first: int, last: int, keep: int | None = None, batches: bool = False) -> None:
         """Messages first..last, each `{"seq": n}` in MessagePack (or, with `batches`, an empty batch as the relay
@@ -39,7 +40,9 @@ class History:
 
     async def read(self, channel: str, first: int, last: int) -> list[history.Entry]:
         self.asked += 1
-        return await history.entries(self.bus, self.tag, channel, first, last)
+        entries = await history.entries(self.bus, self.tag, channel, first, last)
+        self.fetched += len(entries)
+        return entries
 
     def backlog(self, cache_bytes: int | None = None) -> Backlog:
         return Backlog(self.read) if cache_bytes is None else Backlog(self.read, cache_bytes)
@@ -75,6 +78,23 @@ async def test_the_newest_block_is_read_again_for_messages_newer_than_the_last_r
     await h.publish(41, 45)
     assert seqs(await backlog.frames(h.channel, "msgpack", 41, 45) or []) == [41, 42, 43, 44, 45]
     assert h.asked == 2
+
+
+async def test_the_newest_block_serves_what_it_holds_and_is_read_again_only_past_it(h: History) -> None:
+    """At the head of a burst a hundred slow clients ask, one after another, for messages of the newest block, each
+    big: those it holds already cost no read, and a read for newer ones brings only those, not the block again."""
+    await h.publish(1, 40)
+    backlog = h.backlog()
+    assert seqs(await backlog.frames(h.channel, "msgpack", 33, 40) or []) == list(range(33, 41))
+    for first in range(33, 41):  # clients behind by a little less each: all within what the block holds
+        assert seqs(await backlog.frames(h.channel, "msgpack", first, 40) or []) == list(range(first, 41))
+    assert (h.asked, h.fetched) == (1, 8)
+    await h.publish(41, 45)
+    assert seqs(await backlog.frames(h.channel, "msgpack", 38, 45) or []) == list(range(38, 46))
+    assert (h.asked, h.fetched) == (2, 13)  # 41..45 read, not 33..45
+    await h.publish(46, BLOCK + 33)  # the block fills up, and the next one begins
+    assert seqs(await backlog.frames(h.channel, "msgpack", 60, BLOCK + 33) or []) == list(range(60, BLOCK + 33))
+    assert (h.asked, h.fetched) == (3, 32) and list(backlog._cache) == [(h.channel, 33)] and not backlog._partial
 
 
 async def test_messages_the_history_no_longer_holds_are_none(h: History) -> None:
