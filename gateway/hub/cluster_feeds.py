@@ -62,6 +62,7 @@ class ClusterFeeds:
         self.pending = pending
         self.feeds: dict[int, Feed] = {}
         self.delivered = 0  # commands written to a cluster's connection (for /metrics and tests)
+        self.resyncs = 0  # feeds told to subscribe again (gateway_resyncs_total)
 
     async def subscribe(self, conn: Connection, cluster_id: int) -> None:
         """Send the connection its cluster's pending commands, then each new one as it is sent."""
@@ -156,6 +157,7 @@ class ClusterFeeds:
         """The connection missed a command: it subscribes again and finds it in the snapshot."""
         name = cluster_channel(feed.cluster_id)
         self.remove(conn, feed.cluster_id)
+        self.resyncs += 1
         conn.send_message(Resync(channel=name, reason=reason))
 
 

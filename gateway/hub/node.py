@@ -290,6 +290,7 @@ class Node:
 
     def _resync(self, conn: Connection, channel: str, reason: str) -> None:
         """Tell one client to reload a channel: it is unsubscribed until it subscribes again."""
+        self.hub.resyncs += 1  # counted with the hub's: every resync sent (gateway_resyncs_total)
         conn.resync(channel, reason)
         self.hub.remove(conn, channel)
         self._leave_team(conn, channel)

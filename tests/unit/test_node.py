@@ -74,11 +74,11 @@ async def world() -> AsyncIterator[tuple[Node, MemoryBroker, MemoryPublisher, Ac
 
 @contextlib.asynccontextmanager
 async def node_on(
-    broker: MemoryBroker, relay_started: bool
+    broker: MemoryBroker, relay_started: bool, history_length: int = 1000
 ) -> AsyncIterator[tuple[Node, MemoryBroker, MemoryPublisher, Access]]:
     """A node on the broker; a relay of epoch 1 that has started on the partition (put where it reads from on the
-    bus), or one that has not yet taken it over."""
-    publisher = broker.publisher(broker.partitions.tag(TEAM), epoch=1, history_length=1000, history_ttl=3600)
+    bus), or one that has not yet taken it over; each channel's history `history_length` messages long."""
+    publisher = broker.publisher(broker.partitions.tag(TEAM), epoch=1, history_length=history_length, history_ttl=3600)
     if relay_started:
         await publisher.take_over()
         await publisher.publish([], "1-0")
@@ -183,6 +183,25 @@ async def test_a_slow_consumer_lags_then_catches_up_from_the_history_in_order(wo
     assert node.backlog.reads >= 1  # what did not fit came from the history
     await publish(broker, publisher, range(41, 42))
     assert received(conn) == [("batch", 41)]  # live again
+
+
+async def test_a_slow_consumer_the_history_no_longer_reaches_is_told_to_reload_and_counted() -> None:
+    """A client further behind than its channel's history reaches gets `resync` for the channel (the snapshot it
+    then reads costs the node far more than catching up would), and the node counts it among the resyncs sent."""
+    async with node_on(MemoryBroker(), relay_started=True, history_length=10) as (node, broker, publisher, _):
+        conn = attached(node, max_pending=8192)
+        await node.subscribe(conn, CHANNEL)
+        assert received(conn) == [("snapshot", 0)]
+        await publish(broker, publisher, range(1, 41), pad=1000)  # it lags early on; the history keeps 31..40
+        got: list[tuple[str, object]] = []
+        for _ in range(200):
+            got += received(conn)
+            if CHANNEL not in conn.held:
+                break
+            await asyncio.sleep(0)
+        got += received(conn)
+        assert got[-1] == ("resync", "slow_consumer") and ("batch", 40) not in got, got
+        assert node.catch_ups == 1 and node.hub.resyncs == 1
 
 
 async def test_a_channels_history_blocks_go_when_its_last_subscriber_leaves(world) -> None:
@@ -455,7 +474,7 @@ async def test_a_command_that_does_not_fit_resyncs_the_feed_and_the_next_snapsho
     await asyncio.sleep(0)
     assert not node.cluster_feeds.follows(conn, CLUSTER)
     kinds = [kind for kind, _ in commands_received(conn)]
-    assert kinds[-1] == "resync"
+    assert kinds[-1] == "resync" and node.cluster_feeds.resyncs == 1  # counted among the resyncs sent (/metrics)
     subscribing = asyncio.create_task(node.subscribe(conn, f"cluster:{CLUSTER}"))
     got = []
     while not subscribing.done():  # it reads now: the snapshot goes out as it drains

@@ -129,7 +129,8 @@ class NodeCollector(Collector):
         yield delivery
         yield CounterMetricFamily("gateway_gaps", "Lost bus messages noticed by sequence", value=hub.gaps)
         yield from self._admission()
-        yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=hub.resyncs)
+        resyncs = hub.resyncs + node.cluster_feeds.resyncs  # a channel's, one client's (Node._resync), a feed's
+        yield CounterMetricFamily("gateway_resyncs", "Resyncs sent to clients", value=resyncs)
         yield CounterMetricFamily(
             "gateway_catch_ups", "Slow consumers' channels held and caught up from history", value=node.catch_ups
         )
