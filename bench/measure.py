@@ -174,7 +174,8 @@ async def measure(
         progress(
             f"{system.name}: {frames:,} frames, {deltas:,} deltas, {figures['cpu_us_per_frame']} µs CPU/frame "
             f"({figures['node_cpu_us_per_frame']} the node alone), "
-            f"p99 {figures['p99_ms']} ms, {figures['rss_kb_per_conn']} KB/conn, lost {lost}, stale {stale}"
+            f"p99 {figures['p99_ms']} ms, {figures['rss_kb_per_conn']} KB/conn, lost {lost}, stale {stale}, "
+            f"resynced {figures['resyncs']}"
         )
         if after is not None:
             figures.update(await after(fleet, lambda: cpu_seconds(running.server_pids), figures))
