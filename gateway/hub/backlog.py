@@ -50,6 +50,11 @@ class Block:
     def complete(self) -> bool:
         return len(self.entries) == BLOCK and self.unbroken()
 
+    def trimmed_past(self, seq: int) -> bool:
+        """The history had trimmed message `seq` already when this block was read: no read brings it back (a block
+        whose head is gone is otherwise read again for every client that fell that far behind, to learn so)."""
+        return bool(self.entries) and seq < self.entries[0].seq
+
     def unbroken(self) -> bool:
         """Its entries are one run of messages from its first on: what comes next starts past the last."""
         return all(e.seq == self.first + i for i, e in enumerate(self.entries))
@@ -92,7 +97,7 @@ class Backlog:
         last = min(last, start + BLOCK - 1)
         block = await self._block(channel, start, fresh=False)
         frames = block.frames(fmt, first, last)
-        if frames is None and not block.complete():
+        if frames is None and not block.complete() and not block.trimmed_past(first):
             # A read of the newest block already in flight may predate the messages this client needs.
             block = await self._block(channel, start, fresh=True)
             frames = block.frames(fmt, first, last)

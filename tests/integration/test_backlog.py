@@ -104,6 +104,18 @@ async def test_messages_the_history_no_longer_holds_are_none(h: History) -> None
     assert seqs(await backlog.frames(h.channel, "msgpack", 150, 160) or []) == list(range(150, 161))
 
 
+async def test_clients_behind_a_blocks_trimmed_head_are_told_so_without_reading_it_again(h: History) -> None:
+    """A burst's slow clients fall past the history one after another: the block whose head it trimmed is read once,
+    not once more for each of them (each read a block of big batches, to learn what the first read showed)."""
+    await h.publish(1, 128, keep=30)  # 99..128 kept: the block 97..128 lost its head
+    backlog = h.backlog()
+    assert seqs(await backlog.frames(h.channel, "msgpack", 100, 128) or []) == list(range(100, 129))
+    asked = h.asked
+    for first in (97, 98, 97):
+        assert await backlog.frames(h.channel, "msgpack", first, 128) is None
+    assert h.asked == asked
+
+
 async def test_the_cache_stays_within_its_budget_and_forgets_everything_on_a_reset(h: History) -> None:
     await h.publish(1, BLOCK * 20)
     backlog = h.backlog(cache_bytes=BLOCK * 2 * 8 * 10)  # ten blocks of 8-byte messages (and their frames)
