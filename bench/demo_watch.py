@@ -9,8 +9,9 @@ fifth row. For `--minutes` the browser's own PerformanceObserver records every l
 page, with when it started: those before both pages were drawn and the pointer placed are the pages' loading
 (`load`: evaluating the modules, the first snapshot), reported apart; the figure is the tasks while the pages
 stream, what a person who leaves them open meets. Chromium's long animation frames say what each long task did
-(`frames`: its rendering, style and layout, and the scripts over 5 ms it ran with their invoker, e.g.
-`DOMWebSocket.onmessage`, `FrameRequestCallback`; none listed and little rendering: the thread waited). The
+(`frames`, the load's in `load`: its rendering, style and layout, and the scripts over 5 ms it ran with their
+invoker, e.g. `DOMWebSocket.onmessage`, `FrameRequestCallback`; none listed and little rendering: the thread
+waited). The
 figures are the machine's: run it on a quiet machine, and read them beside the same run of the commit before
 (docs/performance.md says which). Writes bench/results/<date>-demo-watch/<commit>.json.
 """
@@ -78,16 +79,21 @@ def split(seen: dict[str, Any], settled_ms: float, observed_s: float) -> dict[st
     the scripts of the long animation frames holding the streaming ones."""
     load = [t for t in seen["tasks"] if t["start"] < settled_ms]
     streaming = [t for t in seen["tasks"] if t["start"] >= settled_ms]
-    frames = sorted((f for f in seen["frames"] if f["start"] >= settled_ms), key=lambda f: -f["ms"])
-    return {
-        **tasks_of(streaming, observed_s),
-        "load": {**tasks_of(load, 0.0), "settled_ms": round(settled_ms)},
-        "at_s": [round((t["start"] - settled_ms) / 1000, 1) for t in sorted(streaming, key=lambda t: -t["ms"])[:10]],
-        "frames": [
+    by_length = sorted(seen["frames"], key=lambda f: -f["ms"])
+
+    def frames(loading: bool) -> list[dict[str, Any]]:  # at_s: from the page settled (negative: while loading)
+        return [
             {k: f[k] for k in ("render_ms", "style_layout_ms", "scripts")}
             | {"ms": round(f["ms"]), "at_s": round((f["start"] - settled_ms) / 1000, 1)}
-            for f in frames[:10]
-        ],
+            for f in by_length
+            if (f["start"] < settled_ms) == loading
+        ][:10]
+
+    return {
+        **tasks_of(streaming, observed_s),
+        "load": {**tasks_of(load, 0.0), "settled_ms": round(settled_ms), "frames": frames(loading=True)},
+        "at_s": [round((t["start"] - settled_ms) / 1000, 1) for t in sorted(streaming, key=lambda t: -t["ms"])[:10]],
+        "frames": frames(loading=False),
     }
 
 
