@@ -5,10 +5,11 @@ and framed once per wire format (and deflated once, for the clients that negotia
 are shared), however many clients catch up through it, and a client's backlog is sent a block at a time as
 it drains: what catching up costs the node is what live delivery costs, one shared frame
 written per client. The newest block, still filling, serves every client it holds enough for; one that needs
-more has only the messages past those it holds read. Complete blocks stay cached (least recently used first out, within a byte budget): the
-messages at a channel's sequence numbers never change while Redis keeps its history, and the node forgets
-them all when Redis may have lost it, and a channel's when its last local subscriber leaves (nobody here
-catches up on it any more: a node that 1,000 clients left for another gives that memory back).
+more has only the messages past those it holds read. Complete blocks stay cached (least recently used first
+out, within a byte budget): the messages at a channel's sequence numbers never change while Redis keeps its
+history, and the node forgets them all when Redis may have lost it, and a channel's when its last local
+subscriber leaves (nobody here catches up on it any more: a node that 1,000 clients left for another gives that
+memory back).
 """
 
 from __future__ import annotations
