@@ -71,6 +71,21 @@ class Snapshot(ServerMessage):
     commands: list[Command] | None = None  # cluster channel: every command not yet confirmed, nor expired
 
 
+class SnapshotJobs(ServerMessage, tag="snapshot"):
+    """A jobs channel's snapshot page with its jobs already encoded (`msgspec.Raw`, in the format being written):
+    the same bytes as `Snapshot`, for a page whose jobs go, encoded once, into the pages of several subscribers
+    (gateway.hub.snapshots). Sent only; never decoded."""
+
+    channel: str
+    seq: int
+    cursor: str
+    time: int
+    page: int
+    final: bool
+    jobs: msgspec.Raw
+    groups: list[Group] | None = None
+
+
 class Command(ServerMessage):
     """Cluster channel (`cluster:<id>`, its key's only): act on `jobs` (for `sync`, submissions), then confirm
     over HTTP (docs/clusters.md). The same `id` may arrive again (a snapshot lists every command not yet

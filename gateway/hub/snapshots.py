@@ -10,7 +10,8 @@ Encoded once, as live frames are: a snapshot built for one position of a channel
 finds the channel at that same position within `REUSE` seconds, its pages (`Page`) framed once per format. It
 is valid for them: it was read after that position was, so it holds everything up to it, and what comes after
 reaches them live from the position on. A reconnect storm onto a busy channel then reads and encodes each of
-its positions' snapshots once instead of once per subscriber.
+its positions' snapshots once instead of once per subscriber. Subscribers at different positions that share a
+read of a page of jobs share its encoding too (`Jobs`): only each page's few fields around the jobs are theirs.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import msgspec
 from ..bus.channels import ChannelReads, TeamState
 from ..core.batching import MAX_BATCH_BYTES, MAX_JOBS_PER_BATCH
 from ..core.channels import Channel
+from ..core.grouping import Group
 from ..core.model import Job, most_recent_first
-from ..core.protocol import Format, Snapshot, encode, make_cursor
+from ..core.protocol import Format, Snapshot, SnapshotJobs, encode, json_encoder, make_cursor, msgpack_encoder
 from ..core.wsframe import PRIVATE_LEVEL, Frame
 from .membership import ChannelTeams
 from .ports import Access
@@ -50,20 +52,70 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# What a jobs page's fields around its jobs take at most (type, channel, seq, cursor, time, page, final): the
+# jobs' own encoding must leave this much of a batch's byte bound.
+ENVELOPE_BYTES = 512
+
+
+class Jobs:
+    """A page of a channel's jobs as read from PostgreSQL, encoded once per format for every snapshot page they
+    go into, and split once (`parts`) where they are too big for one."""
+
+    __slots__ = ("jobs", "_raw", "_parts")
+
+    def __init__(self, jobs: list[Job]) -> None:
+        self.jobs = jobs
+        self._raw: dict[Format, msgspec.Raw] = {}
+        self._parts: list[Jobs] | None = None
+
+    def raw(self, fmt: Format) -> msgspec.Raw:
+        raw = self._raw.get(fmt)
+        if raw is None:
+            raw = self._raw[fmt] = msgspec.Raw((json_encoder if fmt == "json" else msgpack_encoder).encode(self.jobs))
+        return raw
+
+    def parts(self) -> list[Jobs]:
+        """These jobs halved until each part's page fits the byte bound of a batch (jobs with long errors are big)."""
+        if self._parts is None:
+            if len(self.jobs) > 1 and len(self.raw("json")) > MAX_BATCH_BYTES - ENVELOPE_BYTES:
+                half = len(self.jobs) // 2
+                self._parts = Jobs(self.jobs[:half]).parts() + Jobs(self.jobs[half:]).parts()
+            else:
+                self._parts = [self]
+        return self._parts
+
+
 class Page:
-    """A snapshot page, framed once per format for every subscriber it goes to."""
+    """A snapshot page, framed once per format for every subscriber it goes to; a jobs page's jobs come
+    encoded (`Jobs`)."""
 
-    __slots__ = ("snapshot", "_frames")
+    __slots__ = ("snapshot", "jobs", "_frames")
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, jobs: Jobs | None = None) -> None:
         self.snapshot = snapshot
+        self.jobs = jobs
         self._frames: dict[Format, Frame] = {}
 
     def frame(self, fmt: Format) -> Frame:
         frame = self._frames.get(fmt)
         if frame is None:
-            frame = self._frames[fmt] = Frame(encode(self.snapshot, fmt), fmt == "json", PRIVATE_LEVEL)
+            frame = self._frames[fmt] = Frame(encode(self._message(fmt), fmt), fmt == "json", PRIVATE_LEVEL)
         return frame
+
+    def _message(self, fmt: Format) -> Snapshot | SnapshotJobs:
+        s, jobs = self.snapshot, self.jobs
+        if jobs is None:
+            return s
+        return SnapshotJobs(
+            channel=s.channel,
+            seq=s.seq,
+            cursor=s.cursor,
+            time=s.time,
+            page=s.page,
+            final=s.final,
+            jobs=jobs.raw(fmt),
+            groups=s.groups,
+        )
 
 
 @dataclass
@@ -73,15 +125,6 @@ class Built:
     position: tuple[int, int]
     at: float  # time.monotonic() when it was read
     pages: list[Page]
-
-
-def _pages(channel: str, seq: int, cursor: str, jobs: list[Job]) -> list[Snapshot]:
-    """Snapshot pages of these jobs, halved until each fits the byte bound of a batch."""
-    page = Snapshot(channel=channel, seq=seq, cursor=cursor, time=0, page=0, final=False, jobs=jobs)
-    if len(jobs) > 1 and len(msgspec.json.encode(page)) > MAX_BATCH_BYTES:
-        half = len(jobs) // 2
-        return _pages(channel, seq, cursor, jobs[:half]) + _pages(channel, seq, cursor, jobs[half:])
-    return [page]
 
 
 class Snapshots:
@@ -184,15 +227,14 @@ class Snapshots:
         """The pages as read, kept for later subscribers once all are read (a small enough snapshot)."""
         at, pages = time.monotonic(), list[Page]()
         epoch, seq = position
-        async for snapshot in self._job_pages(channel, seq, make_cursor(epoch, seq), since):
-            page = Page(snapshot)
+        async for page in self._job_pages(channel, seq, make_cursor(epoch, seq), since):
             if len(pages) <= REUSE_PAGES:
                 pages.append(page)
             yield page
         if len(pages) <= REUSE_PAGES:
             self._keep(name, position, at, pages)
 
-    async def _job_pages(self, channel: Channel, seq: int, cursor: str, since: int) -> AsyncIterator[Snapshot]:
+    async def _job_pages(self, channel: Channel, seq: int, cursor: str, since: int) -> AsyncIterator[Page]:
         name = channel.name
         # Frame groups with their colour, computed here so the browser never recomputes thousands.
         groups = (
@@ -202,29 +244,32 @@ class Snapshots:
         )
         after, page = 0, 0
         while True:
-            jobs = await self.shared.read(
-                ("page", name, after),
-                functools.partial(self.access.jobs_page, channel, after, MAX_JOBS_PER_BATCH),
-                since,
-            )
-            final = len(jobs) < MAX_JOBS_PER_BATCH
-            parts = _pages(name, seq, cursor, jobs)
-            if final:
-                for start in range(0, len(groups), GROUPS_PER_PAGE):  # groups travel in pages of their own
-                    chunk = groups[start : start + GROUPS_PER_PAGE]
-                    parts.append(
-                        Snapshot(
-                            channel=name, seq=seq, cursor=cursor, time=0, page=0, final=False, jobs=[], groups=chunk
-                        )
-                    )
-            for i, part in enumerate(parts):
-                part.page, part.final = page, final and i == len(parts) - 1
-                part.time = now_ms()
-                yield part
+            read = await self.shared.read(("page", name, after), functools.partial(self._jobs, channel, after), since)
+            final = len(read.jobs) < MAX_JOBS_PER_BATCH
+            parts: list[tuple[Jobs, list[Group] | None]] = [(part, None) for part in read.parts()]
+            if final:  # groups travel in pages of their own
+                parts += [(EMPTY, groups[i : i + GROUPS_PER_PAGE]) for i in range(0, len(groups), GROUPS_PER_PAGE)]
+            for i, (jobs, chunk) in enumerate(parts):
+                snapshot = Snapshot(
+                    channel=name,
+                    seq=seq,
+                    cursor=cursor,
+                    time=now_ms(),
+                    page=page,
+                    final=final and i == len(parts) - 1,
+                    groups=chunk,
+                )
+                yield Page(snapshot, jobs)
                 page += 1
             if final:
                 return
-            after = jobs[-1].id
+            after = read.jobs[-1].id
+
+    async def _jobs(self, channel: Channel, after: int) -> Jobs:
+        return Jobs(await self.access.jobs_page(channel, after, MAX_JOBS_PER_BATCH))
+
+
+EMPTY = Jobs([])  # a page of groups alone carries an empty list of jobs
 
 
 async def _replay(pages: list[Page]) -> AsyncIterator[Page]:

@@ -8,6 +8,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 
+import msgspec
 import pytest
 
 from gateway.bus.events import MembershipsChanged, OwnershipsChanged
@@ -35,6 +36,7 @@ class Access:
         self.commands: list[Command] = []  # cluster 7's, as kept in PostgreSQL
         self.confirmed: set[str] = set()
         self.while_reading_commands: Callable[[], object] | None = None
+        self.jobs: list[Job] = []  # every channel's listed jobs, by id
 
     async def team_of_channel(self, channel: Channel) -> int | None:
         return TEAM
@@ -63,7 +65,7 @@ class Access:
     async def jobs_page(self, channel: Channel, after_id: int, limit: int) -> list[Job]:
         if self.while_reading_jobs is not None:
             await self.while_reading_jobs()  # type: ignore[misc]
-        return []
+        return [job for job in self.jobs if job.id > after_id][:limit]
 
 
 @pytest.fixture
@@ -113,8 +115,8 @@ def received(conn: Connection) -> list[tuple[str, object]]:
     return out
 
 
-def attached(node: Node, max_pending: int = 1 << 20) -> Connection:
-    conn = Connection(user_id=1, fmt="json", max_pending=max_pending)  # type: ignore[arg-type]  # unlinked
+def attached(node: Node, max_pending: int = 1 << 20, fmt: str = "json") -> Connection:
+    conn = Connection(user_id=1, fmt=fmt, max_pending=max_pending)  # type: ignore[arg-type]  # unlinked
     node.attach(conn)
     return conn
 
@@ -355,6 +357,58 @@ async def test_subscribers_arriving_one_after_another_at_one_position_share_its_
     conn = attached(node)
     await node.subscribe(conn, CHANNEL)
     assert reads == 3
+
+
+async def test_subscribers_sharing_a_read_of_a_snapshot_s_jobs_share_its_encoding(world, monkeypatch) -> None:
+    """Subscribers arriving together share the reads of a snapshot's pages (none is kept yet: a snapshot is kept
+    once it has all been read), and each page's jobs are encoded once per format for all of them: each
+    subscriber gets its own pages around the same bytes, and decodes the jobs as read."""
+    import gateway.hub.snapshots as snapshots
+
+    node, broker, publisher, access = world
+    access.jobs = [
+        Job(id=i, team_id=TEAM, trajectory_id=1, cluster_id=1, kind="preprocess", name=f"Frame {i}", status="queued",
+            version=1, frame=i)
+        for i in range(1, 1201)
+    ]  # fmt: skip
+    encoded: list[tuple[str, int]] = []
+
+    class Counting:
+        def __init__(self, fmt: str, encoder: msgspec.json.Encoder | msgspec.msgpack.Encoder) -> None:
+            self.fmt, self.encoder = fmt, encoder
+
+        def encode(self, jobs: list[Job]) -> bytes:
+            encoded.append((self.fmt, len(jobs)))
+            return self.encoder.encode(jobs)
+
+    monkeypatch.setattr(snapshots, "json_encoder", Counting("json", snapshots.json_encoder))
+    monkeypatch.setattr(snapshots, "msgpack_encoder", Counting("msgpack", snapshots.msgpack_encoder))
+    await publish(broker, publisher, range(1, 3))
+    conns = [attached(node, fmt=fmt) for fmt in ("json", "json", "msgpack", "msgpack")]
+    listed: list[dict[int, dict[str, object]]] = [{} for _ in conns]
+
+    async def follow(i: int, conn: Connection) -> None:
+        await node.subscribe(conn, CHANNEL)
+        while True:
+            frame = conn.take()
+            if frame is None:
+                await asyncio.sleep(0)
+                continue
+            page = json.loads(frame.data) if conn.format == "json" else msgspec.msgpack.decode(frame.data)
+            assert page["type"] == "snapshot" and page["seq"] == 2, page
+            listed[i].update((job["id"], job) for job in page["jobs"])
+            if page["final"]:
+                return
+
+    await asyncio.wait_for(asyncio.gather(*(follow(i, conn) for i, conn in enumerate(conns))), 10)
+    assert all(sorted(jobs) == list(range(1, 1201)) for jobs in listed)
+    assert listed[0][7] == listed[2][7] == {
+        "id": 7, "team_id": TEAM, "trajectory_id": 1, "cluster_id": 1, "kind": "preprocess", "name": "Frame 7",
+        "status": "queued", "version": 1, "frame": 7,
+    }  # fmt: skip
+    # Three pages (500, 500, 200 jobs), each encoded once per format; before, once per subscriber and once more
+    # per subscriber to measure the page.
+    assert sorted(encoded) == sorted([(fmt, n) for fmt in ("json", "msgpack") for n in (500, 500, 200)])
 
 
 async def test_the_node_acts_on_each_announcement_the_bus_hands_it(world) -> None:

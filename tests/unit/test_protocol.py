@@ -5,11 +5,14 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from gateway.core.model import Job
+from gateway.core.grouping import Group
+from gateway.core.model import Counts, Job
 from gateway.core.protocol import (
     BadMessage,
     Batch,
     Ping,
+    Snapshot,
+    SnapshotJobs,
     Subscribe,
     Unsubscribe,
     decode_client,
@@ -78,6 +81,32 @@ def test_a_batch_encodes_once_per_format_and_round_trips() -> None:
     assert as_json.startswith(b'{"type":"batch","channel":"trajectory:3","seq":12,"cursor":"5-12"')
     assert decode_server(as_json, "json") == message
     assert decode_server(as_msgpack, "msgpack") == message
+
+
+@pytest.mark.parametrize("groups", [None, [], "some"])
+@pytest.mark.parametrize("jobs", [0, 1, 3])
+def test_a_snapshot_page_with_its_jobs_encoded_first_is_the_same_bytes(fmt: str, groups: object, jobs: int) -> None:
+    """The node encodes a page of jobs once and puts the bytes into each subscriber's page (SnapshotJobs): a
+    client must get exactly what it would from the page encoded whole."""
+    listed = [
+        Job(id=i, team_id=2, trajectory_id=3, cluster_id=4, kind="analysis", name="Frame ü \"1\"", status="failed",
+            version=i, attempts=2, frame=i, timestep=0.1 * i, error="x\ny", started_at=datetime(2026, 12, 8, tzinfo=UTC))
+        for i in range(jobs)
+    ]  # fmt: skip
+    chunk = (
+        [
+            Group(
+                key="frame:1", label="Frame 1", frame=1, timestep=0.5, status="failed", total=1, counts=Counts(failed=1)
+            )
+        ]
+        if groups == "some"
+        else groups
+    )
+    fields = dict(channel="trajectory:3", seq=9, cursor="5-9", time=1765152000000, page=4, final=groups is not None)
+    whole = Snapshot(**fields, jobs=listed, groups=chunk)  # type: ignore[arg-type]
+    raw = msgspec.Raw(msgspec.json.encode(listed) if fmt == "json" else msgspec.msgpack.encode(listed))
+    assert encode(SnapshotJobs(**fields, jobs=raw, groups=chunk), fmt) == encode(whole, fmt)  # type: ignore[arg-type]
+    assert decode_server(encode(whole, fmt), fmt) == whole
 
 
 def test_cursor_round_trip_and_garbage() -> None:
