@@ -2,12 +2,14 @@
 first, ~95 KB, as in `fanout`), and nothing else runs; the node's CPU until the last is live, per subscriber,
 against Node `ws` in the same run, the systems taking turns.
 
-    python -m bench.connect_cost [--size 1000] [--rounds 3] [--systems gateway,node-ws] [--profile DIR]
+    python -m bench.connect_cost [--size 1000] [--rounds 3] [--systems gateway,node-ws] [--jobs 200] [--profile DIR]
 
 The same connect phase `python -m bench fanout` measures (bench.measure: handshake, token, subscribe, snapshot or
 state), without its workload and saturation steps, so a round takes seconds and rounds can be many on a busy
 machine. With `--profile DIR` (and py-spy on PATH or in PY_SPY) the gateway's node is sampled during each of its
-connect phases, a speedscope file per round in DIR.
+connect phases, a speedscope file per round in DIR. `--jobs` sizes the channel: with 40,000 (`burst`'s trajectory,
+a snapshot of 80 pages, too many to keep for later subscribers) it measures what a reconnect storm onto a big
+trajectory, or a burst's slow subscribers told to reload it, cost the node a subscriber.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def _admission_figure(name: str) -> bool:
     return admission or name.startswith("gateway_gc_pause_seconds_") and "_bucket" not in name
 
 
-async def main(size: int, rounds: int, names: list[str], profile: Path | None) -> dict[str, Any]:
+async def main(size: int, rounds: int, names: list[str], profile: Path | None, jobs: int = 200) -> dict[str, Any]:
     raise_open_files()
     if "node-ws" in names:
         ensure_node_peers()
@@ -106,7 +108,7 @@ async def main(size: int, rounds: int, names: list[str], profile: Path | None) -
         logdir.mkdir()
         ctx = Context(infra.database_url, infra.redis_url, secrets.token_urlsafe(32), logdir)
         try:
-            world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=200)
+            world = await build_world(pool, teams=1, trajectories_per_team=1, jobs_per_trajectory=jobs)
             team = world.teams[0]
             trajectory = world.trajectories[team][0]
             await mix_statuses(pool, trajectory)
@@ -123,7 +125,7 @@ async def main(size: int, rounds: int, names: list[str], profile: Path | None) -
             await redis.aclose()
             await pool.close()
             await infra.close()
-    return {"size": size, "rounds": rows, "ratios": _ratios(rows)}
+    return {"size": size, "jobs": jobs, "rounds": rows, "ratios": _ratios(rows)}
 
 
 def _ratios(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -151,12 +153,13 @@ def cli() -> None:
     parser.add_argument("--size", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--systems", default="gateway,node-ws")
+    parser.add_argument("--jobs", type=int, default=200, help="jobs on the channel's trajectory")
     parser.add_argument("--profile", type=Path, default=None, help="a folder for py-spy profiles of the node")
     parser.add_argument("--out", type=Path, default=None, help="a JSON file for the figures")
     args = parser.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
-    found = asyncio.run(main(args.size, args.rounds, args.systems.split(","), args.profile))
+    found = asyncio.run(main(args.size, args.rounds, args.systems.split(","), args.profile, args.jobs))
     text = json.dumps(found, indent=2)
     print(json.dumps(found["ratios"], indent=2))
     if args.out is not None:

@@ -1,12 +1,15 @@
-"""What a relay cycle costs in Python, without I/O: `steady`'s shape replayed through the relay's own code.
+"""What a relay cycle costs in Python, without I/O: `steady`'s or `burst`'s shape replayed through the relay's own
+code.
 
-    python -m bench.relay_core [--cycles 3000] [--profile]
+    python -m bench.relay_core [--shape steady|burst] [--cycles 3000] [--profile]
 
-50 teams of 4 trajectories of 100 jobs; each cycle (`steady`'s 400 commits a second read every 10 ms, the busy
-poll when this bench was written and the shape its figures in docs/performance.md are for) reads 4
-transactions of 5 changes as the outbox returns them (each job as PostgreSQL's `to_jsonb` text), folds them into
-the batcher, takes what is due on its own clock, and packs the cycle's publish as redis-py would send it. What
-it leaves out is what the machine's services do: the outbox query, the round trips, Redis running the script.
+`steady`: 50 teams of 4 trajectories of 100 jobs; each cycle (`steady`'s 400 commits a second read every 10 ms,
+the busy poll when this bench was written and the shape its figures in docs/performance.md are for) reads 4
+transactions of 5 changes. `burst`: one trajectory of 10,000 frames with 4 jobs each (`burst`'s upload and
+three analyses); each cycle (its 50 ms tick) reads one transaction of 500 of them moving on, one after another.
+Each reads the transactions as the outbox returns them (each job as PostgreSQL's `to_jsonb` text), folds them
+into the batcher, takes what is due on its own clock, and packs the cycle's publish as redis-py would send it.
+What it leaves out is what the machine's services do: the outbox query, the round trips, Redis running the script.
 
 The same work every run (a fixed seed, a simulated clock) and no other process in the measure, so the best of
 several runs moves less than `steady`'s CPU figures; on a shared machine single runs still spread widely, so
@@ -21,6 +24,7 @@ import cProfile
 import pstats
 import random
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,8 +39,23 @@ from gateway.core.batching import Batcher
 from gateway.core.work_snapshot import WaitingWork, WorkSnapshot
 from gateway.store.outbox import OutboxReader
 
-TEAMS, TRAJECTORIES, JOBS = 50, 4, 100
-COMMITS_PER_CYCLE, CHANGES_PER_COMMIT, POLL = 4, 5, 0.010
+
+@dataclass(frozen=True)
+class Shape:
+    teams: int
+    trajectories: int  # per team
+    jobs: int  # per trajectory
+    frames: int  # a trajectory's jobs are on this many frames, in turn
+    commits: int  # a cycle
+    changes: int  # a commit
+    poll: float  # seconds a cycle
+    spread: bool  # each commit's jobs drawn at random from one trajectory (steady), or the next ones in turn (burst)
+
+
+SHAPES = {
+    "steady": Shape(teams=50, trajectories=4, jobs=100, frames=100, commits=4, changes=5, poll=0.010, spread=True),
+    "burst": Shape(teams=1, trajectories=1, jobs=40_000, frames=10_000, commits=1, changes=500, poll=0.050, spread=False),
+}
 NEXT = {"queued": "running", "running": "completed", "completed": "queued"}
 
 
@@ -52,20 +71,22 @@ class _Bus:
 class World:
     """The jobs as PostgreSQL holds them, changed as `steady`'s writer changes them."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, shape: Shape, seed: int) -> None:
+        self.shape = shape
         self.random = random.Random(seed)
         self.clock = datetime(2026, 1, 1, tzinfo=UTC)
         self.jobs: dict[int, dict[str, Any]] = {}
         self.by_trajectory: dict[int, list[int]] = {}
         self.xid = 1000
         self.seq = 0
+        self.next = 0  # burst: where the next commit's jobs start
         job_id = 1
-        for team in range(1, TEAMS + 1):
-            for t in range(TRAJECTORIES):
+        for team in range(1, shape.teams + 1):
+            for t in range(shape.trajectories):
                 trajectory = team * 10 + t
                 self.by_trajectory[trajectory] = []
-                for frame in range(JOBS):
-                    self.jobs[job_id] = _row(job_id, team, trajectory, frame, self.clock)
+                for j in range(shape.jobs):
+                    self.jobs[job_id] = _row(job_id, team, trajectory, j % shape.frames, self.clock)
                     self.by_trajectory[trajectory].append(job_id)
                     job_id += 1
 
@@ -89,11 +110,17 @@ class World:
         )
 
     def commit(self, now: datetime) -> list[dict[str, Any]]:
-        """One transaction: 5 jobs of one trajectory move on; its outbox rows."""
+        """One transaction: jobs of one trajectory move on; its outbox rows."""
         self.xid += 1
         trajectory = self.random.choice(list(self.by_trajectory))
+        ids, n = self.by_trajectory[trajectory], self.shape.changes
+        if self.shape.spread:
+            moving = self.random.sample(ids, n)
+        else:
+            moving = [ids[(self.next + k) % len(ids)] for k in range(n)]
+            self.next += n
         rows = []
-        for job_id in self.random.sample(self.by_trajectory[trajectory], CHANGES_PER_COMMIT):
+        for job_id in moving:
             job = self.jobs[job_id]
             old = job["status"]
             job["status"], job["version"], job["updated_at"] = NEXT[old], job["version"] + 1, now.isoformat()
@@ -151,9 +178,9 @@ def _row(job_id: int, team: int, trajectory: int, frame: int, at: datetime) -> d
     }
 
 
-def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
+def run(shape: Shape, cycles: int, seed: int = 1) -> tuple[float, int, int]:
     """Seconds of Python for `cycles` cycles, the changes folded in and the messages published."""
-    world = World(seed)
+    world = World(shape, seed)
     core = Batcher(epoch=1)
     core.load(world.aggregates())
     core.load_work(world.work())
@@ -162,7 +189,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
     packer = one_join(Connection)()  # the bus's connection class, never connected: only its packing is used
     # The outbox's rows, made before the clock starts: only the relay's own work is timed.
     reads = [
-        [row for _ in range(COMMITS_PER_CYCLE) for row in world.commit(world.clock + timedelta(seconds=i * POLL))]
+        [row for _ in range(shape.commits) for row in world.commit(world.clock + timedelta(seconds=i * shape.poll))]
         for i in range(cycles)
     ]
     changes = published = 0
@@ -170,7 +197,7 @@ def run(cycles: int, seed: int = 1) -> tuple[float, int, int]:
     wall = world.clock.timestamp() - now  # the jobs' clock at `now`
     started = time.perf_counter()
     for rows in reads:
-        now += POLL
+        now += shape.poll
         result = reader.take(rows, 5000)
         core.apply(result.changes, now)
         changes += len(result.changes)
@@ -201,16 +228,18 @@ def check(world: World, core: Batcher) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="steady")
     parser.add_argument("--cycles", type=int, default=3000)
     parser.add_argument("--repeat", type=int, default=5, help="runs; the best is reported")
     parser.add_argument("--profile", action="store_true", help="one run under cProfile: the top functions")
     args = parser.parse_args()
+    shape = SHAPES[args.shape]
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(run, args.cycles)
+        profile.runcall(run, shape, args.cycles)
         pstats.Stats(profile).sort_stats("tottime").print_stats(25)
         return
-    best = min((run(args.cycles) for _ in range(args.repeat)), key=lambda r: r[0])
+    best = min((run(shape, args.cycles) for _ in range(args.repeat)), key=lambda r: r[0])
     seconds, changes, published = best
     print(
         f"{args.cycles} cycles, {changes} changes, {published} messages ({published / args.cycles:.1f} a cycle):"
