@@ -72,9 +72,9 @@ class Snapshot(ServerMessage):
 
 
 class SnapshotJobs(ServerMessage, tag="snapshot"):
-    """A jobs channel's snapshot page with its jobs already encoded (`msgspec.Raw`, in the format being written):
-    the same bytes as `Snapshot`, for a page whose jobs go, encoded once, into the pages of several subscribers
-    (gateway.hub.snapshots). Sent only; never decoded."""
+    """A jobs channel's snapshot page with its jobs and groups already encoded (`msgspec.Raw`, in the format being
+    written): the same bytes as `Snapshot`, for a page whose jobs or groups go, encoded once, into the pages of
+    several subscribers (gateway.hub.snapshots). Sent only; never decoded."""
 
     channel: str
     seq: int
@@ -83,7 +83,7 @@ class SnapshotJobs(ServerMessage, tag="snapshot"):
     page: int
     final: bool
     jobs: msgspec.Raw
-    groups: list[Group] | None = None
+    groups: msgspec.Raw | None = None
 
 
 class Command(ServerMessage):

@@ -11,7 +11,7 @@ finds the channel at that same position within `REUSE` seconds, its pages (`Page
 is valid for them: it was read after that position was, so it holds everything up to it, and what comes after
 reaches them live from the position on. A reconnect storm onto a busy channel then reads and encodes each of
 its positions' snapshots once instead of once per subscriber. Subscribers at different positions that share a
-read of a page of jobs share its encoding too (`Jobs`): only each page's few fields around the jobs are theirs.
+read of a page of jobs or groups share its encoding too (`Encoded`): only the few fields around them are theirs.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -56,44 +57,54 @@ def now_ms() -> int:
 # jobs' own encoding must leave this much of a batch's byte bound.
 ENVELOPE_BYTES = 512
 
+T = TypeVar("T", Job, Group)
 
-class Jobs:
-    """A page of a channel's jobs as read from PostgreSQL, encoded once per format for every snapshot page they
-    go into, and split once (`parts`) where they are too big for one."""
 
-    __slots__ = ("jobs", "_raw", "_parts")
+class Encoded(Generic[T]):
+    """Jobs or groups as read for a snapshot, encoded once per format for every snapshot page they go into
+    (subscribers that share the read share the bytes), and split once (`parts`) where too big for one page."""
 
-    def __init__(self, jobs: list[Job]) -> None:
-        self.jobs = jobs
+    __slots__ = ("items", "_raw", "_parts")
+
+    def __init__(self, items: list[T]) -> None:
+        self.items: list[T] = items
         self._raw: dict[Format, msgspec.Raw] = {}
-        self._parts: list[Jobs] | None = None
+        self._parts: list[Encoded[T]] | None = None
 
     def raw(self, fmt: Format) -> msgspec.Raw:
         raw = self._raw.get(fmt)
         if raw is None:
-            raw = self._raw[fmt] = msgspec.Raw((json_encoder if fmt == "json" else msgpack_encoder).encode(self.jobs))
+            raw = self._raw[fmt] = msgspec.Raw((json_encoder if fmt == "json" else msgpack_encoder).encode(self.items))
         return raw
 
-    def parts(self) -> list[Jobs]:
-        """These jobs halved until each part's page fits the byte bound of a batch (jobs with long errors are big)."""
+    def parts(self) -> list[Encoded[T]]:
+        """These halved until each part's page fits the byte bound of a batch (jobs with long errors are big)."""
         if self._parts is None:
-            if len(self.jobs) > 1 and len(self.raw("json")) > MAX_BATCH_BYTES - ENVELOPE_BYTES:
-                half = len(self.jobs) // 2
-                self._parts = Jobs(self.jobs[:half]).parts() + Jobs(self.jobs[half:]).parts()
+            if len(self.items) > 1 and len(self.raw("json")) > MAX_BATCH_BYTES - ENVELOPE_BYTES:
+                half = len(self.items) // 2
+                self._parts = Encoded(self.items[:half]).parts() + Encoded(self.items[half:]).parts()
             else:
                 self._parts = [self]
         return self._parts
 
 
+def chunked(groups: list[Group]) -> list[Encoded[Group]]:
+    """A trajectory's groups in the pages of their own they travel in, after its jobs."""
+    return [Encoded(groups[i : i + GROUPS_PER_PAGE]) for i in range(0, len(groups), GROUPS_PER_PAGE)]
+
+
 class Page:
-    """A snapshot page, framed once per format for every subscriber it goes to; a jobs page's jobs come
-    encoded (`Jobs`)."""
+    """A snapshot page, framed once per format for every subscriber it goes to; a jobs channel's page carries
+    its jobs or groups encoded already (`Encoded`)."""
 
-    __slots__ = ("snapshot", "jobs", "_frames")
+    __slots__ = ("snapshot", "jobs", "groups", "_frames")
 
-    def __init__(self, snapshot: Snapshot, jobs: Jobs | None = None) -> None:
+    def __init__(
+        self, snapshot: Snapshot, jobs: Encoded[Job] | None = None, groups: Encoded[Group] | None = None
+    ) -> None:
         self.snapshot = snapshot
         self.jobs = jobs
+        self.groups = groups
         self._frames: dict[Format, Frame] = {}
 
     def frame(self, fmt: Format) -> Frame:
@@ -103,7 +114,7 @@ class Page:
         return frame
 
     def _message(self, fmt: Format) -> Snapshot | SnapshotJobs:
-        s, jobs = self.snapshot, self.jobs
+        s, jobs, groups = self.snapshot, self.jobs, self.groups
         if jobs is None:
             return s
         return SnapshotJobs(
@@ -114,7 +125,7 @@ class Page:
             page=s.page,
             final=s.final,
             jobs=jobs.raw(fmt),
-            groups=s.groups,
+            groups=None if groups is None else groups.raw(fmt),
         )
 
 
@@ -235,20 +246,18 @@ class Snapshots:
             self._keep(name, position, at, pages)
 
     async def _job_pages(self, channel: Channel, seq: int, cursor: str, since: int) -> AsyncIterator[Page]:
-        name = channel.name
-        # Frame groups with their colour, computed here so the browser never recomputes thousands.
-        groups = (
-            await self.shared.read(("groups", name), lambda: self.access.trajectory_groups(channel.id), since)
-            if channel.kind == "trajectory"
-            else []
-        )
-        after, page = 0, 0
+        """The pages, each read as the last is taken. What is read is kept a moment (`SharedReads`, `keep`): the
+        subscribers that arrived together read a big snapshot's pages once between them, each at its own pace."""
+        name, after, page = channel.name, 0, 0
         while True:
-            read = await self.shared.read(("page", name, after), functools.partial(self._jobs, channel, after), since)
-            final = len(read.jobs) < MAX_JOBS_PER_BATCH
-            parts: list[tuple[Jobs, list[Group] | None]] = [(part, None) for part in read.parts()]
-            if final:  # groups travel in pages of their own
-                parts += [(EMPTY, groups[i : i + GROUPS_PER_PAGE]) for i in range(0, len(groups), GROUPS_PER_PAGE)]
+            read = await self.shared.read(
+                ("page", name, after), functools.partial(self._jobs, channel, after), since, keep=True
+            )
+            final = len(read.items) < MAX_JOBS_PER_BATCH
+            parts: list[tuple[Encoded[Job], Encoded[Group] | None]] = [(part, None) for part in read.parts()]
+            if final and channel.kind == "trajectory":  # its groups travel last, in pages of their own
+                groups = await self.shared.read(("groups", name), functools.partial(self._groups, channel), since, True)
+                parts += [(EMPTY, chunk) for chunk in groups]
             for i, (jobs, chunk) in enumerate(parts):
                 snapshot = Snapshot(
                     channel=name,
@@ -257,19 +266,22 @@ class Snapshots:
                     time=now_ms(),
                     page=page,
                     final=final and i == len(parts) - 1,
-                    groups=chunk,
                 )
-                yield Page(snapshot, jobs)
+                yield Page(snapshot, jobs, chunk)
                 page += 1
             if final:
                 return
-            after = read.jobs[-1].id
+            after = read.items[-1].id
 
-    async def _jobs(self, channel: Channel, after: int) -> Jobs:
-        return Jobs(await self.access.jobs_page(channel, after, MAX_JOBS_PER_BATCH))
+    async def _jobs(self, channel: Channel, after: int) -> Encoded[Job]:
+        return Encoded(await self.access.jobs_page(channel, after, MAX_JOBS_PER_BATCH))
+
+    async def _groups(self, channel: Channel) -> list[Encoded[Group]]:
+        """A trajectory's frame groups with their colour, computed here so the browser never recomputes thousands."""
+        return chunked(await self.access.trajectory_groups(channel.id))
 
 
-EMPTY = Jobs([])  # a page of groups alone carries an empty list of jobs
+EMPTY: Encoded[Job] = Encoded([])  # a page of groups alone carries an empty list of jobs
 
 
 async def _replay(pages: list[Page]) -> AsyncIterator[Page]:

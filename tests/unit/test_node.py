@@ -37,6 +37,7 @@ class Access:
         self.confirmed: set[str] = set()
         self.while_reading_commands: Callable[[], object] | None = None
         self.jobs: list[Job] = []  # every channel's listed jobs, by id
+        self.groups: list[Group] = []  # every trajectory's
 
     async def team_of_channel(self, channel: Channel) -> int | None:
         return TEAM
@@ -54,7 +55,7 @@ class Access:
         return Counts(), []
 
     async def trajectory_groups(self, trajectory_id: int) -> list[Group]:
-        return []
+        return self.groups
 
     async def pending_commands(self, cluster_id: int, limit: int) -> tuple[int, list[Command]]:
         if self.while_reading_commands is not None:
@@ -361,8 +362,8 @@ async def test_subscribers_arriving_one_after_another_at_one_position_share_its_
 
 async def test_subscribers_sharing_a_read_of_a_snapshot_s_jobs_share_its_encoding(world, monkeypatch) -> None:
     """Subscribers arriving together share the reads of a snapshot's pages (none is kept yet: a snapshot is kept
-    once it has all been read), and each page's jobs are encoded once per format for all of them: each
-    subscriber gets its own pages around the same bytes, and decodes the jobs as read."""
+    once it has all been read), and each page's jobs and groups are encoded once per format for all of them: each
+    subscriber gets its own pages around the same bytes, and decodes the jobs and groups as read."""
     import gateway.hub.snapshots as snapshots
 
     node, broker, publisher, access = world
@@ -371,24 +372,29 @@ async def test_subscribers_sharing_a_read_of_a_snapshot_s_jobs_share_its_encodin
             version=1, frame=i)
         for i in range(1, 1201)
     ]  # fmt: skip
-    encoded: list[tuple[str, int]] = []
+    access.groups = [
+        Group(key=f"frame:{i}", label=f"Frame {i}", frame=i, status="queued", total=1, counts=Counts(queued=1))
+        for i in range(1, 1201)
+    ]
+    encoded: list[tuple[str, str, int]] = []
 
     class Counting:
         def __init__(self, fmt: str, encoder: msgspec.json.Encoder | msgspec.msgpack.Encoder) -> None:
             self.fmt, self.encoder = fmt, encoder
 
-        def encode(self, jobs: list[Job]) -> bytes:
-            encoded.append((self.fmt, len(jobs)))
-            return self.encoder.encode(jobs)
+        def encode(self, items: list[Job] | list[Group]) -> bytes:
+            encoded.append((self.fmt, type(items[0]).__name__ if items else "", len(items)))
+            return self.encoder.encode(items)
 
     monkeypatch.setattr(snapshots, "json_encoder", Counting("json", snapshots.json_encoder))
     monkeypatch.setattr(snapshots, "msgpack_encoder", Counting("msgpack", snapshots.msgpack_encoder))
     await publish(broker, publisher, range(1, 3))
     conns = [attached(node, fmt=fmt) for fmt in ("json", "json", "msgpack", "msgpack")]
     listed: list[dict[int, dict[str, object]]] = [{} for _ in conns]
+    grouped: list[dict[str, dict[str, object]]] = [{} for _ in conns]
 
     async def follow(i: int, conn: Connection) -> None:
-        await node.subscribe(conn, CHANNEL)
+        subscribing = asyncio.ensure_future(node.subscribe(conn, CHANNEL))  # it waits for us to read, page by page
         while True:
             frame = conn.take()
             if frame is None:
@@ -397,18 +403,68 @@ async def test_subscribers_sharing_a_read_of_a_snapshot_s_jobs_share_its_encodin
             page = json.loads(frame.data) if conn.format == "json" else msgspec.msgpack.decode(frame.data)
             assert page["type"] == "snapshot" and page["seq"] == 2, page
             listed[i].update((job["id"], job) for job in page["jobs"])
+            grouped[i].update((group["key"], group) for group in page.get("groups", []))
             if page["final"]:
+                await subscribing
                 return
 
     await asyncio.wait_for(asyncio.gather(*(follow(i, conn) for i, conn in enumerate(conns))), 10)
     assert all(sorted(jobs) == list(range(1, 1201)) for jobs in listed)
+    assert all(len(groups) == 1200 for groups in grouped)
     assert listed[0][7] == listed[2][7] == {
         "id": 7, "team_id": TEAM, "trajectory_id": 1, "cluster_id": 1, "kind": "preprocess", "name": "Frame 7",
         "status": "queued", "version": 1, "frame": 7,
     }  # fmt: skip
-    # Three pages (500, 500, 200 jobs), each encoded once per format; before, once per subscriber and once more
-    # per subscriber to measure the page.
-    assert sorted(encoded) == sorted([(fmt, n) for fmt in ("json", "msgpack") for n in (500, 500, 200)])
+    assert grouped[1]["frame:7"] == grouped[3]["frame:7"] == {
+        "key": "frame:7", "label": "Frame 7", "frame": 7, "status": "queued", "total": 1,
+        "counts": {"queued": 1, "retrying": 0, "running": 0, "completed": 0, "failed": 0, "holding": 0,
+                   "preempted": 0, "silent": 0},
+    }  # fmt: skip
+    # Three pages of jobs (500, 500, 200) and two of groups (1,000, 200; with an empty list of jobs), each encoded
+    # once per format; before, once per subscriber, and the jobs once more per subscriber to measure the page.
+    pages = [("Job", 500), ("Job", 500), ("Job", 200), ("", 0), ("Group", 1000), ("Group", 200)]
+    assert sorted(encoded) == sorted((fmt, kind, n) for fmt in ("json", "msgpack") for kind, n in pages)
+
+
+async def test_subscribers_that_arrived_together_read_a_big_snapshot_once_each_at_its_own_pace(world) -> None:
+    """One subscriber takes a snapshot's pages as fast as they come, two others a page at a time, later: each page
+    is read from PostgreSQL once between them (kept a moment for those behind), not once each."""
+    node, broker, publisher, access = world
+    access.jobs = [
+        Job(id=i, team_id=TEAM, trajectory_id=1, cluster_id=1, kind="preprocess", name=f"Frame {i}", status="queued",
+            version=1, frame=i)
+        for i in range(1, 1201)
+    ]  # fmt: skip
+    reads: list[int] = []
+    real = access.jobs_page
+
+    async def counted(channel: Channel, after_id: int, limit: int) -> list[Job]:
+        reads.append(after_id)
+        return await real(channel, after_id, limit)
+
+    access.jobs_page = counted  # type: ignore[method-assign]
+    await publish(broker, publisher, range(1, 3))
+    fast = attached(node)
+    slow = [attached(node, max_pending=64 << 10) for _ in range(2)]  # a page waits for the last to be read
+    subscribing = [asyncio.ensure_future(node.subscribe(conn, CHANNEL)) for conn in [fast, *slow]]
+
+    async def follow(conn: Connection) -> set[int]:
+        ids: set[int] = set()
+        while True:
+            frame = conn.take()
+            if frame is None:
+                await asyncio.sleep(0)
+                continue
+            page = json.loads(frame.data)
+            ids.update(job["id"] for job in page["jobs"])
+            if page["final"]:
+                return ids
+
+    assert await asyncio.wait_for(follow(fast), 10) == set(range(1, 1201))
+    for conn in slow:
+        assert await asyncio.wait_for(follow(conn), 10) == set(range(1, 1201))
+    await asyncio.gather(*subscribing)
+    assert sorted(reads) == [0, 500, 1000]  # three pages, each read once
 
 
 async def test_the_node_acts_on_each_announcement_the_bus_hands_it(world) -> None:

@@ -82,3 +82,39 @@ async def test_one_caller_cancelled_does_not_cancel_the_others_and_errors_reach_
         await second
     with pytest.raises(asyncio.CancelledError):
         await first
+
+
+async def test_a_read_asked_to_be_kept_serves_later_callers_that_were_ready_before_it_was_sent(monkeypatch) -> None:
+    """A snapshot's page, read for the first of the subscribers that arrived together, serves the others when
+    they get there a moment later; not a caller that began buffering after it was sent, and not past `KEEP`."""
+    import gateway.hub.shared as shared
+
+    reads = SharedReads()
+    calls = 0
+
+    async def page() -> int:
+        nonlocal calls
+        calls += 1
+        return calls
+
+    early = reads.mark()  # began buffering before any read
+    assert await reads.read("page", page, early, keep=True) == 1
+    assert await reads.read("page", page, early, keep=True) == 1  # done, kept: the same answer, no read
+    assert await reads.read("page", page, reads.mark(), keep=True) == 2  # ready only after it was sent: read again
+    assert await reads.read("other", page, early) == 3 and await reads.read("other", page, early) == 4  # not kept
+    assert reads.kept == 1  # the newer read of "page" replaced the older
+    monkeypatch.setattr(shared, "KEEP", 0.0)
+    reads._expire()  # what its timer does, once the kept reads are older than KEEP
+    assert reads.kept == 0
+    assert await reads.read("page", page, early, keep=True) == 5
+
+
+async def test_a_failed_read_is_not_kept() -> None:
+    reads = SharedReads()
+
+    async def failing() -> int:
+        raise OSError("PostgreSQL went away")
+
+    with pytest.raises(OSError):
+        await reads.read("page", failing, keep=True)
+    assert reads.kept == 0
