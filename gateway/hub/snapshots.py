@@ -3,8 +3,9 @@
 A team channel's snapshot is the state the relay stored with its last publish (its counts and listed
 trajectories read from PostgreSQL when the relay stored none); a jobs channel's is the position, then its jobs
 from PostgreSQL in pages (every batch at or below the position was committed before the read). A snapshot
-reads only what was read after `since` (when its subscriber began holding the channel's messages):
-subscribers arriving together share those reads.
+reads its position only as read after `since` (when its subscriber began holding the channel's messages), and
+its rows only as read after its position was (`SharedReads.mark`): subscribers arriving together share those
+reads, and a page read for others a moment ago serves a subscriber whose position it follows.
 
 Encoded once, as live frames are: a snapshot built for one position of a channel serves every subscriber who
 finds the channel at that same position within `REUSE` seconds, its pages (`Page`) framed once per format. It
@@ -181,7 +182,7 @@ class Snapshots:
         if built is not None:
             return seq, built.pages[0]
         at = time.monotonic()
-        page = await self._team_page(channel, state, since)
+        page = await self._team_page(channel, state, self.shared.mark())  # what it reads: after the state
         page.seq, page.cursor, page.time = seq, make_cursor(epoch, seq), now_ms()
         shared = Page(page)
         if state.seq is not None:  # a state the relay stored: the same at this position for everybody
@@ -230,7 +231,9 @@ class Snapshots:
         built = self._reusable(name, (epoch, seq))
         if built is not None:
             return seq, _replay(built.pages)
-        return seq, self._recorded(name, (epoch, seq), channel, since)
+        # Its pages are read after its position was: a read sent since it began holding, but before its position
+        # was read (another subscriber's, in flight or kept), may lack a batch at or below the position.
+        return seq, self._recorded(name, (epoch, seq), channel, self.shared.mark())
 
     async def _recorded(
         self, name: str, position: tuple[int, int], channel: Channel, since: int

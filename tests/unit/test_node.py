@@ -467,6 +467,70 @@ async def test_subscribers_that_arrived_together_read_a_big_snapshot_once_each_a
     assert sorted(reads) == [0, 500, 1000]  # three pages, each read once
 
 
+@pytest.mark.parametrize("d_s_read", ["done", "in flight"])
+async def test_a_snapshot_never_takes_a_page_read_before_its_own_position_was(world, d_s_read: str) -> None:
+    """Subscriber C begins holding the channel; its read of the position is slow. Subscriber D, after it, reads
+    the position and the first page (job 1 at version 1). Then job 1 changes (seq 3) and C's position read comes
+    back: 3. D's page was read after C began holding, but before C's position: it lacks seq 3, which C drops as
+    covered by its snapshot. Whether D's read is done (kept a moment) or still in flight, C must read its pages
+    after its position, and end with job 1 at version 2."""
+    node, broker, publisher, access = world
+
+    def job(version: int) -> Job:
+        return Job(id=1, team_id=TEAM, trajectory_id=1, cluster_id=1, kind="preprocess", name="Frame 1",
+                   status="queued" if version == 1 else "running", version=version, frame=1)  # fmt: skip
+
+    access.jobs = [job(1)]
+    await publish(broker, publisher, range(1, 3))
+    real_position, position_gate, positions = node.reads.position, asyncio.Event(), 0
+
+    async def slow_first(tag: str, channel: str):  # type: ignore[no-untyped-def]
+        nonlocal positions
+        positions += 1
+        if positions == 1:
+            await position_gate.wait()  # C's read: answered only after the change below
+        return await real_position(tag, channel)
+
+    node.reads.position = slow_first  # type: ignore[method-assign]
+    real_page, page_gate = access.jobs_page, asyncio.Event()
+
+    async def page_as_of_its_start(channel: Channel, after_id: int, limit: int) -> list[Job]:
+        rows = await real_page(channel, after_id, limit)  # PostgreSQL's view as the read starts
+        if d_s_read == "in flight":
+            await page_gate.wait()
+        return rows
+
+    access.jobs_page = page_as_of_its_start  # type: ignore[method-assign]
+    c, d = attached(node), attached(node)
+    subscribing_c = asyncio.ensure_future(node.subscribe(c, CHANNEL))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    subscribing_d = asyncio.ensure_future(node.subscribe(d, CHANNEL))
+    if d_s_read == "done":
+        await asyncio.wait_for(subscribing_d, 5)
+    else:
+        for _ in range(20):
+            await asyncio.sleep(0)
+    access.jobs = [job(2)]  # committed, then published as seq 3
+    as_json, as_msgpack = encode_both(Batch(channel=CHANNEL, seq=3, cursor=make_cursor(1, 3), jobs=[job(2)]))
+    await publisher.publish([Publication(channel=CHANNEL, epoch=1, seq=3, json=as_json, msgpack=as_msgpack)])
+    await broker.delivered()
+    position_gate.set()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    page_gate.set()
+    await asyncio.wait_for(asyncio.gather(subscribing_c, subscribing_d), 5)
+
+    def versions(conn: Connection) -> dict[int, int]:
+        found: dict[int, int] = {}
+        while (frame := conn.take()) is not None:
+            found.update((j["id"], j["version"]) for j in json.loads(frame.data).get("jobs", []))
+        return found
+
+    assert versions(c) == {1: 2}
+    assert versions(d) == {1: 2}  # its snapshot at seq 2, then seq 3 live
+
+
 async def test_the_node_acts_on_each_announcement_the_bus_hands_it(world) -> None:
     """The node is the bus's handler: a member removed leaves the team's channels, a channel moved to another team
     ends its old team's subscriptions, a revocation goes to whoever listens for them."""
