@@ -79,13 +79,14 @@ class Encoded(Generic[T]):
         return raw
 
     def parts(self) -> list[Encoded[T]]:
-        """These halved until each part's page fits the byte bound of a batch (jobs with long errors are big)."""
+        """These halved until each part's page fits the byte bound of a batch (jobs with long errors are big).
+        Only halves are kept: a list holding this one would be a cycle, which a node's frozen collector frees
+        only at its next thaw (gateway.web.node.garbage)."""
+        if len(self.items) <= 1 or len(self.raw("json")) <= MAX_BATCH_BYTES - ENVELOPE_BYTES:
+            return [self]
         if self._parts is None:
-            if len(self.items) > 1 and len(self.raw("json")) > MAX_BATCH_BYTES - ENVELOPE_BYTES:
-                half = len(self.items) // 2
-                self._parts = Encoded(self.items[:half]).parts() + Encoded(self.items[half:]).parts()
-            else:
-                self._parts = [self]
+            half = len(self.items) // 2
+            self._parts = Encoded(self.items[:half]).parts() + Encoded(self.items[half:]).parts()
         return self._parts
 
 
