@@ -54,7 +54,9 @@ class Shape:
 
 SHAPES = {
     "steady": Shape(teams=50, trajectories=4, jobs=100, frames=100, commits=4, changes=5, poll=0.010, spread=True),
-    "burst": Shape(teams=1, trajectories=1, jobs=40_000, frames=10_000, commits=1, changes=500, poll=0.050, spread=False),
+    "burst": Shape(
+        teams=1, trajectories=1, jobs=40_000, frames=10_000, commits=1, changes=500, poll=0.050, spread=False
+    ),
 }
 NEXT = {"queued": "running", "running": "completed", "completed": "queued"}
 
