@@ -260,7 +260,9 @@ class Snapshots:
             final = len(read.items) < MAX_JOBS_PER_BATCH
             parts: list[tuple[Encoded[Job], Encoded[Group] | None]] = [(part, None) for part in read.parts()]
             if final and channel.kind == "trajectory":  # its groups travel last, in pages of their own
-                groups = await self.shared.read(("groups", name), functools.partial(self._groups, channel), since, True)
+                groups = await self.shared.read(
+                    ("groups", name), functools.partial(self._groups, channel), since, keep=True
+                )
                 parts += [(EMPTY, chunk) for chunk in groups]
             for i, (jobs, chunk) in enumerate(parts):
                 snapshot = Snapshot(
