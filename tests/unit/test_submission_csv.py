@@ -9,7 +9,7 @@ import io
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gateway.core.submission import Counts, SubmissionRow
@@ -82,8 +82,9 @@ def no_formula_in(text: str, rows: list[SubmissionRow]) -> None:
     for separator in READINGS:
         for line in read(text, separator):
             assert not any(starts_a_formula(cell) for cell in line), (separator, line)
-        # Whatever else it splits, every record starts a line of its own, first with its row's id.
-        starts = [line[0].split(",")[0] for line in read(text, separator)]
+        # Whatever else it splits, every record starts a line of its own, first with its row's id. Read with
+        # another separator, a title's line breaks are not inside quotes: a title of two leaves an empty line.
+        starts = [line[0].split(",")[0] for line in read(text, separator) if line]
         assert [s for s in starts if s.isdigit()] == [str(r.id) for r in rows], separator
 
 
@@ -111,6 +112,7 @@ TITLES = st.text(st.one_of(st.sampled_from("=+-@\t\r\n,;\" 'x1"), st.characters(
 
 
 @given(titles=st.lists(TITLES, min_size=1, max_size=6))
+@example(titles=["\n\n"])  # found by a whole suite, 2026-12-08: the test read an empty line's first cell
 def test_any_title_reads_back_whole_and_starts_no_formula(titles: list[str]) -> None:
     rows = [submission(i + 1, t) for i, t in enumerate(titles)]
     text = export(rows)
