@@ -107,6 +107,15 @@ async def publish(broker: MemoryBroker, publisher: MemoryPublisher, seqs: range,
     await broker.delivered()
 
 
+def queued_jobs(n: int) -> list[Job]:
+    """A trajectory's jobs 1..n, queued, one a frame: a snapshot of n / 500 pages."""
+    return [
+        Job(id=i, team_id=TEAM, trajectory_id=1, cluster_id=1, kind="preprocess", name=f"Frame {i}", status="queued",
+            version=1, frame=i)
+        for i in range(1, n + 1)
+    ]  # fmt: skip
+
+
 def received(conn: Connection) -> list[tuple[str, object]]:
     """What the client has been sent, oldest first, as (type, seq)."""
     out = []
@@ -367,11 +376,7 @@ async def test_subscribers_sharing_a_read_of_a_snapshot_s_jobs_share_its_encodin
     import gateway.hub.snapshots as snapshots
 
     node, broker, publisher, access = world
-    access.jobs = [
-        Job(id=i, team_id=TEAM, trajectory_id=1, cluster_id=1, kind="preprocess", name=f"Frame {i}", status="queued",
-            version=1, frame=i)
-        for i in range(1, 1201)
-    ]  # fmt: skip
+    access.jobs = queued_jobs(1200)
     access.groups = [
         Group(key=f"frame:{i}", label=f"Frame {i}", frame=i, status="queued", total=1, counts=Counts(queued=1))
         for i in range(1, 1201)
@@ -430,11 +435,7 @@ async def test_subscribers_that_arrived_together_read_a_big_snapshot_once_each_a
     """One subscriber takes a snapshot's pages as fast as they come, two others a page at a time, later: each page
     is read from PostgreSQL once between them (kept a moment for those behind), not once each."""
     node, broker, publisher, access = world
-    access.jobs = [
-        Job(id=i, team_id=TEAM, trajectory_id=1, cluster_id=1, kind="preprocess", name=f"Frame {i}", status="queued",
-            version=1, frame=i)
-        for i in range(1, 1201)
-    ]  # fmt: skip
+    access.jobs = queued_jobs(1200)
     reads: list[int] = []
     real = access.jobs_page
 
